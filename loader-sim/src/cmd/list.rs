@@ -1,0 +1,155 @@
+//! `loader-sim list FILE [--json]`: every image, in discovery order.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use offload_image::container::UnitContent;
+use offload_image::target::Triple;
+use offload_image::{for_each_unit, Image, ReadOptions, Unit};
+use serde::Serialize;
+
+use crate::input::Input;
+use crate::output::{json_line, sha256_hex, table};
+use crate::{Failure, Outcome};
+
+/// Arguments of `list`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The file to read (bundle, CCOB, OffloadBinary, ELF, archive, ...).
+    file: PathBuf,
+    /// Write JSON Lines instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Do not verify the truncated MD5 of compressed bundles.
+    #[arg(long)]
+    no_verify_hash: bool,
+}
+
+/// One `list` record (field names are part of the CLI contract).
+#[derive(Serialize)]
+pub struct Record {
+    container: String,
+    bundle_index: usize,
+    format: &'static str,
+    compression: Option<&'static str>,
+    ccob_version: Option<u16>,
+    entry_id: Option<String>,
+    offload_kind: Option<&'static str>,
+    triple: Option<String>,
+    target_id: Option<String>,
+    image_kind: &'static str,
+    offset: Option<u64>,
+    size: u64,
+    sha256: String,
+}
+
+/// Where an image was found, as `CLI.md` spells it.
+pub fn container_of(unit: &Unit<'_>, image: &Image<'_>) -> String {
+    let base = unit.location.to_string();
+    match (&unit.content, image.entry_id) {
+        (UnitContent::ObjectBundle(_), Some(id)) => {
+            let section = format!("section __CLANG_OFFLOAD_BUNDLE__{id}");
+            if unit.location.path().is_empty() {
+                section
+            } else {
+                format!("{base} / {section}")
+            }
+        }
+        _ => base,
+    }
+}
+
+/// The normalised triple and target ID of an image.
+pub fn identity(image: &Image<'_>) -> (Option<String>, Option<String>) {
+    let triple = image.triple.map(|t| {
+        Triple::parse(t)
+            .map(|t| t.to_string())
+            .unwrap_or_else(|_| t.to_string())
+    });
+    (triple, image.target_id.map(str::to_string))
+}
+
+/// Runs `list`.
+pub fn run(args: &Args) -> Result<Outcome, Failure> {
+    let input = Input::open(&args.file)?;
+    let options = ReadOptions {
+        verify_hash: !args.no_verify_hash,
+        ..ReadOptions::default()
+    };
+    let mut records = Vec::new();
+    for_each_unit(input.bytes(), &options, |unit| {
+        let open = unit.open(&options)?;
+        for image in open.images() {
+            let (triple, target_id) = identity(&image);
+            let compressed = unit.compressed();
+            records.push(Record {
+                container: container_of(&unit, &image),
+                bundle_index: unit.index,
+                format: image.format.name(),
+                compression: compressed.map(|c| c.method().name()),
+                ccob_version: compressed.map(|c| c.version()),
+                entry_id: image.entry_id.map(str::to_string),
+                offload_kind: match image.format {
+                    offload_image::Format::Elf => None,
+                    _ => Some(image.offload_kind.name()),
+                },
+                triple,
+                target_id,
+                image_kind: image.image_kind.name(),
+                offset: open.offset_of(&image),
+                size: image.size(),
+                sha256: sha256_hex(image.bytes),
+            });
+        }
+        Ok(())
+    })
+    .map_err(|e| Failure::file(&args.file, e))?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let written = if args.json {
+        records.iter().try_for_each(|r| json_line(&mut out, r))
+    } else {
+        let rows: Vec<Vec<String>> = records
+            .iter()
+            .map(|r| {
+                vec![
+                    r.container.clone(),
+                    r.bundle_index.to_string(),
+                    match r.compression {
+                        Some(c) => format!("{}+{c}", r.format),
+                        None => r.format.to_string(),
+                    },
+                    r.entry_id.clone().unwrap_or_else(|| {
+                        format!(
+                            "{}--{}",
+                            r.triple.as_deref().unwrap_or("?"),
+                            r.target_id.as_deref().unwrap_or("?")
+                        )
+                    }),
+                    r.image_kind.to_string(),
+                    r.offset.map_or_else(|| "-".to_string(), |o| o.to_string()),
+                    r.size.to_string(),
+                    r.sha256.clone(),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            &[
+                "CONTAINER",
+                "UNIT",
+                "FORMAT",
+                "IMAGE",
+                "KIND",
+                "OFFSET",
+                "SIZE",
+                "SHA256",
+            ],
+            &rows,
+        )
+    };
+    written
+        .and_then(|_| out.flush())
+        .map_err(|e| Failure(format!("cannot write output: {e}")))?;
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,38 @@
+//! Reading input files: memory-mapped, so that only the pages a command touches are read.
+
+use std::fs::File;
+use std::path::Path;
+
+use crate::Failure;
+
+/// The bytes of an input file.
+pub struct Input {
+    map: Option<memmap2::Mmap>,
+}
+
+impl Input {
+    /// Maps `path` read-only (an empty file is not mapped).
+    pub fn open(path: &Path) -> Result<Self, Failure> {
+        let file =
+            File::open(path).map_err(|e| Failure::file(path, format!("cannot open: {e}")))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Failure::file(path, format!("cannot stat: {e}")))?
+            .len();
+        if len == 0 {
+            return Ok(Input { map: None });
+        }
+        // SAFETY: the map is read-only and private to this process. Another process
+        // truncating the file while it is mapped would make later reads fault (SIGBUS);
+        // the inputs of this tool are build artefacts that are not modified while it runs.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(&file) }
+            .map_err(|e| Failure::file(path, format!("cannot map: {e}")))?;
+        Ok(Input { map: Some(map) })
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}

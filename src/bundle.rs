@@ -1,0 +1,299 @@
+//! Uncompressed binary offload bundles (`__CLANG_OFFLOAD_BUNDLE__`, `FORMATS.md` §2).
+//!
+//! [`Bundle::parse`] validates the whole descriptor table once (bounds, overflow, limits,
+//! ID encoding) without allocating; [`Bundle::entries`] then walks it again and hands out
+//! the payloads as slices of the caller's buffer, in header order.
+
+use crate::bytes::{self, u64_of};
+use crate::error::{Error, ErrorKind, Result};
+use crate::raw::{BundleEntryHeader, BundleHeader, BUNDLE_MAGIC};
+use crate::Limits;
+
+/// Size of the fixed bundle header.
+const HEADER_SIZE: u64 = 32;
+/// Size of the fixed part of an entry descriptor.
+const DESCRIPTOR_SIZE: u64 = 24;
+
+/// A parsed binary offload bundle borrowing the caller's bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Bundle<'data> {
+    data: &'data [u8],
+    num_entries: u64,
+    table_end: u64,
+    extent: u64,
+}
+
+/// One entry of a [`Bundle`]: its ID exactly as stored and its payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BundleEntry<'data> {
+    /// Position in the header (0-based).
+    pub index: usize,
+    /// The bundle entry ID as stored, with trailing NUL bytes removed.
+    pub id: &'data str,
+    /// Payload offset from the start of the bundle.
+    pub offset: u64,
+    /// The payload.
+    pub data: &'data [u8],
+}
+
+/// Returns true if `data` starts with the binary bundle magic.
+pub fn is_bundle(data: &[u8]) -> bool {
+    data.starts_with(BUNDLE_MAGIC)
+}
+
+impl<'data> Bundle<'data> {
+    /// Parses the bundle that starts at `data[0]`.
+    ///
+    /// `data` may extend past the bundle (the rest of a `.hip_fatbin` section); payloads
+    /// must lie inside `data`. The bundle's own size is [`Bundle::len`].
+    pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
+        let header: &BundleHeader = bytes::read(data, 0, "bundle header truncated")?;
+        if &header.magic != BUNDLE_MAGIC {
+            return Err(Error::new(
+                ErrorKind::BadMagic,
+                0,
+                "not a clang offload bundle (no __CLANG_OFFLOAD_BUNDLE__ magic)",
+            ));
+        }
+        let num_entries = header.num_entries.get();
+        if num_entries > limits.max_entries {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                24,
+                "bundle entry count exceeds the limit",
+            ));
+        }
+        // Each descriptor takes at least 24 bytes, so pass 1 below stops after at most
+        // len / 24 steps whatever the declared count.
+        // Pass 1: the descriptor table.
+        let mut pos = HEADER_SIZE;
+        for _ in 0..num_entries {
+            let (_, _, next) = descriptor(data, pos, limits)?;
+            pos = next;
+        }
+        let table_end = pos;
+        // Pass 2: payload bounds.
+        let mut extent = table_end;
+        let mut pos = HEADER_SIZE;
+        for _ in 0..num_entries {
+            let (d, _, next) = descriptor(data, pos, limits)?;
+            let (offset, size) = (d.offset.get(), d.size.get());
+            let end = bytes::add(
+                offset,
+                size,
+                pos + 8,
+                "bundle entry offset + size overflows",
+            )?;
+            if end > u64_of(data.len()) {
+                let at = if offset > u64_of(data.len()) {
+                    pos
+                } else {
+                    pos + 8
+                };
+                let kind = if offset <= u64_of(data.len()) && size <= u64_of(data.len()) {
+                    ErrorKind::Truncated
+                } else {
+                    ErrorKind::OutOfBounds
+                };
+                return Err(Error::new(
+                    kind,
+                    at,
+                    "bundle entry payload runs past the end of the data",
+                ));
+            }
+            if size != 0 && offset < table_end {
+                return Err(Error::new(
+                    ErrorKind::Malformed,
+                    pos,
+                    "bundle entry payload overlaps the bundle header",
+                ));
+            }
+            extent = extent.max(end);
+            pos = next;
+        }
+        Ok(Bundle {
+            data,
+            num_entries,
+            table_end,
+            extent,
+        })
+    }
+
+    /// Size of the bundle: the end of its last payload (at least the end of its header).
+    pub fn len(&self) -> u64 {
+        self.extent
+    }
+
+    /// True if the bundle has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.num_entries == 0
+    }
+
+    /// Number of entries declared in the header.
+    pub fn entry_count(&self) -> u64 {
+        self.num_entries
+    }
+
+    /// Size of the header including the descriptor table.
+    pub fn header_len(&self) -> u64 {
+        self.table_end
+    }
+
+    /// The bundle's bytes, `[0, len)`.
+    pub fn data(&self) -> &'data [u8] {
+        bytes::sub(self.data, 0, self.extent, "bundle").unwrap_or(self.data)
+    }
+
+    /// The entries in header order.
+    pub fn entries(&self) -> BundleEntries<'data> {
+        BundleEntries {
+            data: self.data,
+            pos: HEADER_SIZE,
+            index: 0,
+            remaining: self.num_entries,
+        }
+    }
+}
+
+/// Reads the descriptor at `pos`: (fixed part, ID, offset of the next descriptor).
+fn descriptor<'data>(
+    data: &'data [u8],
+    pos: u64,
+    limits: &Limits,
+) -> Result<(&'data BundleEntryHeader, &'data str, u64)> {
+    let d: &BundleEntryHeader = bytes::read(data, pos, "bundle entry descriptor truncated")?;
+    let id_len = d.id_len.get();
+    if id_len > limits.max_id_len {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            pos + 16,
+            "bundle entry ID length exceeds the limit",
+        ));
+    }
+    let id_at = pos + DESCRIPTOR_SIZE;
+    let raw = bytes::sub(data, id_at, id_len, "bundle entry ID truncated")
+        .map_err(|e| Error::new(ErrorKind::Truncated, e.offset(), e.what()))?;
+    let trimmed = match raw.iter().rposition(|&b| b != 0) {
+        Some(last) => raw.get(..=last).unwrap_or(raw),
+        None => &raw[..0],
+    };
+    let id = core::str::from_utf8(trimmed).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidId,
+            id_at,
+            "bundle entry ID is not valid UTF-8",
+        )
+    })?;
+    Ok((d, id, id_at + id_len))
+}
+
+/// Iterator over the entries of a [`Bundle`], in header order.
+#[derive(Clone, Debug)]
+pub struct BundleEntries<'data> {
+    data: &'data [u8],
+    pos: u64,
+    index: usize,
+    remaining: u64,
+}
+
+impl<'data> Iterator for BundleEntries<'data> {
+    type Item = BundleEntry<'data>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        // The table was validated by `Bundle::parse`; a failure here cannot happen, and
+        // ends the iteration rather than panicking.
+        let (d, id, next) = descriptor(self.data, self.pos, &Limits::UNLIMITED).ok()?;
+        let data = bytes::sub(self.data, d.offset.get(), d.size.get(), "payload").ok()?;
+        let entry = BundleEntry {
+            index: self.index,
+            id,
+            offset: d.offset.get(),
+            data,
+        };
+        self.pos = next;
+        self.index += 1;
+        Some(entry)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::try_from(self.remaining).unwrap_or(usize::MAX);
+        (n, Some(n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    fn build(entries: &[(&str, &[u8])], align: u64) -> Vec<u8> {
+        let mut table = 32u64;
+        for (id, _) in entries {
+            table += 24 + id.len() as u64;
+        }
+        let mut out = Vec::new();
+        out.extend_from_slice(BUNDLE_MAGIC);
+        out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+        let mut cursor = table;
+        let mut offsets = Vec::new();
+        for (_, data) in entries {
+            cursor = cursor.div_ceil(align) * align;
+            offsets.push(cursor);
+            cursor += data.len() as u64;
+        }
+        for ((id, data), off) in entries.iter().zip(&offsets) {
+            out.extend_from_slice(&off.to_le_bytes());
+            out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+            out.extend_from_slice(&(id.len() as u64).to_le_bytes());
+            out.extend_from_slice(id.as_bytes());
+        }
+        for ((_, data), off) in entries.iter().zip(&offsets) {
+            out.resize(*off as usize, 0);
+            out.extend_from_slice(data);
+        }
+        out
+    }
+
+    #[test]
+    fn parses_entries_in_header_order() {
+        let b = build(
+            &[
+                ("host-x86_64-unknown-linux-gnu-", b""),
+                ("hipv4-amdgcn-amd-amdhsa--gfx906", b"abc"),
+                ("hipv4-amdgcn-amd-amdhsa--gfx90a", b"defg"),
+            ],
+            8,
+        );
+        let bundle = Bundle::parse(&b, &Limits::default()).unwrap();
+        let e: Vec<_> = bundle.entries().collect();
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[1].id, "hipv4-amdgcn-amd-amdhsa--gfx906");
+        assert_eq!(e[1].data, b"abc");
+        assert_eq!(e[2].data, b"defg");
+        assert_eq!(bundle.len(), b.len() as u64);
+    }
+
+    #[test]
+    fn rejects_bad_tables() {
+        let b = build(&[("hip-amdgcn-amd-amdhsa--gfx906", b"abc")], 1);
+        // Truncated inside the descriptor table.
+        let err = Bundle::parse(&b[..40], &Limits::default()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Truncated);
+        // Payload offset + size overflow.
+        let mut bad = b.clone();
+        bad[40..48].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
+        let err = Bundle::parse(&bad, &Limits::default()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::OutOfBounds);
+        assert_eq!(err.offset(), 40);
+        // A huge entry count is refused up front.
+        let mut bad = b.clone();
+        bad[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
+        let err = Bundle::parse(&bad, &Limits::default()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::LimitExceeded);
+    }
+}

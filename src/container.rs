@@ -1,0 +1,705 @@
+//! Finding offload containers by content: in files, ELF sections, `ar` members, recursively.
+//!
+//! The walk ([`for_each_unit`]) hands out [`Unit`]s in discovery order (archive member
+//! order, section order, offset within a section) without allocating. A unit is one bundle
+//! (compressed or not), one text bundle, the OffloadBinaries laid out back to back in one
+//! section or file, the `__CLANG_OFFLOAD_BUNDLE__<id>` sections of one bundled host object,
+//! or one bare device ELF. [`Unit::open`] decompresses what needs it (owned once) and
+//! [`OpenUnit::images`] lists the images in discovery order.
+//!
+//! Several blobs in one buffer (a `.hip_fatbin` section holds one bundle per translation
+//! unit) are walked by the sizes their headers give; only zero padding may separate them.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use object::elf::{FileHeader32, FileHeader64};
+use object::read::archive::ArchiveFile;
+use object::read::elf::{FileHeader, SectionHeader, SectionTable};
+use object::Endianness;
+
+use crate::bundle::{self, Bundle, BundleEntries};
+use crate::bytes::{self, u64_of};
+use crate::ccob::{self, CompressedBundle};
+use crate::error::{Error, ErrorKind, Result};
+use crate::image::{Format, Image};
+use crate::offload_binary::{
+    self, OffloadBinaries, OffloadBinary, OffloadBinaryEntries, OffloadBinaryIter,
+};
+use crate::raw::{AR_MAGIC, AR_THIN_MAGIC, ELF_MAGIC};
+use crate::text::{self, TextBundle, TextEntries};
+use crate::ReadOptions;
+
+/// Deepest nesting of containers (archive in archive in ELF ...) a path can record.
+pub const MAX_DEPTH: usize = 8;
+
+/// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`).
+pub const SHT_LLVM_OFFLOADING: u32 = 0x6FFF_4C0B;
+/// `e_machine` of AMDGPU code objects.
+pub const EM_AMDGPU: u16 = 224;
+/// `e_machine` of NVIDIA cubins.
+pub const EM_CUDA: u16 = 190;
+/// Prefix of the per-entry sections of a bundled host object (`FORMATS.md` §2.5).
+pub const OBJECT_BUNDLE_PREFIX: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
+
+/// One step of the path to a unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathElem<'data> {
+    /// An `ar` archive member, by name.
+    Member(&'data [u8]),
+    /// An ELF section, by name.
+    Section(&'data [u8]),
+}
+
+/// Where a unit was found: the containers leading to it and its offset in the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location<'data> {
+    path: heapless::Vec<PathElem<'data>, MAX_DEPTH>,
+    /// Offset of the unit's first byte in the buffer handed to the walk.
+    pub offset: u64,
+}
+
+impl<'data> Location<'data> {
+    /// The containers leading to the unit, outermost first (empty: the file itself).
+    pub fn path(&self) -> &[PathElem<'data>] {
+        &self.path
+    }
+
+    /// The innermost ELF section name, if the unit is in a section.
+    pub fn section(&self) -> Option<&'data [u8]> {
+        self.path.iter().rev().find_map(|p| match p {
+            PathElem::Section(s) => Some(*s),
+            PathElem::Member(_) => None,
+        })
+    }
+}
+
+impl fmt::Display for Location<'_> {
+    /// `file`, or the path such as `member libfoo.o / section .llvm.offloading`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            return f.write_str("file");
+        }
+        for (i, p) in self.path.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" / ")?;
+            }
+            let (label, name) = match p {
+                PathElem::Member(n) => ("member", n),
+                PathElem::Section(n) => ("section", n),
+            };
+            write!(f, "{label} ")?;
+            for chunk in name.utf8_chunks() {
+                f.write_str(chunk.valid())?;
+                if !chunk.invalid().is_empty() {
+                    f.write_str("\u{FFFD}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a unit holds.
+#[derive(Clone, Copy, Debug)]
+pub enum UnitContent<'data> {
+    /// An uncompressed binary bundle.
+    Bundle(Bundle<'data>),
+    /// A compressed bundle (`CCOB`).
+    Compressed(CompressedBundle<'data>),
+    /// A text bundle.
+    Text(TextBundle<'data>),
+    /// One or more OffloadBinaries back to back.
+    OffloadBinaries(OffloadBinaries<'data>),
+    /// The `__CLANG_OFFLOAD_BUNDLE__<id>` sections of one bundled host object.
+    ObjectBundle(ObjectBundle<'data>),
+    /// A bare device ELF (AMDGPU code object or cubin).
+    DeviceElf(&'data [u8]),
+}
+
+/// A registration/selection unit: see the module documentation.
+#[derive(Clone, Debug)]
+pub struct Unit<'data> {
+    /// Where the unit is.
+    pub location: Location<'data>,
+    /// Index of the unit within its container (bundle index in a `.hip_fatbin` section).
+    pub index: usize,
+    /// The unit itself.
+    pub content: UnitContent<'data>,
+    file: &'data [u8],
+}
+
+impl<'data> Unit<'data> {
+    /// The container format of the unit's images.
+    pub fn format(&self) -> Format {
+        match self.content {
+            UnitContent::Bundle(_) | UnitContent::Compressed(_) | UnitContent::ObjectBundle(_) => {
+                Format::Bundle
+            }
+            UnitContent::Text(_) => Format::TextBundle,
+            UnitContent::OffloadBinaries(_) => Format::OffloadBinary,
+            UnitContent::DeviceElf(_) => Format::Elf,
+        }
+    }
+
+    /// The compressed bundle, if this unit is one.
+    pub fn compressed(&self) -> Option<&CompressedBundle<'data>> {
+        match &self.content {
+            UnitContent::Compressed(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Offset of `bytes` in the walked buffer, if they are stored there uncompressed.
+    pub fn offset_of(&self, bytes: &[u8]) -> Option<u64> {
+        bytes::offset_in(self.file, bytes)
+    }
+
+    /// Makes the unit's images available, decompressing compressed content once.
+    ///
+    /// Uncompressed units allocate nothing. Errors inside decompressed content carry the
+    /// offset of the compressed blob ([`Error::decompressed_offset`] gives the inner one).
+    pub fn open(&self, options: &ReadOptions) -> Result<OpenUnit<'data>> {
+        let at = self.location.offset;
+        let mut owned = Vec::new();
+        match &self.content {
+            UnitContent::Compressed(c) => {
+                let data = c.decompress(options).map_err(|e| e.rebase(at))?;
+                check_decompressed(&data, options).map_err(|e| e.in_decompressed(at))?;
+                owned.push(data);
+            }
+            UnitContent::OffloadBinaries(seq) => {
+                for (pos, b) in seq.iter() {
+                    if b.is_compressed() {
+                        let data = b.inflate(options).map_err(|e| e.rebase(at + pos))?;
+                        OffloadBinary::parse(&data, &options.limits)
+                            .map_err(|e| e.in_decompressed(at + pos))?;
+                        owned.push(data);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(OpenUnit {
+            unit: self.clone(),
+            owned,
+            options: *options,
+        })
+    }
+}
+
+/// Decompressed content must be a bundle (binary or text).
+fn check_decompressed(data: &[u8], options: &ReadOptions) -> Result<()> {
+    if bundle::is_bundle(data) {
+        Bundle::parse(data, &options.limits).map(|_| ())
+    } else if text::detect(data).is_some() {
+        TextBundle::parse(data, &options.limits).map(|_| ())
+    } else {
+        Err(Error::new(
+            ErrorKind::Malformed,
+            0,
+            "decompressed content is not an offload bundle",
+        ))
+    }
+}
+
+/// A unit whose images can be listed; holds decompressed content if there was any.
+#[derive(Clone, Debug)]
+pub struct OpenUnit<'data> {
+    unit: Unit<'data>,
+    owned: Vec<Vec<u8>>,
+    options: ReadOptions,
+}
+
+impl<'data> OpenUnit<'data> {
+    /// The unit.
+    pub fn unit(&self) -> &Unit<'data> {
+        &self.unit
+    }
+
+    /// The decompressed bundle of a compressed unit.
+    pub fn decompressed(&self) -> Option<&[u8]> {
+        match self.unit.content {
+            UnitContent::Compressed(_) => self.owned.first().map(|v| v.as_slice()),
+            _ => None,
+        }
+    }
+
+    /// Offset of an image's bytes in the walked buffer (`None` if decompressed).
+    pub fn offset_of(&self, image: &Image<'_>) -> Option<u64> {
+        self.unit.offset_of(image.bytes)
+    }
+
+    /// The images in discovery order.
+    pub fn images(&self) -> Images<'_> {
+        let limits = &self.options.limits;
+        let state = match &self.unit.content {
+            UnitContent::Bundle(b) => State::Bundle(b.entries()),
+            UnitContent::Compressed(_) => match self.owned.first() {
+                Some(d) if bundle::is_bundle(d) => Bundle::parse(d, limits)
+                    .map(|b| State::Bundle(b.entries()))
+                    .unwrap_or(State::Done),
+                Some(d) => TextBundle::parse(d, limits)
+                    .map(|t| State::Text(t.entries()))
+                    .unwrap_or(State::Done),
+                None => State::Done,
+            },
+            UnitContent::Text(t) => State::Text(t.entries()),
+            UnitContent::OffloadBinaries(seq) => State::Binaries {
+                binaries: seq.iter(),
+                current: None,
+                owned: self.owned.iter(),
+            },
+            UnitContent::ObjectBundle(o) => State::Object(o.sections()),
+            UnitContent::DeviceElf(d) => State::Elf(Some(d)),
+        };
+        Images { index: 0, state }
+    }
+}
+
+/// Iterator over the images of an [`OpenUnit`], in discovery order.
+#[derive(Clone, Debug)]
+pub struct Images<'a> {
+    index: usize,
+    state: State<'a>,
+}
+
+#[derive(Clone, Debug)]
+enum State<'a> {
+    Bundle(BundleEntries<'a>),
+    Text(TextEntries<'a>),
+    Binaries {
+        binaries: OffloadBinaryIter<'a>,
+        current: Option<OffloadBinaryEntries<'a>>,
+        owned: core::slice::Iter<'a, Vec<u8>>,
+    },
+    Object(ObjectSections<'a>),
+    Elf(Option<&'a [u8]>),
+    Done,
+}
+
+impl<'a> Iterator for Images<'a> {
+    type Item = Image<'a>;
+
+    fn next(&mut self) -> Option<Image<'a>> {
+        let i = self.index;
+        let image = match &mut self.state {
+            State::Bundle(it) => it.next().map(|e| Image::from_bundle_entry(i, &e)),
+            State::Text(it) => it.next().map(|e| Image::from_text_entry(i, &e)),
+            State::Binaries {
+                binaries,
+                current,
+                owned,
+            } => loop {
+                if let Some(e) = current.as_mut().and_then(|c| c.next()) {
+                    break Some(Image::from_offload_entry(i, &e));
+                }
+                let (_, b) = binaries.next()?;
+                *current = if b.is_compressed() {
+                    let inflated = owned.next()?;
+                    OffloadBinary::parse(inflated, &crate::Limits::UNLIMITED)
+                        .ok()
+                        .map(|b| b.entries())
+                } else {
+                    Some(b.entries())
+                };
+            },
+            State::Object(it) => it
+                .next()
+                .map(|(id, data)| Image::from_id(i, Format::Bundle, id, data)),
+            State::Elf(e) => e.take().map(|d| Image::from_elf(i, d)),
+            State::Done => None,
+        };
+        if image.is_some() {
+            self.index += 1;
+        }
+        image
+    }
+}
+
+/// The `__CLANG_OFFLOAD_BUNDLE__<id>` sections of a bundled host object (`FORMATS.md` §2.5).
+#[derive(Clone, Copy, Debug)]
+pub struct ObjectBundle<'data> {
+    elf: &'data [u8],
+}
+
+impl<'data> ObjectBundle<'data> {
+    /// The ELF file holding the sections.
+    pub fn elf(&self) -> &'data [u8] {
+        self.elf
+    }
+
+    /// The bundle sections in section order: (entry ID, section contents).
+    pub fn sections(&self) -> ObjectSections<'data> {
+        ObjectSections {
+            tables: Tables::parse(self.elf).ok(),
+            index: 0,
+        }
+    }
+}
+
+/// The section table of a 32- or 64-bit ELF file.
+#[derive(Clone, Copy, Debug)]
+enum Tables<'data> {
+    E32(
+        Endianness,
+        SectionTable<'data, FileHeader32<Endianness>>,
+        &'data [u8],
+    ),
+    E64(
+        Endianness,
+        SectionTable<'data, FileHeader64<Endianness>>,
+        &'data [u8],
+    ),
+}
+
+const BAD_HEADER: &str = "ELF header is malformed";
+const BAD_SECTIONS: &str = "ELF section header table is malformed";
+
+/// What one section header says: (name, type, contents).
+type SectionInfo<'data> = (&'data [u8], u32, &'data [u8]);
+
+/// An `object` error in context (its message is not available as a `&'static str`).
+fn elf_error(what: &'static str) -> impl Fn(object::read::Error) -> Error {
+    move |_| Error::new(ErrorKind::BadContainer, 0, what)
+}
+
+impl<'data> Tables<'data> {
+    fn parse(data: &'data [u8]) -> Result<Self> {
+        match data.get(4) {
+            Some(1) => {
+                let h = FileHeader32::<Endianness>::parse(data).map_err(elf_error(BAD_HEADER))?;
+                let e = h.endian().map_err(elf_error(BAD_HEADER))?;
+                Ok(Tables::E32(
+                    e,
+                    h.sections(e, data).map_err(elf_error(BAD_SECTIONS))?,
+                    data,
+                ))
+            }
+            Some(2) => {
+                let h = FileHeader64::<Endianness>::parse(data).map_err(elf_error(BAD_HEADER))?;
+                let e = h.endian().map_err(elf_error(BAD_HEADER))?;
+                Ok(Tables::E64(
+                    e,
+                    h.sections(e, data).map_err(elf_error(BAD_SECTIONS))?,
+                    data,
+                ))
+            }
+            _ => Err(Error::new(
+                ErrorKind::BadContainer,
+                4,
+                "ELF class is neither 32- nor 64-bit",
+            )),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Tables::E32(_, t, _) => t.len(),
+            Tables::E64(_, t, _) => t.len(),
+        }
+    }
+
+    fn section(&self, i: usize) -> Result<SectionInfo<'data>> {
+        fn get<'data, H: FileHeader<Endian = Endianness>>(
+            e: Endianness,
+            t: &SectionTable<'data, H>,
+            data: &'data [u8],
+            i: usize,
+        ) -> Result<SectionInfo<'data>> {
+            let sh = t.iter().as_slice().get(i).ok_or(Error::new(
+                ErrorKind::BadContainer,
+                0,
+                BAD_SECTIONS,
+            ))?;
+            let name = t
+                .section_name(e, sh)
+                .map_err(elf_error("ELF section name is outside the string table"))?;
+            let ty = sh.sh_type(e).0;
+            let contents = sh
+                .data(e, data)
+                .map_err(elf_error("ELF section contents lie outside the file"))?;
+            Ok((name, ty, contents))
+        }
+        match self {
+            Tables::E32(e, t, d) => get(*e, t, d, i),
+            Tables::E64(e, t, d) => get(*e, t, d, i),
+        }
+    }
+}
+
+/// `e_machine` of an ELF file, if the header can be read.
+pub fn elf_machine(data: &[u8]) -> Option<u16> {
+    if !data.starts_with(ELF_MAGIC) {
+        return None;
+    }
+    let m = data.get(18..20)?;
+    let v = <[u8; 2]>::try_from(m).ok()?;
+    Some(match data.get(5) {
+        Some(2) => u16::from_be_bytes(v),
+        _ => u16::from_le_bytes(v),
+    })
+}
+
+/// Iterator over the bundle sections of an [`ObjectBundle`].
+#[derive(Clone, Debug)]
+pub struct ObjectSections<'data> {
+    tables: Option<Tables<'data>>,
+    index: usize,
+}
+
+impl<'data> Iterator for ObjectSections<'data> {
+    type Item = (&'data str, &'data [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let tables = self.tables?;
+        while self.index < tables.len() {
+            let i = self.index;
+            self.index += 1;
+            if let Ok((name, _, data)) = tables.section(i) {
+                if let Some(id) = name.strip_prefix(OBJECT_BUNDLE_PREFIX) {
+                    if let Ok(id) = core::str::from_utf8(id) {
+                        return Some((id, data));
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Calls `f` with every unit found in `data`, in discovery order.
+///
+/// `data` may be any of the formats of `CLI.md`: a bundle, text bundle, `CCOB`, one or
+/// more OffloadBinaries, a bare device ELF, a host ELF with offload sections, or an `ar`
+/// archive of any of these. Unrecognised bytes at the top level are an error
+/// ([`ErrorKind::BadMagic`]); inside archives, members that hold no offload container are
+/// skipped. An error from `f` stops the walk and is returned.
+pub fn for_each_unit<'data, F>(data: &'data [u8], options: &ReadOptions, mut f: F) -> Result<()>
+where
+    F: FnMut(Unit<'data>) -> Result<()>,
+{
+    let mut walker = Walker {
+        file: data,
+        options,
+        f: &mut f,
+    };
+    walker.visit(data, &heapless::Vec::new(), 0, true)
+}
+
+/// Collects every unit of `data` (see [`for_each_unit`]).
+pub fn units<'data>(data: &'data [u8], options: &ReadOptions) -> Result<Vec<Unit<'data>>> {
+    let mut v = Vec::new();
+    for_each_unit(data, options, |u| {
+        v.push(u);
+        Ok(())
+    })?;
+    Ok(v)
+}
+
+type Path<'data> = heapless::Vec<PathElem<'data>, MAX_DEPTH>;
+
+struct Walker<'data, 'o, F> {
+    file: &'data [u8],
+    options: &'o ReadOptions,
+    f: &'o mut F,
+}
+
+impl<'data, F> Walker<'data, '_, F>
+where
+    F: FnMut(Unit<'data>) -> Result<()>,
+{
+    fn base(&self, data: &[u8]) -> u64 {
+        bytes::offset_in(self.file, data).unwrap_or(0)
+    }
+
+    fn emit(
+        &mut self,
+        path: &Path<'data>,
+        at: &'data [u8],
+        index: usize,
+        content: UnitContent<'data>,
+    ) -> Result<()> {
+        let unit = Unit {
+            location: Location {
+                path: path.clone(),
+                offset: self.base(at),
+            },
+            index,
+            content,
+            file: self.file,
+        };
+        (self.f)(unit)
+    }
+
+    fn push(&self, path: &Path<'data>, elem: PathElem<'data>, at: u64) -> Result<Path<'data>> {
+        let mut p = path.clone();
+        if p.len() >= self.options.limits.max_depth || p.push(elem).is_err() {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                at,
+                "containers are nested deeper than the limit",
+            ));
+        }
+        Ok(p)
+    }
+
+    fn visit(
+        &mut self,
+        data: &'data [u8],
+        path: &Path<'data>,
+        depth: usize,
+        top: bool,
+    ) -> Result<()> {
+        let base = self.base(data);
+        if depth > self.options.limits.max_depth {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                base,
+                "containers are nested deeper than the limit",
+            ));
+        }
+        if data.starts_with(AR_MAGIC) || data.starts_with(AR_THIN_MAGIC) {
+            self.archive(data, path, depth, top)
+        } else if data.starts_with(ELF_MAGIC) {
+            self.elf(data, path, depth)
+        } else if bundle::is_bundle(data)
+            || ccob::is_compressed_bundle(data)
+            || offload_binary::is_offload_binary(data)
+        {
+            self.blobs(data, path)
+        } else if text::detect(data).is_some() {
+            let t = TextBundle::parse(data, &self.options.limits).map_err(|e| e.rebase(base))?;
+            self.emit(path, data, 0, UnitContent::Text(t))
+        } else if top {
+            Err(Error::new(
+                ErrorKind::BadMagic,
+                base,
+                "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, text bundle or archive)",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn archive(
+        &mut self,
+        data: &'data [u8],
+        path: &Path<'data>,
+        depth: usize,
+        top: bool,
+    ) -> Result<()> {
+        let base = self.base(data);
+        let archive_error = |_| {
+            Error::new(
+                ErrorKind::BadContainer,
+                base,
+                "archive header or member table is malformed",
+            )
+        };
+        let archive = ArchiveFile::parse(data).map_err(archive_error)?;
+        if archive.is_thin() {
+            return if top {
+                Err(Error::new(
+                    ErrorKind::BadContainer,
+                    base,
+                    "thin archive: its members are not stored in it",
+                ))
+            } else {
+                Ok(())
+            };
+        }
+        for member in archive.members() {
+            let member = member.map_err(archive_error)?;
+            let (offset, _) = member.file_range();
+            let member_data = member.data(data).map_err(|_| {
+                Error::new(
+                    ErrorKind::BadContainer,
+                    base.saturating_add(offset),
+                    "archive member data lies outside the archive",
+                )
+            })?;
+            let p = self.push(
+                path,
+                PathElem::Member(member.name()),
+                base.saturating_add(offset),
+            )?;
+            self.visit(member_data, &p, depth + 1, false)?;
+        }
+        Ok(())
+    }
+
+    fn elf(&mut self, data: &'data [u8], path: &Path<'data>, _depth: usize) -> Result<()> {
+        let base = self.base(data);
+        if matches!(elf_machine(data), Some(EM_AMDGPU | EM_CUDA)) {
+            return self.emit(path, data, 0, UnitContent::DeviceElf(data));
+        }
+        let tables = Tables::parse(data).map_err(|e| e.rebase(base))?;
+        let mut object_bundle_seen = false;
+        for i in 0..tables.len() {
+            let (name, ty, contents) = tables.section(i).map_err(|e| e.rebase(base))?;
+            if name.starts_with(OBJECT_BUNDLE_PREFIX) {
+                if !object_bundle_seen {
+                    object_bundle_seen = true;
+                    self.emit(
+                        path,
+                        data,
+                        0,
+                        UnitContent::ObjectBundle(ObjectBundle { elf: data }),
+                    )?;
+                }
+            } else if name == b".hip_fatbin"
+                || ty == SHT_LLVM_OFFLOADING
+                || name.starts_with(b".llvm.offloading")
+            {
+                if contents.is_empty() {
+                    continue;
+                }
+                let p = self.push(path, PathElem::Section(name), self.base(contents))?;
+                self.blobs(contents, &p)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks bundles, `CCOB`s and OffloadBinaries laid out back to back in `data`.
+    fn blobs(&mut self, data: &'data [u8], path: &Path<'data>) -> Result<()> {
+        let base = self.base(data);
+        let limits = &self.options.limits;
+        let mut pos = 0usize;
+        let mut index = 0usize;
+        while let Some(start) = bytes::skip_zeros(data, pos) {
+            let at = base.saturating_add(u64_of(start));
+            let blob = data.get(start..).unwrap_or(&[]);
+            if index as u64 >= limits.max_entries {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    at,
+                    "number of containers in one section exceeds the limit",
+                ));
+            }
+            let (content, len) = if bundle::is_bundle(blob) {
+                let b = Bundle::parse(blob, limits).map_err(|e| e.rebase(at))?;
+                (UnitContent::Bundle(b), b.len())
+            } else if ccob::is_compressed_bundle(blob) {
+                let c = CompressedBundle::parse(blob).map_err(|e| e.rebase(at))?;
+                let len = c.len(self.options).map_err(|e| e.rebase(at))?;
+                (UnitContent::Compressed(c), len)
+            } else if offload_binary::is_offload_binary(blob) {
+                let s = OffloadBinaries::parse(blob, limits).map_err(|e| e.rebase(at))?;
+                (UnitContent::OffloadBinaries(s), s.len())
+            } else {
+                return Err(Error::new(
+                    ErrorKind::Malformed,
+                    at,
+                    "unexpected bytes where the next offload container should start",
+                ));
+            };
+            self.emit(path, blob, index, content)?;
+            index += 1;
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            pos = start.saturating_add(len.max(1));
+        }
+        Ok(())
+    }
+}

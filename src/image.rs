@@ -1,0 +1,307 @@
+//! Device images as the rest of the crate sees them: bytes plus what the container says
+//! they are, whatever the container format.
+
+use crate::bundle::BundleEntry;
+use crate::offload_binary::{OffloadBinaryEntry, StringMap};
+use crate::raw::ELF_MAGIC;
+use crate::text::TextEntry;
+
+/// The container format an image was found in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// A binary clang offload bundle (also the sections of a bundled host object).
+    Bundle,
+    /// A text clang offload bundle.
+    TextBundle,
+    /// An LLVM OffloadBinary.
+    OffloadBinary,
+    /// A bare device ELF file.
+    Elf,
+}
+
+impl Format {
+    /// The name used by `loader-sim list` (`CLI.md`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Format::Bundle => "clang-offload-bundle",
+            Format::TextBundle => "clang-offload-bundle-text",
+            Format::OffloadBinary => "offload-binary",
+            Format::Elf => "elf",
+        }
+    }
+}
+
+/// What kind of code an image holds (OffloadBinary `ImageKind`, or sniffed from the bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ImageKind {
+    /// 0: not specified.
+    None,
+    /// 1: an ELF object (AMDGPU code object, host object).
+    Object,
+    /// 2: LLVM bitcode.
+    Bitcode,
+    /// 3: an NVIDIA cubin (ELF, `EM_CUDA`).
+    Cubin,
+    /// 4: an NVIDIA fatbinary container.
+    Fatbinary,
+    /// 5: PTX assembly text.
+    Ptx,
+    /// 6: SPIR-V.
+    Spirv,
+    /// Any other stored value.
+    Other(u16),
+}
+
+impl ImageKind {
+    /// Decodes an OffloadBinary `ImageKind` value.
+    pub const fn from_code(code: u16) -> Self {
+        match code {
+            0 => ImageKind::None,
+            1 => ImageKind::Object,
+            2 => ImageKind::Bitcode,
+            3 => ImageKind::Cubin,
+            4 => ImageKind::Fatbinary,
+            5 => ImageKind::Ptx,
+            6 => ImageKind::Spirv,
+            n => ImageKind::Other(n),
+        }
+    }
+
+    /// The OffloadBinary `ImageKind` value.
+    pub const fn code(self) -> u16 {
+        match self {
+            ImageKind::None => 0,
+            ImageKind::Object => 1,
+            ImageKind::Bitcode => 2,
+            ImageKind::Cubin => 3,
+            ImageKind::Fatbinary => 4,
+            ImageKind::Ptx => 5,
+            ImageKind::Spirv => 6,
+            ImageKind::Other(n) => n,
+        }
+    }
+
+    /// The name used by `loader-sim list`: `"none"`, `"elf"`, `"bc"`, `"cubin"`,
+    /// `"fatbin"`, `"ptx"`, `"spirv"`, `"unknown"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ImageKind::None => "none",
+            ImageKind::Object => "elf",
+            ImageKind::Bitcode => "bc",
+            ImageKind::Cubin => "cubin",
+            ImageKind::Fatbinary => "fatbin",
+            ImageKind::Ptx => "ptx",
+            ImageKind::Spirv => "spirv",
+            ImageKind::Other(_) => "unknown",
+        }
+    }
+
+    /// Identifies image bytes by content: ELF (cubin if `e_machine` is `EM_CUDA`), LLVM
+    /// bitcode, NVIDIA fatbinary, SPIR-V, or PTX text. Reads at most the first 4 KiB.
+    pub fn sniff(bytes: &[u8]) -> Self {
+        if bytes.starts_with(ELF_MAGIC) {
+            let machine = bytes
+                .get(18..20)
+                .and_then(|m| <[u8; 2]>::try_from(m).ok())
+                .map(u16::from_le_bytes)
+                .unwrap_or(0);
+            return if machine == 190 {
+                ImageKind::Cubin
+            } else {
+                ImageKind::Object
+            };
+        }
+        if bytes.starts_with(&[0x42, 0x43, 0xC0, 0xDE])
+            || bytes.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
+        {
+            return ImageKind::Bitcode;
+        }
+        if bytes.starts_with(&[0x50, 0xED, 0x55, 0xBA]) {
+            return ImageKind::Fatbinary;
+        }
+        if bytes.starts_with(&[0x03, 0x02, 0x23, 0x07]) {
+            return ImageKind::Spirv;
+        }
+        let head = bytes.get(..bytes.len().min(4096)).unwrap_or(bytes);
+        if crate::bytes::find(head, b".version", 0).is_some()
+            && crate::bytes::find(head, b".target", 0).is_some()
+        {
+            return ImageKind::Ptx;
+        }
+        ImageKind::None
+    }
+}
+
+/// The offload kind of an image: the bundle entry ID's first field, or the OffloadBinary
+/// `OffloadKind` value (both numbering eras, `FORMATS.md` §6.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OffloadKind {
+    /// No kind (OffloadBinary value 0), or a bare ELF.
+    None,
+    /// `host`: the host side of a bundle.
+    Host,
+    /// `openmp` / 1.
+    OpenMp,
+    /// `cuda` / 2.
+    Cuda,
+    /// `hip` / 3 (LLVM ≤ 20) or 4 (LLVM ≥ 21).
+    Hip,
+    /// `hipv4`: HIP, code object v4 or later (bundles only).
+    HipV4,
+    /// `hcc`: legacy HCC (bundles only).
+    Hcc,
+    /// `sycl` / 8.
+    Sycl,
+    /// Any other bundle kind string or OffloadBinary value.
+    Other,
+}
+
+impl OffloadKind {
+    /// Decodes an OffloadBinary or offload-entry `OffloadKind` value, accepting both the
+    /// sequential (LLVM ≤ 20: HIP = 3) and the bit-flag (LLVM ≥ 21: HIP = 4) numbering.
+    pub const fn from_code(code: u16) -> Self {
+        match code {
+            0 => OffloadKind::None,
+            1 => OffloadKind::OpenMp,
+            2 => OffloadKind::Cuda,
+            3 | 4 => OffloadKind::Hip,
+            8 => OffloadKind::Sycl,
+            _ => OffloadKind::Other,
+        }
+    }
+
+    /// Decodes the kind field of a bundle entry ID.
+    pub fn from_bundle_kind(kind: &str) -> Self {
+        match kind {
+            "host" => OffloadKind::Host,
+            "openmp" => OffloadKind::OpenMp,
+            "cuda" => OffloadKind::Cuda,
+            "hip" => OffloadKind::Hip,
+            "hipv4" => OffloadKind::HipV4,
+            "hcc" => OffloadKind::Hcc,
+            "sycl" => OffloadKind::Sycl,
+            _ => OffloadKind::Other,
+        }
+    }
+
+    /// Lowercase name: `"host"`, `"openmp"`, `"cuda"`, `"hip"`, `"hipv4"`, `"hcc"`,
+    /// `"sycl"`, `"none"`, `"other"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            OffloadKind::None => "none",
+            OffloadKind::Host => "host",
+            OffloadKind::OpenMp => "openmp",
+            OffloadKind::Cuda => "cuda",
+            OffloadKind::Hip => "hip",
+            OffloadKind::HipV4 => "hipv4",
+            OffloadKind::Hcc => "hcc",
+            OffloadKind::Sycl => "sycl",
+            OffloadKind::Other => "other",
+        }
+    }
+
+    /// True for the HIP family (`hip`, `hipv4`, `hcc`).
+    pub const fn is_hip(self) -> bool {
+        matches!(
+            self,
+            OffloadKind::Hip | OffloadKind::HipV4 | OffloadKind::Hcc
+        )
+    }
+}
+
+/// A device image: its bytes and what its container records about it.
+///
+/// `'a` is the lifetime of the bytes: the caller's buffer for images stored uncompressed,
+/// or the decompressed buffer owned by an [`crate::OpenUnit`].
+#[derive(Clone, Copy, Debug)]
+pub struct Image<'a> {
+    /// Discovery index within its unit (header order, then entry order).
+    pub index: usize,
+    /// The container format.
+    pub format: Format,
+    /// The bundle entry ID exactly as stored (bundles and text bundles only).
+    pub entry_id: Option<&'a str>,
+    /// The offload kind.
+    pub offload_kind: OffloadKind,
+    /// The triple as stored (entry ID triple, or the OffloadBinary `triple` string).
+    pub triple: Option<&'a str>,
+    /// The target ID as stored (entry ID target, or the OffloadBinary `arch` string).
+    /// `None` for a bare ELF: derive it from the ELF header (`crate::target`).
+    pub target_id: Option<&'a str>,
+    /// The image kind: the OffloadBinary value, else sniffed from the bytes.
+    pub image_kind: ImageKind,
+    /// OffloadBinary entry flags (0 elsewhere).
+    pub flags: u32,
+    /// OffloadBinary string map (all keys).
+    pub strings: Option<StringMap<'a>>,
+    /// The image bytes.
+    pub bytes: &'a [u8],
+}
+
+impl<'a> Image<'a> {
+    /// An image from a binary bundle entry.
+    pub fn from_bundle_entry(index: usize, e: &BundleEntry<'a>) -> Self {
+        Self::from_id(index, Format::Bundle, e.id, e.data)
+    }
+
+    /// An image from a text bundle entry.
+    pub fn from_text_entry(index: usize, e: &TextEntry<'a>) -> Self {
+        Self::from_id(index, Format::TextBundle, e.id, e.data)
+    }
+
+    /// An image named by a bundle entry ID.
+    pub fn from_id(index: usize, format: Format, id: &'a str, bytes: &'a [u8]) -> Self {
+        let parsed = crate::target::EntryId::parse(id).ok();
+        Image {
+            index,
+            format,
+            entry_id: Some(id),
+            offload_kind: parsed
+                .map(|p| OffloadKind::from_bundle_kind(p.kind))
+                .unwrap_or(OffloadKind::Other),
+            triple: parsed.map(|p| p.triple),
+            target_id: parsed.and_then(|p| p.target_id),
+            image_kind: ImageKind::sniff(bytes),
+            flags: 0,
+            strings: None,
+            bytes,
+        }
+    }
+
+    /// An image from an OffloadBinary entry.
+    pub fn from_offload_entry(index: usize, e: &OffloadBinaryEntry<'a>) -> Self {
+        Image {
+            index,
+            format: Format::OffloadBinary,
+            entry_id: None,
+            offload_kind: OffloadKind::from_code(e.offload_kind),
+            triple: e.strings.get_str("triple"),
+            target_id: e.strings.get_str("arch"),
+            image_kind: ImageKind::from_code(e.image_kind),
+            flags: e.flags,
+            strings: Some(e.strings),
+            bytes: e.image,
+        }
+    }
+
+    /// A bare device ELF.
+    pub fn from_elf(index: usize, bytes: &'a [u8]) -> Self {
+        Image {
+            index,
+            format: Format::Elf,
+            entry_id: None,
+            offload_kind: OffloadKind::None,
+            triple: None,
+            target_id: None,
+            image_kind: ImageKind::sniff(bytes),
+            flags: 0,
+            strings: None,
+            bytes,
+        }
+    }
+
+    /// Image size in bytes.
+    pub fn size(&self) -> u64 {
+        crate::bytes::u64_of(self.bytes.len())
+    }
+}

@@ -1,0 +1,132 @@
+//! In-place reader, selector and registration model for GPU offload device images.
+//!
+//! `offload-image` reads the containers clang puts device code in — binary and text
+//! offload bundles (`__CLANG_OFFLOAD_BUNDLE__`), compressed bundles (`CCOB` v1–v3, zlib or
+//! zstd) and LLVM OffloadBinaries (`10 FF 10 AD`) — directly from the caller's bytes, also
+//! when they sit inside ELF sections or `ar` archives. Every image it hands out is a
+//! `&[u8]` into the caller's buffer; only decompressed content is owned, once.
+//!
+//! The data takes one road: **bytes → containers → images**.
+//!
+//! * [`raw`]: the on-disk structures (zerocopy, little-endian, alignment 1);
+//! * [`bundle`], [`text`], [`ccob`], [`offload_binary`]: one reader per format;
+//! * [`container`]: finding those inside files, ELF sections and archives ([`for_each_unit`]);
+//! * [`image`]: the format-independent [`Image`];
+//! * [`target`]: bundle entry IDs and triples.
+//!
+//! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
+//! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
+//!
+//! # Example
+//!
+//! ```
+//! use offload_image::{for_each_unit, ReadOptions};
+//!
+//! // A bundle with one (empty) host entry and one 4-byte device image.
+//! let mut b = Vec::new();
+//! b.extend_from_slice(b"__CLANG_OFFLOAD_BUNDLE__");
+//! b.extend_from_slice(&2u64.to_le_bytes());
+//! let ids: [&[u8]; 2] = [b"host-x86_64-unknown-linux-gnu-", b"hipv4-amdgcn-amd-amdhsa--gfx90a"];
+//! let data_at = 32 + ids.iter().map(|id| 24 + id.len() as u64).sum::<u64>();
+//! for (id, size) in ids.iter().zip([0u64, 4]) {
+//!     b.extend_from_slice(&data_at.to_le_bytes());
+//!     b.extend_from_slice(&size.to_le_bytes());
+//!     b.extend_from_slice(&(id.len() as u64).to_le_bytes());
+//!     b.extend_from_slice(id);
+//! }
+//! b.extend_from_slice(b"\x7fELF");
+//!
+//! let options = ReadOptions::default();
+//! for_each_unit(&b, &options, |unit| {
+//!     let open = unit.open(&options)?;
+//!     for image in open.images() {
+//!         println!("{:?} {} bytes at {:?}", image.entry_id, image.size(), open.offset_of(&image));
+//!     }
+//!     Ok(())
+//! })?;
+//! # Ok::<(), offload_image::Error>(())
+//! ```
+
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod bundle;
+mod bytes;
+pub mod ccob;
+pub mod container;
+mod error;
+pub mod image;
+pub mod offload_binary;
+pub mod raw;
+pub mod target;
+pub mod text;
+
+pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent};
+pub use error::{Error, ErrorKind, Result};
+pub use image::{Format, Image, ImageKind, OffloadKind};
+
+/// Resource limits applied while reading untrusted bytes.
+///
+/// The defaults are generous for real files (the largest real bundles hold a few hundred
+/// MB of code and a handful of entries) and keep hostile input from exhausting memory or
+/// time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest decompressed size accepted (compressed bundles, compressed OffloadBinaries).
+    /// Checked against the header's claim before anything is allocated.
+    pub max_decompressed_size: u64,
+    /// Most entries in one bundle, OffloadBinary or sequence; most strings per entry.
+    pub max_entries: u64,
+    /// Longest bundle entry ID.
+    pub max_id_len: u64,
+    /// Deepest nesting of containers (archive → ELF → section → bundle, ...).
+    pub max_depth: usize,
+}
+
+impl Limits {
+    /// The default limits: 1 GiB decompressed, 65 536 entries, 4 KiB IDs, depth 6.
+    pub const DEFAULT: Limits = Limits {
+        max_decompressed_size: 1 << 30,
+        max_entries: 1 << 16,
+        max_id_len: 4096,
+        max_depth: 6,
+    };
+
+    /// No limits beyond the size of the data (depth is still capped at
+    /// [`container::MAX_DEPTH`]).
+    pub const UNLIMITED: Limits = Limits {
+        max_decompressed_size: u64::MAX,
+        max_entries: u64::MAX,
+        max_id_len: u64::MAX,
+        max_depth: container::MAX_DEPTH,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
+
+/// Options for reading containers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Resource limits.
+    pub limits: Limits,
+    /// Verify the truncated MD5 of decompressed bundles (default: on; costs an MD5 pass).
+    pub verify_hash: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            limits: Limits::DEFAULT,
+            verify_hash: true,
+        }
+    }
+}

@@ -1,0 +1,544 @@
+//! LLVM OffloadBinary (`10 FF 10 AD`, `FORMATS.md` §6), versions 1, 2 and 3.
+//!
+//! [`OffloadBinary::parse`] validates one binary completely (header, entry table, every
+//! string record, every image range, with checked arithmetic) without allocating and
+//! without requiring alignment. [`OffloadBinaries`] walks a sequence of binaries laid out
+//! back to back (a `.llvm.offloading` section, `clang-offload-packager` output).
+//!
+//! A version 3 binary may be compressed; it then parses with
+//! [`OffloadBinary::is_compressed`] set and no entries, and [`OffloadBinary::inflate`]
+//! rebuilds the uncompressed binary (`FORMATS.md` §6.6).
+
+use alloc::vec::Vec;
+
+use crate::bytes::{self, u64_of};
+use crate::error::{Error, ErrorKind, Result};
+use crate::raw::{
+    OffloadBinaryHeader, OffloadBinaryHeaderV3, OffloadEntry, StringEntryV1, StringEntryV2,
+    OFFLOAD_BINARY_MAGIC, OFFLOAD_ENTRY_SIZE, ZSTD_MAGIC,
+};
+use crate::{Limits, ReadOptions};
+
+/// Returns true if `data` starts with the OffloadBinary magic.
+pub fn is_offload_binary(data: &[u8]) -> bool {
+    data.starts_with(OFFLOAD_BINARY_MAGIC)
+}
+
+/// One parsed OffloadBinary borrowing the caller's bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct OffloadBinary<'data> {
+    data: &'data [u8],
+    version: u32,
+    entries_offset: u64,
+    count: u64,
+    inflated_size: u64,
+}
+
+/// One entry (image) of an OffloadBinary.
+#[derive(Clone, Copy, Debug)]
+pub struct OffloadBinaryEntry<'data> {
+    /// Position of the entry in its binary (0-based).
+    pub index: usize,
+    /// The raw `ImageKind` value (1 object, 2 bitcode, 3 cubin, 4 fatbinary, 5 PTX, 6 SPIR-V).
+    pub image_kind: u16,
+    /// The raw `OffloadKind` value (1 OpenMP, 2 CUDA, 3 or 4 HIP, 8 SYCL; see `FORMATS.md` §6.5).
+    pub offload_kind: u16,
+    /// Entry flags.
+    pub flags: u32,
+    /// Offset of the image from the start of its binary.
+    pub image_offset: u64,
+    /// The image.
+    pub image: &'data [u8],
+    /// The string map.
+    pub strings: StringMap<'data>,
+}
+
+/// The key/value strings of an entry (`triple`, `arch`, and any others), in stored order.
+#[derive(Clone, Copy, Debug)]
+pub struct StringMap<'data> {
+    binary: &'data [u8],
+    offset: u64,
+    count: u64,
+    version: u32,
+}
+
+impl<'data> StringMap<'data> {
+    /// Number of key/value pairs.
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// True if there are no strings.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The pairs in stored order.
+    pub fn iter(&self) -> StringIter<'data> {
+        StringIter {
+            map: *self,
+            index: 0,
+        }
+    }
+
+    /// The value of `key` (the first record with that key), if any.
+    pub fn get(&self, key: &str) -> Option<&'data [u8]> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// The value of `key` as UTF-8 text, if present and valid.
+    pub fn get_str(&self, key: &str) -> Option<&'data str> {
+        self.get(key).and_then(|v| core::str::from_utf8(v).ok())
+    }
+
+    fn stride(&self) -> u64 {
+        if self.version == 1 {
+            16
+        } else {
+            24
+        }
+    }
+
+    /// Decodes record `i`: (key, value).
+    fn record(&self, i: u64) -> Result<(&'data str, &'data [u8])> {
+        let at = bytes::add(
+            self.offset,
+            bytes::mul(
+                i,
+                self.stride(),
+                self.offset,
+                "string record offset overflows",
+            )?,
+            self.offset,
+            "string record offset overflows",
+        )?;
+        let (key_offset, value) = if self.version == 1 {
+            let r: &StringEntryV1 = bytes::read(self.binary, at, "string record truncated")?;
+            let v = c_string(self.binary, r.value_offset.get(), at + 8, "string value")?;
+            (r.key_offset.get(), v)
+        } else {
+            let r: &StringEntryV2 = bytes::read(self.binary, at, "string record truncated")?;
+            let v = bytes::sub(
+                self.binary,
+                r.value_offset.get(),
+                r.value_size.get(),
+                "string value runs past the end of the binary",
+            )
+            .map_err(|e| Error::new(e.kind(), at + 8, e.what()))?;
+            (r.key_offset.get(), v)
+        };
+        let key = c_string(self.binary, key_offset, at, "string key")?;
+        let key = core::str::from_utf8(key)
+            .map_err(|_| Error::new(ErrorKind::Malformed, at, "string key is not valid UTF-8"))?;
+        Ok((key, value))
+    }
+}
+
+/// Iterator over the pairs of a [`StringMap`].
+#[derive(Clone, Debug)]
+pub struct StringIter<'data> {
+    map: StringMap<'data>,
+    index: u64,
+}
+
+impl<'data> Iterator for StringIter<'data> {
+    type Item = (&'data str, &'data [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.index >= self.map.count {
+            return None;
+        }
+        let r = self.map.record(self.index).ok();
+        self.index += 1;
+        r
+    }
+}
+
+/// A NUL-terminated string at `offset` inside `data` (without the NUL).
+fn c_string<'data>(
+    data: &'data [u8],
+    offset: u64,
+    field_at: u64,
+    what: &'static str,
+) -> Result<&'data [u8]> {
+    let tail = bytes::rest(data, offset, what).map_err(|_| {
+        Error::new(
+            ErrorKind::OutOfBounds,
+            field_at,
+            "string offset points outside the binary",
+        )
+    })?;
+    let nul = tail.iter().position(|&b| b == 0).ok_or(Error::new(
+        ErrorKind::Malformed,
+        field_at,
+        "string is not NUL-terminated inside the binary",
+    ))?;
+    Ok(tail.get(..nul).unwrap_or(tail))
+}
+
+impl<'data> OffloadBinary<'data> {
+    /// Parses the OffloadBinary at `data[0]`; it must lie inside `data`.
+    pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
+        let h: &OffloadBinaryHeader = bytes::read(data, 0, "OffloadBinary header truncated")?;
+        if &h.magic != OFFLOAD_BINARY_MAGIC {
+            return Err(Error::new(
+                ErrorKind::BadMagic,
+                0,
+                "not an OffloadBinary (no 10 FF 10 AD magic)",
+            ));
+        }
+        let version = h.version.get();
+        if !(1..=3).contains(&version) {
+            return Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                4,
+                "OffloadBinary version is not 1, 2 or 3",
+            ));
+        }
+        let (header_len, inflated_size) = if version >= 3 {
+            let h3: &OffloadBinaryHeaderV3 =
+                bytes::read(data, 0, "OffloadBinary v3 header truncated")?;
+            (40u64, h3.inflated_size.get())
+        } else {
+            (32u64, 0)
+        };
+        let size = h.size.get();
+        if size < header_len {
+            return Err(Error::new(
+                ErrorKind::SizeMismatch,
+                8,
+                "OffloadBinary size is smaller than its header",
+            ));
+        }
+        if size > u64_of(data.len()) {
+            return Err(Error::new(
+                ErrorKind::Truncated,
+                8,
+                "OffloadBinary size runs past the end of the data",
+            ));
+        }
+        let data = bytes::sub(data, 0, size, "OffloadBinary")?;
+        let entries_offset = h.entries_offset.get();
+        let count = if version == 1 {
+            1
+        } else {
+            h.entry_size_or_count.get()
+        };
+        let binary = OffloadBinary {
+            data,
+            version,
+            entries_offset,
+            count,
+            inflated_size,
+        };
+        if inflated_size != 0 {
+            // Compressed (v3): the body is checked when it is inflated.
+            if entries_offset < header_len
+                || entries_offset > size
+                || inflated_size < entries_offset
+            {
+                return Err(Error::new(
+                    ErrorKind::Malformed,
+                    16,
+                    "compressed OffloadBinary has an inconsistent header",
+                ));
+            }
+            return Ok(binary);
+        }
+        if count > limits.max_entries {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                24,
+                "OffloadBinary entry count exceeds the limit",
+            ));
+        }
+        let table = bytes::mul(
+            count,
+            OFFLOAD_ENTRY_SIZE,
+            24,
+            "OffloadBinary entry table size overflows",
+        )?;
+        let table_end = bytes::add(
+            entries_offset,
+            table,
+            16,
+            "OffloadBinary entry table overflows",
+        )?;
+        if entries_offset < header_len || table_end > size {
+            return Err(Error::new(
+                ErrorKind::OutOfBounds,
+                16,
+                "OffloadBinary entry table lies outside the binary",
+            ));
+        }
+        for i in 0..count {
+            binary.entry_at(i, Some(limits))?;
+        }
+        Ok(binary)
+    }
+
+    /// Decodes and checks entry `i`.
+    ///
+    /// With `limits`, also checks the string count and every string record (done once by
+    /// `parse`; iteration passes `None`).
+    fn entry_at(&self, i: u64, limits: Option<&Limits>) -> Result<OffloadBinaryEntry<'data>> {
+        let at = self.entries_offset + i * OFFLOAD_ENTRY_SIZE;
+        let e: &OffloadEntry = bytes::read(self.data, at, "OffloadBinary entry truncated")?;
+        let image = bytes::sub(
+            self.data,
+            e.image_offset.get(),
+            e.image_size.get(),
+            "OffloadBinary image runs past the end of the binary",
+        )
+        .map_err(|err| Error::new(err.kind(), at + 24, err.what()))?;
+        let num_strings = e.num_strings.get();
+        if limits.is_some_and(|l| num_strings > l.max_entries) {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                at + 16,
+                "OffloadBinary string count exceeds the limit",
+            ));
+        }
+        let strings = StringMap {
+            binary: self.data,
+            offset: e.string_offset.get(),
+            count: num_strings,
+            version: self.version,
+        };
+        let table = bytes::mul(
+            num_strings,
+            strings.stride(),
+            at + 16,
+            "string table size overflows",
+        )?;
+        bytes::sub(
+            self.data,
+            strings.offset,
+            table,
+            "string records lie outside the binary",
+        )
+        .map_err(|err| Error::new(err.kind(), at + 8, err.what()))?;
+        if limits.is_some() {
+            for s in 0..num_strings {
+                strings.record(s)?;
+            }
+        }
+        Ok(OffloadBinaryEntry {
+            index: usize::try_from(i).unwrap_or(usize::MAX),
+            image_kind: e.image_kind.get(),
+            offload_kind: e.offload_kind.get(),
+            flags: e.flags.get(),
+            image_offset: e.image_offset.get(),
+            image,
+            strings,
+        })
+    }
+
+    /// The format version (1, 2 or 3).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Size of this binary (the `size` header field).
+    pub fn len(&self) -> u64 {
+        u64_of(self.data.len())
+    }
+
+    /// True if the binary has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0 || self.is_compressed()
+    }
+
+    /// The binary's bytes.
+    pub fn data(&self) -> &'data [u8] {
+        self.data
+    }
+
+    /// True for a compressed version 3 binary; call [`OffloadBinary::inflate`] to read it.
+    pub fn is_compressed(&self) -> bool {
+        self.inflated_size != 0
+    }
+
+    /// Number of entries (0 for a compressed binary until inflated).
+    pub fn entry_count(&self) -> u64 {
+        if self.is_compressed() {
+            0
+        } else {
+            self.count
+        }
+    }
+
+    /// The entries in stored order.
+    pub fn entries(&self) -> OffloadBinaryEntries<'data> {
+        OffloadBinaryEntries {
+            binary: *self,
+            index: 0,
+        }
+    }
+
+    /// Rebuilds the uncompressed binary of a compressed v3 binary (`FORMATS.md` §6.6):
+    /// the header with `size = inflated_size` and `inflated_size = 0`, then the inflated body.
+    pub fn inflate(&self, options: &ReadOptions) -> Result<Vec<u8>> {
+        if !self.is_compressed() {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                32,
+                "OffloadBinary is not compressed",
+            ));
+        }
+        let total = self.inflated_size;
+        if total > options.limits.max_decompressed_size {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                32,
+                "declared inflated size exceeds the limit",
+            ));
+        }
+        let head = bytes::sub(self.data, 0, self.entries_offset, "OffloadBinary header")?;
+        let body = bytes::rest(self.data, self.entries_offset, "OffloadBinary body")?;
+        let body_len = total - self.entries_offset;
+        let method = if body.starts_with(ZSTD_MAGIC) {
+            crate::ccob::CompressionMethod::Zstd
+        } else {
+            crate::ccob::CompressionMethod::Zlib
+        };
+        let (inner, _) =
+            crate::ccob::decode_raw(method, body, self.entries_offset, body_len, 32, options)?;
+        let mut out = Vec::new();
+        let len = usize::try_from(total).map_err(|_| {
+            Error::new(
+                ErrorKind::LimitExceeded,
+                32,
+                "inflated size does not fit in memory",
+            )
+        })?;
+        out.try_reserve_exact(len).map_err(|_| {
+            Error::new(
+                ErrorKind::OutOfMemory,
+                32,
+                "cannot reserve memory for the inflated binary",
+            )
+        })?;
+        out.extend_from_slice(head);
+        out.extend_from_slice(&inner);
+        if let Some(size) = out.get_mut(8..16) {
+            size.copy_from_slice(&total.to_le_bytes());
+        }
+        if let Some(infl) = out.get_mut(32..40) {
+            infl.copy_from_slice(&0u64.to_le_bytes());
+        }
+        Ok(out)
+    }
+}
+
+/// Iterator over the entries of an [`OffloadBinary`].
+#[derive(Clone, Debug)]
+pub struct OffloadBinaryEntries<'data> {
+    binary: OffloadBinary<'data>,
+    index: u64,
+}
+
+impl<'data> Iterator for OffloadBinaryEntries<'data> {
+    type Item = OffloadBinaryEntry<'data>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.index >= self.binary.entry_count() {
+            return None;
+        }
+        let e = self.binary.entry_at(self.index, None).ok();
+        self.index += 1;
+        e
+    }
+}
+
+/// A sequence of OffloadBinaries laid out back to back, each padded with zeros
+/// (`FORMATS.md` §6.8).
+#[derive(Clone, Copy, Debug)]
+pub struct OffloadBinaries<'data> {
+    data: &'data [u8],
+    count: u64,
+    extent: u64,
+}
+
+impl<'data> OffloadBinaries<'data> {
+    /// Parses every binary from `data[0]` up to the first byte after zero padding that does
+    /// not start another binary. The sequence's size is [`OffloadBinaries::len`].
+    pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
+        let mut pos = 0usize;
+        let mut count = 0u64;
+        let mut extent = 0u64;
+        loop {
+            let tail = data.get(pos..).unwrap_or(&[]);
+            if count > 0 && !is_offload_binary(tail) {
+                break;
+            }
+            if count >= limits.max_entries {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    u64_of(pos),
+                    "number of OffloadBinaries exceeds the limit",
+                ));
+            }
+            let b = OffloadBinary::parse(tail, limits).map_err(|e| e.rebase(u64_of(pos)))?;
+            count += 1;
+            let end = pos.saturating_add(b.data.len());
+            extent = u64_of(end);
+            match bytes::skip_zeros(data, end) {
+                Some(next) => pos = next,
+                None => break,
+            }
+        }
+        Ok(OffloadBinaries {
+            data,
+            count,
+            extent,
+        })
+    }
+
+    /// Number of binaries.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Size of the sequence: the end of its last binary.
+    pub fn len(&self) -> u64 {
+        self.extent
+    }
+
+    /// True if the sequence holds no binary (never true after a successful parse).
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The binaries, with their offsets from the start of the sequence.
+    pub fn iter(&self) -> OffloadBinaryIter<'data> {
+        OffloadBinaryIter {
+            data: self.data,
+            pos: Some(0),
+            remaining: self.count,
+        }
+    }
+}
+
+/// Iterator over the binaries of an [`OffloadBinaries`] sequence: (offset, binary).
+#[derive(Clone, Debug)]
+pub struct OffloadBinaryIter<'data> {
+    data: &'data [u8],
+    pos: Option<usize>,
+    remaining: u64,
+}
+
+impl<'data> Iterator for OffloadBinaryIter<'data> {
+    type Item = (u64, OffloadBinary<'data>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let pos = self.pos?;
+        let b = OffloadBinary::parse(self.data.get(pos..)?, &Limits::UNLIMITED).ok()?;
+        self.pos = bytes::skip_zeros(self.data, pos.saturating_add(b.data.len()));
+        Some((u64_of(pos), b))
+    }
+}

@@ -1,0 +1,192 @@
+//! On-disk structures, exactly as stored: little-endian, alignment 1, no logic.
+//!
+//! Every type here derives zerocopy's `FromBytes`/`IntoBytes`/`Unaligned`, so a header is
+//! read in place from any byte offset (`T::ref_from_prefix`) and written back with
+//! `as_bytes`. Field names follow the LLVM sources; sections refer to `FORMATS.md`.
+
+use zerocopy::byteorder::little_endian::{U16, U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+/// Magic of an uncompressed binary offload bundle (24 bytes, no NUL).
+pub const BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
+/// Magic of a compressed offload bundle.
+pub const CCOB_MAGIC: &[u8; 4] = b"CCOB";
+/// Magic of an LLVM OffloadBinary (`0x10FF10AD` in the sources, bytes `10 FF 10 AD`).
+pub const OFFLOAD_BINARY_MAGIC: &[u8; 4] = &[0x10, 0xFF, 0x10, 0xAD];
+/// ELF magic.
+pub const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
+/// `ar` archive magic.
+pub const AR_MAGIC: &[u8; 8] = b"!<arch>\n";
+/// Thin `ar` archive magic (members are not stored in the archive).
+pub const AR_THIN_MAGIC: &[u8; 8] = b"!<thin>\n";
+/// zstd frame magic (`FORMATS.md` §6.6 uses it to tell zstd from zlib).
+pub const ZSTD_MAGIC: &[u8; 4] = &[0x28, 0xB5, 0x2F, 0xFD];
+/// The text bundle marker that follows the comment token (`FORMATS.md` §3).
+pub const TEXT_START_MARKER: &[u8] = b" __CLANG_OFFLOAD_BUNDLE____START__ ";
+/// The text bundle end marker that follows the comment token.
+pub const TEXT_END_MARKER: &[u8] = b" __CLANG_OFFLOAD_BUNDLE____END__ ";
+
+/// `__CLANG_OFFLOAD_BUNDLE__` header: magic and entry count (`FORMATS.md` §2.1).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct BundleHeader {
+    /// `__CLANG_OFFLOAD_BUNDLE__`.
+    pub magic: [u8; 24],
+    /// Number of entry descriptors that follow.
+    pub num_entries: U64,
+}
+
+/// Fixed part of a bundle entry descriptor; `id_len` bytes of ID follow it.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct BundleEntryHeader {
+    /// Payload offset from the start of the bundle.
+    pub offset: U64,
+    /// Payload size.
+    pub size: U64,
+    /// Length of the entry ID that follows.
+    pub id_len: U64,
+}
+
+/// Common prefix of every `CCOB` header (`FORMATS.md` §5.1).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct CcobPrefix {
+    /// `CCOB`.
+    pub magic: [u8; 4],
+    /// 1, 2 or 3.
+    pub version: U16,
+    /// 0 = zlib, 1 = zstd.
+    pub method: U16,
+}
+
+/// `CCOB` version 1 header (20 bytes): no total size.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct CcobHeaderV1 {
+    /// Common prefix.
+    pub prefix: CcobPrefix,
+    /// Size of the decompressed bundle.
+    pub uncompressed_size: U32,
+    /// First 8 bytes of the MD5 digest of the decompressed bundle.
+    pub hash: [u8; 8],
+}
+
+/// `CCOB` version 2 header (24 bytes): 32-bit sizes.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct CcobHeaderV2 {
+    /// Common prefix.
+    pub prefix: CcobPrefix,
+    /// Size of the whole blob, header included.
+    pub total_size: U32,
+    /// Size of the decompressed bundle.
+    pub uncompressed_size: U32,
+    /// First 8 bytes of the MD5 digest of the decompressed bundle.
+    pub hash: [u8; 8],
+}
+
+/// `CCOB` version 3 header (32 bytes): 64-bit sizes.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct CcobHeaderV3 {
+    /// Common prefix.
+    pub prefix: CcobPrefix,
+    /// Size of the whole blob, header included.
+    pub total_size: U64,
+    /// Size of the decompressed bundle.
+    pub uncompressed_size: U64,
+    /// First 8 bytes of the MD5 digest of the decompressed bundle.
+    pub hash: [u8; 8],
+}
+
+/// OffloadBinary header, versions 1 and 2 (32 bytes, `FORMATS.md` §6.1).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct OffloadBinaryHeader {
+    /// `10 FF 10 AD`.
+    pub magic: [u8; 4],
+    /// 1, 2 or 3.
+    pub version: U32,
+    /// Size of this binary in bytes (the compressed size for a compressed v3 binary).
+    pub size: U64,
+    /// Offset of the first entry.
+    pub entries_offset: U64,
+    /// v1: size of one entry (40); v2 and later: number of entries.
+    pub entry_size_or_count: U64,
+}
+
+/// OffloadBinary v3 header (40 bytes): the v2 header plus the inflated size.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct OffloadBinaryHeaderV3 {
+    /// The fields shared with versions 1 and 2.
+    pub common: OffloadBinaryHeader,
+    /// Size of the uncompressed binary, or 0 when it is not compressed.
+    pub inflated_size: U64,
+}
+
+/// OffloadBinary entry (40 bytes in every version, `FORMATS.md` §6.2).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct OffloadEntry {
+    /// `ImageKind`.
+    pub image_kind: U16,
+    /// `OffloadKind`.
+    pub offload_kind: U16,
+    /// Entry flags.
+    pub flags: U32,
+    /// Offset of this entry's string-map records.
+    pub string_offset: U64,
+    /// Number of string-map records.
+    pub num_strings: U64,
+    /// Offset of the image.
+    pub image_offset: U64,
+    /// Size of the image.
+    pub image_size: U64,
+}
+
+/// OffloadBinary v1 string-map record: NUL-terminated key and value.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct StringEntryV1 {
+    /// Offset of the NUL-terminated key.
+    pub key_offset: U64,
+    /// Offset of the NUL-terminated value.
+    pub value_offset: U64,
+}
+
+/// OffloadBinary v2/v3 string-map record: the value has an explicit size.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct StringEntryV2 {
+    /// Offset of the NUL-terminated key.
+    pub key_offset: U64,
+    /// Offset of the value.
+    pub value_offset: U64,
+    /// Size of the value in bytes.
+    pub value_size: U64,
+}
+
+/// Size of [`OffloadEntry`] on disk.
+pub const OFFLOAD_ENTRY_SIZE: u64 = 40;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::size_of;
+
+    #[test]
+    fn sizes_match_the_spec() {
+        assert_eq!(size_of::<BundleHeader>(), 32);
+        assert_eq!(size_of::<BundleEntryHeader>(), 24);
+        assert_eq!(size_of::<CcobHeaderV1>(), 20);
+        assert_eq!(size_of::<CcobHeaderV2>(), 24);
+        assert_eq!(size_of::<CcobHeaderV3>(), 32);
+        assert_eq!(size_of::<OffloadBinaryHeader>(), 32);
+        assert_eq!(size_of::<OffloadBinaryHeaderV3>(), 40);
+        assert_eq!(size_of::<OffloadEntry>(), OFFLOAD_ENTRY_SIZE as usize);
+        assert_eq!(size_of::<StringEntryV1>(), 16);
+        assert_eq!(size_of::<StringEntryV2>(), 24);
+    }
+}
