@@ -572,11 +572,16 @@ where
             let t = TextBundle::parse(data, &self.options.limits).map_err(|e| e.rebase(base))?;
             self.emit(path, data, 0, UnitContent::Text(t))
         } else if top {
-            Err(Error::new(
-                ErrorKind::BadMagic,
-                base,
-                "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, text bundle or archive)",
-            ))
+            let what = if data.starts_with(&[0x42, 0x43, 0xC0, 0xDE])
+                || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
+            {
+                "LLVM bitcode is not an offload container (offloading metadata in bitcode is not read)"
+            } else if data.starts_with(&[0x50, 0xED, 0x55, 0xBA]) {
+                "NVIDIA fatbinary: opaque to this loader (a CUDA runtime hands it to the driver whole)"
+            } else {
+                "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, text bundle or archive)"
+            };
+            Err(Error::new(ErrorKind::BadMagic, base, what))
         } else {
             Ok(())
         }
