@@ -255,7 +255,7 @@ mod tests {
         assert_eq!(e[1].id, "openmp-amdgcn-amd-amdhsa--gfx90a");
         assert_eq!(e[1].data, b"dev");
         // A missing end marker is an error, not a panic.
-        let err = TextBundle::parse(&text[..120], &Limits::default()).unwrap_err();
+        let err = TextBundle::parse(&text[..100], &Limits::default()).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Truncated);
     }
 }
