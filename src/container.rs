@@ -171,9 +171,11 @@ impl<'data> Unit<'data> {
             UnitContent::OffloadBinaries(seq) => {
                 for (pos, b) in seq.iter() {
                     if b.is_compressed() {
-                        let data = b.inflate(options).map_err(|e| e.rebase(at + pos))?;
+                        let data = b
+                            .inflate(options)
+                            .map_err(|e| e.rebase(at.saturating_add(pos)))?;
                         OffloadBinary::parse(&data, &options.limits)
-                            .map_err(|e| e.in_decompressed(at + pos))?;
+                            .map_err(|e| e.in_decompressed(at.saturating_add(pos)))?;
                         owned.push(data);
                     }
                 }
@@ -311,7 +313,7 @@ impl<'a> Iterator for Images<'a> {
             State::Done => None,
         };
         if image.is_some() {
-            self.index += 1;
+            self.index = self.index.saturating_add(1);
         }
         image
     }
@@ -455,7 +457,7 @@ impl<'data> Iterator for ObjectSections<'data> {
         let tables = self.tables?;
         while self.index < tables.len() {
             let i = self.index;
-            self.index += 1;
+            self.index = self.index.saturating_add(1);
             if let Ok((name, _, data)) = tables.section(i) {
                 if let Some(id) = name.strip_prefix(OBJECT_BUNDLE_PREFIX) {
                     if let Ok(id) = core::str::from_utf8(id) {
@@ -629,7 +631,7 @@ where
                 PathElem::Member(member.name()),
                 base.saturating_add(offset),
             )?;
-            self.visit(member_data, &p, depth + 1, false)?;
+            self.visit(member_data, &p, depth.saturating_add(1), false)?;
         }
         Ok(())
     }
@@ -701,7 +703,7 @@ where
                 ));
             };
             self.emit(path, blob, index, content)?;
-            index += 1;
+            index = index.saturating_add(1);
             let len = usize::try_from(len).unwrap_or(usize::MAX);
             pos = start.saturating_add(len.max(1));
         }
