@@ -385,7 +385,7 @@ fn formats_are_reported() {
 
 /// Pads `v` with zeros to a multiple of `align`.
 fn pad(v: &mut Vec<u8>, align: usize) {
-    while v.len() % align != 0 {
+    while !v.len().is_multiple_of(align) {
         v.push(0);
     }
 }
