@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs one cargo-fuzz target with its seeds from the reference corpus.
+#
+#   fuzz/run.sh TARGET [SECONDS] [libFuzzer options...]
+#   fuzz/run.sh --list                 # the targets
+#   FUZZ_SANITIZER=none fuzz/run.sh TARGET 60   # without ASan (faster, stable without bootstrap)
+#
+# Builds with ASan on the stable toolchain (RUSTC_BOOTSTRAP=1 lets stable accept -Zsanitizer).
+# The grown corpus goes to fuzz/corpus/TARGET (not committed); crashes to fuzz/artifacts/TARGET.
+set -euo pipefail
+cd "$(dirname "$0")"
+corpus=../tests/data/corpus
+
+if [[ "${1:-}" == "--list" ]]; then
+    RUSTC_BOOTSTRAP=1 cargo fuzz list
+    exit 0
+fi
+target=${1:?usage: fuzz/run.sh TARGET [SECONDS] [libFuzzer options...]}
+secs=${2:-60}
+shift $(( $# >= 2 ? 2 : 1 ))
+
+# Seeds: the corpus files of the target's format; ID and stream targets get generated seeds.
+seeds=()
+case "$target" in
+    bundle) seeds=("$corpus/bundles" "$corpus/nvptx/omp_nv_cubins.bundle") ;;
+    text_bundle) seeds=("$corpus/text") ;;
+    ccob) seeds=("$corpus/compressed" "$corpus/nvptx/omp_nv_cubins.v3-zstd.llvm22.ccob") ;;
+    offload_binary) seeds=("$corpus/packager" "$corpus/nvptx") ;;
+    container | select) seeds=("$corpus/bundles" "$corpus/compressed" "$corpus/packager" "$corpus/text"
+                               "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed") ;;
+esac
+mkdir -p "corpus/$target"
+case "$target" in
+    entry_id | target_id)
+        # Every entry ID and target ID the manifest records, one per seed file.
+        grep -oh '"\(entry_id\|target_id\|arch\|triple\)": "[^"]*"' "$corpus/MANIFEST.jsonl" \
+            | sed 's/^"[a-z_]*": "//; s/"$//' | sort -u | while IFS= read -r id; do
+                printf '%s' "$id" > "corpus/$target/seed-$(printf '%s' "$id" | md5sum | cut -c1-16)"
+            done ;;
+    ccob_stream)
+        # The compressed streams of the corpus CCOBs, behind the target's 5-byte prefix:
+        # selector (bit 0 method, bits 1-2 version - 1) and the declared size (u32).
+        for f in "$corpus"/compressed/*.ccob "$corpus"/nvptx/*.ccob; do
+            read -r version method < <(od -An -tu2 -j4 -N4 "$f")
+            case "$version" in 1) hdr=20 size_at=8 ;; 2) hdr=24 size_at=12 ;; *) hdr=32 size_at=16 ;; esac
+            sel=$(( method | ((version - 1) << 1) ))
+            out="corpus/$target/seed-$(basename "$f")"
+            { printf "\\x$(printf %02x "$sel")"; dd if="$f" bs=1 skip="$size_at" count=4 status=none
+              tail -c +"$((hdr + 1))" "$f"; } > "$out"
+        done ;;
+esac
+
+# FUZZ_BIN: run an already built target binary (e.g. a saved copy) instead of building.
+if [[ -n "${FUZZ_BIN:-}" ]]; then
+    exec "$FUZZ_BIN" "corpus/$target" "${seeds[@]}" \
+        -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 "$@"
+fi
+san=()
+if [[ "${FUZZ_SANITIZER:-address}" == none ]]; then san=(-s none); fi
+exec env RUSTC_BOOTSTRAP=1 cargo fuzz run "${san[@]}" "$target" "corpus/$target" "${seeds[@]}" -- \
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 "$@"
