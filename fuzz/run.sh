@@ -30,6 +30,12 @@ case "$target" in
                                "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed") ;;
 esac
 mkdir -p "corpus/$target"
+# libFuzzer takes directories: single seed files are copied into the target's corpus.
+dirs=()
+for s in "${seeds[@]}"; do
+    if [[ -d "$s" ]]; then dirs+=("$s"); else cp "$s" "corpus/$target/"; fi
+done
+seeds=("${dirs[@]}")
 case "$target" in
     entry_id | target_id)
         # Every entry ID and target ID the manifest records, one per seed file.

@@ -271,9 +271,7 @@ pub fn truncated_md5(data: &[u8]) -> [u8; 8] {
 
 /// Decompresses `payload` into a new buffer of exactly `size` bytes: (output, bytes consumed).
 ///
-/// `size` is checked against the limit and against what the payload could produce before
-/// anything is allocated; those errors are reported at `size_field` (the header field that
-/// declared it), stream errors at `payload_at` plus their position in the payload.
+/// See [`decode_append`].
 pub(crate) fn decode_raw(
     method: CompressionMethod,
     payload: &[u8],
@@ -282,6 +280,34 @@ pub(crate) fn decode_raw(
     size_field: u64,
     options: &ReadOptions,
 ) -> Result<(Vec<u8>, u64)> {
+    let mut out = Vec::new();
+    let used = decode_append(
+        method, payload, payload_at, size, size_field, options, &mut out,
+    )?;
+    Ok((out, used))
+}
+
+/// First size the output buffer gets; it then doubles as the stream produces data.
+const FIRST_CHUNK: usize = 64 << 10;
+
+/// Decompresses `payload`, appending exactly `size` bytes to `out`; returns the number of
+/// compressed bytes consumed.
+///
+/// `size` is checked against the limit and against what the payload could produce before
+/// anything is allocated; those errors are reported at `size_field` (the header field that
+/// declared it), stream errors at `payload_at` plus their position in the payload. The
+/// declared size is never trusted for allocation: the buffer grows (fallibly, doubling) only
+/// as the stream really produces output, so a small payload that claims a large size and
+/// then ends costs memory in proportion to what it decoded, not to what it claimed.
+pub(crate) fn decode_append(
+    method: CompressionMethod,
+    payload: &[u8],
+    payload_at: u64,
+    size: u64,
+    size_field: u64,
+    options: &ReadOptions,
+    out: &mut Vec<u8>,
+) -> Result<u64> {
     if size > options.limits.max_decompressed_size {
         return Err(Error::new(
             ErrorKind::LimitExceeded,
@@ -299,34 +325,78 @@ pub(crate) fn decode_raw(
             "declared decompressed size is more than the payload can produce",
         ));
     }
-    let len = usize::try_from(size).map_err(|_| {
-        Error::new(
+    let start = out.len();
+    let total = usize::try_from(size)
+        .ok()
+        .and_then(|n| n.checked_add(start))
+        .ok_or(Error::new(
             ErrorKind::LimitExceeded,
             size_field,
             "declared decompressed size does not fit in memory",
-        )
-    })?;
-    let mut out = Vec::new();
-    out.try_reserve_exact(len).map_err(|_| {
-        Error::new(
-            ErrorKind::OutOfMemory,
-            size_field,
-            "cannot reserve memory for the decompressed data",
-        )
-    })?;
-    out.resize(len, 0);
-    let used = match method {
-        CompressionMethod::Zlib => inflate_zlib(payload, &mut out),
-        CompressionMethod::Zstd => decode_zstd(payload, &mut out, options),
+        ))?;
+    let mut output = Output {
+        buf: out,
+        start,
+        end: total,
+        size_field,
+    };
+    match method {
+        CompressionMethod::Zlib => inflate_zlib(payload, &mut output),
+        CompressionMethod::Zstd => decode_zstd(payload, &mut output, options),
     }
-    .map_err(|(kind, what, at)| Error::new(kind, payload_at.saturating_add(at), what))?;
-    Ok((out, used))
+    .map_err(|e| match e {
+        Failure::Stream(kind, what, at) => Error::new(kind, payload_at.saturating_add(at), what),
+        Failure::Alloc(e) => e,
+    })
 }
 
-type DecodeError = (ErrorKind, &'static str, u64);
+/// The growing output of a decoder: `buf[start..end]` is what the stream must fill.
+struct Output<'v> {
+    buf: &'v mut Vec<u8>,
+    start: usize,
+    end: usize,
+    size_field: u64,
+}
 
-/// Inflates a zlib stream into exactly `out`; returns the compressed length.
-fn inflate_zlib(input: &[u8], out: &mut [u8]) -> core::result::Result<u64, DecodeError> {
+impl Output<'_> {
+    /// Grows the buffer (doubling, at most to `end`); false when it is already complete.
+    fn grow(&mut self) -> core::result::Result<bool, Failure> {
+        let len = self.buf.len();
+        if len >= self.end {
+            return Ok(false);
+        }
+        let have = len.saturating_sub(self.start);
+        let want = have.saturating_mul(2).max(FIRST_CHUNK);
+        let new_len = self.start.saturating_add(want).min(self.end);
+        self.buf
+            .try_reserve_exact(new_len.saturating_sub(len))
+            .map_err(|_| {
+                Failure::Alloc(Error::new(
+                    ErrorKind::OutOfMemory,
+                    self.size_field,
+                    "cannot reserve memory for the decompressed data",
+                ))
+            })?;
+        self.buf.resize(new_len, 0);
+        Ok(true)
+    }
+
+    /// The decoder's part of the buffer.
+    fn window(&mut self) -> &mut [u8] {
+        self.buf.get_mut(self.start..).unwrap_or_default()
+    }
+}
+
+/// Why a decoder stopped: a stream problem (kind, description, position in the payload) or
+/// a failed allocation.
+enum Failure {
+    Stream(ErrorKind, &'static str, u64),
+    Alloc(Error),
+}
+
+/// Inflates a zlib stream into `out`, which must end up exactly full; returns the
+/// compressed length.
+fn inflate_zlib(input: &[u8], out: &mut Output<'_>) -> core::result::Result<u64, Failure> {
     use miniz_oxide::inflate::core::inflate_flags::{
         TINFL_FLAG_COMPUTE_ADLER32, TINFL_FLAG_PARSE_ZLIB_HEADER,
         TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF,
@@ -335,63 +405,98 @@ fn inflate_zlib(input: &[u8], out: &mut [u8]) -> core::result::Result<u64, Decod
     use miniz_oxide::inflate::TINFLStatus;
 
     let mut state = Box::<DecompressorOxide>::default();
+    // The whole output so far is the dictionary: earlier bytes stay in `out` as it grows.
     let flags = TINFL_FLAG_PARSE_ZLIB_HEADER
         | TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF
         | TINFL_FLAG_COMPUTE_ADLER32;
-    let (status, used, written) = decompress(&mut state, input, out, 0, flags);
-    let used64 = u64_of(used);
-    match status {
-        TINFLStatus::Done if written == out.len() => Ok(used64),
-        TINFLStatus::Done => Err((
-            ErrorKind::SizeMismatch,
-            "compressed stream is shorter than the declared decompressed size",
-            used64,
-        )),
-        TINFLStatus::HasMoreOutput => Err((
-            ErrorKind::SizeMismatch,
-            "compressed stream is longer than the declared decompressed size",
-            used64,
-        )),
-        TINFLStatus::NeedsMoreInput | TINFLStatus::FailedCannotMakeProgress => {
-            Err((ErrorKind::Truncated, "zlib stream is truncated", used64))
+    let mut used = 0usize;
+    let mut written = 0usize;
+    loop {
+        out.grow()?;
+        let src = input.get(used..).unwrap_or_default();
+        let (status, n_in, n_out) = decompress(&mut state, src, out.window(), written, flags);
+        used = used.saturating_add(n_in);
+        written = written.saturating_add(n_out);
+        let at = u64_of(used);
+        let full = out.window().len() == written;
+        match status {
+            TINFLStatus::Done if full && out.buf.len() == out.end => return Ok(at),
+            TINFLStatus::Done => {
+                return Err(Failure::Stream(
+                    ErrorKind::SizeMismatch,
+                    "compressed stream is shorter than the declared decompressed size",
+                    at,
+                ))
+            }
+            TINFLStatus::HasMoreOutput if full && out.buf.len() < out.end => {}
+            TINFLStatus::HasMoreOutput => {
+                return Err(Failure::Stream(
+                    ErrorKind::SizeMismatch,
+                    "compressed stream is longer than the declared decompressed size",
+                    at,
+                ))
+            }
+            TINFLStatus::NeedsMoreInput | TINFLStatus::FailedCannotMakeProgress => {
+                return Err(Failure::Stream(
+                    ErrorKind::Truncated,
+                    "zlib stream is truncated",
+                    at,
+                ))
+            }
+            TINFLStatus::Adler32Mismatch => {
+                return Err(Failure::Stream(
+                    ErrorKind::Decompress,
+                    "zlib stream checksum mismatch",
+                    at,
+                ))
+            }
+            _ => {
+                return Err(Failure::Stream(
+                    ErrorKind::Decompress,
+                    "zlib stream is corrupt",
+                    at,
+                ))
+            }
         }
-        TINFLStatus::Adler32Mismatch => Err((
-            ErrorKind::Decompress,
-            "zlib stream checksum mismatch",
-            used64,
-        )),
-        _ => Err((ErrorKind::Decompress, "zlib stream is corrupt", used64)),
     }
 }
 
-/// Decodes one zstd frame into exactly `out`; returns the compressed length.
+/// Decodes one zstd frame into `out`, which must end up exactly full; returns the
+/// compressed length.
 fn decode_zstd(
     input: &[u8],
-    out: &mut [u8],
+    out: &mut Output<'_>,
     options: &ReadOptions,
-) -> core::result::Result<u64, DecodeError> {
+) -> core::result::Result<u64, Failure> {
     use ruzstd::decoding::errors::FrameDecoderError;
     use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
     use ruzstd::io::Read;
 
     let consumed = |src: &[u8]| u64_of(input.len().saturating_sub(src.len()));
+    let corrupt = |src: &[u8]| {
+        Failure::Stream(
+            ErrorKind::Decompress,
+            "zstd stream is corrupt",
+            consumed(src),
+        )
+    };
+    let declared = u64_of(out.end.saturating_sub(out.start));
     let mut src = input;
     let mut decoder = FrameDecoder::new();
     // The window can never usefully exceed the output; allow clang's LDM window otherwise.
-    let window =
-        u64_of(out.len()).clamp(1 << 20, options.limits.max_decompressed_size.max(1 << 20));
+    let window = declared.clamp(1 << 20, options.limits.max_decompressed_size.max(1 << 20));
     decoder.set_max_window_size(window);
     decoder.init(&mut src).map_err(|e| match e {
-        FrameDecoderError::WindowSizeTooBig { .. } => (
+        FrameDecoderError::WindowSizeTooBig { .. } => Failure::Stream(
             ErrorKind::LimitExceeded,
             "zstd window is larger than the decompressed bundle or the limit",
             0,
         ),
-        _ => (ErrorKind::Decompress, "zstd frame header is invalid", 0),
+        _ => Failure::Stream(ErrorKind::Decompress, "zstd frame header is invalid", 0),
     })?;
     let fcs = decoder.content_size();
-    if fcs != 0 && fcs != u64_of(out.len()) {
-        return Err((
+    if fcs != 0 && fcs != declared {
+        return Err(Failure::Stream(
             ErrorKind::SizeMismatch,
             "zstd frame content size differs from the declared decompressed size",
             0,
@@ -403,57 +508,39 @@ fn decode_zstd(
             .decode_blocks(&mut src, BlockDecodingStrategy::UptoBytes(1 << 20))
             .map_err(|e| match e {
                 FrameDecoderError::FailedToReadBlockHeader(_)
-                | FrameDecoderError::FailedToReadBlockBody(_) => {
-                    if src.is_empty() {
-                        (
-                            ErrorKind::Truncated,
-                            "zstd stream is truncated",
-                            consumed(src),
-                        )
-                    } else {
-                        (
-                            ErrorKind::Decompress,
-                            "zstd stream is corrupt",
-                            consumed(src),
-                        )
-                    }
+                | FrameDecoderError::FailedToReadBlockBody(_)
+                    if src.is_empty() =>
+                {
+                    Failure::Stream(
+                        ErrorKind::Truncated,
+                        "zstd stream is truncated",
+                        consumed(src),
+                    )
                 }
-                _ => (
-                    ErrorKind::Decompress,
-                    "zstd stream is corrupt",
-                    consumed(src),
-                ),
+                _ => corrupt(src),
             })?;
-        loop {
-            let dst = out.get_mut(written..).unwrap_or(&mut []);
-            if dst.is_empty() {
-                break;
+        // Drain what was decoded, growing the output only as far as there is data.
+        while decoder.can_collect() > 0 {
+            if out.window().len() == written && !out.grow()? {
+                return Err(Failure::Stream(
+                    ErrorKind::SizeMismatch,
+                    "compressed stream is longer than the declared decompressed size",
+                    consumed(src),
+                ));
             }
-            let n = decoder.read(dst).map_err(|_| {
-                (
-                    ErrorKind::Decompress,
-                    "zstd stream is corrupt",
-                    consumed(src),
-                )
-            })?;
+            let dst = out.window().get_mut(written..).unwrap_or_default();
+            let n = decoder.read(dst).map_err(|_| corrupt(src))?;
             if n == 0 {
                 break;
             }
             written = written.saturating_add(n);
         }
-        if decoder.can_collect() > 0 {
-            return Err((
-                ErrorKind::SizeMismatch,
-                "compressed stream is longer than the declared decompressed size",
-                consumed(src),
-            ));
-        }
         if decoder.is_finished() {
             break;
         }
     }
-    if written != out.len() {
-        return Err((
+    if u64_of(written) != declared {
+        return Err(Failure::Stream(
             ErrorKind::SizeMismatch,
             "compressed stream is shorter than the declared decompressed size",
             consumed(src),

@@ -169,6 +169,21 @@ impl<'data> Unit<'data> {
                 owned.push(data);
             }
             UnitContent::OffloadBinaries(seq) => {
+                // The decompressed size limit holds for the whole unit, not per binary: a
+                // sequence of small compressed binaries must not add up to a bomb. The
+                // claims are summed before anything is inflated (each inflation produces
+                // exactly its claim or fails).
+                let mut claimed = 0u64;
+                for (pos, b) in seq.iter() {
+                    claimed = claimed.saturating_add(b.inflated_size());
+                    if claimed > options.limits.max_decompressed_size {
+                        return Err(Error::new(
+                            ErrorKind::LimitExceeded,
+                            at.saturating_add(pos).saturating_add(32),
+                            "inflated sizes of the unit's OffloadBinaries exceed the limit",
+                        ));
+                    }
+                }
                 for (pos, b) in seq.iter() {
                     if b.is_compressed() {
                         let data = b
@@ -643,6 +658,7 @@ where
         }
         let tables = Tables::parse(data).map_err(|e| e.rebase(base))?;
         let mut object_bundle_seen = false;
+        let mut walked = 0usize;
         for i in 0..tables.len() {
             let (name, ty, contents) = tables.section(i).map_err(|e| e.rebase(base))?;
             if name.starts_with(OBJECT_BUNDLE_PREFIX) {
@@ -661,6 +677,15 @@ where
             {
                 if contents.is_empty() {
                     continue;
+                }
+                // Sections that overlap would have their bytes parsed again and again.
+                walked = walked.saturating_add(contents.len());
+                if walked > data.len() {
+                    return Err(Error::new(
+                        ErrorKind::BadContainer,
+                        base,
+                        "offload sections overlap (together larger than the file)",
+                    ));
                 }
                 let p = self.push(path, PathElem::Section(name), self.base(contents))?;
                 self.blobs(contents, &p)?;

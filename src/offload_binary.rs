@@ -101,6 +101,12 @@ impl<'data> StringMap<'data> {
 
     /// Decodes record `i`: (key, value).
     fn record(&self, i: u64) -> Result<(&'data str, &'data [u8])> {
+        self.record_limited(i, u64::MAX)
+    }
+
+    /// Decodes record `i`, refusing NUL-terminated strings longer than `max_len` (the scan
+    /// for the NUL stops there).
+    fn record_limited(&self, i: u64, max_len: u64) -> Result<(&'data str, &'data [u8])> {
         let at = bytes::add(
             self.offset,
             bytes::mul(
@@ -118,7 +124,7 @@ impl<'data> StringMap<'data> {
                 self.binary,
                 r.value_offset.get(),
                 at.saturating_add(8),
-                "string value",
+                max_len,
             )?;
             (r.key_offset.get(), v)
         } else {
@@ -132,7 +138,7 @@ impl<'data> StringMap<'data> {
             .map_err(|e| Error::new(e.kind(), at.saturating_add(8), e.what()))?;
             (r.key_offset.get(), v)
         };
-        let key = c_string(self.binary, key_offset, at, "string key")?;
+        let key = c_string(self.binary, key_offset, at, max_len)?;
         let key = core::str::from_utf8(key)
             .map_err(|_| Error::new(ErrorKind::Malformed, at, "string key is not valid UTF-8"))?;
         Ok((key, value))
@@ -159,25 +165,37 @@ impl<'data> Iterator for StringIter<'data> {
     }
 }
 
-/// A NUL-terminated string at `offset` inside `data` (without the NUL).
-fn c_string<'data>(
-    data: &'data [u8],
-    offset: u64,
-    field_at: u64,
-    what: &'static str,
-) -> Result<&'data [u8]> {
-    let tail = bytes::rest(data, offset, what).map_err(|_| {
+/// A NUL-terminated string at `offset` inside `data` (without the NUL), at most `max_len`
+/// bytes long.
+fn c_string(data: &[u8], offset: u64, field_at: u64, max_len: u64) -> Result<&[u8]> {
+    let tail = bytes::rest(data, offset, "string").map_err(|_| {
         Error::new(
             ErrorKind::OutOfBounds,
             field_at,
             "string offset points outside the binary",
         )
     })?;
-    let nul = tail.iter().position(|&b| b == 0).ok_or(Error::new(
-        ErrorKind::Malformed,
-        field_at,
-        "string is not NUL-terminated inside the binary",
-    ))?;
+    // Scan at most max_len + 1 bytes: many records pointing at one long string must not
+    // make validation quadratic.
+    let scan = usize::try_from(max_len.saturating_add(1)).unwrap_or(usize::MAX);
+    let window = tail.get(..scan).unwrap_or(tail);
+    let nul = match window.iter().position(|&b| b == 0) {
+        Some(n) => n,
+        None if window.len() < tail.len() => {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                field_at,
+                "string is longer than the ID length limit",
+            ))
+        }
+        None => {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                field_at,
+                "string is not NUL-terminated inside the binary",
+            ))
+        }
+    };
     Ok(tail.get(..nul).unwrap_or(tail))
 }
 
@@ -276,8 +294,19 @@ impl<'data> OffloadBinary<'data> {
                 "OffloadBinary entry table lies outside the binary",
             ));
         }
+        // Entries may not share string records: the records of all entries must fit in the
+        // binary, which keeps validation linear in its size.
+        let mut records = 0u64;
         for i in 0..count {
-            binary.entry_at(i, Some(limits))?;
+            let e = binary.entry_at(i, Some(limits))?;
+            records = records.saturating_add(e.strings.len());
+            if records.saturating_mul(e.strings.stride()) > size {
+                return Err(Error::new(
+                    ErrorKind::Malformed,
+                    entries_offset.saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE)),
+                    "string records of the entries overlap (more than the binary can hold)",
+                ));
+            }
         }
         Ok(binary)
     }
@@ -326,9 +355,9 @@ impl<'data> OffloadBinary<'data> {
             "string records lie outside the binary",
         )
         .map_err(|err| Error::new(err.kind(), at.saturating_add(8), err.what()))?;
-        if limits.is_some() {
+        if let Some(l) = limits {
             for s in 0..num_strings {
-                strings.record(s)?;
+                strings.record_limited(s, l.max_id_len)?;
             }
         }
         Ok(OffloadBinaryEntry {
@@ -365,6 +394,12 @@ impl<'data> OffloadBinary<'data> {
     /// True for a compressed version 3 binary; call [`OffloadBinary::inflate`] to read it.
     pub fn is_compressed(&self) -> bool {
         self.inflated_size != 0
+    }
+
+    /// The size a compressed binary inflates to (its `inflated_size` field; 0 when not
+    /// compressed).
+    pub fn inflated_size(&self) -> u64 {
+        self.inflated_size
     }
 
     /// Number of entries (0 for a compressed binary until inflated).
@@ -410,17 +445,10 @@ impl<'data> OffloadBinary<'data> {
         } else {
             crate::ccob::CompressionMethod::Zlib
         };
-        let (inner, _) =
-            crate::ccob::decode_raw(method, body, self.entries_offset, body_len, 32, options)?;
+        // The header is copied first and the body decoded right behind it, in one buffer
+        // that grows only as the stream produces output.
         let mut out = Vec::new();
-        let len = usize::try_from(total).map_err(|_| {
-            Error::new(
-                ErrorKind::LimitExceeded,
-                32,
-                "inflated size does not fit in memory",
-            )
-        })?;
-        out.try_reserve_exact(len).map_err(|_| {
+        out.try_reserve_exact(head.len()).map_err(|_| {
             Error::new(
                 ErrorKind::OutOfMemory,
                 32,
@@ -428,7 +456,15 @@ impl<'data> OffloadBinary<'data> {
             )
         })?;
         out.extend_from_slice(head);
-        out.extend_from_slice(&inner);
+        crate::ccob::decode_append(
+            method,
+            body,
+            self.entries_offset,
+            body_len,
+            32,
+            options,
+            &mut out,
+        )?;
         if let Some(size) = out.get_mut(8..16) {
             size.copy_from_slice(&total.to_le_bytes());
         }

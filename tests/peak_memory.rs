@@ -1,0 +1,348 @@
+//! Peak memory while refusing decompression bombs, huge counts and deep nesting.
+//!
+//! Two measurements per case:
+//!
+//! * in process, a counting global allocator records the peak of live heap bytes above the
+//!   level at the start of the case (the library's own allocations, exactly);
+//! * in a child process (this binary re-executed with `--child NAME`), the kernel's peak
+//!   resident set size (`VmHWM`), which also counts the program, the runtime and the input.
+//!
+//! Both must stay under 16 MiB for every refusal. A control case that decompresses a real
+//! 8 MiB bomb shows that the meter does see large allocations.
+//!
+//! `harness = false`: `main` runs the cases one after the other, so that no other test
+//! allocates while one is measured.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::process::Command;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use common::craft::*;
+use offload_image::{for_each_unit, Error, ErrorKind, Limits, ReadOptions};
+
+struct Peak;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn grew(by: isize) {
+    let now = LIVE.fetch_add(by, Ordering::SeqCst) + by;
+    PEAK.fetch_max(now, Ordering::SeqCst);
+}
+
+unsafe impl GlobalAlloc for Peak {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            grew(layout.size() as isize);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            grew(layout.size() as isize);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::SeqCst);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            // Count the new block before the old one is released (a moving realloc holds both).
+            grew(new_size as isize);
+            LIVE.fetch_sub(layout.size() as isize, Ordering::SeqCst);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Peak = Peak;
+
+const MIB: u64 = 1 << 20;
+const BUDGET: u64 = 16 * MIB;
+
+/// The `list` path over `data`.
+fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
+    let mut n = 0;
+    for_each_unit(data, options, |unit| {
+        let open = unit.open(options)?;
+        n += open.images().map(|i| i.bytes.len().min(1)).sum::<usize>();
+        Ok(())
+    })?;
+    Ok(n)
+}
+
+fn limited(max_decompressed_size: u64) -> ReadOptions {
+    ReadOptions {
+        limits: Limits {
+            max_decompressed_size,
+            ..Limits::DEFAULT
+        },
+        ..ReadOptions::default()
+    }
+}
+
+/// A case: its name, the input, the options, and the expected outcome (`None`: success).
+struct Case {
+    name: &'static str,
+    input: fn() -> Vec<u8>,
+    options: fn() -> ReadOptions,
+    expect: Option<ErrorKind>,
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "CCOB v3, 1 KB, claims 1 TB",
+            input: || ccob_raw(3, 1, 1 << 40, [0; 8], &zstd_raw_blocks(250)),
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "CCOB v3, 1 KB, claims 1 TB, no limits",
+            input: || ccob_raw(3, 1, 1 << 40, [0; 8], &zstd_raw_blocks(250)),
+            options: || ReadOptions {
+                limits: Limits::UNLIMITED,
+                ..ReadOptions::default()
+            },
+            expect: Some(ErrorKind::SizeMismatch),
+        },
+        Case {
+            name: "CCOB v2, 16 KB zstd claims 300 MiB, stream ends at 4 KB",
+            input: || ccob_raw(2, 1, 300 * MIB, [0; 8], &zstd_raw_blocks(4000)),
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::SizeMismatch),
+        },
+        Case {
+            name: "CCOB v2, 36 KB zstd bomb (1.1 GiB), declares 1 KiB",
+            input: || ccob_raw(2, 1, 1024, [0; 8], &zstd_rle_bomb(9000, 128 << 10, 7)),
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::SizeMismatch),
+        },
+        Case {
+            name: "CCOB v3, 36 KB zstd bomb (1.1 GiB), declares it",
+            input: || {
+                ccob_raw(
+                    3,
+                    1,
+                    9000 * (128 << 10),
+                    [0; 8],
+                    &zstd_rle_bomb(9000, 128 << 10, 7),
+                )
+            },
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "CCOB v1, 4 KB zstd bomb (125 MiB), declares it, limit 16 MiB",
+            input: || {
+                ccob_raw(
+                    1,
+                    1,
+                    1000 * (128 << 10),
+                    [0; 8],
+                    &zstd_rle_bomb(1000, 128 << 10, 7),
+                )
+            },
+            options: || limited(16 * MIB),
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "CCOB v3, 160 KB zlib bomb (25 MiB), declares 1 KiB",
+            input: || ccob_raw(3, 0, 1024, [0; 8], &zlib_match_bomb(100_000)),
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::SizeMismatch),
+        },
+        Case {
+            name: "CCOB v2, 160 KB zlib bomb (25 MiB), declares it, limit 16 MiB",
+            input: || ccob_raw(2, 0, 1 + 258 * 100_000, [0; 8], &zlib_match_bomb(100_000)),
+            options: || limited(16 * MIB),
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "compressed OffloadBinary, 1 KB, claims 1 TB",
+            input: || compressed_offload_binary_raw(&zstd_raw_blocks(250), 1 << 40),
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "64 compressed OffloadBinaries of 20 MiB each (1.25 GiB)",
+            input: || {
+                let one = compressed_offload_binary_raw(
+                    &zstd_rle_bomb(160, 128 << 10, 0),
+                    40 + 160 * (128 << 10),
+                );
+                one.repeat(64)
+            },
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "OffloadBinary claims 2^63 entries",
+            input: || {
+                let mut b = offload_binary_for(2, "gfx90a", b"\x7fELF");
+                b[24..32].copy_from_slice(&(1u64 << 63).to_le_bytes());
+                b
+            },
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "OffloadBinary entry claims 2^63 strings",
+            input: || {
+                let mut b = offload_binary_for(2, "gfx90a", b"\x7fELF");
+                b[48..56].copy_from_slice(&(1u64 << 63).to_le_bytes());
+                b
+            },
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "bundle claims 2^64-1 entries",
+            input: || {
+                let mut b = hip_bundle();
+                b[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
+                b
+            },
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "bundle entry ID claims 2^64-1 bytes",
+            input: || {
+                let mut b = hip_bundle();
+                b[48..56].copy_from_slice(&u64::MAX.to_le_bytes());
+                b
+            },
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "archives nested 64 deep",
+            input: || {
+                let mut data = host_with_fatbin(&hip_bundle());
+                for _ in 0..64 {
+                    data = ar(&[("nested.a", &data)]);
+                }
+                data
+            },
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "control: 8 MiB zstd bomb, declared, decompressed",
+            input: || {
+                let bomb = zstd_rle_bomb(64, 128 << 10, 0);
+                let content_md5 = offload_image::ccob::truncated_md5(&vec![0; 8 << 20]);
+                ccob_raw(3, 1, 8 * MIB, content_md5, &bomb)
+            },
+            // Not a bundle inside: the open fails after decompressing, as "malformed".
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::Malformed),
+        },
+    ]
+}
+
+/// Runs one case: (outcome, peak live heap bytes above the start level).
+fn run(case: &Case) -> (Result<usize, Error>, u64) {
+    let input = (case.input)();
+    let options = (case.options)();
+    let base = LIVE.load(Ordering::SeqCst);
+    PEAK.store(base, Ordering::SeqCst);
+    let r = list(&input, &options);
+    let peak = PEAK.load(Ordering::SeqCst) - base;
+    (r, peak.max(0) as u64)
+}
+
+/// The kernel's peak resident set size of this process, in bytes (Linux `VmHWM`).
+fn vm_hwm() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        let name = &args[i + 1];
+        let case = cases().into_iter().find(|c| c.name == name).expect("case");
+        let (r, _) = run(&case);
+        println!("kind={:?}", r.err().map(|e| e.kind()));
+        println!("vmhwm={}", vm_hwm().unwrap_or(0));
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut failures = Vec::new();
+    println!(
+        "{:<64} {:>16} {:>12} {:>12}",
+        "case", "outcome", "heap peak", "child RSS"
+    );
+    for case in cases() {
+        let (r, peak) = run(&case);
+        let kind = r.as_ref().err().map(|e| e.kind());
+        let child = Command::new(&exe)
+            .args(["--child", case.name])
+            .output()
+            .expect("re-run the test binary");
+        let out = String::from_utf8_lossy(&child.stdout);
+        let rss: Option<u64> = out
+            .lines()
+            .find_map(|l| l.strip_prefix("vmhwm="))
+            .and_then(|v| v.parse().ok())
+            .filter(|&v| v > 0);
+        let child_kind = out
+            .lines()
+            .find_map(|l| l.strip_prefix("kind="))
+            .unwrap_or("?");
+        println!(
+            "{:<64} {:>16} {:>9} KiB {:>9} KiB",
+            case.name,
+            kind.map(|k| k.name()).unwrap_or("ok"),
+            peak / 1024,
+            rss.map(|r| (r / 1024).to_string())
+                .unwrap_or_else(|| "n/a".into()),
+        );
+        if kind != case.expect {
+            failures.push(format!(
+                "{}: expected {:?}, got {r:?}",
+                case.name, case.expect
+            ));
+        }
+        if child_kind != format!("{:?}", case.expect) {
+            failures.push(format!("{}: child saw {child_kind}", case.name));
+        }
+        let control = case.name.starts_with("control");
+        if control {
+            // The meter sees the 8 MiB output (plus the doubling of its buffer).
+            if peak < 8 * MIB {
+                failures.push(format!("{}: meter saw only {peak} bytes", case.name));
+            }
+        } else {
+            if peak >= BUDGET {
+                failures.push(format!("{}: heap peak {peak} bytes", case.name));
+            }
+            if let Some(rss) = rss {
+                if rss >= BUDGET {
+                    failures.push(format!("{}: child peak RSS {rss} bytes", case.name));
+                }
+            } else if cfg!(target_os = "linux") {
+                failures.push(format!("{}: no VmHWM from the child", case.name));
+            }
+        }
+    }
+    if !failures.is_empty() {
+        for f in &failures {
+            eprintln!("FAILED: {f}");
+        }
+        std::process::exit(1);
+    }
+    println!("peak_memory: all refusals under {} MiB", BUDGET / MIB);
+}
