@@ -436,6 +436,14 @@ impl<'data> Tables<'data> {
             let contents = sh
                 .data(e, data)
                 .map_err(elf_error("ELF section contents lie outside the file"))?;
+            // `object` hands out a detached `&[]` for empty and NOBITS sections: keep every
+            // slice inside the file (at the section's offset, else at the end of the file).
+            let contents = if contents.is_empty() {
+                bytes::sub(data, sh.sh_offset(e).into(), 0, "section")
+                    .or_else(|_| bytes::rest(data, u64_of(data.len()), "section"))?
+            } else {
+                contents
+            };
             Ok((name, ty, contents))
         }
         match self {
