@@ -28,7 +28,7 @@ use proptest::test_runner::{Config, RngSeed};
 fn config(cases: u32) -> Config {
     Config {
         cases,
-        rng_seed: RngSeed::Fixed(0x5EED_0F_0FF1_0AD),
+        rng_seed: RngSeed::Fixed(0x0005_EED0_F0FF_10AD),
         failure_persistence: None,
         ..Config::default()
     }
