@@ -42,7 +42,9 @@
 //!   [`KindFilter`]; unknown bundle kinds pass none but [`KindFilter::Any`] rejects them too.
 //! * Bitcode for a named processor must match that processor and its features and ranks
 //!   as JIT code; a generic-family bitcode image has no version to check.
-//! * An NVIDIA fatbinary is accepted for every CUDA device (the driver picks inside it).
+//! * An NVIDIA fatbinary is not opened: it is accepted when its stated architecture passes
+//!   the PTX rule (a fatbinary embeds PTX for the architecture it was made for) and ranks
+//!   between cubins and JIT code; the driver picks inside it.
 //! * A device feature state of "unknown" admits only images that leave the feature `Any`.
 //! * When the container and the ELF header disagree, the ELF header wins (AMDGPU) unless
 //!   [`SelectOptions::strict`] is set, which rejects the image.
@@ -366,8 +368,8 @@ pub enum Rejection<'a> {
     Nvptx {
         /// The image's architecture.
         image: NvArch,
-        /// Cubin (true) or PTX/bitcode (false).
-        cubin: bool,
+        /// What the image holds (cubin = [`Code::Elf`], PTX, bitcode, fatbinary).
+        code: Code,
         /// Device compute capability.
         device: (u8, u8),
         /// The rule.
@@ -477,13 +479,18 @@ impl fmt::Display for Rejection<'_> {
             ),
             Rejection::Nvptx {
                 image,
-                cubin,
+                code,
                 device: (major, minor),
                 rule,
             } => {
                 let real = image.real();
                 let (im, imin) = (image.major(), image.minor());
-                let what = if *cubin { "cubin" } else { "PTX" };
+                let what = match code {
+                    Code::Elf => "cubin",
+                    Code::Bitcode => "bitcode",
+                    Code::Fatbinary => "fatbinary",
+                    _ => "PTX",
+                };
                 match rule {
                     NvRule::CubinMajor => write!(
                         f,
@@ -652,7 +659,7 @@ fn check_nvptx<'a>(image: NvArch, code: Code, major: u8, minor: u8, index: usize
     let reject = |rule| {
         Verdict::Rejected(Rejection::Nvptx {
             image,
-            cubin,
+            code,
             device: (major, minor),
             rule,
         })
@@ -670,9 +677,7 @@ fn check_nvptx<'a>(image: NvArch, code: Code, major: u8, minor: u8, index: usize
         _ => {}
     }
     let device_sm = dm * 10 + dmin;
-    let (class, distance) = if code == Code::Fatbinary {
-        (Class::Container, 0)
-    } else if cubin {
+    let (class, distance) = if cubin {
         if im != dm {
             return reject(NvRule::CubinMajor);
         }
@@ -685,10 +690,16 @@ fn check_nvptx<'a>(image: NvArch, code: Code, major: u8, minor: u8, index: usize
             (Class::Compatible, dmin - imin)
         }
     } else {
+        // PTX, bitcode, and fatbinaries (which embed PTX for their architecture).
         if (im, imin) > (dm, dmin) {
             return reject(NvRule::PtxTooNew);
         }
-        (Class::Jit, device_sm.saturating_sub(image.sm))
+        let distance = device_sm.saturating_sub(image.sm);
+        if code == Code::Fatbinary {
+            (Class::Container, distance)
+        } else {
+            (Class::Jit, distance)
+        }
     };
     Verdict::Compatible(RankKey {
         class,
@@ -754,7 +765,9 @@ pub fn check<'a>(
         });
     }
     let code = identity.code;
-    if code == Code::Other || (code == Code::Fatbinary && matches!(device, Device::Amdgpu(_))) {
+    if code == Code::Other
+        || (matches!(code, Code::Fatbinary | Code::Ptx) && matches!(device, Device::Amdgpu(_)))
+    {
         return Rejected(Rejection::NotCode);
     }
     if code.needs_jit() && !options.allow_jit {
