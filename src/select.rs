@@ -30,9 +30,10 @@
 //!
 //! [`Policy::First`] keeps only the discovery index: the first compatible image wins, as
 //! in comgr's `amd_comgr_lookup_code_object` (per query, header order) and the LLVM offload
-//! runtime (descriptor order). To reproduce comgr exactly also request
-//! [`KindFilter::Hip`] and forbid JIT code (comgr's ISA-name lookup never matches SPIR-V or
-//! bitcode entries, nor `openmp` entries) — [`SelectOptions::comgr`] does both.
+//! runtime (descriptor order). To reproduce comgr's answer to one native ISA query use
+//! [`SelectOptions::comgr`]: HIP kinds only, no generic or SPIR-V entries (comgr matches
+//! those only when their own name is queried). Comgr reads only entry IDs: where an ID
+//! and its ELF header disagree, or the payload is not code, the two can differ.
 //! [`Policy::FirstByClass`] keeps class then index: ROCm CLR's native → generic → SPIR-V
 //! order.
 //!
@@ -138,8 +139,13 @@ pub struct SelectOptions {
     pub hip_openmp_compatible: bool,
     /// Ordering policy.
     pub policy: Policy,
-    /// Accept code that needs a JIT (AMD SPIR-V, bitcode, PTX). Default: yes.
+    /// Accept code for a named architecture that needs a JIT (bitcode, PTX). Default: yes.
     pub allow_jit: bool,
+    /// Accept AMDGPU generic-family code objects (ROCr's second ISA; CLR's generic query).
+    /// Default: yes.
+    pub allow_generic: bool,
+    /// Accept processor-independent AMD SPIR-V (`amdgcnspirv`). Default: yes.
+    pub allow_spirv: bool,
     /// Reject images whose container and ELF header disagree. Default: no (the ELF wins).
     pub strict: bool,
 }
@@ -151,6 +157,8 @@ impl Default for SelectOptions {
             hip_openmp_compatible: false,
             policy: Policy::Best,
             allow_jit: true,
+            allow_generic: true,
+            allow_spirv: true,
             strict: false,
         }
     }
@@ -158,13 +166,18 @@ impl Default for SelectOptions {
 
 impl SelectOptions {
     /// What comgr's `amd_comgr_lookup_code_object` does for one native ISA query: HIP kinds
-    /// only, no JIT code, first compatible entry in header order.
+    /// only, the first entry in header order whose ID names the device's processor with
+    /// compatible features. Comgr reads IDs, not payloads, so bitcode entries count; a
+    /// generic or SPIR-V entry only answers a query for that generic/SPIR-V name, which
+    /// CLR makes separately (then ranks native, generic, SPIR-V: [`Policy::FirstByClass`]).
     pub const fn comgr() -> Self {
         SelectOptions {
             kind: KindFilter::Hip,
             hip_openmp_compatible: false,
             policy: Policy::First,
-            allow_jit: false,
+            allow_jit: true,
+            allow_generic: false,
+            allow_spirv: false,
             strict: false,
         }
     }
@@ -332,6 +345,10 @@ pub enum Rejection<'a> {
     NotCode,
     /// Needs a JIT, which the options forbid.
     JitNotAllowed(Code),
+    /// Generic code, which the options forbid.
+    GenericNotAllowed(&'static Processor),
+    /// AMD SPIR-V, which the options forbid.
+    SpirvNotAllowed,
     /// A different AMDGPU processor.
     Processor {
         /// The image's processor.
@@ -448,6 +465,12 @@ impl fmt::Display for Rejection<'_> {
                     _ => "code",
                 };
                 write!(f, "{what} needs a JIT compiler, which is disabled")
+            }
+            Rejection::GenericNotAllowed(g) => {
+                write!(f, "{g} code is generic, which this request does not accept")
+            }
+            Rejection::SpirvNotAllowed => {
+                f.write_str("SPIR-V (amdgcnspirv) is not accepted by this request")
             }
             Rejection::Processor { image, device } => {
                 write!(f, "{image} code does not run on {device}")
@@ -599,13 +622,17 @@ fn check_amdgpu<'a>(
     identity: &Identity<'a>,
     image: &TargetId,
     device: &TargetId,
-    jit: bool,
+    options: &SelectOptions,
     index: usize,
 ) -> Verdict<'a> {
+    let jit = identity.code.needs_jit();
     let (p_i, p_d) = (image.processor, device.processor);
     let (class, generic_age) = if core::ptr::eq(p_i, p_d) {
         (Class::Native, 0)
     } else if p_i.is_generic() {
+        if !options.allow_generic {
+            return Verdict::Rejected(Rejection::GenericNotAllowed(p_i));
+        }
         let Some(need) = p_i.min_generic_version(p_d) else {
             return Verdict::Rejected(Rejection::NotInFamily {
                 generic: p_i,
@@ -770,7 +797,7 @@ pub fn check<'a>(
     {
         return Rejected(Rejection::NotCode);
     }
-    if code.needs_jit() && !options.allow_jit {
+    if code.needs_jit() && !options.allow_jit && identity.target != Target::AmdgcnSpirv {
         return Rejected(Rejection::JitNotAllowed(code));
     }
     match (&identity.target, device) {
@@ -779,8 +806,9 @@ pub fn check<'a>(
             text,
             why: why.what(),
         }),
-        (Target::Amdgpu(t), Device::Amdgpu(d)) => {
-            check_amdgpu(identity, t, d, code.needs_jit(), index)
+        (Target::Amdgpu(t), Device::Amdgpu(d)) => check_amdgpu(identity, t, d, options, index),
+        (Target::AmdgcnSpirv, Device::Amdgpu(_)) if !options.allow_spirv => {
+            Rejected(Rejection::SpirvNotAllowed)
         }
         (Target::AmdgcnSpirv, Device::Amdgpu(_)) => Verdict::Compatible(RankKey {
             class: Class::Jit,

@@ -52,9 +52,16 @@ pub struct Args {
     /// How to choose among compatible images.
     #[arg(long, value_enum, default_value = "best")]
     policy: PolicyArg,
-    /// Never choose code that needs a JIT (SPIR-V, bitcode, PTX).
+    /// Never choose code for a named architecture that needs a JIT (bitcode, PTX).
     #[arg(long)]
     no_jit: bool,
+    /// Never choose AMDGPU generic-family code objects.
+    #[arg(long)]
+    no_generic: bool,
+    /// Never choose AMD SPIR-V (amdgcnspirv). comgr's lookup for one native ISA is
+    /// `--kind hip --no-generic --no-spirv --policy first`.
+    #[arg(long)]
+    no_spirv: bool,
     /// Reject images whose container and ELF header disagree (default: the ELF header wins).
     #[arg(long)]
     strict: bool,
@@ -159,6 +166,8 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             PolicyArg::FirstByClass => Policy::FirstByClass,
         },
         allow_jit: !args.no_jit,
+        allow_generic: !args.no_generic,
+        allow_spirv: !args.no_spirv,
         strict: args.strict,
     };
     let input = Input::open(&args.file)?;
