@@ -58,7 +58,7 @@ use crate::image::{Image, OffloadKind};
 use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
 use crate::target::elf::AmdgpuElfProblem;
 use crate::target::nvptx::{ArchVariant, NvArch};
-use crate::target::{identify, Code, Device, Identity, Mismatch, Target, Triple};
+use crate::target::{identify, Code, Device, Disagreement, Identity, Target, Triple};
 
 /// Which offload kinds a request accepts (`COMPATIBILITY.md` §1.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -333,14 +333,7 @@ pub enum Rejection<'a> {
     /// The AMDGPU ELF header makes the image unloadable.
     Elf(AmdgpuElfProblem),
     /// The container and the ELF header disagree (strict mode).
-    Mismatch {
-        /// What the container says.
-        stated: Target<'a>,
-        /// What the ELF header says.
-        elf: Target<'static>,
-        /// Where they differ.
-        what: Mismatch,
-    },
+    Mismatch(Disagreement<'a>),
     /// Not loadable code (source or assembly text, a host object, unrecognised bytes).
     NotCode,
     /// Needs a JIT, which the options forbid.
@@ -441,19 +434,7 @@ impl fmt::Display for Rejection<'_> {
                 write!(f, "invalid target '{text}': {why}")
             }
             Rejection::Elf(problem) => write!(f, "{problem}"),
-            Rejection::Mismatch { stated, elf, what } => {
-                write!(f, "container says {stated} but the ELF header says {elf}")?;
-                if let Mismatch::Feature(feat) = what {
-                    let (s, e) = crate::target::identity_feature_states(stated, elf, *feat);
-                    write!(
-                        f,
-                        " ({} vs {})",
-                        Stated(*feat, s, false),
-                        Stated(*feat, e, false)
-                    )?;
-                }
-                Ok(())
-            }
+            Rejection::Mismatch(d) => write!(f, "{d} (strict mode)"),
             Rejection::NotCode => {
                 f.write_str("not loadable device code (text, host object or unrecognised bytes)")
             }
@@ -783,13 +764,8 @@ pub fn check<'a>(
     if let Some(problem) = identity.elf_problem {
         return Rejected(Rejection::Elf(problem));
     }
-    if let (true, Some(what), Some(elf)) = (options.strict, identity.mismatch, identity.elf_target)
-    {
-        return Rejected(Rejection::Mismatch {
-            stated: identity.stated_target,
-            elf,
-            what,
-        });
+    if let (true, Some(d)) = (options.strict, identity.disagreement()) {
+        return Rejected(Rejection::Mismatch(d));
     }
     let code = identity.code;
     if code == Code::Other

@@ -136,7 +136,11 @@ fn parse_validate_rank_allocate_nothing() {
                 for_each_unit(data, &read, |unit| {
                     let open = unit.open(&read)?;
                     for options in &policies {
-                        let s = select_identities(open.images().map(|i| identify(&i)), &device, options);
+                        let s = select_identities(
+                            open.images().map(|i| identify(&i)),
+                            &device,
+                            options,
+                        );
                         selected += u32::from(s.chosen.is_some());
                     }
                     for image in open.images() {
@@ -144,11 +148,18 @@ fn parse_validate_rank_allocate_nothing() {
                             let _ = EntryId::parse(id);
                         }
                         let identity = identify(&image);
-                        let _ = write!(sink, "{} {}", identity.target, identity.triple.map_or("", |t| t.arch));
+                        let _ = write!(
+                            sink,
+                            "{} {}",
+                            identity.target,
+                            identity.triple.map_or("", |t| t.arch)
+                        );
                         if let Some(t) = identity.target.amdgpu() {
                             let _ = t.canonical();
                         }
-                        if let Verdict::Rejected(r) = check(&identity, image.index, &device, &policies[0]) {
+                        if let Verdict::Rejected(r) =
+                            check(&identity, image.index, &device, &policies[0])
+                        {
                             let _ = write!(sink, "{r}");
                         }
                     }
@@ -157,7 +168,12 @@ fn parse_validate_rank_allocate_nothing() {
                 .unwrap();
             }
         }
-        for t in ["gfx90a:xnack-:sramecc+", "gfx1030:xnack+", "fiji", "gfx9-4-generic:sramecc+"] {
+        for t in [
+            "gfx90a:xnack-:sramecc+",
+            "gfx1030:xnack+",
+            "fiji",
+            "gfx9-4-generic:sramecc+",
+        ] {
             let _ = TargetId::parse(t);
         }
         let _ = Device::from_kfd_properties("capability 67108864\ngfx_target_version 90010\n");

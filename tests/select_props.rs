@@ -47,7 +47,11 @@ fn cubin(a: NvArch, mark: u8) -> Vec<u8> {
     let sm = u32::from(a.sm);
     let is_a = a.variant == ArchVariant::ArchSpecific;
     let (abi, osabi, flags) = if a.sm < 100 {
-        (7u8, 0x33u8, sm | sm << 16 | 0x500 | if is_a { 0x800 } else { 0 })
+        (
+            7u8,
+            0x33u8,
+            sm | sm << 16 | 0x500 | if is_a { 0x800 } else { 0 },
+        )
     } else {
         (8, 0x41, sm << 8 | 0x0600_0002 | if is_a { 0x8 } else { 0 })
     };
@@ -115,9 +119,7 @@ fn brute_force(img: &TargetId, g: u8, dev: &TargetId) -> bool {
         return false; // a generic code object needs version >= 1 (§4)
     }
     processor_ok
-        && modes(dev.sramecc)
-            .iter()
-            .all(|&s| runs(img.sramecc, s))
+        && modes(dev.sramecc).iter().all(|&s| runs(img.sramecc, s))
         && modes(dev.xnack).iter().all(|&x| runs(img.xnack, x))
 }
 
@@ -152,7 +154,11 @@ fn amdgpu_predicate_equals_brute_force() {
                     for dev in &devices {
                         let verdict = check(&identity, 3, &Device::Amdgpu(*dev), &options);
                         let want = brute_force(&img_t, g, dev);
-                        assert_eq!(verdict.key().is_some(), want, "{id} (v{g}) on {dev}: {verdict:?}");
+                        assert_eq!(
+                            verdict.key().is_some(),
+                            want,
+                            "{id} (v{g}) on {dev}: {verdict:?}"
+                        );
                         checked += 1;
                         if let Verdict::Compatible(k) = verdict {
                             compatible += 1;
@@ -224,9 +230,12 @@ fn nvptx_predicate_equals_brute_force() {
                     for minor in 0..=9u8 {
                         let dev = Device::cuda(major, minor).unwrap();
                         let got = check(&identity, 0, &dev, &options);
-                        let want =
-                            nv_brute_force(arch, cubin_code, major.into(), minor.into());
-                        assert_eq!(got.key().is_some(), want, "{name} cubin={cubin_code} on {dev}");
+                        let want = nv_brute_force(arch, cubin_code, major.into(), minor.into());
+                        assert_eq!(
+                            got.key().is_some(),
+                            want,
+                            "{name} cubin={cubin_code} on {dev}"
+                        );
                         if let Some(k) = got.key() {
                             let exact = u16::from(major) * 10 + u16::from(minor) == sm;
                             let class = match (cubin_code, exact) {
@@ -378,12 +387,22 @@ proptest! {
 /// Entries with kinds the request does not accept never win, whatever the order.
 #[test]
 fn kinds_and_host_are_never_candidates() {
-    let host = Image::from_id(0, Format::Bundle, "host-x86_64-unknown-linux-gnu-", b"\x7fELF");
+    let host = Image::from_id(
+        0,
+        Format::Bundle,
+        "host-x86_64-unknown-linux-gnu-",
+        b"\x7fELF",
+    );
     let id = identify(&host);
     assert_eq!(id.offload_kind, OffloadKind::Host);
     for d in DEVICES {
-        assert!(check(&id, 0, &Device::parse(d).unwrap(), &SelectOptions::default())
-            .key()
-            .is_none());
+        assert!(check(
+            &id,
+            0,
+            &Device::parse(d).unwrap(),
+            &SelectOptions::default()
+        )
+        .key()
+        .is_none());
     }
 }

@@ -5,7 +5,7 @@ use core::fmt;
 
 use crate::error::Error;
 use crate::image::{Image, ImageKind, OffloadKind};
-use crate::target::amdgpu::{Feature, FeatureState, TargetId};
+use crate::target::amdgpu::{Feature, TargetId};
 use crate::target::elf::{
     AmdgpuElfProblem, DeviceElf, ELFOSABI_AMDGPU_HSA, ELFOSABI_AMDGPU_MESA3D, ELFOSABI_AMDGPU_PAL,
 };
@@ -306,19 +306,41 @@ pub fn identify<'a>(image: &Image<'a>) -> Identity<'a> {
     identity
 }
 
-/// The states of `feature` on both sides of a mismatch, for messages.
-pub(crate) fn feature_states(
-    stated: &Target<'_>,
-    elf: &Target<'_>,
-    f: Feature,
-) -> (FeatureState, FeatureState) {
-    let s = stated
-        .amdgpu()
-        .map_or(FeatureState::Unsupported, |t| t.state(f));
-    let e = elf
-        .amdgpu()
-        .map_or(FeatureState::Unsupported, |t| t.state(f));
-    (s, e)
+/// A disagreement between a container's target and the ELF header, for messages:
+/// `the container names gfx90a:xnack-, the ELF header says gfx90a:xnack+`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Disagreement<'a> {
+    /// What the container names.
+    pub stated: Target<'a>,
+    /// What the ELF header says.
+    pub elf: Target<'static>,
+    /// Where they differ.
+    pub what: Mismatch,
+}
+
+impl fmt::Display for Disagreement<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stated = match self.stated {
+            Target::None => "no target",
+            _ => "",
+        };
+        write!(
+            f,
+            "the container names {}{stated}, the ELF header says {}",
+            self.stated, self.elf
+        )
+    }
+}
+
+impl<'a> Identity<'a> {
+    /// The disagreement between container and ELF header, if any.
+    pub fn disagreement(&self) -> Option<Disagreement<'a>> {
+        Some(Disagreement {
+            stated: self.stated_target,
+            elf: self.elf_target?,
+            what: self.mismatch?,
+        })
+    }
 }
 
 #[cfg(test)]

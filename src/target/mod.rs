@@ -19,6 +19,5 @@ pub mod nvptx;
 pub use amdgpu::{Feature, FeatureState, Processor, TargetId};
 pub use device::{Device, HSA_CAP_SRAM_EDCSUPPORTED};
 pub use entry_id::{EntryId, Triple};
-pub(crate) use identity::feature_states as identity_feature_states;
-pub use identity::{identify, Code, Identity, Mismatch, Target};
+pub use identity::{identify, Code, Disagreement, Identity, Mismatch, Target};
 pub use nvptx::{ArchVariant, NvArch};

@@ -38,6 +38,9 @@ pub struct Record {
     triple: Option<String>,
     target_id: Option<String>,
     image_kind: &'static str,
+    /// The entry ID / arch and the ELF header name different targets (omitted otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disagreement: Option<String>,
     offset: Option<u64>,
     size: u64,
     sha256: String,
@@ -122,6 +125,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 triple,
                 target_id,
                 image_kind: image.image_kind.name(),
+                disagreement: identify(&image).disagreement().map(|d| d.to_string()),
                 offset: open.offset_of(&image),
                 size: image.size(),
                 sha256: sha256_hex(image.bytes),

@@ -102,6 +102,9 @@ struct Record {
     sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rejected: Option<Vec<Rejected>>,
+    /// With `--explain`: the selected image's entry ID / arch and ELF header disagree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disagreement: Option<String>,
 }
 
 /// Why each image other than the chosen one was not chosen.
@@ -121,7 +124,8 @@ fn reasons(
         .enumerate()
         .filter(|(i, _)| Some(*i) != chosen)
         .map(|(i, img)| {
-            let reason = match check(&identify(img), i, device, options) {
+            let identity = identify(img);
+            let mut reason = match check(&identity, i, device, options) {
                 Verdict::Rejected(r) => r.to_string(),
                 Verdict::Compatible(loser) => match winner {
                     Some(winner) => Outranked {
@@ -133,6 +137,9 @@ fn reasons(
                     None => "compatible".to_string(),
                 },
             };
+            if let (false, Some(d)) = (options.strict, identity.disagreement()) {
+                reason += &format!(" (note: {d}; the ELF header wins)");
+            }
             Rejected {
                 image: image_name(img),
                 reason,
@@ -198,6 +205,10 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 rejected: args
                     .explain
                     .then(|| reasons(&images, selection.chosen, device, &options)),
+                disagreement: chosen
+                    .filter(|_| args.explain)
+                    .and_then(|img| identify(img).disagreement())
+                    .map(|d| format!("{d}; the ELF header wins")),
             });
             if args.output.is_some() && records.len() == 1 {
                 output = chosen.map(|img| img.bytes.to_vec());
@@ -271,6 +282,9 @@ fn write_table(out: &mut impl Write, records: &[Record], sha: bool) -> std::io::
             )?;
             if let Some(s) = &r.selected {
                 writeln!(out, "  selected {s}")?;
+            }
+            if let Some(d) = &r.disagreement {
+                writeln!(out, "  note: {d}")?;
             }
             for x in rejected {
                 writeln!(out, "  not {}: {}", x.image, x.reason)?;
