@@ -14,7 +14,7 @@
 //! * [`image`]: the format-independent [`Image`];
 //! * [`target`]: bundle entry IDs, triples, AMDGPU target IDs and processors, NVPTX
 //!   architectures, device ELF headers, devices, and [`identify`] (what an image is for);
-//! * [`select`]: the compatibility predicate, the ranking and [`select()`](select::select).
+//! * [`mod@select`]: the compatibility predicate, the ranking and [`select()`](select::select).
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
