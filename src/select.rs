@@ -257,7 +257,7 @@ impl RankKey {
         if self.generic_age == 0 {
             None
         } else {
-            Some(255 - self.generic_age)
+            Some(255u8.saturating_sub(self.generic_age))
         }
     }
 }
@@ -629,7 +629,7 @@ fn check_amdgpu<'a>(
                 need,
             });
         }
-        (Class::Compatible, 255 - have)
+        (Class::Compatible, 255u8.saturating_sub(have))
     } else {
         return Verdict::Rejected(Rejection::Processor {
             image: p_i,
@@ -647,7 +647,7 @@ fn check_amdgpu<'a>(
             });
         }
         if i == FeatureState::Any && p_d.support(feature).is_selectable() {
-            specificity += 1;
+            specificity = specificity.saturating_add(1);
         }
     }
     Verdict::Compatible(RankKey {
@@ -684,7 +684,7 @@ fn check_nvptx<'a>(image: NvArch, code: Code, major: u8, minor: u8, index: usize
         ArchVariant::FamilySpecific if !same_major_later => return reject(NvRule::Family),
         _ => {}
     }
-    let device_sm = dm * 10 + dmin;
+    let device_sm = dm.saturating_mul(10).saturating_add(dmin);
     let (class, distance) = if cubin {
         if im != dm {
             return reject(NvRule::CubinMajor);
@@ -695,7 +695,7 @@ fn check_nvptx<'a>(image: NvArch, code: Code, major: u8, minor: u8, index: usize
         if exact {
             (Class::Native, 0)
         } else {
-            (Class::Compatible, dmin - imin)
+            (Class::Compatible, dmin.saturating_sub(imin))
         }
     } else {
         // PTX, bitcode, and fatbinaries (which embed PTX for their architecture).
@@ -826,7 +826,7 @@ where
         let Verdict::Compatible(key) = check(&identity, index, device, options) else {
             continue;
         };
-        compatible += 1;
+        compatible = compatible.saturating_add(1);
         match &best {
             None => best = Some(key),
             Some(b) => {

@@ -40,7 +40,7 @@ fn strip_triple(s: &str) -> Result<(Option<&str>, &str)> {
                 "device name with a triple must be <arch>-<vendor>-<os>-<env>-<processor>",
             ))?;
             let triple = s.get(..fourth).unwrap_or("");
-            let rest = s.get(fourth + 1..).unwrap_or("");
+            let rest = s.get(fourth.saturating_add(1)..).unwrap_or("");
             return Ok((Some(triple), rest));
         }
     }

@@ -76,7 +76,7 @@ impl ElfHeader {
             _ => return None,
         };
         let u16_at = |o: usize| -> Option<u16> {
-            let b: [u8; 2] = bytes.get(o..o + 2)?.try_into().ok()?;
+            let b: [u8; 2] = bytes.get(o..o.checked_add(2)?)?.try_into().ok()?;
             Some(if be {
                 u16::from_be_bytes(b)
             } else {
@@ -84,7 +84,7 @@ impl ElfHeader {
             })
         };
         let u32_at = |o: usize| -> Option<u32> {
-            let b: [u8; 4] = bytes.get(o..o + 4)?.try_into().ok()?;
+            let b: [u8; 4] = bytes.get(o..o.checked_add(4)?)?.try_into().ok()?;
             Some(if be {
                 u32::from_be_bytes(b)
             } else {
@@ -184,7 +184,7 @@ impl AmdgpuElf {
         let mach = (flags & EF_AMDGPU_MACH) as u8;
         let processor = Processor::by_mach(mach);
         let code_object_version = match header.abi_version {
-            v @ 0..=4 => v + 2,
+            v @ 0..=4 => v.saturating_add(2),
             _ => 0,
         };
         let support = |feat: Feature| processor.map(|p| p.support(feat).is_selectable());

@@ -100,7 +100,9 @@ impl NvArch {
             return None;
         }
         Some(NvArch {
-            sm: u16::from(major) * 10 + u16::from(minor),
+            sm: u16::from(major)
+                .saturating_mul(10)
+                .saturating_add(u16::from(minor)),
             variant: ArchVariant::Plain,
             virtual_name: false,
         })
