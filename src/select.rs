@@ -767,6 +767,16 @@ pub fn check<'a>(
     if let (true, Some(d)) = (options.strict, identity.disagreement()) {
         return Rejected(Rejection::Mismatch(d));
     }
+    match identity.target {
+        Target::None => return Rejected(Rejection::NoTarget),
+        Target::Invalid { text, why } => {
+            return Rejected(Rejection::InvalidTarget {
+                text,
+                why: why.what(),
+            })
+        }
+        _ => {}
+    }
     let code = identity.code;
     if code == Code::Other
         || (matches!(code, Code::Fatbinary | Code::Ptx) && matches!(device, Device::Amdgpu(_)))
@@ -777,11 +787,6 @@ pub fn check<'a>(
         return Rejected(Rejection::JitNotAllowed(code));
     }
     match (&identity.target, device) {
-        (Target::None, _) => Rejected(Rejection::NoTarget),
-        (Target::Invalid { text, why }, _) => Rejected(Rejection::InvalidTarget {
-            text,
-            why: why.what(),
-        }),
         (Target::Amdgpu(t), Device::Amdgpu(d)) => check_amdgpu(identity, t, d, options, index),
         (Target::AmdgcnSpirv, Device::Amdgpu(_)) if !options.allow_spirv => {
             Rejected(Rejection::SpirvNotAllowed)

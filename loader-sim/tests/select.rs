@@ -339,3 +339,73 @@ fn list_prints_canonical_targets_for_every_format() {
         );
     }
 }
+
+/// Devices from a KFD topology directory (the sysfs layout, written here): a CPU node, a
+/// gfx90a with SRAM ECC (capability bit 26) and a gfx1030.
+#[test]
+fn devices_from_kfd_topology() {
+    let topo = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kfd-topology");
+    let nodes = [
+        (
+            "0",
+            "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n".to_string(),
+        ),
+        (
+            "1",
+            format!(
+                "simd_count 416\ncapability {}\ngfx_target_version 90010\n",
+                0x0400_0000u32 | 0x0800_0000
+            ),
+        ),
+        (
+            "2",
+            "simd_count 72\ncapability 0\ngfx_target_version 100300\n".to_string(),
+        ),
+    ];
+    for (n, text) in &nodes {
+        let dir = topo.join("nodes").join(n);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("properties"), text).unwrap();
+    }
+    let f = corpus("bundles/hip_6arch.bundle");
+    let t = topo.to_str().unwrap();
+    let out = run(&[
+        "select",
+        f.to_str().unwrap(),
+        "--kfd-topology",
+        t,
+        "--xnack",
+        "off",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = json_lines(&out);
+    let got: Vec<(&str, &str)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["target"].as_str().unwrap(),
+                r["selected"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "gfx90a:sramecc+:xnack-",
+                "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"
+            ),
+            ("gfx1030", "hipv4-amdgcn-amd-amdhsa--gfx1030"),
+        ]
+    );
+    // Without --xnack the mode is unknown: both gfx90a entries state xnack.
+    let out = run(&["select", f.to_str().unwrap(), "--kfd-topology", t, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_lines(&out)[0]["target"], "gfx90a:sramecc+");
+}

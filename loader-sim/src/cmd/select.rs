@@ -23,6 +23,13 @@ enum Kind {
     Cuda,
 }
 
+/// `--xnack`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
 /// `--policy`.
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum PolicyArg {
@@ -41,8 +48,20 @@ pub struct Args {
     file: PathBuf,
     /// A device: AMDGPU target ID with its feature states (`gfx90a:sramecc+:xnack-`, with or
     /// without `amdgcn-amd-amdhsa--`) or an NVPTX architecture (`sm_80`).
-    #[arg(long = "target", required = true, value_name = "TARGET")]
+    #[arg(
+        long = "target",
+        value_name = "TARGET",
+        required_unless_present = "kfd_topology"
+    )]
     targets: Vec<String>,
+    /// Also select for every GPU node of a KFD topology directory (normally
+    /// /sys/class/kfd/kfd/topology): processor from gfx_target_version, sramecc from the
+    /// capability bits.
+    #[arg(long, value_name = "DIR")]
+    kfd_topology: Option<PathBuf>,
+    /// The xnack mode of the KFD devices (KFD does not record it; default: unknown).
+    #[arg(long, value_enum, requires = "kfd_topology")]
+    xnack: Option<OnOff>,
     /// Accept only images of this offload kind (default: any device kind).
     #[arg(long, value_enum)]
     kind: Option<Kind>,
@@ -150,15 +169,21 @@ fn reasons(
 
 /// Runs `select`.
 pub fn run(args: &Args) -> Result<Outcome, Failure> {
-    let devices = args
+    let mut devices = args
         .targets
         .iter()
         .map(|t| {
             Device::parse(t)
-                .map(|d| (t.as_str(), d))
+                .map(|d| (t.clone(), d))
                 .map_err(|e| Failure(format!("invalid --target '{t}': {}", e.what())))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(dir) = &args.kfd_topology {
+        let xnack = args.xnack.map(|x| matches!(x, OnOff::On));
+        let found = Device::from_kfd_topology(dir, xnack)
+            .map_err(|e| Failure::file(dir, format!("cannot read the KFD topology: {e}")))?;
+        devices.extend(found.into_iter().map(|d| (d.to_string(), d)));
+    }
     let options = SelectOptions {
         kind: match args.kind {
             None => KindFilter::Any,
@@ -193,7 +218,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             records.push(Record {
                 container: unit.location.to_string(),
                 bundle_index: unit.index,
-                target: given.to_string(),
+                target: given.clone(),
                 selected: chosen.map(image_name),
                 offset: chosen.and_then(|img| open.offset_of(img)),
                 size: chosen.map(|img| img.size()),
