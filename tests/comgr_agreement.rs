@@ -59,14 +59,24 @@ fn harness() -> &'static Path {
     EXE.get_or_init(|| {
         let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("comgr-lookup");
         let src = manifest_dir().join("tests/comgr/lookup.c");
-        let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-            .arg("-O1")
-            .arg("-o")
-            .arg(&exe)
-            .arg(&src)
-            .arg("-lamd_comgr")
-            .status()
-            .expect("cannot run the C compiler `cc`");
+        // $CC, else the first C compiler found (a fresh Debian with only LLVM has no `cc`).
+        let compilers: Vec<String> = std::env::var("CC")
+            .into_iter()
+            .chain(["cc", "clang-22", "clang-19", "clang", "gcc"].map(String::from))
+            .collect();
+        let status = compilers
+            .iter()
+            .find_map(|cc| {
+                Command::new(cc)
+                    .arg("-O1")
+                    .arg("-o")
+                    .arg(&exe)
+                    .arg(&src)
+                    .arg("-lamd_comgr")
+                    .status()
+                    .ok()
+            })
+            .expect("no C compiler found (tried $CC, cc, clang-22, clang-19, clang, gcc)");
         assert!(
             status.success(),
             "building tests/comgr/lookup.c failed: install Debian's libamd-comgr-dev (amd_comgr.h, libamd_comgr.so)"
