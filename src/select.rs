@@ -40,13 +40,21 @@
 //! Decisions where the spec is silent (recorded here, tested in `tests/select_*.rs`):
 //! * An empty image (size 0) is never selected (comgr does not count a zero-size match).
 //! * An image with no offload kind (bare ELF, OffloadBinary kind 0) passes every
-//!   [`KindFilter`]; unknown bundle kinds pass none but [`KindFilter::Any`] rejects them too.
+//!   [`KindFilter`]; an unknown bundle kind passes none, not even [`KindFilter::Any`].
+//! * Among exact-SM cubins, `a` ranks before `f` before plain (§9.4 orders only `a` and
+//!   plain); `f` cubins for a lower minor of the same major count as same-major cubins.
+//! * Without `--kind`, every device kind is a candidate (`hip`, `hipv4`, `hcc`, `openmp`,
+//!   `cuda`, `sycl`); the host entry never is.
+//! * Where the processor of the ELF header differs from the container's, the ELF's wins
+//!   too (the code is what it is); for NVPTX the container's `a`/`f` suffix is kept unless
+//!   the SM numbers differ (cubins never record `f`, ptxas 13 never records `a`).
 //! * Bitcode for a named processor must match that processor and its features and ranks
 //!   as JIT code; a generic-family bitcode image has no version to check.
 //! * An NVIDIA fatbinary is not opened: it is accepted when its stated architecture passes
 //!   the PTX rule (a fatbinary embeds PTX for the architecture it was made for) and ranks
 //!   between cubins and JIT code; the driver picks inside it.
-//! * A device feature state of "unknown" admits only images that leave the feature `Any`.
+//! * A device feature state of "unknown" admits only images that leave the feature `Any`
+//!   (so `gfx90a` as a device does not select a `gfx90a:xnack-` image).
 //! * When the container and the ELF header disagree, the ELF header wins (AMDGPU) unless
 //!   [`SelectOptions::strict`] is set, which rejects the image.
 //!
