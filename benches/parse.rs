@@ -54,7 +54,9 @@ fn by_entry_count(c: &mut Criterion) {
     for n in [1usize, 10, 100, 1000, 10_000] {
         let data = bundle(n, 64, 1);
         g.throughput(Throughput::Elements(n as u64));
-        g.bench_with_input(BenchmarkId::from_parameter(n), &data, |b, d| b.iter(|| walk(black_box(d))));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &data, |b, d| {
+            b.iter(|| walk(black_box(d)))
+        });
     }
     g.finish();
 }
@@ -64,7 +66,9 @@ fn by_image_size(c: &mut Criterion) {
     for size in [4usize << 10, 16 << 20] {
         let data = bundle(8, size, 4096);
         g.throughput(Throughput::Elements(8));
-        g.bench_with_input(BenchmarkId::from_parameter(size), &data, |b, d| b.iter(|| walk(black_box(d))));
+        g.bench_with_input(BenchmarkId::from_parameter(size), &data, |b, d| {
+            b.iter(|| walk(black_box(d)))
+        });
     }
     g.finish();
 }
@@ -80,7 +84,9 @@ fn corpus_files(c: &mut Criterion) {
         "compressed/hip_6arch.zlib.ccob",
     ] {
         let data = std::fs::read(root.join(f)).unwrap();
-        g.bench_with_input(BenchmarkId::from_parameter(f), &data, |b, d| b.iter(|| walk(black_box(d))));
+        g.bench_with_input(BenchmarkId::from_parameter(f), &data, |b, d| {
+            b.iter(|| walk(black_box(d)))
+        });
     }
     g.finish();
 }
