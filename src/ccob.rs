@@ -73,7 +73,7 @@ impl<'data> CompressedBundle<'data> {
     ///
     /// For v2/v3 the blob is `[0, total_size)` and must lie inside `data`. A v1 blob records
     /// no size: its payload is taken to run to the end of `data` and its real end is that of
-    /// the compressed stream ([`CompressedBundle::stream_len`]).
+    /// the compressed stream ([`CompressedBundle::len`]).
     pub fn parse(data: &'data [u8]) -> Result<Self> {
         let prefix: &CcobPrefix = bytes::read(data, 0, "compressed bundle header truncated")?;
         if &prefix.magic != CCOB_MAGIC {

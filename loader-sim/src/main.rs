@@ -24,6 +24,8 @@ struct Cli {
 enum Command {
     /// List every device image in FILE, in discovery order.
     List(cmd::list::Args),
+    /// Choose the image a runtime would load for each target, per unit.
+    Select(cmd::select::Args),
 }
 
 /// What a command ends with.
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List(a) => cmd::list::run(&a),
+        Command::Select(a) => cmd::select::run(&a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
