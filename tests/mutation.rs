@@ -1,8 +1,10 @@
 //! Mutation suite: seeded, bounded damage to every container type of the corpus, run
-//! through the library paths `loader-sim list` uses (walk → open → images → entry IDs and
-//! triples). Every mutant must either read or fail with an [`ErrorKind`]; nothing may
-//! unwind, and every image handed out must lie inside the input (or inside content the
-//! library decompressed).
+//! through the library paths `loader-sim list` and `loader-sim select` use (walk → open →
+//! images → entry IDs and triples; then identify → check → select for AMDGPU and CUDA
+//! devices under every policy). Every mutant must either read or fail with an
+//! [`ErrorKind`]; nothing may unwind, every image handed out must lie inside the input (or
+//! inside content the library decompressed), and the image selection chooses must be
+//! compatible and ranked best.
 //!
 //! Mutations: bit flips, truncations, inserted and deleted bytes, duplicated chunks, extreme
 //! values (0, 1, 2^31, 2^32 − 1, 2^32, 2^63, 2^64 − 1, the input length ± 1) written into
@@ -15,14 +17,17 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::craft::*;
 use common::read_corpus;
 use offload_image::container::UnitContent;
+use offload_image::select::{check, Verdict};
 use offload_image::target::{EntryId, Triple};
-use offload_image::{for_each_unit, Error, ReadOptions};
+use offload_image::{
+    for_each_unit, identify, select, Device, Error, Image, Policy, ReadOptions, SelectOptions,
+};
 
 /// Mutants per subject; with the subjects below this makes more than 20 000.
 const MUTANTS_PER_SUBJECT: usize = 500;
@@ -571,10 +576,64 @@ fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
     Ok(images)
 }
 
-/// What one mutant did.
+/// Devices the `select` path chooses for.
+fn devices() -> &'static [Device] {
+    static DEVICES: OnceLock<Vec<Device>> = OnceLock::new();
+    DEVICES.get_or_init(|| {
+        [
+            "gfx906",
+            "gfx90a:sramecc+:xnack+",
+            "gfx90a",
+            "gfx942:sramecc+:xnack-",
+            "gfx1100",
+            "sm_80",
+            "sm_90a",
+        ]
+        .iter()
+        .map(|d| Device::parse(d).unwrap())
+        .collect()
+    })
+}
+
+/// The `loader-sim select` path over the images of one unit.
+fn select_all(images: &[Image<'_>]) {
+    let identities: Vec<_> = images.iter().map(identify).collect();
+    for id in &identities {
+        let _ = id.disagreement().map(|d| d.to_string());
+        let _ = id.target.to_string();
+    }
+    for device in devices() {
+        for policy in [Policy::Best, Policy::First, Policy::FirstByClass] {
+            let options = SelectOptions {
+                policy,
+                ..SelectOptions::default()
+            };
+            let s = select(images, device, &options);
+            let mut compatible = 0;
+            for (i, id) in identities.iter().enumerate() {
+                match check(id, i, device, &options) {
+                    Verdict::Compatible(key) => {
+                        compatible += 1;
+                        assert!(!key.cmp_under(&s.key.unwrap(), policy).is_lt());
+                    }
+                    Verdict::Rejected(r) => {
+                        let _ = r.to_string();
+                    }
+                }
+            }
+            assert_eq!(compatible, s.compatible);
+            if let Some(c) = s.chosen {
+                assert_eq!(check(&identities[c], c, device, &options).key(), s.key);
+            }
+        }
+    }
+}
+
+/// What one mutant did: the `list` path, then the `select` path on every unit.
 fn exercise(data: &[u8]) -> Result<usize, Error> {
     let options = ReadOptions::default();
-    match list(data, &options) {
+    let listed = list_then_select(data, &options);
+    match listed {
         // A damaged stream that still decodes: read past the hash check too, as
         // `loader-sim list --no-verify-hash` does.
         Err(e) if e.kind() == offload_image::ErrorKind::HashMismatch => {
@@ -582,10 +641,21 @@ fn exercise(data: &[u8]) -> Result<usize, Error> {
                 verify_hash: false,
                 ..options
             };
-            list(data, &no_hash)
+            list_then_select(data, &no_hash)
         }
         r => r,
     }
+}
+
+fn list_then_select(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
+    let n = list(data, options)?;
+    for_each_unit(data, options, |unit| {
+        let open = unit.open(options)?;
+        let images: Vec<Image<'_>> = open.images().collect();
+        select_all(&images);
+        Ok(())
+    })?;
+    Ok(n)
 }
 
 #[derive(Default)]

@@ -82,3 +82,84 @@ pub fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
     })?;
     Ok(images)
 }
+
+/// The devices the selection targets choose for: AMDGPU processors with every feature
+/// state (on, off, unknown), generic-family members, and CUDA capabilities.
+pub fn devices() -> Vec<offload_image::Device> {
+    [
+        "gfx906",
+        "gfx906:xnack-",
+        "gfx90a:sramecc+:xnack+",
+        "gfx90a:xnack-",
+        "gfx90a",
+        "gfx942:sramecc+:xnack-",
+        "gfx1030",
+        "gfx1100",
+        "gfx1201",
+        "sm_70",
+        "sm_80",
+        "sm_90a",
+        "sm_100",
+        "sm_120",
+    ]
+    .iter()
+    .map(|d| offload_image::Device::parse(d).expect("a device from the tables"))
+    .collect()
+}
+
+/// The `loader-sim select` path over the images of one unit: identify every image, select
+/// for every device under every policy, explain every verdict. Asserts that the chosen
+/// image is compatible and that its key is the best.
+pub fn select_all(images: &[Image<'_>], devices: &[offload_image::Device]) {
+    use offload_image::select::{check, Verdict};
+    use offload_image::{identify, select, Policy, SelectOptions};
+    let identities: Vec<_> = images.iter().map(identify).collect();
+    for id in &identities {
+        let _ = id.disagreement().map(|d| d.to_string());
+        let _ = id.target.to_string();
+        let _ = id.triple().map(|t| t.to_string());
+    }
+    for device in devices {
+        for policy in [Policy::Best, Policy::First, Policy::FirstByClass] {
+            for base in [SelectOptions::default(), SelectOptions::comgr()] {
+                let options = SelectOptions { policy, ..base };
+                let s = select(images, device, &options);
+                let mut compatible = 0usize;
+                for (i, id) in identities.iter().enumerate() {
+                    match check(id, i, device, &options) {
+                        Verdict::Compatible(key) => {
+                            compatible += 1;
+                            let best = s.key.expect("a compatible image means a choice");
+                            assert!(!key.cmp_under(&best, policy).is_lt(), "chosen is not the best");
+                        }
+                        Verdict::Rejected(r) => {
+                            let _ = r.to_string();
+                        }
+                    }
+                }
+                assert_eq!(compatible, s.compatible);
+                if let Some(c) = s.chosen {
+                    assert!(c < images.len());
+                    let v = check(&identities[c], c, device, &options);
+                    assert_eq!(v.key(), s.key);
+                }
+            }
+        }
+    }
+}
+
+/// [`list`] followed by [`select_all`] on every unit.
+pub fn list_and_select(
+    data: &[u8],
+    options: &ReadOptions,
+    devices: &[offload_image::Device],
+) -> Result<usize, Error> {
+    let n = list(data, options)?;
+    for_each_unit(data, options, |unit| {
+        let open = unit.open(options)?;
+        let images: Vec<Image<'_>> = open.images().collect();
+        select_all(&images, devices);
+        Ok(())
+    })?;
+    Ok(n)
+}
