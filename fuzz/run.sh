@@ -3,6 +3,7 @@
 #
 #   fuzz/run.sh TARGET [SECONDS] [libFuzzer options...]
 #   fuzz/run.sh --list                 # the targets
+#   fuzz/run.sh --all SECONDS          # build, then run every target for SECONDS (CI)
 #   FUZZ_SANITIZER=none fuzz/run.sh TARGET 60   # without ASan (faster, stable without bootstrap)
 #
 # Builds with ASan on the stable toolchain (RUSTC_BOOTSTRAP=1 lets stable accept -Zsanitizer).
@@ -13,6 +14,28 @@ corpus=../tests/data/corpus
 
 if [[ "${1:-}" == "--list" ]]; then
     RUSTC_BOOTSTRAP=1 cargo fuzz list
+    exit 0
+fi
+if [[ "${1:-}" == "--all" ]]; then
+    secs=${2:?usage: fuzz/run.sh --all SECONDS}
+    san=()
+    if [[ "${FUZZ_SANITIZER:-address}" == none ]]; then san=(-s none); fi
+    RUSTC_BOOTSTRAP=1 cargo fuzz build "${san[@]}"
+    log=$(mktemp)
+    for t in $(RUSTC_BOOTSTRAP=1 cargo fuzz list); do
+        echo "== fuzz $t (${secs} s)"
+        rc=0
+        "$0" "$t" "$secs" > "$log" 2>&1 || rc=$?
+        # libFuzzer's summary lines only (seed loading and new units are noise in CI).
+        grep -E '^#[0-9]+ *(INITED|DONE)|^Done' "$log" || true
+        if [[ $rc -ne 0 ]]; then
+            tail -n 60 "$log"
+            echo "fuzz target $t failed (exit $rc)"
+            rm -f "$log"
+            exit 1
+        fi
+    done
+    rm -f "$log"
     exit 0
 fi
 target=${1:?usage: fuzz/run.sh TARGET [SECONDS] [libFuzzer options...]}

@@ -11,7 +11,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert!(within(data, c.payload()));
-    assert_eq!(c.header_len() + c.payload().len() as u64, c.total_size().unwrap_or(data.len() as u64));
+    assert_eq!(
+        c.header_len() + c.payload().len() as u64,
+        c.total_size().unwrap_or(data.len() as u64)
+    );
     if let Ok(len) = c.len(&options) {
         assert!(len <= data.len() as u64);
     }

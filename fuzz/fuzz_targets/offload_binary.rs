@@ -38,7 +38,11 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         } else {
-            assert_eq!(check(&b), b.entry_count(), "every validated entry is iterated");
+            assert_eq!(
+                check(&b),
+                b.entry_count(),
+                "every validated entry is iterated"
+            );
         }
     }
     assert_eq!(count, seq.count());

@@ -24,7 +24,13 @@ fuzz_target!(|data: &[u8]| {
         let _ = d.isa_name();
         let _ = d.with_xnack(true).with_sramecc(false);
     }
-    for arch in [None, Some("amdgcn"), Some("nvptx64"), Some("spirv64"), Some("x86_64")] {
+    for arch in [
+        None,
+        Some("amdgcn"),
+        Some("nvptx64"),
+        Some("spirv64"),
+        Some("x86_64"),
+    ] {
         let _ = Target::parse(s, arch).to_string();
     }
     let _ = Device::from_kfd_properties(s);

@@ -72,7 +72,9 @@ pub fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
                 _ => assert!(inside, "image outside the input"),
             }
             if inside {
-                let off = open.offset_of(&image).expect("offset of an image in the input");
+                let off = open
+                    .offset_of(&image)
+                    .expect("offset of an image in the input");
                 assert!(off + image.size() <= data.len() as u64);
             }
             touch(&image);
@@ -130,7 +132,10 @@ pub fn select_all(images: &[Image<'_>], devices: &[offload_image::Device]) {
                         Verdict::Compatible(key) => {
                             compatible += 1;
                             let best = s.key.expect("a compatible image means a choice");
-                            assert!(!key.cmp_under(&best, policy).is_lt(), "chosen is not the best");
+                            assert!(
+                                !key.cmp_under(&best, policy).is_lt(),
+                                "chosen is not the best"
+                            );
                         }
                         Verdict::Rejected(r) => {
                             let _ = r.to_string();
