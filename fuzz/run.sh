@@ -10,6 +10,7 @@
 # The grown corpus goes to fuzz/corpus/TARGET (not committed); crashes to fuzz/artifacts/TARGET.
 set -euo pipefail
 cd "$(dirname "$0")"
+self="$PWD/$(basename "$0")"
 corpus=../tests/data/corpus
 
 if [[ "${1:-}" == "--list" ]]; then
@@ -25,9 +26,9 @@ if [[ "${1:-}" == "--all" ]]; then
     for t in $(RUSTC_BOOTSTRAP=1 cargo fuzz list); do
         echo "== fuzz $t (${secs} s)"
         rc=0
-        "$0" "$t" "$secs" > "$log" 2>&1 || rc=$?
+        "$self" "$t" "$secs" > "$log" 2>&1 || rc=$?
         # libFuzzer's summary lines only (seed loading and new units are noise in CI).
-        grep -E '^#[0-9]+ *(INITED|DONE)|^Done' "$log" || true
+        grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^Done' "$log" || true
         if [[ $rc -ne 0 ]]; then
             tail -n 60 "$log"
             echo "fuzz target $t failed (exit $rc)"
