@@ -63,6 +63,7 @@ mod error;
 pub mod image;
 pub mod offload_binary;
 pub mod raw;
+pub mod registration;
 pub mod target;
 pub mod text;
 
