@@ -50,6 +50,18 @@
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Untrusted bytes must never take the process down: no indexing or slicing that can panic,
+// no unchecked arithmetic, no explicit panics, unwraps or expects in library code.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::panic,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 
 extern crate alloc;
 #[cfg(feature = "std")]
