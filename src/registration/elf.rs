@@ -9,7 +9,7 @@
 //!   and `GLOB_DAT` relocations give the symbol's value when the file defines it; packed
 //!   `SHT_RELR` relocations need nothing, since their addend is the slot's own content;
 //! * relocatable objects: every section gets a distinct synthetic base address
-//!   (`(index + 1) << 40`), and the per-section `.rela<name>` tables are applied with the
+//!   (`(index + 1) * 2^40`), and the per-section `.rela<name>` tables are applied with the
 //!   same rules.
 //!
 //! A pointer relocated against a symbol the file does not define (a fat binary that the
@@ -74,7 +74,8 @@ pub struct Section<'d> {
 impl Section<'_> {
     /// True if `addr` lies within the section's file contents.
     fn holds(&self, addr: u64) -> bool {
-        addr >= self.address && addr - self.address < u64_of(self.data.len())
+        addr.checked_sub(self.address)
+            .is_some_and(|d| d < u64_of(self.data.len()))
     }
 }
 
@@ -145,6 +146,8 @@ const SHT_RELA: u32 = 4;
 const SHT_REL: u32 = 9;
 const SHF_WRITE: u64 = 1;
 const SHF_ALLOC: u64 = 2;
+/// Distance between the synthetic base addresses of a relocatable object's sections.
+const SYNTHETIC_STRIDE: u64 = 1 << 40;
 
 /// The names of offload-entry sections, with the kind of their legacy entries (§1.5).
 pub const ENTRY_SECTIONS: [(&[u8], u16); 4] = [
@@ -216,7 +219,9 @@ impl<'d> HostElf<'d> {
                     .map_err(elf_error("ELF section contents lie outside the file"))?
             };
             let address = match elf_type {
-                ElfType::Relocatable => u64_of(index + 1) << 40,
+                ElfType::Relocatable => u64_of(index)
+                    .saturating_add(1)
+                    .saturating_mul(SYNTHETIC_STRIDE),
                 _ => sh.sh_addr(LE),
             };
             sections.push(Section {
@@ -452,7 +457,8 @@ impl<'d> HostElf<'d> {
             .partition_point(|&i| self.sections.get(i).is_some_and(|s| s.address <= addr));
         let i = *self.mapped.get(pos.checked_sub(1)?)?;
         let s = self.sections.get(i)?;
-        s.holds(addr).then(|| (s, addr - s.address))
+        let off = addr.checked_sub(s.address)?;
+        s.holds(addr).then_some((s, off))
     }
 
     /// The first section named `name`.
@@ -494,7 +500,12 @@ impl<'d> HostElf<'d> {
             }
             let n = u64_of(s.data.len()) / FATBIN_WRAPPER_SIZE;
             for i in 0..n {
-                let address = s.address + i * FATBIN_WRAPPER_SIZE;
+                let Some(address) = i
+                    .checked_mul(FATBIN_WRAPPER_SIZE)
+                    .and_then(|o| s.address.checked_add(o))
+                else {
+                    break;
+                };
                 out.push(WrapperSlot {
                     address,
                     section: s.name,
@@ -515,7 +526,7 @@ impl<'d> HostElf<'d> {
                 Some(EntrySection {
                     name: s.name,
                     begin: s.address,
-                    end: s.address + s.size,
+                    end: s.address.saturating_add(s.size),
                     legacy_kind: *kind,
                 })
             })
@@ -558,7 +569,10 @@ impl<'d> HostElf<'d> {
                     for (k, w) in s.data.chunks_exact(8).enumerate() {
                         let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
                         if v == table.begin {
-                            if let Some(a) = (s.address + 8 * u64_of(k)).checked_sub(16) {
+                            let slot = u64_of(k)
+                                .checked_mul(8)
+                                .and_then(|o| s.address.checked_add(o));
+                            if let Some(a) = slot.and_then(|a| a.checked_sub(16)) {
                                 candidates.push(a);
                             }
                         }
@@ -566,7 +580,10 @@ impl<'d> HostElf<'d> {
                 }
             }
             for d in candidates {
-                if d % 8 == 0 && !out.contains(&d) && self.is_descriptor(d, &table, options) {
+                if d.is_multiple_of(8)
+                    && !out.contains(&d)
+                    && self.is_descriptor(d, &table, options)
+                {
                     out.push(d);
                 }
             }
@@ -576,7 +593,8 @@ impl<'d> HostElf<'d> {
     }
 
     fn is_descriptor(&self, at: u64, table: &EntrySection<'d>, options: &ReadOptions) -> bool {
-        if self.section_at(at + BIN_DESC_SIZE - 1).is_none() {
+        let last = at.checked_add(BIN_DESC_SIZE - 1);
+        if last.and_then(|l| self.section_at(l)).is_none() {
             return false;
         }
         let Ok(d) = Descriptor::read(self, at, options) else {

@@ -380,7 +380,7 @@ impl<'d> Registry<'d> {
         drop(images);
         reg.choices = choices;
         self.units.push(Some(reg));
-        UnitId(self.units.len() - 1)
+        UnitId(self.units.len().saturating_sub(1))
     }
 
     /// `__hipRegisterFatBinary(wrapper)` (or CUDA's): reads the wrapper at `wrapper`, bounds
@@ -588,7 +588,7 @@ impl<'d> Registry<'d> {
     /// the unit is no longer registered.
     pub fn unregister_fat_binary(&mut self, id: UnitId) -> Result<bool> {
         let reg = self.registration_mut(id)?;
-        reg.count -= 1;
+        reg.count = reg.count.saturating_sub(1);
         Ok(reg.count == 0)
     }
 
@@ -657,7 +657,7 @@ impl<'d> Registry<'d> {
     pub fn unregister_lib(&mut self, desc: u64) -> Option<(UnitId, bool)> {
         let id = self.find(RegistrationKind::OpenMp, desc)?;
         let reg = self.units.get_mut(id.0).and_then(Option::as_mut)?;
-        reg.count -= 1;
+        reg.count = reg.count.saturating_sub(1);
         Some((id, reg.count == 0))
     }
 }
@@ -695,7 +695,7 @@ fn device_image_part<'d>(bytes: &'d [u8], options: &ReadOptions, depth: usize) -
     if !first.is_compressed() {
         if let Some(e) = first.entries().next() {
             if is_offload_binary(e.image) {
-                return device_image_part(e.image, options, depth + 1);
+                return device_image_part(e.image, options, depth.saturating_add(1));
             }
         }
     }

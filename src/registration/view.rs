@@ -60,6 +60,24 @@ impl<'d, S: AddressSpace<'d> + ?Sized> AddressSpace<'d> for &S {
 
 const UNMAPPED: &str = "address is not inside any mapped region";
 
+/// `addr + offset`: the address of a field; overflow is [`ErrorKind::OutOfBounds`].
+pub fn field(addr: u64, offset: u64) -> Result<u64> {
+    addr.checked_add(offset).ok_or(Error::new(
+        ErrorKind::OutOfBounds,
+        addr,
+        "record address + field offset overflows",
+    ))
+}
+
+/// The relocated pointer stored `offset` bytes into the record at `addr`.
+fn pointer_field<'d, S: AddressSpace<'d> + ?Sized>(
+    space: &S,
+    addr: u64,
+    offset: u64,
+) -> Result<u64> {
+    space.pointer_at(field(addr, offset)?)
+}
+
 /// The bytes from `addr` to the end of its region.
 pub fn region<'d, S: AddressSpace<'d> + ?Sized>(space: &S, addr: u64) -> Result<&'d [u8]> {
     space
@@ -196,14 +214,14 @@ impl EntryTable {
         } else {
             EntryLayout::Current
         };
-        if len % layout.stride() != 0 {
+        if len.checked_rem(layout.stride()) != Some(0) {
             return Err(Error::new(
                 ErrorKind::Malformed,
                 begin,
                 "offload entry table size is not a multiple of the entry size",
             ));
         }
-        let count = len / layout.stride();
+        let count = len.checked_div(layout.stride()).unwrap_or(0);
         if count > max_entries {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
@@ -255,9 +273,16 @@ impl<'d, S: AddressSpace<'d> + ?Sized> Iterator for Entries<'_, S> {
     fn next(&mut self) -> Option<Result<HostEntry>> {
         while self.index < self.table.count {
             let i = self.index;
-            self.index += 1;
-            let at = self.table.begin + i * self.table.layout.stride();
-            match HostEntry::read(self.space, at, self.table.layout, i) {
+            self.index = i.saturating_add(1);
+            let at = i
+                .checked_mul(self.table.layout.stride())
+                .ok_or(Error::new(
+                    ErrorKind::OutOfBounds,
+                    self.table.begin,
+                    "entry index overflows",
+                ))
+                .and_then(|off| field(self.table.begin, off));
+            match at.and_then(|at| HostEntry::read(self.space, at, self.table.layout, i)) {
                 Ok(e) if e.is_all_zero() => continue,
                 r => return Some(r),
             }
@@ -266,7 +291,8 @@ impl<'d, S: AddressSpace<'d> + ?Sized> Iterator for Entries<'_, S> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = usize::try_from(self.table.count - self.index).unwrap_or(usize::MAX);
+        let left =
+            usize::try_from(self.table.count.saturating_sub(self.index)).unwrap_or(usize::MAX);
         (0, Some(left))
     }
 }
@@ -360,7 +386,7 @@ impl HostEntry {
                     kind: abi::kind::OPENMP,
                     flags: r.flags.get() as u32,
                     address: space.pointer_at(at)?,
-                    symbol_name: space.pointer_at(at + 8)?,
+                    symbol_name: pointer_field(space, at, 8)?,
                     size: r.size.get(),
                     data: i64::from(r.data.get()) as u64,
                     aux_addr: 0,
@@ -376,11 +402,11 @@ impl HostEntry {
                     version: r.version.get(),
                     kind: r.kind.get(),
                     flags: r.flags.get(),
-                    address: space.pointer_at(at + 16)?,
-                    symbol_name: space.pointer_at(at + 24)?,
+                    address: pointer_field(space, at, 16)?,
+                    symbol_name: pointer_field(space, at, 24)?,
                     size: r.size.get(),
                     data: r.data.get(),
-                    aux_addr: space.pointer_at(at + 48)?,
+                    aux_addr: pointer_field(space, at, 48)?,
                 })
             }
         }
@@ -486,7 +512,7 @@ impl Descriptor {
                 "__tgt_bin_desc has more images than the limit",
             ));
         }
-        let device_images = space.pointer_at(addr + 8)?;
+        let device_images = pointer_field(space, addr, 8)?;
         if n > 0 {
             read_bytes(
                 space,
@@ -495,8 +521,8 @@ impl Descriptor {
                 "__tgt_device_image array runs past the end of its region",
             )?;
         }
-        let begin = space.pointer_at(addr + 16)?;
-        let end = space.pointer_at(addr + 24)?;
+        let begin = pointer_field(space, addr, 16)?;
+        let end = pointer_field(space, addr, 24)?;
         let entries = EntryTable::read(space, begin, end, options.limits.max_entries)?;
         Ok(Descriptor {
             address: addr,
@@ -535,9 +561,17 @@ impl<'d, S: AddressSpace<'d> + ?Sized> Iterator for DeviceImages<'_, S> {
             return None;
         }
         let i = self.index;
-        self.index += 1;
-        let at = self.desc.device_images + u64::from(i) * abi::DEVICE_IMAGE_SIZE;
-        Some(DeviceImageView::read(self.space, at, i))
+        self.index = i.saturating_add(1);
+        // i < 2^31 and the array was bounds-checked by `Descriptor::read`.
+        let at = u64::from(i)
+            .checked_mul(abi::DEVICE_IMAGE_SIZE)
+            .ok_or(Error::new(
+                ErrorKind::OutOfBounds,
+                self.desc.address,
+                "image index overflows",
+            ))
+            .and_then(|off| field(self.desc.device_images, off));
+        Some(at.and_then(|at| DeviceImageView::read(self.space, at, i)))
     }
 }
 
@@ -566,9 +600,9 @@ impl DeviceImageView {
             index,
             at,
             image_start: space.pointer_at(at)?,
-            image_end: space.pointer_at(at + 8)?,
-            entries_begin: space.pointer_at(at + 16)?,
-            entries_end: space.pointer_at(at + 24)?,
+            image_end: pointer_field(space, at, 8)?,
+            entries_begin: pointer_field(space, at, 16)?,
+            entries_end: pointer_field(space, at, 24)?,
         })
     }
 
@@ -644,7 +678,7 @@ impl FatbinWrapperView {
         if !supported {
             return Err(Error::new(
                 ErrorKind::UnsupportedVersion,
-                addr + 4,
+                addr.saturating_add(4),
                 "fat-binary wrapper version is not supported",
             ));
         }
@@ -652,8 +686,8 @@ impl FatbinWrapperView {
             address: addr,
             kind,
             version,
-            binary: space.pointer_at(addr + 8)?,
-            unused: space.pointer_at(addr + 16)?,
+            binary: pointer_field(space, addr, 8)?,
+            unused: pointer_field(space, addr, 16)?,
         })
     }
 
@@ -670,7 +704,7 @@ impl FatbinWrapperView {
         if self.binary == 0 {
             return Err(Error::new(
                 ErrorKind::OutOfBounds,
-                self.address + 8,
+                self.address.saturating_add(8),
                 "fat-binary wrapper has a null binary pointer",
             ));
         }
@@ -725,6 +759,18 @@ pub fn blob_len(data: &[u8], options: &ReadOptions) -> Result<u64> {
     }
 }
 
+/// End of a header table of `n` entries of `size` bytes at `offset`.
+fn table_end(offset: u64, n: usize, size: u16) -> Result<u64> {
+    u64_of(n)
+        .checked_mul(u64::from(size))
+        .and_then(|len| offset.checked_add(len))
+        .ok_or(Error::new(
+            ErrorKind::OutOfBounds,
+            0,
+            "device ELF header table range overflows",
+        ))
+}
+
 /// Size of a bare device ELF: the end of its furthest header table, section or segment
 /// file range (`FORMATS.md` §7). Only 64-bit little-endian AMDGPU/CUDA objects.
 pub fn elf_len(data: &[u8]) -> Result<u64> {
@@ -747,7 +793,7 @@ pub fn elf_len(data: &[u8]) -> Result<u64> {
         .section_headers(LE, data)
         .map_err(bad("device ELF section table lies outside the data"))?;
     if !sections.is_empty() {
-        end = end.max(h.e_shoff(LE) + u64_of(sections.len()) * u64::from(h.e_shentsize(LE)));
+        end = end.max(table_end(h.e_shoff(LE), sections.len(), h.e_shentsize(LE))?);
     }
     for s in sections {
         if s.sh_type(LE) != object::elf::SHT_NOBITS {
@@ -766,7 +812,7 @@ pub fn elf_len(data: &[u8]) -> Result<u64> {
         .program_headers(LE, data)
         .map_err(bad("device ELF program header table lies outside the data"))?;
     if !segments.is_empty() {
-        end = end.max(h.e_phoff(LE) + u64_of(segments.len()) * u64::from(h.e_phentsize(LE)));
+        end = end.max(table_end(h.e_phoff(LE), segments.len(), h.e_phentsize(LE))?);
     }
     for p in segments {
         let e = p
