@@ -21,6 +21,11 @@ use crate::report::{unit_records, RecordOptions};
 /// Prefix of the shim's diagnostics on standard error.
 const TAG: &str = "loader-sim-rt";
 
+/// An error of a view over process memory: its offset is an address.
+fn describe(e: &offload_image::Error) -> String {
+    format!("{}, at address {:#x}", e.what(), e.offset())
+}
+
 /// Where a unit is: its label and address as the report gives them.
 struct Label {
     unit: String,
@@ -131,7 +136,10 @@ impl Shim {
                 handle
             }
             Err(e) => {
-                eprintln!("{TAG}: __hipRegisterFatBinary({wrapper:#x}) refused: {e}");
+                eprintln!(
+                    "{TAG}: __hipRegisterFatBinary({wrapper:#x}) refused: {}",
+                    describe(&e)
+                );
                 0
             }
         }
@@ -178,7 +186,7 @@ impl Shim {
                 .register_reference(id, host, name, kind, ty, external),
         };
         if let Err(e) = r {
-            eprintln!("{TAG}: {call}: {e}");
+            eprintln!("{TAG}: {call}: {}", describe(&e));
         }
     }
 
@@ -193,7 +201,7 @@ impl Shim {
                 self.flush(id);
             }
             Ok(false) => {}
-            Err(e) => eprintln!("{TAG}: __hipUnregisterFatBinary: {e}"),
+            Err(e) => eprintln!("{TAG}: __hipUnregisterFatBinary: {}", describe(&e)),
         }
     }
 
@@ -205,7 +213,10 @@ impl Shim {
                     self.label(id, desc);
                 }
             }
-            Err(e) => eprintln!("{TAG}: __tgt_register_lib({desc:#x}) refused: {e}"),
+            Err(e) => eprintln!(
+                "{TAG}: __tgt_register_lib({desc:#x}) refused: {}",
+                describe(&e)
+            ),
         }
     }
 
