@@ -125,8 +125,11 @@ impl ImageKind {
             return ImageKind::Spirv;
         }
         let head = bytes.get(..bytes.len().min(256)).unwrap_or(bytes);
+        // `.target sm_…`: AMDGPU assembly also has `.version`/`.target` substrings
+        // (`amdhsa.version:`, `amdhsa.target:`), never `.target sm_`.
         if crate::bytes::find(head, b".version", 0).is_some()
-            && crate::bytes::find(head, b".target", 0).is_some()
+            && (crate::bytes::find(head, b".target sm_", 0).is_some()
+                || crate::bytes::find(head, b".target compute_", 0).is_some())
         {
             return ImageKind::Ptx;
         }

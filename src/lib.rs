@@ -12,7 +12,9 @@
 //! * [`bundle`], [`text`], [`ccob`], [`offload_binary`]: one reader per format;
 //! * [`container`]: finding those inside files, ELF sections and archives ([`for_each_unit`]);
 //! * [`image`]: the format-independent [`Image`];
-//! * [`target`]: bundle entry IDs and triples.
+//! * [`target`]: bundle entry IDs, triples, AMDGPU target IDs and processors, NVPTX
+//!   architectures, device ELF headers, devices, and [`identify`] (what an image is for);
+//! * [`mod@select`]: the compatibility predicate, the ranking and [`select()`](select::select).
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
@@ -76,12 +78,18 @@ pub mod image;
 pub mod offload_binary;
 pub mod raw;
 pub mod registration;
+pub mod select;
 pub mod target;
 pub mod text;
 
 pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent};
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Format, Image, ImageKind, OffloadKind};
+pub use select::{
+    check, explain, select, select_identities, KindFilter, Policy, RankKey, Rejection,
+    SelectOptions, Selection, Verdict,
+};
+pub use target::{identify, Device, Identity, Target, TargetId};
 
 /// Resource limits applied while reading untrusted bytes.
 ///

@@ -32,6 +32,8 @@ enum Command {
         /// The library.
         lib: std::path::PathBuf,
     },
+    /// Choose the image a runtime would load for each target, per unit.
+    Select(cmd::select::Args),
 }
 
 /// What a command ends with.
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Command::List(a) => cmd::list::run(&a),
         Command::Register(a) => cmd::register::run(&a),
         Command::Load { lib } => cmd::register::load_child(&lib),
+        Command::Select(a) => cmd::select::run(&a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
