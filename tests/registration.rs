@@ -7,8 +7,8 @@ mod common;
 use common::{manifest, read_corpus, sha256, tool};
 use offload_image::registration::view::{blob_len, c_string};
 use offload_image::registration::{
-    AddressSpace, Descriptor, Device, ElfType, EntryLayout, EntryTable, FatbinWrapperView,
-    GlobalKind, HostElf, Policy, RegistrationKind, Registry, RegistryOptions, WrapperKind,
+    AddressSpace, Descriptor, ElfType, EntryLayout, EntryTable, FatbinWrapperView, GlobalKind,
+    HostElf, Policy, RegistrationKind, Registry, RegistryOptions, SimulatedDevice, WrapperKind,
 };
 use offload_image::{ErrorKind, ReadOptions};
 
@@ -258,8 +258,11 @@ fn a_bare_device_elf_is_as_long_as_its_furthest_table_or_section() {
     );
 }
 
-fn devices(names: &[&str]) -> Vec<Device> {
-    names.iter().map(|d| Device::parse(d).unwrap()).collect()
+fn devices(names: &[&str]) -> Vec<SimulatedDevice> {
+    names
+        .iter()
+        .map(|d| SimulatedDevice::parse(d).unwrap())
+        .collect()
 }
 
 /// A descriptor at 0x100 over `images` (each mapped at its own address) and a legacy table.

@@ -18,11 +18,11 @@
 //! # Example: what a host file registers
 //!
 //! ```no_run
-//! use offload_image::registration::{Device, HostElf, Registry, RegistryOptions};
+//! use offload_image::registration::{HostElf, Registry, RegistryOptions, SimulatedDevice};
 //!
 //! let data = std::fs::read("app")?;
 //! let elf = HostElf::parse(&data)?;
-//! let devices = vec![Device::parse("gfx90a:xnack+")?];
+//! let devices = vec![SimulatedDevice::parse("gfx90a:xnack+")?];
 //! let mut registry = Registry::new(devices, RegistryOptions::default());
 //! for w in elf.fat_binary_wrappers() {
 //!     registry.register_fat_binary(&elf, w.address)?;
@@ -42,8 +42,8 @@ pub mod view;
 
 pub use elf::{device_kernels, DeviceSymbol, ElfType, EntrySection, HostElf, WrapperSlot};
 pub use registry::{
-    BoundEntry, Choice, Device, Policy, Registration, RegistrationKind, Registry, RegistryOptions,
-    Rejection, UnitId,
+    BoundEntry, Choice, Policy, Registration, RegistrationKind, Registry, RegistryOptions,
+    SimulatedDevice, UnitId,
 };
 pub use view::{
     AddressSpace, Descriptor, DeviceImageView, EntryLayout, EntryTable, FatbinWrapperView,

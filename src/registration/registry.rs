@@ -33,10 +33,16 @@ use alloc::borrow::ToOwned;
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use alloc::string::ToString;
+
 use crate::container::{units, OpenUnit};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::{Image, OffloadKind};
 use crate::offload_binary::{is_offload_binary, OffloadBinaries};
+use crate::select::{
+    explain, select, KindFilter, Outranked, Policy as SelectPolicy, SelectOptions, Verdict,
+};
+use crate::target::Device;
 use crate::ReadOptions;
 
 use super::abi::{self, gpu_flags, requires};
@@ -66,15 +72,13 @@ impl RegistrationKind {
         }
     }
 
-    /// True if an image of offload kind `kind` can serve this registration: the HIP family
-    /// for HIP, CUDA for CUDA, OpenMP for descriptors; images without a kind (bare ELF,
-    /// kind `none`) serve every registration, as the runtimes load them unasked.
-    pub fn accepts(self, kind: OffloadKind) -> bool {
-        match (self, kind) {
-            (_, OffloadKind::None) => true,
-            (RegistrationKind::Hip, k) => k.is_hip(),
-            (RegistrationKind::Cuda, k) => k == OffloadKind::Cuda,
-            (RegistrationKind::OpenMp, k) => k == OffloadKind::OpenMp,
+    /// The offload kinds a unit of this registration may load: the HIP family for HIP,
+    /// CUDA for CUDA, OpenMP for descriptors (images without a kind serve every one).
+    pub const fn kind_filter(self) -> KindFilter {
+        match self {
+            RegistrationKind::Hip => KindFilter::Hip,
+            RegistrationKind::Cuda => KindFilter::Cuda,
+            RegistrationKind::OpenMp => KindFilter::OpenMp,
         }
     }
 }
@@ -82,13 +86,31 @@ impl RegistrationKind {
 /// How a device picks among the compatible images of one unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Policy {
-    /// The runtime's own rule: ranking for fat binaries, first compatible for descriptors.
+    /// The registering runtime's own rule: for `__tgt_register_lib` descriptors the LLVM
+    /// offload runtime's "first compatible image in descriptor order" (`COMPATIBILITY.md`
+    /// §7.5); for HIP/CUDA fat binaries the ranking of §10, which agrees with ROCm CLR
+    /// (§7.3) on every compiler-made bundle and is deterministic where CLR's compressed
+    /// path follows hash order.
     #[default]
     Runtime,
-    /// The deterministic ranking of `COMPATIBILITY.md` §10 for every registration.
+    /// The ranking of `COMPATIBILITY.md` §10 for every registration.
     Best,
     /// First compatible image in discovery order for every registration (comgr, LLVM offload).
     First,
+    /// Class, then discovery order (ROCm CLR: native, then generic, then SPIR-V).
+    FirstByClass,
+}
+
+impl Policy {
+    /// The selection policy for a unit of `kind`.
+    pub const fn for_kind(self, kind: RegistrationKind) -> SelectPolicy {
+        match (self, kind) {
+            (Policy::Runtime, RegistrationKind::OpenMp) => SelectPolicy::First,
+            (Policy::Runtime, _) | (Policy::Best, _) => SelectPolicy::Best,
+            (Policy::First, _) => SelectPolicy::First,
+            (Policy::FirstByClass, _) => SelectPolicy::FirstByClass,
+        }
+    }
 }
 
 /// Options of a [`Registry`].
@@ -98,75 +120,79 @@ pub struct RegistryOptions {
     pub read: ReadOptions,
     /// How images are chosen.
     pub policy: Policy,
+    /// Further selection options (JIT, generic code, SPIR-V, strict mode). Their `kind` and
+    /// `policy` are set per unit from the registration kind and [`RegistryOptions::policy`].
+    pub select: SelectOptions,
 }
 
-/// A simulated device, described by its target (`gfx90a:sramecc+:xnack-`, `sm_80`, with
-/// or without the `amdgcn-amd-amdhsa--` prefix).
+impl RegistryOptions {
+    /// The selection options for a unit of `kind`.
+    pub fn select_for(&self, kind: RegistrationKind) -> SelectOptions {
+        SelectOptions {
+            kind: kind.kind_filter(),
+            policy: self.policy.for_kind(kind),
+            ..self.select
+        }
+    }
+}
+
+/// A simulated device: a target as a runtime detects it, and the name it was given by.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Device {
+pub struct SimulatedDevice {
     name: String,
-    // PLACEHOLDER (selection issue): the target as given, without a triple prefix.
-    target: String,
+    device: Device,
 }
 
-impl Device {
-    /// A device from a target string as a runtime detects it.
+impl SimulatedDevice {
+    /// Parses a target as a runtime detects it (`gfx90a:sramecc+:xnack-`, `sm_80`, with or
+    /// without the `amdgcn-amd-amdhsa--` prefix; [`Device::parse`]).
     pub fn parse(target: &str) -> Result<Self> {
         let t = target.trim();
-        let bare = t.rsplit_once("--").map_or(t, |(_, id)| id);
-        if bare.is_empty() || bare.contains(char::is_whitespace) {
-            return Err(Error::new(
-                ErrorKind::InvalidId,
-                0,
-                "device target is empty",
-            ));
-        }
-        Ok(Device {
+        Ok(SimulatedDevice {
             name: t.to_owned(),
-            target: bare.to_owned(),
+            device: Device::parse(t)?,
         })
     }
 
-    /// The target as given.
+    /// A device with a name of the caller's choosing.
+    pub fn new(name: &str, device: Device) -> Self {
+        SimulatedDevice {
+            name: name.to_owned(),
+            device,
+        }
+    }
+
+    /// The name the device was given by.
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
 }
 
-/// Why an image was not chosen for a device.
-pub type Rejection = &'static str;
-
 /// What one device gets from one unit.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Choice {
     /// Index of the chosen image in [`Registration::images`], if any.
     pub selected: Option<usize>,
-    /// Every other image, with the reason it was not chosen.
-    pub rejected: Vec<(usize, Rejection)>,
+    /// How many images were compatible with the device.
+    pub compatible: usize,
+    /// True when another compatible image ranked equal apart from discovery order.
+    pub tie: bool,
 }
 
-/// The one place that asks the selection rules which image a device gets.
-///
-/// PLACEHOLDER until the selection module (issue 3) lands on `main`: exact match of the
-/// stored target ID against the device's target, first match in discovery order.
-fn choose(images: &[Image<'_>], device: &Device, kind: RegistrationKind, _first: bool) -> Choice {
-    let mut choice = Choice::default();
-    for (i, image) in images.iter().enumerate() {
-        let reason = if !kind.accepts(image.offload_kind) {
-            Some("offload kind does not serve this registration")
-        } else if image.target_id != Some(device.target.as_str()) {
-            Some("target ID differs from the device's")
-        } else if choice.selected.is_some() {
-            Some("an earlier compatible image was chosen")
-        } else {
-            None
-        };
-        match reason {
-            None => choice.selected = Some(i),
-            Some(r) => choice.rejected.push((i, r)),
-        }
+/// The one place that asks the selection rules ([`crate::select`]) which image a device
+/// gets.
+fn choose(images: &[Image<'_>], device: &Device, options: &SelectOptions) -> Choice {
+    let s = select(images, device, options);
+    Choice {
+        selected: s.chosen,
+        compatible: s.compatible,
+        tie: s.tie,
     }
-    choice
 }
 
 /// An entry bound to a unit: a kernel, variable or other global the unit registered.
@@ -307,7 +333,7 @@ impl<'d> Registration<'d> {
 /// The simulated runtime: devices and registered units.
 #[derive(Clone, Debug)]
 pub struct Registry<'d> {
-    devices: Vec<Device>,
+    devices: Vec<SimulatedDevice>,
     options: RegistryOptions,
     units: Vec<Option<Registration<'d>>>,
     requires: Option<u64>,
@@ -315,7 +341,7 @@ pub struct Registry<'d> {
 
 impl<'d> Registry<'d> {
     /// A runtime with `devices`.
-    pub fn new(devices: Vec<Device>, options: RegistryOptions) -> Self {
+    pub fn new(devices: Vec<SimulatedDevice>, options: RegistryOptions) -> Self {
         Registry {
             devices,
             options,
@@ -325,7 +351,7 @@ impl<'d> Registry<'d> {
     }
 
     /// The devices, in the order given.
-    pub fn devices(&self) -> &[Device] {
+    pub fn devices(&self) -> &[SimulatedDevice] {
         &self.devices
     }
 
@@ -360,11 +386,7 @@ impl<'d> Registry<'d> {
     }
 
     fn insert(&mut self, mut reg: Registration<'d>) -> UnitId {
-        let first = match (self.options.policy, reg.kind) {
-            (Policy::First, _) => true,
-            (Policy::Best, _) => false,
-            (Policy::Runtime, k) => k == RegistrationKind::OpenMp,
-        };
+        let select = self.options.select_for(reg.kind);
         let images = reg.images();
         let choices = self
             .devices
@@ -373,7 +395,7 @@ impl<'d> Registry<'d> {
                 if reg.error.is_some() {
                     Choice::default()
                 } else {
-                    choose(&images, d, reg.kind, first)
+                    choose(&images, d.device(), &select)
                 }
             })
             .collect();
@@ -381,6 +403,38 @@ impl<'d> Registry<'d> {
         reg.choices = choices;
         self.units.push(Some(reg));
         UnitId(self.units.len().saturating_sub(1))
+    }
+
+    /// Why device `device` did not get each image of `reg` other than the chosen one: the
+    /// selection rules' reason (`built for xnack+, device has xnack-`), or for a compatible
+    /// image what the chosen one wins on. `(image index, reason)`, in discovery order.
+    pub fn explain(&self, reg: &Registration<'_>, device: usize) -> Vec<(usize, String)> {
+        let Some(d) = self.devices.get(device) else {
+            return Vec::new();
+        };
+        let options = self.options.select_for(reg.kind);
+        let images = reg.images();
+        let chosen = reg.choice(device).and_then(|c| c.selected);
+        let winner = chosen
+            .and_then(|i| images.get(i))
+            .and_then(|img| explain(img, d.device(), &options).key());
+        images
+            .iter()
+            .filter(|img| Some(img.index) != chosen)
+            .map(|img| {
+                let reason = match (explain(img, d.device(), &options), winner) {
+                    (Verdict::Rejected(r), _) => r.to_string(),
+                    (Verdict::Compatible(loser), Some(winner)) => Outranked {
+                        loser,
+                        winner,
+                        policy: options.policy,
+                    }
+                    .to_string(),
+                    (Verdict::Compatible(_), None) => "compatible".to_string(),
+                };
+                (img.index, reason)
+            })
+            .collect()
     }
 
     /// `__hipRegisterFatBinary(wrapper)` (or CUDA's): reads the wrapper at `wrapper`, bounds

@@ -2,7 +2,7 @@
 //! one JSON object per (device, registered unit), one per line (`CLI.md`, `register`).
 
 use offload_image::registration::{device_kernels, Registration, Registry};
-use offload_image::Image;
+use offload_image::{identify, Image, Target};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -78,16 +78,31 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// How a record names an image: the bundle entry ID as stored, `<triple>--<arch>` for an
-/// OffloadBinary entry, else the image kind (`elf`, `bc`, ...).
+/// How a record names an image, as `loader-sim select` does: the bundle entry ID as
+/// stored, else `<triple>--<target>` (an OffloadBinary's strings as stored; a bare ELF's
+/// triple and target from its header, `offload_image::identify`).
 pub fn image_name(image: &Image<'_>) -> String {
     if let Some(id) = image.entry_id {
         return id.to_string();
     }
-    match (image.triple, image.target_id) {
-        (Some(t), Some(a)) => format!("{t}--{a}"),
-        _ => image.image_kind.name().to_string(),
+    if let (Some(t), Some(a)) = (image.triple, image.target_id) {
+        return format!("{t}--{a}");
     }
+    let id = identify(image);
+    let triple = id
+        .triple
+        .map(|t| t.to_string())
+        .or_else(|| image.triple.map(str::to_string));
+    let target = match (id.stated_target, id.elf_target) {
+        (Target::None, Some(elf)) => Some(elf.to_string()),
+        (Target::None, None) => None,
+        (stated, _) => Some(stated.to_string()),
+    };
+    format!(
+        "{}--{}",
+        triple.as_deref().unwrap_or("unknown"),
+        target.as_deref().unwrap_or("")
+    )
 }
 
 /// The records of unit `reg` for every device of `registry` (one record with a `null`
@@ -121,7 +136,9 @@ pub fn unit_records(
         entries: bound.clone(),
         entries_from: "registration".to_string(),
         rejected: None,
-        error: reg.error().map(|e| e.to_string()),
+        error: reg
+            .error()
+            .map(|e| format!("{}, at address {:#x}", e.what(), e.offset())),
     };
     if registry.devices().is_empty() {
         return vec![base];
@@ -130,6 +147,9 @@ pub fn unit_records(
     for (d, device) in registry.devices().iter().enumerate() {
         let mut r = base.clone();
         r.device = Some(device.name().to_string());
+        if bound.is_empty() && options.device_entries {
+            r.entries_from = "device-image".to_string();
+        }
         let choice = reg.choice(d);
         let chosen = choice.and_then(|c| c.selected).and_then(|i| images.get(i));
         if let Some(image) = chosen {
@@ -137,7 +157,6 @@ pub fn unit_records(
             r.size = Some(image.size());
             r.sha256 = Some(sha256_hex(image.bytes));
             if bound.is_empty() && options.device_entries {
-                r.entries_from = "device-image".to_string();
                 r.entries = device_kernels(image.bytes)
                     .unwrap_or_default()
                     .iter()
@@ -152,17 +171,14 @@ pub fn unit_records(
         }
         if options.explain {
             r.rejected = Some(
-                choice
-                    .map(|c| {
-                        c.rejected
-                            .iter()
-                            .map(|(i, why)| Rejected {
-                                image: images.get(*i).map(image_name).unwrap_or_default(),
-                                reason: why.to_string(),
-                            })
-                            .collect()
+                registry
+                    .explain(reg, d)
+                    .into_iter()
+                    .map(|(i, reason)| Rejected {
+                        image: images.get(i).map(image_name).unwrap_or_default(),
+                        reason,
                     })
-                    .unwrap_or_default(),
+                    .collect(),
             );
         }
         out.push(r);

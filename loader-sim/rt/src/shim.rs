@@ -3,7 +3,7 @@
 //!
 //! Configuration comes from the environment, read at the first registration:
 //! `LOADER_SIM_DEVICES` (comma-separated targets), `LOADER_SIM_REPORT` (JSON Lines file,
-//! appended to), `LOADER_SIM_POLICY` (`runtime`, `best`, `first`). A unit's records are
+//! appended to), `LOADER_SIM_POLICY` (`runtime`, `best`, `first`, `first-by-class`). A unit's records are
 //! written when it is unregistered (its count drops to zero), and for units still
 //! registered when the shim is unloaded (process exit).
 
@@ -13,7 +13,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use offload_image::registration::{Device, GlobalKind, Policy, Registry, RegistryOptions, UnitId};
+use offload_image::registration::{
+    GlobalKind, Policy, Registry, RegistryOptions, SimulatedDevice, UnitId,
+};
 
 use crate::process::{object_of, ProcessSpace};
 use crate::report::{unit_records, RecordOptions};
@@ -64,11 +66,11 @@ pub fn finish() {
     }
 }
 
-fn parse_devices(spec: &str) -> Vec<Device> {
+fn parse_devices(spec: &str) -> Vec<SimulatedDevice> {
     spec.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .filter_map(|t| match Device::parse(t) {
+        .filter_map(|t| match SimulatedDevice::parse(t) {
             Ok(d) => Some(d),
             Err(e) => {
                 eprintln!("{TAG}: LOADER_SIM_DEVICES: ignoring {t:?}: {e}");
@@ -84,6 +86,7 @@ impl Shim {
         let policy = match std::env::var("LOADER_SIM_POLICY").as_deref() {
             Ok("best") => Policy::Best,
             Ok("first") => Policy::First,
+            Ok("first-by-class") => Policy::FirstByClass,
             _ => Policy::Runtime,
         };
         let options = RegistryOptions {

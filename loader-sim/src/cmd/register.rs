@@ -18,8 +18,8 @@ use std::process::Command;
 
 use loader_sim_rt::report::{unit_records, Record, RecordOptions};
 use offload_image::registration::{
-    Device, ElfType, EntryTable, HostElf, Policy, RegistrationKind, Registry, RegistryOptions,
-    UnitId,
+    ElfType, EntryTable, HostElf, Policy, RegistrationKind, Registry, RegistryOptions,
+    SimulatedDevice, UnitId,
 };
 use offload_image::ReadOptions;
 
@@ -68,6 +68,9 @@ pub enum PolicyArg {
     Best,
     /// The first compatible image in discovery order.
     First,
+    /// Native, then generic, then SPIR-V code; first in discovery order within a class
+    /// (ROCm CLR).
+    FirstByClass,
 }
 
 impl PolicyArg {
@@ -76,6 +79,7 @@ impl PolicyArg {
             PolicyArg::Runtime => Policy::Runtime,
             PolicyArg::Best => Policy::Best,
             PolicyArg::First => Policy::First,
+            PolicyArg::FirstByClass => Policy::FirstByClass,
         }
     }
 
@@ -84,6 +88,7 @@ impl PolicyArg {
             PolicyArg::Runtime => "runtime",
             PolicyArg::Best => "best",
             PolicyArg::First => "first",
+            PolicyArg::FirstByClass => "first-by-class",
         }
     }
 }
@@ -93,7 +98,10 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let devices = args
         .devices
         .iter()
-        .map(|d| Device::parse(d).map_err(|e| Failure(format!("--device {d}: {e}"))))
+        .map(|d| {
+            SimulatedDevice::parse(d)
+                .map_err(|e| Failure(format!("invalid --device '{d}': {}", e.what())))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let records = match (&args.load, &args.file) {
         (Some(lib), _) => load(args, lib)?,
@@ -127,7 +135,11 @@ fn note(file: &Path, what: impl std::fmt::Display) {
     eprintln!("loader-sim: note: {}: {what}", file.display());
 }
 
-fn statically(args: &Args, file: &Path, devices: Vec<Device>) -> Result<Vec<Record>, Failure> {
+fn statically(
+    args: &Args,
+    file: &Path,
+    devices: Vec<SimulatedDevice>,
+) -> Result<Vec<Record>, Failure> {
     let input = Input::open(file)?;
     let elf = HostElf::parse(input.bytes()).map_err(|e| {
         Failure::file(
@@ -141,6 +153,7 @@ fn statically(args: &Args, file: &Path, devices: Vec<Device>) -> Result<Vec<Reco
         RegistryOptions {
             read,
             policy: args.policy.policy(),
+            ..RegistryOptions::default()
         },
     );
     let relocatable = elf.elf_type() == ElfType::Relocatable;
