@@ -314,9 +314,10 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
     let shim = shim
         .canonicalize()
         .map_err(|e| Failure::file(&shim, format_args!("cannot open: {e}")))?;
-    if !lib.exists() {
-        return Err(Failure::file(lib, "no such file"));
-    }
+    // An absolute path: dlopen searches the library path for a name without a slash.
+    let lib_abs = lib
+        .canonicalize()
+        .map_err(|e| Failure::file(lib, format_args!("cannot open: {e}")))?;
     let tmp = TempDir::new()?;
     for name in SHIM_NAMES {
         std::os::unix::fs::symlink(&shim, tmp.0.join(name))
@@ -330,21 +331,34 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
     }
     let exe =
         std::env::current_exe().map_err(|e| Failure(format!("cannot locate this program: {e}")))?;
-    let status = Command::new(exe)
+    let child = Command::new(exe)
         .arg("__load")
-        .arg(lib)
+        .arg(&lib_abs)
         .env("LD_LIBRARY_PATH", path)
         .env("LOADER_SIM_DEVICES", args.devices.join(","))
         .env("LOADER_SIM_REPORT", &report)
         .env("LOADER_SIM_POLICY", args.policy.env())
-        .status()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
         .map_err(|e| Failure(format!("cannot start the loader process: {e}")))?;
-    if !status.success() {
-        return Err(Failure::file(
-            lib,
-            format_args!("the loader process failed ({status})"),
-        ));
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    if !child.status.success() {
+        // The child's own one-line error (dlopen's message), else its exit status.
+        let why = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("loader-sim: error: "))
+            .map(|l| {
+                // "<path>: <dlerror>", where dlerror itself starts with the path.
+                let abs = format!("{}: ", lib_abs.display());
+                let l = l.strip_prefix(&abs).unwrap_or(l);
+                l.strip_prefix(&abs).unwrap_or(l).to_string()
+            })
+            .unwrap_or_else(|| format!("the loader process failed ({})", child.status));
+        return Err(Failure::file(lib, format_args!("cannot load: {why}")));
     }
+    // The shim's diagnostics (refused registrations, ...) pass through.
+    eprint!("{stderr}");
     let text = match std::fs::read_to_string(&report) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
