@@ -274,6 +274,23 @@ fn bad_input_and_usage_exit_2() {
         corpus().join("driver/hip_nonrdc.exe").to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(2), "--device is required");
+    // --load of something dlopen refuses: one error line, exit 2.
+    let exe = corpus().join("driver/hip_nonrdc.exe");
+    let out = loader_sim(&[
+        "register",
+        "--load",
+        exe.to_str().unwrap(),
+        "--device",
+        "gfx906",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("loader-sim: error: ")
+            && stderr.contains("cannot load: cannot dynamically load"),
+        "{stderr}"
+    );
 }
 
 /// `--explain` gives every image not chosen, with a reason.
