@@ -572,3 +572,58 @@ fn openmp_descriptor_is_found_by_structure_even_when_stripped() {
         assert_eq!(e[0].global_kind(), GlobalKind::Kernel);
     }
 }
+
+/// A nested OffloadBinary (made by clang-offload-packager-22 around another one) is
+/// unwrapped to the innermost image, with the innermost metadata (§1.9: "recursing at most
+/// a small fixed depth").
+#[test]
+fn nested_offload_binaries_are_unwrapped_to_the_innermost_image() {
+    use offload_image::registration::view::unwrap_image;
+    use offload_image::registration::UnwrappedImage;
+    let dir = common::scratch("registration-nested");
+    let inner = common::corpus().join("packager/amdgcn_gfx90a_xnack+.openmp.offbin");
+    let outer = dir.join("nested.offbin");
+    let status = std::process::Command::new(tool("clang-offload-packager-22"))
+        .arg("-o")
+        .arg(&outer)
+        .arg(format!(
+            "--image=file={},triple=amdgcn-amd-amdhsa,arch=gfx90a,kind=openmp",
+            inner.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let outer = std::fs::read(outer).unwrap();
+    let want = manifest()
+        .into_iter()
+        .find(|r| {
+            r["file"] == "packager/amdgcn_gfx90a_xnack+.openmp.offbin" && r["record"] == "image"
+        })
+        .unwrap();
+    let UnwrappedImage::Entry(e) = unwrap_image(&outer, &ReadOptions::default().limits) else {
+        panic!("not unwrapped");
+    };
+    assert_eq!(sha256(e.image), want["sha256"].as_str().unwrap());
+    assert_eq!(
+        e.strings.get_str("arch"),
+        Some("gfx90a:xnack+"),
+        "the innermost metadata"
+    );
+    // Through a descriptor: gfx90a:xnack- is refused (the inner image is xnack+), although
+    // the outer wrapper claims plain gfx90a.
+    let mut m = Mem::default();
+    let desc = descriptor(&mut m, &[outer]);
+    let m = &m;
+    let mut r = Registry::new(
+        devices(&["gfx90a:xnack-", "gfx90a:xnack+"]),
+        RegistryOptions::default(),
+    );
+    let id = r.register_lib(&m, desc).unwrap();
+    let reg = r.get(id).unwrap();
+    assert_eq!(reg.choice(0).unwrap().selected, None);
+    assert_eq!(reg.choice(1).unwrap().selected, Some(0));
+    assert!(matches!(
+        unwrap_image(b"\x7fELF", &ReadOptions::default().limits),
+        UnwrappedImage::Raw(_)
+    ));
+}

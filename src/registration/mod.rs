@@ -47,5 +47,5 @@ pub use registry::{
 };
 pub use view::{
     AddressSpace, Descriptor, DeviceImageView, EntryLayout, EntryTable, FatbinWrapperView,
-    GlobalKind, HostEntry, WrapperKind,
+    GlobalKind, HostEntry, UnwrappedImage, WrapperKind,
 };

@@ -22,7 +22,7 @@
 //!   returns the existing unit and counts the registration (CLR keys its bookkeeping on the
 //!   pointer); the unit is unregistered when the count drops to zero.
 //! * A device image of a descriptor that is an OffloadBinary is unwrapped to its first
-//!   entry's image, recursively up to [`MAX_UNWRAP_DEPTH`] (the LLVM runtime's
+//!   entry's image, recursively up to [`super::view::MAX_UNWRAP_DEPTH`] (the LLVM runtime's
 //!   `DeviceImageTy`); one that is not, or does not parse, is used raw.
 //! * Entries: for descriptors, the host entries with `Kind == OpenMP` after the legacy
 //!   upgrade (what libomptarget binds, §3.3); for fat binaries, what
@@ -38,7 +38,7 @@ use alloc::string::ToString;
 use crate::container::{units, OpenUnit};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::{Image, OffloadKind};
-use crate::offload_binary::{is_offload_binary, OffloadBinaries};
+use crate::offload_binary::OffloadBinaryEntry;
 use crate::select::{
     explain, select, KindFilter, Outranked, Policy as SelectPolicy, SelectOptions, Verdict,
 };
@@ -47,8 +47,8 @@ use crate::ReadOptions;
 
 use super::abi::{self, gpu_flags, requires};
 use super::view::{
-    AddressSpace, Descriptor, EntryTable, FatbinWrapperView, GlobalKind, HostEntry, WrapperKind,
-    MAX_UNWRAP_DEPTH,
+    unwrap_image, AddressSpace, Descriptor, EntryTable, FatbinWrapperView, GlobalKind, HostEntry,
+    UnwrappedImage, WrapperKind,
 };
 
 /// Which registration interface a unit came through.
@@ -243,8 +243,10 @@ impl BoundEntry {
 enum Part<'d> {
     /// Every image of a unit (a fat binary).
     All(OpenUnit<'d>),
-    /// The first image of a unit (a descriptor's device image wrapped in an OffloadBinary).
+    /// The first image of a unit (a descriptor's device image in a compressed OffloadBinary).
     First(OpenUnit<'d>),
+    /// The first entry of a descriptor's device image that is an OffloadBinary.
+    Entry(OffloadBinaryEntry<'d>),
     /// A raw device image (not an OffloadBinary).
     Raw(&'d [u8]),
 }
@@ -300,6 +302,7 @@ impl<'d> Registration<'d> {
             match part {
                 Part::All(open) => out.extend(open.images()),
                 Part::First(open) => out.extend(open.images().next()),
+                Part::Entry(e) => out.push(Image::from_offload_entry(0, e)),
                 Part::Raw(b) => out.push(Image::from_elf(0, b)),
             }
         }
@@ -689,7 +692,7 @@ impl<'d> Registry<'d> {
             if image.index == 0 {
                 binary = image.image_start;
             }
-            parts.push(device_image_part(bytes, &options, 0));
+            parts.push(device_image_part(bytes, &options));
         }
         let reg = Registration {
             kind: RegistrationKind::OpenMp,
@@ -734,31 +737,15 @@ fn merge_requires(current: Option<u64>, new: u64, at: u64) -> Result<u64> {
     Ok(cur | new)
 }
 
-/// A descriptor's device image as the LLVM runtime sees it (§1.9): an OffloadBinary is
-/// replaced by its first entry's image, recursively; anything else is used raw.
-fn device_image_part<'d>(bytes: &'d [u8], options: &ReadOptions, depth: usize) -> Part<'d> {
-    if !is_offload_binary(bytes) || depth >= MAX_UNWRAP_DEPTH {
-        return Part::Raw(bytes);
-    }
-    let Ok(binaries) = OffloadBinaries::parse(bytes, &options.limits) else {
-        return Part::Raw(bytes);
-    };
-    let Some((_, first)) = binaries.iter().next() else {
-        return Part::Raw(bytes);
-    };
-    if !first.is_compressed() {
-        if let Some(e) = first.entries().next() {
-            if is_offload_binary(e.image) {
-                return device_image_part(e.image, options, depth.saturating_add(1));
-            }
-        }
-    }
-    let opened = units(first.data(), options)
-        .ok()
-        .and_then(|u| u.into_iter().next())
-        .and_then(|u| u.open(options).ok());
-    match opened {
-        Some(open) => Part::First(open),
-        None => Part::Raw(bytes),
+/// A descriptor's device image as the LLVM runtime sees it (§1.9, [`unwrap_image`]).
+fn device_image_part<'d>(bytes: &'d [u8], options: &ReadOptions) -> Part<'d> {
+    match unwrap_image(bytes, &options.limits) {
+        UnwrappedImage::Raw(b) => Part::Raw(b),
+        UnwrappedImage::Entry(e) => Part::Entry(e),
+        UnwrappedImage::Compressed(binary) => units(binary.data(), options)
+            .ok()
+            .and_then(|u| u.into_iter().next())
+            .and_then(|u| u.open(options).ok())
+            .map_or(Part::Raw(bytes), Part::First),
     }
 }

@@ -13,8 +13,9 @@ use crate::bytes::u64_of;
 use crate::container::{EM_AMDGPU, EM_CUDA};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
+use crate::offload_binary::{OffloadBinary, OffloadBinaryEntry};
 use crate::raw::ELF_MAGIC;
-use crate::{bundle, ccob, offload_binary, ReadOptions};
+use crate::{bundle, ccob, offload_binary, Limits, ReadOptions};
 
 use super::abi::{
     self, gpu_flags, omp_flags, NvFatbinHeader, RawBinDesc, RawDeviceImage, RawEntry,
@@ -606,6 +607,15 @@ impl DeviceImageView {
         })
     }
 
+    /// The image as the LLVM runtime uses it: [`unwrap_image`] of [`DeviceImageView::bytes`].
+    pub fn image<'d, S: AddressSpace<'d> + ?Sized>(
+        &self,
+        space: &S,
+        limits: &Limits,
+    ) -> Result<UnwrappedImage<'d>> {
+        Ok(unwrap_image(self.bytes(space)?, limits))
+    }
+
     /// The bytes `[ImageStart, ImageEnd)`, which must lie in one region.
     pub fn bytes<'d, S: AddressSpace<'d> + ?Sized>(&self, space: &S) -> Result<&'d [u8]> {
         let len = self
@@ -623,6 +633,43 @@ impl DeviceImageView {
             "device image runs past the end of its region",
         )
     }
+}
+
+/// A descriptor's device image as the LLVM runtime uses it (§1.9, `DeviceImageTy`).
+#[derive(Clone, Copy, Debug)]
+pub enum UnwrappedImage<'d> {
+    /// Not an OffloadBinary (or one that does not parse, or nested too deep): the bytes
+    /// are the image.
+    Raw(&'d [u8]),
+    /// The first entry of the (innermost) OffloadBinary: its image and string metadata.
+    Entry(OffloadBinaryEntry<'d>),
+    /// A compressed OffloadBinary (v3): its entries need [`OffloadBinary::inflate`].
+    Compressed(OffloadBinary<'d>),
+}
+
+/// Unwraps `bytes` as the LLVM runtime does: if they parse as an OffloadBinary, the image
+/// is its first entry's image (recursively, up to [`MAX_UNWRAP_DEPTH`] levels: nested
+/// OffloadBinaries exist); otherwise the bytes are used raw. Allocation-free.
+pub fn unwrap_image<'d>(bytes: &'d [u8], limits: &Limits) -> UnwrappedImage<'d> {
+    let mut current = bytes;
+    let mut last = UnwrappedImage::Raw(bytes);
+    for _ in 0..MAX_UNWRAP_DEPTH {
+        if !offload_binary::is_offload_binary(current) {
+            break;
+        }
+        let Ok(binary) = OffloadBinary::parse(current, limits) else {
+            break;
+        };
+        if binary.is_compressed() {
+            return UnwrappedImage::Compressed(binary);
+        }
+        let Some(entry) = binary.entries().next() else {
+            break;
+        };
+        last = UnwrappedImage::Entry(entry);
+        current = entry.image;
+    }
+    last
 }
 
 // ---------------------------------------------------------------------------------------
