@@ -28,12 +28,15 @@
 //!   upgrade (what libomptarget binds, §3.3); for fat binaries, what
 //!   `__hipRegisterFunction`/`Var`/... reported, or an entry table given by the caller
 //!   ([`Registry::add_entries`], the new-driver wrapper's `.hip.globals_reg` loop).
+//! * A unit only offers images of its registration's offload kinds
+//!   ([`RegistrationKind::kind_filter`]): a HIP fat binary's `openmp-` entries are not
+//!   candidates, nor a bundle's host entry.
+//! * `requires` entries of descriptors are merged as libomptarget's
+//!   `RequirementCollection` does; a contradiction refuses the descriptor.
 
 use alloc::borrow::ToOwned;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-
-use alloc::string::ToString;
 
 use crate::container::{units, OpenUnit};
 use crate::error::{Error, ErrorKind, Result};

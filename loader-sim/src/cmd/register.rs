@@ -265,7 +265,8 @@ fn statically(
     Ok(records)
 }
 
-/// The runtime shim: `--shim`, else next to this program or in its `deps/` directory.
+/// The runtime shim: `--shim`, else next to this program or in its `deps/` directory
+/// (where cargo puts it when it builds `loader-sim`, which depends on the shim's crate).
 fn find_shim(args: &Args) -> Result<PathBuf, Failure> {
     if let Some(s) = &args.shim {
         return Ok(s.clone());
@@ -273,9 +274,12 @@ fn find_shim(args: &Args) -> Result<PathBuf, Failure> {
     let exe =
         std::env::current_exe().map_err(|e| Failure(format!("cannot locate this program: {e}")))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
+    // Inside a cargo target directory both may exist; the newer one is this build's.
     [dir.join("libloader_sim_rt.so"), dir.join("deps/libloader_sim_rt.so")]
         .into_iter()
-        .find(|p| p.is_file())
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p)
         .ok_or_else(|| {
             Failure(format!(
                 "runtime shim libloader_sim_rt.so not found next to {} (build the workspace: cargo build --release), or give --shim",
