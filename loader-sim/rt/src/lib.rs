@@ -14,7 +14,7 @@
 //! JSON Lines ([`report::Record`]) to the file named by `LOADER_SIM_REPORT` when a unit is
 //! unregistered or the shim is unloaded.
 //!
-//! This crate holds the project's FFI: `unsafe` is confined to [`process`] (reading the
+//! `unsafe` is confined to this FFI crate, and within it to [`process`] (reading the
 //! process's own mappings), one write in `hipGetDeviceCount`, and [`load_library`]; every
 //! use is commented.
 
