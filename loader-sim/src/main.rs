@@ -3,6 +3,10 @@
 //! Exit status: 0 success; 1 no compatible image for a requested target; 2 bad input or
 //! usage. Errors are one line on standard error:
 //! `loader-sim: error: <file>: <what>, at byte <n>`.
+//!
+//! No `unsafe` here: mapping files and loading libraries live in the FFI crate `loader-sim-rt`.
+
+#![forbid(unsafe_code)]
 
 mod cmd;
 mod input;

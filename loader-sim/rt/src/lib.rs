@@ -15,10 +15,11 @@
 //! unregistered or the shim is unloaded.
 //!
 //! `unsafe` is confined to this FFI crate, and within it to [`process`] (reading the
-//! process's own mappings), one write in `hipGetDeviceCount`, and [`load_library`]; every
-//! use is commented.
+//! process's own mappings), one write in `hipGetDeviceCount`, [`load_library`] and
+//! [`mapping::map_file`] (the input files of `loader-sim`); every use is commented.
 
 pub mod exports;
+pub mod mapping;
 pub mod process;
 pub mod report;
 pub mod shim;
