@@ -7,7 +7,7 @@ use crate::Failure;
 
 /// The bytes of an input file.
 pub struct Input {
-    map: Option<memmap2::Mmap>,
+    map: Option<loader_sim_rt::mapping::Mmap>,
 }
 
 impl Input {

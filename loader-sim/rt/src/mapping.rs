@@ -2,6 +2,8 @@
 
 use std::fs::File;
 
+pub use memmap2::Mmap;
+
 /// Maps `file` read-only and private.
 ///
 /// The map's contents are what the file holds; another process truncating the file while it
