@@ -3,6 +3,10 @@
 //! Exit status: 0 success; 1 no compatible image for a requested target; 2 bad input or
 //! usage. Errors are one line on standard error:
 //! `loader-sim: error: <file>: <what>, at byte <n>`.
+//!
+//! No `unsafe` here: mapping files and loading libraries live in the FFI crate `loader-sim-rt`.
+
+#![forbid(unsafe_code)]
 
 mod cmd;
 mod input;
@@ -24,6 +28,14 @@ struct Cli {
 enum Command {
     /// List every device image in FILE, in discovery order.
     List(cmd::list::Args),
+    /// Simulate a runtime registering the device code of a host file or library.
+    Register(cmd::register::Args),
+    /// (internal) Load a library with the runtime shim in place; used by `register --load`.
+    #[command(name = "__load", hide = true)]
+    Load {
+        /// The library.
+        lib: std::path::PathBuf,
+    },
     /// Choose the image a runtime would load for each target, per unit.
     Select(cmd::select::Args),
 }
@@ -51,6 +63,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List(a) => cmd::list::run(&a),
+        Command::Register(a) => cmd::register::run(&a),
+        Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a),
     };
     match result {

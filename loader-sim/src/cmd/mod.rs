@@ -1,4 +1,5 @@
 //! One module per subcommand.
 
 pub mod list;
+pub mod register;
 pub mod select;
