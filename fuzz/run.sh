@@ -50,6 +50,7 @@ case "$target" in
     text_bundle) seeds=("$corpus/text") ;;
     ccob) seeds=("$corpus/compressed" "$corpus/nvptx/omp_nv_cubins.v3-zstd.llvm22.ccob") ;;
     offload_binary) seeds=("$corpus/packager" "$corpus/nvptx") ;;
+    register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o") ;;
     container | select) seeds=("$corpus/bundles" "$corpus/compressed" "$corpus/packager" "$corpus/text"
                                "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed") ;;
 esac
@@ -67,6 +68,10 @@ case "$target" in
             | sed 's/^"[a-z_]*": "//; s/"$//' | sort -u | while IFS= read -r id; do
                 printf '%s' "$id" > "corpus/$target/seed-$(printf '%s' "$id" | md5sum | cut -c1-16)"
             done ;;
+    registration_views)
+        # Mode 1 with no patches is the valid template registration (see the target).
+        printf '\x01' > "corpus/$target/seed-template"
+        printf '\x01\x08\x00\x00\x00\x03\x00\x00\x00\x00' > "corpus/$target/seed-template-count0" ;;
     ccob_stream)
         # The compressed streams of the corpus CCOBs, behind the target's 5-byte prefix:
         # selector (bit 0 method, bits 1-2 version - 1) and the declared size (u32).

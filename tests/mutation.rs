@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 use common::craft::*;
 use common::read_corpus;
 use offload_image::container::UnitContent;
+use offload_image::registration::{
+    EntryTable, HostElf, Registry, RegistryOptions, SimulatedDevice,
+};
 use offload_image::select::{check, Verdict};
 use offload_image::target::{EntryId, Triple};
 use offload_image::{
@@ -647,6 +650,70 @@ fn exercise(data: &[u8]) -> Result<usize, Error> {
     }
 }
 
+/// The static `loader-sim register` path: a host ELF as an address space, its fat-binary
+/// wrappers, entry tables and descriptors registered with the simulated runtime, a choice
+/// and an explanation per device. Its errors are not the walk's: they are counted apart.
+fn register(data: &[u8]) -> Option<Result<usize, Error>> {
+    if !data.starts_with(b"\x7fELF") {
+        return None;
+    }
+    let elf = match HostElf::parse(data) {
+        Ok(elf) => elf,
+        Err(e) => return Some(Err(e)),
+    };
+    let options = ReadOptions::default();
+    let devices = ["gfx90a:sramecc+:xnack+", "gfx906", "sm_80"]
+        .iter()
+        .map(|d| SimulatedDevice::parse(d).unwrap())
+        .collect();
+    let mut registry = Registry::new(
+        devices,
+        RegistryOptions {
+            read: options,
+            ..RegistryOptions::default()
+        },
+    );
+    let mut ids = Vec::new();
+    let mut first_error = None;
+    for w in elf.fat_binary_wrappers() {
+        match registry.register_fat_binary(&elf, w.address) {
+            Ok(id) => ids.push(id),
+            Err(e) => first_error = first_error.or(Some(e)),
+        }
+    }
+    for t in elf.entry_sections() {
+        if let (Some(id), Ok(table)) =
+            (ids.first(), EntryTable::read(&elf, t.begin, t.end, 1 << 16))
+        {
+            if let Err(e) = registry.add_entries(*id, &elf, &table, t.legacy_kind) {
+                first_error = first_error.or(Some(e));
+            }
+        }
+    }
+    for d in elf.descriptors(&options) {
+        match registry.register_lib(&elf, d) {
+            Ok(id) => ids.push(id),
+            Err(e) => first_error = first_error.or(Some(e)),
+        }
+    }
+    let mut images = 0;
+    for id in ids {
+        let reg = registry.get(id).unwrap();
+        let n = reg.images().len();
+        images += n;
+        for dev in 0..registry.devices().len() {
+            if let Some(i) = reg.choice(dev).and_then(|c| c.selected) {
+                assert!(i < n);
+            }
+            let _ = registry.explain(reg, dev);
+        }
+        for e in reg.entries() {
+            let _ = e.name_lossy();
+        }
+    }
+    Some(first_error.map_or(Ok(images), Err))
+}
+
 fn list_then_select(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
     let n = list(data, options)?;
     for_each_unit(data, options, |unit| {
@@ -725,6 +792,30 @@ fn mutants_never_panic_and_every_error_has_a_kind() {
                             failures.push(format!("{}: unmodified input fails: {outcome}", subject.name));
                         }
                         local.push(((subject.class, outcome), format!("{} round {round} mutant {m} ({what})", subject.name), took));
+                        // Host ELF files also go through the static registration path.
+                        if subject.class == "host ELF" || subject.class == "bundled host object" {
+                            let t0 = Instant::now();
+                            let r = catch_unwind(AssertUnwindSafe(|| register(&data)));
+                            let took = t0.elapsed();
+                            let outcome = match r {
+                                Ok(None) => "not ELF",
+                                Ok(Some(Ok(_))) => "ok",
+                                Ok(Some(Err(e))) => e.kind().name(),
+                                Err(_) => {
+                                    failures.push(format!(
+                                        "{} round {round} mutant {m} ({what}): register panicked",
+                                        subject.name
+                                    ));
+                                    "PANIC"
+                                }
+                            };
+                            let class = if subject.class == "host ELF" {
+                                "register: host ELF"
+                            } else {
+                                "register: bundled obj"
+                            };
+                            local.push(((class, outcome), format!("{} round {round} mutant {m} ({what}), register", subject.name), took));
+                        }
                     }
                     let mut t = tally.lock().unwrap();
                     for (key, name, took) in local {
@@ -740,6 +831,12 @@ fn mutants_never_panic_and_every_error_has_a_kind() {
         }
     });
     let t = tally.into_inner().unwrap();
+    let registered: usize = t
+        .outcomes
+        .iter()
+        .filter(|((c, _), _)| c.starts_with("register"))
+        .map(|(_, n)| n)
+        .sum();
     // The classification table: outcome per container class.
     let classes: Vec<&str> = {
         let mut c: Vec<&str> = t.outcomes.keys().map(|(c, _)| *c).collect();
@@ -764,19 +861,21 @@ fn mutants_never_panic_and_every_error_has_a_kind() {
         }
         println!(" {total:>7}");
     }
-    print!("{:<24}", "all");
+    print!("{:<24}", "all (list + select)");
     for k in &kinds {
         let n: usize = classes
             .iter()
+            .filter(|c| !c.starts_with("register"))
             .map(|c| t.outcomes.get(&(*c, *k)).copied().unwrap_or(0))
             .sum();
         print!(" {n:>9}");
     }
-    println!(" {:>7}", t.mutants);
+    println!(" {:>7}", t.mutants - registered);
     println!(
-        "{} mutants of {} subjects in {:.1} s; slowest {:.1} ms: {}",
-        t.mutants,
+        "{} mutants of {} subjects ({} of them also through the register path) in {:.1} s; slowest {:.1} ms: {}",
+        t.mutants - registered,
         subjects.len(),
+        registered,
         start.elapsed().as_secs_f64(),
         t.slowest.0.as_secs_f64() * 1e3,
         t.slowest.1
@@ -785,7 +884,11 @@ fn mutants_never_panic_and_every_error_has_a_kind() {
         eprintln!("FAILED: {f}");
     }
     assert!(t.failures.is_empty(), "{} failures", t.failures.len());
-    assert!(t.mutants >= 20_000, "only {} mutants", t.mutants);
+    assert!(
+        t.mutants - registered >= 20_000,
+        "only {} mutants",
+        t.mutants - registered
+    );
     assert!(t.outcomes.keys().all(|(_, k)| *k != "PANIC"));
     // Every class produced both readable mutants and refusals: the mutations reach the
     // readers and are not all rejected at the door.

@@ -168,3 +168,180 @@ pub fn list_and_select(
     })?;
     Ok(n)
 }
+
+// ---------------------------------------------------------------------------------------
+// Registration.
+
+use offload_image::registration::{
+    AddressSpace, Descriptor, EntryTable, FatbinWrapperView, HostElf, Registry, RegistryOptions,
+    SimulatedDevice, UnwrappedImage,
+};
+
+/// Address of region A (the records) in [`Space`].
+pub const REGION_A: u64 = 0x1_0000;
+/// Address of region B (the images) in [`Space`].
+pub const REGION_B: u64 = 0x20_0000;
+
+/// A process memory model over fuzz bytes: two regions, pointers read raw (little-endian).
+pub struct Space<'d> {
+    regions: [(u64, &'d [u8]); 2],
+}
+
+impl<'d> Space<'d> {
+    /// Region A at [`REGION_A`], region B at [`REGION_B`].
+    pub fn new(a: &'d [u8], b: &'d [u8]) -> Self {
+        Space {
+            regions: [(REGION_A, a), (REGION_B, b)],
+        }
+    }
+}
+
+impl<'d> AddressSpace<'d> for Space<'d> {
+    fn bytes_from(&self, addr: u64) -> Option<&'d [u8]> {
+        self.regions.iter().find_map(|(base, r)| {
+            let off = usize::try_from(addr.checked_sub(*base)?).ok()?;
+            (off < r.len()).then(|| &r[off..])
+        })
+    }
+}
+
+/// The devices a [`Registry`] simulates in the registration targets.
+pub fn simulated_devices() -> Vec<SimulatedDevice> {
+    ["gfx90a:sramecc+:xnack+", "gfx906", "gfx1100", "sm_80"]
+        .iter()
+        .map(|d| SimulatedDevice::parse(d).expect("a device"))
+        .collect()
+}
+
+fn check_unwrapped(img: UnwrappedImage<'_>, inside: &dyn Fn(&[u8]) -> bool, options: &ReadOptions) {
+    match img {
+        UnwrappedImage::Raw(b) => assert!(inside(b)),
+        UnwrappedImage::Entry(e) => {
+            assert!(inside(e.image));
+            for (k, v) in e.strings.iter() {
+                assert!(inside(k.as_bytes()) && inside(v));
+            }
+        }
+        UnwrappedImage::Compressed(b) => {
+            assert!(inside(b.data()));
+            let _ = b.inflate(options);
+        }
+    }
+}
+
+/// Every view over `space`: a descriptor at `desc`, a fat-binary wrapper at `wrapper`, their
+/// images and entries; then the simulated runtime registers both, chooses per device and
+/// explains. `inside` says whether a slice lies in the memory the space was made from.
+pub fn registration_views<'d, S: AddressSpace<'d>>(
+    space: &S,
+    desc: u64,
+    wrapper: u64,
+    inside: &dyn Fn(&[u8]) -> bool,
+) {
+    let options = options();
+    if let Ok(d) = Descriptor::read(space, desc, &options) {
+        for img in d.images(space) {
+            let Ok(img) = img else { continue };
+            if let Ok(bytes) = img.bytes(space) {
+                assert!(inside(bytes));
+            }
+            if let Ok(u) = img.image(space, &options.limits) {
+                check_unwrapped(u, inside, &options);
+            }
+            if let Ok(t) = EntryTable::read(space, img.entries_begin, img.entries_end, 64) {
+                for e in t.iter(space).take(64).flatten() {
+                    let _ = e.name(space).map(|n| assert!(inside(n)));
+                }
+            }
+        }
+        for e in d.entries.iter(space).take(1024).flatten() {
+            let _ = (
+                e.global_kind().name(),
+                e.offload_kind().name(),
+                e.is_requires(),
+            );
+            if let Ok(n) = e.name(space) {
+                assert!(inside(n));
+            }
+        }
+    }
+    if let Ok(w) = FatbinWrapperView::read(space, wrapper) {
+        if let Ok(fat) = w.fat_binary(space, &options) {
+            assert!(inside(fat));
+            let _ = list(fat, &options);
+        }
+    }
+    let mut registry = Registry::new(
+        simulated_devices(),
+        RegistryOptions {
+            read: options,
+            ..RegistryOptions::default()
+        },
+    );
+    let lib = registry.register_lib(space, desc);
+    let fat = registry.register_fat_binary(space, wrapper);
+    if let Ok(id) = fat {
+        // An entry table after the wrapper, as the new HIP driver lays them out.
+        let begin = wrapper.saturating_add(24);
+        if let Ok(t) = EntryTable::read(space, begin, begin.saturating_add(56 * 2), 64) {
+            let _ = registry.add_entries(id, space, &t, 4);
+        }
+        let _ = registry.register_function(id, 0x1234, b"kernel");
+        let _ = registry.register_var(id, 0x2345, b"var", 8, false, true);
+    }
+    for id in [lib.ok(), fat.ok()].into_iter().flatten() {
+        if let Some(reg) = registry.get(id) {
+            let images = reg.images();
+            for image in &images {
+                touch(image);
+            }
+            for dev in 0..registry.devices().len() {
+                if let Some(c) = reg.choice(dev) {
+                    if let Some(i) = c.selected {
+                        assert!(i < images.len());
+                    }
+                }
+                let _ = registry.explain(reg, dev);
+            }
+            for e in reg.entries() {
+                let _ = e.name_lossy();
+            }
+        }
+    }
+    if let Ok(id) = fat {
+        let _ = registry.unregister_fat_binary(id);
+    }
+    let _ = registry.unregister_lib(desc);
+}
+
+/// `loader-sim register FILE`: a host ELF as an address space, its wrappers, entry tables
+/// and descriptors registered with the simulated runtime.
+pub fn register_elf(data: &[u8]) {
+    let Ok(elf) = HostElf::parse(data) else {
+        return;
+    };
+    let inside = |s: &[u8]| within(data, s);
+    for s in elf.sections() {
+        assert!(s.data.is_empty() || inside(s.data));
+    }
+    let wrappers = elf.fat_binary_wrappers();
+    let descriptors = elf.descriptors(&options());
+    let first = descriptors.first().copied().unwrap_or(0);
+    for w in wrappers.iter().take(16) {
+        registration_views(&elf, first, w.address, &inside);
+    }
+    for d in descriptors.iter().take(16) {
+        registration_views(&elf, *d, 0, &inside);
+    }
+    for t in elf.entry_sections().iter().take(16) {
+        if let Ok(table) = EntryTable::read(&elf, t.begin, t.end, 1 << 16) {
+            for e in table.iter(&elf).take(4096).flatten() {
+                let _ = e.name(&elf);
+            }
+        }
+    }
+    // (`HostElf` sections hand out a detached empty slice for empty and NOBITS sections.)
+    for s in elf.offloading_sections() {
+        assert!(s.data.is_empty() || inside(s.data));
+    }
+}
