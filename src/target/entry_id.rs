@@ -1,0 +1,219 @@
+//! Bundle entry IDs (`<kind>-<arch>-<vendor>-<os>-<env>-<target id>`) and triples.
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// A bundle entry ID split into its parts, borrowing the stored ID (`COMPATIBILITY.md` §1).
+///
+/// Every spelling real tools write is accepted: 4-field triples with an empty or named
+/// environment (`hipv4-amdgcn-amd-amdhsa--gfx90a`, `openmp-nvptx64-nvidia-cuda-unknown-sm_80`),
+/// host IDs with a trailing `-` (`host-x86_64-unknown-linux-gnu-`), the legacy 3-field
+/// form where the processor takes the environment's place (`hip-amdgcn-amd-amdhsa-gfx906`),
+/// and old host IDs with a 3-field triple and nothing after it (`host-x86_64-unknown-linux`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EntryId<'a> {
+    /// The offload kind field (`host`, `openmp`, `hip`, `hipv4`, `hcc`, ...).
+    pub kind: &'a str,
+    /// The triple as stored (3 or 4 fields; the environment may be empty).
+    pub triple: &'a str,
+    /// The target ID (processor and features), `None` when absent or empty.
+    pub target_id: Option<&'a str>,
+}
+
+/// Looks like a processor name in the environment slot of a legacy 3-field ID.
+fn looks_like_processor(s: &str) -> bool {
+    s.starts_with("gfx") || s.starts_with("sm_") || s == "amdgcnspirv"
+}
+
+impl<'a> EntryId<'a> {
+    /// Splits a bundle entry ID.
+    pub fn parse(id: &'a str) -> Result<Self> {
+        let invalid = |what| Error::new(ErrorKind::InvalidId, 0, what);
+        let mut pieces = id.splitn(6, '-');
+        let kind = pieces.next().unwrap_or("");
+        if kind.is_empty() {
+            return Err(invalid("bundle entry ID has an empty offload kind"));
+        }
+        let rest = id.get(kind.len() + 1..).ok_or(invalid(
+            "bundle entry ID has no triple (expected <kind>-<arch>-<vendor>-<os>[-<env>[-<target>]])",
+        ))?;
+        let fields: [Option<&str>; 5] = core::array::from_fn(|_| pieces.next());
+        let n = fields.iter().filter(|f| f.is_some()).count();
+        // Byte length of the first `k` triple fields joined by '-'.
+        let span = |k: usize| -> usize {
+            fields
+                .iter()
+                .take(k)
+                .flatten()
+                .map(|f| f.len())
+                .sum::<usize>()
+                + k.saturating_sub(1)
+        };
+        let (triple_len, target) = match n {
+            3 => (span(3), None),
+            4 => {
+                let env = fields[3].unwrap_or("");
+                if looks_like_processor(env) && matches!(fields[2], Some("amdhsa" | "cuda")) {
+                    (span(3), Some(env))
+                } else {
+                    (span(4), None)
+                }
+            }
+            5 => (span(4) + 1, fields[4]),
+            _ => {
+                return Err(invalid(
+                    "bundle entry ID has no triple (expected <kind>-<arch>-<vendor>-<os>[-<env>[-<target>]])",
+                ))
+            }
+        };
+        if fields.iter().take(3).flatten().any(|f| f.is_empty()) {
+            return Err(invalid(
+                "bundle entry ID has an empty arch, vendor or OS field",
+            ));
+        }
+        let triple = rest.get(..triple_len).unwrap_or(rest);
+        // A 4-field triple is stored with its separator to the target ("...-amdhsa-" + "-gfx").
+        let triple = if n == 5 {
+            triple.strip_suffix('-').unwrap_or(triple)
+        } else {
+            triple
+        };
+        Ok(EntryId {
+            kind,
+            triple,
+            target_id: target.filter(|t| !t.is_empty()),
+        })
+    }
+}
+
+/// A target triple split into its four fields (`arch-vendor-os[-env]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Triple<'a> {
+    /// Architecture (`amdgcn`, `nvptx64`, `x86_64`, `spirv64`).
+    pub arch: &'a str,
+    /// Vendor (`amd`, `nvidia`, `unknown`, `pc`).
+    pub vendor: &'a str,
+    /// Operating system (`amdhsa`, `cuda`, `linux`).
+    pub os: &'a str,
+    /// Environment; empty when absent. `unknown` and empty mean the same (`COMPATIBILITY.md` §1.2).
+    pub env: &'a str,
+}
+
+impl<'a> Triple<'a> {
+    /// Splits a triple; fewer than three non-empty fields is an error.
+    pub fn parse(triple: &'a str) -> Result<Self> {
+        let mut it = triple.splitn(4, '-');
+        let arch = it.next().unwrap_or("");
+        let vendor = it.next().unwrap_or("");
+        let os = it.next().unwrap_or("");
+        let env = it.next().unwrap_or("");
+        if arch.is_empty() || vendor.is_empty() || os.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidId,
+                0,
+                "triple needs at least <arch>-<vendor>-<os>",
+            ));
+        }
+        Ok(Triple {
+            arch,
+            vendor,
+            os,
+            env,
+        })
+    }
+
+    /// The environment with `unknown` folded into empty.
+    pub fn env_normalized(&self) -> &'a str {
+        if self.env == "unknown" {
+            ""
+        } else {
+            self.env
+        }
+    }
+
+    /// Equality the way `llvm::Triple::isCompatibleWith` sees it for offload triples:
+    /// the same fields, an empty environment equal to `unknown`.
+    pub fn same_as(&self, other: &Triple<'_>) -> bool {
+        self.arch == other.arch
+            && self.vendor == other.vendor
+            && self.os == other.os
+            && self.env_normalized() == other.env_normalized()
+    }
+}
+
+impl core::fmt::Display for Triple<'_> {
+    /// The normalised spelling: three fields when the environment is empty or `unknown`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}-{}-{}", self.arch, self.vendor, self.os)?;
+        match self.env_normalized() {
+            "" => Ok(()),
+            env => write!(f, "-{env}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(id: &str) -> (&str, &str, Option<&str>) {
+        let e = EntryId::parse(id).unwrap();
+        (e.kind, e.triple, e.target_id)
+    }
+
+    #[test]
+    fn every_spelling_tools_write() {
+        assert_eq!(
+            p("hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"),
+            (
+                "hipv4",
+                "amdgcn-amd-amdhsa-",
+                Some("gfx90a:sramecc+:xnack-")
+            )
+        );
+        assert_eq!(
+            p("hipv4-amdgcn-amd-amdhsa--gfx9-generic"),
+            ("hipv4", "amdgcn-amd-amdhsa-", Some("gfx9-generic"))
+        );
+        assert_eq!(
+            p("openmp-nvptx64-nvidia-cuda-unknown-sm_80"),
+            ("openmp", "nvptx64-nvidia-cuda-unknown", Some("sm_80"))
+        );
+        assert_eq!(
+            p("openmp-nvptx64-nvidia-cuda--sm_90"),
+            ("openmp", "nvptx64-nvidia-cuda-", Some("sm_90"))
+        );
+        assert_eq!(
+            p("host-x86_64-unknown-linux-gnu-"),
+            ("host", "x86_64-unknown-linux-gnu", None)
+        );
+        assert_eq!(
+            p("host-x86_64-unknown-linux--"),
+            ("host", "x86_64-unknown-linux-", None)
+        );
+        assert_eq!(
+            p("host-x86_64-unknown-linux"),
+            ("host", "x86_64-unknown-linux", None)
+        );
+        assert_eq!(
+            p("host-x86_64-unknown-linux-gnu"),
+            ("host", "x86_64-unknown-linux-gnu", None)
+        );
+        assert_eq!(
+            p("hip-amdgcn-amd-amdhsa-gfx906"),
+            ("hip", "amdgcn-amd-amdhsa", Some("gfx906"))
+        );
+        assert!(EntryId::parse("hip").is_err());
+        assert!(EntryId::parse("hip-amdgcn").is_err());
+        assert!(EntryId::parse("-amdgcn-amd-amdhsa--gfx906").is_err());
+    }
+
+    #[test]
+    fn triples_normalise() {
+        let t = Triple::parse("amdgcn-amd-amdhsa-").unwrap();
+        assert_eq!(alloc::format!("{t}"), "amdgcn-amd-amdhsa");
+        let u = Triple::parse("amdgcn-amd-amdhsa-unknown").unwrap();
+        assert!(t.same_as(&u));
+        let g = Triple::parse("x86_64-unknown-linux-gnu").unwrap();
+        assert_eq!(alloc::format!("{g}"), "x86_64-unknown-linux-gnu");
+    }
+}
