@@ -12,7 +12,8 @@
 //! * [`bundle`], [`text`], [`ccob`], [`offload_binary`]: one reader per format;
 //! * [`container`]: finding those inside files, ELF sections and archives ([`for_each_unit`]);
 //! * [`image`]: the format-independent [`Image`];
-//! * [`target`]: bundle entry IDs and triples.
+//! * [`target`]: bundle entry IDs and triples;
+//! * `write` (feature `std`): writers for every format, byte-identical to LLVM 22's tools.
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
@@ -65,6 +66,8 @@ pub mod offload_binary;
 pub mod raw;
 pub mod target;
 pub mod text;
+#[cfg(feature = "std")]
+pub mod write;
 
 pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent};
 pub use error::{Error, ErrorKind, Result};
