@@ -1,3 +1,5 @@
 //! One module per subcommand.
 
+pub mod bundler;
 pub mod list;
+pub mod packager;
