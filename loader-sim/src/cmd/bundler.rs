@@ -36,7 +36,7 @@ use crate::llvm::archive::{self, NewMember};
 use crate::llvm::cl::{self, Kind, Spec};
 use crate::llvm::hashmap::StringMap;
 use crate::llvm::objcopy;
-use handler::{find, Handler, MAGIC};
+use handler::{Handler, MAGIC};
 use target::{check_bundle_id, conflicting_ids, is_compatible, TargetInfo};
 
 /// A failed run: message and exit status.
@@ -752,59 +752,23 @@ fn unbundle_files(cfg: &Config) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// `OffloadBundler::ListBundleIDsInFile`.
+/// `OffloadBundler::ListBundleIDsInFile` as LLVM 22 implements it: the (decompressed)
+/// input holds one bundle, whose IDs are printed in the handler's order (hash order for
+/// binary bundles). Bytes after the first bundle are ignored; LLVM main's scan for further
+/// bundles is not in LLVM 22.
 fn list_bundle_ids(cfg: &Config) -> Result<(), ToolError> {
     let contents = read_input(&cfg.inputs[0])?;
+    let input = decompress(&contents, cfg.verbose, "Failed to decompress input")?;
+    let mut h = Handler::create(&cfg.files_type, &input).map_err(fail)?;
+    h.read_header(&input).map_err(fail)?;
     let mut out = std::io::stdout().lock();
-    let mut offset = 0usize;
-    let mut next_start: Option<usize> = Some(0);
-    while next_start.is_some() && offset < contents.len() {
-        let buffer = &contents[offset..];
-        let chunk_end = if buffer.starts_with(b"CCOB") {
-            // The next compressed bundle starts at or after this one's total size (LLVM 22
-            // scans from byte 4, which cuts bundles whose payload contains "CCOB").
-            let from = CompressedBundle::parse(buffer)
-                .ok()
-                .and_then(|c| c.total_size())
-                .map_or(4, |t| usize::try_from(t).unwrap_or(usize::MAX).max(4));
-            find(buffer, b"CCOB", from)
-        } else {
-            None
-        };
-        next_start = chunk_end;
-        let chunk = &buffer[..chunk_end.unwrap_or(buffer.len())];
-        let decompressed = decompress(chunk, cfg.verbose, "Failed to decompress input")?;
-        let mut h = Handler::create(&cfg.files_type, &decompressed).map_err(fail)?;
-        list_in_buffer(&mut h, &decompressed, &mut out)?;
-        if let Some(n) = chunk_end {
-            offset += n;
-        }
+    while let Some(id) = h.read_bundle_start(&input) {
+        out.write_all(&id)
+            .and_then(|_| out.write_all(b"\n"))
+            .map_err(|e| fail(e.to_string()))?;
+        h.skip_bundle(&input);
     }
     out.flush().map_err(|e| fail(e.to_string()))
-}
-
-/// `FileHandler::listBundleIDs`: every bundle in the buffer, found by searching for the
-/// magic (LLVM keeps one entry map across bundles, so later bundles list earlier IDs
-/// again, and so does this).
-fn list_in_buffer(h: &mut Handler, input: &[u8], out: &mut impl Write) -> Result<(), ToolError> {
-    let mut next: Option<usize> = Some(0);
-    let mut offset = 0usize;
-    let mut buf = input;
-    while next.is_some() && offset < buf.len() {
-        buf = &buf[next.unwrap_or(0)..];
-        h.read_header(buf).map_err(fail)?;
-        while let Some(id) = h.read_bundle_start(buf) {
-            out.write_all(&id)
-                .and_then(|_| out.write_all(b"\n"))
-                .map_err(|e| fail(e.to_string()))?;
-            h.skip_bundle(buf);
-        }
-        next = find(buf, MAGIC, MAGIC.len() + 1);
-        if let Some(n) = next {
-            offset += n;
-        }
-    }
-    Ok(())
 }
 
 /// `sys::path::filename`.

@@ -22,8 +22,10 @@
 //! * a section that linked to `.symtab` loses that link (`sh_link = 0`) if symbol indices
 //!   changed, like `llvm-objcopy`.
 //!
-//! Executables and shared objects (program headers), big-endian files, `SHT_CREL` and
-//! `SHT_SYMTAB_SHNDX` sections are refused with an error rather than written differently.
+//! Executables and shared objects keep their segments: program headers are re-emitted,
+//! sections inside a segment keep their place relative to it and their bytes come from the
+//! segment. Big-endian files, `SHT_CREL` and `SHT_SYMTAB_SHNDX` sections are refused with
+//! an error rather than written differently.
 
 use offload_image::write::strtab::{FinalStringTable, StringTable};
 
@@ -72,6 +74,13 @@ enum Kind {
         symtab: Option<Id>,
         rela: bool,
     },
+    /// An allocated relocation section (`DynamicRelocationSection`): contents verbatim,
+    /// links renumbered.
+    DynRel {
+        data: Vec<u8>,
+        dynsym: Option<Id>,
+        target: Option<Id>,
+    },
     /// A section group.
     Group {
         flags: u32,
@@ -98,9 +107,46 @@ struct Section {
     /// `Section::LinkSection` for plain sections.
     link_section: Option<Id>,
     has_symtab_link: bool,
+    /// Index into `Object::segments` of the segment that owns the section.
+    parent: Option<usize>,
     // Assigned by the writer.
     index: u32,
     offset: u64,
+}
+
+/// A program header (`Segment`); the ELF header and the program header table are two
+/// extra pseudo-segments at the end of `Object::segments`.
+#[derive(Clone, Debug)]
+struct Segment {
+    typ: u32,
+    flags: u32,
+    original_offset: u64,
+    offset: u64,
+    vaddr: u64,
+    paddr: u64,
+    filesz: u64,
+    memsz: u64,
+    align: u64,
+    index: u32,
+    parent: Option<usize>,
+    contents: Vec<u8>,
+}
+
+/// `compareSegmentsByOffset`.
+fn segment_before(a: &Segment, b: &Segment) -> bool {
+    if a.original_offset != b.original_offset {
+        return a.original_offset < b.original_offset;
+    }
+    if a.align != b.align {
+        return a.align > b.align;
+    }
+    a.index < b.index
+}
+
+/// `alignTo(Value, Align, Skew)`.
+fn align_to_skew(value: u64, align: u64, skew: u64) -> u64 {
+    let skew = skew % align;
+    (value + align - 1 - skew) / align * align + skew
 }
 
 #[derive(Clone, Debug)]
@@ -132,6 +178,10 @@ struct Object {
     shstrtab: Option<Id>,
     indices_changed: bool,
     next_id: Id,
+    /// Real segments, then the ELF header and program header pseudo-segments.
+    segments: Vec<Segment>,
+    /// Sections removed from a segment: (offset, size) to zero in the segment data.
+    removed_in_segments: Vec<(usize, u64, u64)>,
 }
 
 struct Reader<'a> {
@@ -202,7 +252,9 @@ struct Header {
     shoff: u64,
     shnum: u64,
     shstrndx: u32,
+    phoff: u64,
     phnum: u16,
+    phentsize: u16,
 }
 
 fn header(r: &Reader<'_>) -> Result<Header, String> {
@@ -217,6 +269,11 @@ fn header(r: &Reader<'_>) -> Result<Header, String> {
     if r.u8(5)? != 1 {
         return Err("big-endian ELF files are not supported".into());
     }
+    let (phoff, phentsize) = if is64 {
+        (r.u64(0x20)?, r.u16(0x36)?)
+    } else {
+        (u64::from(r.u32(0x1c)?), r.u16(0x2a)?)
+    };
     let (shoff, phnum, shentsize, mut shnum, mut shstrndx) = if is64 {
         (
             r.u64(0x28)?,
@@ -253,7 +310,9 @@ fn header(r: &Reader<'_>) -> Result<Header, String> {
         shoff,
         shnum: if shoff == 0 { 0 } else { shnum },
         shstrndx,
+        phoff,
         phnum,
+        phentsize,
     })
 }
 
@@ -339,6 +398,25 @@ pub fn sections(elf: &[u8]) -> Result<Vec<NamedSection>, String> {
         .collect()
 }
 
+/// `sectionWithinSegment`.
+fn section_within_segment(sec: &Section, seg: &Segment) -> bool {
+    let size = if sec.size == 0 { 1 } else { sec.size };
+    if sec.original_offset == u64::MAX {
+        return false;
+    }
+    if sec.typ == SHT_NOBITS {
+        if sec.flags & SHF_ALLOC == 0 {
+            return false;
+        }
+        if (sec.flags & 0x400 != 0) != (seg.typ == 7) {
+            return false;
+        }
+        return seg.vaddr <= sec.addr && seg.vaddr + seg.memsz >= sec.addr + size;
+    }
+    seg.original_offset <= sec.original_offset
+        && seg.original_offset + seg.filesz >= sec.original_offset + size
+}
+
 /// The sections of an ELF file with their types: (sh_type, contents).
 pub fn typed_sections(elf: &[u8]) -> Result<Vec<(u32, Vec<u8>)>, String> {
     let r = Reader { data: elf };
@@ -362,16 +440,7 @@ impl Object {
     fn parse(elf: &[u8]) -> Result<Object, String> {
         let r = Reader { data: elf };
         let h = header(&r)?;
-        if h.phnum != 0 {
-            return Err(
-                "ELF files with program headers (executables, shared objects) are not supported"
-                    .into(),
-            );
-        }
         let e_type = r.u16(16)?;
-        if e_type != 1 {
-            return Err("only relocatable ELF objects are supported".into());
-        }
         if h.shstrndx == 0 || h.shoff == 0 {
             return Err("ELF objects without a section name table are not supported".into());
         }
@@ -391,6 +460,8 @@ impl Object {
             shstrtab: None,
             indices_changed: false,
             next_id: 0,
+            segments: Vec::new(),
+            removed_in_segments: Vec::new(),
         };
         // readSectionHeaders + makeSection.
         for (i, s) in headers.iter().enumerate().skip(1) {
@@ -414,9 +485,11 @@ impl Object {
                 }
                 SHT_CREL => return Err("SHT_CREL sections are not supported".into()),
                 SHT_NOBITS => Kind::NoBits,
-                SHT_REL | SHT_RELA | SHT_DYNSYM => {
-                    return Err("dynamic relocation or symbol sections are not supported".into())
-                }
+                SHT_REL | SHT_RELA => Kind::DynRel {
+                    data: r.bytes(s.offset, s.size)?.to_vec(),
+                    dynsym: None,
+                    target: None,
+                },
                 _ => Kind::Raw(r.bytes(s.offset, s.size)?.to_vec()),
             };
             let name = section_name(&r, &headers, h.shstrndx, s.name)?;
@@ -439,6 +512,7 @@ impl Object {
                 kind,
                 link_section: None,
                 has_symtab_link: false,
+                parent: None,
                 index: i as u32,
                 offset: s.offset,
             });
@@ -630,6 +704,31 @@ impl Object {
                         symtab,
                     };
                 }
+                Kind::DynRel { data, .. } => {
+                    let data = data.clone();
+                    let dynsym = if s.link != 0 {
+                        let l = by_index(s.link).ok_or("relocation section link is invalid")?;
+                        if obj.sections[l - 1].typ != SHT_DYNSYM {
+                            return Err(
+                                "dynamic relocation section link is not a dynamic symbol table"
+                                    .into(),
+                            );
+                        }
+                        Some(l)
+                    } else {
+                        None
+                    };
+                    let target = if s.info != 0 {
+                        Some(by_index(s.info).ok_or("relocation section info is invalid")?)
+                    } else {
+                        None
+                    };
+                    obj.sections[i].kind = Kind::DynRel {
+                        data,
+                        dynsym,
+                        target,
+                    };
+                }
                 Kind::Raw(_) | Kind::NoBits if s.link != 0 => {
                     let l = by_index(s.link).ok_or("section link is invalid")?;
                     if obj.sections[l - 1].typ == SHT_SYMTAB {
@@ -641,7 +740,124 @@ impl Object {
                 _ => {}
             }
         }
+        obj.read_program_headers(&r, &h)?;
         Ok(obj)
+    }
+
+    /// `ELFBuilder::readProgramHeaders`.
+    fn read_program_headers(&mut self, r: &Reader<'_>, h: &Header) -> Result<(), String> {
+        let size: u64 = if h.is64 { 56 } else { 32 };
+        if h.phnum != 0 && u64::from(h.phentsize) != size {
+            return Err("unexpected program header size".into());
+        }
+        for i in 0..u64::from(h.phnum) {
+            let at = h.phoff + i * size;
+            let (typ, flags, offset, vaddr, paddr, filesz, memsz, align) = if h.is64 {
+                (
+                    r.u32(at)?,
+                    r.u32(at + 4)?,
+                    r.u64(at + 8)?,
+                    r.u64(at + 16)?,
+                    r.u64(at + 24)?,
+                    r.u64(at + 32)?,
+                    r.u64(at + 40)?,
+                    r.u64(at + 48)?,
+                )
+            } else {
+                (
+                    r.u32(at)?,
+                    r.u32(at + 24)?,
+                    u64::from(r.u32(at + 4)?),
+                    u64::from(r.u32(at + 8)?),
+                    u64::from(r.u32(at + 12)?),
+                    u64::from(r.u32(at + 16)?),
+                    u64::from(r.u32(at + 20)?),
+                    u64::from(r.u32(at + 28)?),
+                )
+            };
+            let contents = r
+                .bytes(offset, filesz)
+                .map_err(|_| "program header goes past the end of the file".to_string())?
+                .to_vec();
+            let seg = Segment {
+                typ,
+                flags,
+                original_offset: offset,
+                offset,
+                vaddr,
+                paddr,
+                filesz,
+                memsz,
+                align,
+                index: i as u32,
+                parent: None,
+                contents,
+            };
+            let si = self.segments.len();
+            for sec in self.sections.iter_mut() {
+                if section_within_segment(sec, &seg) {
+                    let replace = match sec.parent {
+                        None => true,
+                        Some(p) => self.segments[p].offset > seg.offset,
+                    };
+                    if replace {
+                        sec.parent = Some(si);
+                    }
+                }
+            }
+            self.segments.push(seg);
+        }
+        let n = self.segments.len() as u32;
+        let word: u64 = if h.is64 { 8 } else { 4 };
+        self.segments.push(Segment {
+            typ: 0,
+            flags: 0,
+            original_offset: 0,
+            offset: 0,
+            vaddr: 0,
+            paddr: 0,
+            filesz: 0,
+            memsz: 0,
+            align: 0,
+            index: n,
+            parent: None,
+            contents: Vec::new(),
+        });
+        self.segments.push(Segment {
+            typ: 6,
+            flags: 0,
+            original_offset: h.phoff,
+            offset: h.phoff,
+            vaddr: h.phoff,
+            paddr: 0,
+            filesz: u64::from(h.phentsize) * u64::from(h.phnum),
+            memsz: u64::from(h.phentsize) * u64::from(h.phnum),
+            align: word,
+            index: n + 1,
+            parent: None,
+            contents: Vec::new(),
+        });
+        // setParentSegment for every segment, the ELF header and the program headers.
+        let real = self.segments.len() - 2;
+        for child in 0..self.segments.len() {
+            let mut parent: Option<usize> = None;
+            for p in 0..real {
+                if p == child {
+                    continue;
+                }
+                let (c, q) = (&self.segments[child], &self.segments[p]);
+                let overlaps = q.original_offset <= c.original_offset
+                    && q.original_offset + q.filesz > c.original_offset;
+                if overlaps
+                    && segment_before(q, c)
+                    && parent.is_none_or(|cur| segment_before(q, &self.segments[cur]))
+                {
+                    parent = Some(p);
+                }
+            }
+            self.segments[child].parent = parent;
+        }
+        Ok(())
     }
 
     fn position(&self, id: Id) -> Option<usize> {
@@ -662,6 +878,9 @@ impl Object {
             let gone = pred(s)
                 || match &s.kind {
                     Kind::Rel {
+                        target: Some(t), ..
+                    }
+                    | Kind::DynRel {
                         target: Some(t), ..
                     } => is_removed(*t),
                     Kind::Group { members, .. } => members.iter().all(|m| is_removed(*m)),
@@ -751,6 +970,15 @@ impl Object {
             }
             self.symbols = kept;
         }
+        // A removed section inside a segment is zeroed in the segment's data.
+        for s in self.sections.iter().filter(|s| removed.contains(&s.id)) {
+            if let Some(p) = s.parent {
+                if s.typ != SHT_NOBITS && s.size != 0 {
+                    let rel = s.original_offset - self.segments[p].original_offset;
+                    self.removed_in_segments.push((p, rel, s.size));
+                }
+            }
+        }
         self.sections.retain(|s| !removed.contains(&s.id));
         Ok(())
     }
@@ -794,6 +1022,7 @@ impl Object {
             kind: Kind::Raw(data.to_vec()),
             link_section: None,
             has_symtab_link: false,
+            parent: None,
             index: 0,
             offset: 0,
         });
@@ -820,6 +1049,22 @@ impl Object {
             return Err("objects with 65280 or more sections are not supported".into());
         }
         let is64 = self.is64;
+        // removeUnneededSections: an empty symbol table of a non-relocatable file goes,
+        // with its string table unless that also names the sections.
+        if self.e_type != 1 && self.symbols.len() == 1 {
+            if let Some(st) = self.symtab.take() {
+                let strtab = self
+                    .sections
+                    .iter()
+                    .find(|s| s.id == st)
+                    .and_then(|s| match s.kind {
+                        Kind::SymTab { strtab } => strtab,
+                        _ => None,
+                    });
+                let strtab = strtab.filter(|t| Some(*t) != self.shstrtab);
+                self.sections.retain(|s| s.id != st && Some(s.id) != strtab);
+            }
+        }
         if let Some(st) = self.symtab {
             if !self.indices_changed {
                 for s in self.sections.iter_mut() {
@@ -905,11 +1150,57 @@ impl Object {
                 s.size = f.size();
             }
         }
-        // Layout: the ELF header, then sections by original offset.
+        // Layout (assignOffsets): segments in `compareSegmentsByOffset` order, each at its
+        // parent's relative position or aligned after the previous one; then the sections
+        // that are in a segment keep their place in it, the others follow by original
+        // offset.
         let ehdr_size: u64 = if is64 { 64 } else { 52 };
-        let mut order: Vec<usize> = (0..self.sections.len()).collect();
+        let nseg = self.segments.len();
+        if nseg >= 2 {
+            let e = &mut self.segments[nseg - 2];
+            e.typ = 6;
+            e.flags = 0;
+            e.vaddr = 0;
+            e.paddr = 0;
+            e.filesz = ehdr_size;
+            e.memsz = ehdr_size;
+            e.align = 0;
+        }
+        let mut seg_order: Vec<usize> = (0..nseg).collect();
+        seg_order.sort_by(|&a, &b| {
+            if segment_before(&self.segments[a], &self.segments[b]) {
+                std::cmp::Ordering::Less
+            } else if segment_before(&self.segments[b], &self.segments[a]) {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        });
+        let mut offset = 0u64;
+        for si in seg_order {
+            let seg = &self.segments[si];
+            let new_offset = match seg.parent {
+                Some(p) => {
+                    let parent = &self.segments[p];
+                    parent.offset + (seg.original_offset - parent.original_offset)
+                }
+                None => align_to_skew(offset, seg.align.max(1), seg.vaddr),
+            };
+            self.segments[si].offset = new_offset;
+            offset = offset.max(new_offset + self.segments[si].filesz);
+        }
+        let mut order: Vec<usize> = Vec::new();
+        for i in 0..self.sections.len() {
+            match self.sections[i].parent {
+                Some(p) => {
+                    let seg = &self.segments[p];
+                    self.sections[i].offset =
+                        seg.offset + (self.sections[i].original_offset - seg.original_offset);
+                }
+                None => order.push(i),
+            }
+        }
         order.sort_by_key(|&i| self.sections[i].original_offset);
-        let mut offset = ehdr_size;
         for i in order {
             let s = &mut self.sections[i];
             let a = s.align.max(1);
@@ -926,6 +1217,22 @@ impl Object {
         let shentsize: u64 = if is64 { 64 } else { 40 };
         let total = shoff + (self.sections.len() as u64 + 1) * shentsize;
         let mut out = vec![0u8; usize::try_from(total).map_err(|_| "output too large")?];
+        // writeSegmentData: the original bytes of every segment, then zeros over removed
+        // sections that were inside one.
+        let real_segments = nseg.saturating_sub(2);
+        for seg in &self.segments[..real_segments] {
+            let n = (seg.filesz as usize).min(seg.contents.len());
+            let at = seg.offset as usize;
+            if let Some(dst) = out.get_mut(at..at + n) {
+                dst.copy_from_slice(&seg.contents[..n]);
+            }
+        }
+        for &(p, rel, size) in &self.removed_in_segments {
+            let at = (self.segments[p].offset + rel) as usize;
+            if let Some(dst) = out.get_mut(at..at + size as usize) {
+                dst.fill(0);
+            }
+        }
 
         // Symbol string offsets.
         let sym_name_index = |name: &[u8]| -> u32 {
@@ -957,15 +1264,32 @@ impl Object {
             }
         };
         for s in &self.sections {
+            // Sections inside a segment were written with the segment's bytes.
+            let own = s.parent.is_none();
             let mut link = s.link;
             let mut info = s.info;
             match &s.kind {
                 Kind::Raw(d) => {
-                    put(&mut out, s.offset, d);
+                    if own {
+                        put(&mut out, s.offset, d);
+                    }
                     link = s
                         .link_section
                         .and_then(|l| index_of.get(&l).copied())
                         .unwrap_or(0);
+                }
+                Kind::DynRel {
+                    data,
+                    dynsym,
+                    target,
+                } => {
+                    if own {
+                        put(&mut out, s.offset, data);
+                    }
+                    link = dynsym.and_then(|t| index_of.get(&t).copied()).unwrap_or(0);
+                    if let Some(t) = target {
+                        info = index_of.get(t).copied().unwrap_or(0);
+                    }
                 }
                 Kind::NoBits => {
                     link = s
@@ -975,7 +1299,9 @@ impl Object {
                 }
                 Kind::StrTab => {
                     if let Some(f) = finals.get(&s.id) {
-                        put(&mut out, s.offset, &f.to_vec());
+                        if own {
+                            put(&mut out, s.offset, &f.to_vec());
+                        }
                     }
                 }
                 Kind::SymTab { strtab } => {
@@ -1006,7 +1332,9 @@ impl Object {
                             e.push(sym.other);
                             e.extend_from_slice(&shndx.to_le_bytes());
                         }
-                        put(&mut out, at, &e);
+                        if own {
+                            put(&mut out, at, &e);
+                        }
                         at += e.len() as u64;
                     }
                     link = strtab.and_then(|t| index_of.get(&t).copied()).unwrap_or(0);
@@ -1034,7 +1362,9 @@ impl Object {
                         if *rela {
                             e.extend_from_slice(&wword(r.addend));
                         }
-                        put(&mut out, at, &e);
+                        if own {
+                            put(&mut out, at, &e);
+                        }
                         at += e.len() as u64;
                     }
                     link = symtab.and_then(|t| index_of.get(&t).copied()).unwrap_or(0);
@@ -1059,7 +1389,9 @@ impl Object {
                     for m in members {
                         e.extend_from_slice(&index_of.get(m).copied().unwrap_or(0).to_le_bytes());
                     }
-                    put(&mut out, s.offset, &e);
+                    if own {
+                        put(&mut out, s.offset, &e);
+                    }
                     info = sym_entry.map_or(0, |p| p as u32);
                     link = symtab.and_then(|t| index_of.get(&t).copied()).unwrap_or(0);
                 }
@@ -1093,12 +1425,25 @@ impl Object {
         e.extend_from_slice(&self.machine.to_le_bytes());
         e.extend_from_slice(&self.version.to_le_bytes());
         e.extend_from_slice(&wword(self.entry));
-        e.extend_from_slice(&wword(0)); // e_phoff
+        let phnum = nseg.saturating_sub(2);
+        let phoff = if phnum != 0 {
+            self.segments[nseg - 1].offset
+        } else {
+            0
+        };
+        e.extend_from_slice(&wword(phoff)); // e_phoff
         e.extend_from_slice(&wword(shoff));
         e.extend_from_slice(&self.flags.to_le_bytes());
         e.extend_from_slice(&(ehdr_size as u16).to_le_bytes());
-        e.extend_from_slice(&0u16.to_le_bytes()); // e_phentsize
-        e.extend_from_slice(&0u16.to_le_bytes()); // e_phnum
+        let phentsize: u16 = if phnum == 0 {
+            0
+        } else if is64 {
+            56
+        } else {
+            32
+        };
+        e.extend_from_slice(&phentsize.to_le_bytes()); // e_phentsize
+        e.extend_from_slice(&(phnum as u16).to_le_bytes()); // e_phnum
         e.extend_from_slice(&(shentsize as u16).to_le_bytes());
         e.extend_from_slice(&((self.sections.len() + 1) as u16).to_le_bytes());
         let shstrndx = self
@@ -1107,6 +1452,31 @@ impl Object {
             .unwrap_or(0);
         e.extend_from_slice(&(shstrndx as u16).to_le_bytes());
         put(&mut out, 0, &e);
+        // Program headers.
+        for seg in &self.segments[..phnum] {
+            let mut ph = Vec::with_capacity(56);
+            if is64 {
+                ph.extend_from_slice(&seg.typ.to_le_bytes());
+                ph.extend_from_slice(&seg.flags.to_le_bytes());
+                for v in [
+                    seg.offset, seg.vaddr, seg.paddr, seg.filesz, seg.memsz, seg.align,
+                ] {
+                    ph.extend_from_slice(&v.to_le_bytes());
+                }
+            } else {
+                ph.extend_from_slice(&seg.typ.to_le_bytes());
+                for v in [seg.offset, seg.vaddr, seg.paddr, seg.filesz, seg.memsz] {
+                    ph.extend_from_slice(&(v as u32).to_le_bytes());
+                }
+                ph.extend_from_slice(&seg.flags.to_le_bytes());
+                ph.extend_from_slice(&(seg.align as u32).to_le_bytes());
+            }
+            put(
+                &mut out,
+                phoff + u64::from(seg.index) * u64::from(phentsize),
+                &ph,
+            );
+        }
         Ok(out)
     }
 }
