@@ -78,17 +78,18 @@ impl<'data> Bundle<'data> {
         for _ in 0..num_entries {
             let (d, _, next) = descriptor(data, pos, limits)?;
             let (offset, size) = (d.offset.get(), d.size.get());
+            let size_at = pos.saturating_add(8);
             let end = bytes::add(
                 offset,
                 size,
-                pos + 8,
+                size_at,
                 "bundle entry offset + size overflows",
             )?;
             if end > u64_of(data.len()) {
                 let at = if offset > u64_of(data.len()) {
                     pos
                 } else {
-                    pos + 8
+                    size_at
                 };
                 let kind = if offset <= u64_of(data.len()) && size <= u64_of(data.len()) {
                     ErrorKind::Truncated
@@ -166,16 +167,16 @@ fn descriptor<'data>(
     if id_len > limits.max_id_len {
         return Err(Error::new(
             ErrorKind::LimitExceeded,
-            pos + 16,
+            pos.saturating_add(16),
             "bundle entry ID length exceeds the limit",
         ));
     }
-    let id_at = pos + DESCRIPTOR_SIZE;
+    let id_at = pos.saturating_add(DESCRIPTOR_SIZE);
     let raw = bytes::sub(data, id_at, id_len, "bundle entry ID truncated")
         .map_err(|e| Error::new(ErrorKind::Truncated, e.offset(), e.what()))?;
     let trimmed = match raw.iter().rposition(|&b| b != 0) {
         Some(last) => raw.get(..=last).unwrap_or(raw),
-        None => &raw[..0],
+        None => raw.get(..0).unwrap_or_default(),
     };
     let id = core::str::from_utf8(trimmed).map_err(|_| {
         Error::new(
@@ -184,7 +185,7 @@ fn descriptor<'data>(
             "bundle entry ID is not valid UTF-8",
         )
     })?;
-    Ok((d, id, id_at + id_len))
+    Ok((d, id, id_at.saturating_add(id_len)))
 }
 
 /// Iterator over the entries of a [`Bundle`], in header order.
@@ -203,7 +204,7 @@ impl<'data> Iterator for BundleEntries<'data> {
         if self.remaining == 0 {
             return None;
         }
-        self.remaining -= 1;
+        self.remaining = self.remaining.saturating_sub(1);
         // The table was validated by `Bundle::parse`; a failure here cannot happen, and
         // ends the iteration rather than panicking.
         let (d, id, next) = descriptor(self.data, self.pos, &Limits::UNLIMITED).ok()?;
@@ -215,7 +216,7 @@ impl<'data> Iterator for BundleEntries<'data> {
             data,
         };
         self.pos = next;
-        self.index += 1;
+        self.index = self.index.saturating_add(1);
         Some(entry)
     }
 

@@ -52,6 +52,7 @@ pub(crate) fn read<'d, T: FromBytes + KnownLayout + Immutable>(
 }
 
 /// Rounds `n` up to a multiple of `align` (a power of two), `None` on overflow.
+#[allow(dead_code)]
 pub(crate) fn align_up(n: u64, align: u64) -> Option<u64> {
     debug_assert!(align.is_power_of_two());
     let mask = align.checked_sub(1)?;

@@ -73,7 +73,7 @@ impl<'data> CompressedBundle<'data> {
     ///
     /// For v2/v3 the blob is `[0, total_size)` and must lie inside `data`. A v1 blob records
     /// no size: its payload is taken to run to the end of `data` and its real end is that of
-    /// the compressed stream ([`CompressedBundle::stream_len`]).
+    /// the compressed stream ([`CompressedBundle::len`]).
     pub fn parse(data: &'data [u8]) -> Result<Self> {
         let prefix: &CcobPrefix = bytes::read(data, 0, "compressed bundle header truncated")?;
         if &prefix.magic != CCOB_MAGIC {
@@ -149,7 +149,12 @@ impl<'data> CompressedBundle<'data> {
             }
             None => u64_of(data.len()),
         };
-        let payload = bytes::sub(data, header_len, end - header_len, "compressed payload")?;
+        let payload = bytes::sub(
+            data,
+            header_len,
+            end.saturating_sub(header_len),
+            "compressed payload",
+        )?;
         Ok(CompressedBundle {
             version,
             method,
@@ -203,7 +208,7 @@ impl<'data> CompressedBundle<'data> {
             Some(t) => Ok(t),
             None => {
                 let (_, used) = self.decode(options, false)?;
-                Ok(self.header_len + used)
+                Ok(self.header_len.saturating_add(used))
             }
         }
     }
@@ -239,14 +244,14 @@ impl<'data> CompressedBundle<'data> {
         if self.total_size.is_some() && used != u64_of(self.payload.len()) {
             return Err(Error::new(
                 ErrorKind::Malformed,
-                self.header_len + used,
+                self.header_len.saturating_add(used),
                 "bytes after the end of the compressed stream",
             ));
         }
         if verify && truncated_md5(&out) != self.hash {
             return Err(Error::new(
                 ErrorKind::HashMismatch,
-                self.header_len - 8,
+                self.header_len.saturating_sub(8),
                 "truncated MD5 of the decompressed bundle does not match the header",
             ));
         }

@@ -171,9 +171,11 @@ impl<'data> Unit<'data> {
             UnitContent::OffloadBinaries(seq) => {
                 for (pos, b) in seq.iter() {
                     if b.is_compressed() {
-                        let data = b.inflate(options).map_err(|e| e.rebase(at + pos))?;
+                        let data = b
+                            .inflate(options)
+                            .map_err(|e| e.rebase(at.saturating_add(pos)))?;
                         OffloadBinary::parse(&data, &options.limits)
-                            .map_err(|e| e.in_decompressed(at + pos))?;
+                            .map_err(|e| e.in_decompressed(at.saturating_add(pos)))?;
                         owned.push(data);
                     }
                 }
@@ -311,7 +313,7 @@ impl<'a> Iterator for Images<'a> {
             State::Done => None,
         };
         if image.is_some() {
-            self.index += 1;
+            self.index = self.index.saturating_add(1);
         }
         image
     }
@@ -455,7 +457,7 @@ impl<'data> Iterator for ObjectSections<'data> {
         let tables = self.tables?;
         while self.index < tables.len() {
             let i = self.index;
-            self.index += 1;
+            self.index = self.index.saturating_add(1);
             if let Ok((name, _, data)) = tables.section(i) {
                 if let Some(id) = name.strip_prefix(OBJECT_BUNDLE_PREFIX) {
                     if let Ok(id) = core::str::from_utf8(id) {
@@ -572,11 +574,16 @@ where
             let t = TextBundle::parse(data, &self.options.limits).map_err(|e| e.rebase(base))?;
             self.emit(path, data, 0, UnitContent::Text(t))
         } else if top {
-            Err(Error::new(
-                ErrorKind::BadMagic,
-                base,
-                "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, text bundle or archive)",
-            ))
+            let what = if data.starts_with(&[0x42, 0x43, 0xC0, 0xDE])
+                || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
+            {
+                "LLVM bitcode is not an offload container (offloading metadata in bitcode is not read)"
+            } else if data.starts_with(&[0x50, 0xED, 0x55, 0xBA]) {
+                "NVIDIA fatbinary: opaque to this loader (a CUDA runtime hands it to the driver whole)"
+            } else {
+                "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, text bundle or archive)"
+            };
+            Err(Error::new(ErrorKind::BadMagic, base, what))
         } else {
             Ok(())
         }
@@ -624,7 +631,7 @@ where
                 PathElem::Member(member.name()),
                 base.saturating_add(offset),
             )?;
-            self.visit(member_data, &p, depth + 1, false)?;
+            self.visit(member_data, &p, depth.saturating_add(1), false)?;
         }
         Ok(())
     }
@@ -696,7 +703,7 @@ where
                 ));
             };
             self.emit(path, blob, index, content)?;
-            index += 1;
+            index = index.saturating_add(1);
             let len = usize::try_from(len).unwrap_or(usize::MAX);
             pos = start.saturating_add(len.max(1));
         }

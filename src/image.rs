@@ -97,7 +97,9 @@ impl ImageKind {
     }
 
     /// Identifies image bytes by content: ELF (cubin if `e_machine` is `EM_CUDA`), LLVM
-    /// bitcode, NVIDIA fatbinary, SPIR-V, or PTX text. Reads at most the first 4 KiB.
+    /// bitcode, NVIDIA fatbinary, SPIR-V, or PTX text (`.version` and `.target` directives
+    /// near the start). Reads at most the first 256 bytes, so listing and selecting touch
+    /// no more than the first page of an image.
     pub fn sniff(bytes: &[u8]) -> Self {
         if bytes.starts_with(ELF_MAGIC) {
             let machine = bytes
@@ -122,9 +124,12 @@ impl ImageKind {
         if bytes.starts_with(&[0x03, 0x02, 0x23, 0x07]) {
             return ImageKind::Spirv;
         }
-        let head = bytes.get(..bytes.len().min(4096)).unwrap_or(bytes);
+        let head = bytes.get(..bytes.len().min(256)).unwrap_or(bytes);
+        // `.target sm_…`: AMDGPU assembly also has `.version`/`.target` substrings
+        // (`amdhsa.version:`, `amdhsa.target:`), never `.target sm_`.
         if crate::bytes::find(head, b".version", 0).is_some()
-            && crate::bytes::find(head, b".target", 0).is_some()
+            && (crate::bytes::find(head, b".target sm_", 0).is_some()
+                || crate::bytes::find(head, b".target compute_", 0).is_some())
         {
             return ImageKind::Ptx;
         }

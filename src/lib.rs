@@ -12,7 +12,9 @@
 //! * [`bundle`], [`text`], [`ccob`], [`offload_binary`]: one reader per format;
 //! * [`container`]: finding those inside files, ELF sections and archives ([`for_each_unit`]);
 //! * [`image`]: the format-independent [`Image`];
-//! * [`target`]: bundle entry IDs and triples;
+//! * [`target`]: bundle entry IDs, triples, AMDGPU target IDs and processors, NVPTX
+//!   architectures, device ELF headers, devices, and [`identify`] (what an image is for);
+//! * [`mod@select`]: the compatibility predicate, the ranking and [`select()`](select::select).
 //! * `write` (feature `std`): writers for every format, byte-identical to LLVM 22's tools.
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
@@ -51,6 +53,18 @@
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Untrusted bytes must never take the process down: no indexing or slicing that can panic,
+// no unchecked arithmetic, no explicit panics, unwraps or expects in library code.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::panic,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )
+)]
 
 extern crate alloc;
 #[cfg(feature = "std")]
@@ -64,6 +78,7 @@ mod error;
 pub mod image;
 pub mod offload_binary;
 pub mod raw;
+pub mod select;
 pub mod target;
 pub mod text;
 #[cfg(feature = "std")]
@@ -72,6 +87,11 @@ pub mod write;
 pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent};
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Format, Image, ImageKind, OffloadKind};
+pub use select::{
+    check, explain, select, select_identities, KindFilter, Policy, RankKey, Rejection,
+    SelectOptions, Selection, Verdict,
+};
+pub use target::{identify, Device, Identity, Target, TargetId};
 
 /// Resource limits applied while reading untrusted bytes.
 ///

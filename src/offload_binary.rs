@@ -114,7 +114,12 @@ impl<'data> StringMap<'data> {
         )?;
         let (key_offset, value) = if self.version == 1 {
             let r: &StringEntryV1 = bytes::read(self.binary, at, "string record truncated")?;
-            let v = c_string(self.binary, r.value_offset.get(), at + 8, "string value")?;
+            let v = c_string(
+                self.binary,
+                r.value_offset.get(),
+                at.saturating_add(8),
+                "string value",
+            )?;
             (r.key_offset.get(), v)
         } else {
             let r: &StringEntryV2 = bytes::read(self.binary, at, "string record truncated")?;
@@ -124,7 +129,7 @@ impl<'data> StringMap<'data> {
                 r.value_size.get(),
                 "string value runs past the end of the binary",
             )
-            .map_err(|e| Error::new(e.kind(), at + 8, e.what()))?;
+            .map_err(|e| Error::new(e.kind(), at.saturating_add(8), e.what()))?;
             (r.key_offset.get(), v)
         };
         let key = c_string(self.binary, key_offset, at, "string key")?;
@@ -149,7 +154,7 @@ impl<'data> Iterator for StringIter<'data> {
             return None;
         }
         let r = self.map.record(self.index).ok();
-        self.index += 1;
+        self.index = self.index.saturating_add(1);
         r
     }
 }
@@ -282,7 +287,10 @@ impl<'data> OffloadBinary<'data> {
     /// With `limits`, also checks the string count and every string record (done once by
     /// `parse`; iteration passes `None`).
     fn entry_at(&self, i: u64, limits: Option<&Limits>) -> Result<OffloadBinaryEntry<'data>> {
-        let at = self.entries_offset + i * OFFLOAD_ENTRY_SIZE;
+        // In bounds: `parse` checked entries_offset + count * 40 <= size.
+        let at = self
+            .entries_offset
+            .saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE));
         let e: &OffloadEntry = bytes::read(self.data, at, "OffloadBinary entry truncated")?;
         let image = bytes::sub(
             self.data,
@@ -290,12 +298,12 @@ impl<'data> OffloadBinary<'data> {
             e.image_size.get(),
             "OffloadBinary image runs past the end of the binary",
         )
-        .map_err(|err| Error::new(err.kind(), at + 24, err.what()))?;
+        .map_err(|err| Error::new(err.kind(), at.saturating_add(24), err.what()))?;
         let num_strings = e.num_strings.get();
         if limits.is_some_and(|l| num_strings > l.max_entries) {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
-                at + 16,
+                at.saturating_add(16),
                 "OffloadBinary string count exceeds the limit",
             ));
         }
@@ -308,7 +316,7 @@ impl<'data> OffloadBinary<'data> {
         let table = bytes::mul(
             num_strings,
             strings.stride(),
-            at + 16,
+            at.saturating_add(16),
             "string table size overflows",
         )?;
         bytes::sub(
@@ -317,7 +325,7 @@ impl<'data> OffloadBinary<'data> {
             table,
             "string records lie outside the binary",
         )
-        .map_err(|err| Error::new(err.kind(), at + 8, err.what()))?;
+        .map_err(|err| Error::new(err.kind(), at.saturating_add(8), err.what()))?;
         if limits.is_some() {
             for s in 0..num_strings {
                 strings.record(s)?;
@@ -396,7 +404,7 @@ impl<'data> OffloadBinary<'data> {
         }
         let head = bytes::sub(self.data, 0, self.entries_offset, "OffloadBinary header")?;
         let body = bytes::rest(self.data, self.entries_offset, "OffloadBinary body")?;
-        let body_len = total - self.entries_offset;
+        let body_len = total.saturating_sub(self.entries_offset);
         let method = if body.starts_with(ZSTD_MAGIC) {
             crate::ccob::CompressionMethod::Zstd
         } else {
@@ -446,7 +454,7 @@ impl<'data> Iterator for OffloadBinaryEntries<'data> {
             return None;
         }
         let e = self.binary.entry_at(self.index, None).ok();
-        self.index += 1;
+        self.index = self.index.saturating_add(1);
         e
     }
 }
@@ -480,7 +488,7 @@ impl<'data> OffloadBinaries<'data> {
                 ));
             }
             let b = OffloadBinary::parse(tail, limits).map_err(|e| e.rebase(u64_of(pos)))?;
-            count += 1;
+            count = count.saturating_add(1);
             let end = pos.saturating_add(b.data.len());
             extent = u64_of(end);
             match bytes::skip_zeros(data, end) {
@@ -535,7 +543,7 @@ impl<'data> Iterator for OffloadBinaryIter<'data> {
         if self.remaining == 0 {
             return None;
         }
-        self.remaining -= 1;
+        self.remaining = self.remaining.saturating_sub(1);
         let pos = self.pos?;
         let b = OffloadBinary::parse(self.data.get(pos..)?, &Limits::UNLIMITED).ok()?;
         self.pos = bytes::skip_zeros(self.data, pos.saturating_add(b.data.len()));

@@ -83,8 +83,11 @@ fn marker_at(data: &[u8], pos: usize, style: CommentStyle, marker: &[u8]) -> Opt
     let tail = data.get(pos..)?;
     let tail = tail.strip_prefix(b"\n")?;
     let tail = tail.strip_prefix(style.token().as_bytes())?;
-    tail.starts_with(marker)
-        .then(|| pos + 1 + style.token().len() + marker.len())
+    tail.starts_with(marker).then(|| {
+        pos.saturating_add(1)
+            .saturating_add(style.token().len())
+            .saturating_add(marker.len())
+    })
 }
 
 /// Decodes the entry at `pos` (a start marker): (entry, offset after its end line).
@@ -106,7 +109,7 @@ fn entry_at<'data>(
         u64_of(id_start),
         "text bundle: entry ID line is not terminated",
     ))?;
-    if u64_of(id_end - id_start) > limits.max_id_len {
+    if u64_of(id_end.saturating_sub(id_start)) > limits.max_id_len {
         return Err(Error::new(
             ErrorKind::LimitExceeded,
             u64_of(id_start),
@@ -121,7 +124,7 @@ fn entry_at<'data>(
             u64_of(id_start),
             "text bundle: entry ID is not valid UTF-8",
         ))?;
-    let payload_start = id_end + 1;
+    let payload_start = id_end.saturating_add(1);
     // The payload runs up to the next end marker (which begins with "\n").
     let mut search = payload_start;
     let end_marker_pos = loop {
@@ -131,12 +134,12 @@ fn entry_at<'data>(
             "text bundle: entry has no __CLANG_OFFLOAD_BUNDLE____END__ line",
         ))?;
         let tok = style.token().len();
-        if let Some(start) = p.checked_sub(tok + 1) {
+        if let Some(start) = p.checked_sub(tok.saturating_add(1)) {
             if start >= payload_start && marker_at(data, start, style, TEXT_END_MARKER).is_some() {
                 break start;
             }
         }
-        search = p + 1;
+        search = p.saturating_add(1);
     };
     let end_id_start =
         marker_at(data, end_marker_pos, style, TEXT_END_MARKER).unwrap_or(end_marker_pos);
@@ -190,7 +193,7 @@ impl<'data> TextBundle<'data> {
             }
             let (_, next) = entry_at(data, pos, style, 0, limits)?;
             pos = next;
-            count += 1;
+            count = count.saturating_add(1);
         }
         Ok(TextBundle { data, style, count })
     }
@@ -241,7 +244,7 @@ impl<'data> Iterator for TextEntries<'data> {
         )
         .ok()?;
         self.pos = next;
-        self.index += 1;
+        self.index = self.index.saturating_add(1);
         Some(entry)
     }
 }
@@ -263,7 +266,7 @@ mod tests {
         assert_eq!(e[1].id, "openmp-amdgcn-amd-amdhsa--gfx90a");
         assert_eq!(e[1].data, b"dev");
         // A missing end marker is an error, not a panic.
-        let err = TextBundle::parse(&text[..120], &Limits::default()).unwrap_err();
+        let err = TextBundle::parse(&text[..100], &Limits::default()).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Truncated);
     }
 }

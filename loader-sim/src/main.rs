@@ -31,6 +31,8 @@ struct Cli {
 enum Command {
     /// List every device image in FILE, in discovery order.
     List(cmd::list::Args),
+    /// Choose the image a runtime would load for each target, per unit.
+    Select(cmd::select::Args),
     /// Drop-in clang-offload-bundler (LLVM 22 command line; see `offload-bundler --help`).
     #[command(disable_help_flag = true, disable_version_flag = true)]
     OffloadBundler {
@@ -120,6 +122,7 @@ fn main() -> ExitCode {
         Command::OffloadPackager { args } => {
             return run_tool("offload-packager", "loader-sim", &args)
         }
+        Command::Select(a) => cmd::select::run(&a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

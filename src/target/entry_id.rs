@@ -33,7 +33,7 @@ impl<'a> EntryId<'a> {
         if kind.is_empty() {
             return Err(invalid("bundle entry ID has an empty offload kind"));
         }
-        let rest = id.get(kind.len() + 1..).ok_or(invalid(
+        let rest = id.get(kind.len().saturating_add(1)..).ok_or(invalid(
             "bundle entry ID has no triple (expected <kind>-<arch>-<vendor>-<os>[-<env>[-<target>]])",
         ))?;
         let fields: [Option<&str>; 5] = core::array::from_fn(|_| pieces.next());
@@ -44,9 +44,7 @@ impl<'a> EntryId<'a> {
                 .iter()
                 .take(k)
                 .flatten()
-                .map(|f| f.len())
-                .sum::<usize>()
-                + k.saturating_sub(1)
+                .fold(k.saturating_sub(1), |acc, f| acc.saturating_add(f.len()))
         };
         let (triple_len, target) = match n {
             3 => (span(3), None),
@@ -58,7 +56,7 @@ impl<'a> EntryId<'a> {
                     (span(4), None)
                 }
             }
-            5 => (span(4) + 1, fields[4]),
+            5 => (span(4).saturating_add(1), fields[4]),
             _ => {
                 return Err(invalid(
                     "bundle entry ID has no triple (expected <kind>-<arch>-<vendor>-<os>[-<env>[-<target>]])",

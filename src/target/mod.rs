@@ -1,5 +1,23 @@
 //! Names of targets: bundle entry IDs, triples, target IDs (`COMPATIBILITY.md` §1–§4, §8, §9).
+//!
+//! * [`EntryId`], [`Triple`]: bundle entry IDs and triples;
+//! * [`amdgpu`]: the AMDGPU processor table, feature states and [`TargetId`];
+//! * [`nvptx`]: NVPTX architectures ([`NvArch`]);
+//! * [`elf`]: what a device ELF header (`e_flags`) says;
+//! * [`Device`]: the GPU an image is selected for;
+//! * [`identify`]: what an [`Image`](crate::Image) is built for ([`Identity`]).
+//!
+//! Parsing and identification never allocate.
 
+pub mod amdgpu;
+mod device;
+pub mod elf;
 mod entry_id;
+mod identity;
+pub mod nvptx;
 
+pub use amdgpu::{Feature, FeatureState, Processor, TargetId};
+pub use device::{Device, HSA_CAP_SRAM_EDCSUPPORTED};
 pub use entry_id::{EntryId, Triple};
+pub use identity::{identify, Code, Disagreement, Identity, Mismatch, Target};
+pub use nvptx::{ArchVariant, NvArch};

@@ -32,11 +32,11 @@ pub struct BundleLayout {
 
 /// Rounds `n` up to a multiple of `align` (`align > 0`), as LLVM's `alignTo` does.
 fn align_to(n: u64, align: u64) -> Option<u64> {
-    let rem = n % align;
+    let rem = n.checked_rem(align)?;
     if rem == 0 {
         Some(n)
     } else {
-        n.checked_add(align - rem)
+        n.checked_add(align.checked_sub(rem)?)
     }
 }
 
@@ -98,7 +98,7 @@ pub fn write_bundle<W: Write + ?Sized>(
     for ((_, data), offset) in entries.iter().zip(&l.offsets) {
         write_zeros(out, offset.saturating_sub(pos))?;
         out.write_all(data)?;
-        pos = offset + len64(data.len());
+        pos = offset.saturating_add(len64(data.len()));
     }
     Ok(l.len)
 }

@@ -80,9 +80,9 @@ pub(crate) fn write_zeros<W: std::io::Write + ?Sized>(
 ) -> std::io::Result<()> {
     const ZEROS: [u8; 4096] = [0; 4096];
     while n > 0 {
-        let chunk = n.min(ZEROS.len() as u64) as usize;
-        out.write_all(&ZEROS[..chunk])?;
-        n -= chunk as u64;
+        let chunk = n.min(len64(ZEROS.len()));
+        out.write_all(ZEROS.get(..chunk as usize).unwrap_or(&ZEROS))?;
+        n = n.saturating_sub(chunk);
     }
     Ok(())
 }

@@ -146,15 +146,21 @@ pub fn write_v1<W: Write + ?Sized>(
     out.write_all(entry(image, 32 + OFFLOAD_ENTRY_SIZE, image_at).as_bytes())?;
     for (k, v) in image.strings {
         let r = StringEntryV1 {
-            key_offset: U64::new(strtab_at + strtab.offset(k).unwrap_or(0)),
-            value_offset: U64::new(strtab_at + strtab.offset(v).unwrap_or(0)),
+            key_offset: U64::new(strtab_at.saturating_add(strtab.offset(k).unwrap_or(0))),
+            value_offset: U64::new(strtab_at.saturating_add(strtab.offset(v).unwrap_or(0))),
         };
         out.write_all(r.as_bytes())?;
     }
     out.write_all(&strtab.to_vec())?;
-    write_zeros(out, image_at - (strtab_at + strtab.size()))?;
+    write_zeros(
+        out,
+        image_at.saturating_sub(strtab_at.saturating_add(strtab.size())),
+    )?;
     out.write_all(image.image)?;
-    write_zeros(out, size - (image_at + len64(image.image.len())))?;
+    write_zeros(
+        out,
+        size.saturating_sub(image_at.saturating_add(len64(image.image.len()))),
+    )?;
     Ok(size)
 }
 
@@ -223,25 +229,32 @@ pub fn write_v2<W: Write + ?Sized>(
     let mut image_at = data_at;
     for img in images {
         out.write_all(entry(img, string_at, image_at).as_bytes())?;
-        string_at += len64(img.strings.len()) * 24;
-        image_at += len64(img.image.len());
+        // Both stay below `size`, which was computed with checked arithmetic.
+        string_at = string_at.saturating_add(len64(img.strings.len()).saturating_mul(24));
+        image_at = image_at.saturating_add(len64(img.image.len()));
     }
     for img in images {
         for (k, v) in img.strings {
             let r = StringEntryV2 {
-                key_offset: U64::new(strtab_at + strtab.offset(k).unwrap_or(0)),
-                value_offset: U64::new(strtab_at + strtab.offset(v).unwrap_or(0)),
+                key_offset: U64::new(strtab_at.saturating_add(strtab.offset(k).unwrap_or(0))),
+                value_offset: U64::new(strtab_at.saturating_add(strtab.offset(v).unwrap_or(0))),
                 value_size: U64::new(len64(v.len())),
             };
             out.write_all(r.as_bytes())?;
         }
     }
     out.write_all(&strtab.to_vec())?;
-    write_zeros(out, data_at - (strtab_at + strtab.size()))?;
+    write_zeros(
+        out,
+        data_at.saturating_sub(strtab_at.saturating_add(strtab.size())),
+    )?;
     for img in images {
         out.write_all(img.image)?;
     }
-    write_zeros(out, size - (data_at + images_size))?;
+    write_zeros(
+        out,
+        size.saturating_sub(data_at.saturating_add(images_size)),
+    )?;
     Ok(size)
 }
 

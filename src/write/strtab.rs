@@ -54,14 +54,15 @@ impl<'a> StringTable<'a> {
         let mut size: u64 = 1; // the leading NUL
         let mut previous: &[u8] = b"";
         let mut placed = Vec::with_capacity(self.strings.len());
-        let mut offsets = HashMap::with_capacity(self.strings.len() + 1);
+        let mut offsets = HashMap::with_capacity(self.strings.len().saturating_add(1));
         for s in self.strings {
             let len = super::len64(s.len());
+            // `previous` ends with `s`, so `s` and its NUL lie inside the table.
             let offset = if previous.ends_with(s) {
-                size - len - 1
+                size.saturating_sub(len).saturating_sub(1)
             } else {
                 let at = size;
-                size += len + 1;
+                size = size.saturating_add(len).saturating_add(1);
                 previous = s;
                 at
             };

@@ -41,7 +41,7 @@ pub fn write_text_bundle<W: Write + ?Sized>(
             b"\n",
         ] {
             out.write_all(part)?;
-            n += len64(part.len());
+            n = n.saturating_add(len64(part.len()));
         }
     }
     Ok(n)

@@ -4,8 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use offload_image::container::UnitContent;
-use offload_image::target::Triple;
-use offload_image::{for_each_unit, Image, ReadOptions, Unit};
+use offload_image::target::Target;
+use offload_image::{for_each_unit, identify, Image, ReadOptions, Unit};
 use serde::Serialize;
 
 use crate::input::Input;
@@ -38,6 +38,9 @@ pub struct Record {
     triple: Option<String>,
     target_id: Option<String>,
     image_kind: &'static str,
+    /// The entry ID / arch and the ELF header name different targets (omitted otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disagreement: Option<String>,
     offset: Option<u64>,
     size: u64,
     sha256: String,
@@ -59,14 +62,40 @@ pub fn container_of(unit: &Unit<'_>, image: &Image<'_>) -> String {
     }
 }
 
-/// The normalised triple and target ID of an image.
+/// The normalised triple and canonical target ID of an image (`offload_image::identify`):
+/// the container's target in canonical form, or for a bare ELF (or an entry that names no
+/// target) the one its ELF header gives. Invalid targets are printed as stored.
 pub fn identity(image: &Image<'_>) -> (Option<String>, Option<String>) {
-    let triple = image.triple.map(|t| {
-        Triple::parse(t)
-            .map(|t| t.to_string())
-            .unwrap_or_else(|_| t.to_string())
-    });
-    (triple, image.target_id.map(str::to_string))
+    let id = identify(image);
+    let triple = id
+        .triple
+        .map(|t| t.to_string())
+        .or_else(|| image.triple.map(str::to_string));
+    let target = match (id.stated_target, id.elf_target) {
+        (Target::None, Some(elf)) => Some(elf.to_string()),
+        (Target::None, None) => None,
+        (stated, _) => Some(stated.to_string()),
+    };
+    (triple, target)
+}
+
+/// How `select` names an image: the bundle entry ID as stored, else
+/// `<triple>--<target_id>` (OffloadBinaries as stored, bare ELFs from the header).
+pub fn image_name(image: &Image<'_>) -> String {
+    if let Some(id) = image.entry_id {
+        return id.to_string();
+    }
+    match (image.triple, image.target_id) {
+        (Some(t), Some(a)) => format!("{t}--{a}"),
+        _ => {
+            let (t, a) = identity(image);
+            format!(
+                "{}--{}",
+                t.as_deref().unwrap_or("unknown"),
+                a.as_deref().unwrap_or("")
+            )
+        }
+    }
 }
 
 /// Runs `list`.
@@ -96,6 +125,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 triple,
                 target_id,
                 image_kind: image.image_kind.name(),
+                disagreement: identify(&image).disagreement().map(|d| d.to_string()),
                 offset: open.offset_of(&image),
                 size: image.size(),
                 sha256: sha256_hex(image.bytes),

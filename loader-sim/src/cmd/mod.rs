@@ -3,3 +3,4 @@
 pub mod bundler;
 pub mod list;
 pub mod packager;
+pub mod select;

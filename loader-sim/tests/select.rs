@@ -1,0 +1,411 @@
+//! `loader-sim select` against the contract of `CLI.md`, on corpus files (bytes checked
+//! against the SHA-256 that LLVM's tools extracted, `MANIFEST.jsonl`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+fn corpus(f: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/corpus")
+        .join(f)
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loader-sim"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// (entry ID or triple--arch) → sha256 from the manifest, for one file.
+fn manifest_sha(file: &str, name: &str) -> String {
+    let text = std::fs::read_to_string(corpus("MANIFEST.jsonl")).unwrap();
+    for line in text.lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        if r["file"] != file {
+            continue;
+        }
+        let n = match r["record"].as_str() {
+            Some("entry") => r["entry_id"].as_str().unwrap_or("").to_string(),
+            Some("image") => format!(
+                "{}--{}",
+                r["triple"].as_str().unwrap(),
+                r["arch"].as_str().unwrap()
+            ),
+            _ => continue,
+        };
+        if n == name {
+            return r["sha256"].as_str().unwrap().to_string();
+        }
+    }
+    panic!("{file}: {name} not in the manifest");
+}
+
+#[test]
+fn one_record_per_unit_and_target() {
+    let f = corpus("bundles/hip_6arch.bundle");
+    let out = run(&[
+        "select",
+        f.to_str().unwrap(),
+        "--target",
+        "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-",
+        "--target",
+        "gfx1100",
+        "--json",
+        "--sha256",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = json_lines(&out);
+    assert_eq!(recs.len(), 2);
+    let r = &recs[0];
+    assert_eq!(r["container"], "file");
+    assert_eq!(r["bundle_index"], 0);
+    assert_eq!(r["target"], "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-");
+    assert_eq!(r["selected"], "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-");
+    assert_eq!(r["size"], 4048);
+    assert_eq!(
+        r["sha256"].as_str().unwrap(),
+        manifest_sha(
+            "bundles/hip_6arch.bundle",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"
+        )
+    );
+    // The offset points at the selected bytes in the file.
+    let data = std::fs::read(&f).unwrap();
+    let off = r["offset"].as_u64().unwrap() as usize;
+    assert_eq!(
+        sha256(&data[off..off + 4048]),
+        r["sha256"].as_str().unwrap()
+    );
+    assert!(r.get("rejected").is_none());
+    assert_eq!(recs[1]["selected"], "hipv4-amdgcn-amd-amdhsa--gfx1100");
+}
+
+#[test]
+fn no_compatible_image_exits_1_and_explains() {
+    let f = corpus("bundles/hip_6arch.bundle");
+    let out = run(&[
+        "select",
+        f.to_str().unwrap(),
+        "--target",
+        "gfx1031",
+        "--json",
+        "--explain",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let recs = json_lines(&out);
+    assert_eq!(recs[0]["selected"], Value::Null);
+    assert_eq!(recs[0]["offset"], Value::Null);
+    let rejected = recs[0]["rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 7);
+    assert!(rejected
+        .iter()
+        .any(|r| r["image"] == "hipv4-amdgcn-amd-amdhsa--gfx1030"
+            && r["reason"] == "gfx1030 code does not run on gfx1031"));
+}
+
+#[test]
+fn compressed_units_have_no_offset_and_o_writes_the_image() {
+    let f = corpus("compressed/hip_6arch.zstd.ccob");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let o = dir.join("select-gfx942.co");
+    let out = run(&[
+        "select",
+        f.to_str().unwrap(),
+        "--target",
+        "gfx942:sramecc+:xnack-",
+        "--json",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let recs = json_lines(&out);
+    assert_eq!(recs[0]["offset"], Value::Null);
+    assert_eq!(
+        sha256(&std::fs::read(&o).unwrap()),
+        manifest_sha(
+            "compressed/hip_6arch.zstd.ccob",
+            "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"
+        )
+    );
+}
+
+#[test]
+fn many_units_one_record_each() {
+    let f = corpus("driver/libfat.a");
+    let out = run(&[
+        "select",
+        f.to_str().unwrap(),
+        "--target",
+        "gfx906",
+        "--target",
+        "gfx90a:sramecc-:xnack+",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let recs = json_lines(&out);
+    assert_eq!(recs.len(), 4);
+    let containers: Vec<&str> = recs
+        .iter()
+        .map(|r| r["container"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        containers,
+        [
+            "member hip_rdc.o",
+            "member hip_rdc.o",
+            "member k2_rdc.o",
+            "member k2_rdc.o"
+        ]
+    );
+    assert_eq!(recs[3]["selected"], "hip-amdgcn-amd-amdhsa--gfx90a:xnack+");
+    // -o needs one unit and one target.
+    let o = Path::new(env!("CARGO_TARGET_TMPDIR")).join("never.bin");
+    let out = run(&[
+        "select",
+        f.to_str().unwrap(),
+        "--target",
+        "gfx906",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .starts_with("loader-sim: error: -o needs exactly one unit"));
+    assert!(!o.exists());
+}
+
+#[test]
+fn kind_policy_and_bad_targets() {
+    let f = corpus("packager/multi3.offbin");
+    let f = f.to_str().unwrap();
+    let pick = |extra: &[&str]| {
+        let mut args = vec!["select", f, "--target", "sm_86", "--json"];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        json_lines(&out)[0]["selected"].clone()
+    };
+    assert_eq!(pick(&[]), "nvptx64-nvidia-cuda--sm_80");
+    assert_eq!(pick(&["--kind", "openmp"]), "nvptx64-nvidia-cuda--sm_80");
+    assert_eq!(pick(&["--kind", "hip"]), Value::Null);
+    // Best vs first: cuda_cubins on 8.6 — first takes the sm_70 PTX, best the sm_80 cubin.
+    let c = corpus("nvptx/cuda_cubins.offbin");
+    let c = c.to_str().unwrap();
+    let sel = |policy: &str| {
+        json_lines(&run(&[
+            "select", c, "--target", "sm_86", "--json", "--policy", policy,
+        ]))[0]["selected"]
+            .clone()
+    };
+    assert_eq!(sel("best"), "nvptx64-nvidia-cuda--sm_80");
+    assert_eq!(sel("first"), "nvptx64-nvidia-cuda--sm_70");
+    assert_eq!(sel("first-by-class"), "nvptx64-nvidia-cuda--sm_80");
+    for bad in ["gfx1030:xnack+", "gfx9-generic", "sm_8", "gfx9999"] {
+        let out = run(&["select", c, "--target", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!("loader-sim: error: invalid --target '{bad}': ")),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1);
+    }
+}
+
+/// A bundle whose entry ID says `gfx90a:xnack-` around a code object built for
+/// `gfx90a:xnack+` (e_flags 0x73F): the ELF header wins, `--strict` rejects it.
+#[test]
+fn entry_id_and_elf_disagree() {
+    let co = std::fs::read(corpus("devobj/saxpy.gfx90a_xnack+.co")).unwrap();
+    let ids: [&[u8]; 2] = [
+        b"host-x86_64-unknown-linux-gnu-",
+        b"hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
+    ];
+    let mut b = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    b.extend_from_slice(&2u64.to_le_bytes());
+    let data_at = 32 + ids.iter().map(|i| 24 + i.len() as u64).sum::<u64>();
+    for (id, size) in ids.iter().zip([0, co.len() as u64]) {
+        b.extend_from_slice(&data_at.to_le_bytes());
+        b.extend_from_slice(&size.to_le_bytes());
+        b.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        b.extend_from_slice(id);
+    }
+    b.extend_from_slice(&co);
+    let f = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mismatch.bundle");
+    std::fs::write(&f, &b).unwrap();
+    let f = f.to_str().unwrap();
+    let list = json_lines(&run(&["list", f, "--json"]));
+    assert_eq!(
+        list[1]["disagreement"],
+        "the container names gfx90a:xnack-, the ELF header says gfx90a:xnack+"
+    );
+    let lax = json_lines(&run(&[
+        "select",
+        f,
+        "--target",
+        "gfx90a:sramecc-:xnack+",
+        "--json",
+        "--explain",
+    ]));
+    assert_eq!(lax[0]["selected"], "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-");
+    assert!(lax[0]["disagreement"]
+        .as_str()
+        .unwrap()
+        .ends_with("the ELF header wins"));
+    let off = json_lines(&run(&[
+        "select",
+        f,
+        "--target",
+        "gfx90a:sramecc-:xnack-",
+        "--json",
+        "--explain",
+    ]));
+    assert_eq!(off[0]["selected"], Value::Null);
+    let out = run(&[
+        "select",
+        f,
+        "--target",
+        "gfx90a:sramecc-:xnack+",
+        "--json",
+        "--explain",
+        "--strict",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let strict = json_lines(&out);
+    assert_eq!(
+        strict[0]["rejected"][1]["reason"],
+        "the container names gfx90a:xnack-, the ELF header says gfx90a:xnack+ (strict mode)"
+    );
+}
+
+#[test]
+fn list_prints_canonical_targets_for_every_format() {
+    for (file, triple, target) in [
+        (
+            "devobj/saxpy.gfx942_sramecc+_xnack-.co",
+            "amdgcn-amd-amdhsa",
+            "gfx942:sramecc+:xnack-",
+        ),
+        (
+            "devobj/saxpy.gfx11-generic.co",
+            "amdgcn-amd-amdhsa",
+            "gfx11-generic",
+        ),
+        ("devobj/saxpy.sm_90a.cubin", "nvptx64-nvidia-cuda", "sm_90a"),
+        (
+            "devobj/saxpy.sm_100a.cuda13.cubin",
+            "nvptx64-nvidia-cuda",
+            "sm_100",
+        ),
+        (
+            "packager/extra_keys.offbin",
+            "amdgcn-amd-amdhsa",
+            "gfx942:sramecc+:xnack-",
+        ),
+        ("nvptx/omp_nv_cubins.bundle", "nvptx64-nvidia-cuda", "sm_70"),
+    ] {
+        let recs = json_lines(&run(&["list", corpus(file).to_str().unwrap(), "--json"]));
+        let r = recs.iter().find(|r| r["offload_kind"] != "host").unwrap();
+        assert_eq!(
+            (
+                r["triple"].as_str().unwrap(),
+                r["target_id"].as_str().unwrap()
+            ),
+            (triple, target),
+            "{file}"
+        );
+    }
+}
+
+/// Devices from a KFD topology directory (the sysfs layout, written here): a CPU node, a
+/// gfx90a with SRAM ECC (capability bit 26) and a gfx1030.
+#[test]
+fn devices_from_kfd_topology() {
+    let topo = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kfd-topology");
+    let nodes = [
+        (
+            "0",
+            "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n".to_string(),
+        ),
+        (
+            "1",
+            format!(
+                "simd_count 416\ncapability {}\ngfx_target_version 90010\n",
+                0x0400_0000u32 | 0x0800_0000
+            ),
+        ),
+        (
+            "2",
+            "simd_count 72\ncapability 0\ngfx_target_version 100300\n".to_string(),
+        ),
+    ];
+    for (n, text) in &nodes {
+        let dir = topo.join("nodes").join(n);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("properties"), text).unwrap();
+    }
+    let f = corpus("bundles/hip_6arch.bundle");
+    let t = topo.to_str().unwrap();
+    let out = run(&[
+        "select",
+        f.to_str().unwrap(),
+        "--kfd-topology",
+        t,
+        "--xnack",
+        "off",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = json_lines(&out);
+    let got: Vec<(&str, &str)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["target"].as_str().unwrap(),
+                r["selected"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "gfx90a:sramecc+:xnack-",
+                "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"
+            ),
+            ("gfx1030", "hipv4-amdgcn-amd-amdhsa--gfx1030"),
+        ]
+    );
+    // Without --xnack the mode is unknown: both gfx90a entries state xnack.
+    let out = run(&["select", f.to_str().unwrap(), "--kfd-topology", t, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_lines(&out)[0]["target"], "gfx90a:sramecc+");
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian 12 machine (run as root):
+# LLVM 22 and 19 tools (reference outputs), AMD comgr (reference selection), and the real
+# ROCm library librocrand1 from Debian's archive (into target/external/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+packages=(clang-22 clang-tools-22 llvm-22 lld-22 clang-19 clang-tools-19 llvm-19 libamd-comgr-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+scripts/fetch-rocm-libs.sh >/dev/null

@@ -1,0 +1,903 @@
+//! Choosing the image to load on a device: the compatibility predicate, the
+//! deterministic ranking and the reasons for every rejection (`COMPATIBILITY.md` §5, §9, §10).
+//!
+//! Selection knows nothing about byte formats. It sees [`Identity`] values ([`identify`]
+//! makes them from [`Image`]s, reading at most an ELF header) in **discovery order**, and a
+//! [`Device`]. For each candidate [`check`] gives a [`Verdict`]: compatible with a
+//! [`RankKey`], or rejected with a [`Rejection`] whose `Display` is a sentence a person
+//! understands ("built for xnack+, device has xnack-"). [`select`] returns the candidate
+//! with the smallest key under the chosen [`Policy`].
+//!
+//! # Ranking (`Policy::Best`)
+//!
+//! The key compares, in order (smaller is better):
+//!
+//! 1. [`Class`]: native code (the device's own processor; for NVPTX a cubin for exactly the
+//!    device's compute capability), then compatible code (an AMDGPU generic family object;
+//!    an NVPTX cubin for a lower minor of the same major), then an NVIDIA fatbinary (the
+//!    driver chooses inside it), then code that needs a JIT (AMD SPIR-V, bitcode, PTX).
+//! 2. `distance` (NVPTX only): how far below the device the code's compute capability is
+//!    (the closest wins).
+//! 3. `specificity`: AMDGPU — number of features the device's processor supports for which
+//!    the image is `Any` (an exact match wins over `Any`); NVPTX — `a` before `f` before
+//!    plain.
+//! 4. `generic_age`: 255 − generic version (the newest generic object wins).
+//! 5. `index`: discovery order.
+//!
+//! For AMDGPU this is exactly the key of `COMPATIBILITY.md` §10 (distance is always 0).
+//!
+//! # Reproducing the runtimes
+//!
+//! [`Policy::First`] keeps only the discovery index: the first compatible image wins, as
+//! in comgr's `amd_comgr_lookup_code_object` (per query, header order) and the LLVM offload
+//! runtime (descriptor order). To reproduce comgr's answer to one native ISA query use
+//! [`SelectOptions::comgr`]: HIP kinds only, no generic or SPIR-V entries (comgr matches
+//! those only when their own name is queried). Comgr reads only entry IDs: where an ID
+//! and its ELF header disagree, or the payload is not code, the two can differ.
+//! [`Policy::FirstByClass`] keeps class then index: ROCm CLR's native → generic → SPIR-V
+//! order.
+//!
+//! Decisions where the spec is silent (recorded here, tested in `tests/select_*.rs`):
+//! * An empty image (size 0) is never selected (comgr does not count a zero-size match).
+//! * An image with no offload kind (bare ELF, OffloadBinary kind 0) passes every
+//!   [`KindFilter`]; an unknown bundle kind passes none, not even [`KindFilter::Any`].
+//! * Among exact-SM cubins, `a` ranks before `f` before plain (§9.4 orders only `a` and
+//!   plain); `f` cubins for a lower minor of the same major count as same-major cubins.
+//! * Without `--kind`, every device kind is a candidate (`hip`, `hipv4`, `hcc`, `openmp`,
+//!   `cuda`, `sycl`); the host entry never is.
+//! * Where the processor of the ELF header differs from the container's, the ELF's wins
+//!   too (the code is what it is); for NVPTX the container's `a`/`f` suffix is kept unless
+//!   the SM numbers differ (cubins never record `f`, ptxas 13 never records `a`).
+//! * Bitcode for a named processor must match that processor and its features and ranks
+//!   as JIT code; a generic-family bitcode image has no version to check.
+//! * An NVIDIA fatbinary is not opened: it is accepted when its stated architecture passes
+//!   the PTX rule (a fatbinary embeds PTX for the architecture it was made for) and ranks
+//!   between cubins and JIT code; the driver picks inside it.
+//! * A device feature state of "unknown" admits only images that leave the feature `Any`
+//!   (so `gfx90a` as a device does not select a `gfx90a:xnack-` image).
+//! * When the container and the ELF header disagree, the ELF header wins (AMDGPU) unless
+//!   [`SelectOptions::strict`] is set, which rejects the image.
+//!
+//! Nothing here allocates.
+
+use core::fmt;
+
+use crate::image::{Image, OffloadKind};
+use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use crate::target::elf::AmdgpuElfProblem;
+use crate::target::nvptx::{ArchVariant, NvArch};
+use crate::target::{identify, Code, Device, Disagreement, Identity, Target, Triple};
+
+/// Which offload kinds a request accepts (`COMPATIBILITY.md` §1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum KindFilter {
+    /// Every device kind (`hip`, `hipv4`, `hcc`, `openmp`, `cuda`, `sycl`, none).
+    #[default]
+    Any,
+    /// HIP: `hip`, `hipv4`, `hcc` (and `openmp` in HIP-OpenMP compatible mode).
+    Hip,
+    /// OpenMP: `openmp` (and `hip*` in HIP-OpenMP compatible mode).
+    OpenMp,
+    /// CUDA: `cuda`.
+    Cuda,
+}
+
+impl KindFilter {
+    /// `"any"`, `"hip"`, `"openmp"`, `"cuda"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            KindFilter::Any => "any",
+            KindFilter::Hip => "hip",
+            KindFilter::OpenMp => "openmp",
+            KindFilter::Cuda => "cuda",
+        }
+    }
+
+    /// True when an image of `kind` may be loaded for this request. Host and unknown
+    /// kinds never pass; images without a kind always do.
+    pub const fn accepts(self, kind: OffloadKind, hip_openmp_compatible: bool) -> bool {
+        match kind {
+            OffloadKind::Host | OffloadKind::Other => false,
+            OffloadKind::None => true,
+            OffloadKind::Hip | OffloadKind::HipV4 | OffloadKind::Hcc => match self {
+                KindFilter::Any | KindFilter::Hip => true,
+                KindFilter::OpenMp => hip_openmp_compatible,
+                KindFilter::Cuda => false,
+            },
+            OffloadKind::OpenMp => match self {
+                KindFilter::Any | KindFilter::OpenMp => true,
+                KindFilter::Hip => hip_openmp_compatible,
+                KindFilter::Cuda => false,
+            },
+            OffloadKind::Cuda => matches!(self, KindFilter::Any | KindFilter::Cuda),
+            OffloadKind::Sycl => matches!(self, KindFilter::Any),
+        }
+    }
+}
+
+/// How candidates are ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Policy {
+    /// The full ranking (module documentation).
+    #[default]
+    Best,
+    /// First compatible in discovery order (comgr lookup, LLVM offload runtime).
+    First,
+    /// Class, then discovery order (ROCm CLR: native, then generic, then SPIR-V).
+    FirstByClass,
+}
+
+impl Policy {
+    /// `"best"`, `"first"`, `"first-by-class"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Policy::Best => "best",
+            Policy::First => "first",
+            Policy::FirstByClass => "first-by-class",
+        }
+    }
+}
+
+/// Options of a selection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SelectOptions {
+    /// Offload kinds accepted.
+    pub kind: KindFilter,
+    /// HIP-OpenMP compatible mode (`hip*` and `openmp` interchangeable; comgr's UNBUNDLE).
+    pub hip_openmp_compatible: bool,
+    /// Ordering policy.
+    pub policy: Policy,
+    /// Accept code for a named architecture that needs a JIT (bitcode, PTX). Default: yes.
+    pub allow_jit: bool,
+    /// Accept AMDGPU generic-family code objects (ROCr's second ISA; CLR's generic query).
+    /// Default: yes.
+    pub allow_generic: bool,
+    /// Accept processor-independent AMD SPIR-V (`amdgcnspirv`). Default: yes.
+    pub allow_spirv: bool,
+    /// Reject images whose container and ELF header disagree. Default: no (the ELF wins).
+    pub strict: bool,
+}
+
+impl Default for SelectOptions {
+    fn default() -> Self {
+        SelectOptions {
+            kind: KindFilter::Any,
+            hip_openmp_compatible: false,
+            policy: Policy::Best,
+            allow_jit: true,
+            allow_generic: true,
+            allow_spirv: true,
+            strict: false,
+        }
+    }
+}
+
+impl SelectOptions {
+    /// What comgr's `amd_comgr_lookup_code_object` does for one native ISA query: HIP kinds
+    /// only, the first entry in header order whose ID names the device's processor with
+    /// compatible features. Comgr reads IDs, not payloads, so bitcode entries count; a
+    /// generic or SPIR-V entry only answers a query for that generic/SPIR-V name, which
+    /// CLR makes separately (then ranks native, generic, SPIR-V: [`Policy::FirstByClass`]).
+    pub const fn comgr() -> Self {
+        SelectOptions {
+            kind: KindFilter::Hip,
+            hip_openmp_compatible: false,
+            policy: Policy::First,
+            allow_jit: true,
+            allow_generic: false,
+            allow_spirv: false,
+            strict: false,
+        }
+    }
+}
+
+/// The coarse rank of a compatible image (smaller is better).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Class {
+    /// Built for exactly this device's processor / compute capability.
+    Native,
+    /// AMDGPU generic family code; NVPTX cubin for a lower minor of the same major.
+    Compatible,
+    /// An NVIDIA fatbinary: the driver picks inside it.
+    Container,
+    /// Needs a JIT: AMD SPIR-V, bitcode, PTX.
+    Jit,
+}
+
+impl Class {
+    /// `"native"`, `"compatible"`, `"container"`, `"jit"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Class::Native => "native",
+            Class::Compatible => "compatible",
+            Class::Container => "container",
+            Class::Jit => "jit",
+        }
+    }
+}
+
+/// The ranking key of a compatible image; compare with [`RankKey::cmp_under`].
+///
+/// The derived order is the [`Policy::Best`] order (fields in declaration order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RankKey {
+    /// Native, compatible, container, JIT.
+    pub class: Class,
+    /// NVPTX: how many SM steps the code lies below the device (0 for AMDGPU).
+    pub distance: u16,
+    /// AMDGPU: features left `Any` that the device supports; NVPTX: 0 `a`, 1 `f`, 2 plain.
+    pub specificity: u8,
+    /// 255 − generic version for AMDGPU generic code, 0 otherwise.
+    pub generic_age: u8,
+    /// Discovery index.
+    pub index: usize,
+}
+
+impl RankKey {
+    /// The key without the index, as the policy sees it (a tie when equal).
+    fn policy_part(&self, policy: Policy) -> (Class, u16, u8, u8) {
+        match policy {
+            Policy::Best => (
+                self.class,
+                self.distance,
+                self.specificity,
+                self.generic_age,
+            ),
+            Policy::First => (Class::Native, 0, 0, 0),
+            Policy::FirstByClass => (self.class, 0, 0, 0),
+        }
+    }
+
+    /// Orders two keys under `policy` (smaller is better).
+    pub fn cmp_under(&self, other: &RankKey, policy: Policy) -> core::cmp::Ordering {
+        self.policy_part(policy)
+            .cmp(&other.policy_part(policy))
+            .then(self.index.cmp(&other.index))
+    }
+
+    /// True when the two keys are equal under `policy` apart from the discovery index.
+    pub fn ties_with(&self, other: &RankKey, policy: Policy) -> bool {
+        self.policy_part(policy) == other.policy_part(policy)
+    }
+
+    /// The generic version, for generic code.
+    pub const fn generic_version(&self) -> Option<u8> {
+        if self.generic_age == 0 {
+            None
+        } else {
+            Some(255u8.saturating_sub(self.generic_age))
+        }
+    }
+}
+
+/// The architecture family of a device, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceArch {
+    /// AMDGPU (`amdgcn-amd-amdhsa`).
+    Amdgpu,
+    /// CUDA (`nvptx64-nvidia-cuda`).
+    Cuda,
+}
+
+impl DeviceArch {
+    fn of(device: &Device) -> Self {
+        match device {
+            Device::Amdgpu(_) => DeviceArch::Amdgpu,
+            Device::Cuda { .. } => DeviceArch::Cuda,
+        }
+    }
+}
+
+/// Which NVIDIA rule (`COMPATIBILITY.md` §9.2) an image fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NvRule {
+    /// A cubin runs only on its own major version.
+    CubinMajor,
+    /// A cubin runs only on its minor version or later ones.
+    CubinMinor,
+    /// `a` code runs only on exactly its compute capability.
+    ArchSpecific,
+    /// `f` code runs only on its major version, from its minor on.
+    Family,
+    /// PTX needs a device of at least its compute capability.
+    PtxTooNew,
+}
+
+/// Why an image cannot be loaded on a device. `Display` is a sentence for people.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection<'a> {
+    /// The host entry of a bundle.
+    Host,
+    /// The image is empty.
+    Empty,
+    /// The offload kind is not requested.
+    Kind {
+        /// The image's kind.
+        kind: OffloadKind,
+        /// What was requested.
+        wanted: KindFilter,
+    },
+    /// Built for another architecture (or no device architecture at all).
+    Arch {
+        /// The image's triple, if known.
+        triple: Option<Triple<'a>>,
+        /// The device's architecture.
+        device: DeviceArch,
+    },
+    /// An AMDGPU image for an OS other than HSA (PAL, Mesa).
+    NotHsa {
+        /// The image's triple.
+        triple: Triple<'a>,
+    },
+    /// Neither the container nor the ELF header names a target.
+    NoTarget,
+    /// The stated target does not parse or names an unknown processor.
+    InvalidTarget {
+        /// The string as stored.
+        text: &'a str,
+        /// Why.
+        why: &'static str,
+    },
+    /// The AMDGPU ELF header makes the image unloadable.
+    Elf(AmdgpuElfProblem),
+    /// The container and the ELF header disagree (strict mode).
+    Mismatch(Disagreement<'a>),
+    /// Not loadable code (source or assembly text, a host object, unrecognised bytes).
+    NotCode,
+    /// Needs a JIT, which the options forbid.
+    JitNotAllowed(Code),
+    /// Generic code, which the options forbid.
+    GenericNotAllowed(&'static Processor),
+    /// AMD SPIR-V, which the options forbid.
+    SpirvNotAllowed,
+    /// A different AMDGPU processor.
+    Processor {
+        /// The image's processor.
+        image: &'static Processor,
+        /// The device's processor.
+        device: &'static Processor,
+    },
+    /// Generic code whose family does not include the device.
+    NotInFamily {
+        /// The generic processor.
+        generic: &'static Processor,
+        /// The device's processor.
+        device: &'static Processor,
+    },
+    /// Generic code older than the device requires.
+    GenericVersion {
+        /// The generic processor.
+        generic: &'static Processor,
+        /// The code object's generic version.
+        have: u8,
+        /// The minimum the device's processor requires.
+        need: u8,
+    },
+    /// A feature state the device does not have.
+    Feature {
+        /// Which feature.
+        feature: Feature,
+        /// The image's state (`On` or `Off`).
+        image: FeatureState,
+        /// The device's state (`On`, `Off`, or `Any` = unknown).
+        device: FeatureState,
+    },
+    /// An NVIDIA compatibility rule fails.
+    Nvptx {
+        /// The image's architecture.
+        image: NvArch,
+        /// What the image holds (cubin = [`Code::Elf`], PTX, bitcode, fatbinary).
+        code: Code,
+        /// Device compute capability.
+        device: (u8, u8),
+        /// The rule.
+        rule: NvRule,
+    },
+}
+
+/// `Display` of a feature state inside a sentence (`xnack+`, `xnack-`, `any xnack`).
+struct Stated(Feature, FeatureState, bool);
+
+impl fmt::Display for Stated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Stated(feat, state, device) = *self;
+        match state {
+            FeatureState::On | FeatureState::Off => write!(f, "{feat}{}", state.sign()),
+            FeatureState::Any if device => write!(f, "an unknown {feat} mode"),
+            FeatureState::Any => write!(f, "any {feat} mode"),
+            FeatureState::Unsupported => write!(f, "no {feat}"),
+        }
+    }
+}
+
+impl fmt::Display for Rejection<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::Host => f.write_str("host code, not a device image"),
+            Rejection::Empty => f.write_str("the image is empty"),
+            Rejection::Kind { kind, wanted } => write!(
+                f,
+                "offload kind {} is not accepted for a {} request",
+                kind.name(),
+                wanted.name()
+            ),
+            Rejection::Arch { triple, device } => {
+                let dev = match device {
+                    DeviceArch::Amdgpu => "an AMDGPU (amdgcn-amd-amdhsa)",
+                    DeviceArch::Cuda => "a CUDA GPU (nvptx64-nvidia-cuda)",
+                };
+                match triple {
+                    Some(t) => write!(f, "built for {t}, the device is {dev}"),
+                    None => write!(
+                        f,
+                        "built for no known device architecture, the device is {dev}"
+                    ),
+                }
+            }
+            Rejection::NotHsa { triple } => {
+                write!(f, "built for {triple}, which an HSA runtime does not load")
+            }
+            Rejection::NoTarget => f.write_str("names no target processor"),
+            Rejection::InvalidTarget { text, why } => {
+                write!(f, "invalid target '{text}': {why}")
+            }
+            Rejection::Elf(problem) => write!(f, "{problem}"),
+            Rejection::Mismatch(d) => write!(f, "{d} (strict mode)"),
+            Rejection::NotCode => {
+                f.write_str("not loadable device code (text, host object or unrecognised bytes)")
+            }
+            Rejection::JitNotAllowed(code) => {
+                let what = match code {
+                    Code::Bitcode => "LLVM bitcode",
+                    Code::Spirv => "SPIR-V",
+                    Code::Ptx => "PTX",
+                    _ => "code",
+                };
+                write!(f, "{what} needs a JIT compiler, which is disabled")
+            }
+            Rejection::GenericNotAllowed(g) => {
+                write!(f, "{g} code is generic, which this request does not accept")
+            }
+            Rejection::SpirvNotAllowed => {
+                f.write_str("SPIR-V (amdgcnspirv) is not accepted by this request")
+            }
+            Rejection::Processor { image, device } => {
+                write!(f, "{image} code does not run on {device}")
+            }
+            Rejection::NotInFamily { generic, device } => {
+                write!(f, "{generic} code does not run on {device}")?;
+                match device.family {
+                    Some(fam) => write!(f, " (its generic family is {fam})"),
+                    None => f.write_str(" (it belongs to no generic family)"),
+                }
+            }
+            Rejection::GenericVersion {
+                generic,
+                have,
+                need,
+            } => write!(
+                f,
+                "{generic} code object has generic version {have}, the device needs at least {need}"
+            ),
+            Rejection::Feature {
+                feature,
+                image,
+                device,
+            } => write!(
+                f,
+                "built for {}, device has {}",
+                Stated(*feature, *image, false),
+                Stated(*feature, *device, true)
+            ),
+            Rejection::Nvptx {
+                image,
+                code,
+                device: (major, minor),
+                rule,
+            } => {
+                let real = image.real();
+                let (im, imin) = (image.major(), image.minor());
+                let what = match code {
+                    Code::Elf => "cubin",
+                    Code::Bitcode => "bitcode",
+                    Code::Fatbinary => "fatbinary",
+                    _ => "PTX",
+                };
+                match rule {
+                    NvRule::CubinMajor => write!(
+                        f,
+                        "{real} {what} runs only on compute capability {im}.x, device is {major}.{minor}"
+                    ),
+                    NvRule::CubinMinor => write!(
+                        f,
+                        "{real} {what} needs compute capability {im}.{imin} or a later {im}.x, device is {major}.{minor}"
+                    ),
+                    NvRule::ArchSpecific => write!(
+                        f,
+                        "{real} {what} runs only on compute capability {im}.{imin}, device is {major}.{minor}"
+                    ),
+                    NvRule::Family => write!(
+                        f,
+                        "{real} {what} runs only on compute capability {im}.{imin} to {im}.9, device is {major}.{minor}"
+                    ),
+                    NvRule::PtxTooNew => write!(
+                        f,
+                        "{real} {what} needs compute capability {im}.{imin} or later, device is {major}.{minor}"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// The outcome of checking one image against a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict<'a> {
+    /// Compatible, with its ranking key.
+    Compatible(RankKey),
+    /// Not loadable on the device.
+    Rejected(Rejection<'a>),
+}
+
+impl Verdict<'_> {
+    /// The key of a compatible image.
+    pub fn key(&self) -> Option<RankKey> {
+        match self {
+            Verdict::Compatible(k) => Some(*k),
+            Verdict::Rejected(_) => None,
+        }
+    }
+}
+
+/// Why a compatible image lost to the selected one (for `--explain`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outranked {
+    /// The loser's key.
+    pub loser: RankKey,
+    /// The winner's key.
+    pub winner: RankKey,
+    /// The policy that ordered them.
+    pub policy: Policy,
+}
+
+impl fmt::Display for Outranked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (l, w) = (&self.loser, &self.winner);
+        f.write_str("compatible, but ")?;
+        match self.policy {
+            Policy::First => {
+                return f.write_str("a compatible image comes before it (policy first)")
+            }
+            Policy::FirstByClass if l.class == w.class => {
+                return f.write_str("a compatible image of the same class comes before it")
+            }
+            _ => {}
+        }
+        if l.class != w.class {
+            write!(
+                f,
+                "{} code ranks below {} code",
+                l.class.name(),
+                w.class.name()
+            )
+        } else if l.distance != w.distance {
+            f.write_str("another image is built for a compute capability closer to the device")
+        } else if l.specificity != w.specificity {
+            f.write_str("another image matches the device's features more exactly")
+        } else if l.generic_age != w.generic_age {
+            f.write_str("another generic code object has a newer generic version")
+        } else {
+            f.write_str("an equally good image comes before it")
+        }
+    }
+}
+
+/// The result of [`select`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// Position of the chosen candidate in the input sequence.
+    pub chosen: Option<usize>,
+    /// Its key.
+    pub key: Option<RankKey>,
+    /// Number of compatible candidates.
+    pub compatible: usize,
+    /// True when another compatible candidate ties with the chosen one apart from the
+    /// discovery index (the choice then depends on order).
+    pub tie: bool,
+}
+
+/// AMDGPU predicate and key.
+fn check_amdgpu<'a>(
+    identity: &Identity<'a>,
+    image: &TargetId,
+    device: &TargetId,
+    options: &SelectOptions,
+    index: usize,
+) -> Verdict<'a> {
+    let jit = identity.code.needs_jit();
+    let (p_i, p_d) = (image.processor, device.processor);
+    let (class, generic_age) = if core::ptr::eq(p_i, p_d) {
+        (Class::Native, 0)
+    } else if p_i.is_generic() {
+        if !options.allow_generic {
+            return Verdict::Rejected(Rejection::GenericNotAllowed(p_i));
+        }
+        let Some(need) = p_i.min_generic_version(p_d) else {
+            return Verdict::Rejected(Rejection::NotInFamily {
+                generic: p_i,
+                device: p_d,
+            });
+        };
+        // Generic bitcode carries no version: nothing to check.
+        let have = identity.generic_version.unwrap_or(need);
+        if have < need {
+            return Verdict::Rejected(Rejection::GenericVersion {
+                generic: p_i,
+                have,
+                need,
+            });
+        }
+        (Class::Compatible, 255u8.saturating_sub(have))
+    } else {
+        return Verdict::Rejected(Rejection::Processor {
+            image: p_i,
+            device: p_d,
+        });
+    };
+    let mut specificity = 0u8;
+    for feature in Feature::ALL {
+        let (i, d) = (image.state(feature), device.state(feature));
+        if i.is_explicit() && i != d {
+            return Verdict::Rejected(Rejection::Feature {
+                feature,
+                image: i,
+                device: d,
+            });
+        }
+        if i == FeatureState::Any && p_d.support(feature).is_selectable() {
+            specificity = specificity.saturating_add(1);
+        }
+    }
+    Verdict::Compatible(RankKey {
+        class: if jit { Class::Jit } else { class },
+        distance: 0,
+        specificity,
+        generic_age,
+        index,
+    })
+}
+
+/// NVPTX predicate and key (`COMPATIBILITY.md` §9.2, §9.4).
+fn check_nvptx<'a>(image: NvArch, code: Code, major: u8, minor: u8, index: usize) -> Verdict<'a> {
+    let (im, imin) = (image.major(), image.minor());
+    let (dm, dmin) = (u16::from(major), u16::from(minor));
+    let cubin = code == Code::Elf;
+    let reject = |rule| {
+        Verdict::Rejected(Rejection::Nvptx {
+            image,
+            code,
+            device: (major, minor),
+            rule,
+        })
+    };
+    let specificity = match image.variant {
+        ArchVariant::ArchSpecific => 0,
+        ArchVariant::FamilySpecific => 1,
+        ArchVariant::Plain => 2,
+    };
+    let exact = im == dm && imin == dmin;
+    let same_major_later = im == dm && dmin >= imin;
+    match image.variant {
+        ArchVariant::ArchSpecific if !exact => return reject(NvRule::ArchSpecific),
+        ArchVariant::FamilySpecific if !same_major_later => return reject(NvRule::Family),
+        _ => {}
+    }
+    let device_sm = dm.saturating_mul(10).saturating_add(dmin);
+    let (class, distance) = if cubin {
+        if im != dm {
+            return reject(NvRule::CubinMajor);
+        }
+        if dmin < imin {
+            return reject(NvRule::CubinMinor);
+        }
+        if exact {
+            (Class::Native, 0)
+        } else {
+            (Class::Compatible, dmin.saturating_sub(imin))
+        }
+    } else {
+        // PTX, bitcode, and fatbinaries (which embed PTX for their architecture).
+        if (im, imin) > (dm, dmin) {
+            return reject(NvRule::PtxTooNew);
+        }
+        let distance = device_sm.saturating_sub(image.sm);
+        if code == Code::Fatbinary {
+            (Class::Container, distance)
+        } else {
+            (Class::Jit, distance)
+        }
+    };
+    Verdict::Compatible(RankKey {
+        class,
+        distance,
+        specificity,
+        generic_age: 0,
+        index,
+    })
+}
+
+/// The compatibility predicate and ranking key for one identified image.
+///
+/// `index` is the image's discovery index (its position among the candidates).
+pub fn check<'a>(
+    identity: &Identity<'a>,
+    index: usize,
+    device: &Device,
+    options: &SelectOptions,
+) -> Verdict<'a> {
+    use Verdict::Rejected;
+    let kind = identity.offload_kind;
+    if kind == OffloadKind::Host {
+        return Rejected(Rejection::Host);
+    }
+    if !options.kind.accepts(kind, options.hip_openmp_compatible) {
+        return Rejected(Rejection::Kind {
+            kind,
+            wanted: options.kind,
+        });
+    }
+    if identity.size == 0 {
+        return Rejected(Rejection::Empty);
+    }
+    // Architecture (container constraints, §5.1 rule 1).
+    let arch = identity.arch();
+    let arch_ok = match device {
+        Device::Amdgpu(_) => {
+            matches!(arch, Some("amdgcn"))
+                || (matches!(arch, Some("spirv64")) && identity.target == Target::AmdgcnSpirv)
+        }
+        Device::Cuda { .. } => matches!(arch, Some("nvptx64" | "nvptx")),
+    };
+    if !arch_ok {
+        return Rejected(Rejection::Arch {
+            triple: identity.triple,
+            device: DeviceArch::of(device),
+        });
+    }
+    if let (Device::Amdgpu(_), Some(t)) = (device, &identity.triple) {
+        if t.os != "amdhsa" {
+            return Rejected(Rejection::NotHsa { triple: *t });
+        }
+    }
+    if let Some(problem) = identity.elf_problem {
+        return Rejected(Rejection::Elf(problem));
+    }
+    if let (true, Some(d)) = (options.strict, identity.disagreement()) {
+        return Rejected(Rejection::Mismatch(d));
+    }
+    match identity.target {
+        Target::None => return Rejected(Rejection::NoTarget),
+        Target::Invalid { text, why } => {
+            return Rejected(Rejection::InvalidTarget {
+                text,
+                why: why.what(),
+            })
+        }
+        _ => {}
+    }
+    let code = identity.code;
+    if code == Code::Other
+        || (matches!(code, Code::Fatbinary | Code::Ptx) && matches!(device, Device::Amdgpu(_)))
+    {
+        return Rejected(Rejection::NotCode);
+    }
+    if code.needs_jit() && !options.allow_jit && identity.target != Target::AmdgcnSpirv {
+        return Rejected(Rejection::JitNotAllowed(code));
+    }
+    match (&identity.target, device) {
+        (Target::Amdgpu(t), Device::Amdgpu(d)) => check_amdgpu(identity, t, d, options, index),
+        (Target::AmdgcnSpirv, Device::Amdgpu(_)) if !options.allow_spirv => {
+            Rejected(Rejection::SpirvNotAllowed)
+        }
+        (Target::AmdgcnSpirv, Device::Amdgpu(_)) => Verdict::Compatible(RankKey {
+            class: Class::Jit,
+            distance: 0,
+            specificity: 0,
+            generic_age: 0,
+            index,
+        }),
+        (Target::Nvptx(a), Device::Cuda { major, minor }) => {
+            check_nvptx(*a, code, *major, *minor, index)
+        }
+        _ => Rejected(Rejection::Arch {
+            triple: identity.triple,
+            device: DeviceArch::of(device),
+        }),
+    }
+}
+
+/// Identifies `image` and checks it against `device`; the key's index is `image.index`.
+pub fn explain<'a>(image: &Image<'a>, device: &Device, options: &SelectOptions) -> Verdict<'a> {
+    check(&identify(image), image.index, device, options)
+}
+
+/// Chooses among identified candidates given in discovery order.
+///
+/// The returned `chosen` is the position in `candidates`. Allocation-free.
+pub fn select_identities<'a, I>(
+    candidates: I,
+    device: &Device,
+    options: &SelectOptions,
+) -> Selection
+where
+    I: IntoIterator<Item = Identity<'a>>,
+{
+    let mut best: Option<RankKey> = None;
+    let mut tie = false;
+    let mut compatible = 0usize;
+    for (index, identity) in candidates.into_iter().enumerate() {
+        let Verdict::Compatible(key) = check(&identity, index, device, options) else {
+            continue;
+        };
+        compatible = compatible.saturating_add(1);
+        match &best {
+            None => best = Some(key),
+            Some(b) => {
+                if key.ties_with(b, options.policy) {
+                    tie = true;
+                } else if key.cmp_under(b, options.policy).is_lt() {
+                    best = Some(key);
+                    tie = false;
+                }
+            }
+        }
+    }
+    Selection {
+        chosen: best.map(|k| k.index),
+        key: best,
+        compatible,
+        tie,
+    }
+}
+
+/// Chooses the image of `images` (one unit, discovery order) to load on `device`.
+///
+/// `chosen` is the position in `images`. Reads at most each image's ELF header.
+/// Allocation-free.
+pub fn select(images: &[Image<'_>], device: &Device, options: &SelectOptions) -> Selection {
+    select_identities(images.iter().map(identify), device, options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn messages_read_well() {
+        let d = |s| match Device::parse(s).unwrap() {
+            Device::Amdgpu(t) => t,
+            Device::Cuda { .. } => unreachable!(),
+        };
+        let r = Rejection::Feature {
+            feature: Feature::Xnack,
+            image: FeatureState::On,
+            device: FeatureState::Off,
+        };
+        assert_eq!(r.to_string(), "built for xnack+, device has xnack-");
+        let r = Rejection::Processor {
+            image: d("gfx1030").processor,
+            device: d("gfx1031").processor,
+        };
+        assert_eq!(r.to_string(), "gfx1030 code does not run on gfx1031");
+        let r = Rejection::Feature {
+            feature: Feature::Sramecc,
+            image: FeatureState::On,
+            device: FeatureState::Any,
+        };
+        assert_eq!(
+            r.to_string(),
+            "built for sramecc+, device has an unknown sramecc mode"
+        );
+    }
+}

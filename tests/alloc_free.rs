@@ -1,0 +1,187 @@
+//! Parsing, validating, identifying and ranking allocate nothing.
+//!
+//! A counting `#[global_allocator]` counts the allocations made on this test's thread while
+//! it walks uncompressed containers of the corpus (bundles, OffloadBinaries, bare ELFs, host
+//! objects, archives), identifies every image, parses and validates devices and target IDs,
+//! selects for every device, and formats every rejection reason into a fixed buffer.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::fmt::Write as _;
+
+use offload_image::select::{check, Verdict};
+use offload_image::target::{EntryId, TargetId};
+use offload_image::{
+    for_each_unit, identify, select_identities, Device, KindFilter, Policy, ReadOptions,
+    SelectOptions,
+};
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note() {
+    // `try_with`: the thread-locals may be gone while a thread shuts down.
+    let _ = COUNTING.try_with(|c| {
+        if c.get() {
+            let _ = COUNT.try_with(|n| n.set(n.get() + 1));
+        }
+    });
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by `f` on this thread.
+fn allocations(f: impl FnOnce()) -> u64 {
+    COUNT.with(|n| n.set(0));
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    COUNT.with(|n| n.get())
+}
+
+/// A `fmt::Write` into a fixed buffer (counts bytes, keeps none).
+struct Sink(usize);
+
+impl std::fmt::Write for Sink {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 += s.len();
+        Ok(())
+    }
+}
+
+const FILES: &[&str] = &[
+    "bundles/hip_6arch.bundle",
+    "bundles/hip_generic.bundle",
+    "bundles/hip_3field.bundle",
+    "bundles/hip_bc.bundle",
+    "bundles/host_elf.bundle.o",
+    "bundles/omp_amd_nv.bundle",
+    "nvptx/cuda_cubins.offbin",
+    "nvptx/omp_cubins.offbin",
+    "nvptx/omp_nv_cubins.bundle",
+    "packager/concat.offbin",
+    "packager/multi3.offbin",
+    "driver/hip_nonrdc.exe",
+    "driver/omp_amd_nv.o",
+    "driver/libfat.a",
+    "devobj/saxpy.gfx9-generic.co",
+    "devobj/saxpy.sm_90a.cuda13.cubin",
+    "text/omp.ll.bundle",
+];
+
+const DEVICES: &[&str] = &[
+    "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-",
+    "gfx906:sramecc-:xnack+",
+    "gfx906",
+    "gfx1031",
+    "gfx942:sramecc+:xnack-",
+    "gfx1101",
+    "sm_80",
+    "sm_90a",
+    "nvptx64-nvidia-cuda--sm_103",
+];
+
+#[test]
+fn parse_validate_rank_allocate_nothing() {
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus");
+    let files: Vec<Vec<u8>> = FILES
+        .iter()
+        .map(|f| std::fs::read(corpus.join(f)).unwrap())
+        .collect();
+    let read = ReadOptions::default();
+    let policies = [
+        SelectOptions::default(),
+        SelectOptions {
+            policy: Policy::First,
+            ..SelectOptions::default()
+        },
+        SelectOptions {
+            policy: Policy::FirstByClass,
+            kind: KindFilter::Hip,
+            ..SelectOptions::default()
+        },
+        SelectOptions::comgr(),
+    ];
+    let mut selected = 0u32;
+    let mut sink = Sink(0);
+    let n = allocations(|| {
+        for d in DEVICES {
+            let device = Device::parse(d).unwrap();
+            let _ = device.isa_name();
+            for data in &files {
+                for_each_unit(data, &read, |unit| {
+                    let open = unit.open(&read)?;
+                    for options in &policies {
+                        let s = select_identities(
+                            open.images().map(|i| identify(&i)),
+                            &device,
+                            options,
+                        );
+                        selected += u32::from(s.chosen.is_some());
+                    }
+                    for image in open.images() {
+                        if let Some(id) = image.entry_id {
+                            let _ = EntryId::parse(id);
+                        }
+                        let identity = identify(&image);
+                        let _ = write!(
+                            sink,
+                            "{} {}",
+                            identity.target,
+                            identity.triple.map_or("", |t| t.arch)
+                        );
+                        if let Some(t) = identity.target.amdgpu() {
+                            let _ = t.canonical();
+                        }
+                        if let Verdict::Rejected(r) =
+                            check(&identity, image.index, &device, &policies[0])
+                        {
+                            let _ = write!(sink, "{r}");
+                        }
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            }
+        }
+        for t in [
+            "gfx90a:xnack-:sramecc+",
+            "gfx1030:xnack+",
+            "fiji",
+            "gfx9-4-generic:sramecc+",
+        ] {
+            let _ = TargetId::parse(t);
+        }
+        let _ = Device::from_kfd_properties("capability 67108864\ngfx_target_version 90010\n");
+    });
+    assert_eq!(n, 0, "allocations during parse/identify/select");
+    // The work was real: selections were made and reasons written.
+    assert!(selected > 50, "{selected}");
+    assert!(sink.0 > 5_000);
+    // And the counter works.
+    assert!(allocations(|| drop(std::hint::black_box(vec![1u8; 10]))) >= 1);
+}

@@ -1,0 +1,80 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `tests/data/corpus`.
+pub fn corpus() -> PathBuf {
+    root().join("tests/data/corpus")
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Every record of the corpus manifest.
+pub fn manifest() -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(corpus().join("MANIFEST.jsonl")).expect("corpus manifest");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("manifest line is JSON"))
+        .collect()
+}
+
+/// Directory of real ROCm libraries fetched by `scripts/fetch-rocm-libs.sh`.
+pub fn external_lib_dir() -> PathBuf {
+    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/external"));
+    base.join("root/usr/lib/x86_64-linux-gnu")
+}
+
+/// A real ROCm library, or a panic that says how to fetch it.
+pub fn external_lib(name: &str) -> PathBuf {
+    let p = external_lib_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-rocm-libs.sh (CI's .ci/run does) or set OFFLOAD_IMAGE_EXTERNAL",
+        p.display()
+    );
+    p
+}
+
+/// A tool that `.ci/run` installs, or a panic that says so.
+pub fn tool(name: &str) -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| panic!("{name} is not installed: .ci/run installs it (apt packages clang-22 clang-tools-22 llvm-22)"))
+}
+
+/// Reads a file relative to the corpus.
+pub fn read_corpus(rel: &str) -> Vec<u8> {
+    std::fs::read(corpus().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// A fresh scratch directory under the target directory.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// True if `p` exists.
+pub fn exists(p: &Path) -> bool {
+    p.exists()
+}
