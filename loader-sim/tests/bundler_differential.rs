@@ -799,6 +799,17 @@ fn llvm_crashes_are_errors() {
             ],
             "sign",
         ),
+        (
+            // Both unknown processors normalise to 'hip-amdgcn-amd-amdhsa--': LLVM 22 writes
+            // a bundle whose header and data disagree.
+            vec![
+                arg("-type=bc"),
+                arg("-targets=hip-amdgcn-amd-amdhsa--gfx9999,hip-amdgcn-amd-amdhsa--gfx9998"),
+                input_b.clone(),
+                input_b.clone(),
+            ],
+            "corrupt",
+        ),
     ];
     for (mut args, expect) in cases {
         args.push(arg("-output=out"));

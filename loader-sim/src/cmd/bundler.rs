@@ -14,9 +14,15 @@
 //!
 //! * compressed payloads come from pure-Rust encoders (see `offload_image::write::ccob`);
 //!   headers are identical and LLVM decompresses them to the same bundle;
-//! * where LLVM 22 crashes or reads out of bounds (a feature without a sign, a bundle
-//!   alignment of 0, malformed bundle headers, object bundling without a host), this tool
-//!   prints an error and exits with status 2;
+//! * where LLVM 22 crashes, reads out of bounds or writes a corrupt file (a feature
+//!   without a sign, a bundle alignment of 0, malformed bundle headers, object bundling
+//!   without a host, two targets that normalise to the same entry ID in a binary bundle),
+//!   this tool prints an error and exits with status 2;
+//! * compressed inputs are bounded by the total size of their v2/v3 header (LLVM 22 feeds
+//!   every byte after the header to the decompressor, so trailing data makes it fail);
+//! * ELF inputs are handled in-process, for little-endian ELF files (relocatable objects,
+//!   executables, shared objects); LLVM runs `llvm-objcopy` for them (see
+//!   `crate::llvm::objcopy`). Other object formats are treated as non-object input;
 //! * exit status 1 means "no bundle for a requested target" (LLVM's `Can't find bundles
 //!   for ...`), 2 every other error (LLVM exits 1 for all errors);
 //! * `-compression-method=zlib|zstd` is an extension (LLVM always picks zstd when it has
@@ -192,7 +198,10 @@ Exit status: 0 success, 1 no bundle for a requested target, 2 any other error.
 /// The settings LLVM keeps in `OffloadBundlerConfig`.
 struct Config {
     files_type: String,
+    /// Standardised targets (`OffloadTargetInfo::str()`), as LLVM stores them.
     targets: Vec<String>,
+    /// Targets as given.
+    raw_targets: Vec<String>,
     inputs: Vec<String>,
     outputs: Vec<String>,
     host_input_index: Option<usize>,
@@ -416,6 +425,7 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
         )));
     }
     cfg.targets = standardized;
+    cfg.raw_targets = targets;
 
     if unbundle {
         if cfg.files_type == "a" {
@@ -433,6 +443,7 @@ fn config_from_env(files_type: &str, prog: &str) -> Config {
     let mut cfg = Config {
         files_type: files_type.to_string(),
         targets: Vec::new(),
+        raw_targets: Vec::new(),
         inputs: Vec::new(),
         outputs: Vec::new(),
         host_input_index: None,
@@ -574,6 +585,15 @@ fn bundle_files(cfg: &Config) -> Result<(), ToolError> {
             return bundle_object(cfg, &inputs, host);
         }
         Handler::Binary(_) => {
+            let mut ids = BTreeSet::new();
+            for (raw, id) in cfg.raw_targets.iter().zip(&cfg.targets) {
+                if !ids.insert(id.as_str()) {
+                    return Err(fail(format!(
+                        "target '{raw}' normalises to the bundle entry ID '{id}' of another target \
+                         (LLVM 22 writes a corrupt bundle: both entries share one offset)"
+                    )));
+                }
+            }
             if cfg.bundle_align == 0 {
                 return Err(fail(
                     "-bundle-align=0 is not a valid alignment (LLVM 22 divides by zero here)",

@@ -2,10 +2,11 @@
 //! (`OffloadTargetInfo`, `isCodeObjectCompatible`, `clang::parseTargetID`,
 //! `getConflictTargetIDCombination`).
 //!
-//! This is deliberately local to the bundler: it reproduces LLVM 22's *tool* behaviour
-//! (including which processor names it knows), not the runtime selection rules of
-//! `COMPATIBILITY.md`. When the shared target module (branch `select`) lands, the
-//! processor/feature table below should come from it.
+//! This is deliberately local to the bundler: it reproduces LLVM 22's *tool* behaviour —
+//! which processor names it knows (`StringToOffloadArch`), which target-ID features it
+//! accepts — not the runtime selection rules of `COMPATIBILITY.md` that
+//! `offload_image::target` implements from newer sources. A unit test checks that the two
+//! tables agree wherever LLVM 22 does not differ (it does for gfx1250/gfx1251).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -433,5 +434,37 @@ mod tests {
             None
         );
         assert!(conflicting_ids(&set(&["gfx906:xnack"])).is_err());
+    }
+}
+
+#[cfg(test)]
+mod agreement {
+    use super::*;
+    use offload_image::target::amdgpu::{Feature, Processor};
+
+    /// The LLVM 22 feature table above and the library's processor table
+    /// (`COMPATIBILITY.md` §3, from newer LLVM sources) agree on every processor both know,
+    /// except gfx1250/gfx1251: the library lists `sramecc` as selectable, LLVM 22's bundler
+    /// accepts no target-ID feature for them (checked with `clang-offload-bundler-22`: a
+    /// request `gfx1250:sramecc+` matches nothing).
+    #[test]
+    fn feature_table_matches_the_library() {
+        for name in OFFLOAD_ARCHS
+            .iter()
+            .filter(|n| n.starts_with("gfx") && !matches!(**n, "gfx1250" | "gfx1251"))
+        {
+            let p =
+                Processor::by_name(name).unwrap_or_else(|| panic!("{name} unknown to the library"));
+            let ours: &[&str] = AMDGPU_FEATURES
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(&[], |(_, f)| f);
+            let lib: Vec<&str> = [Feature::Sramecc, Feature::Xnack]
+                .into_iter()
+                .filter(|f| p.support(*f).is_selectable())
+                .map(|f| f.name())
+                .collect();
+            assert_eq!(ours, lib.as_slice(), "{name}");
+        }
     }
 }
