@@ -144,9 +144,12 @@ fn segment_before(a: &Segment, b: &Segment) -> bool {
 }
 
 /// `alignTo(Value, Align, Skew)`.
+/// `alignTo(Value, Align, Skew)`, in LLVM's wrapping unsigned arithmetic.
 fn align_to_skew(value: u64, align: u64, skew: u64) -> u64 {
     let skew = skew % align;
-    (value + align - 1 - skew) / align * align + skew
+    (value.wrapping_add(align).wrapping_sub(1).wrapping_sub(skew) / align)
+        .wrapping_mul(align)
+        .wrapping_add(skew)
 }
 
 #[derive(Clone, Debug)]
@@ -320,28 +323,28 @@ fn shdr(r: &Reader<'_>, at: u64, is64: bool) -> Result<Shdr, String> {
     Ok(if is64 {
         Shdr {
             name: r.u32(at)?,
-            typ: r.u32(at + 4)?,
-            flags: r.u64(at + 8)?,
-            addr: r.u64(at + 16)?,
-            offset: r.u64(at + 24)?,
-            size: r.u64(at + 32)?,
-            link: r.u32(at + 40)?,
-            info: r.u32(at + 44)?,
-            align: r.u64(at + 48)?,
-            entsize: r.u64(at + 56)?,
+            typ: r.u32(at.wrapping_add(4))?,
+            flags: r.u64(at.wrapping_add(8))?,
+            addr: r.u64(at.wrapping_add(16))?,
+            offset: r.u64(at.wrapping_add(24))?,
+            size: r.u64(at.wrapping_add(32))?,
+            link: r.u32(at.wrapping_add(40))?,
+            info: r.u32(at.wrapping_add(44))?,
+            align: r.u64(at.wrapping_add(48))?,
+            entsize: r.u64(at.wrapping_add(56))?,
         }
     } else {
         Shdr {
             name: r.u32(at)?,
-            typ: r.u32(at + 4)?,
-            flags: u64::from(r.u32(at + 8)?),
-            addr: u64::from(r.u32(at + 12)?),
-            offset: u64::from(r.u32(at + 16)?),
-            size: u64::from(r.u32(at + 20)?),
-            link: r.u32(at + 24)?,
-            info: r.u32(at + 28)?,
-            align: u64::from(r.u32(at + 32)?),
-            entsize: u64::from(r.u32(at + 36)?),
+            typ: r.u32(at.wrapping_add(4))?,
+            flags: u64::from(r.u32(at.wrapping_add(8))?),
+            addr: u64::from(r.u32(at.wrapping_add(12))?),
+            offset: u64::from(r.u32(at.wrapping_add(16))?),
+            size: u64::from(r.u32(at.wrapping_add(20))?),
+            link: r.u32(at.wrapping_add(24))?,
+            info: r.u32(at.wrapping_add(28))?,
+            align: u64::from(r.u32(at.wrapping_add(32))?),
+            entsize: u64::from(r.u32(at.wrapping_add(36))?),
         }
     })
 }
@@ -371,7 +374,8 @@ fn section_name(
     if u64::from(name) >= t.size {
         return Err("section name offset outside the string table".into());
     }
-    r.cstr(t.offset + u64::from(name)).map(<[u8]>::to_vec)
+    r.cstr(t.offset.wrapping_add(u64::from(name)))
+        .map(<[u8]>::to_vec)
 }
 
 /// A section's name and contents.
@@ -539,30 +543,30 @@ impl Object {
             let entsize = if h.is64 { 24 } else { 16 };
             let count = s.size / entsize;
             for n in 0..count {
-                let at = s.offset + n * entsize;
+                let at = s.offset.wrapping_add(n.wrapping_mul(entsize));
                 let (name, value, size, info, other, shndx) = if h.is64 {
                     (
                         r.u32(at)?,
-                        r.u64(at + 8)?,
-                        r.u64(at + 16)?,
-                        r.u8(at + 4)?,
-                        r.u8(at + 5)?,
-                        r.u16(at + 6)?,
+                        r.u64(at.wrapping_add(8))?,
+                        r.u64(at.wrapping_add(16))?,
+                        r.u8(at.wrapping_add(4))?,
+                        r.u8(at.wrapping_add(5))?,
+                        r.u16(at.wrapping_add(6))?,
                     )
                 } else {
                     (
                         r.u32(at)?,
-                        u64::from(r.u32(at + 4)?),
-                        u64::from(r.u32(at + 8)?),
-                        r.u8(at + 12)?,
-                        r.u8(at + 13)?,
-                        r.u16(at + 14)?,
+                        u64::from(r.u32(at.wrapping_add(4))?),
+                        u64::from(r.u32(at.wrapping_add(8))?),
+                        r.u8(at.wrapping_add(12))?,
+                        r.u8(at.wrapping_add(13))?,
+                        r.u16(at.wrapping_add(14))?,
                     )
                 };
                 if u64::from(name) >= names.size && name != 0 {
                     return Err("symbol name offset outside the string table".into());
                 }
-                let sym_name = r.cstr(names.offset + u64::from(name))?.to_vec();
+                let sym_name = r.cstr(names.offset.wrapping_add(u64::from(name)))?.to_vec();
                 let (defined_in, reserved) = if shndx == SHN_XINDEX {
                     return Err("SHN_XINDEX symbols are not supported".into());
                 } else if shndx >= SHN_LORESERVE {
@@ -625,20 +629,24 @@ impl Object {
                     };
                     let mut relocs = Vec::new();
                     for n in 0..s.size / entsize {
-                        let at = s.offset + n * entsize;
+                        let at = s.offset.wrapping_add(n.wrapping_mul(entsize));
                         let (offset, info, addend) = if h.is64 {
                             (
                                 r.u64(at)?,
-                                r.u64(at + 8)?,
-                                if rela { r.u64(at + 16)? } else { 0 },
+                                r.u64(at.wrapping_add(8))?,
+                                if rela { r.u64(at.wrapping_add(16))? } else { 0 },
                             )
                         } else {
                             let a = if rela {
-                                r.u32(at + 8)? as i32 as i64 as u64
+                                r.u32(at.wrapping_add(8))? as i32 as i64 as u64
                             } else {
                                 0
                             };
-                            (u64::from(r.u32(at)?), u64::from(r.u32(at + 4)?), a)
+                            (
+                                u64::from(r.u32(at)?),
+                                u64::from(r.u32(at.wrapping_add(4))?),
+                                a,
+                            )
                         };
                         let (sym, t) = if h.is64 {
                             ((info >> 32) as usize, (info & 0xffff_ffff) as u32)
@@ -751,28 +759,28 @@ impl Object {
             return Err("unexpected program header size".into());
         }
         for i in 0..u64::from(h.phnum) {
-            let at = h.phoff + i * size;
+            let at = h.phoff.wrapping_add(i.wrapping_mul(size));
             let (typ, flags, offset, vaddr, paddr, filesz, memsz, align) = if h.is64 {
                 (
                     r.u32(at)?,
-                    r.u32(at + 4)?,
-                    r.u64(at + 8)?,
-                    r.u64(at + 16)?,
-                    r.u64(at + 24)?,
-                    r.u64(at + 32)?,
-                    r.u64(at + 40)?,
-                    r.u64(at + 48)?,
+                    r.u32(at.wrapping_add(4))?,
+                    r.u64(at.wrapping_add(8))?,
+                    r.u64(at.wrapping_add(16))?,
+                    r.u64(at.wrapping_add(24))?,
+                    r.u64(at.wrapping_add(32))?,
+                    r.u64(at.wrapping_add(40))?,
+                    r.u64(at.wrapping_add(48))?,
                 )
             } else {
                 (
                     r.u32(at)?,
-                    r.u32(at + 24)?,
-                    u64::from(r.u32(at + 4)?),
-                    u64::from(r.u32(at + 8)?),
-                    u64::from(r.u32(at + 12)?),
-                    u64::from(r.u32(at + 16)?),
-                    u64::from(r.u32(at + 20)?),
-                    u64::from(r.u32(at + 28)?),
+                    r.u32(at.wrapping_add(24))?,
+                    u64::from(r.u32(at.wrapping_add(4))?),
+                    u64::from(r.u32(at.wrapping_add(8))?),
+                    u64::from(r.u32(at.wrapping_add(12))?),
+                    u64::from(r.u32(at.wrapping_add(16))?),
+                    u64::from(r.u32(at.wrapping_add(20))?),
+                    u64::from(r.u32(at.wrapping_add(28))?),
                 )
             };
             let contents = r
@@ -1182,20 +1190,25 @@ impl Object {
             let new_offset = match seg.parent {
                 Some(p) => {
                     let parent = &self.segments[p];
-                    parent.offset + (seg.original_offset - parent.original_offset)
+                    parent
+                        .offset
+                        .wrapping_add(seg.original_offset.wrapping_sub(parent.original_offset))
                 }
                 None => align_to_skew(offset, seg.align.max(1), seg.vaddr),
             };
             self.segments[si].offset = new_offset;
-            offset = offset.max(new_offset + self.segments[si].filesz);
+            offset = offset.max(new_offset.wrapping_add(self.segments[si].filesz));
         }
         let mut order: Vec<usize> = Vec::new();
         for i in 0..self.sections.len() {
             match self.sections[i].parent {
                 Some(p) => {
                     let seg = &self.segments[p];
-                    self.sections[i].offset =
-                        seg.offset + (self.sections[i].original_offset - seg.original_offset);
+                    self.sections[i].offset = seg.offset.wrapping_add(
+                        self.sections[i]
+                            .original_offset
+                            .wrapping_sub(seg.original_offset),
+                    );
                 }
                 None => order.push(i),
             }
@@ -1213,10 +1226,34 @@ impl Object {
                 offset = offset.checked_add(s.size).ok_or("file size overflows")?;
             }
         }
-        let shoff = offset.div_ceil(word) * word;
+        let shoff = offset
+            .checked_next_multiple_of(word)
+            .ok_or("file size overflows")?;
         let shentsize: u64 = if is64 { 64 } else { 40 };
-        let total = shoff + (self.sections.len() as u64 + 1) * shentsize;
-        let mut out = vec![0u8; usize::try_from(total).map_err(|_| "output too large")?];
+        let total = (self.sections.len() as u64 + 1)
+            .checked_mul(shentsize)
+            .and_then(|t| t.checked_add(shoff))
+            .ok_or("file size overflows")?;
+        // Alignments and offsets come from the input; a corrupt one could ask for an
+        // absurd file. Allow generous padding, refuse the rest instead of allocating it.
+        let content: u64 = self
+            .sections
+            .iter()
+            .filter(|s| s.typ != SHT_NOBITS)
+            .map(|s| s.size)
+            .chain(self.segments.iter().map(|s| s.filesz))
+            .fold(0u64, u64::saturating_add);
+        let limit = content.saturating_mul(2).saturating_add(64 << 20);
+        if total > limit {
+            return Err(format!(
+                "the output would be {total} bytes for {content} bytes of contents (corrupt alignment or offsets?)"
+            ));
+        }
+        let len = usize::try_from(total).map_err(|_| "output too large")?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(len)
+            .map_err(|_| format!("cannot allocate {total} bytes for the output"))?;
+        out.resize(len, 0);
         // writeSegmentData: the original bytes of every segment, then zeros over removed
         // sections that were inside one.
         let real_segments = nseg.saturating_sub(2);
@@ -1252,9 +1289,14 @@ impl Object {
             .unwrap_or(0);
 
         // Section contents and headers.
-        let put = |out: &mut Vec<u8>, at: u64, bytes: &[u8]| {
-            let at = at as usize;
-            out[at..at + bytes.len()].copy_from_slice(bytes);
+        let put = |out: &mut Vec<u8>, at: u64, bytes: &[u8]| -> Result<(), String> {
+            usize::try_from(at)
+                .ok()
+                .and_then(|a| out.get_mut(a..a.checked_add(bytes.len())?))
+                .map(|dst| dst.copy_from_slice(bytes))
+                .ok_or_else(|| {
+                    "section data lies outside the output (corrupt offsets?)".to_string()
+                })
         };
         let wword = |v: u64| -> Vec<u8> {
             if is64 {
@@ -1271,7 +1313,7 @@ impl Object {
             match &s.kind {
                 Kind::Raw(d) => {
                     if own {
-                        put(&mut out, s.offset, d);
+                        put(&mut out, s.offset, d)?;
                     }
                     link = s
                         .link_section
@@ -1284,7 +1326,7 @@ impl Object {
                     target,
                 } => {
                     if own {
-                        put(&mut out, s.offset, data);
+                        put(&mut out, s.offset, data)?;
                     }
                     link = dynsym.and_then(|t| index_of.get(&t).copied()).unwrap_or(0);
                     if let Some(t) = target {
@@ -1300,7 +1342,7 @@ impl Object {
                 Kind::StrTab => {
                     if let Some(f) = finals.get(&s.id) {
                         if own {
-                            put(&mut out, s.offset, &f.to_vec());
+                            put(&mut out, s.offset, &f.to_vec())?;
                         }
                     }
                 }
@@ -1333,7 +1375,7 @@ impl Object {
                             e.extend_from_slice(&shndx.to_le_bytes());
                         }
                         if own {
-                            put(&mut out, at, &e);
+                            put(&mut out, at, &e)?;
                         }
                         at += e.len() as u64;
                     }
@@ -1363,7 +1405,7 @@ impl Object {
                             e.extend_from_slice(&wword(r.addend));
                         }
                         if own {
-                            put(&mut out, at, &e);
+                            put(&mut out, at, &e)?;
                         }
                         at += e.len() as u64;
                     }
@@ -1390,7 +1432,7 @@ impl Object {
                         e.extend_from_slice(&index_of.get(m).copied().unwrap_or(0).to_le_bytes());
                     }
                     if own {
-                        put(&mut out, s.offset, &e);
+                        put(&mut out, s.offset, &e)?;
                     }
                     info = sym_entry.map_or(0, |p| p as u32);
                     link = symtab.and_then(|t| index_of.get(&t).copied()).unwrap_or(0);
@@ -1410,7 +1452,7 @@ impl Object {
             h.extend_from_slice(&info.to_le_bytes());
             h.extend_from_slice(&wword(s.align));
             h.extend_from_slice(&wword(s.entsize));
-            put(&mut out, at, &h);
+            put(&mut out, at, &h)?;
         }
         // ELF header.
         let mut e = Vec::with_capacity(64);
@@ -1451,7 +1493,7 @@ impl Object {
             .and_then(|t| index_of.get(&t).copied())
             .unwrap_or(0);
         e.extend_from_slice(&(shstrndx as u16).to_le_bytes());
-        put(&mut out, 0, &e);
+        put(&mut out, 0, &e)?;
         // Program headers.
         for seg in &self.segments[..phnum] {
             let mut ph = Vec::with_capacity(56);
@@ -1475,7 +1517,7 @@ impl Object {
                 &mut out,
                 phoff + u64::from(seg.index) * u64::from(phentsize),
                 &ph,
-            );
+            )?;
         }
         Ok(out)
     }
