@@ -906,3 +906,52 @@ fn argv0_dispatch() {
         assert!(String::from_utf8_lossy(&e.stderr).starts_with(&format!("{name}: error: ")));
     }
 }
+
+/// LLVM's command-line spellings: `-opt value`, `--opt=value`, the deprecated comma lists
+/// `-inputs=`/`-outputs=`, `@response` files; the results match LLVM 22's.
+#[test]
+fn command_line_spellings() {
+    let dir = TempDir::new("spellings");
+    dir.write("a", b"host");
+    dir.write("b", b"device");
+    dir.write("rsp", b"-type=bc '-list' -input=d1\n");
+    let cases: Vec<(Vec<String>, Vec<String>)> = vec![
+        (
+            vec![
+                arg("-type"),
+                arg("bc"),
+                arg("-targets"),
+                arg("host-x86_64-unknown-linux-gnu,hip-amdgcn-amd-amdhsa--gfx906"),
+                arg("-inputs=a,b"),
+                arg("-outputs=d1"),
+            ],
+            vec![arg("d1")],
+        ),
+        (
+            vec![
+                arg("--unbundle"),
+                arg("--type=bc"),
+                arg("--targets=hip-amdgcn-amd-amdhsa--gfx906"),
+                arg("--input"),
+                arg("d1"),
+                arg("--output"),
+                arg("d2"),
+            ],
+            vec![arg("d2")],
+        ),
+        (vec![arg("@rsp")], vec![]),
+        (
+            vec![
+                arg("-type=bc"),
+                arg("-input=a"),
+                arg("-inputs=b"),
+                arg("-targets=x"),
+                arg("-output=z"),
+            ],
+            vec![],
+        ),
+    ];
+    for (args, outs) in cases {
+        compare_run(&dir.0, &args, &outs, &format!("{args:?}"));
+    }
+}

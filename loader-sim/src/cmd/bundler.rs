@@ -213,7 +213,10 @@ struct Config {
     bundle_align: u64,
     compress: bool,
     verbose: bool,
+    /// Compression level (zstd's default 3 unless set).
     level: i64,
+    /// True when the level came from the command line or the environment.
+    level_set: bool,
     ccob_version: u16,
     method: Method,
 }
@@ -256,6 +259,7 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
         cfg.verbose = p.flag("verbose");
     }
     if let Some(l) = p.value("compression-level") {
+        cfg.level_set = true;
         cfg.level = cl::parse_signed(l)
             .filter(|v| i32::try_from(*v).is_ok())
             .ok_or_else(|| {
@@ -456,6 +460,7 @@ fn config_from_env(files_type: &str, prog: &str) -> Config {
         compress: false,
         verbose: false,
         level: 3,
+        level_set: false,
         ccob_version: 3,
         method: Method::Zstd,
     };
@@ -471,7 +476,10 @@ fn config_from_env(files_type: &str, prog: &str) -> Config {
     }
     if let Some(v) = var("OFFLOAD_BUNDLER_COMPRESSION_LEVEL") {
         match v.parse::<i32>() {
-            Ok(l) if !v.starts_with('+') => cfg.level = i64::from(l),
+            Ok(l) if !v.starts_with('+') => {
+                cfg.level = i64::from(l);
+                cfg.level_set = true;
+            }
             _ => eprintln!(
                 "Warning: Invalid value for OFFLOAD_BUNDLER_COMPRESSION_LEVEL: {v}. Ignoring it."
             ),
@@ -626,7 +634,8 @@ fn compress(cfg: &Config, bundle: &[u8]) -> Result<Vec<u8>, ToolError> {
         // ruzstd implements one compressing mode; every level maps to it.
         Method::Zstd => Codec::Zstd(ZstdMode::Fastest),
         Method::Zlib => Codec::Zlib {
-            level: if cfg.level < 0 {
+            // LLVM's zlib default is zlib's default level, 6.
+            level: if cfg.level < 0 || !cfg.level_set {
                 6
             } else {
                 cfg.level.min(10) as u8
