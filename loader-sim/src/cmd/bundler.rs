@@ -251,7 +251,7 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
             "for the --type option: must be specified at least once!",
         ));
     };
-    let mut cfg = config_from_env(files_type, prog);
+    let mut cfg = config_from_env(files_type);
     if p.given("compress") {
         cfg.compress = p.flag("compress");
     }
@@ -443,7 +443,7 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
 }
 
 /// `OffloadBundlerConfig`'s constructor: defaults, then the environment.
-fn config_from_env(files_type: &str, prog: &str) -> Config {
+fn config_from_env(files_type: &str) -> Config {
     let mut cfg = Config {
         files_type: files_type.to_string(),
         targets: Vec::new(),
@@ -498,7 +498,6 @@ fn config_from_env(files_type: &str, prog: &str) -> Config {
             ),
         }
     }
-    let _ = prog;
     cfg
 }
 

@@ -109,9 +109,10 @@ impl BinaryHandler {
         Ok(HeaderRead::Complete)
     }
 
-    /// `ReadHeader`: adds the entries of the bundle at the start of `fc` to the map (which
-    /// keeps earlier entries, as LLVM's does) and restarts iteration over the whole map.
-    /// Returns false if `fc` holds no bundle entries at all (iteration yields nothing).
+    /// `ReadHeader`: adds the entries of the bundle at the start of `fc` to the map and
+    /// restarts iteration over it. Input without the magic, or whose entry table stops before
+    /// its first complete entry, yields no entries (as in LLVM); a table that stops after
+    /// some entries were read is an error (LLVM then walks an uninitialised iterator).
     pub fn read_header(&mut self, fc: &[u8]) -> Result<(), HandlerError> {
         self.current = None;
         match self.parse(fc)? {
