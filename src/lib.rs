@@ -78,6 +78,7 @@ mod error;
 pub mod image;
 pub mod offload_binary;
 pub mod raw;
+pub mod registration;
 pub mod select;
 pub mod target;
 pub mod text;

@@ -7,7 +7,7 @@ use crate::Failure;
 
 /// The bytes of an input file.
 pub struct Input {
-    map: Option<memmap2::Mmap>,
+    map: Option<loader_sim_rt::mapping::Mmap>,
 }
 
 impl Input {
@@ -22,11 +22,7 @@ impl Input {
         if len == 0 {
             return Ok(Input { map: None });
         }
-        // SAFETY: the map is read-only and private to this process. Another process
-        // truncating the file while it is mapped would make later reads fault (SIGBUS);
-        // the inputs of this tool are build artefacts that are not modified while it runs.
-        #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&file) }
+        let map = loader_sim_rt::mapping::map_file(&file)
             .map_err(|e| Failure::file(path, format!("cannot map: {e}")))?;
         Ok(Input { map: Some(map) })
     }

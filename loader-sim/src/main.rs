@@ -9,6 +9,10 @@
 //! `clang-offload-bundler` or `clang-offload-packager` (or `llvm-offload-binary`), in any
 //! directory and optionally with a version suffix (`clang-offload-bundler-22`), the binary
 //! behaves as the corresponding subcommand.
+//!
+//! No `unsafe` here: mapping files and loading libraries live in the FFI crate `loader-sim-rt`.
+
+#![forbid(unsafe_code)]
 
 mod cmd;
 mod input;
@@ -31,6 +35,14 @@ struct Cli {
 enum Command {
     /// List every device image in FILE, in discovery order.
     List(cmd::list::Args),
+    /// Simulate a runtime registering the device code of a host file or library.
+    Register(cmd::register::Args),
+    /// (internal) Load a library with the runtime shim in place; used by `register --load`.
+    #[command(name = "__load", hide = true)]
+    Load {
+        /// The library.
+        lib: std::path::PathBuf,
+    },
     /// Choose the image a runtime would load for each target, per unit.
     Select(cmd::select::Args),
     /// Drop-in clang-offload-bundler (LLVM 22 command line; see `offload-bundler --help`).
@@ -122,6 +134,8 @@ fn main() -> ExitCode {
         Command::OffloadPackager { args } => {
             return run_tool("offload-packager", "loader-sim", &args)
         }
+        Command::Register(a) => cmd::register::run(&a),
+        Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a),
     };
     match result {

@@ -31,8 +31,14 @@ fn cargo_build(package: &str) {
     assert!(st.success(), "cargo build -p {package}");
 }
 
-/// Builds the static library and the C demo against it; returns the demo's path.
+/// Builds the static library and the C demo against it, once per test binary (the tests
+/// run in parallel); returns the demo's path.
 fn build_demo() -> PathBuf {
+    static DEMO: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DEMO.get_or_init(build_demo_once).clone()
+}
+
+fn build_demo_once() -> PathBuf {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi");
     std::fs::create_dir_all(&out).unwrap();
     cargo_build("offload-image-capi");

@@ -3,4 +3,5 @@
 pub mod bundler;
 pub mod list;
 pub mod packager;
+pub mod register;
 pub mod select;
