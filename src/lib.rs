@@ -15,6 +15,7 @@
 //! * [`target`]: bundle entry IDs, triples, AMDGPU target IDs and processors, NVPTX
 //!   architectures, device ELF headers, devices, and [`identify`] (what an image is for);
 //! * [`mod@select`]: the compatibility predicate, the ranking and [`select()`](select::select).
+//! * `write` (feature `std`): writers for every format, byte-identical to LLVM 22's tools.
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
@@ -81,6 +82,8 @@ pub mod registration;
 pub mod select;
 pub mod target;
 pub mod text;
+#[cfg(feature = "std")]
+pub mod write;
 
 pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent};
 pub use error::{Error, ErrorKind, Result};
