@@ -59,3 +59,45 @@ fn empty_bundle_section_stays_inside_the_file() {
     assert_eq!(empty.2, 0);
     assert!(seen.iter().all(|(_, off, _)| off.is_some()), "{seen:?}");
 }
+
+/// Fuzz target `roundtrip`, crash-21af1471: the OffloadBinary writer wrote a string key
+/// that is not UTF-8 (`[0x2D, 0xB8]`), which the reader refuses ("string key is not valid
+/// UTF-8"): the writer produced a file its own reader cannot read. The writer now refuses
+/// such keys; a UTF-8 key with the same bytes around it still round-trips.
+#[cfg(feature = "std")]
+#[test]
+fn offload_binary_writer_refuses_keys_the_reader_refuses() {
+    use offload_image::offload_binary::OffloadBinary;
+    use offload_image::write::offload_binary::{v1_to_vec, v2_to_vec, OffloadImage};
+    use offload_image::{ErrorKind, Limits};
+
+    let bad: [(&[u8], &[u8]); 1] = [(&[0x2D, 0xB8], b"")];
+    let image = OffloadImage {
+        image_kind: 0xFF54,
+        offload_kind: 0xF7FF,
+        flags: 3_103_731_149,
+        strings: &bad,
+        image: b"",
+    };
+    for r in [v2_to_vec(&[image]), v1_to_vec(&image)] {
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Malformed);
+        assert_eq!(e.what(), "OffloadBinary string key is not valid UTF-8");
+    }
+    let good: [(&[u8], &[u8]); 1] = [("-\u{b8}".as_bytes(), b"")];
+    let image = OffloadImage {
+        strings: &good,
+        ..image
+    };
+    let v2 = v2_to_vec(&[image]).unwrap();
+    let b = OffloadBinary::parse(&v2, &Limits::DEFAULT).unwrap();
+    let e = b.entries().next().unwrap();
+    assert_eq!(
+        e.strings.iter().collect::<Vec<_>>(),
+        vec![("-\u{b8}", &b""[..])]
+    );
+    assert_eq!(
+        (e.image_kind, e.offload_kind, e.flags),
+        (0xFF54, 0xF7FF, 3_103_731_149)
+    );
+}

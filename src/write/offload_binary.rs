@@ -39,7 +39,8 @@ pub struct OffloadImage<'a> {
     /// Entry flags.
     pub flags: u32,
     /// Key/value strings in stored order (`triple`, `arch`, ...). Keys and v1 values must
-    /// not contain NUL bytes (they are stored NUL-terminated).
+    /// not contain NUL bytes (they are stored NUL-terminated); keys must be UTF-8 (the
+    /// reader hands them out as `&str`).
     pub strings: &'a [(&'a [u8], &'a [u8])],
     /// The image bytes.
     pub image: &'a [u8],
@@ -68,6 +69,14 @@ fn check_strings(images: &[OffloadImage<'_>], values_nul_free: bool) -> Result<(
                     ErrorKind::Malformed,
                     0,
                     "OffloadBinary string contains a NUL byte",
+                ));
+            }
+            // The reader hands keys out as text and refuses a binary whose key is not.
+            if core::str::from_utf8(k).is_err() {
+                return Err(Error::new(
+                    ErrorKind::Malformed,
+                    0,
+                    "OffloadBinary string key is not valid UTF-8",
                 ));
             }
         }
