@@ -394,3 +394,158 @@ proptest! {
         prop_assert_eq!(seen.len(), images.len());
     }
 }
+
+/// The writers' output through the container paths (the writers' own round trips, in
+/// `tests/write_roundtrip.rs`, read each format directly): several written blobs back to
+/// back in a host object's sections, inside an archive, read by the walk in order and at
+/// the right offsets; and the writer agrees byte for byte with the spec-derived builder.
+#[cfg(feature = "std")]
+mod written {
+    use super::*;
+    use offload_image::write::bundle::bundle_to_vec;
+    use offload_image::write::ccob::{compress, CcobOptions, Codec, ZstdMode};
+    use offload_image::write::offload_binary::{v1_to_vec, v2_to_vec, OffloadImage};
+
+    fn bundles() -> impl Strategy<Value = Vec<Vec<(String, Vec<u8>)>>> {
+        prop::collection::vec(prop::collection::vec((entry_id(), payload()), 1..5), 1..4)
+    }
+
+    /// Blobs laid out back to back with `gaps` zero bytes after each: (bytes, starts).
+    fn back_to_back(blobs: &[Vec<u8>], gaps: &[usize]) -> (Vec<u8>, Vec<usize>) {
+        let mut out = Vec::new();
+        let mut starts = Vec::new();
+        for (b, g) in blobs.iter().zip(gaps.iter().cycle()) {
+            starts.push(out.len());
+            out.extend_from_slice(b);
+            out.resize(out.len() + g, 0);
+        }
+        (out, starts)
+    }
+
+    fn section_offset(elf: &[u8], contents: &[u8]) -> usize {
+        elf.windows(contents.len().min(64))
+            .position(|w| w == &contents[..contents.len().min(64)])
+            .unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(config(150))]
+
+        #[test]
+        fn written_bundles_in_host_objects_and_archives(
+            bundles in bundles(),
+            align in prop::sample::select(vec![1u64, 8, 4096]),
+            gaps in prop::collection::vec(0usize..24, 1..4),
+            in_archive in any::<bool>(),
+        ) {
+            let written: Vec<Vec<u8>> = bundles
+                .iter()
+                .map(|es| {
+                    let refs: Vec<(&str, &[u8])> = es.iter().map(|(i, d)| (i.as_str(), d.as_slice())).collect();
+                    let w = bundle_to_vec(&refs, align).unwrap();
+                    // Two implementations of FORMATS.md §2.2 agree byte for byte.
+                    assert_eq!(w, bundle(&refs, align));
+                    w
+                })
+                .collect();
+            let (fatbin, starts) = back_to_back(&written, &gaps);
+            let host = host_with_fatbin(&fatbin);
+            let section = section_offset(&host, &fatbin);
+            let (file, base) = if in_archive {
+                let a = ar(&[("host.o", &host)]);
+                let at = section_offset(&a, &host);
+                (a, at + section)
+            } else {
+                (host, section)
+            };
+            let seen = list_checked(&file, &ReadOptions::default()).unwrap();
+            let mut want = Vec::new();
+            for ((w, es), start) in written.iter().zip(&bundles).zip(&starts) {
+                let b = Bundle::parse(w, &Limits::DEFAULT).unwrap();
+                for (e, (_, d)) in b.entries().zip(es) {
+                    want.push((Some((base + start) as u64 + e.offset), d.len()));
+                }
+            }
+            prop_assert_eq!(seen, want);
+        }
+
+        #[test]
+        fn written_ccobs_back_to_back(
+            bundles in bundles(),
+            codecs in prop::collection::vec((2u16..=3, 0u8..3), 1..4),
+            gaps in prop::collection::vec(0usize..24, 1..4),
+        ) {
+            let mut contents = Vec::new();
+            let blobs: Vec<Vec<u8>> = bundles
+                .iter()
+                .zip(codecs.iter().cycle())
+                .map(|(es, (version, codec))| {
+                    let refs: Vec<(&str, &[u8])> = es.iter().map(|(i, d)| (i.as_str(), d.as_slice())).collect();
+                    let inner = bundle_to_vec(&refs, 8).unwrap();
+                    let codec = match codec {
+                        0 => Codec::Zlib { level: 6 },
+                        1 => Codec::Zstd(ZstdMode::Uncompressed),
+                        _ => Codec::Zstd(ZstdMode::Fastest),
+                    };
+                    contents.extend(es.iter().map(|(_, d)| d.clone()));
+                    compress(&inner, &CcobOptions { version: *version, codec }).unwrap()
+                })
+                .collect();
+            let (fatbin, _) = back_to_back(&blobs, &gaps);
+            let host = host_with_fatbin(&fatbin);
+            let options = ReadOptions::default();
+            let mut images = Vec::new();
+            let mut units = Vec::new();
+            for_each_unit(&host, &options, |unit| {
+                units.push(unit.index);
+                let open = unit.open(&options)?;
+                images.extend(open.images().map(|i| i.bytes.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+            prop_assert_eq!(units, (0..blobs.len()).collect::<Vec<_>>());
+            prop_assert_eq!(images, contents);
+        }
+
+        #[test]
+        fn written_offload_binaries_in_llvm_offloading(
+            images in prop::collection::vec(
+                (payload(), prop::sample::select(vec!["gfx906", "gfx90a:xnack+", "sm_80", "gfx1100"])),
+                1..5),
+            split in 0usize..5,
+        ) {
+            let triple = |arch: &str| if arch.starts_with("sm_") { "nvptx64-nvidia-cuda" } else { "amdgcn-amd-amdhsa" };
+            let strings: Vec<[(&[u8], &[u8]); 2]> = images
+                .iter()
+                .map(|(_, arch)| [(b"triple".as_slice(), triple(arch).as_bytes()), (b"arch".as_slice(), arch.as_bytes())])
+                .collect();
+            let written: Vec<OffloadImage<'_>> = images
+                .iter()
+                .zip(&strings)
+                .map(|((img, _), s)| OffloadImage { image_kind: 1, offload_kind: 4, flags: 0, strings: s, image: img })
+                .collect();
+            // The first `split` images as v1 binaries (one each), the rest in one v2 binary,
+            // each padded to 8 as in a linked `.llvm.offloading` section.
+            let split = split.min(written.len());
+            let mut blobs: Vec<Vec<u8>> = written[..split].iter().map(|w| v1_to_vec(w).unwrap()).collect();
+            if split < written.len() {
+                blobs.push(v2_to_vec(&written[split..]).unwrap());
+            }
+            let (section, _) = back_to_back(&blobs, &[0]);
+            let host = elf64(&[Section { name: ".llvm.offloading", sh_type: LLVM_OFFLOADING, data: &section, range: None }]);
+            let options = ReadOptions::default();
+            let mut seen = Vec::new();
+            for_each_unit(&host, &options, |unit| {
+                let open = unit.open(&options)?;
+                seen.extend(open.images().map(|i| (i.bytes.to_vec(), i.triple.map(str::to_string), i.target_id.map(str::to_string))));
+                Ok(())
+            })
+            .unwrap();
+            let want: Vec<_> = images
+                .iter()
+                .map(|(img, arch)| (img.clone(), Some(triple(arch).to_string()), Some(arch.to_string())))
+                .collect();
+            prop_assert_eq!(seen, want);
+        }
+    }
+}
