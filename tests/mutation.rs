@@ -798,7 +798,7 @@ fn mutants_never_panic_and_every_error_has_a_kind() {
                             let r = catch_unwind(AssertUnwindSafe(|| register(&data)));
                             let took = t0.elapsed();
                             let outcome = match r {
-                                Ok(None) => "not ELF",
+                                Ok(None) => "not-elf",
                                 Ok(Some(Ok(_))) => "ok",
                                 Ok(Some(Err(e))) => e.kind().name(),
                                 Err(_) => {
