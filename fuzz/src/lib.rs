@@ -1,5 +1,7 @@
-//! Shared checks of the fuzz targets: the `loader-sim list` path over untrusted bytes, with
-//! the invariants the library promises asserted (a failed assertion is a fuzzing crash).
+//! Shared code of the fuzz targets: the `loader-sim list`, `select` and `register` paths over
+//! untrusted bytes, with the invariants the library promises asserted (a failed assertion is
+//! a fuzzing crash): images lie inside the input or inside decompressed content, the chosen
+//! image is compatible and ranked best, views hand out bytes of the memory they were given.
 
 use offload_image::container::UnitContent;
 use offload_image::target::{EntryId, Triple};
