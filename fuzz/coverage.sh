@@ -3,6 +3,8 @@
 #
 #   fuzz/coverage.sh TARGET [FILE-REGEX]     # e.g. fuzz/coverage.sh bundle 'bundle\.rs'
 #
+# Prints llvm-cov's per-file table of the library (filtered by FILE-REGEX) and its TOTAL.
+#
 # `cargo fuzz coverage` builds an instrumented binary and runs the corpus, but merges the
 # profiles with the toolchain's llvm-profdata (the llvm-tools component, absent here): the
 # merge and the report are done with LLVM 22's tools instead (LLVM_PROFDATA, LLVM_COV).
@@ -13,6 +15,8 @@ files=${2:-.}
 profdata=${LLVM_PROFDATA:-llvm-profdata-22}
 cov=${LLVM_COV:-llvm-cov-22}
 mkdir -p coverage
+# Seeds that add coverage are merged into the grown corpus first (libFuzzer -merge=1).
+./run.sh "$target" 0 -merge=1 > "coverage/$target.merge.log" 2>&1
 # Ends with a failed merge when llvm-tools is missing; the raw profiles are there.
 RUSTC_BOOTSTRAP=1 cargo fuzz coverage "$target" "corpus/$target" > "coverage/$target.log" 2>&1 \
     || mkdir -p "coverage/$target"
