@@ -14,6 +14,7 @@ target=${1:?usage: fuzz/coverage.sh TARGET [FILE-REGEX]}
 files=${2:-.}
 profdata=${LLVM_PROFDATA:-llvm-profdata-22}
 cov=${LLVM_COV:-llvm-cov-22}
+rm -rf "coverage/$target"
 mkdir -p coverage
 # Seeds that add coverage are merged into the grown corpus first (libFuzzer -merge=1).
 ./run.sh "$target" 0 -merge=1 > "coverage/$target.merge.log" 2>&1
