@@ -14,7 +14,9 @@
 //! * [`image`]: the format-independent [`Image`];
 //! * [`target`]: bundle entry IDs, triples, AMDGPU target IDs and processors, NVPTX
 //!   architectures, device ELF headers, devices, and [`identify`] (what an image is for);
-//! * [`mod@select`]: the compatibility predicate, the ranking and [`select()`](select::select).
+//! * [`mod@select`]: the compatibility predicate, the ranking and [`select()`](select::select);
+//! * [`stream`]: selection and extraction from a compressed bundle in one pass over its
+//!   decompressed stream, without holding it.
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
@@ -78,6 +80,7 @@ pub mod image;
 pub mod offload_binary;
 pub mod raw;
 pub mod select;
+pub mod stream;
 pub mod target;
 pub mod text;
 

@@ -5,6 +5,7 @@
 //! `loader-sim: error: <file>: <what>, at byte <n>`.
 
 mod cmd;
+mod decode;
 mod input;
 mod output;
 
