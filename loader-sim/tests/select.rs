@@ -409,3 +409,121 @@ fn devices_from_kfd_topology() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json_lines(&out)[0]["target"], "gfx90a:sramecc+");
 }
+
+/// Every way of decoding a compressed bundle (libzstd or ruzstd, with or without a decode
+/// thread, with or without the hash check) selects the same image, `-o` writes the bytes
+/// LLVM extracts, `--sha256` hashes them, and `--explain` (which decompresses whole)
+/// agrees.
+#[test]
+fn compressed_bundles_stream_the_same_image_every_way() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let cases = [
+        ("compressed/hip_6arch.zstd.ccob", "gfx90a:sramecc+:xnack-"),
+        ("compressed/hip_6arch.v3-zstd.llvm22.ccob", "gfx1030"),
+        (
+            "compressed/hip_6arch.v1-zstd.ccob",
+            "gfx906:sramecc+:xnack-",
+        ),
+        (
+            "compressed/hip_6arch.zstd-l19.ccob",
+            "gfx942:sramecc+:xnack-",
+        ),
+        ("compressed/hip_6arch.zlib.ccob", "gfx1100"),
+    ];
+    for (file, target) in cases {
+        let f = corpus(file);
+        let f = f.to_str().unwrap();
+        let explained = run(&["select", f, "--target", target, "--json", "--explain"]);
+        assert_eq!(explained.status.code(), Some(0), "{file}");
+        let expected = json_lines(&explained)[0]["selected"].clone();
+        let name = expected.as_str().expect("an image is selected").to_string();
+        let llvm = manifest_sha(file, &name);
+        for decoder in ["libzstd", "ruzstd"] {
+            for thread in ["always", "never"] {
+                for verify in [true, false] {
+                    let o = dir.join(format!("stream-{decoder}-{thread}-{verify}.co"));
+                    let _ = std::fs::remove_file(&o);
+                    let mut args = vec![
+                        "select",
+                        f,
+                        "--target",
+                        target,
+                        "--json",
+                        "--sha256",
+                        "--zstd-decoder",
+                        decoder,
+                        "--decode-thread",
+                        thread,
+                        "-o",
+                        o.to_str().unwrap(),
+                    ];
+                    if !verify {
+                        args.push("--no-verify-hash");
+                    }
+                    let out = run(&args);
+                    assert_eq!(out.status.code(), Some(0), "{file} {args:?}");
+                    let r = &json_lines(&out)[0];
+                    assert_eq!(r["selected"], expected, "{file} {args:?}");
+                    assert_eq!(r["offset"], Value::Null);
+                    assert_eq!(r["sha256"], llvm.as_str(), "{file} {args:?}");
+                    assert_eq!(sha256(&std::fs::read(&o).unwrap()), llvm, "{file} {args:?}");
+                }
+            }
+        }
+    }
+}
+
+/// A corrupted hash is reported by the streaming path too (and ignored with
+/// `--no-verify-hash`); `-o` leaves no file behind when the selection fails.
+#[test]
+fn compressed_bundle_hash_mismatch_is_an_error_unless_not_verified() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let mut data = std::fs::read(corpus("compressed/hip_6arch.v3-zstd.llvm22.ccob")).unwrap();
+    data[31] ^= 0xFF;
+    let bad = dir.join("bad-hash.ccob");
+    std::fs::write(&bad, &data).unwrap();
+    let bad = bad.to_str().unwrap();
+    for decoder in ["libzstd", "ruzstd"] {
+        let out = run(&[
+            "select",
+            bad,
+            "--target",
+            "gfx1030",
+            "--zstd-decoder",
+            decoder,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{decoder}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains(
+                "truncated MD5 of the decompressed bundle does not match the header, at byte 24"
+            ),
+            "{err}"
+        );
+        let out = run(&[
+            "select",
+            bad,
+            "--target",
+            "gfx1030",
+            "--zstd-decoder",
+            decoder,
+            "--no-verify-hash",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{decoder}");
+    }
+    // -o with two targets is refused, and the file streamed for the first is removed.
+    let o = dir.join("two-targets.co");
+    let good = corpus("compressed/hip_6arch.zstd.ccob");
+    let out = run(&[
+        "select",
+        good.to_str().unwrap(),
+        "--target",
+        "gfx1030",
+        "--target",
+        "gfx1100",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!o.exists());
+}

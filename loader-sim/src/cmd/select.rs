@@ -112,6 +112,18 @@ pub struct Args {
     /// The zstd decoder for compressed bundles.
     #[arg(long, value_enum, default_value_t = ZstdDecoder::DEFAULT)]
     zstd_decoder: ZstdDecoder,
+    /// Decode compressed bundles on a thread of their own, overlapping the MD5 check
+    /// (auto: when verifying and more than one CPU is available).
+    #[arg(long, value_enum, default_value = "auto")]
+    decode_thread: When,
+}
+
+/// `--decode-thread`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum When {
+    Auto,
+    Always,
+    Never,
 }
 
 /// One rejected (or outranked) image.
@@ -187,7 +199,14 @@ impl Stream<'_> {
         let keep = self.args.sha256 || self.out_path.is_some();
         let mut hashes: Vec<Option<Sha256>> = vec![None; self.targets.len()];
         let mut file: Option<File> = None;
-        let threaded = std::env::var_os("LOADER_SIM_NO_THREAD").is_none();
+        let threaded = match self.args.decode_thread {
+            When::Always => true,
+            When::Never => false,
+            When::Auto => {
+                self.read.verify_hash
+                    && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+            }
+        };
         let found = std::thread::scope(|scope| {
             let sink = |k: Kept<'_>| -> Result<(), SinkError> {
                 match k {
