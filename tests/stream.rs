@@ -62,16 +62,19 @@ fn ccob(data: &[u8]) -> CompressedBundle<'_> {
     CompressedBundle::parse(data).expect("CCOB header")
 }
 
+/// Kept bytes per device: (entry index, bytes).
+type KeptBytes = BTreeMap<usize, (usize, Vec<u8>)>;
+
 /// Runs the streaming selection, collecting the kept bytes per device.
 fn stream(
     data: &[u8],
     devices: &[Device],
     options: &SelectOptions,
     read: &ReadOptions,
-) -> Result<(StreamSelection, BTreeMap<usize, (usize, Vec<u8>)>), Error> {
+) -> Result<(StreamSelection, KeptBytes), Error> {
     let c = ccob(data);
     let reader = c.reader(read)?;
-    let mut kept: BTreeMap<usize, (usize, Vec<u8>)> = BTreeMap::new();
+    let mut kept = KeptBytes::new();
     let found = select_in_stream(reader, devices, options, &read.limits, true, |k| {
         match k {
             Kept::Start {
