@@ -16,7 +16,8 @@
 //!   architectures, device ELF headers, devices, and [`identify`] (what an image is for);
 //! * [`mod@select`]: the compatibility predicate, the ranking and [`select()`](select::select);
 //! * [`stream`]: selection and extraction from a compressed bundle in one pass over its
-//!   decompressed stream, without holding it.
+//!   decompressed stream, without holding it;
+//! * `write` (feature `std`): writers for every format, byte-identical to LLVM 22's tools.
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
@@ -79,10 +80,13 @@ mod error;
 pub mod image;
 pub mod offload_binary;
 pub mod raw;
+pub mod registration;
 pub mod select;
 pub mod stream;
 pub mod target;
 pub mod text;
+#[cfg(feature = "std")]
+pub mod write;
 
 pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent};
 pub use error::{Error, ErrorKind, Result};

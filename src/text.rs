@@ -144,7 +144,15 @@ fn entry_at<'data>(
     let end_id_start =
         marker_at(data, end_marker_pos, style, TEXT_END_MARKER).unwrap_or(end_marker_pos);
     let end_line_end = bytes::find(data, b"\n", end_id_start).unwrap_or(data.len());
-    if data.get(end_id_start..end_line_end) != Some(id.as_bytes()) {
+    let end_id = data.get(end_id_start..end_line_end).unwrap_or(&[]);
+    if end_line_end == data.len() && end_id.len() < id.len() && id.as_bytes().starts_with(end_id) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            u64_of(end_id_start),
+            "text bundle: data ends inside an end marker line",
+        ));
+    }
+    if end_id != id.as_bytes() {
         return Err(Error::new(
             ErrorKind::Malformed,
             u64_of(end_marker_pos),

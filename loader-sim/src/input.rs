@@ -11,13 +11,13 @@
 use std::fs::File;
 use std::path::Path;
 
-use memmap2::{Advice, UncheckedAdvice};
+use memmap2::Advice;
 
 use crate::Failure;
 
 /// The bytes of an input file.
 pub struct Input {
-    map: Option<memmap2::Mmap>,
+    map: Option<loader_sim_rt::mapping::Mmap>,
 }
 
 impl Input {
@@ -32,11 +32,7 @@ impl Input {
         if len == 0 {
             return Ok(Input { map: None });
         }
-        // SAFETY: the map is read-only and private to this process. Another process
-        // truncating the file while it is mapped would make later reads fault (SIGBUS);
-        // the inputs of this tool are build artefacts that are not modified while it runs.
-        #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&file) }
+        let map = loader_sim_rt::mapping::map_file(&file)
             .map_err(|e| Failure::file(path, format!("cannot map: {e}")))?;
         // Advice only; failure changes nothing but speed.
         let _ = map.advise(Advice::Random);
@@ -66,12 +62,8 @@ impl Input {
         if part.is_empty() {
             return;
         }
-        // SAFETY: `MADV_DONTNEED` on a read-only file mapping that this process never
-        // writes only removes page-table entries: the next access maps the same file page
-        // again, so every `&[u8]` into the map keeps its contents (the one hazard of
-        // DONTNEED, losing private modifications, cannot arise without writes).
-        #[allow(unsafe_code)]
-        let _ = unsafe { map.unchecked_advise_range(UncheckedAdvice::DontNeed, off, part.len()) };
+        // Advice only: if it fails the pages just stay mapped.
+        let _ = loader_sim_rt::mapping::release(map, off, part.len());
     }
 
     /// Writes `len` bytes of the input from offset `at` to a new file at `path`.

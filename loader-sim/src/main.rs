@@ -3,10 +3,21 @@
 //! Exit status: 0 success; 1 no compatible image for a requested target; 2 bad input or
 //! usage. Errors are one line on standard error:
 //! `loader-sim: error: <file>: <what>, at byte <n>`.
+//!
+//! `offload-bundler` and `offload-packager` take LLVM's own command lines (they are
+//! dispatched before clap sees the arguments). Invoked through a link whose name is
+//! `clang-offload-bundler` or `clang-offload-packager` (or `llvm-offload-binary`), in any
+//! directory and optionally with a version suffix (`clang-offload-bundler-22`), the binary
+//! behaves as the corresponding subcommand.
+//!
+//! No `unsafe` here: mapping files and loading libraries live in the FFI crate `loader-sim-rt`.
+
+#![forbid(unsafe_code)]
 
 mod cmd;
 mod decode;
 mod input;
+mod llvm;
 mod output;
 
 use std::process::ExitCode;
@@ -25,8 +36,65 @@ struct Cli {
 enum Command {
     /// List every device image in FILE, in discovery order.
     List(cmd::list::Args),
+    /// Simulate a runtime registering the device code of a host file or library.
+    Register(cmd::register::Args),
+    /// (internal) Load a library with the runtime shim in place; used by `register --load`.
+    #[command(name = "__load", hide = true)]
+    Load {
+        /// The library.
+        lib: std::path::PathBuf,
+    },
     /// Choose the image a runtime would load for each target, per unit.
     Select(cmd::select::Args),
+    /// Drop-in clang-offload-bundler (LLVM 22 command line; see `offload-bundler --help`).
+    #[command(disable_help_flag = true, disable_version_flag = true)]
+    OffloadBundler {
+        /// clang-offload-bundler arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Drop-in clang-offload-packager (LLVM 22 command line; see `offload-packager --help`).
+    #[command(disable_help_flag = true, disable_version_flag = true)]
+    OffloadPackager {
+        /// clang-offload-packager arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+/// Which drop-in tool the program name selects, if any.
+fn tool_of_program_name(argv0: &str) -> Option<&'static str> {
+    let base = argv0.rsplit(['/', '\\']).next().unwrap_or(argv0);
+    let base = base.strip_suffix(".exe").unwrap_or(base);
+    let matches = |name: &str| {
+        base == name
+            || base
+                .strip_prefix(name)
+                .and_then(|r| r.strip_prefix('-'))
+                .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if matches("clang-offload-bundler") {
+        Some("offload-bundler")
+    } else if matches("clang-offload-packager") || matches("llvm-offload-binary") {
+        Some("offload-packager")
+    } else {
+        None
+    }
+}
+
+/// Runs a drop-in tool; errors are printed as `<prog>: error: <message>`.
+fn run_tool(tool: &str, prog: &str, args: &[String]) -> ExitCode {
+    let result = match tool {
+        "offload-bundler" => cmd::bundler::run(prog, args),
+        _ => cmd::packager::run(prog, args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{prog}: error: {}", e.msg);
+            ExitCode::from(e.code)
+        }
+    }
 }
 
 /// What a command ends with.
@@ -49,9 +117,26 @@ impl Failure {
 }
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let argv0 = argv.first().map(String::as_str).unwrap_or("loader-sim");
+    if let Some(tool) = tool_of_program_name(argv0) {
+        let prog = argv0.rsplit('/').next().unwrap_or(argv0);
+        return run_tool(tool, prog, argv.get(1..).unwrap_or(&[]));
+    }
+    if let Some(tool @ ("offload-bundler" | "offload-packager")) = argv.get(1).map(String::as_str) {
+        return run_tool(tool, "loader-sim", argv.get(2..).unwrap_or(&[]));
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List(a) => cmd::list::run(&a),
+        Command::OffloadBundler { args } => {
+            return run_tool("offload-bundler", "loader-sim", &args)
+        }
+        Command::OffloadPackager { args } => {
+            return run_tool("offload-packager", "loader-sim", &args)
+        }
+        Command::Register(a) => cmd::register::run(&a),
+        Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a),
     };
     match result {

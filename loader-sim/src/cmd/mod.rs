@@ -1,4 +1,7 @@
 //! One module per subcommand.
 
+pub mod bundler;
 pub mod list;
+pub mod packager;
+pub mod register;
 pub mod select;

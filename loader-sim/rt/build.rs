@@ -1,0 +1,7 @@
+//! Links the shim with the version nodes real programs require (`exports.map`).
+fn main() {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    println!("cargo:rerun-if-changed=exports.map");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={dir}/exports.map");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libloader_sim_rt.so");
+}

@@ -1,0 +1,455 @@
+//! The C entry points real programs call, with the symbol versions they require.
+//!
+//! Each function is defined under an internal name (`loader_sim_rt_<name>`) and published
+//! as `<name>@@<node>` by a `.symver` directive: rustc links every cdylib with its own
+//! anonymous version script, so the node cannot be assigned by a second script alone
+//! (`exports.map` only defines the nodes). ROCm 5 libraries bind `__hipRegisterFatBinary
+//! @hip_4.2` & co.; LLVM offload programs bind `__tgt_register_lib@VERS1.0`.
+//!
+//! Registration calls go to [`crate::shim`]. Everything else a program or library needs in
+//! order to load (`hipMalloc`, `hipLaunchKernel`, `__tgt_target_kernel`, ...) is a stub
+//! that touches none of its arguments and reports that there is no device
+//! (`hipErrorNoDevice`, OpenMP `OFFLOAD_FAIL`).
+
+#![allow(non_snake_case)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+
+use offload_image::registration::view::c_string;
+use offload_image::registration::GlobalKind;
+
+use crate::process::ProcessSpace;
+use crate::shim::{self, Global};
+
+/// `hipSuccess`.
+const HIP_SUCCESS: c_int = 0;
+/// `hipErrorNoDevice`: what every device operation of the simulated runtime returns.
+const HIP_ERROR_NO_DEVICE: c_int = 100;
+/// libomptarget's `OFFLOAD_FAIL`.
+const OFFLOAD_FAIL: c_int = !0;
+
+/// Publishes `$impl` as `$export@@$node`.
+macro_rules! symver {
+    ($node:literal: $($export:ident = $impl:ident),* $(,)?) => {
+        $(core::arch::global_asm!(concat!(
+            ".symver ", stringify!($impl), ", ", stringify!($export), "@@", $node
+        ));)*
+    };
+}
+
+/// A NUL-terminated name passed by the program, read within the mapping that holds it.
+fn name(p: *const c_char) -> Option<&'static [u8]> {
+    c_string(&ProcessSpace, p as u64).ok()
+}
+
+/// `dim3`, passed by value to `__hipPushCallConfiguration` and `hipLaunchKernel`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Dim3 {
+    /// x.
+    pub x: c_uint,
+    /// y.
+    pub y: c_uint,
+    /// z.
+    pub z: c_uint,
+}
+
+// --- HIP registration (hip_4.2) ---------------------------------------------------------
+
+symver!("hip_4.2":
+    __hipRegisterFatBinary = loader_sim_rt___hipRegisterFatBinary,
+    __hipRegisterFunction = loader_sim_rt___hipRegisterFunction,
+    __hipRegisterVar = loader_sim_rt___hipRegisterVar,
+    __hipRegisterManagedVar = loader_sim_rt___hipRegisterManagedVar,
+    __hipRegisterSurface = loader_sim_rt___hipRegisterSurface,
+    __hipRegisterTexture = loader_sim_rt___hipRegisterTexture,
+    __hipUnregisterFatBinary = loader_sim_rt___hipUnregisterFatBinary,
+    __hipPushCallConfiguration = loader_sim_rt___hipPushCallConfiguration,
+    __hipPopCallConfiguration = loader_sim_rt___hipPopCallConfiguration,
+);
+
+/// `void **__hipRegisterFatBinary(const void *wrapper)`: null when the wrapper is refused.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___hipRegisterFatBinary(wrapper: *const c_void) -> *mut *mut c_void {
+    let handle = shim::with(|s| s.register_fat_binary(wrapper as u64));
+    std::ptr::with_exposed_provenance_mut(handle)
+}
+
+/// `void __hipRegisterFunction(void **h, const void *hostFunction, char *deviceFunction,
+/// const char *deviceName, unsigned threadLimit, uint3 *tid, uint3 *bid, dim3 *blockDim,
+/// dim3 *gridDim, int *wSize)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___hipRegisterFunction(
+    h: *mut *mut c_void,
+    host_function: *const c_void,
+    device_function: *const c_char,
+    device_name: *const c_char,
+    _thread_limit: c_uint,
+    _tid: *mut c_void,
+    _bid: *mut c_void,
+    _block_dim: *mut c_void,
+    _grid_dim: *mut c_void,
+    _w_size: *mut c_int,
+) {
+    let n = name(device_name).or_else(|| name(device_function));
+    shim::with(|s| {
+        s.register_global(
+            h.expose_provenance(),
+            "__hipRegisterFunction",
+            host_function as u64,
+            n,
+            Global::Function,
+        )
+    });
+}
+
+/// `void __hipRegisterVar(void **h, void *var, char *hostVar, char *deviceVar, int ext,
+/// size_t size, int constant, int global)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___hipRegisterVar(
+    h: *mut *mut c_void,
+    var: *mut c_void,
+    host_var: *const c_char,
+    device_var: *const c_char,
+    ext: c_int,
+    size: usize,
+    constant: c_int,
+    _global: c_int,
+) {
+    let n = name(device_var).or_else(|| name(host_var));
+    let g = Global::Var {
+        size: size as u64,
+        external: ext != 0,
+        constant: constant != 0,
+    };
+    shim::with(|s| s.register_global(h.expose_provenance(), "__hipRegisterVar", var as u64, n, g));
+}
+
+/// `void __hipRegisterManagedVar(void *h, void **pointer, void *init_value,
+/// const char *name, size_t size, unsigned align)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___hipRegisterManagedVar(
+    h: *mut c_void,
+    pointer: *mut *mut c_void,
+    _init_value: *mut c_void,
+    var_name: *const c_char,
+    size: usize,
+    align: c_uint,
+) {
+    let g = Global::Managed {
+        size: size as u64,
+        align: u64::from(align),
+    };
+    let n = name(var_name);
+    shim::with(|s| {
+        s.register_global(
+            h.expose_provenance(),
+            "__hipRegisterManagedVar",
+            pointer as u64,
+            n,
+            g,
+        )
+    });
+}
+
+/// `void __hipRegisterSurface(void **h, void *var, char *hostVar, char *deviceVar,
+/// int type, int ext)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___hipRegisterSurface(
+    h: *mut *mut c_void,
+    var: *mut c_void,
+    host_var: *const c_char,
+    device_var: *const c_char,
+    ty: c_int,
+    ext: c_int,
+) {
+    let g = Global::Reference {
+        kind: GlobalKind::Surface,
+        ty: ty as u64,
+        external: ext != 0,
+    };
+    let n = name(device_var).or_else(|| name(host_var));
+    shim::with(|s| {
+        s.register_global(
+            h.expose_provenance(),
+            "__hipRegisterSurface",
+            var as u64,
+            n,
+            g,
+        )
+    });
+}
+
+/// `void __hipRegisterTexture(void **h, void *var, char *hostVar, char *deviceVar,
+/// int type, int norm, int ext)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___hipRegisterTexture(
+    h: *mut *mut c_void,
+    var: *mut c_void,
+    host_var: *const c_char,
+    device_var: *const c_char,
+    ty: c_int,
+    _norm: c_int,
+    ext: c_int,
+) {
+    let g = Global::Reference {
+        kind: GlobalKind::Texture,
+        ty: ty as u64,
+        external: ext != 0,
+    };
+    let n = name(device_var).or_else(|| name(host_var));
+    shim::with(|s| {
+        s.register_global(
+            h.expose_provenance(),
+            "__hipRegisterTexture",
+            var as u64,
+            n,
+            g,
+        )
+    });
+}
+
+/// `void __hipUnregisterFatBinary(void **h)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___hipUnregisterFatBinary(h: *mut *mut c_void) {
+    shim::with(|s| s.unregister_fat_binary(h.expose_provenance()));
+}
+
+/// `hipError_t __hipPushCallConfiguration(dim3 grid, dim3 block, size_t shmem, hipStream_t)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___hipPushCallConfiguration(
+    _grid: Dim3,
+    _block: Dim3,
+    _shared_mem: usize,
+    _stream: *mut c_void,
+) -> c_int {
+    HIP_SUCCESS
+}
+
+/// `hipError_t __hipPopCallConfiguration(dim3 *grid, dim3 *block, size_t *shmem,
+/// hipStream_t *stream)`: nothing was pushed that a kernel could use.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___hipPopCallConfiguration(
+    _grid: *mut Dim3,
+    _block: *mut Dim3,
+    _shared_mem: *mut usize,
+    _stream: *mut *mut c_void,
+) -> c_int {
+    HIP_ERROR_NO_DEVICE
+}
+
+// --- HIP API stubs (hip_4.2) ------------------------------------------------------------
+
+/// Stubs that report `hipErrorNoDevice` and touch no argument.
+macro_rules! hip_stubs {
+    ($($export:ident = $impl:ident ( $($arg:ident : $ty:ty),* );)*) => {
+        $(
+            #[doc = concat!("`", stringify!($export), "`: no device (`hipErrorNoDevice`).")]
+            #[no_mangle]
+            pub extern "C" fn $impl($($arg: $ty),*) -> c_int {
+                $(let _ = $arg;)*
+                HIP_ERROR_NO_DEVICE
+            }
+        )*
+        symver!("hip_4.2": $($export = $impl),*);
+    };
+}
+
+hip_stubs! {
+    hipLaunchKernel = loader_sim_rt_hipLaunchKernel(f: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shmem: usize, stream: *mut c_void);
+    hipMalloc = loader_sim_rt_hipMalloc(ptr: *mut *mut c_void, size: usize);
+    hipFree = loader_sim_rt_hipFree(ptr: *mut c_void);
+    hipMemcpy = loader_sim_rt_hipMemcpy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int);
+    hipMemcpyAsync = loader_sim_rt_hipMemcpyAsync(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int, stream: *mut c_void);
+    hipMemcpy2D = loader_sim_rt_hipMemcpy2D(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int);
+    hipMemset = loader_sim_rt_hipMemset(dst: *mut c_void, value: c_int, n: usize);
+    hipMemsetAsync = loader_sim_rt_hipMemsetAsync(dst: *mut c_void, value: c_int, n: usize, stream: *mut c_void);
+    hipMemset2DAsync = loader_sim_rt_hipMemset2DAsync(dst: *mut c_void, pitch: usize, value: c_int, width: usize, height: usize, stream: *mut c_void);
+    hipGetDevice = loader_sim_rt_hipGetDevice(device: *mut c_int);
+    hipSetDevice = loader_sim_rt_hipSetDevice(device: c_int);
+    hipGetDeviceProperties = loader_sim_rt_hipGetDeviceProperties(props: *mut c_void, device: c_int);
+    hipDeviceGetAttribute = loader_sim_rt_hipDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int);
+    hipDeviceSynchronize = loader_sim_rt_hipDeviceSynchronize();
+    hipStreamCreate = loader_sim_rt_hipStreamCreate(stream: *mut *mut c_void);
+    hipStreamDestroy = loader_sim_rt_hipStreamDestroy(stream: *mut c_void);
+    hipStreamSynchronize = loader_sim_rt_hipStreamSynchronize(stream: *mut c_void);
+    hipHostMalloc = loader_sim_rt_hipHostMalloc(ptr: *mut *mut c_void, size: usize, flags: c_uint);
+    hipHostFree = loader_sim_rt_hipHostFree(ptr: *mut c_void);
+    hipMallocManaged = loader_sim_rt_hipMallocManaged(ptr: *mut *mut c_void, size: usize, flags: c_uint);
+    hipMemGetInfo = loader_sim_rt_hipMemGetInfo(free: *mut usize, total: *mut usize);
+    hipEventCreate = loader_sim_rt_hipEventCreate(event: *mut *mut c_void);
+    hipEventDestroy = loader_sim_rt_hipEventDestroy(event: *mut c_void);
+    hipEventRecord = loader_sim_rt_hipEventRecord(event: *mut c_void, stream: *mut c_void);
+    hipEventSynchronize = loader_sim_rt_hipEventSynchronize(event: *mut c_void);
+    hipEventElapsedTime = loader_sim_rt_hipEventElapsedTime(ms: *mut f32, start: *mut c_void, stop: *mut c_void);
+    hipFuncGetAttributes = loader_sim_rt_hipFuncGetAttributes(attr: *mut c_void, func: *const c_void);
+    hipModuleLoadData = loader_sim_rt_hipModuleLoadData(module: *mut *mut c_void, image: *const c_void);
+    hipModuleGetFunction = loader_sim_rt_hipModuleGetFunction(function: *mut *mut c_void, module: *mut c_void, name: *const c_char);
+    hipModuleLaunchKernel = loader_sim_rt_hipModuleLaunchKernel(f: *mut c_void, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shmem: c_uint, stream: *mut c_void, params: *mut *mut c_void, extra: *mut *mut c_void);
+    hipModuleUnload = loader_sim_rt_hipModuleUnload(module: *mut c_void);
+    hipRuntimeGetVersion = loader_sim_rt_hipRuntimeGetVersion(version: *mut c_int);
+    hipDriverGetVersion = loader_sim_rt_hipDriverGetVersion(version: *mut c_int);
+}
+
+symver!("hip_4.2":
+    hipGetLastError = loader_sim_rt_hipGetLastError,
+    hipPeekAtLastError = loader_sim_rt_hipPeekAtLastError,
+    hipGetDeviceCount = loader_sim_rt_hipGetDeviceCount,
+    hipGetErrorString = loader_sim_rt_hipGetErrorString,
+    hipGetErrorName = loader_sim_rt_hipGetErrorName,
+);
+
+/// `hipError_t hipGetLastError(void)`: no call ever set an error that a kernel launch
+/// could have left behind.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt_hipGetLastError() -> c_int {
+    HIP_SUCCESS
+}
+
+/// `hipError_t hipPeekAtLastError(void)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt_hipPeekAtLastError() -> c_int {
+    HIP_SUCCESS
+}
+
+/// `hipError_t hipGetDeviceCount(int *count)`: sets `*count = 0`.
+///
+/// # Safety
+///
+/// `count` is null or points to an `int` the caller owns (HIP's contract).
+#[no_mangle]
+pub unsafe extern "C" fn loader_sim_rt_hipGetDeviceCount(count: *mut c_int) -> c_int {
+    if !count.is_null() && count.is_aligned() {
+        // SAFETY: the caller passes a pointer to an `int` it owns (HIP's contract); it is
+        // non-null and aligned.
+        unsafe { count.write(0) };
+    }
+    HIP_ERROR_NO_DEVICE
+}
+
+const ERROR_TEXT: &std::ffi::CStr = c"loader-sim-rt: simulated runtime, no device";
+
+/// `const char *hipGetErrorString(hipError_t)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt_hipGetErrorString(_error: c_int) -> *const c_char {
+    ERROR_TEXT.as_ptr()
+}
+
+/// `const char *hipGetErrorName(hipError_t)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt_hipGetErrorName(_error: c_int) -> *const c_char {
+    ERROR_TEXT.as_ptr()
+}
+
+// --- LLVM offload (VERS1.0) -------------------------------------------------------------
+
+symver!("VERS1.0":
+    __tgt_register_lib = loader_sim_rt___tgt_register_lib,
+    __tgt_unregister_lib = loader_sim_rt___tgt_unregister_lib,
+    __tgt_register_requires = loader_sim_rt___tgt_register_requires,
+    __tgt_init_all_rtls = loader_sim_rt___tgt_init_all_rtls,
+    __tgt_target_kernel = loader_sim_rt___tgt_target_kernel,
+    __tgt_target_data_begin_mapper = loader_sim_rt___tgt_target_data_begin_mapper,
+    __tgt_target_data_end_mapper = loader_sim_rt___tgt_target_data_end_mapper,
+    __tgt_target_data_update_mapper = loader_sim_rt___tgt_target_data_update_mapper,
+    __tgt_push_mapper_component = loader_sim_rt___tgt_push_mapper_component,
+    __tgt_mapper_num_components = loader_sim_rt___tgt_mapper_num_components,
+    __tgt_set_info_flag = loader_sim_rt___tgt_set_info_flag,
+);
+
+/// `void __tgt_register_lib(__tgt_bin_desc *desc)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___tgt_register_lib(desc: *mut c_void) {
+    shim::with(|s| s.register_lib(desc as u64));
+}
+
+/// `void __tgt_unregister_lib(__tgt_bin_desc *desc)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___tgt_unregister_lib(desc: *mut c_void) {
+    shim::with(|s| s.unregister_lib(desc as u64));
+}
+
+/// `void __tgt_register_requires(int64_t flags)`: removed from LLVM (requirements travel
+/// as entries, `REGISTRATION.md` §3.1); accepted and ignored, as its remaining stub does.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___tgt_register_requires(_flags: i64) {}
+
+/// `void __tgt_init_all_rtls(void)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___tgt_init_all_rtls() {}
+
+/// `int __tgt_target_kernel(ident_t *, int64_t device, int32_t teams, int32_t threads,
+/// void *host_ptr, __tgt_kernel_arguments *)`: fails, so the program runs the host version.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___tgt_target_kernel(
+    _loc: *mut c_void,
+    _device: i64,
+    _teams: i32,
+    _threads: i32,
+    _host_ptr: *mut c_void,
+    _args: *mut c_void,
+) -> c_int {
+    OFFLOAD_FAIL
+}
+
+/// Data-mapping entry points: nothing to map without a device.
+macro_rules! omp_mappers {
+    ($($impl:ident),*) => {$(
+        #[doc = concat!("`", stringify!($impl), "`: no device, nothing mapped.")]
+        #[no_mangle]
+        pub extern "C" fn $impl(
+            _loc: *mut c_void,
+            _device: i64,
+            _n: i32,
+            _bases: *mut *mut c_void,
+            _ptrs: *mut *mut c_void,
+            _sizes: *mut i64,
+            _types: *mut i64,
+            _names: *mut *mut c_void,
+            _mappers: *mut *mut c_void,
+        ) {
+        }
+    )*};
+}
+
+omp_mappers!(
+    loader_sim_rt___tgt_target_data_begin_mapper,
+    loader_sim_rt___tgt_target_data_end_mapper,
+    loader_sim_rt___tgt_target_data_update_mapper
+);
+
+/// `void __tgt_push_mapper_component(void *handle, void *base, void *begin, int64_t size,
+/// int64_t type, void *name)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___tgt_push_mapper_component(
+    _handle: *mut c_void,
+    _base: *mut c_void,
+    _begin: *mut c_void,
+    _size: i64,
+    _ty: i64,
+    _name: *mut c_void,
+) {
+}
+
+/// `int64_t __tgt_mapper_num_components(void *handle)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___tgt_mapper_num_components(_handle: *mut c_void) -> i64 {
+    0
+}
+
+/// `void __tgt_set_info_flag(uint32_t)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___tgt_set_info_flag(_flags: u32) {}
+
+// --- Unloading ----------------------------------------------------------------------------
+
+/// Writes the records of units still registered when the shim is unloaded (process exit:
+/// programs' own destructors, which unregister, run before those of the libraries they
+/// depend on).
+extern "C" fn at_unload() {
+    shim::finish();
+}
+
+#[used]
+#[link_section = ".fini_array"]
+static AT_UNLOAD: extern "C" fn() = at_unload;

@@ -1,0 +1,187 @@
+//! The records `loader-sim register` prints and the shim writes to `LOADER_SIM_REPORT`:
+//! one JSON object per (device, registered unit), one per line (`CLI.md`, `register`).
+
+use offload_image::registration::{device_kernels, Registration, Registry};
+use offload_image::{identify, Image, Target};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// One offload entry bound to a unit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryRecord {
+    /// Device-side symbol name.
+    pub name: String,
+    /// `kernel`, `variable`, `managed`, `surface`, `texture`, `requires`, `indirect`, `other`.
+    pub kind: String,
+    /// Byte size (0 for kernels).
+    pub size: u64,
+    /// Entry flags.
+    pub flags: u32,
+}
+
+/// A rejected image and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejected {
+    /// The image, named as in `selected`.
+    pub image: String,
+    /// Why it was not chosen.
+    pub reason: String,
+}
+
+/// One (device, unit) record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The device's target as given (`null` when the runtime has no device).
+    pub device: Option<String>,
+    /// Where the unit is: `<section>+<offset>` statically, `<object>+<address>` at run time.
+    pub unit: String,
+    /// `hip`, `cuda` or `openmp`.
+    pub registration: String,
+    /// Virtual address of the registered fat binary (descriptors: of the descriptor) in
+    /// its file: the same number statically and at run time (address minus load base).
+    pub address: u64,
+    /// The chosen image: bundle entry ID, `<triple>--<arch>` for OffloadBinaries, or the
+    /// image kind of a raw image; `null` when the device gets none.
+    pub selected: Option<String>,
+    /// Size of the chosen image.
+    pub size: Option<u64>,
+    /// SHA-256 of the chosen image's bytes (after decompression).
+    pub sha256: Option<String>,
+    /// The unit's entries.
+    pub entries: Vec<EntryRecord>,
+    /// Where the entries come from: `registration` (`__hipRegister*` calls, a descriptor's
+    /// or a wrapper's entry table) or `device-image` (the kernels of the chosen code object,
+    /// for fat binaries whose registration calls are code, read statically).
+    pub entries_from: String,
+    /// With `--explain`: every other image and why it was not chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<Vec<Rejected>>,
+    /// Why the unit's images could not be read, if they could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// How records are built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordOptions {
+    /// When the unit has no bound entries, list the chosen code object's kernels.
+    pub device_entries: bool,
+    /// Include the rejected images.
+    pub explain: bool,
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// How a record names an image, as `loader-sim select` does: the bundle entry ID as
+/// stored, else `<triple>--<target>` (an OffloadBinary's strings as stored; a bare ELF's
+/// triple and target from its header, `offload_image::identify`).
+pub fn image_name(image: &Image<'_>) -> String {
+    if let Some(id) = image.entry_id {
+        return id.to_string();
+    }
+    if let (Some(t), Some(a)) = (image.triple, image.target_id) {
+        return format!("{t}--{a}");
+    }
+    let id = identify(image);
+    let triple = id
+        .triple
+        .map(|t| t.to_string())
+        .or_else(|| image.triple.map(str::to_string));
+    let target = match (id.stated_target, id.elf_target) {
+        (Target::None, Some(elf)) => Some(elf.to_string()),
+        (Target::None, None) => None,
+        (stated, _) => Some(stated.to_string()),
+    };
+    format!(
+        "{}--{}",
+        triple.as_deref().unwrap_or("unknown"),
+        target.as_deref().unwrap_or("")
+    )
+}
+
+/// The records of unit `reg` for every device of `registry` (one record with a `null`
+/// device when there is none).
+pub fn unit_records(
+    registry: &Registry<'_>,
+    reg: &Registration<'_>,
+    unit: &str,
+    address: u64,
+    options: RecordOptions,
+) -> Vec<Record> {
+    let images = reg.images();
+    let bound: Vec<EntryRecord> = reg
+        .entries()
+        .iter()
+        .map(|e| EntryRecord {
+            name: e.name_lossy().into_owned(),
+            kind: e.kind.name().to_string(),
+            size: e.size,
+            flags: e.flags,
+        })
+        .collect();
+    let base = Record {
+        device: None,
+        unit: unit.to_string(),
+        registration: reg.kind().name().to_string(),
+        address,
+        selected: None,
+        size: None,
+        sha256: None,
+        entries: bound.clone(),
+        entries_from: "registration".to_string(),
+        rejected: None,
+        error: reg
+            .error()
+            .map(|e| format!("{}, at address {:#x}", e.what(), e.offset())),
+    };
+    if registry.devices().is_empty() {
+        return vec![base];
+    }
+    let mut out = Vec::new();
+    for (d, device) in registry.devices().iter().enumerate() {
+        let mut r = base.clone();
+        r.device = Some(device.name().to_string());
+        if bound.is_empty() && options.device_entries {
+            r.entries_from = "device-image".to_string();
+        }
+        let choice = reg.choice(d);
+        let chosen = choice.and_then(|c| c.selected).and_then(|i| images.get(i));
+        if let Some(image) = chosen {
+            r.selected = Some(image_name(image));
+            r.size = Some(image.size());
+            r.sha256 = Some(sha256_hex(image.bytes));
+            if bound.is_empty() && options.device_entries {
+                r.entries = device_kernels(image.bytes)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|k| EntryRecord {
+                        name: String::from_utf8_lossy(k.name).into_owned(),
+                        kind: "kernel".to_string(),
+                        size: 0,
+                        flags: 0,
+                    })
+                    .collect();
+            }
+        }
+        if options.explain {
+            r.rejected = Some(
+                registry
+                    .explain(reg, d)
+                    .into_iter()
+                    .map(|(i, reason)| Rejected {
+                        image: images.get(i).map(image_name).unwrap_or_default(),
+                        reason,
+                    })
+                    .collect(),
+            );
+        }
+        out.push(r);
+    }
+    out
+}

@@ -1,0 +1,300 @@
+//! The shim's state: one [`Registry`] over the process's memory, the handles given out,
+//! and the report.
+//!
+//! Configuration comes from the environment, read at the first registration:
+//! `LOADER_SIM_DEVICES` (comma-separated targets), `LOADER_SIM_REPORT` (JSON Lines file,
+//! appended to), `LOADER_SIM_POLICY` (`runtime`, `best`, `first`, `first-by-class`). A unit's records are
+//! written when it is unregistered (its count drops to zero), and for units still
+//! registered when the shim is unloaded (process exit).
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use offload_image::registration::{
+    GlobalKind, Policy, Registry, RegistryOptions, SimulatedDevice, UnitId,
+};
+
+use crate::process::{object_of, ProcessSpace};
+use crate::report::{unit_records, RecordOptions};
+
+/// Prefix of the shim's diagnostics on standard error.
+const TAG: &str = "loader-sim-rt";
+
+/// An error of a view over process memory: its offset is an address.
+fn describe(e: &offload_image::Error) -> String {
+    format!("{}, at address {:#x}", e.what(), e.offset())
+}
+
+/// Where a unit is: its label and address as the report gives them.
+struct Label {
+    unit: String,
+    address: u64,
+}
+
+/// Everything the shim knows.
+pub struct Shim {
+    registry: Registry<'static>,
+    /// Handle given by `__hipRegisterFatBinary` (address of a leaked slot) → unit.
+    handles: HashMap<usize, UnitId>,
+    labels: HashMap<UnitId, Label>,
+    report: Option<PathBuf>,
+}
+
+static SHIM: Mutex<Option<Shim>> = Mutex::new(None);
+
+fn lock() -> MutexGuard<'static, Option<Shim>> {
+    SHIM.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `f` on the shim, creating it from the environment on first use.
+pub fn with<R>(f: impl FnOnce(&mut Shim) -> R) -> R {
+    let mut guard = lock();
+    let shim = guard.get_or_insert_with(Shim::from_env);
+    f(shim)
+}
+
+/// Writes the records of every unit still registered (called when the shim is unloaded).
+pub fn finish() {
+    if let Some(shim) = lock().as_mut() {
+        let ids: Vec<UnitId> = shim.registry.registrations().map(|(id, _)| id).collect();
+        for id in ids {
+            shim.flush(id);
+        }
+    }
+}
+
+fn parse_devices(spec: &str) -> Vec<SimulatedDevice> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .filter_map(|t| match SimulatedDevice::parse(t) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                eprintln!("{TAG}: LOADER_SIM_DEVICES: ignoring {t:?}: {e}");
+                None
+            }
+        })
+        .collect()
+}
+
+impl Shim {
+    fn from_env() -> Shim {
+        let devices = parse_devices(&std::env::var("LOADER_SIM_DEVICES").unwrap_or_default());
+        let policy = match std::env::var("LOADER_SIM_POLICY").as_deref() {
+            Ok("best") => Policy::Best,
+            Ok("first") => Policy::First,
+            Ok("first-by-class") => Policy::FirstByClass,
+            _ => Policy::Runtime,
+        };
+        let options = RegistryOptions {
+            policy,
+            ..RegistryOptions::default()
+        };
+        Shim {
+            registry: Registry::new(devices, options),
+            handles: HashMap::new(),
+            labels: HashMap::new(),
+            report: std::env::var_os("LOADER_SIM_REPORT").map(PathBuf::from),
+        }
+    }
+
+    fn label(&mut self, id: UnitId, addr: u64) {
+        let label = match object_of(addr) {
+            Some(o) => {
+                let name = o
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| o.path.display().to_string());
+                let vaddr = addr.wrapping_sub(o.base);
+                Label {
+                    unit: format!("{name}+{vaddr:#x}"),
+                    address: vaddr,
+                }
+            }
+            None => Label {
+                unit: format!("{addr:#x}"),
+                address: addr,
+            },
+        };
+        self.labels.insert(id, label);
+    }
+
+    /// `__hipRegisterFatBinary`: the handle (a pointer to a slot) or 0 on refusal.
+    pub fn register_fat_binary(&mut self, wrapper: u64) -> usize {
+        match self.registry.register_fat_binary(&ProcessSpace, wrapper) {
+            Ok(id) => {
+                if let Some((&h, _)) = self.handles.iter().find(|(_, &u)| u == id) {
+                    return h;
+                }
+                let binary = self.registry.get(id).map_or(wrapper, |r| r.binary());
+                self.label(id, binary);
+                // The slot the program keeps the handle in points at; leaked on purpose
+                // (a program may hold its handle until exit).
+                let handle = Box::into_raw(Box::new(wrapper)) as usize;
+                self.handles.insert(handle, id);
+                handle
+            }
+            Err(e) => {
+                eprintln!(
+                    "{TAG}: __hipRegisterFatBinary({wrapper:#x}) refused: {}",
+                    describe(&e)
+                );
+                0
+            }
+        }
+    }
+
+    fn unit(&self, handle: usize, call: &str) -> Option<UnitId> {
+        let id = self.handles.get(&handle).copied();
+        if id.is_none() {
+            eprintln!("{TAG}: {call}: unknown handle {handle:#x}");
+        }
+        id
+    }
+
+    /// `__hipRegisterFunction` / `Var` / `ManagedVar` / `Surface` / `Texture`.
+    pub fn register_global(
+        &mut self,
+        handle: usize,
+        call: &str,
+        host: u64,
+        name: Option<&[u8]>,
+        global: Global,
+    ) {
+        let Some(id) = self.unit(handle, call) else {
+            return;
+        };
+        let Some(name) = name else {
+            eprintln!("{TAG}: {call}: null name");
+            return;
+        };
+        let r = match global {
+            Global::Function => self.registry.register_function(id, host, name),
+            Global::Var {
+                size,
+                external,
+                constant,
+            } => self
+                .registry
+                .register_var(id, host, name, size, external, constant),
+            Global::Managed { size, align } => self
+                .registry
+                .register_managed_var(id, host, name, size, align),
+            Global::Reference { kind, ty, external } => self
+                .registry
+                .register_reference(id, host, name, kind, ty, external),
+        };
+        if let Err(e) = r {
+            eprintln!("{TAG}: {call}: {}", describe(&e));
+        }
+    }
+
+    /// `__hipUnregisterFatBinary`.
+    pub fn unregister_fat_binary(&mut self, handle: usize) {
+        let Some(id) = self.unit(handle, "__hipUnregisterFatBinary") else {
+            return;
+        };
+        match self.registry.unregister_fat_binary(id) {
+            Ok(true) => {
+                self.handles.remove(&handle);
+                self.flush(id);
+            }
+            Ok(false) => {}
+            Err(e) => eprintln!("{TAG}: __hipUnregisterFatBinary: {}", describe(&e)),
+        }
+    }
+
+    /// `__tgt_register_lib`.
+    pub fn register_lib(&mut self, desc: u64) {
+        match self.registry.register_lib(&ProcessSpace, desc) {
+            Ok(id) => {
+                if !self.labels.contains_key(&id) {
+                    self.label(id, desc);
+                }
+            }
+            Err(e) => eprintln!(
+                "{TAG}: __tgt_register_lib({desc:#x}) refused: {}",
+                describe(&e)
+            ),
+        }
+    }
+
+    /// `__tgt_unregister_lib`.
+    pub fn unregister_lib(&mut self, desc: u64) {
+        match self.registry.unregister_lib(desc) {
+            Some((id, true)) => self.flush(id),
+            Some((_, false)) => {}
+            None => eprintln!("{TAG}: __tgt_unregister_lib({desc:#x}): not registered"),
+        }
+    }
+
+    /// Writes the records of unit `id` and forgets it.
+    fn flush(&mut self, id: UnitId) {
+        let Some(reg) = self.registry.get(id) else {
+            return;
+        };
+        let label = self.labels.remove(&id).unwrap_or(Label {
+            unit: format!("{:#x}", reg.address()),
+            address: reg.address(),
+        });
+        let records = unit_records(
+            &self.registry,
+            reg,
+            &label.unit,
+            label.address,
+            RecordOptions::default(),
+        );
+        if let Some(path) = &self.report {
+            if let Err(e) = append(path, &records) {
+                eprintln!("{TAG}: cannot write {}: {e}", path.display());
+            }
+        }
+        self.registry.remove(id);
+    }
+}
+
+/// What a `__hipRegister*` call registers.
+#[derive(Clone, Copy, Debug)]
+pub enum Global {
+    /// `__hipRegisterFunction`.
+    Function,
+    /// `__hipRegisterVar`.
+    Var {
+        /// Size.
+        size: u64,
+        /// `ext`.
+        external: bool,
+        /// `constant`.
+        constant: bool,
+    },
+    /// `__hipRegisterManagedVar`.
+    Managed {
+        /// Size.
+        size: u64,
+        /// Alignment.
+        align: u64,
+    },
+    /// `__hipRegisterSurface` / `__hipRegisterTexture`.
+    Reference {
+        /// Surface or texture.
+        kind: GlobalKind,
+        /// Surface/texture type.
+        ty: u64,
+        /// `ext`.
+        external: bool,
+    },
+}
+
+fn append(path: &Path, records: &[crate::report::Record]) -> std::io::Result<()> {
+    let mut text = Vec::new();
+    for r in records {
+        serde_json::to_writer(&mut text, r)?;
+        text.push(b'\n');
+    }
+    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+    f.write_all(&text)
+}

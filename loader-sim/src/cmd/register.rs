@@ -1,0 +1,450 @@
+//! `loader-sim register FILE --device T... [--json]` and
+//! `loader-sim register --load LIB --device T... [--json]`.
+//!
+//! Static mode reads FILE (a host executable, shared library or object) as the program
+//! would be in memory ([`HostElf`]) and makes the registration calls its constructors
+//! would make: `__hipRegisterFatBinary` for every `.hipFatBinSegment` wrapper (in section
+//! order), then `__tgt_register_lib` for every descriptor (in address order).
+//!
+//! `--load` runs a child process (`loader-sim __load LIB`) in which the runtime shim
+//! `libloader_sim_rt.so` is found under the name `libamdhip64.so.5` (a symlink in a
+//! temporary directory put first on `LD_LIBRARY_PATH`), loads LIB with its dependencies so
+//! that LIB's own constructors register their device code, and prints what the shim
+//! reported at unregistration / exit.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use loader_sim_rt::report::{unit_records, Record, RecordOptions};
+use offload_image::registration::{
+    ElfType, EntryTable, HostElf, Policy, RegistrationKind, Registry, RegistryOptions,
+    SimulatedDevice, UnitId,
+};
+use offload_image::ReadOptions;
+
+use crate::input::Input;
+use crate::output::{json_line, table};
+use crate::{Failure, Outcome};
+
+/// Arguments of `register`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The host executable, shared library or object to read (not with --load).
+    #[arg(required_unless_present = "load", conflicts_with = "load")]
+    file: Option<PathBuf>,
+    /// Load this shared library with the runtime shim in place and report what its
+    /// constructors register.
+    #[arg(long, value_name = "LIB")]
+    load: Option<PathBuf>,
+    /// A simulated device: a target as a runtime detects it (gfx90a:sramecc+:xnack-, sm_80).
+    #[arg(long = "device", value_name = "TARGET", required = true)]
+    devices: Vec<String>,
+    /// How a device picks among compatible images: the registering runtime's own rule,
+    /// the ranking of COMPATIBILITY.md §10, or the first compatible image.
+    #[arg(long, value_enum, default_value = "runtime")]
+    policy: PolicyArg,
+    /// Also list every image not chosen and why.
+    #[arg(long)]
+    explain: bool,
+    /// Write JSON Lines instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Do not verify the truncated MD5 of compressed bundles.
+    #[arg(long)]
+    no_verify_hash: bool,
+    /// The runtime shim to load with --load (default: libloader_sim_rt.so next to this
+    /// program, or in its deps/ directory).
+    #[arg(long, value_name = "SO")]
+    shim: Option<PathBuf>,
+}
+
+/// `--policy`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum PolicyArg {
+    /// Ranking for HIP/CUDA fat binaries, first compatible for OpenMP descriptors.
+    Runtime,
+    /// The ranking of COMPATIBILITY.md §10.
+    Best,
+    /// The first compatible image in discovery order.
+    First,
+    /// Native, then generic, then SPIR-V code; first in discovery order within a class
+    /// (ROCm CLR).
+    FirstByClass,
+}
+
+impl PolicyArg {
+    fn policy(self) -> Policy {
+        match self {
+            PolicyArg::Runtime => Policy::Runtime,
+            PolicyArg::Best => Policy::Best,
+            PolicyArg::First => Policy::First,
+            PolicyArg::FirstByClass => Policy::FirstByClass,
+        }
+    }
+
+    fn env(self) -> &'static str {
+        match self {
+            PolicyArg::Runtime => "runtime",
+            PolicyArg::Best => "best",
+            PolicyArg::First => "first",
+            PolicyArg::FirstByClass => "first-by-class",
+        }
+    }
+}
+
+/// Runs `register`.
+pub fn run(args: &Args) -> Result<Outcome, Failure> {
+    let devices = args
+        .devices
+        .iter()
+        .map(|d| {
+            SimulatedDevice::parse(d)
+                .map_err(|e| Failure(format!("invalid --device '{d}': {}", e.what())))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let records = match (&args.load, &args.file) {
+        (Some(lib), _) => load(args, lib)?,
+        (None, Some(file)) => statically(args, file, devices)?,
+        (None, None) => return Err(Failure("give FILE or --load LIB".into())),
+    };
+    print(args, &records)?;
+    Ok(if records.iter().any(|r| r.selected.is_none()) {
+        Outcome::NoMatch
+    } else {
+        Outcome::Ok
+    })
+}
+
+fn read_options(args: &Args) -> ReadOptions {
+    ReadOptions {
+        verify_hash: !args.no_verify_hash,
+        ..ReadOptions::default()
+    }
+}
+
+/// `<section>+<offset>` for an address of `elf`.
+fn place(elf: &HostElf<'_>, addr: u64) -> String {
+    match elf.section_at(addr) {
+        Some((s, off)) => format!("{}+{off:#x}", String::from_utf8_lossy(s.name)),
+        None => format!("{addr:#x}"),
+    }
+}
+
+fn note(file: &Path, what: impl std::fmt::Display) {
+    eprintln!("loader-sim: note: {}: {what}", file.display());
+}
+
+fn statically(
+    args: &Args,
+    file: &Path,
+    devices: Vec<SimulatedDevice>,
+) -> Result<Vec<Record>, Failure> {
+    let input = Input::open(file)?;
+    let elf = HostElf::parse(input.bytes()).map_err(|e| {
+        Failure::file(
+            file,
+            format_args!("{e} (register reads host ELF executables, shared libraries and objects)"),
+        )
+    })?;
+    let read = read_options(args);
+    let mut registry = Registry::new(
+        devices,
+        RegistryOptions {
+            read,
+            policy: args.policy.policy(),
+            ..RegistryOptions::default()
+        },
+    );
+    let relocatable = elf.elf_type() == ElfType::Relocatable;
+    // (unit, label, address, entries come from the device image)
+    let mut units: Vec<(UnitId, String, u64, bool)> = Vec::new();
+    let hip_tables: Vec<_> = elf
+        .entry_sections()
+        .into_iter()
+        .filter(|t| t.name == b"hip_offloading_entries" || t.name == b"llvm_offload_entries")
+        .collect();
+    for slot in elf.fat_binary_wrappers() {
+        let at = place(&elf, slot.address);
+        let id = match registry.register_fat_binary(&elf, slot.address) {
+            Ok(id) => id,
+            Err(e) => {
+                if let Some(sym) = elf.undefined_target(slot.address + 8) {
+                    note(
+                        file,
+                        format_args!(
+                            "fat-binary wrapper at {at} points at {}, which this file does not define (the device link provides it); not registered",
+                            String::from_utf8_lossy(sym)
+                        ),
+                    );
+                    continue;
+                }
+                return Err(Failure::file(file, format_args!("wrapper at {at}: {e}")));
+            }
+        };
+        let Some(reg) = registry.get(id) else {
+            continue;
+        };
+        let binary = reg.binary();
+        // The new driver's wrapper registers the entry table; clang codegen's wrapper
+        // registers each kernel from code, which a static reader cannot run.
+        let new_driver = slot.is_new_driver() || (slot.symbol.is_none() && !hip_tables.is_empty());
+        if new_driver && !relocatable {
+            for t in &hip_tables {
+                let table = EntryTable::read(&elf, t.begin, t.end, read.limits.max_entries)
+                    .and_then(|table| registry.add_entries(id, &elf, &table, t.legacy_kind));
+                if let Err(e) = table {
+                    return Err(Failure::file(
+                        file,
+                        format_args!("entry table {}: {e}", String::from_utf8_lossy(t.name)),
+                    ));
+                }
+            }
+        }
+        if !units.iter().any(|u| u.0 == id) {
+            units.push((id, place(&elf, binary), binary, !new_driver));
+        }
+    }
+    for desc in elf.descriptors(&read) {
+        let id = registry.register_lib(&elf, desc).map_err(|e| {
+            Failure::file(
+                file,
+                format_args!("__tgt_bin_desc at {}: {e}", place(&elf, desc)),
+            )
+        })?;
+        if !units.iter().any(|u| u.0 == id) {
+            units.push((
+                id,
+                format!("__tgt_bin_desc {}", place(&elf, desc)),
+                desc,
+                false,
+            ));
+        }
+    }
+    for s in elf.offloading_sections() {
+        if relocatable {
+            note(
+                file,
+                format_args!(
+                    "section {} holds link-time device code; it is registered only once linked",
+                    String::from_utf8_lossy(s.name)
+                ),
+            );
+        } else if !units.iter().any(|u| {
+            registry
+                .get(u.0)
+                .is_some_and(|r| r.kind() == RegistrationKind::OpenMp)
+        }) {
+            note(
+                file,
+                format_args!(
+                    "section {} is not referenced by any __tgt_bin_desc found",
+                    String::from_utf8_lossy(s.name)
+                ),
+            );
+        }
+    }
+    if units.is_empty() {
+        note(file, "no registration units found");
+    }
+    let mut records = Vec::new();
+    for (id, label, address, device_entries) in units {
+        if let Some(reg) = registry.get(id) {
+            records.extend(unit_records(
+                &registry,
+                reg,
+                &label,
+                address,
+                RecordOptions {
+                    device_entries,
+                    explain: args.explain,
+                },
+            ));
+        }
+    }
+    Ok(records)
+}
+
+/// The runtime shim: `--shim`, else next to this program or in its `deps/` directory
+/// (where cargo puts it when it builds `loader-sim`, which depends on the shim's crate).
+fn find_shim(args: &Args) -> Result<PathBuf, Failure> {
+    if let Some(s) = &args.shim {
+        return Ok(s.clone());
+    }
+    let exe =
+        std::env::current_exe().map_err(|e| Failure(format!("cannot locate this program: {e}")))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    // Inside a cargo target directory both may exist; the newer one is this build's.
+    [dir.join("libloader_sim_rt.so"), dir.join("deps/libloader_sim_rt.so")]
+        .into_iter()
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p)
+        .ok_or_else(|| {
+            Failure(format!(
+                "runtime shim libloader_sim_rt.so not found next to {} (build the workspace: cargo build --release), or give --shim",
+                exe.display()
+            ))
+        })
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<Self, Failure> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir =
+            std::env::temp_dir().join(format!("loader-sim-load-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir)
+            .map_err(|e| Failure(format!("cannot create {}: {e}", dir.display())))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Names under which programs look for the runtimes the shim stands in for.
+const SHIM_NAMES: [&str; 3] = ["libamdhip64.so.5", "libamdhip64.so", "libomptarget.so"];
+
+fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
+    let shim = find_shim(args)?;
+    let shim = shim
+        .canonicalize()
+        .map_err(|e| Failure::file(&shim, format_args!("cannot open: {e}")))?;
+    // An absolute path: dlopen searches the library path for a name without a slash.
+    let lib_abs = lib
+        .canonicalize()
+        .map_err(|e| Failure::file(lib, format_args!("cannot open: {e}")))?;
+    let tmp = TempDir::new()?;
+    for name in SHIM_NAMES {
+        std::os::unix::fs::symlink(&shim, tmp.0.join(name))
+            .map_err(|e| Failure(format!("cannot link the shim as {name}: {e}")))?;
+    }
+    let report = tmp.0.join("report.jsonl");
+    let mut path = std::ffi::OsString::from(&tmp.0);
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+        path.push(":");
+        path.push(old);
+    }
+    let exe =
+        std::env::current_exe().map_err(|e| Failure(format!("cannot locate this program: {e}")))?;
+    let child = Command::new(exe)
+        .arg("__load")
+        .arg(&lib_abs)
+        .env("LD_LIBRARY_PATH", path)
+        .env("LOADER_SIM_DEVICES", args.devices.join(","))
+        .env("LOADER_SIM_REPORT", &report)
+        .env("LOADER_SIM_POLICY", args.policy.env())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| Failure(format!("cannot start the loader process: {e}")))?;
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    if !child.status.success() {
+        // The child's own one-line error (dlopen's message), else its exit status.
+        let why = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("loader-sim: error: "))
+            .map(|l| {
+                // "<path>: <dlerror>", where dlerror itself starts with the path.
+                let abs = format!("{}: ", lib_abs.display());
+                let l = l.strip_prefix(&abs).unwrap_or(l);
+                l.strip_prefix(&abs).unwrap_or(l).to_string()
+            })
+            .unwrap_or_else(|| format!("the loader process failed ({})", child.status));
+        return Err(Failure::file(lib, format_args!("cannot load: {why}")));
+    }
+    // The shim's diagnostics (refused registrations, ...) pass through.
+    eprint!("{stderr}");
+    let text = match std::fs::read_to_string(&report) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(Failure::file(&report, format_args!("cannot read: {e}"))),
+    };
+    let records = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Record>(l)
+                .map_err(|e| Failure::file(&report, format_args!("bad record: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if records.is_empty() {
+        note(lib, "nothing was registered");
+    }
+    Ok(records)
+}
+
+/// `loader-sim __load LIB` (internal): the child of `register --load`.
+pub fn load_child(lib: &Path) -> Result<Outcome, Failure> {
+    loader_sim_rt::load_library(lib).map_err(|e| Failure::file(lib, e))?;
+    Ok(Outcome::Ok)
+}
+
+fn print(args: &Args, records: &[Record]) -> Result<(), Failure> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let written = if args.json {
+        records.iter().try_for_each(|r| json_line(&mut out, r))
+    } else {
+        let rows: Vec<Vec<String>> = records
+            .iter()
+            .map(|r| {
+                let dash = || "-".to_string();
+                vec![
+                    r.device.clone().unwrap_or_else(dash),
+                    r.unit.clone(),
+                    r.registration.clone(),
+                    r.selected
+                        .clone()
+                        .or_else(|| r.error.clone())
+                        .unwrap_or_else(dash),
+                    r.size.map_or_else(dash, |s| s.to_string()),
+                    r.sha256.clone().unwrap_or_else(dash),
+                    entries_cell(r),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            &[
+                "DEVICE",
+                "UNIT",
+                "REGISTRATION",
+                "SELECTED",
+                "SIZE",
+                "SHA256",
+                "ENTRIES",
+            ],
+            &rows,
+        )
+    };
+    written
+        .and_then(|_| out.flush())
+        .map_err(|e| Failure(format!("cannot write output: {e}")))
+}
+
+fn entries_cell(r: &Record) -> String {
+    const SHOWN: usize = 3;
+    let names: Vec<&str> = r
+        .entries
+        .iter()
+        .take(SHOWN)
+        .map(|e| e.name.as_str())
+        .collect();
+    let mut cell = format!("{} ({})", r.entries.len(), r.entries_from);
+    if !names.is_empty() {
+        cell.push_str(": ");
+        cell.push_str(&names.join(", "));
+        if r.entries.len() > SHOWN {
+            cell.push_str(", ...");
+        }
+    }
+    cell
+}

@@ -1,0 +1,309 @@
+//! The command-line syntax of LLVM's `cl` library, as `clang-offload-bundler` and
+//! `clang-offload-packager` accept it.
+//!
+//! * An option is spelled with one or two dashes: `-type=o`, `--type=o`.
+//! * A value is attached with `=` or given as the next argument (`-type o`); flags take no
+//!   separate value but accept `=true|false|1|0` (any case of `true`/`false`).
+//! * List options may repeat; comma-separated lists (`-targets=a,b`) are split at commas.
+//! * A single-valued option or flag may be repeated; the last occurrence wins (LLVM 15
+//!   and later).
+//! * `--` ends option parsing; `@file` arguments are replaced by the file's contents split
+//!   GNU-style (whitespace, quotes, backslash escapes), like `cl::ExpandResponseFiles`.
+//! * Anything else that starts with `-` is an unknown option.
+
+use std::collections::HashMap;
+
+/// What an option takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A boolean flag.
+    Flag,
+    /// One value (`cl::opt<T>`).
+    Value,
+    /// Any number of values (`cl::list<T>`); `comma` splits each at commas.
+    List {
+        /// `cl::CommaSeparated`.
+        comma: bool,
+    },
+}
+
+/// One option of a tool.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    /// Name without dashes.
+    pub name: &'static str,
+    /// What it takes.
+    pub kind: Kind,
+}
+
+/// The parsed command line.
+#[derive(Clone, Debug, Default)]
+pub struct Parsed {
+    values: HashMap<&'static str, Vec<String>>,
+    flags: HashMap<&'static str, bool>,
+    /// Positional arguments in order.
+    pub positional: Vec<String>,
+}
+
+impl Parsed {
+    /// True if the flag was given (and not set to false).
+    pub fn flag(&self, name: &str) -> bool {
+        self.flags.get(name).copied().unwrap_or(false)
+    }
+
+    /// True if the flag or option occurred at all.
+    pub fn given(&self, name: &str) -> bool {
+        self.flags.contains_key(name) || self.values.contains_key(name)
+    }
+
+    /// The value of a single-valued option.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.values
+            .get(name)
+            .and_then(|v| v.last())
+            .map(|s| s.as_str())
+    }
+
+    /// All values of a list option, in order.
+    pub fn list(&self, name: &str) -> &[String] {
+        self.values.get(name).map(|v| v.as_slice()).unwrap_or(&[])
+    }
+}
+
+/// Parses `args` (without the program name) against `specs`. Errors are LLVM's messages.
+pub fn parse(specs: &[Spec], args: &[String]) -> Result<Parsed, String> {
+    let args = expand_response_files(args, 0)?;
+    let mut out = Parsed::default();
+    let mut i = 0;
+    let mut only_positional = false;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        if only_positional || !arg.starts_with('-') || arg == "-" {
+            out.positional.push(arg.clone());
+            continue;
+        }
+        if arg == "--" {
+            only_positional = true;
+            continue;
+        }
+        let body = arg
+            .strip_prefix("--")
+            .unwrap_or_else(|| arg.strip_prefix('-').unwrap_or(arg));
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (body, None),
+        };
+        let Some(spec) = specs.iter().find(|s| s.name == name) else {
+            return Err(format!("Unknown command line argument '{arg}'."));
+        };
+        match spec.kind {
+            Kind::Flag => {
+                let v = match inline.as_deref() {
+                    None => true,
+                    Some("true" | "TRUE" | "True" | "1") => true,
+                    Some("false" | "FALSE" | "False" | "0") => false,
+                    Some(v) => {
+                        return Err(format!(
+                            "for the --{name} option: '{v}' is invalid value for boolean argument! Try 0 or 1"
+                        ))
+                    }
+                };
+                out.flags.insert(spec.name, v);
+            }
+            Kind::Value | Kind::List { .. } => {
+                let value = match inline {
+                    Some(v) => v,
+                    None => {
+                        let Some(v) = args.get(i) else {
+                            return Err(format!("for the --{name} option: requires a value!"));
+                        };
+                        i += 1;
+                        v.clone()
+                    }
+                };
+                let slot = out.values.entry(spec.name).or_default();
+                match spec.kind {
+                    Kind::Value => {
+                        slot.clear();
+                        slot.push(value);
+                    }
+                    Kind::List { comma: true } => {
+                        slot.extend(value.split(',').map(str::to_string));
+                    }
+                    _ => slot.push(value),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parses an unsigned value the way `cl::parser<unsigned>` does (`getAsInteger` with radix
+/// 0: `0x` hex, `0b` binary, `0o` or a leading `0` octal, else decimal).
+pub fn parse_unsigned(s: &str) -> Option<u64> {
+    let (digits, radix) = if let Some(r) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        (r, 16)
+    } else if let Some(r) = s.strip_prefix("0b").or_else(|| s.strip_prefix("0B")) {
+        (r, 2)
+    } else if let Some(r) = s.strip_prefix("0o") {
+        (r, 8)
+    } else if s.len() > 1 && s.starts_with('0') {
+        (&s[1..], 8)
+    } else {
+        (s, 10)
+    };
+    if digits.is_empty() || digits.starts_with('+') || digits.starts_with('-') {
+        return None;
+    }
+    u64::from_str_radix(digits, radix).ok()
+}
+
+/// Parses a signed value like `cl::parser<int>`.
+pub fn parse_signed(s: &str) -> Option<i64> {
+    match s.strip_prefix('-') {
+        Some(rest) => parse_unsigned(rest)
+            .and_then(|v| i64::try_from(v).ok())
+            .map(|v| -v),
+        None => parse_unsigned(s).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+/// Replaces `@file` arguments by the file's arguments (recursively, GNU quoting rules).
+fn expand_response_files(args: &[String], depth: usize) -> Result<Vec<String>, String> {
+    let mut out = Vec::with_capacity(args.len());
+    for a in args {
+        match a.strip_prefix('@') {
+            Some(path) if !path.is_empty() => {
+                if depth > 20 {
+                    return Err(format!("recursive expansion of response file '{path}'"));
+                }
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read response file '{path}': {e}"))?;
+                out.extend(expand_response_files(&tokenize_gnu(&text), depth + 1)?);
+            }
+            _ => out.push(a.clone()),
+        }
+    }
+    Ok(out)
+}
+
+/// `cl::TokenizeGNUCommandLine`: whitespace separates arguments; single quotes take
+/// everything literally; double quotes allow backslash escapes; a backslash outside quotes
+/// escapes the next character.
+fn tokenize_gnu(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_token = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_token {
+                    out.push(std::mem::take(&mut cur));
+                    in_token = false;
+                }
+            }
+            '\\' => {
+                in_token = true;
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            '\'' | '"' => {
+                in_token = true;
+                while let Some(n) = chars.next() {
+                    if n == c {
+                        break;
+                    }
+                    if c == '"' && n == '\\' {
+                        if let Some(e) = chars.next() {
+                            cur.push(e);
+                        }
+                    } else {
+                        cur.push(n);
+                    }
+                }
+            }
+            c => {
+                in_token = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_token {
+        out.push(cur);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPECS: &[Spec] = &[
+        Spec {
+            name: "type",
+            kind: Kind::Value,
+        },
+        Spec {
+            name: "targets",
+            kind: Kind::List { comma: true },
+        },
+        Spec {
+            name: "input",
+            kind: Kind::List { comma: false },
+        },
+        Spec {
+            name: "unbundle",
+            kind: Kind::Flag,
+        },
+    ];
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn llvm_spellings() {
+        let p = parse(
+            SPECS,
+            &args(&[
+                "--type=o",
+                "-targets=a,b",
+                "-input",
+                "x,y",
+                "--input=z",
+                "-unbundle",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(p.value("type"), Some("o"));
+        assert_eq!(p.list("targets"), ["a", "b"]);
+        assert_eq!(p.list("input"), ["x,y", "z"]);
+        assert!(p.flag("unbundle"));
+        let p = parse(SPECS, &args(&["-unbundle=false", "--", "-x"])).unwrap();
+        assert!(!p.flag("unbundle") && p.given("unbundle"));
+        assert_eq!(p.positional, ["-x"]);
+        let p = parse(SPECS, &args(&["-type=o", "-type=bc"])).unwrap();
+        assert_eq!(p.value("type"), Some("bc"));
+        assert!(parse(SPECS, &args(&["-nope"]))
+            .unwrap_err()
+            .contains("Unknown"));
+        assert!(parse(SPECS, &args(&["-unbundle=maybe"])).is_err());
+    }
+
+    #[test]
+    fn numbers_like_get_as_integer() {
+        assert_eq!(parse_unsigned("4096"), Some(4096));
+        assert_eq!(parse_unsigned("0x1000"), Some(4096));
+        assert_eq!(parse_unsigned("010"), Some(8));
+        assert_eq!(parse_unsigned("0"), Some(0));
+        assert_eq!(parse_unsigned("-1"), None);
+        assert_eq!(parse_signed("-3"), Some(-3));
+        assert_eq!(
+            tokenize_gnu("a 'b c' \"d\\\"e\" f\\ g"),
+            ["a", "b c", "d\"e", "f g"]
+        );
+    }
+}

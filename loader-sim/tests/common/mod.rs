@@ -1,0 +1,173 @@
+//! Helpers shared by the differential tests: locating LLVM's tools and this crate's
+//! binary, temporary directories, a seeded RNG, running commands.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// `loader-sim` built by cargo for this test run.
+pub fn ours() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_loader-sim"))
+}
+
+/// An LLVM tool from `PATH` (`clang-offload-bundler-22`, ...), with symbolic links
+/// resolved. Panics with an explanation when it is missing: these tests compare against
+/// the real tools, which `.ci/run` installs.
+///
+/// The links must be resolved: `clang-offload-bundler` runs the `llvm-objcopy` found next
+/// to its `argv[0]` before searching `PATH`, so started as `/usr/bin/clang-offload-bundler-22`
+/// it would use whatever `/usr/bin/llvm-objcopy` is (another LLVM release on Debian, with
+/// different output), while `/usr/lib/llvm-22/bin/clang-offload-bundler` uses LLVM 22's.
+pub fn llvm(tool: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let p = dir.join(tool);
+        if p.is_file() {
+            return std::fs::canonicalize(&p).unwrap_or(p);
+        }
+    }
+    panic!(
+        "`{tool}` not found in PATH: the differential tests need LLVM's tools \
+         (Debian packages clang-22, clang-tools-22, llvm-22 and clang-19/clang-tools-19 for the LLVM 19 checks; .ci/run installs them)"
+    );
+}
+
+/// A file of the corpus committed in `tests/data/corpus`.
+pub fn corpus(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/corpus")
+        .join(rel)
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+impl TempDir {
+    /// A fresh directory under the system temporary directory.
+    pub fn new(tag: &str) -> TempDir {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let p = std::env::temp_dir().join(format!("loader-sim-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    /// A path inside the directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes a file inside the directory and returns its path.
+    pub fn write(&self, name: &str, data: &[u8]) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// SplitMix64: a small deterministic RNG for the test matrices.
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded generator.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// True with probability `p` percent.
+    pub fn chance(&mut self, p: usize) -> bool {
+        self.below(100) < p
+    }
+
+    /// A random element.
+    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+        &v[self.below(v.len())]
+    }
+
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+
+    /// Shuffles `v` in place.
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.below(i + 1);
+            v.swap(i, j);
+        }
+    }
+}
+
+/// Runs `prog args...` in `dir`.
+pub fn run_in(dir: &Path, prog: &Path, args: &[String]) -> Output {
+    Command::new(prog)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("OFFLOAD_BUNDLER_COMPRESS")
+        .env_remove("OFFLOAD_BUNDLER_VERBOSE")
+        .env_remove("OFFLOAD_BUNDLER_COMPRESSION_LEVEL")
+        .env_remove("COMPRESSED_BUNDLE_FORMAT_VERSION")
+        .env_remove("OFFLOAD_BUNDLER_IGNORE_ENV_VAR")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", prog.display()))
+}
+
+/// Runs `loader-sim <sub> args...` in `dir`.
+pub fn run_ours(dir: &Path, sub: &str, args: &[String]) -> Output {
+    let mut all = vec![sub.to_string()];
+    all.extend(args.iter().cloned());
+    run_in(dir, &ours(), &all)
+}
+
+/// Reads a file, `None` if it does not exist.
+pub fn read_opt(p: &Path) -> Option<Vec<u8>> {
+    std::fs::read(p).ok()
+}
+
+/// A short description of a process result for assertion messages.
+pub fn describe(o: &Output) -> String {
+    format!(
+        "status {:?}, stderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).trim()
+    )
+}
+
+/// `s` as an owned argument.
+pub fn arg(s: impl AsRef<str>) -> String {
+    s.as_ref().to_string()
+}
+
+/// `path` as an argument.
+pub fn parg(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}

@@ -1,0 +1,461 @@
+//! `loader-sim register`: the corpus's clang-built executables and objects read statically,
+//! and real ROCm libraries loaded with the runtime shim in place (`--load`).
+//!
+//! Expected choices follow the selection rules (`COMPATIBILITY.md` §5, §7.5, §10); the
+//! expected bytes are those LLVM's tools extracted (`MANIFEST.jsonl`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn corpus() -> PathBuf {
+    repo().join("tests/data/corpus")
+}
+
+fn loader_sim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loader-sim"))
+        .args(args)
+        .output()
+        .expect("run loader-sim")
+}
+
+fn manifest() -> Vec<Value> {
+    std::fs::read_to_string(corpus().join("MANIFEST.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn json_lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8(out.to_vec())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+/// `register FILE --device D... --json`, with its exit status.
+fn register(file: &Path, devices: &[&str], extra: &[&str]) -> (Vec<Value>, i32, String) {
+    let mut args = vec!["register", file.to_str().unwrap(), "--json"];
+    for d in devices {
+        args.push("--device");
+        args.push(d);
+    }
+    args.extend_from_slice(extra);
+    let out = loader_sim(&args);
+    (
+        json_lines(&out.stdout),
+        out.status.code().expect("exit status, not a signal"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// sha256 of the bytes LLVM extracted for (file, entry ID) or (file, triple--arch).
+fn manifest_sha(file: &str, image: &str) -> String {
+    manifest()
+        .into_iter()
+        .find(|r| {
+            r["file"] == file
+                && (r["entry_id"] == image
+                    || (r["record"] == "image"
+                        && format!(
+                            "{}--{}",
+                            r["triple"].as_str().unwrap_or(""),
+                            r["arch"].as_str().unwrap_or("")
+                        ) == image))
+        })
+        .and_then(|r| r["sha256"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("{file}: {image} not in the manifest"))
+}
+
+const FIELDS: [&str; 9] = [
+    "device",
+    "unit",
+    "registration",
+    "address",
+    "selected",
+    "size",
+    "sha256",
+    "entries",
+    "entries_from",
+];
+
+/// The acceptance table: for each clang-built executable and device, the image the
+/// selection rules require (`None`: the device gets nothing; `register` exits 1).
+#[test]
+fn corpus_executables_give_each_device_the_required_image() {
+    let hip_any = "hipv4-amdgcn-amd-amdhsa--gfx906";
+    let hip_xnack = "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+";
+    // (file, registration, entries, [(device, expected image)])
+    type Row = (
+        &'static str,
+        &'static str,
+        &'static [&'static str],
+        Vec<(&'static str, Option<&'static str>)>,
+    );
+    let hip_devices = |any: &'static str, xnack: &'static str| {
+        vec![
+            // gfx906 code is built for any xnack mode: every gfx906 takes it.
+            ("gfx906", Some(any)),
+            ("gfx906:xnack-", Some(any)),
+            ("gfx906:xnack+", Some(any)),
+            ("gfx90a:xnack+", Some(xnack)),
+            ("gfx90a:sramecc+:xnack+", Some(xnack)),
+            // Built for xnack+: not for an xnack- device, nor one whose mode is unknown.
+            ("gfx90a:xnack-", None),
+            ("gfx90a", None),
+            ("gfx1030", None),
+        ]
+    };
+    let rows: Vec<Row> = vec![
+        (
+            "driver/hip_nonrdc.exe",
+            "hip",
+            &["_Z5scalePff"],
+            hip_devices(hip_any, hip_xnack),
+        ),
+        // --offload-compress: the same choice inside a CCOB v2 (bytes after decompression).
+        (
+            "driver/hip_compress.exe",
+            "hip",
+            &["_Z5scalePff"],
+            hip_devices(hip_any, hip_xnack),
+        ),
+        (
+            "driver/hip_rdc.exe",
+            "hip",
+            &["_Z5scalePff"],
+            hip_devices(hip_any, hip_xnack),
+        ),
+        // New offload driver: `hip-` kind IDs, entries from hip_offloading_entries.
+        (
+            "driver/hip_newdrv_rdc.exe",
+            "hip",
+            &["_Z5scalePff"],
+            hip_devices(
+                "hip-amdgcn-amd-amdhsa--gfx906",
+                "hip-amdgcn-amd-amdhsa--gfx90a:xnack+",
+            ),
+        ),
+        // OpenMP: the descriptor's image is the linked gfx90a code object (xnack and
+        // sramecc "any" in its e_flags), registered through __tgt_register_lib.
+        (
+            "driver/omp_amd.exe",
+            "openmp",
+            &["__omp_offloading_fe00_5100a5_omp_saxpy_l3"],
+            vec![
+                ("gfx90a:xnack+", Some("amdgcn-amd-amdhsa--gfx90a")),
+                ("gfx90a:sramecc-:xnack-", Some("amdgcn-amd-amdhsa--gfx90a")),
+                ("gfx906", None),
+                ("gfx942", None),
+            ],
+        ),
+    ];
+    for (file, registration, entries, table) in rows {
+        let devices: Vec<&str> = table.iter().map(|(d, _)| *d).collect();
+        let (records, code, stderr) = register(&corpus().join(file), &devices, &[]);
+        assert_eq!(
+            records.len(),
+            devices.len(),
+            "{file}: one unit, one record per device: {stderr}"
+        );
+        let any_missing = table.iter().any(|(_, want)| want.is_none());
+        assert_eq!(
+            code,
+            i32::from(any_missing),
+            "{file}: exit status ({stderr})"
+        );
+        for (record, (device, want)) in records.iter().zip(&table) {
+            for f in FIELDS {
+                assert!(
+                    record.get(f).is_some(),
+                    "{file}: field {f} missing in {record}"
+                );
+            }
+            assert_eq!(record["device"], *device, "{file}");
+            assert_eq!(record["registration"], registration, "{file}");
+            let names: Vec<&str> = record["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["name"].as_str().unwrap())
+                .collect();
+            match want {
+                Some(image) => {
+                    assert_eq!(record["selected"], *image, "{file} on {device}");
+                    let sha = if file.ends_with("omp_amd.exe") {
+                        manifest_sha(file, "amdgcn-amd-amdhsa--gfx90a")
+                    } else {
+                        manifest_sha(file, image)
+                    };
+                    assert_eq!(
+                        record["sha256"], sha,
+                        "{file} on {device}: bytes LLVM extracted"
+                    );
+                    assert_eq!(&names, entries, "{file} on {device}: entries");
+                }
+                None => {
+                    assert!(record["selected"].is_null(), "{file} on {device}: {record}");
+                    assert!(record["sha256"].is_null());
+                }
+            }
+        }
+    }
+}
+
+/// The fat binary a wrapper points at, located through the file's relocations: in an
+/// object through `.rela.hipFatBinSegment` (the unit is named by section + offset), in a
+/// PIE through `R_X86_64_RELATIVE` (same address as the section's).
+#[test]
+fn wrappers_are_resolved_through_relocations() {
+    for file in [
+        "driver/hip_nonrdc.o",
+        "driver/hip_compress.o",
+        "driver/hip_newdrv.o",
+    ] {
+        let (records, code, stderr) = register(&corpus().join(file), &["gfx90a:xnack+"], &[]);
+        assert_eq!(code, 0, "{file}: {stderr}");
+        assert_eq!(records.len(), 1, "{file}");
+        assert_eq!(records[0]["unit"], ".hip_fatbin+0x0", "{file}");
+        assert_eq!(
+            records[0]["selected"], "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+            "{file}"
+        );
+        // Classic HIP registers kernels from code: the entries are the chosen code
+        // object's kernel descriptors.
+        assert_eq!(records[0]["entries_from"], "device-image", "{file}");
+        assert_eq!(records[0]["entries"][0]["name"], "_Z5scalePff", "{file}");
+    }
+    let (records, _, _) = register(&corpus().join("driver/hip_nonrdc.exe"), &["gfx906"], &[]);
+    // readelf -S: .hip_fatbin at 0x3000.
+    assert_eq!(records[0]["address"], 0x3000);
+}
+
+/// Objects whose device code is only registered after a link register nothing, and say why.
+#[test]
+fn link_time_objects_register_nothing_and_say_why() {
+    let (records, code, stderr) = register(&corpus().join("driver/hip_rdc.o"), &["gfx906"], &[]);
+    assert!(records.is_empty());
+    assert_eq!(code, 0);
+    assert!(
+        stderr.contains("__hip_fatbin_") && stderr.contains("does not define"),
+        "{stderr}"
+    );
+    for file in ["driver/omp_amd_nv.o", "driver/hip_newdrv_rdc.o"] {
+        let (records, code, stderr) = register(&corpus().join(file), &["gfx90a"], &[]);
+        assert!(records.is_empty(), "{file}");
+        assert_eq!(code, 0);
+        assert!(
+            stderr.contains(".llvm.offloading") && stderr.contains("once linked"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn bad_input_and_usage_exit_2() {
+    let (_, code, stderr) = register(&corpus().join("bundles/hip_6arch.bundle"), &["gfx906"], &[]);
+    assert_eq!(code, 2);
+    assert!(stderr.starts_with("loader-sim: error: "), "{stderr}");
+    let (_, code, stderr) = register(&corpus().join("driver/hip_nonrdc.exe"), &["gfx9999"], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    let out = loader_sim(&[
+        "register",
+        corpus().join("driver/hip_nonrdc.exe").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "--device is required");
+    // --load of something dlopen refuses: one error line, exit 2.
+    let exe = corpus().join("driver/hip_nonrdc.exe");
+    let out = loader_sim(&[
+        "register",
+        "--load",
+        exe.to_str().unwrap(),
+        "--device",
+        "gfx906",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("loader-sim: error: ")
+            && stderr.contains("cannot load: cannot dynamically load"),
+        "{stderr}"
+    );
+}
+
+/// `--explain` gives every image not chosen, with a reason.
+#[test]
+fn explain_lists_the_rejected_images() {
+    let (records, _, _) = register(
+        &corpus().join("driver/hip_nonrdc.exe"),
+        &["gfx90a:xnack-"],
+        &["--explain"],
+    );
+    let rejected = records[0]["rejected"].as_array().unwrap();
+    let images: BTreeSet<&str> = rejected
+        .iter()
+        .map(|r| r["image"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        images,
+        BTreeSet::from([
+            "host-x86_64-unknown-linux--",
+            "hipv4-amdgcn-amd-amdhsa--gfx906",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+        ])
+    );
+    let xnack = rejected
+        .iter()
+        .find(|r| r["image"] == "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+")
+        .unwrap();
+    assert!(
+        xnack["reason"].as_str().unwrap().contains("xnack"),
+        "{xnack}"
+    );
+}
+
+/// A real ROCm library, or a panic naming the script that fetches it.
+fn external_lib(name: &str) -> PathBuf {
+    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/external"));
+    let p = base.join("root/usr/lib/x86_64-linux-gnu").join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-rocm-libs.sh{} (CI's .ci/run does) or set OFFLOAD_IMAGE_EXTERNAL",
+        p.display(),
+        if name.starts_with("librocsparse") { " librocsparse0" } else { "" }
+    );
+    p
+}
+
+type Key = (String, u64, String);
+
+/// (device, address, selected) → (sha256, entry names) of a run.
+fn by_unit(records: &[Value]) -> BTreeMap<Key, (String, BTreeSet<String>)> {
+    records
+        .iter()
+        .map(|r| {
+            (
+                (
+                    r["device"].as_str().unwrap().to_string(),
+                    r["address"].as_u64().unwrap(),
+                    r["selected"].as_str().unwrap_or("-").to_string(),
+                ),
+                (
+                    r["sha256"].as_str().unwrap_or("-").to_string(),
+                    r["entries"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|e| e["name"].as_str().unwrap().to_string())
+                        .collect(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// librocrand1: its constructor registers one fat binary and its kernels with the shim;
+/// the images chosen at run time are those found statically (same address, same bytes),
+/// and the kernels it registers are exactly the chosen code object's kernels.
+#[test]
+fn rocrand_registers_into_the_shim_as_found_statically() {
+    let lib = external_lib("librocrand.so.1");
+    let devices = [
+        "gfx90a:xnack-",
+        "gfx1030",
+        "gfx908:xnack-",
+        "gfx803",
+        "gfx1100",
+    ];
+    let (stat, code_s, err_s) = register(&lib, &devices, &[]);
+    let mut args = vec!["register", "--load", lib.to_str().unwrap(), "--json"];
+    for d in &devices {
+        args.extend(["--device", d]);
+    }
+    let out = loader_sim(&args);
+    let dynamic = json_lines(&out.stdout);
+    let err_d = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code_s, 1, "gfx1100 has no image in librocrand 1: {err_s}");
+    assert_eq!(out.status.code(), Some(1), "{err_d}");
+    assert_eq!(stat.len(), devices.len(), "one fat binary: {err_s}");
+    assert_eq!(
+        dynamic.len(),
+        devices.len(),
+        "one fat binary registered: {err_d}"
+    );
+    for r in &dynamic {
+        assert_eq!(r["registration"], "hip");
+        assert_eq!(r["entries_from"], "registration");
+        assert!(
+            r["unit"].as_str().unwrap().starts_with("librocrand.so.1"),
+            "{r}"
+        );
+    }
+    let (s, d) = (by_unit(&stat), by_unit(&dynamic));
+    assert_eq!(
+        s.keys().collect::<Vec<_>>(),
+        d.keys().collect::<Vec<_>>(),
+        "same units and choices"
+    );
+    for (key, (sha, kernels)) in &d {
+        let (sha_s, kernels_s) = &s[key];
+        assert_eq!(sha, sha_s, "{key:?}: the same bytes");
+        if key.2 != "-" {
+            assert_eq!(kernels.len(), 80, "{key:?}: __hipRegisterFunction calls");
+            assert_eq!(
+                kernels, kernels_s,
+                "{key:?}: registered kernels = the code object's kernels"
+            );
+        }
+    }
+    let gfx90a = dynamic
+        .iter()
+        .find(|r| r["device"] == "gfx90a:xnack-")
+        .unwrap();
+    assert_eq!(gfx90a["selected"], "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-");
+}
+
+/// librocsparse0 (1.3 GB): 111 fat-binary registrations. Needs `scripts/fetch-rocm-libs.sh
+/// librocsparse0`; run with `cargo test -- --ignored` (the README reports its time).
+#[test]
+#[ignore = "needs librocsparse0 (scripts/fetch-rocm-libs.sh librocsparse0)"]
+fn rocsparse_registers_111_fat_binaries() {
+    let lib = external_lib("librocsparse.so.0");
+    let out = loader_sim(&[
+        "register",
+        "--load",
+        lib.to_str().unwrap(),
+        "--device",
+        "gfx90a:xnack-",
+        "--json",
+    ]);
+    let records = json_lines(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let units: BTreeSet<u64> = records
+        .iter()
+        .map(|r| r["address"].as_u64().unwrap())
+        .collect();
+    assert_eq!(units.len(), 111);
+    let (stat, _, _) = register(&lib, &["gfx90a:xnack-"], &[]);
+    assert_eq!(
+        by_unit(&stat).keys().collect::<Vec<_>>(),
+        by_unit(&records).keys().collect::<Vec<_>>()
+    );
+}

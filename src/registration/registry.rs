@@ -1,0 +1,754 @@
+//! A simulated offload runtime: the registrations it receives, the devices it has, and
+//! the image each device gets from each registered unit.
+//!
+//! [`Registry`] follows the calls a host program makes (`REGISTRATION.md` §3, §4):
+//! `__tgt_register_lib` / `__tgt_unregister_lib` ([`Registry::register_lib`],
+//! [`Registry::unregister_lib`]) and HIP's `__hipRegisterFatBinary`,
+//! `__hipRegisterFunction`, `__hipRegisterVar`, ... `__hipUnregisterFatBinary`. Records are
+//! read through an [`AddressSpace`], so the same code serves a host file read statically
+//! ([`super::HostElf`]) and a running process (the runtime shim).
+//!
+//! Modelling decisions (each matches the runtime named):
+//!
+//! * Images are chosen **at registration**, for every device, with the rule of the runtime
+//!   the registration is for (`COMPATIBILITY.md` §7): by default the deterministic ranking
+//!   for HIP/CUDA fat binaries, and "first compatible image in descriptor order" for
+//!   `__tgt_bin_desc` descriptors (LLVM offload, §7.5). CLR and libomptarget defer loading
+//!   to first use; the choice is the same, only its time differs.
+//! * A wrapper with a bad magic or version is refused (CLR returns a null handle). A
+//!   well-formed wrapper whose fat binary cannot be read is registered with an error and
+//!   gives no device an image (CLR fails later, at launch, with `hipErrorInvalidImage`).
+//! * Registering the same fat binary (same `binary` pointer) or the same descriptor again
+//!   returns the existing unit and counts the registration (CLR keys its bookkeeping on the
+//!   pointer); the unit is unregistered when the count drops to zero.
+//! * A device image of a descriptor that is an OffloadBinary is unwrapped to its first
+//!   entry's image, recursively up to [`super::view::MAX_UNWRAP_DEPTH`] (the LLVM runtime's
+//!   `DeviceImageTy`); one that is not, or does not parse, is used raw.
+//! * Entries: for descriptors, the host entries with `Kind == OpenMP` after the legacy
+//!   upgrade (what libomptarget binds, §3.3); for fat binaries, what
+//!   `__hipRegisterFunction`/`Var`/... reported, or an entry table given by the caller
+//!   ([`Registry::add_entries`], the new-driver wrapper's `.hip.globals_reg` loop).
+//! * A unit only offers images of its registration's offload kinds
+//!   ([`RegistrationKind::kind_filter`]): a HIP fat binary's `openmp-` entries are not
+//!   candidates, nor a bundle's host entry.
+//! * `requires` entries of descriptors are merged as libomptarget's
+//!   `RequirementCollection` does; a contradiction refuses the descriptor.
+
+use alloc::borrow::ToOwned;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::container::{units, OpenUnit};
+use crate::error::{Error, ErrorKind, Result};
+use crate::image::{Image, OffloadKind};
+use crate::offload_binary::OffloadBinaryEntry;
+use crate::select::{
+    explain, select, KindFilter, Outranked, Policy as SelectPolicy, SelectOptions, Verdict,
+};
+use crate::target::Device;
+use crate::ReadOptions;
+
+use super::abi::{self, gpu_flags, requires};
+use super::view::{
+    unwrap_image, AddressSpace, Descriptor, EntryTable, FatbinWrapperView, GlobalKind, HostEntry,
+    UnwrappedImage, WrapperKind,
+};
+
+/// Which registration interface a unit came through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RegistrationKind {
+    /// `__hipRegisterFatBinary`.
+    Hip,
+    /// `__cudaRegisterFatBinary`.
+    Cuda,
+    /// `__tgt_register_lib` (OpenMP, and CUDA/HIP/SYCL under the new driver's descriptors).
+    OpenMp,
+}
+
+impl RegistrationKind {
+    /// `"hip"`, `"cuda"` or `"openmp"` (the `registration` field of `loader-sim register`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            RegistrationKind::Hip => "hip",
+            RegistrationKind::Cuda => "cuda",
+            RegistrationKind::OpenMp => "openmp",
+        }
+    }
+
+    /// The offload kinds a unit of this registration may load: the HIP family for HIP,
+    /// CUDA for CUDA, OpenMP for descriptors (images without a kind serve every one).
+    pub const fn kind_filter(self) -> KindFilter {
+        match self {
+            RegistrationKind::Hip => KindFilter::Hip,
+            RegistrationKind::Cuda => KindFilter::Cuda,
+            RegistrationKind::OpenMp => KindFilter::OpenMp,
+        }
+    }
+}
+
+/// How a device picks among the compatible images of one unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Policy {
+    /// The registering runtime's own rule: for `__tgt_register_lib` descriptors the LLVM
+    /// offload runtime's "first compatible image in descriptor order" (`COMPATIBILITY.md`
+    /// §7.5); for HIP/CUDA fat binaries the ranking of §10, which agrees with ROCm CLR
+    /// (§7.3) on every compiler-made bundle and is deterministic where CLR's compressed
+    /// path follows hash order.
+    #[default]
+    Runtime,
+    /// The ranking of `COMPATIBILITY.md` §10 for every registration.
+    Best,
+    /// First compatible image in discovery order for every registration (comgr, LLVM offload).
+    First,
+    /// Class, then discovery order (ROCm CLR: native, then generic, then SPIR-V).
+    FirstByClass,
+}
+
+impl Policy {
+    /// The selection policy for a unit of `kind`.
+    pub const fn for_kind(self, kind: RegistrationKind) -> SelectPolicy {
+        match (self, kind) {
+            (Policy::Runtime, RegistrationKind::OpenMp) => SelectPolicy::First,
+            (Policy::Runtime, _) | (Policy::Best, _) => SelectPolicy::Best,
+            (Policy::First, _) => SelectPolicy::First,
+            (Policy::FirstByClass, _) => SelectPolicy::FirstByClass,
+        }
+    }
+}
+
+/// Options of a [`Registry`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegistryOptions {
+    /// How containers are read (limits, hash verification).
+    pub read: ReadOptions,
+    /// How images are chosen.
+    pub policy: Policy,
+    /// Further selection options (JIT, generic code, SPIR-V, strict mode). Their `kind` and
+    /// `policy` are set per unit from the registration kind and [`RegistryOptions::policy`].
+    pub select: SelectOptions,
+}
+
+impl RegistryOptions {
+    /// The selection options for a unit of `kind`.
+    pub fn select_for(&self, kind: RegistrationKind) -> SelectOptions {
+        SelectOptions {
+            kind: kind.kind_filter(),
+            policy: self.policy.for_kind(kind),
+            ..self.select
+        }
+    }
+}
+
+/// A simulated device: a target as a runtime detects it, and the name it was given by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimulatedDevice {
+    name: String,
+    device: Device,
+}
+
+impl SimulatedDevice {
+    /// Parses a target as a runtime detects it (`gfx90a:sramecc+:xnack-`, `sm_80`, with or
+    /// without the `amdgcn-amd-amdhsa--` prefix; [`Device::parse`]).
+    pub fn parse(target: &str) -> Result<Self> {
+        let t = target.trim();
+        Ok(SimulatedDevice {
+            name: t.to_owned(),
+            device: Device::parse(t)?,
+        })
+    }
+
+    /// A device with a name of the caller's choosing.
+    pub fn new(name: &str, device: Device) -> Self {
+        SimulatedDevice {
+            name: name.to_owned(),
+            device,
+        }
+    }
+
+    /// The name the device was given by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+}
+
+/// What one device gets from one unit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Choice {
+    /// Index of the chosen image in [`Registration::images`], if any.
+    pub selected: Option<usize>,
+    /// How many images were compatible with the device.
+    pub compatible: usize,
+    /// True when another compatible image ranked equal apart from discovery order.
+    pub tie: bool,
+}
+
+/// The one place that asks the selection rules ([`crate::select`]) which image a device
+/// gets.
+fn choose(images: &[Image<'_>], device: &Device, options: &SelectOptions) -> Choice {
+    let s = select(images, device, options);
+    Choice {
+        selected: s.chosen,
+        compatible: s.compatible,
+        tie: s.tie,
+    }
+}
+
+/// An entry bound to a unit: a kernel, variable or other global the unit registered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BoundEntry {
+    /// The device-side symbol name.
+    pub name: Vec<u8>,
+    /// What it names.
+    pub kind: GlobalKind,
+    /// The entry's consumer (`Kind`; HIP entries from `__hipRegister*` calls: 4).
+    pub offload_kind: u16,
+    /// Flags (OpenMP or CUDA/HIP meaning, §1.4).
+    pub flags: u32,
+    /// Byte size (0 for kernels).
+    pub size: u64,
+    /// Kind-specific data (alignment of a managed variable, requirement bits, ...).
+    pub data: u64,
+    /// Host address (kernel handle, host shadow variable).
+    pub address: u64,
+}
+
+impl BoundEntry {
+    fn from_host<'d, S: AddressSpace<'d> + ?Sized>(e: &HostEntry, space: &S) -> Result<Self> {
+        let name = if e.is_requires() && e.symbol_name == 0 {
+            &[][..]
+        } else {
+            e.name(space)?
+        };
+        Ok(BoundEntry {
+            name: name.to_vec(),
+            kind: e.global_kind(),
+            offload_kind: e.kind,
+            flags: e.flags,
+            size: e.size,
+            data: e.data,
+            address: e.address,
+        })
+    }
+
+    /// The name as text (lossy for non-UTF-8 bytes).
+    pub fn name_lossy(&self) -> alloc::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.name)
+    }
+}
+
+/// Where the images of a registration come from.
+#[derive(Clone, Debug)]
+enum Part<'d> {
+    /// Every image of a unit (a fat binary).
+    All(OpenUnit<'d>),
+    /// The first image of a unit (a descriptor's device image in a compressed OffloadBinary).
+    First(OpenUnit<'d>),
+    /// The first entry of a descriptor's device image that is an OffloadBinary.
+    Entry(OffloadBinaryEntry<'d>),
+    /// A raw device image (not an OffloadBinary).
+    Raw(&'d [u8]),
+}
+
+/// Identifies a registered unit within its [`Registry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UnitId(pub usize);
+
+/// One registered unit: a fat binary or a descriptor.
+#[derive(Clone, Debug)]
+pub struct Registration<'d> {
+    kind: RegistrationKind,
+    address: u64,
+    binary: u64,
+    count: u32,
+    parts: Vec<Part<'d>>,
+    entries: Vec<BoundEntry>,
+    choices: Vec<Choice>,
+    requires: Option<u64>,
+    error: Option<Error>,
+}
+
+impl<'d> Registration<'d> {
+    /// The registration interface.
+    pub fn kind(&self) -> RegistrationKind {
+        self.kind
+    }
+
+    /// Address of the registered record (the wrapper, or the descriptor).
+    pub fn address(&self) -> u64 {
+        self.address
+    }
+
+    /// Address of the fat binary (fat binaries) or of the first device image (descriptors).
+    pub fn binary(&self) -> u64 {
+        self.binary
+    }
+
+    /// True while registered (the count of registrations minus unregistrations is positive).
+    pub fn is_registered(&self) -> bool {
+        self.count > 0
+    }
+
+    /// How many times the unit is currently registered.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The images, in discovery order, indexed as in [`Choice`].
+    pub fn images(&self) -> Vec<Image<'_>> {
+        let mut out = Vec::new();
+        for part in &self.parts {
+            match part {
+                Part::All(open) => out.extend(open.images()),
+                Part::First(open) => out.extend(open.images().next()),
+                Part::Entry(e) => out.push(Image::from_offload_entry(0, e)),
+                Part::Raw(b) => out.push(Image::from_elf(0, b)),
+            }
+        }
+        for (i, image) in out.iter_mut().enumerate() {
+            image.index = i;
+        }
+        out
+    }
+
+    /// The entries bound to the unit, in registration order.
+    pub fn entries(&self) -> &[BoundEntry] {
+        &self.entries
+    }
+
+    /// What device `device` (an index into [`Registry::devices`]) gets.
+    pub fn choice(&self, device: usize) -> Option<&Choice> {
+        self.choices.get(device)
+    }
+
+    /// The OpenMP requirement bits of a descriptor's `requires` entries, if it has any.
+    pub fn requires(&self) -> Option<u64> {
+        self.requires
+    }
+
+    /// Why the unit's images could not be read, if they could not (no device gets one).
+    pub fn error(&self) -> Option<Error> {
+        self.error
+    }
+}
+
+/// The simulated runtime: devices and registered units.
+#[derive(Clone, Debug)]
+pub struct Registry<'d> {
+    devices: Vec<SimulatedDevice>,
+    options: RegistryOptions,
+    units: Vec<Option<Registration<'d>>>,
+    requires: Option<u64>,
+}
+
+impl<'d> Registry<'d> {
+    /// A runtime with `devices`.
+    pub fn new(devices: Vec<SimulatedDevice>, options: RegistryOptions) -> Self {
+        Registry {
+            devices,
+            options,
+            units: Vec::new(),
+            requires: None,
+        }
+    }
+
+    /// The devices, in the order given.
+    pub fn devices(&self) -> &[SimulatedDevice] {
+        &self.devices
+    }
+
+    /// The registration `id`, unless it was [`Registry::remove`]d.
+    pub fn get(&self, id: UnitId) -> Option<&Registration<'d>> {
+        self.units.get(id.0).and_then(Option::as_ref)
+    }
+
+    /// Every unit not removed, in registration order.
+    pub fn registrations(&self) -> impl Iterator<Item = (UnitId, &Registration<'d>)> + '_ {
+        self.units
+            .iter()
+            .enumerate()
+            .filter_map(|(i, u)| u.as_ref().map(|u| (UnitId(i), u)))
+    }
+
+    /// Forgets unit `id` and returns it (its images borrow nothing from the registry, so a
+    /// caller can report it and drop it; the id is never reused).
+    pub fn remove(&mut self, id: UnitId) -> Option<Registration<'d>> {
+        self.units.get_mut(id.0).and_then(Option::take)
+    }
+
+    /// The merged OpenMP requirements of every registered descriptor.
+    pub fn requires(&self) -> Option<u64> {
+        self.requires
+    }
+
+    fn find(&self, kind: RegistrationKind, address: u64) -> Option<UnitId> {
+        self.registrations()
+            .find(|(_, u)| u.kind == kind && u.address == address && u.is_registered())
+            .map(|(id, _)| id)
+    }
+
+    fn insert(&mut self, mut reg: Registration<'d>) -> UnitId {
+        let select = self.options.select_for(reg.kind);
+        let images = reg.images();
+        let choices = self
+            .devices
+            .iter()
+            .map(|d| {
+                if reg.error.is_some() {
+                    Choice::default()
+                } else {
+                    choose(&images, d.device(), &select)
+                }
+            })
+            .collect();
+        drop(images);
+        reg.choices = choices;
+        self.units.push(Some(reg));
+        UnitId(self.units.len().saturating_sub(1))
+    }
+
+    /// Why device `device` did not get each image of `reg` other than the chosen one: the
+    /// selection rules' reason (`built for xnack+, device has xnack-`), or for a compatible
+    /// image what the chosen one wins on. `(image index, reason)`, in discovery order.
+    pub fn explain(&self, reg: &Registration<'_>, device: usize) -> Vec<(usize, String)> {
+        let Some(d) = self.devices.get(device) else {
+            return Vec::new();
+        };
+        let options = self.options.select_for(reg.kind);
+        let images = reg.images();
+        let chosen = reg.choice(device).and_then(|c| c.selected);
+        let winner = chosen
+            .and_then(|i| images.get(i))
+            .and_then(|img| explain(img, d.device(), &options).key());
+        images
+            .iter()
+            .filter(|img| Some(img.index) != chosen)
+            .map(|img| {
+                let reason = match (explain(img, d.device(), &options), winner) {
+                    (Verdict::Rejected(r), _) => r.to_string(),
+                    (Verdict::Compatible(loser), Some(winner)) => Outranked {
+                        loser,
+                        winner,
+                        policy: options.policy,
+                    }
+                    .to_string(),
+                    (Verdict::Compatible(_), None) => "compatible".to_string(),
+                };
+                (img.index, reason)
+            })
+            .collect()
+    }
+
+    /// `__hipRegisterFatBinary(wrapper)` (or CUDA's): reads the wrapper at `wrapper`, bounds
+    /// the fat binary it points at by its own header inside the region that holds it, and
+    /// chooses an image for every device.
+    ///
+    /// Fails only when the wrapper itself is unreadable or has a bad magic/version; a
+    /// malformed fat binary is registered with [`Registration::error`] set.
+    pub fn register_fat_binary<S: AddressSpace<'d> + ?Sized>(
+        &mut self,
+        space: &S,
+        wrapper: u64,
+    ) -> Result<UnitId> {
+        let w = FatbinWrapperView::read(space, wrapper)?;
+        let kind = match w.kind {
+            WrapperKind::Hip => RegistrationKind::Hip,
+            WrapperKind::Cuda => RegistrationKind::Cuda,
+        };
+        let existing = self.registrations().find_map(|(id, u)| {
+            (u.kind == kind && u.binary == w.binary && u.is_registered()).then_some(id)
+        });
+        if let Some(id) = existing {
+            if let Some(u) = self.units.get_mut(id.0).and_then(Option::as_mut) {
+                u.count = u.count.saturating_add(1);
+            }
+            return Ok(id);
+        }
+        let mut reg = Registration {
+            kind,
+            address: wrapper,
+            binary: w.binary,
+            count: 1,
+            parts: Vec::new(),
+            entries: Vec::new(),
+            choices: Vec::new(),
+            requires: None,
+            error: None,
+        };
+        match self.open_fat_binary(space, &w) {
+            Ok(open) => reg.parts.push(Part::All(open)),
+            Err(e) => reg.error = Some(e),
+        }
+        Ok(self.insert(reg))
+    }
+
+    fn open_fat_binary<S: AddressSpace<'d> + ?Sized>(
+        &self,
+        space: &S,
+        w: &FatbinWrapperView,
+    ) -> Result<OpenUnit<'d>> {
+        let options = &self.options.read;
+        let blob = w.fat_binary(space, options)?;
+        let rebase = |e: Error| e.rebase(w.binary);
+        let unit = units(blob, options)
+            .map_err(rebase)?
+            .into_iter()
+            .next()
+            .ok_or(Error::new(
+                ErrorKind::Malformed,
+                w.binary,
+                "fat binary holds no device images",
+            ))?;
+        unit.open(options).map_err(rebase)
+    }
+
+    fn registration_mut(&mut self, id: UnitId) -> Result<&mut Registration<'d>> {
+        self.units
+            .get_mut(id.0)
+            .and_then(Option::as_mut)
+            .filter(|u| u.is_registered())
+            .ok_or(Error::new(
+                ErrorKind::Malformed,
+                0,
+                "handle does not name a registered unit",
+            ))
+    }
+
+    /// `__hipRegisterFunction(h, hostFunction, deviceFunction, deviceName, ...)`: binds the
+    /// kernel `name` (the `deviceName` argument) with host handle `host` to unit `id`.
+    pub fn register_function(&mut self, id: UnitId, host: u64, name: &[u8]) -> Result<()> {
+        let kind = self.registration_mut(id)?.kind;
+        self.push_entry(id, host, name, GlobalKind::Kernel, kind, 0, 0, 0)
+    }
+
+    /// `__hipRegisterVar(h, var, hostVar, deviceVar, ext, size, constant, global)`.
+    pub fn register_var(
+        &mut self,
+        id: UnitId,
+        host: u64,
+        name: &[u8],
+        size: u64,
+        external: bool,
+        constant: bool,
+    ) -> Result<()> {
+        let kind = self.registration_mut(id)?.kind;
+        let flags = gpu_flags::GLOBAL
+            | if external { gpu_flags::EXTERN } else { 0 }
+            | if constant { gpu_flags::CONSTANT } else { 0 };
+        self.push_entry(id, host, name, GlobalKind::Variable, kind, flags, size, 0)
+    }
+
+    /// `__hipRegisterManagedVar(h, pointer, init_value, name, size, align)`: `host` is the
+    /// pointer slot, `align` goes to [`BoundEntry::data`].
+    pub fn register_managed_var(
+        &mut self,
+        id: UnitId,
+        host: u64,
+        name: &[u8],
+        size: u64,
+        align: u64,
+    ) -> Result<()> {
+        let kind = self.registration_mut(id)?.kind;
+        self.push_entry(
+            id,
+            host,
+            name,
+            GlobalKind::Managed,
+            kind,
+            gpu_flags::MANAGED,
+            size,
+            align,
+        )
+    }
+
+    /// `__hipRegisterSurface` / `__hipRegisterTexture`: `kind` is
+    /// [`GlobalKind::Surface`] or [`GlobalKind::Texture`], `ty` the surface/texture type.
+    pub fn register_reference(
+        &mut self,
+        id: UnitId,
+        host: u64,
+        name: &[u8],
+        kind: GlobalKind,
+        ty: u64,
+        external: bool,
+    ) -> Result<()> {
+        let reg_kind = self.registration_mut(id)?.kind;
+        let flags = match kind {
+            GlobalKind::Surface => gpu_flags::SURFACE,
+            _ => gpu_flags::TEXTURE,
+        } | if external { gpu_flags::EXTERN } else { 0 };
+        self.push_entry(id, host, name, kind, reg_kind, flags, 0, ty)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_entry(
+        &mut self,
+        id: UnitId,
+        host: u64,
+        name: &[u8],
+        kind: GlobalKind,
+        reg: RegistrationKind,
+        flags: u32,
+        size: u64,
+        data: u64,
+    ) -> Result<()> {
+        let offload_kind = match reg {
+            RegistrationKind::Hip => abi::kind::HIP,
+            RegistrationKind::Cuda => abi::kind::CUDA,
+            RegistrationKind::OpenMp => abi::kind::OPENMP,
+        };
+        self.registration_mut(id)?.entries.push(BoundEntry {
+            name: name.to_vec(),
+            kind,
+            offload_kind,
+            flags,
+            size,
+            data,
+            address: host,
+        });
+        Ok(())
+    }
+
+    /// Binds the entries of `table` to fat-binary unit `id`, as the new-driver wrapper's
+    /// `.hip.globals_reg` loop does: only entries of the unit's kind (HIP: `Kind` 3 or 4).
+    /// A legacy table cannot say its kind (§1.3); `legacy_kind` names it (the caller knows
+    /// it from the section, e.g. `hip_offloading_entries`).
+    pub fn add_entries<S: AddressSpace<'d> + ?Sized>(
+        &mut self,
+        id: UnitId,
+        space: &S,
+        table: &EntryTable,
+        legacy_kind: u16,
+    ) -> Result<()> {
+        let reg = self.registration_mut(id)?;
+        let want = match reg.kind {
+            RegistrationKind::Hip => OffloadKind::Hip,
+            RegistrationKind::Cuda => OffloadKind::Cuda,
+            RegistrationKind::OpenMp => OffloadKind::OpenMp,
+        };
+        let mut entries = Vec::new();
+        for e in table.iter(space) {
+            let mut e = e?;
+            if e.legacy {
+                e.kind = legacy_kind;
+            }
+            if e.offload_kind() == want {
+                entries.push(BoundEntry::from_host(&e, space)?);
+            }
+        }
+        reg.entries.extend(entries);
+        Ok(())
+    }
+
+    /// `__hipUnregisterFatBinary(h)`: one registration of unit `id` fewer. Returns true when
+    /// the unit is no longer registered.
+    pub fn unregister_fat_binary(&mut self, id: UnitId) -> Result<bool> {
+        let reg = self.registration_mut(id)?;
+        reg.count = reg.count.saturating_sub(1);
+        Ok(reg.count == 0)
+    }
+
+    /// `__tgt_register_lib(desc)`: reads the descriptor at `desc`, unwraps its device
+    /// images, upgrades legacy entries, merges `requires` entries, and gives every device
+    /// the first compatible image in descriptor order (LLVM offload, §3.2; unless the
+    /// policy says otherwise).
+    ///
+    /// Fails on an unreadable descriptor, image array or entry table, and on requirements
+    /// that contradict an earlier descriptor's (a fatal error in libomptarget).
+    pub fn register_lib<S: AddressSpace<'d> + ?Sized>(
+        &mut self,
+        space: &S,
+        desc: u64,
+    ) -> Result<UnitId> {
+        if let Some(id) = self.find(RegistrationKind::OpenMp, desc) {
+            if let Some(u) = self.units.get_mut(id.0).and_then(Option::as_mut) {
+                u.count = u.count.saturating_add(1);
+            }
+            return Ok(id);
+        }
+        let options = self.options.read;
+        let d = Descriptor::read(space, desc, &options)?;
+        let mut entries = Vec::new();
+        let mut req: Option<u64> = None;
+        for e in d.entries.iter(space) {
+            let e = e?;
+            if e.offload_kind() != OffloadKind::OpenMp {
+                continue;
+            }
+            if e.is_requires() {
+                req = Some(req.unwrap_or(0) | e.data);
+            }
+            entries.push(BoundEntry::from_host(&e, space)?);
+        }
+        if let Some(r) = req {
+            self.requires = Some(merge_requires(self.requires, r, desc)?);
+        }
+        let mut parts = Vec::new();
+        let mut binary = 0;
+        for image in d.images(space) {
+            let image = image?;
+            let bytes = image.bytes(space)?;
+            if image.index == 0 {
+                binary = image.image_start;
+            }
+            parts.push(device_image_part(bytes, &options));
+        }
+        let reg = Registration {
+            kind: RegistrationKind::OpenMp,
+            address: desc,
+            binary,
+            count: 1,
+            parts,
+            entries,
+            choices: Vec::new(),
+            requires: req,
+            error: None,
+        };
+        Ok(self.insert(reg))
+    }
+
+    /// `__tgt_unregister_lib(desc)`: one registration of the descriptor at `desc` fewer.
+    /// Returns the unit and whether it is no longer registered, or `None` if `desc` was not
+    /// registered.
+    pub fn unregister_lib(&mut self, desc: u64) -> Option<(UnitId, bool)> {
+        let id = self.find(RegistrationKind::OpenMp, desc)?;
+        let reg = self.units.get_mut(id.0).and_then(Option::as_mut)?;
+        reg.count = reg.count.saturating_sub(1);
+        Some((id, reg.count == 0))
+    }
+}
+
+/// libomptarget's `RequirementCollection::addRequirements`: the first set wins; later sets
+/// must agree on reverse offload, unified address and unified shared memory.
+fn merge_requires(current: Option<u64>, new: u64, at: u64) -> Result<u64> {
+    let Some(cur) = current.filter(|&c| c != requires::UNDEFINED) else {
+        return Ok(new);
+    };
+    let checked =
+        requires::REVERSE_OFFLOAD | requires::UNIFIED_ADDRESS | requires::UNIFIED_SHARED_MEMORY;
+    if cur & checked != new & checked {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            at,
+            "OpenMP requirements contradict those of an earlier registration",
+        ));
+    }
+    Ok(cur | new)
+}
+
+/// A descriptor's device image as the LLVM runtime sees it (§1.9, [`unwrap_image`]).
+fn device_image_part<'d>(bytes: &'d [u8], options: &ReadOptions) -> Part<'d> {
+    match unwrap_image(bytes, &options.limits) {
+        UnwrappedImage::Raw(b) => Part::Raw(b),
+        UnwrappedImage::Entry(e) => Part::Entry(e),
+        UnwrappedImage::Compressed(binary) => units(binary.data(), options)
+            .ok()
+            .and_then(|u| u.into_iter().next())
+            .and_then(|u| u.open(options).ok())
+            .map_or(Part::Raw(bytes), Part::First),
+    }
+}
