@@ -39,6 +39,17 @@ impl Input {
         Ok(Input { map: Some(map) })
     }
 
+    /// Maps an open file read-only, for reading it front to back (an empty file is not
+    /// mapped).
+    pub fn from_file(file: &File) -> std::io::Result<Self> {
+        if file.metadata()?.len() == 0 {
+            return Ok(Input { map: None });
+        }
+        let map = loader_sim_rt::mapping::map_file(file)?;
+        let _ = map.advise(Advice::Sequential);
+        Ok(Input { map: Some(map) })
+    }
+
     /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
