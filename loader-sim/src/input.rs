@@ -62,6 +62,17 @@ impl Input {
         (off.checked_add(part.len())? <= map.len()).then_some(off)
     }
 
+    /// Announces that `part` (a slice of [`Input::bytes`]) will be read front to back:
+    /// read-ahead for it, in place of the `MADV_RANDOM` of the whole map (a compressed
+    /// payload is read sequentially; page by page it would take one disk read per 4 KiB).
+    pub fn will_read(&self, part: &[u8]) {
+        let (Some(map), Some(off)) = (&self.map, self.offset_of(part)) else {
+            return;
+        };
+        let _ = map.advise_range(Advice::Sequential, off, part.len());
+        let _ = map.advise_range(Advice::WillNeed, off, part.len());
+    }
+
     /// Drops the pages holding `part` (a slice of [`Input::bytes`]; anything else is
     /// ignored) from this process's page tables. The bytes stay readable: touching them
     /// again faults them back in from the page cache. Pages only partly covered by `part`
@@ -85,9 +96,7 @@ impl Input {
             .bytes()
             .get(at..at.saturating_add(len))
             .ok_or_else(|| std::io::Error::other("range outside the input"))?;
-        if let Some(map) = &self.map {
-            let _ = map.advise_range(Advice::Sequential, at, len);
-        }
+        self.will_read(part);
         for chunk in part.chunks(CHUNK) {
             out.write_all(chunk)?;
             self.release(chunk);

@@ -387,6 +387,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         if let (UnitContent::Compressed(c), false) = (&unit.content, args.explain) {
             // The -o image of this unit, if -o applies to it (the first record).
             let out_path = args.output.as_deref().filter(|_| records.is_empty());
+            input.will_read(c.payload());
             let streamed = Stream {
                 args,
                 targets: &targets,
