@@ -213,6 +213,20 @@ impl<'data> CompressedBundle<'data> {
         }
     }
 
+    /// Checks the declared decompressed size against the limit and against what the
+    /// payload can possibly produce, as [`ContentReader::new`] and
+    /// [`CompressedBundle::decompress`] do before allocating (errors at the size field).
+    pub fn check_size(&self, options: &ReadOptions) -> Result<()> {
+        check_declared_size(
+            self.method,
+            self.payload,
+            self.uncompressed_size,
+            self.size_field(),
+            options,
+        )
+        .map(|_| ())
+    }
+
     /// Offset of the header field that declares the decompressed size.
     fn size_field(&self) -> u64 {
         match self.version {

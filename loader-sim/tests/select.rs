@@ -511,6 +511,27 @@ fn compressed_bundle_hash_mismatch_is_an_error_unless_not_verified() {
         ]);
         assert_eq!(out.status.code(), Some(0), "{decoder}");
     }
+    // A declared size over the limit is refused before any decoder runs.
+    let mut data = std::fs::read(corpus("compressed/hip_6arch.v3-zstd.llvm22.ccob")).unwrap();
+    data[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let huge = dir.join("huge.ccob");
+    std::fs::write(&huge, &data).unwrap();
+    for thread in ["always", "never"] {
+        let out = run(&[
+            "select",
+            huge.to_str().unwrap(),
+            "--target",
+            "gfx1030",
+            "--decode-thread",
+            thread,
+        ]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("declared decompressed size exceeds the limit, at byte 16"),
+            "{err}"
+        );
+    }
     // -o with two targets is refused, and the file streamed for the first is removed.
     let o = dir.join("two-targets.co");
     let good = corpus("compressed/hip_6arch.zstd.ccob");

@@ -195,6 +195,8 @@ impl Stream<'_> {
     /// `Ok(None)`: the content cannot be streamed (a text bundle, overlapping payloads);
     /// the caller decompresses it whole.
     fn run(&self, c: &CompressedBundle<'_>) -> Result<Option<Vec<Option<Pick>>>, SinkError> {
+        // Limits first: the decoders allocate as soon as they run.
+        c.check_size(self.read)?;
         let decoder = decoder(c, self.args.zstd_decoder, self.read)?;
         let keep = self.args.sha256 || self.out_path.is_some();
         let mut hashes: Vec<Option<Sha256>> = vec![None; self.targets.len()];
