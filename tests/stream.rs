@@ -438,3 +438,35 @@ fn zlib_stream_decodes_incrementally() {
     };
     assert_eq!(e.kind(), ErrorKind::Truncated);
 }
+
+#[test]
+fn shared_payloads_are_not_streamed() {
+    let read = ReadOptions::default();
+    let elf = std::fs::read(common::corpus().join("devobj/saxpy.gfx90a.co")).expect("corpus file");
+    let ids = [
+        "hipv4-amdgcn-amd-amdhsa--gfx90a",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
+    ];
+    let table = 32 + ids.iter().map(|i| 24 + i.len()).sum::<usize>();
+    let mut b = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    b.extend_from_slice(&2u64.to_le_bytes());
+    for id in ids {
+        b.extend_from_slice(&(table as u64).to_le_bytes());
+        b.extend_from_slice(&(elf.len() as u64).to_le_bytes());
+        b.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        b.extend_from_slice(id.as_bytes());
+    }
+    b.extend_from_slice(&elf);
+    let blob = zlib_ccob(&b);
+    let r = ccob(&blob).reader(&read).expect("reader");
+    let found = select_in_stream(
+        r,
+        &devices(),
+        &SelectOptions::default(),
+        &read.limits,
+        true,
+        |_| Ok::<(), Error>(()),
+    )
+    .expect("no error");
+    assert!(found.is_none());
+}

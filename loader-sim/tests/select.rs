@@ -548,3 +548,64 @@ fn compressed_bundle_hash_mismatch_is_an_error_unless_not_verified() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!o.exists());
 }
+
+/// A compressed bundle whose entries share one payload cannot be streamed in one pass;
+/// `select` decompresses it whole instead, and `-o` still writes the selected image (the
+/// file streamed before the overlap was found is replaced).
+#[test]
+fn compressed_bundle_with_shared_payloads_falls_back_to_whole_decompression() {
+    use offload_image::write::ccob::{compress, CcobOptions, Codec};
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let code = std::fs::read(corpus("compressed/hip_6arch.zstd.ccob")).unwrap();
+    let inner = offload_image::ccob::CompressedBundle::parse(&code)
+        .unwrap()
+        .decompress(&offload_image::ReadOptions::default())
+        .unwrap();
+    let bundle =
+        offload_image::bundle::Bundle::parse(&inner, &offload_image::Limits::DEFAULT).unwrap();
+    let gfx1030 = bundle
+        .entries()
+        .find(|e| e.id == "hipv4-amdgcn-amd-amdhsa--gfx1030")
+        .unwrap();
+    // Two IDs, one payload (the gfx1030 code object): gfx1030 first, gfx1031 second.
+    let ids = [
+        "hipv4-amdgcn-amd-amdhsa--gfx1030",
+        "hipv4-amdgcn-amd-amdhsa--gfx1100",
+    ];
+    let table = 32 + ids.iter().map(|i| 24 + i.len()).sum::<usize>();
+    let mut b = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    b.extend_from_slice(&2u64.to_le_bytes());
+    for id in ids {
+        b.extend_from_slice(&(table as u64).to_le_bytes());
+        b.extend_from_slice(&(gfx1030.data.len() as u64).to_le_bytes());
+        b.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        b.extend_from_slice(id.as_bytes());
+    }
+    b.extend_from_slice(gfx1030.data);
+    let ccob = compress(
+        &b,
+        &CcobOptions {
+            version: 3,
+            codec: Codec::Zlib { level: 6 },
+        },
+    )
+    .unwrap();
+    let f = dir.join("shared-payload.ccob");
+    std::fs::write(&f, &ccob).unwrap();
+    let o = dir.join("shared-payload.co");
+    let out = run(&[
+        "select",
+        f.to_str().unwrap(),
+        "--target",
+        "gfx1030",
+        "--json",
+        "--sha256",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let r = &json_lines(&out)[0];
+    assert_eq!(r["selected"], "hipv4-amdgcn-amd-amdhsa--gfx1030");
+    assert_eq!(r["sha256"], sha256(gfx1030.data).as_str());
+    assert_eq!(std::fs::read(&o).unwrap(), gfx1030.data);
+}

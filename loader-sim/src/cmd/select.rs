@@ -260,6 +260,11 @@ impl Stream<'_> {
             }
         })?;
         let Some(found) = found else {
+            // Overlapping payloads found after an image was already streamed out: the
+            // caller decompresses the bundle whole and writes -o itself.
+            if let (Some(_), Some(path)) = (file.take(), self.out_path) {
+                std::fs::remove_file(path).map_err(SinkError::Io)?;
+            }
             return Ok(None);
         };
         if let Some(f) = &mut file {
