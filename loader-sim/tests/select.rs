@@ -567,7 +567,7 @@ fn compressed_bundle_with_shared_payloads_falls_back_to_whole_decompression() {
         .entries()
         .find(|e| e.id == "hipv4-amdgcn-amd-amdhsa--gfx1030")
         .unwrap();
-    // Two IDs, one payload (the gfx1030 code object): gfx1030 first, gfx1031 second.
+    // Two IDs, one payload (the gfx1030 code object): gfx1030 first, gfx1100 second.
     let ids = [
         "hipv4-amdgcn-amd-amdhsa--gfx1030",
         "hipv4-amdgcn-amd-amdhsa--gfx1100",
