@@ -3,8 +3,13 @@
 //! runs any decoder on a thread of its own, so that decoding overlaps the MD5
 //! verification the reader does on the calling thread.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::Scope;
+
+#[cfg(feature = "libzstd")]
+use loader_sim_rt::fill::{FillBuffer, FillWriter};
 
 use offload_image::ccob::{CompressedBundle, CompressionMethod, Decompressor};
 use offload_image::{Error, ErrorKind, ReadOptions};
@@ -45,21 +50,41 @@ pub fn decoder<'data>(
         .map(|d| Box::new(d) as Box<dyn Decompressor + Send>)
 }
 
-/// A zstd frame decoded by C libzstd's streaming decoder into one buffer of the whole
-/// content that this struct owns ("stable output": libzstd keeps no window of its own and
-/// matches refer back into the buffer). The buffer is an anonymous map advised to use
-/// transparent huge pages: first-touch faults on 93 MB of 4 KiB pages cost about 60 ms
-/// here, on 2 MiB pages about 15 ms. Compressed input is fed in steps of [`STEP`] bytes
-/// so that output comes out progressively; `read` copies it out.
+/// The decoder for `bundle`'s payload running on a thread of `scope`: libzstd writing
+/// into a buffer the reader reads in place, or any other decoder handing over chunks
+/// ([`Threaded`]).
+pub fn threaded_decoder<'scope, 'env, 'data: 'scope>(
+    scope: &'scope Scope<'scope, 'env>,
+    bundle: &CompressedBundle<'data>,
+    which: ZstdDecoder,
+    options: &ReadOptions,
+) -> Result<Box<dyn Decompressor + 'scope>, Error> {
+    #[cfg(feature = "libzstd")]
+    if which == ZstdDecoder::Libzstd && bundle.method() == CompressionMethod::Zstd {
+        return LibZstdThreaded::spawn(
+            scope,
+            bundle.payload(),
+            bundle.uncompressed_size(),
+            options,
+        )
+        .map(|d| Box::new(d) as Box<dyn Decompressor>)
+        .map_err(|e| e.rebase(bundle.header_len()));
+    }
+    let d = decoder(bundle, which, options)?;
+    Ok(Box::new(Threaded::spawn(scope, d)))
+}
+
+/// C libzstd's streaming decoder writing into a [`FillBuffer`] of the whole content
+/// ("stable output": libzstd keeps no window of its own, matches refer back into the
+/// buffer, which is advised for transparent huge pages — first-touch faults on 93 MB of
+/// 4 KiB pages cost about 60 ms here, on 2 MiB pages about 15 ms). Compressed input is fed
+/// in steps of [`STEP`] bytes so that output is published progressively.
 #[cfg(feature = "libzstd")]
-pub struct LibZstd<'data> {
+pub struct ZstdCore<'data> {
     input: &'data [u8],
     pos: usize,
     dctx: zstd::zstd_safe::DCtx<'static>,
-    declared: usize,
-    out: Option<memmap2::MmapMut>,
-    written: usize,
-    served: usize,
+    out: FillWriter,
     done: bool,
 }
 
@@ -68,14 +93,16 @@ pub struct LibZstd<'data> {
 const STEP: usize = 64 << 10;
 
 #[cfg(feature = "libzstd")]
-impl<'data> LibZstd<'data> {
-    /// Checks the frame header like the library's ruzstd decoder does: a frame content
-    /// size must equal `declared`, the window may not exceed `declared` or the limit.
-    /// The output buffer is made on the first `read` (after [`ContentReader::new`] has
-    /// checked `declared` against the limit).
-    ///
-    /// [`ContentReader::new`]: offload_image::ccob::ContentReader::new
-    pub fn new(input: &'data [u8], declared: u64, options: &ReadOptions) -> Result<Self, Error> {
+impl<'data> ZstdCore<'data> {
+    /// Checks the frame header like the library's ruzstd decoder does (a frame content
+    /// size must equal `declared`, the window may not exceed `declared` or the limit) and
+    /// maps the output buffer (`declared` must already be within the limit). Returns the
+    /// decoder and the buffer it fills.
+    pub fn new(
+        input: &'data [u8],
+        declared: u64,
+        options: &ReadOptions,
+    ) -> Result<(Self, Arc<FillBuffer>), Error> {
         use zstd::zstd_safe::{get_frame_content_size, DCtx, DParameter};
         match get_frame_content_size(input) {
             Ok(Some(n)) if n != declared => {
@@ -94,14 +121,18 @@ impl<'data> LibZstd<'data> {
                 ))
             }
         }
-        let declared = usize::try_from(declared).map_err(|_| {
+        let too_big = || {
             Error::new(
                 ErrorKind::LimitExceeded,
                 0,
-                "declared decompressed size does not fit in memory",
+                "declared decompressed size exceeds the limit",
             )
-        })?;
-        let window = offload_image::ccob::zstd_window_limit(declared as u64, options);
+        };
+        if declared > options.limits.max_decompressed_size {
+            return Err(too_big());
+        }
+        let len = usize::try_from(declared).map_err(|_| too_big())?;
+        let window = offload_image::ccob::zstd_window_limit(declared, options);
         // log2, rounded up, within libzstd's accepted range.
         let log = (64 - window.saturating_sub(1).leading_zeros()).clamp(10, 31);
         let mut dctx = DCtx::create();
@@ -116,43 +147,40 @@ impl<'data> LibZstd<'data> {
             .map_err(refused)?;
         dctx.set_parameter(DParameter::StableOutBuffer(true))
             .map_err(refused)?;
-        Ok(LibZstd {
-            input,
-            pos: 0,
-            dctx,
-            declared,
-            out: None,
-            written: 0,
-            served: 0,
-            done: false,
-        })
+        let buf = Arc::new(FillBuffer::new(len).map_err(|_| {
+            Error::new(
+                ErrorKind::OutOfMemory,
+                0,
+                "cannot map memory for the decompressed data",
+            )
+        })?);
+        let out = buf.writer().ok_or_else(|| {
+            Error::new(ErrorKind::Decompress, 0, "the output buffer has a writer")
+        })?;
+        Ok((
+            ZstdCore {
+                input,
+                pos: 0,
+                dctx,
+                out,
+                done: false,
+            },
+            buf,
+        ))
     }
 
-    /// Decodes the next step of input into the buffer.
+    /// Decodes the next step of input and publishes the output.
     fn step(&mut self) -> Result<(), Error> {
         use zstd::zstd_safe::{get_error_name, InBuffer, OutBuffer};
-        let buf = match &mut self.out {
-            Some(b) => b,
-            None => {
-                let map = memmap2::MmapMut::map_anon(self.declared.max(1)).map_err(|_| {
-                    Error::new(
-                        ErrorKind::OutOfMemory,
-                        0,
-                        "cannot map memory for the decompressed data",
-                    )
-                })?;
-                let _ = map.advise(memmap2::Advice::HugePage);
-                self.out.insert(map)
-            }
-        };
         let end = self.input.len().min(self.pos.saturating_add(STEP));
         let chunk = self.input.get(self.pos..end).unwrap_or_default();
-        let dst: &mut [u8] = &mut buf[..self.declared];
+        let before = self.out.position();
         let mut src = InBuffer::around(chunk);
-        let mut out = OutBuffer::around_pos(dst, self.written);
+        let mut out = OutBuffer::around_pos(&mut self.out, before);
         let r = self.dctx.decompress_stream(&mut out, &mut src);
-        let (read, written) = (src.pos(), out.pos());
+        let read = src.pos();
         self.pos += read;
+        self.out.publish();
         let at = self.pos as u64;
         match r {
             Err(code) => {
@@ -173,36 +201,43 @@ impl<'data> LibZstd<'data> {
                 Err(Error::new(kind, at, what))
             }
             Ok(0) => {
-                self.written = written;
                 self.done = true;
                 Ok(())
             }
-            Ok(_) if read == 0 && written == self.written => Err(if self.pos >= self.input.len() {
-                Error::new(ErrorKind::Truncated, at, "zstd stream is truncated")
-            } else {
-                Error::new(
-                    ErrorKind::SizeMismatch,
-                    at,
-                    "compressed stream is longer than the declared decompressed size",
-                )
-            }),
-            Ok(_) => {
-                self.written = written;
-                Ok(())
+            Ok(_) if read == 0 && self.out.position() == before => {
+                Err(if self.pos >= self.input.len() {
+                    Error::new(ErrorKind::Truncated, at, "zstd stream is truncated")
+                } else {
+                    Error::new(
+                        ErrorKind::SizeMismatch,
+                        at,
+                        "compressed stream is longer than the declared decompressed size",
+                    )
+                })
             }
+            Ok(_) => Ok(()),
         }
     }
 }
 
+/// [`ZstdCore`] on the calling thread.
 #[cfg(feature = "libzstd")]
-impl LibZstd<'_> {
-    /// The next decoded bytes not yet handed out (empty at the end of the stream).
-    fn available(&mut self) -> Result<&[u8], Error> {
-        while self.served >= self.written && !self.done {
-            self.step()?;
-        }
-        let buf = self.out.as_deref().unwrap_or_default();
-        Ok(&buf[self.served..self.written])
+pub struct LibZstd<'data> {
+    core: ZstdCore<'data>,
+    buf: Arc<FillBuffer>,
+    served: usize,
+}
+
+#[cfg(feature = "libzstd")]
+impl<'data> LibZstd<'data> {
+    /// See [`ZstdCore::new`].
+    pub fn new(input: &'data [u8], declared: u64, options: &ReadOptions) -> Result<Self, Error> {
+        let (core, buf) = ZstdCore::new(input, declared, options)?;
+        Ok(LibZstd {
+            core,
+            buf,
+            served: 0,
+        })
     }
 }
 
@@ -216,7 +251,10 @@ impl Decompressor for LibZstd<'_> {
         if max == 0 {
             return Ok(0);
         }
-        let avail = self.available()?;
+        while self.served >= self.buf.filled().len() && !self.core.done {
+            self.core.step()?;
+        }
+        let avail = &self.buf.filled()[self.served..];
         let n = avail.len().min(max);
         f(&avail[..n]);
         self.served += n;
@@ -224,7 +262,130 @@ impl Decompressor for LibZstd<'_> {
     }
 
     fn consumed(&self) -> u64 {
-        self.pos as u64
+        self.core.pos as u64
+    }
+}
+
+/// What the decoding thread of [`LibZstdThreaded`] reports.
+#[cfg(feature = "libzstd")]
+#[derive(Default)]
+struct Progress {
+    done: bool,
+    error: Option<Error>,
+    consumed: u64,
+    waiting: bool,
+}
+
+#[cfg(feature = "libzstd")]
+#[derive(Default)]
+struct Shared {
+    progress: Mutex<Progress>,
+    more: Condvar,
+    cancel: AtomicBool,
+}
+
+/// [`ZstdCore`] on a thread of its own, decoding to the end without waiting for the reader
+/// (the output stays in the [`FillBuffer`], which the reader reads in place). Dropping the
+/// reader stops the thread at its next step.
+#[cfg(feature = "libzstd")]
+pub struct LibZstdThreaded {
+    buf: Arc<FillBuffer>,
+    shared: Arc<Shared>,
+    served: usize,
+}
+
+#[cfg(feature = "libzstd")]
+impl LibZstdThreaded {
+    /// Starts decoding on a thread of `scope`.
+    pub fn spawn<'scope, 'env, 'data: 'scope>(
+        scope: &'scope Scope<'scope, 'env>,
+        input: &'data [u8],
+        declared: u64,
+        options: &ReadOptions,
+    ) -> Result<Self, Error> {
+        let (mut core, buf) = ZstdCore::new(input, declared, options)?;
+        let shared = Arc::new(Shared::default());
+        let s = Arc::clone(&shared);
+        scope.spawn(move || loop {
+            if s.cancel.load(Ordering::Relaxed) {
+                return;
+            }
+            let r = core.step();
+            let mut p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
+            p.consumed = core.pos as u64;
+            match r {
+                Err(e) => p.error = Some(e),
+                Ok(()) => p.done = core.done,
+            }
+            let stop = p.done || p.error.is_some();
+            if p.waiting || stop {
+                s.more.notify_all();
+            }
+            if stop {
+                return;
+            }
+        });
+        Ok(LibZstdThreaded {
+            buf,
+            shared,
+            served: 0,
+        })
+    }
+}
+
+#[cfg(feature = "libzstd")]
+impl Drop for LibZstdThreaded {
+    fn drop(&mut self) {
+        self.shared.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(feature = "libzstd")]
+impl Decompressor for LibZstdThreaded {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize, Error> {
+        self.read_with(out.len(), &mut |b| out[..b.len()].copy_from_slice(b))
+    }
+
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, Error> {
+        if max == 0 {
+            return Ok(0);
+        }
+        loop {
+            let filled = self.buf.filled();
+            if self.served < filled.len() {
+                let avail = &filled[self.served..];
+                let n = avail.len().min(max);
+                f(&avail[..n]);
+                self.served += n;
+                return Ok(n);
+            }
+            let mut p = self
+                .shared
+                .progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // Published under the lock's protection or before: look again.
+            if self.buf.filled().len() > self.served {
+                continue;
+            }
+            if let Some(e) = p.error {
+                return Err(e);
+            }
+            if p.done {
+                return Ok(0);
+            }
+            p.waiting = true;
+            let mut p = self.shared.more.wait(p).unwrap_or_else(|e| e.into_inner());
+            p.waiting = false;
+        }
+    }
+
+    fn consumed(&self) -> u64 {
+        self.shared
+            .progress
+            .lock()
+            .map(|p| p.consumed)
+            .unwrap_or_else(|e| e.into_inner().consumed)
     }
 }
 

@@ -13,7 +13,7 @@ use offload_image::container::UnitContent;
 use offload_image::stream::{select_in_stream, Kept};
 use sha2::{Digest, Sha256};
 
-use crate::decode::{decoder, Threaded, ZstdDecoder};
+use crate::decode::{decoder, threaded_decoder, ZstdDecoder};
 use offload_image::{
     for_each_unit, identify, Device, Image, KindFilter, Policy, ReadOptions, SelectOptions, Unit,
 };
@@ -197,7 +197,6 @@ impl Stream<'_> {
     fn run(&self, c: &CompressedBundle<'_>) -> Result<Option<Vec<Option<Pick>>>, SinkError> {
         // Limits first: the decoders allocate as soon as they run.
         c.check_size(self.read)?;
-        let decoder = decoder(c, self.args.zstd_decoder, self.read)?;
         let keep = self.args.sha256 || self.out_path.is_some();
         let mut hashes: Vec<Option<Sha256>> = vec![None; self.targets.len()];
         let mut file: Option<File> = None;
@@ -237,27 +236,20 @@ impl Stream<'_> {
                 }
                 Ok(())
             };
-            if threaded {
-                let reader = ContentReader::new(c, Threaded::spawn(scope, decoder), self.read)?;
-                select_in_stream(
-                    reader,
-                    self.targets,
-                    self.options,
-                    &self.read.limits,
-                    keep,
-                    sink,
-                )
+            let decoder = if threaded {
+                threaded_decoder(scope, c, self.args.zstd_decoder, self.read)?
             } else {
-                let reader = ContentReader::new(c, decoder, self.read)?;
-                select_in_stream(
-                    reader,
-                    self.targets,
-                    self.options,
-                    &self.read.limits,
-                    keep,
-                    sink,
-                )
-            }
+                decoder(c, self.args.zstd_decoder, self.read)?
+            };
+            let reader = ContentReader::new(c, decoder, self.read)?;
+            select_in_stream(
+                reader,
+                self.targets,
+                self.options,
+                &self.read.limits,
+                keep,
+                sink,
+            )
         })?;
         let Some(found) = found else {
             // Overlapping payloads found after an image was already streamed out: the
