@@ -3,8 +3,10 @@
 //! runs any decoder on a thread of its own, so that decoding overlaps the MD5
 //! verification the reader does on the calling thread.
 
+#[cfg(feature = "libzstd")]
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
+#[cfg(feature = "libzstd")]
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::Scope;
 
