@@ -636,10 +636,19 @@ fn payloads_are_what_llvm_tools_write() {
         &arch_list[..]
     );
 
-    // HIP: the bundle clang-linker-wrapper has clang-offload-bundler write.
+    // HIP (chosen by the images' kind=, without --kind): the bundle clang-linker-wrapper
+    // has clang-offload-bundler write.
     let wrapped = dir.path("hip.o");
-    let mut args = image_args(&HIP_IMAGES);
-    args.extend(["--kind".to_string(), "hip".to_string()]);
+    let args: Vec<String> = image_args(&HIP_IMAGES)
+        .into_iter()
+        .map(|a| {
+            if a.starts_with("file=") {
+                a + ",kind=hip"
+            } else {
+                a
+            }
+        })
+        .collect();
     wrap(&wrapped, &args);
     let bundle = dir.path("ref.hipfb");
     let mut targets = vec!["host-x86_64-unknown-linux-gnu".to_string()];
@@ -923,7 +932,15 @@ fn bad_image_specs_exit_2() {
     let co = devobj("saxpy.gfx906.co");
     let co = co.display();
     let missing = dir.path("missing.co");
+    let empty = dir.write("empty.co", b"");
     let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![format!(
+                "file={},triple=amdgcn-amd-amdhsa,arch=gfx906",
+                empty.display()
+            )],
+            "the image is empty",
+        ),
         (
             vec![format!("triple=amdgcn-amd-amdhsa,arch=gfx906")],
             "missing file=",
