@@ -128,10 +128,19 @@ fn shim_dir() -> PathBuf {
         .unwrap_or_else(|| panic!("libloader_sim_rt.so not found next to {}", bin.display()))
 }
 
-/// Runs the C compiler (`$CC`, else `cc`) with `args`, which must succeed.
+/// The system C compiler: `$CC`, else `cc`.
+fn system_cc() -> String {
+    std::env::var("CC").unwrap_or_else(|_| "cc".to_string())
+}
+
+/// Runs the system C compiler with `args`, which must succeed.
 fn cc(args: &[String]) {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let o = Command::new(&cc)
+    compile(&system_cc(), args);
+}
+
+/// Runs the C compiler `cc` with `args`, which must succeed.
+fn compile(cc: &str, args: &[String]) {
+    let o = Command::new(cc)
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?} (install gcc): {e}"));
@@ -155,13 +164,14 @@ fn shim_link() -> Vec<String> {
 /// Host-side offload entries (`llvm_offload_entries`, the 56-byte layout of
 /// `REGISTRATION.md` §1.2) as a host translation unit of the new offload driver emits
 /// them: OpenMP (`Kind` 1) and HIP (`Kind` 4) entries side by side; each runtime binds
-/// its own.
+/// its own. Retained like LLVM's (`llvm.compiler.used`), so that lld's `--gc-sections`
+/// keeps them.
 const ENTRIES_C: &str = r#"
 #include <stdint.h>
 struct entry { uint64_t reserved; uint16_t version, kind; uint32_t flags; void *address;
                const char *name; uint64_t size, data; void *aux_addr; };
 _Static_assert(sizeof(struct entry) == 56, "entry layout");
-#define ENTRY __attribute__((used, section("llvm_offload_entries"), aligned(8))) static struct entry
+#define ENTRY __attribute__((used, retain, section("llvm_offload_entries"), aligned(8))) static struct entry
 
 char saxpy_handle;                 /* host handle of the kernel */
 int table[4], extern_var, managed_init[4];
@@ -189,7 +199,7 @@ const ENTRIES_LLVM20_C: &str = r#"
 struct entry { uint64_t reserved; uint16_t version, kind; uint32_t flags; void *address;
                const char *name; uint64_t size, data; void *aux_addr; };
 static char handle;
-__attribute__((used, section("llvm_offload_entries"), aligned(8))) static struct entry hip20 =
+__attribute__((used, retain, section("llvm_offload_entries"), aligned(8))) static struct entry hip20 =
   { 0, 1, 3, 0x00, &handle, "llvm20_kernel", 0, 0, 0 };
 "#;
 
@@ -418,9 +428,15 @@ fn assert_stack_not_executable(file: &Path) {
     assert_eq!((stack.p_flags(f.endian()) & object::elf::PF_X).0, 0);
 }
 
-/// Builds, in `dir`, a program linked with `wrapped` and the entries, and a shared library
-/// plus a program that `dlopen`s it. `extra` goes to the program's link (`-no-pie`).
-fn build(dir: &TempDir, wrapped: &Path, extra: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
+/// Builds, in `dir`, with the compiler `compiler`, a program linked with `wrapped` and the
+/// entries, and a shared library plus a program that `dlopen`s it. `extra` goes to both
+/// links (`-no-pie` only to the program's).
+fn build(
+    dir: &TempDir,
+    wrapped: &Path,
+    compiler: &str,
+    extra: &[&str],
+) -> (PathBuf, PathBuf, PathBuf) {
     let entries = dir.write("entries.c", ENTRIES_C.as_bytes());
     let entries20 = dir.write("entries20.c", ENTRIES_LLVM20_C.as_bytes());
     let main = dir.write("main.c", MAIN_C.as_bytes());
@@ -437,7 +453,7 @@ fn build(dir: &TempDir, wrapped: &Path, extra: &[&str]) -> (PathBuf, PathBuf, Pa
     ]);
     args.push(wrapped.display().to_string());
     args.extend(shim_link());
-    cc(&args);
+    compile(compiler, &args);
     let mut args: Vec<String> = vec![
         "-shared".into(),
         "-fPIC".into(),
@@ -448,14 +464,23 @@ fn build(dir: &TempDir, wrapped: &Path, extra: &[&str]) -> (PathBuf, PathBuf, Pa
         entries20.display().to_string(),
         wrapped.display().to_string(),
     ];
+    args.extend(
+        extra
+            .iter()
+            .filter(|a| **a != "-no-pie")
+            .map(|s| s.to_string()),
+    );
     args.extend(shim_link());
-    cc(&args);
-    cc(&[
-        "-o".into(),
-        loader.display().to_string(),
-        dl.display().to_string(),
-        "-ldl".into(),
-    ]);
+    compile(compiler, &args);
+    compile(
+        compiler,
+        &[
+            "-o".into(),
+            loader.display().to_string(),
+            dl.display().to_string(),
+            "-ldl".into(),
+        ],
+    );
     (prog, lib, loader)
 }
 
@@ -475,10 +500,19 @@ fn wrap_link_run(
     wrap(&wrapped, &args);
     let expected = expected_choices(&wrapped, kind);
 
-    // PIE (the default), a fixed-address executable, and a link that drops unreferenced
-    // sections.
-    for extra in [&[][..], &["-no-pie"][..], &["-Wl,--gc-sections"][..]] {
-        let (prog, lib, loader) = build(&dir, &wrapped, extra);
+    // PIE (the default), a fixed-address executable, links that drop unreferenced
+    // sections with GNU ld and with lld (which also drops sections only `__start_` /
+    // `__stop_` refer to, unless they are retained).
+    let cc = system_cc();
+    let clang = llvm("clang-22").display().to_string();
+    let variants: [(&str, &[&str]); 4] = [
+        (&cc, &[]),
+        (&cc, &["-no-pie"]),
+        (&cc, &["-Wl,--gc-sections"]),
+        (&clang, &["-fuse-ld=lld", "-Wl,--gc-sections"]),
+    ];
+    for (compiler, extra) in variants {
+        let (prog, lib, loader) = build(&dir, &wrapped, compiler, extra);
         assert_stack_not_executable(&prog);
         assert_stack_not_executable(&lib);
         if kind == RegistrationKind::OpenMp {
@@ -689,6 +723,21 @@ fn sections(data: &[u8]) -> BTreeMap<String, (u32, u64, u64)> {
         .collect()
 }
 
+/// `llvm_offload_entries` as LLVM 22 emits it, plus `SHF_GNU_RETAIN` (as LLVM main emits
+/// it: `llvm-offload-wrapper`'s test expects `AR`).
+fn assert_retained_entry_section(
+    ours: &BTreeMap<String, (u32, u64, u64)>,
+    theirs: &BTreeMap<String, (u32, u64, u64)>,
+) {
+    let retain = object::elf::SHF_GNU_RETAIN.0;
+    let (t, f, a) = ours["llvm_offload_entries"];
+    assert_eq!(f & retain, retain);
+    assert_eq!(
+        Some(&(t, f & !retain, a)),
+        theirs.get("llvm_offload_entries")
+    );
+}
+
 /// Every relocation of `section`, resolved to (offset, type, target, addend from the
 /// target): `target` is `section name` for defined symbols (addend counted from the
 /// section start) or the symbol name for undefined ones.
@@ -827,13 +876,13 @@ fn openmp_object_matches_llvm_offload_wrapper() {
     let (sa, sb) = (sections(&a), sections(&b));
     for name in [
         ".text.startup",
-        "llvm_offload_entries",
         ".llvm.offloading",
         ".init_array.101",
         ".note.GNU-stack",
     ] {
         assert_eq!(sa.get(name), sb.get(name), "{name}");
     }
+    assert_retained_entry_section(&sa, &sb);
     // `.data.rel.ro`: LLVM aligns it to 16, the records need 8.
     assert_eq!(sa[".data.rel.ro"].0, sb[".data.rel.ro"].0);
     assert_eq!(sa[".data.rel.ro"].1, sb[".data.rel.ro"].1);
@@ -873,9 +922,9 @@ fn hip_object_matches_llvm_offload_wrapper() {
     let theirs = llvm_wrapper(&dir, "hip", &[bundle]);
     let b = std::fs::read(&theirs).unwrap();
     let (sa, sb) = (sections(&a), sections(&b));
+    assert_retained_entry_section(&sa, &sb);
     for name in [
         ".text.startup",
-        "llvm_offload_entries",
         ".hipFatBinSegment",
         ".bss",
         ".init_array.101",

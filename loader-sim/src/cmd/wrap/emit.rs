@@ -7,7 +7,7 @@
 //! | section | contents |
 //! |---|---|
 //! | `.text.startup` (`AX`, 16) | `.omp_offloading.descriptor_reg`, `.omp_offloading.descriptor_unreg` ([`code::OPENMP`]) |
-//! | `llvm_offload_entries` (`A`, 8) | `__dummy.llvm_offload_entries`: zero bytes, so that the section, and with it `__start_`/`__stop_llvm_offload_entries`, exists in every link |
+//! | `llvm_offload_entries` (`AR`, 8) | `__dummy.llvm_offload_entries`: zero bytes, so that the section, and with it `__start_`/`__stop_llvm_offload_entries`, exists in every link (retained, also under `--gc-sections`) |
 //! | `.llvm.offloading` (`SHT_LLVM_OFFLOADING`, `A`, 8) | `.omp_offloading.device_image[.N]`: one OffloadBinary per image, each 8-aligned |
 //! | `.data.rel.ro` (`WA`, 8) | `.omp_offloading.device_images` (`__tgt_device_image[N]`), `.omp_offloading.descriptor` (`__tgt_bin_desc`) |
 //! | `.offload_arch_list` (`AR`, 1) | `__offload_arch[.N]`: the `arch` of every image, NUL-terminated, in image order (AMD's list a tool reads without relocations, `REGISTRATION.md` §2.2; retained, since no code refers to it) |
@@ -25,7 +25,7 @@
 //! | section | contents |
 //! |---|---|
 //! | `.text.startup` (`AX`, 16) | `.hip.fatbin_reg`, `.hip.fatbin_unreg`, `.hip.globals_reg` ([`code::HIP`]) |
-//! | `llvm_offload_entries` (`A`, 8) | `__dummy.llvm_offload_entries` |
+//! | `llvm_offload_entries` (`AR`, 8) | `__dummy.llvm_offload_entries` |
 //! | `.hip_fatbin` (`A`, 4096) | `.fatbin_image`: the offload bundle (4096-aligned like clang's `.hip_fatbin`, so the bundle's 4096-aligned code objects are page-aligned in memory) |
 //! | `.hipFatBinSegment` (`WA`, 8) | `.fatbin_wrapper`: `{0x48495046, 1, &.fatbin_image, null}` |
 //! | `.bss` (`WA`, 8) | `.hip.binary_handle` |
@@ -190,13 +190,16 @@ impl<'a> Builder<'a> {
         self.reloc(section, offset, symbol, elf::R_X86_64_64, addend)
     }
 
-    /// `llvm_offload_entries` with its zero-length `__dummy`, and the hidden bounds.
+    /// `llvm_offload_entries` with its zero-length `__dummy`, and the hidden bounds. The
+    /// section is retained (`SHF_GNU_RETAIN`, as LLVM main marks it; LLVM 22's `llc` does
+    /// not): under `--gc-sections`, lld collects sections that only `__start_`/`__stop_`
+    /// refer to, and the bounds would be undefined.
     fn entry_table(&mut self) {
         let s = self.section(
             ENTRIES,
             SectionKind::ReadOnlyData,
             elf::SHT_PROGBITS,
-            elf::SHF_ALLOC,
+            elf::SHF_ALLOC | elf::SHF_GNU_RETAIN,
         );
         self.obj.set_section_data(s, Vec::<u8>::new(), 8);
         self.local(&format!("__dummy.{ENTRIES}"), SymbolKind::Data, s, 0, 0);
