@@ -16,8 +16,8 @@
 //! * **HIP**: the images become one offload bundle, byte for byte what
 //!   `clang-offload-bundler -type=o -bundle-align=4096
 //!   -targets=host-x86_64-unknown-linux-gnu,hip-<triple>--<arch>... -input=/dev/null
-//!   -input=F...` writes (the command `clang-linker-wrapper` runs), stored in `.hip_fatbin`
-//!   with its wrapper record in `.hipFatBinSegment`; the constructor calls
+//!   -input=F...` writes (the command LLVM 22's `clang-linker-wrapper` runs), stored in
+//!   `.hip_fatbin` with its wrapper record in `.hipFatBinSegment`; the constructor calls
 //!   `__hipRegisterFatBinary`, registers the HIP entries of `llvm_offload_entries`
 //!   (`__hipRegisterFunction`, `__hipRegisterVar`, ...) and has `atexit` call
 //!   `__hipUnregisterFatBinary`.
