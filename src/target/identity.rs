@@ -146,6 +146,54 @@ pub struct Identity<'a> {
     pub size: u64,
 }
 
+impl<'a> Identity<'a> {
+    /// The target as a listing names it: the container's when it names one, else the ELF
+    /// header's; `None` when neither does.
+    pub fn named_target(&self) -> Option<Target<'a>> {
+        match (self.stated_target, self.elf_target) {
+            (Target::None, Some(elf)) => Some(elf),
+            (Target::None, None) => None,
+            (stated, _) => Some(stated),
+        }
+    }
+}
+
+/// How runtimes' reports and `loader-sim` name an image: the bundle entry ID as stored,
+/// else `<triple>--<target>` (an OffloadBinary's strings as stored; a bare ELF's normalised
+/// triple and its target from the header). Made by [`image_name`]; allocation-free.
+#[derive(Clone, Copy, Debug)]
+pub struct ImageName<'i, 'a> {
+    image: &'i Image<'a>,
+}
+
+/// The name of `image` (see [`ImageName`]).
+pub fn image_name<'i, 'a>(image: &'i Image<'a>) -> ImageName<'i, 'a> {
+    ImageName { image }
+}
+
+impl core::fmt::Display for ImageName<'_, '_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let image = self.image;
+        if let Some(id) = image.entry_id {
+            return f.write_str(id);
+        }
+        if let (Some(t), Some(a)) = (image.triple, image.target_id) {
+            return write!(f, "{t}--{a}");
+        }
+        let id = identify(image);
+        match (id.triple, image.triple) {
+            (Some(t), _) => write!(f, "{t}")?,
+            (None, Some(t)) => f.write_str(t)?,
+            (None, None) => f.write_str("unknown")?,
+        }
+        f.write_str("--")?;
+        match id.named_target() {
+            Some(t) => write!(f, "{t}"),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Identity<'_> {
     /// The normalised triple (`amdgcn-amd-amdhsa`, `nvptx64-nvidia-cuda`,
     /// `x86_64-unknown-linux-gnu`): `Display` of [`Triple`].

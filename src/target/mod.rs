@@ -19,5 +19,7 @@ pub mod nvptx;
 pub use amdgpu::{Feature, FeatureState, Processor, TargetId};
 pub use device::{Device, HSA_CAP_SRAM_EDCSUPPORTED};
 pub use entry_id::{EntryId, Triple};
-pub use identity::{identify, Code, Disagreement, Identity, Mismatch, Target};
+pub use identity::{
+    identify, image_name, Code, Disagreement, Identity, ImageName, Mismatch, Target,
+};
 pub use nvptx::{ArchVariant, NvArch};

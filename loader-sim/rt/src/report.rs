@@ -2,7 +2,7 @@
 //! one JSON object per (device, registered unit), one per line (`CLI.md`, `register`).
 
 use offload_image::registration::{device_kernels, Registration, Registry};
-use offload_image::{identify, Image, Target};
+use offload_image::Image;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -84,31 +84,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// How a record names an image, as `loader-sim select` does: the bundle entry ID as
-/// stored, else `<triple>--<target>` (an OffloadBinary's strings as stored; a bare ELF's
-/// triple and target from its header, `offload_image::identify`).
+/// How a record names an image, as `loader-sim select` does (`offload_image::image_name`).
 pub fn image_name(image: &Image<'_>) -> String {
-    if let Some(id) = image.entry_id {
-        return id.to_string();
-    }
-    if let (Some(t), Some(a)) = (image.triple, image.target_id) {
-        return format!("{t}--{a}");
-    }
-    let id = identify(image);
-    let triple = id
-        .triple
-        .map(|t| t.to_string())
-        .or_else(|| image.triple.map(str::to_string));
-    let target = match (id.stated_target, id.elf_target) {
-        (Target::None, Some(elf)) => Some(elf.to_string()),
-        (Target::None, None) => None,
-        (stated, _) => Some(stated.to_string()),
-    };
-    format!(
-        "{}--{}",
-        triple.as_deref().unwrap_or("unknown"),
-        target.as_deref().unwrap_or("")
-    )
+    offload_image::target::image_name(image).to_string()
 }
 
 /// The records of unit `reg` for every device of `registry` (one record with a `null`

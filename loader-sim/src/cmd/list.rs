@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use offload_image::container::UnitContent;
-use offload_image::target::Target;
 use offload_image::{for_each_unit, identify, Image, ReadOptions, Unit};
 use serde::Serialize;
 
@@ -71,31 +70,13 @@ pub fn identity(image: &Image<'_>) -> (Option<String>, Option<String>) {
         .triple
         .map(|t| t.to_string())
         .or_else(|| image.triple.map(str::to_string));
-    let target = match (id.stated_target, id.elf_target) {
-        (Target::None, Some(elf)) => Some(elf.to_string()),
-        (Target::None, None) => None,
-        (stated, _) => Some(stated.to_string()),
-    };
+    let target = id.named_target().map(|t| t.to_string());
     (triple, target)
 }
 
-/// How `select` names an image: the bundle entry ID as stored, else
-/// `<triple>--<target_id>` (OffloadBinaries as stored, bare ELFs from the header).
+/// How `select` names an image (`offload_image::image_name`).
 pub fn image_name(image: &Image<'_>) -> String {
-    if let Some(id) = image.entry_id {
-        return id.to_string();
-    }
-    match (image.triple, image.target_id) {
-        (Some(t), Some(a)) => format!("{t}--{a}"),
-        _ => {
-            let (t, a) = identity(image);
-            format!(
-                "{}--{}",
-                t.as_deref().unwrap_or("unknown"),
-                a.as_deref().unwrap_or("")
-            )
-        }
-    }
+    offload_image::target::image_name(image).to_string()
 }
 
 /// Runs `list`.
