@@ -29,7 +29,7 @@
 //!   it).
 
 mod handler;
-mod target;
+pub(crate) mod target;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
