@@ -5,11 +5,11 @@
 #   scripts/fetch-rocm-libs.sh                 # librocrand1 (25 MB of device code; used by cargo test)
 #   scripts/fetch-rocm-libs.sh librocsparse0   # also the 1.3 GB rocSPARSE library (README, benches)
 #
-# Result: target/external/root/usr/lib/x86_64-linux-gnu/librocrand.so.1 (and librocsparse.so.0).
+# Result: target/external/unpacked/usr/lib/x86_64-linux-gnu/librocrand.so.1 (and librocsparse.so.0).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${OFFLOAD_IMAGE_EXTERNAL:-$here/target/external}"
-mkdir -p "$dest/debs" "$dest/root"
+mkdir -p "$dest/debs" "$dest/unpacked"
 packages=(librocrand1 "$@")
 cd "$dest/debs"
 for p in "${packages[@]}"; do
@@ -17,10 +17,10 @@ for p in "${packages[@]}"; do
     apt-get download "$p" >/dev/null 2>&1 || { apt-get update -qq && apt-get download "$p"; }
   fi
   deb=$(ls "${p}"_*.deb | head -n1)
-  stamp="$dest/root/.${deb}.unpacked"
+  stamp="$dest/unpacked/.${deb}.unpacked"
   if [ ! -e "$stamp" ]; then
-    dpkg -x "$deb" "$dest/root"
+    dpkg -x "$deb" "$dest/unpacked"
     touch "$stamp"
   fi
 done
-echo "$dest/root/usr/lib/x86_64-linux-gnu"
+echo "$dest/unpacked/usr/lib/x86_64-linux-gnu"

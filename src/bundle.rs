@@ -4,7 +4,10 @@
 //! ID encoding) without allocating; [`Bundle::entries`] then walks it again and hands out
 //! the payloads as slices of the caller's buffer, in header order.
 
+use alloc::vec::Vec;
+
 use crate::bytes::{self, u64_of};
+use crate::ccob::{ContentReader, Decompressor};
 use crate::error::{Error, ErrorKind, Result};
 use crate::raw::{BundleEntryHeader, BundleHeader, BUNDLE_MAGIC};
 use crate::Limits;
@@ -47,71 +50,7 @@ impl<'data> Bundle<'data> {
     /// `data` may extend past the bundle (the rest of a `.hip_fatbin` section); payloads
     /// must lie inside `data`. The bundle's own size is [`Bundle::len`].
     pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
-        let header: &BundleHeader = bytes::read(data, 0, "bundle header truncated")?;
-        if &header.magic != BUNDLE_MAGIC {
-            return Err(Error::new(
-                ErrorKind::BadMagic,
-                0,
-                "not a clang offload bundle (no __CLANG_OFFLOAD_BUNDLE__ magic)",
-            ));
-        }
-        let num_entries = header.num_entries.get();
-        if num_entries > limits.max_entries {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                24,
-                "bundle entry count exceeds the limit",
-            ));
-        }
-        // Each descriptor takes at least 24 bytes, so pass 1 below stops after at most
-        // len / 24 steps whatever the declared count.
-        // Pass 1: the descriptor table.
-        let mut pos = HEADER_SIZE;
-        for _ in 0..num_entries {
-            let (_, _, next) = descriptor(data, pos, limits)?;
-            pos = next;
-        }
-        let table_end = pos;
-        // Pass 2: payload bounds.
-        let mut extent = table_end;
-        let mut pos = HEADER_SIZE;
-        for _ in 0..num_entries {
-            let (d, _, next) = descriptor(data, pos, limits)?;
-            let (offset, size) = (d.offset.get(), d.size.get());
-            let size_at = pos.saturating_add(8);
-            let end = bytes::add(
-                offset,
-                size,
-                size_at,
-                "bundle entry offset + size overflows",
-            )?;
-            if end > u64_of(data.len()) {
-                let at = if offset > u64_of(data.len()) {
-                    pos
-                } else {
-                    size_at
-                };
-                let kind = if offset <= u64_of(data.len()) && size <= u64_of(data.len()) {
-                    ErrorKind::Truncated
-                } else {
-                    ErrorKind::OutOfBounds
-                };
-                return Err(Error::new(
-                    kind,
-                    at,
-                    "bundle entry payload runs past the end of the data",
-                ));
-            }
-            if size != 0 && offset < table_end {
-                return Err(Error::new(
-                    ErrorKind::Malformed,
-                    pos,
-                    "bundle entry payload overlaps the bundle header",
-                ));
-            }
-            extent = extent.max(end);
-            pos = next;
-        }
+        let (num_entries, table_end, extent) = parse_table(data, u64_of(data.len()), limits)?;
         Ok(Bundle {
             data,
             num_entries,
@@ -154,6 +93,74 @@ impl<'data> Bundle<'data> {
             remaining: self.num_entries,
         }
     }
+}
+
+/// Validates the header and descriptor table at the start of `data` and the payload bounds
+/// against `content_len` (the size of the whole bundle content, which `data` may only
+/// begin): (entry count, end of the table, end of the last payload).
+fn parse_table(data: &[u8], content_len: u64, limits: &Limits) -> Result<(u64, u64, u64)> {
+    let header: &BundleHeader = bytes::read(data, 0, "bundle header truncated")?;
+    if &header.magic != BUNDLE_MAGIC {
+        return Err(Error::new(
+            ErrorKind::BadMagic,
+            0,
+            "not a clang offload bundle (no __CLANG_OFFLOAD_BUNDLE__ magic)",
+        ));
+    }
+    let num_entries = header.num_entries.get();
+    if num_entries > limits.max_entries {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            24,
+            "bundle entry count exceeds the limit",
+        ));
+    }
+    // Each descriptor takes at least 24 bytes, so pass 1 below stops after at most
+    // len / 24 steps whatever the declared count.
+    // Pass 1: the descriptor table.
+    let mut pos = HEADER_SIZE;
+    for _ in 0..num_entries {
+        let (_, _, next) = descriptor(data, pos, limits)?;
+        pos = next;
+    }
+    let table_end = pos;
+    // Pass 2: payload bounds.
+    let mut extent = table_end;
+    let mut pos = HEADER_SIZE;
+    for _ in 0..num_entries {
+        let (d, _, next) = descriptor(data, pos, limits)?;
+        let (offset, size) = (d.offset.get(), d.size.get());
+        let size_at = pos.saturating_add(8);
+        let end = bytes::add(
+            offset,
+            size,
+            size_at,
+            "bundle entry offset + size overflows",
+        )?;
+        if end > content_len {
+            let at = if offset > content_len { pos } else { size_at };
+            let kind = if offset <= content_len && size <= content_len {
+                ErrorKind::Truncated
+            } else {
+                ErrorKind::OutOfBounds
+            };
+            return Err(Error::new(
+                kind,
+                at,
+                "bundle entry payload runs past the end of the data",
+            ));
+        }
+        if size != 0 && offset < table_end {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                pos,
+                "bundle entry payload overlaps the bundle header",
+            ));
+        }
+        extent = extent.max(end);
+        pos = next;
+    }
+    Ok((num_entries, table_end, extent))
 }
 
 /// Reads the descriptor at `pos`: (fixed part, ID, offset of the next descriptor).
@@ -225,6 +232,214 @@ impl<'data> Iterator for BundleEntries<'data> {
         (n, Some(n))
     }
 }
+
+/// The header and descriptor table of a binary bundle whose payloads are not in memory:
+/// the front of a compressed bundle's content, read from a [`ContentReader`].
+///
+/// Payload bounds are checked against the declared size of the whole content, as
+/// [`Bundle::parse`] checks them against the buffer.
+#[derive(Clone, Debug)]
+pub struct BundleTable {
+    header: Vec<u8>,
+    num_entries: u64,
+    table_end: u64,
+    extent: u64,
+}
+
+/// One entry of a [`BundleTable`]: its ID and where its payload lies in the content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableEntry<'a> {
+    /// Position in the header (0-based).
+    pub index: usize,
+    /// The bundle entry ID as stored, with trailing NUL bytes removed.
+    pub id: &'a str,
+    /// Payload offset from the start of the bundle.
+    pub offset: u64,
+    /// Payload size.
+    pub size: u64,
+}
+
+impl BundleTable {
+    /// Reads the bundle header and the descriptor table from the front of `reader` (which
+    /// must be at position 0), and nothing more.
+    ///
+    /// `Ok(None)` when the content does not start with the binary bundle magic (a text
+    /// bundle, or something that [`CompressedBundle::decompress`] plus the full readers
+    /// will judge). Errors in the table are located in the decompressed content
+    /// ([`Error::decompressed_offset`], with `offset` 0 = the compressed bundle); errors of
+    /// the stream are located in the compressed bundle.
+    ///
+    /// [`CompressedBundle::decompress`]: crate::ccob::CompressedBundle::decompress
+    pub fn read<D: Decompressor>(
+        reader: &mut ContentReader<'_, D>,
+        limits: &Limits,
+    ) -> Result<Option<Self>> {
+        let content_len = reader.bundle().uncompressed_size();
+        if content_len < HEADER_SIZE {
+            return Ok(None);
+        }
+        let mut header = Vec::new();
+        grow(reader, &mut header, HEADER_SIZE)?;
+        if !header.starts_with(BUNDLE_MAGIC) {
+            return Ok(None);
+        }
+        let in_content = |e: Error| e.in_decompressed(0);
+        let h: &BundleHeader =
+            bytes::read(&header, 0, "bundle header truncated").map_err(in_content)?;
+        let num_entries = h.num_entries.get();
+        if num_entries > limits.max_entries {
+            return Err(in_content(Error::new(
+                ErrorKind::LimitExceeded,
+                24,
+                "bundle entry count exceeds the limit",
+            )));
+        }
+        let mut pos = HEADER_SIZE;
+        for _ in 0..num_entries {
+            if !grow(reader, &mut header, DESCRIPTOR_SIZE)? {
+                break;
+            }
+            let d: &BundleEntryHeader =
+                bytes::read(&header, pos, "bundle entry descriptor truncated")
+                    .map_err(in_content)?;
+            let id_len = d.id_len.get();
+            if id_len > limits.max_id_len {
+                return Err(in_content(Error::new(
+                    ErrorKind::LimitExceeded,
+                    pos.saturating_add(16),
+                    "bundle entry ID length exceeds the limit",
+                )));
+            }
+            if !grow(reader, &mut header, id_len)? {
+                break;
+            }
+            pos = pos.saturating_add(DESCRIPTOR_SIZE).saturating_add(id_len);
+        }
+        // A table cut short by the end of the content is reported by the full check.
+        Self::parse(header, content_len, limits)
+            .map(Some)
+            .map_err(in_content)
+    }
+
+    /// Checks a header and descriptor table (`header` must hold all of it) of a bundle
+    /// whose content is `content_len` bytes long.
+    pub fn parse(header: Vec<u8>, content_len: u64, limits: &Limits) -> Result<Self> {
+        let (num_entries, table_end, extent) = parse_table(&header, content_len, limits)?;
+        Ok(BundleTable {
+            header,
+            num_entries,
+            table_end,
+            extent,
+        })
+    }
+
+    /// Number of entries declared in the header.
+    pub fn entry_count(&self) -> u64 {
+        self.num_entries
+    }
+
+    /// Size of the header including the descriptor table.
+    pub fn header_len(&self) -> u64 {
+        self.table_end
+    }
+
+    /// The end of the last payload (at least the end of the table).
+    pub fn len(&self) -> u64 {
+        self.extent
+    }
+
+    /// True if the bundle has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.num_entries == 0
+    }
+
+    /// The entries in header order.
+    pub fn entries(&self) -> TableEntries<'_> {
+        TableEntries {
+            header: &self.header,
+            pos: HEADER_SIZE,
+            index: 0,
+            remaining: self.num_entries,
+        }
+    }
+}
+
+/// Appends the next `n` bytes of `reader` (fewer at the end of the content) to `header`.
+/// Returns false if the content ended first.
+fn grow<D: Decompressor>(
+    reader: &mut ContentReader<'_, D>,
+    header: &mut Vec<u8>,
+    n: u64,
+) -> Result<bool> {
+    let short = n > reader.remaining();
+    let n = n.min(reader.remaining());
+    let start = header.len();
+    let add = usize::try_from(n).map_err(|_| {
+        Error::new(
+            ErrorKind::OutOfMemory,
+            u64_of(start),
+            "bundle header does not fit in memory",
+        )
+        .in_decompressed(0)
+    })?;
+    let end = start.checked_add(add).ok_or(
+        Error::new(
+            ErrorKind::OutOfMemory,
+            u64_of(start),
+            "bundle header does not fit in memory",
+        )
+        .in_decompressed(0),
+    )?;
+    header.try_reserve_exact(add).map_err(|_| {
+        Error::new(
+            ErrorKind::OutOfMemory,
+            u64_of(start),
+            "cannot reserve memory for the bundle header",
+        )
+        .in_decompressed(0)
+    })?;
+    header.resize(end, 0);
+    reader.read_exact(header.get_mut(start..).unwrap_or_default())?;
+    Ok(!short)
+}
+
+/// Iterator over the entries of a [`BundleTable`], in header order.
+#[derive(Clone, Debug)]
+pub struct TableEntries<'a> {
+    header: &'a [u8],
+    pos: u64,
+    index: usize,
+    remaining: u64,
+}
+
+impl<'a> Iterator for TableEntries<'a> {
+    type Item = TableEntry<'a>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining = self.remaining.saturating_sub(1);
+        // Validated by `BundleTable::parse`.
+        let (d, id, next) = descriptor(self.header, self.pos, &Limits::UNLIMITED).ok()?;
+        let entry = TableEntry {
+            index: self.index,
+            id,
+            offset: d.offset.get(),
+            size: d.size.get(),
+        };
+        self.pos = next;
+        self.index = self.index.saturating_add(1);
+        Some(entry)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::try_from(self.remaining).unwrap_or(usize::MAX);
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for TableEntries<'_> {}
 
 #[cfg(test)]
 mod tests {

@@ -213,6 +213,55 @@ impl<'data> CompressedBundle<'data> {
         }
     }
 
+    /// Checks the declared decompressed size against the limit and against what the
+    /// payload can possibly produce, as [`ContentReader::new`] and
+    /// [`CompressedBundle::decompress`] do before allocating (errors at the size field).
+    pub fn check_size(&self, options: &ReadOptions) -> Result<()> {
+        check_declared_size(
+            self.method,
+            self.payload,
+            self.uncompressed_size,
+            self.size_field(),
+            options,
+        )
+        .map(|_| ())
+    }
+
+    /// Offset of the header field that declares the decompressed size.
+    fn size_field(&self) -> u64 {
+        match self.version {
+            3 => 16,
+            2 => 12,
+            _ => 8,
+        }
+    }
+
+    /// Offset of the stored hash in the header.
+    fn hash_field(&self) -> u64 {
+        self.header_len.saturating_sub(8)
+    }
+
+    /// The built-in decoder of the payload (miniz_oxide for zlib, ruzstd for zstd), for
+    /// [`ContentReader`]. Checks the zstd frame header (window, content size).
+    pub fn decoder(&self, options: &ReadOptions) -> Result<BuiltinDecoder<'data>> {
+        match self.method {
+            CompressionMethod::Zlib => Ok(BuiltinDecoder::Zlib(ZlibStream::new(self.payload))),
+            CompressionMethod::Zstd => {
+                ZstdStream::new(self.payload, self.uncompressed_size, options)
+                    .map(BuiltinDecoder::Zstd)
+                    .map_err(|e| e.rebase(self.header_len))
+            }
+        }
+    }
+
+    /// Reads the decompressed content front to back with the built-in decoder.
+    pub fn reader(
+        &self,
+        options: &ReadOptions,
+    ) -> Result<ContentReader<'data, BuiltinDecoder<'data>>> {
+        ContentReader::new(self, self.decoder(options)?, options)
+    }
+
     /// True if the blob has no payload at all (never true for a valid blob).
     pub fn is_empty(&self) -> bool {
         self.payload.is_empty()
@@ -228,11 +277,7 @@ impl<'data> CompressedBundle<'data> {
 
     /// Decodes the payload: (output, compressed bytes consumed).
     fn decode(&self, options: &ReadOptions, verify: bool) -> Result<(Vec<u8>, u64)> {
-        let size_field = match self.version {
-            3 => 16,
-            2 => 12,
-            _ => 8,
-        };
+        let size_field = self.size_field();
         let (out, used) = decode_raw(
             self.method,
             self.payload,
@@ -267,6 +312,41 @@ pub fn truncated_md5(data: &[u8]) -> [u8; 8] {
     let mut h = [0u8; 8];
     h.copy_from_slice(digest.0.get(..8).unwrap_or(&[0; 8]));
     h
+}
+
+/// Checks a declared decompressed size against the limit and against what `payload` can
+/// possibly produce (errors at `size_field`); returns it as a `usize`.
+fn check_declared_size(
+    method: CompressionMethod,
+    payload: &[u8],
+    size: u64,
+    size_field: u64,
+    options: &ReadOptions,
+) -> Result<usize> {
+    if size > options.limits.max_decompressed_size {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            size_field,
+            "declared decompressed size exceeds the limit",
+        ));
+    }
+    let possible = u64_of(payload.len())
+        .saturating_mul(method.max_ratio())
+        .saturating_add(64);
+    if size > possible {
+        return Err(Error::new(
+            ErrorKind::SizeMismatch,
+            size_field,
+            "declared decompressed size is more than the payload can produce",
+        ));
+    }
+    usize::try_from(size).map_err(|_| {
+        Error::new(
+            ErrorKind::LimitExceeded,
+            size_field,
+            "declared decompressed size does not fit in memory",
+        )
+    })
 }
 
 /// Decompresses `payload` into a new buffer of exactly `size` bytes: (output, bytes consumed).
@@ -308,23 +388,7 @@ pub(crate) fn decode_append(
     options: &ReadOptions,
     out: &mut Vec<u8>,
 ) -> Result<u64> {
-    if size > options.limits.max_decompressed_size {
-        return Err(Error::new(
-            ErrorKind::LimitExceeded,
-            size_field,
-            "declared decompressed size exceeds the limit",
-        ));
-    }
-    let possible = u64_of(payload.len())
-        .saturating_mul(method.max_ratio())
-        .saturating_add(64);
-    if size > possible {
-        return Err(Error::new(
-            ErrorKind::SizeMismatch,
-            size_field,
-            "declared decompressed size is more than the payload can produce",
-        ));
-    }
+    check_declared_size(method, payload, size, size_field, options)?;
     let start = out.len();
     let total = usize::try_from(size)
         .ok()
@@ -483,9 +547,7 @@ fn decode_zstd(
     let declared = u64_of(out.end.saturating_sub(out.start));
     let mut src = input;
     let mut decoder = FrameDecoder::new();
-    // The window can never usefully exceed the output; allow clang's LDM window otherwise.
-    let window = declared.clamp(1 << 20, options.limits.max_decompressed_size.max(1 << 20));
-    decoder.set_max_window_size(window);
+    decoder.set_max_window_size(zstd_window_limit(declared, options));
     decoder.init(&mut src).map_err(|e| match e {
         FrameDecoderError::WindowSizeTooBig { .. } => Failure::Stream(
             ErrorKind::LimitExceeded,
@@ -547,4 +609,465 @@ fn decode_zstd(
         ));
     }
     Ok(consumed(src))
+}
+
+/// A decoder of one compressed stream, read front to back into caller buffers.
+///
+/// The crate implements it for zlib ([`ZlibStream`], miniz_oxide with a 32 KiB window) and
+/// zstd ([`ZstdStream`], ruzstd); a program with `std` can implement it over a faster
+/// decoder (`loader-sim` does over C libzstd). [`ContentReader`] drives it.
+pub trait Decompressor {
+    /// Decompresses the next bytes into `out` and returns how many it wrote. `Ok(0)` with
+    /// a non-empty `out` means the stream has ended. Errors are located in the compressed
+    /// payload (offset from its first byte).
+    fn read(&mut self, out: &mut [u8]) -> Result<usize>;
+
+    /// Compressed bytes consumed so far: the length of the stream once it has ended.
+    fn consumed(&self) -> u64;
+
+    /// Decompresses the next bytes (at most `max`, at least one unless the stream has
+    /// ended) and shows them to `f`; returns how many. A decoder that holds its output in
+    /// a buffer of its own overrides this to show that buffer without a copy; the default
+    /// reads into a 16 KiB stack buffer.
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
+        let mut buf = [0u8; SKIP_CHUNK];
+        let dst = buf.get_mut(..max.min(SKIP_CHUNK)).unwrap_or_default();
+        let n = self.read(dst)?;
+        f(dst.get(..n).unwrap_or_default());
+        Ok(n)
+    }
+}
+
+impl<D: Decompressor + ?Sized> Decompressor for &mut D {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        (**self).read(out)
+    }
+    fn consumed(&self) -> u64 {
+        (**self).consumed()
+    }
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
+        (**self).read_with(max, f)
+    }
+}
+
+impl<D: Decompressor + ?Sized> Decompressor for Box<D> {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        (**self).read(out)
+    }
+    fn consumed(&self) -> u64 {
+        (**self).consumed()
+    }
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
+        (**self).read_with(max, f)
+    }
+}
+
+/// A zlib stream decoded by miniz_oxide's streaming inflater (about 43 KB of state,
+/// whatever the output size).
+pub struct ZlibStream<'data> {
+    input: &'data [u8],
+    pos: usize,
+    state: Box<miniz_oxide::inflate::stream::InflateState>,
+    done: bool,
+}
+
+impl core::fmt::Debug for ZlibStream<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ZlibStream")
+            .field("pos", &self.pos)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'data> ZlibStream<'data> {
+    /// A decoder of the zlib stream at the start of `input`.
+    pub fn new(input: &'data [u8]) -> Self {
+        ZlibStream {
+            input,
+            pos: 0,
+            state: miniz_oxide::inflate::stream::InflateState::new_boxed(
+                miniz_oxide::DataFormat::Zlib,
+            ),
+            done: false,
+        }
+    }
+}
+
+impl Decompressor for ZlibStream<'_> {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        use miniz_oxide::inflate::stream::inflate;
+        use miniz_oxide::{MZError, MZFlush, MZStatus};
+        if out.is_empty() || self.done {
+            return Ok(0);
+        }
+        loop {
+            let rest = self.input.get(self.pos..).unwrap_or_default();
+            let r = inflate(&mut self.state, rest, out, MZFlush::None);
+            self.pos = self.pos.saturating_add(r.bytes_consumed);
+            let at = u64_of(self.pos);
+            match r.status {
+                Ok(MZStatus::StreamEnd) => {
+                    self.done = true;
+                    return Ok(r.bytes_written);
+                }
+                Ok(_) if r.bytes_written > 0 => return Ok(r.bytes_written),
+                Ok(_) if r.bytes_consumed > 0 => continue,
+                Ok(_) | Err(MZError::Buf) => {
+                    return Err(Error::new(
+                        ErrorKind::Truncated,
+                        at,
+                        "zlib stream is truncated",
+                    ))
+                }
+                Err(_) => {
+                    return Err(Error::new(
+                        ErrorKind::Decompress,
+                        at,
+                        "zlib stream is corrupt",
+                    ))
+                }
+            }
+        }
+    }
+
+    fn consumed(&self) -> u64 {
+        u64_of(self.pos)
+    }
+}
+
+/// A zstd frame decoded by ruzstd.
+///
+/// ruzstd hands out only bytes older than the frame's window until the frame ends; clang
+/// writes single-segment frames (window = content size), so for real bundles the first
+/// byte comes out after the whole frame is decoded (`STACK.md`).
+pub struct ZstdStream<'data> {
+    src: &'data [u8],
+    total: usize,
+    decoder: Box<ruzstd::decoding::FrameDecoder>,
+}
+
+impl core::fmt::Debug for ZstdStream<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ZstdStream")
+            .field("consumed", &self.consumed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'data> ZstdStream<'data> {
+    /// Reads the frame header at the start of `input`. The window may not exceed
+    /// `declared` (the decompressed size the container states; at least 1 MiB) nor the
+    /// limit; a frame content size must equal `declared`.
+    pub fn new(input: &'data [u8], declared: u64, options: &ReadOptions) -> Result<Self> {
+        use ruzstd::decoding::errors::FrameDecoderError;
+        let mut src = input;
+        let mut decoder = Box::new(ruzstd::decoding::FrameDecoder::new());
+        decoder.set_max_window_size(zstd_window_limit(declared, options));
+        decoder.init(&mut src).map_err(|e| match e {
+            FrameDecoderError::WindowSizeTooBig { .. } => Error::new(
+                ErrorKind::LimitExceeded,
+                0,
+                "zstd window is larger than the decompressed bundle or the limit",
+            ),
+            _ => Error::new(ErrorKind::Decompress, 0, "zstd frame header is invalid"),
+        })?;
+        let fcs = decoder.content_size();
+        if fcs != 0 && fcs != declared {
+            return Err(Error::new(
+                ErrorKind::SizeMismatch,
+                0,
+                "zstd frame content size differs from the declared decompressed size",
+            ));
+        }
+        Ok(ZstdStream {
+            src,
+            total: input.len(),
+            decoder,
+        })
+    }
+}
+
+/// The largest zstd window accepted for a frame that declares `declared` bytes: the
+/// window can never usefully exceed the content (clang's LDM window is capped at it).
+pub fn zstd_window_limit(declared: u64, options: &ReadOptions) -> u64 {
+    declared.clamp(1 << 20, options.limits.max_decompressed_size.max(1 << 20))
+}
+
+impl Decompressor for ZstdStream<'_> {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        use ruzstd::decoding::BlockDecodingStrategy;
+        use ruzstd::io::Read;
+        if out.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let at = self.consumed();
+            let n = self
+                .decoder
+                .read(out)
+                .map_err(|_| Error::new(ErrorKind::Decompress, at, "zstd stream is corrupt"))?;
+            if n > 0 || self.decoder.is_finished() {
+                return Ok(n);
+            }
+            let src_empty = self.src.is_empty();
+            self.decoder
+                .decode_blocks(&mut self.src, BlockDecodingStrategy::UptoBytes(1 << 20))
+                .map_err(|_| {
+                    if src_empty || self.src.is_empty() {
+                        Error::new(ErrorKind::Truncated, at, "zstd stream is truncated")
+                    } else {
+                        Error::new(ErrorKind::Decompress, at, "zstd stream is corrupt")
+                    }
+                })?;
+        }
+    }
+
+    fn consumed(&self) -> u64 {
+        u64_of(self.total.saturating_sub(self.src.len()))
+    }
+}
+
+/// The decoders this crate brings: [`CompressedBundle::decoder`].
+#[derive(Debug)]
+pub enum BuiltinDecoder<'data> {
+    /// zlib (miniz_oxide).
+    Zlib(ZlibStream<'data>),
+    /// zstd (ruzstd).
+    Zstd(ZstdStream<'data>),
+}
+
+impl Decompressor for BuiltinDecoder<'_> {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        match self {
+            BuiltinDecoder::Zlib(d) => d.read(out),
+            BuiltinDecoder::Zstd(d) => d.read(out),
+        }
+    }
+    fn consumed(&self) -> u64 {
+        match self {
+            BuiltinDecoder::Zlib(d) => d.consumed(),
+            BuiltinDecoder::Zstd(d) => d.consumed(),
+        }
+    }
+}
+
+/// The decompressed content of a [`CompressedBundle`], read front to back without holding
+/// it: only what the caller reads into its own buffers exists in memory (plus the
+/// decoder's window).
+///
+/// Reads never go past the declared decompressed size. With hash verification on
+/// ([`ReadOptions::verify_hash`]) every byte read or skipped is fed to MD5, and
+/// [`ContentReader::finish`] decodes the rest and compares the truncated digest; without
+/// it the caller may simply stop (drop the reader) once it has what it needs. Errors are
+/// located relative to the start of the compressed bundle, like
+/// [`CompressedBundle::decompress`].
+pub struct ContentReader<'data, D> {
+    bundle: CompressedBundle<'data>,
+    decoder: D,
+    position: u64,
+    hash: Option<md5::Context>,
+}
+
+impl<D> core::fmt::Debug for ContentReader<'_, D> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ContentReader")
+            .field("position", &self.position)
+            .field("verify", &self.hash.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Bytes decoded per step when skipping.
+const SKIP_CHUNK: usize = 16 << 10;
+
+impl<'data, D: Decompressor> ContentReader<'data, D> {
+    /// Reads `bundle`'s content through `decoder` (which must decode `bundle.payload()`).
+    /// The declared size is checked against the limit and the payload first.
+    pub fn new(
+        bundle: &CompressedBundle<'data>,
+        decoder: D,
+        options: &ReadOptions,
+    ) -> Result<Self> {
+        check_declared_size(
+            bundle.method,
+            bundle.payload,
+            bundle.uncompressed_size,
+            bundle.size_field(),
+            options,
+        )?;
+        Ok(ContentReader {
+            bundle: *bundle,
+            decoder,
+            position: 0,
+            hash: options.verify_hash.then(md5::Context::new),
+        })
+    }
+
+    /// The compressed bundle being read.
+    pub fn bundle(&self) -> &CompressedBundle<'data> {
+        &self.bundle
+    }
+
+    /// Decompressed bytes read (or skipped) so far.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Decompressed bytes left before the declared end.
+    pub fn remaining(&self) -> u64 {
+        self.bundle.uncompressed_size.saturating_sub(self.position)
+    }
+
+    /// True if every byte read is fed to MD5 (and [`ContentReader::finish`] checks it).
+    pub fn verifies(&self) -> bool {
+        self.hash.is_some()
+    }
+
+    fn stream_error(&self, e: Error) -> Error {
+        e.rebase(self.bundle.header_len)
+    }
+
+    /// Reads the next decompressed bytes into `out` (at most up to the declared end);
+    /// `Ok(0)` only at the declared end or for an empty `out`.
+    pub fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        let want = usize::try_from(self.remaining())
+            .unwrap_or(usize::MAX)
+            .min(out.len());
+        let Some(dst) = out.get_mut(..want) else {
+            return Ok(0);
+        };
+        if dst.is_empty() {
+            return Ok(0);
+        }
+        let n = self
+            .decoder
+            .read(dst)
+            .map_err(|e| e.rebase(self.bundle.header_len))?;
+        if n == 0 {
+            return Err(self.stream_error(Error::new(
+                ErrorKind::SizeMismatch,
+                self.decoder.consumed(),
+                "compressed stream is shorter than the declared decompressed size",
+            )));
+        }
+        let got = dst.get(..n).unwrap_or_default();
+        if let Some(h) = &mut self.hash {
+            h.consume(got);
+        }
+        self.position = self.position.saturating_add(u64_of(n));
+        Ok(n)
+    }
+
+    /// Fills `out` completely.
+    pub fn read_exact(&mut self, out: &mut [u8]) -> Result<()> {
+        let mut done = 0usize;
+        while let Some(rest) = out.get_mut(done..).filter(|r| !r.is_empty()) {
+            let n = self.read(rest)?;
+            if n == 0 {
+                return Err(Error::new(
+                    ErrorKind::Truncated,
+                    self.bundle.size_field(),
+                    "read past the declared decompressed size",
+                ));
+            }
+            done = done.saturating_add(n);
+        }
+        Ok(())
+    }
+
+    /// Reads and discards `n` bytes (hashing them when verifying).
+    pub fn skip(&mut self, n: u64) -> Result<()> {
+        self.copy(n, |_| Ok(()))
+    }
+
+    /// Reads the next `n` bytes and hands them to `sink` in pieces, in order (straight
+    /// from the decoder's buffer when it has one: [`Decompressor::read_with`]).
+    pub fn copy<E: From<Error>>(
+        &mut self,
+        n: u64,
+        mut sink: impl FnMut(&[u8]) -> core::result::Result<(), E>,
+    ) -> core::result::Result<(), E> {
+        if n > self.remaining() {
+            return Err(Error::new(
+                ErrorKind::Truncated,
+                self.bundle.size_field(),
+                "read past the declared decompressed size",
+            )
+            .into());
+        }
+        let mut left = n;
+        let mut failed: Option<E> = None;
+        while left > 0 {
+            let max = usize::try_from(left).unwrap_or(usize::MAX);
+            let hash = &mut self.hash;
+            let got = self
+                .decoder
+                .read_with(max, &mut |bytes| {
+                    if let Some(h) = hash.as_mut() {
+                        h.consume(bytes);
+                    }
+                    if failed.is_none() {
+                        if let Err(e) = sink(bytes) {
+                            failed = Some(e);
+                        }
+                    }
+                })
+                .map_err(|e| e.rebase(self.bundle.header_len))?;
+            if let Some(e) = failed.take() {
+                return Err(e);
+            }
+            if got == 0 {
+                return Err(self
+                    .stream_error(Error::new(
+                        ErrorKind::SizeMismatch,
+                        self.decoder.consumed(),
+                        "compressed stream is shorter than the declared decompressed size",
+                    ))
+                    .into());
+            }
+            self.position = self.position.saturating_add(u64_of(got));
+            left = left.saturating_sub(u64_of(got));
+        }
+        Ok(())
+    }
+
+    /// Decodes the rest of the stream and checks it: exactly the declared size, no bytes
+    /// after the compressed stream (v2/v3), and the truncated MD5 when verifying.
+    /// Returns the compressed length of the stream.
+    pub fn finish(mut self) -> Result<u64> {
+        self.skip(self.remaining())?;
+        let mut probe = [0u8; 1];
+        if self
+            .decoder
+            .read(&mut probe)
+            .map_err(|e| e.rebase(self.bundle.header_len))?
+            != 0
+        {
+            return Err(self.stream_error(Error::new(
+                ErrorKind::SizeMismatch,
+                self.decoder.consumed(),
+                "compressed stream is longer than the declared decompressed size",
+            )));
+        }
+        let used = self.decoder.consumed();
+        if self.bundle.total_size.is_some() && used != u64_of(self.bundle.payload.len()) {
+            return Err(self.stream_error(Error::new(
+                ErrorKind::Malformed,
+                used,
+                "bytes after the end of the compressed stream",
+            )));
+        }
+        if let Some(h) = self.hash.take() {
+            let digest = h.finalize();
+            if digest.0.get(..8) != Some(&self.bundle.hash[..]) {
+                return Err(Error::new(
+                    ErrorKind::HashMismatch,
+                    self.bundle.hash_field(),
+                    "truncated MD5 of the decompressed bundle does not match the header",
+                ));
+            }
+        }
+        Ok(used)
+    }
 }

@@ -256,7 +256,7 @@ impl<'a> Image<'a> {
 
     /// An image named by a bundle entry ID.
     pub fn from_id(index: usize, format: Format, id: &'a str, bytes: &'a [u8]) -> Self {
-        let parsed = crate::target::EntryId::parse(id).ok();
+        let parsed = crate::entry_id::EntryId::parse(id).ok();
         Image {
             index,
             format,

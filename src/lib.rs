@@ -6,16 +6,23 @@
 //! when they sit inside ELF sections or `ar` archives. Every image it hands out is a
 //! `&[u8]` into the caller's buffer; only decompressed content is owned, once.
 //!
-//! The data takes one road: **bytes → containers → images**.
+//! The data takes one road, and every module knows only the steps before it:
+//! **bytes → containers → images → candidates → choice → registration**.
 //!
-//! * [`raw`]: the on-disk structures (zerocopy, little-endian, alignment 1);
-//! * [`bundle`], [`text`], [`ccob`], [`offload_binary`]: one reader per format;
-//! * [`container`]: finding those inside files, ELF sections and archives ([`for_each_unit`]);
-//! * [`image`]: the format-independent [`Image`];
-//! * [`target`]: bundle entry IDs, triples, AMDGPU target IDs and processors, NVPTX
-//!   architectures, device ELF headers, devices, and [`identify`] (what an image is for);
-//! * [`mod@select`]: the compatibility predicate, the ranking and [`select()`](select::select).
-//! * `write` (feature `std`): writers for every format, byte-identical to LLVM 22's tools.
+//! * bytes: [`raw`], the on-disk structures (zerocopy, little-endian, alignment 1);
+//! * containers: [`bundle`], [`text`], [`ccob`], [`offload_binary`] (one reader per format),
+//!   [`entry_id`] (bundle entry IDs split as stored), and [`container`] (finding those inside
+//!   files, ELF sections and archives: [`for_each_unit`]);
+//! * images: [`image`], the format-independent [`Image`];
+//! * candidates: [`target`]: AMDGPU target IDs and processors, NVPTX architectures, device
+//!   ELF headers, devices, and [`identify`] (what an image is built for);
+//! * choice: [`mod@select`] (the compatibility predicate, the ranking,
+//!   [`select()`](select::select)) and [`stream`] (the same choice made in one pass over a
+//!   compressed bundle's decompressed stream, without holding it);
+//! * registration: [`registration`], the runtime records, views that follow their pointers,
+//!   static discovery in host ELF files, and the simulated runtime [`registration::Registry`];
+//! * `write` (feature `std`), beside the road: writers for every format, byte-identical to
+//!   LLVM 22's tools.
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
@@ -74,12 +81,14 @@ pub mod bundle;
 mod bytes;
 pub mod ccob;
 pub mod container;
+pub mod entry_id;
 mod error;
 pub mod image;
 pub mod offload_binary;
 pub mod raw;
 pub mod registration;
 pub mod select;
+pub mod stream;
 pub mod target;
 pub mod text;
 #[cfg(feature = "std")]

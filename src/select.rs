@@ -59,6 +59,33 @@
 //!   [`SelectOptions::strict`] is set, which rejects the image.
 //!
 //! Nothing here allocates.
+//!
+//! # Example
+//!
+//! ```
+//! use offload_image::{for_each_unit, select, Device, Image, ReadOptions, SelectOptions};
+//!
+//! // A bundle of a host entry and six code objects (gfx906, gfx90a:xnack±, gfx942, ...).
+//! let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
+//! let device = Device::parse("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-")?;
+//! let options = ReadOptions::default();
+//! for_each_unit(data, &options, |unit| {
+//!     let open = unit.open(&options)?;
+//!     let images: Vec<Image<'_>> = open.images().collect();
+//!     let choice = select(&images, &device, &SelectOptions::default());
+//!     let chosen = &images[choice.chosen.expect("a compatible image")];
+//!     assert_eq!(chosen.entry_id, Some("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"));
+//!     // Why the others were not chosen, in words.
+//!     for image in &images {
+//!         use offload_image::select::{explain, Verdict};
+//!         if let Verdict::Rejected(why) = explain(image, &device, &SelectOptions::default()) {
+//!             println!("{:?}: {why}", image.entry_id); // "gfx906 code does not run on gfx90a"
+//!         }
+//!     }
+//!     Ok(())
+//! })?;
+//! # Ok::<(), offload_image::Error>(())
+//! ```
 
 use core::fmt;
 

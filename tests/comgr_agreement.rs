@@ -38,7 +38,7 @@ fn external_lib(name: &str) -> PathBuf {
     let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest_dir().join("target/external"));
-    let path = base.join("root/usr/lib/x86_64-linux-gnu").join(name);
+    let path = base.join("unpacked/usr/lib/x86_64-linux-gnu").join(name);
     assert!(
         path.exists(),
         "{} is missing: run scripts/fetch-rocm-libs.sh{} first (it downloads Debian's ROCm \

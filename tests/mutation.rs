@@ -1,7 +1,8 @@
 //! Mutation suite: seeded, bounded damage to every container type of the corpus, run
 //! through the library paths `loader-sim list` and `loader-sim select` use (walk → open →
 //! images → entry IDs and triples; then identify → check → select for AMDGPU and CUDA
-//! devices under every policy). Every mutant must either read or fail with an
+//! devices under every policy; for compressed bundles also `select_in_stream`, checked
+//! against the in-memory choice). Every mutant must either read or fail with an
 //! [`ErrorKind`]; nothing may unwind, every image handed out must lie inside the input (or
 //! inside content the library decompressed), and the image selection chooses must be
 //! compatible and ranked best.
@@ -632,8 +633,65 @@ fn select_all(images: &[Image<'_>]) {
     }
 }
 
-/// What one mutant did: the `list` path, then the `select` path on every unit.
+/// `loader-sim select` on a compressed bundle: one pass over the content
+/// (`select_in_stream`), which must choose what the in-memory path chooses and stream
+/// exactly the chosen image's bytes, with and without hash verification.
+fn stream_select(data: &[u8]) {
+    use offload_image::bundle::Bundle;
+    use offload_image::ccob::CompressedBundle;
+    use offload_image::stream::{select_in_stream, Kept};
+    let Ok(c) = CompressedBundle::parse(data) else {
+        return;
+    };
+    for verify_hash in [true, false] {
+        let options = ReadOptions {
+            verify_hash,
+            ..ReadOptions::default()
+        };
+        let Ok(reader) = c.reader(&options) else {
+            continue;
+        };
+        let select_options = SelectOptions::default();
+        let mut kept: Vec<(Option<usize>, Vec<u8>)> = vec![(None, Vec::new()); devices().len()];
+        let streamed = select_in_stream::<_, Error, _>(
+            reader,
+            devices(),
+            &select_options,
+            &options.limits,
+            true,
+            |k| {
+                match k {
+                    Kept::Start { device, index, .. } => kept[device] = (Some(index), Vec::new()),
+                    Kept::Bytes { device, bytes } => kept[device].1.extend_from_slice(bytes),
+                }
+                Ok(())
+            },
+        );
+        let (Ok(Some(s)), Ok(content)) = (streamed, c.decompress(&options)) else {
+            continue;
+        };
+        let Ok(bundle) = Bundle::parse(&content, &options.limits) else {
+            continue;
+        };
+        let images: Vec<Image<'_>> = bundle
+            .entries()
+            .map(|e| Image::from_bundle_entry(e.index, &e))
+            .collect();
+        for (d, device) in devices().iter().enumerate() {
+            let in_memory = select(&images, device, &select_options).chosen;
+            assert_eq!(s.chosen[d].map(|k| k.index), in_memory);
+            assert_eq!(kept[d].0, in_memory);
+            if let Some(i) = in_memory {
+                assert!(kept[d].1 == images[i].bytes);
+            }
+        }
+    }
+}
+
+/// What one mutant did: the `list` path, then the `select` path on every unit (for a
+/// compressed bundle also the streaming one).
 fn exercise(data: &[u8]) -> Result<usize, Error> {
+    stream_select(data);
     let options = ReadOptions::default();
     let listed = list_then_select(data, &options);
     match listed {

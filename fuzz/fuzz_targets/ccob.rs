@@ -1,9 +1,13 @@
 //! Compressed bundles (`CCOB` v1–v3, zlib and zstd) as stored: header, decompression, hash,
-//! and the bundle inside.
+//! the bundle inside, and streaming selection (`select_in_stream`) against the in-memory
+//! path.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use offload_image::ccob::CompressedBundle;
 use offload_image_fuzz::{options, within};
+use std::sync::OnceLock;
+
+static DEVICES: OnceLock<Vec<offload_image::Device>> = OnceLock::new();
 
 fuzz_target!(|data: &[u8]| {
     let mut options = options();
@@ -30,4 +34,6 @@ fuzz_target!(|data: &[u8]| {
     }
     // The container path (walk + open + images) over the same bytes.
     let _ = offload_image_fuzz::list(data, &options);
+    let devices = DEVICES.get_or_init(offload_image_fuzz::devices);
+    offload_image_fuzz::stream_vs_memory(data, devices);
 });

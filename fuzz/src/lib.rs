@@ -347,3 +347,92 @@ pub fn register_elf(data: &[u8]) {
         assert!(s.data.is_empty() || inside(s.data));
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Streaming selection in compressed bundles.
+
+/// `select_in_stream` (one pass over a `CCOB`'s content, the chosen images streamed to a
+/// sink) against the in-memory path (decompress, parse, `select`): where both read the
+/// bundle they choose the same entry for every device, and the streamed bytes are that
+/// entry's bytes. Also reads the whole content through `ContentReader` and compares it
+/// with `decompress`.
+pub fn stream_vs_memory(data: &[u8], devices: &[offload_image::Device]) {
+    for verify_hash in [true, false] {
+        let options = ReadOptions {
+            verify_hash,
+            ..options()
+        };
+        stream_vs_memory_with(data, devices, &options);
+    }
+}
+
+fn stream_vs_memory_with(data: &[u8], devices: &[offload_image::Device], options: &ReadOptions) {
+    use offload_image::bundle::Bundle;
+    use offload_image::ccob::CompressedBundle;
+    use offload_image::stream::{select_in_stream, Kept};
+    use offload_image::{select, SelectOptions};
+
+    let Ok(c) = CompressedBundle::parse(data) else {
+        return;
+    };
+    let full = c.decompress(options);
+    // The content front to back through the streaming reader.
+    if let Ok(mut reader) = c.reader(options) {
+        let mut streamed = Vec::new();
+        let mut buf = [0u8; 4096];
+        let ok = loop {
+            match reader.read(&mut buf) {
+                Ok(0) => break reader.finish().is_ok(),
+                Ok(n) => streamed.extend_from_slice(&buf[..n]),
+                Err(_) => break false,
+            }
+        };
+        if let (true, Ok(full)) = (ok, &full) {
+            assert!(
+                streamed == *full,
+                "streamed content differs from decompress"
+            );
+        }
+    }
+    let Ok(reader) = c.reader(options) else {
+        return;
+    };
+    let select_options = SelectOptions::default();
+    let mut kept: Vec<(Option<usize>, Vec<u8>)> = vec![(None, Vec::new()); devices.len()];
+    let streamed = select_in_stream::<_, Error, _>(
+        reader,
+        devices,
+        &select_options,
+        &options.limits,
+        true,
+        |k| {
+            match k {
+                Kept::Start { device, index, .. } => kept[device] = (Some(index), Vec::new()),
+                Kept::Bytes { device, bytes } => kept[device].1.extend_from_slice(bytes),
+            }
+            Ok(())
+        },
+    );
+    let (Ok(Some(s)), Ok(content)) = (streamed, full) else {
+        return;
+    };
+    let Ok(bundle) = Bundle::parse(&content, &options.limits) else {
+        return;
+    };
+    let images: Vec<Image<'_>> = bundle
+        .entries()
+        .map(|e| Image::from_bundle_entry(e.index, &e))
+        .collect();
+    for (d, device) in devices.iter().enumerate() {
+        let in_memory = select(&images, device, &select_options).chosen;
+        let in_stream = s.chosen[d].map(|k| k.index);
+        assert_eq!(
+            in_stream, in_memory,
+            "device {d}: stream and memory choose differently"
+        );
+        assert_eq!(kept[d].0, in_memory);
+        if let Some(i) = in_memory {
+            assert!(kept[d].1 == images[i].bytes, "streamed image bytes differ");
+        }
+    }
+}

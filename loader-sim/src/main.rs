@@ -4,6 +4,9 @@
 //! usage. Errors are one line on standard error:
 //! `loader-sim: error: <file>: <what>, at byte <n>`.
 //!
+//! `wrap` writes the host object that registers device images at start-up (the wrapping
+//! step of `clang-linker-wrapper`).
+//!
 //! `offload-bundler` and `offload-packager` take LLVM's own command lines (they are
 //! dispatched before clap sees the arguments). Invoked through a link whose name is
 //! `clang-offload-bundler` or `clang-offload-packager` (or `llvm-offload-binary`), in any
@@ -15,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod decode;
 mod input;
 mod llvm;
 mod output;
@@ -45,6 +49,8 @@ enum Command {
     },
     /// Choose the image a runtime would load for each target, per unit.
     Select(cmd::select::Args),
+    /// Write a host object that embeds device images and registers them at start-up.
+    Wrap(cmd::wrap::Args),
     /// Drop-in clang-offload-bundler (LLVM 22 command line; see `offload-bundler --help`).
     #[command(disable_help_flag = true, disable_version_flag = true)]
     OffloadBundler {
@@ -137,6 +143,7 @@ fn main() -> ExitCode {
         Command::Register(a) => cmd::register::run(&a),
         Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a),
+        Command::Wrap(a) => cmd::wrap::run(&a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -195,7 +195,7 @@ fn external_lib(name: &str) -> PathBuf {
     let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("target/external"));
-    let p = base.join("root/usr/lib/x86_64-linux-gnu").join(name);
+    let p = base.join("unpacked/usr/lib/x86_64-linux-gnu").join(name);
     assert!(
         p.exists(),
         "{} is missing: run scripts/fetch-rocm-libs.sh (.ci/run does)",

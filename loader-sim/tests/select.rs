@@ -409,3 +409,203 @@ fn devices_from_kfd_topology() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json_lines(&out)[0]["target"], "gfx90a:sramecc+");
 }
+
+/// Every way of decoding a compressed bundle (libzstd or ruzstd, with or without a decode
+/// thread, with or without the hash check) selects the same image, `-o` writes the bytes
+/// LLVM extracts, `--sha256` hashes them, and `--explain` (which decompresses whole)
+/// agrees.
+#[test]
+fn compressed_bundles_stream_the_same_image_every_way() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let cases = [
+        ("compressed/hip_6arch.zstd.ccob", "gfx90a:sramecc+:xnack-"),
+        ("compressed/hip_6arch.v3-zstd.llvm22.ccob", "gfx1030"),
+        (
+            "compressed/hip_6arch.v1-zstd.ccob",
+            "gfx906:sramecc+:xnack-",
+        ),
+        (
+            "compressed/hip_6arch.zstd-l19.ccob",
+            "gfx942:sramecc+:xnack-",
+        ),
+        ("compressed/hip_6arch.zlib.ccob", "gfx1100"),
+    ];
+    for (file, target) in cases {
+        let f = corpus(file);
+        let f = f.to_str().unwrap();
+        let explained = run(&["select", f, "--target", target, "--json", "--explain"]);
+        assert_eq!(explained.status.code(), Some(0), "{file}");
+        let expected = json_lines(&explained)[0]["selected"].clone();
+        let name = expected.as_str().expect("an image is selected").to_string();
+        let llvm = manifest_sha(file, &name);
+        for decoder in ["libzstd", "ruzstd"] {
+            for thread in ["always", "never"] {
+                for verify in [true, false] {
+                    let o = dir.join(format!("stream-{decoder}-{thread}-{verify}.co"));
+                    let _ = std::fs::remove_file(&o);
+                    let mut args = vec![
+                        "select",
+                        f,
+                        "--target",
+                        target,
+                        "--json",
+                        "--sha256",
+                        "--zstd-decoder",
+                        decoder,
+                        "--decode-thread",
+                        thread,
+                        "-o",
+                        o.to_str().unwrap(),
+                    ];
+                    if !verify {
+                        args.push("--no-verify-hash");
+                    }
+                    let out = run(&args);
+                    assert_eq!(out.status.code(), Some(0), "{file} {args:?}");
+                    let r = &json_lines(&out)[0];
+                    assert_eq!(r["selected"], expected, "{file} {args:?}");
+                    assert_eq!(r["offset"], Value::Null);
+                    assert_eq!(r["sha256"], llvm.as_str(), "{file} {args:?}");
+                    assert_eq!(sha256(&std::fs::read(&o).unwrap()), llvm, "{file} {args:?}");
+                }
+            }
+        }
+    }
+}
+
+/// A corrupted hash is reported by the streaming path too (and ignored with
+/// `--no-verify-hash`); `-o` leaves no file behind when the selection fails.
+#[test]
+fn compressed_bundle_hash_mismatch_is_an_error_unless_not_verified() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let mut data = std::fs::read(corpus("compressed/hip_6arch.v3-zstd.llvm22.ccob")).unwrap();
+    data[31] ^= 0xFF;
+    let bad = dir.join("bad-hash.ccob");
+    std::fs::write(&bad, &data).unwrap();
+    let bad = bad.to_str().unwrap();
+    for decoder in ["libzstd", "ruzstd"] {
+        let out = run(&[
+            "select",
+            bad,
+            "--target",
+            "gfx1030",
+            "--zstd-decoder",
+            decoder,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{decoder}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains(
+                "truncated MD5 of the decompressed bundle does not match the header, at byte 24"
+            ),
+            "{err}"
+        );
+        let out = run(&[
+            "select",
+            bad,
+            "--target",
+            "gfx1030",
+            "--zstd-decoder",
+            decoder,
+            "--no-verify-hash",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{decoder}");
+    }
+    // A declared size over the limit is refused before any decoder runs.
+    let mut data = std::fs::read(corpus("compressed/hip_6arch.v3-zstd.llvm22.ccob")).unwrap();
+    data[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let huge = dir.join("huge.ccob");
+    std::fs::write(&huge, &data).unwrap();
+    for thread in ["always", "never"] {
+        let out = run(&[
+            "select",
+            huge.to_str().unwrap(),
+            "--target",
+            "gfx1030",
+            "--decode-thread",
+            thread,
+        ]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("declared decompressed size exceeds the limit, at byte 16"),
+            "{err}"
+        );
+    }
+    // -o with two targets is refused, and the file streamed for the first is removed.
+    let o = dir.join("two-targets.co");
+    let good = corpus("compressed/hip_6arch.zstd.ccob");
+    let out = run(&[
+        "select",
+        good.to_str().unwrap(),
+        "--target",
+        "gfx1030",
+        "--target",
+        "gfx1100",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!o.exists());
+}
+
+/// A compressed bundle whose entries share one payload cannot be streamed in one pass;
+/// `select` decompresses it whole instead, and `-o` still writes the selected image (the
+/// file streamed before the overlap was found is replaced).
+#[test]
+fn compressed_bundle_with_shared_payloads_falls_back_to_whole_decompression() {
+    use offload_image::write::ccob::{compress, CcobOptions, Codec};
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let code = std::fs::read(corpus("compressed/hip_6arch.zstd.ccob")).unwrap();
+    let inner = offload_image::ccob::CompressedBundle::parse(&code)
+        .unwrap()
+        .decompress(&offload_image::ReadOptions::default())
+        .unwrap();
+    let bundle =
+        offload_image::bundle::Bundle::parse(&inner, &offload_image::Limits::DEFAULT).unwrap();
+    let gfx1030 = bundle
+        .entries()
+        .find(|e| e.id == "hipv4-amdgcn-amd-amdhsa--gfx1030")
+        .unwrap();
+    // Two IDs, one payload (the gfx1030 code object): gfx1030 first, gfx1100 second.
+    let ids = [
+        "hipv4-amdgcn-amd-amdhsa--gfx1030",
+        "hipv4-amdgcn-amd-amdhsa--gfx1100",
+    ];
+    let table = 32 + ids.iter().map(|i| 24 + i.len()).sum::<usize>();
+    let mut b = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    b.extend_from_slice(&2u64.to_le_bytes());
+    for id in ids {
+        b.extend_from_slice(&(table as u64).to_le_bytes());
+        b.extend_from_slice(&(gfx1030.data.len() as u64).to_le_bytes());
+        b.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        b.extend_from_slice(id.as_bytes());
+    }
+    b.extend_from_slice(gfx1030.data);
+    let ccob = compress(
+        &b,
+        &CcobOptions {
+            version: 3,
+            codec: Codec::Zlib { level: 6 },
+        },
+    )
+    .unwrap();
+    let f = dir.join("shared-payload.ccob");
+    std::fs::write(&f, &ccob).unwrap();
+    let o = dir.join("shared-payload.co");
+    let out = run(&[
+        "select",
+        f.to_str().unwrap(),
+        "--target",
+        "gfx1030",
+        "--json",
+        "--sha256",
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let r = &json_lines(&out)[0];
+    assert_eq!(r["selected"], "hipv4-amdgcn-amd-amdhsa--gfx1030");
+    assert_eq!(r["sha256"], sha256(gfx1030.data).as_str());
+    assert_eq!(std::fs::read(&o).unwrap(), gfx1030.data);
+}

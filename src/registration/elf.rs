@@ -25,7 +25,11 @@
 //!   address, so they are found by structure ([`HostElf::descriptors`]): a 32-byte record
 //!   whose entry range is exactly an offload-entry section (`omp_offloading_entries`,
 //!   `cuda_offloading_entries`, `hip_offloading_entries`, `llvm_offload_entries`) and
-//!   whose images all point at that same range (§1.6);
+//!   whose images all point at that same range (§1.6); or, for a module without offload
+//!   entries (the wrapper's zero-length `__dummy` keeps the bounds defined, but linkers drop
+//!   the empty section, so `__start_`/`__stop_` are one address), a record whose entry
+//!   range is empty and whose image array starts with an image in a `.llvm.offloading`
+//!   section;
 //! * offload-entry tables: [`HostElf::entry_sections`].
 
 use alloc::vec::Vec;
@@ -175,8 +179,9 @@ pub struct HostElf<'d> {
     /// Indices into `sections` of the mapped ones, sorted by address.
     mapped: Vec<usize>,
     relocs: Vec<Reloc<'d>>,
-    /// (address, name) of defined symbols, from `.symtab`, sorted by address.
-    symbols: Vec<(u64, &'d [u8])>,
+    /// (address, name, section index) of defined symbols, from `.symtab`, sorted by
+    /// address.
+    symbols: Vec<(u64, &'d [u8], usize)>,
 }
 
 impl<'d> HostElf<'d> {
@@ -418,7 +423,7 @@ impl<'d> HostElf<'d> {
                 },
                 _ => sym.st_value(LE),
             };
-            symbols.push((addr, name));
+            symbols.push((addr, name, usize::from(shndx)));
         }
         symbols.sort_by_key(|s| s.0);
         self.symbols = symbols;
@@ -467,13 +472,18 @@ impl<'d> HostElf<'d> {
     }
 
     /// The name of a symbol defined at `addr` (from `.symtab`), if any. Section symbols and
-    /// file symbols have no name and are not returned.
+    /// file symbols have no name and are not returned. When `addr` lies in a section, only
+    /// that section's symbols count: a zero-sized symbol at the end of the section before
+    /// (the wrapper's `__dummy.llvm_offload_entries`, a `__stop_` bound) has the same
+    /// address but names nothing there.
     pub fn symbol_at(&self, addr: u64) -> Option<&'d [u8]> {
+        let section = self.section_at(addr).map(|(s, _)| s.index);
         let pos = self.symbols.partition_point(|s| s.0 < addr);
         self.symbols
             .get(pos..)?
             .iter()
             .take_while(|s| s.0 == addr)
+            .filter(|s| section.is_none_or(|i| s.2 == i))
             .map(|s| s.1)
             .find(|n| !n.starts_with(b"__start_") && !n.starts_with(b"__stop_"))
     }
@@ -554,35 +564,37 @@ impl<'d> HostElf<'d> {
         }
         let mut out = Vec::new();
         for table in self.entry_sections() {
-            let mut candidates: Vec<u64> = self
-                .relocs
-                .iter()
-                .filter(|r| r.value == Value::Known(table.begin))
-                .filter_map(|r| r.at.checked_sub(16))
-                .collect();
-            if self.elf_type == ElfType::Executable {
-                // Fixed-address executables store absolute pointers without relocations.
-                for s in &self.sections {
-                    if s.flags & SHF_ALLOC == 0 || s.flags & SHF_WRITE == 0 {
-                        continue;
-                    }
-                    for (k, w) in s.data.chunks_exact(8).enumerate() {
-                        let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-                        if v == table.begin {
-                            let slot = u64_of(k)
-                                .checked_mul(8)
-                                .and_then(|o| s.address.checked_add(o));
-                            if let Some(a) = slot.and_then(|a| a.checked_sub(16)) {
-                                candidates.push(a);
-                            }
-                        }
-                    }
-                }
-            }
+            // Slots holding the table's start: a descriptor's `HostEntriesBegin` at +16.
+            let candidates = self
+                .slots_where(|v| v == table.begin)
+                .into_iter()
+                .filter_map(|at| at.checked_sub(16));
             for d in candidates {
                 if d.is_multiple_of(8)
                     && !out.contains(&d)
-                    && self.is_descriptor(d, &table, options)
+                    && self.is_descriptor(d, Some((table.begin, table.end)), options)
+                {
+                    out.push(d);
+                }
+            }
+        }
+        // Modules without entries: slots pointing into `.llvm.offloading` are candidate
+        // first images (`ImageStart` at +0 of the array), slots holding such an array's
+        // address candidate descriptors (`DeviceImages` at +8).
+        let images: Vec<(u64, u64)> = self
+            .offloading_sections()
+            .iter()
+            .filter(|s| s.flags & SHF_ALLOC != 0)
+            .map(|s| (s.address, s.address.saturating_add(u64_of(s.data.len()))))
+            .collect();
+        let arrays = self.slots_where(|v| images.iter().any(|&(b, e)| (b..e).contains(&v)));
+        if !arrays.is_empty() {
+            let candidates = self
+                .slots_where(|v| arrays.binary_search(&v).is_ok())
+                .into_iter()
+                .filter_map(|at| at.checked_sub(8));
+            for d in candidates {
+                if d.is_multiple_of(8) && !out.contains(&d) && self.is_descriptor(d, None, options)
                 {
                     out.push(d);
                 }
@@ -592,7 +604,40 @@ impl<'d> HostElf<'d> {
         out
     }
 
-    fn is_descriptor(&self, at: u64, table: &EntrySection<'d>, options: &ReadOptions) -> bool {
+    /// Addresses of the pointer slots whose value satisfies `want`, sorted: relocated slots,
+    /// and in fixed-address executables (absolute pointers without relocations) every
+    /// 8-byte word of the writable loaded sections.
+    fn slots_where(&self, want: impl Fn(u64) -> bool) -> Vec<u64> {
+        let mut out: Vec<u64> = self
+            .relocs
+            .iter()
+            .filter(|r| matches!(r.value, Value::Known(v) if want(v)))
+            .map(|r| r.at)
+            .collect();
+        if self.elf_type == ElfType::Executable {
+            for s in &self.sections {
+                if s.flags & SHF_ALLOC == 0 || s.flags & SHF_WRITE == 0 {
+                    continue;
+                }
+                for (k, w) in s.data.chunks_exact(8).enumerate() {
+                    let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+                    if want(v) {
+                        let slot = u64_of(k)
+                            .checked_mul(8)
+                            .and_then(|o| s.address.checked_add(o));
+                        out.extend(slot);
+                    }
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// True if `at` holds a descriptor whose images all share its entry range, and that
+    /// range is `table` (`[begin, end)` of an entry section) or, with `None`, empty.
+    fn is_descriptor(&self, at: u64, table: Option<(u64, u64)>, options: &ReadOptions) -> bool {
         let last = at.checked_add(BIN_DESC_SIZE - 1);
         if last.and_then(|l| self.section_at(l)).is_none() {
             return false;
@@ -600,15 +645,17 @@ impl<'d> HostElf<'d> {
         let Ok(d) = Descriptor::read(self, at, options) else {
             return false;
         };
-        if d.num_device_images == 0 || d.entries.begin != table.begin || d.entries.end != table.end
-        {
+        let (begin, end) = (d.entries.begin, d.entries.end);
+        let entries_ok = match table {
+            Some(t) => (begin, end) == t,
+            None => begin == end,
+        };
+        if d.num_device_images == 0 || !entries_ok {
             return false;
         }
         d.images(self).all(|i| {
             i.is_ok_and(|i| {
-                i.entries_begin == table.begin
-                    && i.entries_end == table.end
-                    && i.bytes(self).is_ok()
+                i.entries_begin == begin && i.entries_end == end && i.bytes(self).is_ok()
             })
         })
     }

@@ -20,7 +20,7 @@
 //! ```no_run
 //! use offload_image::registration::{HostElf, Registry, RegistryOptions, SimulatedDevice};
 //!
-//! let data = std::fs::read("app")?;
+//! let data = std::fs::read("app").expect("read the host file");
 //! let elf = HostElf::parse(&data)?;
 //! let devices = vec![SimulatedDevice::parse("gfx90a:xnack+")?];
 //! let mut registry = Registry::new(devices, RegistryOptions::default());
@@ -32,7 +32,7 @@
 //!     let chosen = unit.choice(0).and_then(|c| c.selected).map(|i| images[i].entry_id);
 //!     println!("{id:?}: {chosen:?}");
 //! }
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), offload_image::Error>(())
 //! ```
 
 pub mod abi;

@@ -566,7 +566,9 @@ impl<'d> Registry<'d> {
     }
 
     /// `__hipRegisterSurface` / `__hipRegisterTexture`: `kind` is
-    /// [`GlobalKind::Surface`] or [`GlobalKind::Texture`], `ty` the surface/texture type.
+    /// [`GlobalKind::Surface`] or [`GlobalKind::Texture`], `ty` the surface/texture type,
+    /// `normalized` the texture's `norm` argument (normalized coordinates).
+    #[allow(clippy::too_many_arguments)]
     pub fn register_reference(
         &mut self,
         id: UnitId,
@@ -574,13 +576,19 @@ impl<'d> Registry<'d> {
         name: &[u8],
         kind: GlobalKind,
         ty: u64,
+        normalized: bool,
         external: bool,
     ) -> Result<()> {
         let reg_kind = self.registration_mut(id)?.kind;
         let flags = match kind {
             GlobalKind::Surface => gpu_flags::SURFACE,
             _ => gpu_flags::TEXTURE,
-        } | if external { gpu_flags::EXTERN } else { 0 };
+        } | if external { gpu_flags::EXTERN } else { 0 }
+            | if normalized && kind == GlobalKind::Texture {
+                gpu_flags::NORMALIZED
+            } else {
+                0
+            };
         self.push_entry(id, host, name, kind, reg_kind, flags, 0, ty)
     }
 
@@ -613,8 +621,17 @@ impl<'d> Registry<'d> {
         Ok(())
     }
 
-    /// Binds the entries of `table` to fat-binary unit `id`, as the new-driver wrapper's
-    /// `.hip.globals_reg` loop does: only entries of the unit's kind (HIP: `Kind` 3 or 4).
+    /// Binds the entries of `table` to fat-binary unit `id` exactly as the new-driver
+    /// wrapper's `.hip.globals_reg` loop (`OffloadWrapper.cpp`) registers them: only
+    /// entries of the unit's kind (HIP: `Kind` 3 or 4); an entry of size 0 is a kernel
+    /// (`__hipRegisterFunction`, whatever its type bits); otherwise the type bits choose
+    /// `__hipRegisterVar` (extern and constant bits kept), `__hipRegisterManagedVar` (the
+    /// host pointer slot `AuxAddr`, alignment `Data` truncated to 32 bits),
+    /// `__hipRegisterSurface` / `__hipRegisterTexture` (no size; type `Data`; extern and
+    /// normalized bits kept), and types 4–7 register nothing. The bound entries are thus
+    /// the ones the `__hipRegister*` calls of the running wrapper bind
+    /// ([`Registry::register_function`], ...).
+    ///
     /// A legacy table cannot say its kind (§1.3); `legacy_kind` names it (the caller knows
     /// it from the section, e.g. `hip_offloading_entries`).
     pub fn add_entries<S: AddressSpace<'d> + ?Sized>(
@@ -625,10 +642,10 @@ impl<'d> Registry<'d> {
         legacy_kind: u16,
     ) -> Result<()> {
         let reg = self.registration_mut(id)?;
-        let want = match reg.kind {
-            RegistrationKind::Hip => OffloadKind::Hip,
-            RegistrationKind::Cuda => OffloadKind::Cuda,
-            RegistrationKind::OpenMp => OffloadKind::OpenMp,
+        let (want, offload_kind) = match reg.kind {
+            RegistrationKind::Hip => (OffloadKind::Hip, abi::kind::HIP),
+            RegistrationKind::Cuda => (OffloadKind::Cuda, abi::kind::CUDA),
+            RegistrationKind::OpenMp => (OffloadKind::OpenMp, abi::kind::OPENMP),
         };
         let mut entries = Vec::new();
         for e in table.iter(space) {
@@ -636,9 +653,55 @@ impl<'d> Registry<'d> {
             if e.legacy {
                 e.kind = legacy_kind;
             }
-            if e.offload_kind() == want {
-                entries.push(BoundEntry::from_host(&e, space)?);
+            if e.offload_kind() != want {
+                continue;
             }
+            let kept = |bits: u32| e.flags & bits;
+            let data = u64::from(e.data as u32);
+            let (kind, flags, size, data, address) = if e.size == 0 {
+                (GlobalKind::Kernel, 0, 0, 0, e.address)
+            } else {
+                match e.flags & gpu_flags::TYPE_MASK {
+                    gpu_flags::GLOBAL => (
+                        GlobalKind::Variable,
+                        kept(gpu_flags::EXTERN | gpu_flags::CONSTANT),
+                        e.size,
+                        0,
+                        e.address,
+                    ),
+                    gpu_flags::MANAGED => (
+                        GlobalKind::Managed,
+                        gpu_flags::MANAGED,
+                        e.size,
+                        data,
+                        e.aux_addr,
+                    ),
+                    gpu_flags::SURFACE => (
+                        GlobalKind::Surface,
+                        gpu_flags::SURFACE | kept(gpu_flags::EXTERN),
+                        0,
+                        data,
+                        e.address,
+                    ),
+                    gpu_flags::TEXTURE => (
+                        GlobalKind::Texture,
+                        gpu_flags::TEXTURE | kept(gpu_flags::EXTERN | gpu_flags::NORMALIZED),
+                        0,
+                        data,
+                        e.address,
+                    ),
+                    _ => continue,
+                }
+            };
+            entries.push(BoundEntry {
+                name: e.name(space)?.to_vec(),
+                kind,
+                offload_kind,
+                flags,
+                size,
+                data,
+                address,
+            });
         }
         reg.entries.extend(entries);
         Ok(())

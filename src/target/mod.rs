@@ -1,6 +1,7 @@
 //! Names of targets: bundle entry IDs, triples, target IDs (`COMPATIBILITY.md` §1–§4, §8, §9).
 //!
-//! * [`EntryId`], [`Triple`]: bundle entry IDs and triples;
+//! * [`EntryId`], [`Triple`]: bundle entry IDs and triples (from [`crate::entry_id`], where
+//!   images get them; re-exported here, where they are compared);
 //! * [`amdgpu`]: the AMDGPU processor table, feature states and [`TargetId`];
 //! * [`nvptx`]: NVPTX architectures ([`NvArch`]);
 //! * [`elf`]: what a device ELF header (`e_flags`) says;
@@ -12,13 +13,12 @@
 pub mod amdgpu;
 mod device;
 pub mod elf;
-mod entry_id;
 mod identity;
 pub mod nvptx;
 
+pub use crate::entry_id::{EntryId, Triple};
 pub use amdgpu::{Feature, FeatureState, Processor, TargetId};
 pub use device::{Device, HSA_CAP_SRAM_EDCSUPPORTED};
-pub use entry_id::{EntryId, Triple};
 pub use identity::{
     identify, image_name, Code, Disagreement, Identity, ImageName, Mismatch, Target,
 };

@@ -19,6 +19,34 @@
 //! Invalid requests (an alignment of zero, a version the format does not have, sizes a
 //! 32-bit field cannot hold) are reported as [`crate::Error`]; I/O failures of the sink as
 //! [`std::io::Error`]. [`WriteError`] carries either.
+//!
+//! # Example
+//!
+//! ```
+//! use offload_image::write::{bundle::bundle_to_vec, ccob};
+//! use offload_image::{for_each_unit, ReadOptions};
+//!
+//! // What the HIP driver embeds: an empty host entry and the code objects, 4096-aligned.
+//! let entries: [(&str, &[u8]); 2] = [
+//!     ("host-x86_64-unknown-linux-gnu-", b""),
+//!     ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", b"\x7fELF code object"),
+//! ];
+//! let bundle = bundle_to_vec(&entries, 4096)?;
+//! // Compressed as LLVM 22 does by default (CCOB v3, zstd).
+//! let compressed = ccob::compress(&bundle, &ccob::CcobOptions::default())?;
+//!
+//! // Both read back to the same images.
+//! let options = ReadOptions::default();
+//! for data in [&bundle, &compressed] {
+//!     for_each_unit(data, &options, |unit| {
+//!         let open = unit.open(&options)?;
+//!         let image = open.images().nth(1).expect("two entries");
+//!         assert_eq!(image.bytes, b"\x7fELF code object");
+//!         Ok(())
+//!     })?;
+//! }
+//! # Ok::<(), offload_image::Error>(())
+//! ```
 
 pub mod bundle;
 pub mod ccob;

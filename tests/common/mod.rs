@@ -39,7 +39,7 @@ pub fn external_lib_dir() -> PathBuf {
     let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target/external"));
-    base.join("root/usr/lib/x86_64-linux-gnu")
+    base.join("unpacked/usr/lib/x86_64-linux-gnu")
 }
 
 /// A real ROCm library, or a panic that says how to fetch it.

@@ -166,6 +166,7 @@ pub extern "C" fn loader_sim_rt___hipRegisterSurface(
     let g = Global::Reference {
         kind: GlobalKind::Surface,
         ty: ty as u64,
+        normalized: false,
         external: ext != 0,
     };
     let n = name(device_var).or_else(|| name(host_var));
@@ -189,12 +190,13 @@ pub extern "C" fn loader_sim_rt___hipRegisterTexture(
     host_var: *const c_char,
     device_var: *const c_char,
     ty: c_int,
-    _norm: c_int,
+    norm: c_int,
     ext: c_int,
 ) {
     let g = Global::Reference {
         kind: GlobalKind::Texture,
         ty: ty as u64,
+        normalized: norm != 0,
         external: ext != 0,
     };
     let n = name(device_var).or_else(|| name(host_var));

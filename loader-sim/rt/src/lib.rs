@@ -16,9 +16,11 @@
 //!
 //! `unsafe` is confined to this FFI crate, and within it to [`process`] (reading the
 //! process's own mappings), one write in `hipGetDeviceCount`, [`load_library`] and
-//! [`mapping::map_file`] (the input files of `loader-sim`); every use is commented.
+//! [`mapping`] (the input files of `loader-sim`) and [`fill`] (a buffer one thread decodes
+//! into while another reads it); every use is commented.
 
 pub mod exports;
+pub mod fill;
 pub mod mapping;
 pub mod process;
 pub mod report;

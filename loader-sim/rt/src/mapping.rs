@@ -14,3 +14,15 @@ pub fn map_file(file: &File) -> std::io::Result<memmap2::Mmap> {
     // the caller's files are not truncated while mapped.
     unsafe { memmap2::Mmap::map(file) }
 }
+
+/// Drops the pages of `map[offset .. offset + len]` (rounded out to whole pages) from this
+/// process's page tables (`MADV_DONTNEED`), keeping the peak resident set of a walk over a
+/// big file small. The bytes stay readable: touching them again maps the same file pages
+/// back in from the page cache.
+pub fn release(map: &Mmap, offset: usize, len: usize) -> std::io::Result<()> {
+    // SAFETY: `MADV_DONTNEED` on a read-only file mapping, which nobody can write through,
+    // only removes page-table entries: the next access maps the same file page again, so
+    // every `&[u8]` into the map keeps its contents (the one hazard of DONTNEED, losing
+    // private modifications of the pages, cannot arise without writes).
+    unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) }
+}

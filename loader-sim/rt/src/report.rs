@@ -59,6 +59,12 @@ pub struct Record {
     /// Why the unit's images could not be read, if they could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Run time only (the shim): `true` when the program unregistered the unit
+    /// (`__tgt_unregister_lib`, or `__hipUnregisterFatBinary` as often as it was
+    /// registered), `false` when it was still registered as the shim was unloaded. Absent
+    /// from static reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unregistered: Option<bool>,
 }
 
 /// How records are built.
@@ -117,6 +123,7 @@ pub fn unit_records(
         error: reg
             .error()
             .map(|e| format!("{}, at address {:#x}", e.what(), e.offset())),
+        unregistered: None,
     };
     if registry.devices().is_empty() {
         return vec![base];

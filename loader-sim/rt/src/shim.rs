@@ -61,7 +61,7 @@ pub fn finish() {
     if let Some(shim) = lock().as_mut() {
         let ids: Vec<UnitId> = shim.registry.registrations().map(|(id, _)| id).collect();
         for id in ids {
-            shim.flush(id);
+            shim.flush(id, false);
         }
     }
 }
@@ -184,9 +184,14 @@ impl Shim {
             Global::Managed { size, align } => self
                 .registry
                 .register_managed_var(id, host, name, size, align),
-            Global::Reference { kind, ty, external } => self
+            Global::Reference {
+                kind,
+                ty,
+                normalized,
+                external,
+            } => self
                 .registry
-                .register_reference(id, host, name, kind, ty, external),
+                .register_reference(id, host, name, kind, ty, normalized, external),
         };
         if let Err(e) = r {
             eprintln!("{TAG}: {call}: {}", describe(&e));
@@ -201,7 +206,7 @@ impl Shim {
         match self.registry.unregister_fat_binary(id) {
             Ok(true) => {
                 self.handles.remove(&handle);
-                self.flush(id);
+                self.flush(id, true);
             }
             Ok(false) => {}
             Err(e) => eprintln!("{TAG}: __hipUnregisterFatBinary: {}", describe(&e)),
@@ -226,14 +231,15 @@ impl Shim {
     /// `__tgt_unregister_lib`.
     pub fn unregister_lib(&mut self, desc: u64) {
         match self.registry.unregister_lib(desc) {
-            Some((id, true)) => self.flush(id),
+            Some((id, true)) => self.flush(id, true),
             Some((_, false)) => {}
             None => eprintln!("{TAG}: __tgt_unregister_lib({desc:#x}): not registered"),
         }
     }
 
-    /// Writes the records of unit `id` and forgets it.
-    fn flush(&mut self, id: UnitId) {
+    /// Writes the records of unit `id` (`unregistered`: by the program, or still
+    /// registered at unload) and forgets it.
+    fn flush(&mut self, id: UnitId, unregistered: bool) {
         let Some(reg) = self.registry.get(id) else {
             return;
         };
@@ -241,13 +247,16 @@ impl Shim {
             unit: format!("{:#x}", reg.address()),
             address: reg.address(),
         });
-        let records = unit_records(
+        let mut records = unit_records(
             &self.registry,
             reg,
             &label.unit,
             label.address,
             RecordOptions::default(),
         );
+        for r in &mut records {
+            r.unregistered = Some(unregistered);
+        }
         if let Some(path) = &self.report {
             if let Err(e) = append(path, &records) {
                 eprintln!("{TAG}: cannot write {}: {e}", path.display());
@@ -284,6 +293,8 @@ pub enum Global {
         kind: GlobalKind,
         /// Surface/texture type.
         ty: u64,
+        /// `norm` (textures: normalized coordinates).
+        normalized: bool,
         /// `ext`.
         external: bool,
     },

@@ -29,7 +29,7 @@
 //!   it).
 
 mod handler;
-mod target;
+pub(crate) mod target;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -38,6 +38,7 @@ use offload_image::ccob::CompressedBundle;
 use offload_image::write::ccob::{self as ccob_writer, CcobOptions, Codec, ZstdMode};
 use offload_image::ReadOptions;
 
+use crate::input::Input;
 use crate::llvm::archive::{self, NewMember};
 use crate::llvm::cl::{self, Kind, Spec};
 use crate::llvm::hashmap::StringMap;
@@ -562,13 +563,104 @@ fn decompress(data: &[u8], verbose: bool, what: &str) -> Result<Vec<u8>, ToolErr
     Ok(out)
 }
 
+/// An input of `-bundle`: a file mapped in place, or standard input read into memory.
+enum Source {
+    Mapped(Input),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Source {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Source::Mapped(m) => m.bytes(),
+            Source::Owned(v) => v,
+        }
+    }
+}
+
+/// Maps a file for bundling (`-` is standard input, read into memory).
+fn map_input(name: &str) -> Result<Source, ToolError> {
+    if name == "-" {
+        return read_input(name).map(Source::Owned);
+    }
+    let file = std::fs::File::open(name).map_err(|e| fail(format!("'{name}': {}", io_msg(&e))))?;
+    Input::from_file(&file)
+        .map(Source::Mapped)
+        .map_err(|e| fail(format!("'{name}': {}", io_msg(&e))))
+}
+
+/// True if `output` names the same file as one of `inputs` (then the inputs must be read
+/// before the output is truncated, not mapped).
+fn output_is_an_input(output: &str, inputs: &[String]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(o) = std::fs::metadata(output) else {
+        return false;
+    };
+    inputs
+        .iter()
+        .any(|i| std::fs::metadata(i).is_ok_and(|m| m.dev() == o.dev() && m.ino() == o.ino()))
+}
+
+/// Writes to `out`, handing big writes over in [`RELEASE_CHUNK`] pieces and dropping the
+/// pages of every piece that came from a mapped input once it is written
+/// ([`Input::release`]), so that bundling 100 MB of inputs does not keep them resident.
+struct ReleasingWriter<'a, W> {
+    out: W,
+    inputs: &'a [Source],
+}
+
+/// Bytes written between two releases of mapped input pages.
+const RELEASE_CHUNK: usize = 4 << 20;
+
+impl<W: Write> Write for ReleasingWriter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() <= RELEASE_CHUNK {
+            let n = self.out.write(buf)?;
+            self.release(&buf[..n]);
+            return Ok(n);
+        }
+        for chunk in buf.chunks(RELEASE_CHUNK) {
+            self.out.write_all(chunk)?;
+            self.release(chunk);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl<W> ReleasingWriter<'_, W> {
+    fn release(&self, part: &[u8]) {
+        if part.len() < 64 << 10 {
+            return;
+        }
+        for input in self.inputs {
+            if let Source::Mapped(m) = input {
+                if m.offset_of(part).is_some() {
+                    m.release(part);
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// `OffloadBundler::BundleFiles`.
 fn bundle_files(cfg: &Config) -> Result<(), ToolError> {
-    let inputs: Vec<Vec<u8>> = cfg
-        .inputs
-        .iter()
-        .map(|i| read_input(i))
-        .collect::<Result<_, _>>()?;
+    let inputs: Vec<Source> = if output_is_an_input(&cfg.outputs[0], &cfg.inputs) {
+        cfg.inputs
+            .iter()
+            .map(|i| read_input(i).map(Source::Owned))
+            .collect::<Result<_, _>>()?
+    } else {
+        cfg.inputs
+            .iter()
+            .map(|i| map_input(i))
+            .collect::<Result<_, _>>()?
+    };
     let first = if cfg.allow_no_host {
         0
     } else {
@@ -579,7 +671,7 @@ fn bundle_files(cfg: &Config) -> Result<(), ToolError> {
         .targets
         .iter()
         .map(String::as_str)
-        .zip(inputs.iter().map(Vec::as_slice))
+        .zip(inputs.iter().map(|s| &**s))
         .collect();
     let bundle = match &handler {
         Handler::Object(_) => {
@@ -606,6 +698,11 @@ fn bundle_files(cfg: &Config) -> Result<(), ToolError> {
                     "-bundle-align=0 is not a valid alignment (LLVM 22 divides by zero here)",
                 ));
             }
+            if !cfg.compress && cfg.outputs[0] != "-" {
+                // Straight from the mapped inputs to the file: no copy of the payloads in
+                // memory (LLVM builds the bundle in a buffer first).
+                return write_bundle_file(&cfg.outputs[0], &entries, cfg.bundle_align, &inputs);
+            }
             offload_image::write::bundle::bundle_to_vec(&entries, cfg.bundle_align)
                 .map_err(|e| fail(e.what()))?
         }
@@ -625,6 +722,29 @@ fn bundle_files(cfg: &Config) -> Result<(), ToolError> {
         bundle
     };
     write_output(&cfg.outputs[0], &out)
+}
+
+/// Writes the binary bundle of `entries` to the file `name`.
+fn write_bundle_file(
+    name: &str,
+    entries: &[(&str, &[u8])],
+    align: u64,
+    inputs: &[Source],
+) -> Result<(), ToolError> {
+    use offload_image::write::WriteError;
+    let io = |e: std::io::Error| fail(format!("'{name}': {}", io_msg(&e)));
+    // Checked before the output is created, as LLVM does.
+    offload_image::write::bundle::layout(entries, align).map_err(|e| fail(e.what()))?;
+    let file = std::fs::File::create(name).map_err(io)?;
+    let mut out = ReleasingWriter {
+        out: std::io::BufWriter::with_capacity(64 << 10, file),
+        inputs,
+    };
+    offload_image::write::bundle::write_bundle(&mut out, entries, align).map_err(|e| match e {
+        WriteError::Invalid(e) => fail(e.what()),
+        WriteError::Io(e) => io(e),
+    })?;
+    out.flush().map_err(io)
 }
 
 /// `CompressedOffloadBundle::compress` with the configured version, codec and level.
@@ -667,7 +787,7 @@ fn compress(cfg: &Config, bundle: &[u8]) -> Result<Vec<u8>, ToolError> {
 
 /// `ObjectFileHandler::finalizeOutputFile`: the host object plus one section per target,
 /// as `llvm-objcopy --add-section=... --set-section-flags=...=readonly,exclude` writes it.
-fn bundle_object(cfg: &Config, inputs: &[Vec<u8>], host: usize) -> Result<(), ToolError> {
+fn bundle_object(cfg: &Config, inputs: &[Source], host: usize) -> Result<(), ToolError> {
     let sections: Vec<(Vec<u8>, Vec<u8>)> = cfg
         .targets
         .iter()
@@ -676,7 +796,7 @@ fn bundle_object(cfg: &Config, inputs: &[Vec<u8>], host: usize) -> Result<(), To
         .map(|(i, (t, data))| {
             let mut name = MAGIC.to_vec();
             name.extend_from_slice(t.as_bytes());
-            (name, if i == host { vec![0u8] } else { data.clone() })
+            (name, if i == host { vec![0u8] } else { data.to_vec() })
         })
         .collect();
     if cfg.print_commands {

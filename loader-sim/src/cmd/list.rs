@@ -90,6 +90,11 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     for_each_unit(input.bytes(), &options, |unit| {
         let open = unit.open(&options)?;
         for image in open.images() {
+            // Hashing reads the whole image: read ahead, and drop its pages afterwards so
+            // that listing a 1.3 GB library does not keep it all mapped.
+            input.will_read(image.bytes);
+            let sha256 = sha256_hex(image.bytes);
+            input.release(image.bytes);
             let (triple, target_id) = identity(&image);
             let compressed = unit.compressed();
             records.push(Record {
@@ -109,7 +114,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 disagreement: identify(&image).disagreement().map(|d| d.to_string()),
                 offset: open.offset_of(&image),
                 size: image.size(),
-                sha256: sha256_hex(image.bytes),
+                sha256,
             });
         }
         Ok(())

@@ -5,3 +5,4 @@ pub mod list;
 pub mod packager;
 pub mod register;
 pub mod select;
+pub mod wrap;

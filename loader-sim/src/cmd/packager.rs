@@ -82,7 +82,7 @@ OPTIONS:
 ";
 
 /// `getImageArguments`: the `--image` keys in `DenseMap` order, repeated keys joined.
-fn image_arguments(image: &str) -> DenseStringMap<String> {
+pub(crate) fn image_arguments(image: &str) -> DenseStringMap<String> {
     let mut args: DenseStringMap<String> = DenseStringMap::new();
     for arg in image.split(',') {
         let (key, value) = arg.split_once('=').unwrap_or((arg, ""));
@@ -108,7 +108,7 @@ fn offload_kind(name: &str) -> u16 {
 }
 
 /// `getImageKind` in LLVM 22.
-fn image_kind(ext: &str) -> u16 {
+pub(crate) fn image_kind(ext: &str) -> u16 {
     match ext {
         "o" => 1,
         "bc" => 2,
@@ -133,7 +133,7 @@ fn image_kind_name(kind: u16) -> &'static str {
 }
 
 /// Extension of `path` without the dot (`sys::path::extension`).
-fn extension(path: &str) -> &str {
+pub(crate) fn extension(path: &str) -> &str {
     let f = path.rsplit('/').next().unwrap_or(path);
     if f == "." || f == ".." {
         return "";

@@ -223,10 +223,20 @@ fn statically(
     }
     for s in elf.offloading_sections() {
         if relocatable {
+            // SHF_EXCLUDE: a translation unit's device code for the device link; loaded
+            // (SHF_ALLOC): the images of a registration wrapper (`loader-sim wrap`,
+            // `clang-linker-wrapper`), whose descriptor points at entry-table bounds only
+            // the final link defines.
+            const SHF_EXCLUDE: u64 = 0x8000_0000;
+            let what = if s.flags & SHF_EXCLUDE != 0 {
+                "holds link-time device code"
+            } else {
+                "holds the device images of a registration wrapper"
+            };
             note(
                 file,
                 format_args!(
-                    "section {} holds link-time device code; it is registered only once linked",
+                    "section {} {what}; it is registered only once linked",
                     String::from_utf8_lossy(s.name)
                 ),
             );

@@ -5,14 +5,23 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use offload_image::select::{check, Outranked, Verdict};
+use std::fs::File;
+use std::io::Seek;
+
+use offload_image::ccob::{CompressedBundle, ContentReader};
+use offload_image::container::UnitContent;
+use offload_image::stream::{select_in_stream, Kept};
+use sha2::{Digest, Sha256};
+
+use crate::decode::{decoder, threaded_decoder, ZstdDecoder};
 use offload_image::{
-    for_each_unit, identify, Device, Image, KindFilter, Policy, ReadOptions, SelectOptions,
+    for_each_unit, identify, Device, Image, KindFilter, Policy, ReadOptions, SelectOptions, Unit,
 };
 use serde::Serialize;
 
 use crate::cmd::list::image_name;
 use crate::input::Input;
-use crate::output::{json_line, sha256_hex, table};
+use crate::output::{hex, json_line, sha256_hex, table};
 use crate::{Failure, Outcome};
 
 /// `--kind`.
@@ -96,9 +105,25 @@ pub struct Args {
     /// Write JSON Lines instead of a table.
     #[arg(long)]
     json: bool,
-    /// Do not verify the truncated MD5 of compressed bundles.
+    /// Do not verify the truncated MD5 of compressed bundles (then decoding stops as soon
+    /// as the selected image and the first bytes of every image have been read).
     #[arg(long)]
     no_verify_hash: bool,
+    /// The zstd decoder for compressed bundles.
+    #[arg(long, value_enum, default_value_t = ZstdDecoder::DEFAULT)]
+    zstd_decoder: ZstdDecoder,
+    /// Decode compressed bundles on a thread of their own, overlapping the MD5 check
+    /// (auto: when verifying and more than one CPU is available).
+    #[arg(long, value_enum, default_value = "auto")]
+    decode_thread: When,
+}
+
+/// `--decode-thread`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum When {
+    Auto,
+    Always,
+    Never,
 }
 
 /// One rejected (or outranked) image.
@@ -124,6 +149,146 @@ struct Record {
     /// With `--explain`: the selected image's entry ID / arch and ELF header disagree.
     #[serde(skip_serializing_if = "Option::is_none")]
     disagreement: Option<String>,
+}
+
+/// The image `-o` writes.
+enum Selected {
+    /// Stored uncompressed in the input: (offset, size).
+    InFile(usize, usize),
+    /// Decompressed.
+    Owned(Vec<u8>),
+    /// Already written while streaming a compressed bundle.
+    Written,
+}
+
+/// A failure while streaming a compressed unit: reading it, or writing `-o`.
+enum SinkError {
+    Read(offload_image::Error),
+    Io(std::io::Error),
+}
+
+impl From<offload_image::Error> for SinkError {
+    fn from(e: offload_image::Error) -> Self {
+        SinkError::Read(e)
+    }
+}
+
+/// What the streaming path found for one device.
+struct Pick {
+    id: String,
+    size: u64,
+    sha256: Option<String>,
+}
+
+/// Selection in a compressed bundle in one pass over its decompressed stream
+/// (`offload_image::stream`), writing `-o` and hashing `--sha256` as the chosen image
+/// streams past; the decoder runs on its own thread.
+struct Stream<'a> {
+    args: &'a Args,
+    targets: &'a [Device],
+    options: &'a SelectOptions,
+    read: &'a ReadOptions,
+    out_path: Option<&'a std::path::Path>,
+}
+
+impl Stream<'_> {
+    /// `Ok(None)`: the content cannot be streamed (a text bundle, overlapping payloads);
+    /// the caller decompresses it whole.
+    fn run(&self, c: &CompressedBundle<'_>) -> Result<Option<Vec<Option<Pick>>>, SinkError> {
+        // Limits first: the decoders allocate as soon as they run.
+        c.check_size(self.read)?;
+        let keep = self.args.sha256 || self.out_path.is_some();
+        let mut hashes: Vec<Option<Sha256>> = vec![None; self.targets.len()];
+        let mut file: Option<File> = None;
+        let threaded = match self.args.decode_thread {
+            When::Always => true,
+            When::Never => false,
+            When::Auto => {
+                self.read.verify_hash
+                    && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+            }
+        };
+        let found = std::thread::scope(|scope| {
+            let sink = |k: Kept<'_>| -> Result<(), SinkError> {
+                match k {
+                    Kept::Start { device, .. } => {
+                        if self.args.sha256 {
+                            hashes[device] = Some(Sha256::new());
+                        }
+                        if let (0, Some(path)) = (device, self.out_path) {
+                            match &mut file {
+                                Some(f) => {
+                                    f.set_len(0).map_err(SinkError::Io)?;
+                                    f.rewind().map_err(SinkError::Io)?;
+                                }
+                                None => file = Some(File::create(path).map_err(SinkError::Io)?),
+                            }
+                        }
+                    }
+                    Kept::Bytes { device, bytes } => {
+                        if let Some(h) = &mut hashes[device] {
+                            h.update(bytes);
+                        }
+                        if let (0, Some(f)) = (device, &mut file) {
+                            f.write_all(bytes).map_err(SinkError::Io)?;
+                        }
+                    }
+                }
+                Ok(())
+            };
+            let decoder = if threaded {
+                threaded_decoder(scope, c, self.args.zstd_decoder, self.read)?
+            } else {
+                decoder(c, self.args.zstd_decoder, self.read)?
+            };
+            let reader = ContentReader::new(c, decoder, self.read)?;
+            select_in_stream(
+                reader,
+                self.targets,
+                self.options,
+                &self.read.limits,
+                keep,
+                sink,
+            )
+        })?;
+        let Some(found) = found else {
+            // Overlapping payloads found after an image was already streamed out: the
+            // caller decompresses the bundle whole and writes -o itself.
+            if let (Some(_), Some(path)) = (file.take(), self.out_path) {
+                std::fs::remove_file(path).map_err(SinkError::Io)?;
+            }
+            return Ok(None);
+        };
+        if let Some(f) = &mut file {
+            f.flush().map_err(SinkError::Io)?;
+        }
+        let ids: Vec<_> = found.table.entries().collect();
+        Ok(Some(
+            found
+                .chosen
+                .iter()
+                .zip(hashes)
+                .map(|(key, hash)| {
+                    let e = key.and_then(|k| ids.get(k.index))?;
+                    Some(Pick {
+                        id: e.id.to_string(),
+                        size: e.size,
+                        sha256: hash.map(|h| hex(&h.finalize())),
+                    })
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// The input bytes a unit occupies, when it is stored in place (for [`Input::release`]).
+fn unit_bytes<'data>(unit: &Unit<'data>) -> Option<&'data [u8]> {
+    match &unit.content {
+        UnitContent::Bundle(b) => Some(b.data()),
+        UnitContent::Compressed(c) => Some(c.payload()),
+        UnitContent::DeviceElf(d) => Some(d),
+        _ => None,
+    }
 }
 
 /// Why each image other than the chosen one was not chosen.
@@ -208,8 +373,56 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         ..ReadOptions::default()
     };
     let mut records = Vec::new();
-    let mut output: Option<Vec<u8>> = None;
+    let mut output: Option<Selected> = None;
+    let mut out_failure: Option<std::io::Error> = None;
+    let targets: Vec<Device> = devices.iter().map(|(_, d)| *d).collect();
+    // The bytes of the previous unit, released when the walk has moved past them (the walk
+    // reads the zero padding after a bundle before it hands out the next one).
+    let mut finished: Option<&[u8]> = None;
     for_each_unit(input.bytes(), &read, |unit| {
+        if let Some(done) = finished.take() {
+            input.release(done);
+        }
+        if let (UnitContent::Compressed(c), false) = (&unit.content, args.explain) {
+            // The -o image of this unit, if -o applies to it (the first record).
+            let out_path = args.output.as_deref().filter(|_| records.is_empty());
+            input.will_read(c.payload());
+            let streamed = Stream {
+                args,
+                targets: &targets,
+                options: &options,
+                read: &read,
+                out_path,
+            }
+            .run(c)
+            .map_err(|e| match e {
+                SinkError::Read(e) => e.rebase(unit.location.offset),
+                SinkError::Io(e) => {
+                    out_failure = Some(e);
+                    offload_image::Error::new(offload_image::ErrorKind::Malformed, 0, "output")
+                }
+            })?;
+            if let Some(found) = streamed {
+                for ((given, _), pick) in devices.iter().zip(found) {
+                    records.push(Record {
+                        container: unit.location.to_string(),
+                        bundle_index: unit.index,
+                        target: given.clone(),
+                        selected: pick.as_ref().map(|p| p.id.clone()),
+                        offset: None,
+                        size: pick.as_ref().map(|p| p.size),
+                        sha256: pick.and_then(|p| p.sha256),
+                        rejected: None,
+                        disagreement: None,
+                    });
+                }
+                if out_path.is_some() {
+                    output = Some(Selected::Written);
+                }
+                finished = unit_bytes(&unit);
+                return Ok(());
+            }
+        }
         let open = unit.open(&read)?;
         let images: Vec<Image<'_>> = open.images().collect();
         for (given, device) in &devices {
@@ -236,15 +449,31 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                     .map(|d| format!("{d}; the ELF header wins")),
             });
             if args.output.is_some() && records.len() == 1 {
-                output = chosen.map(|img| img.bytes.to_vec());
+                output = chosen.map(|img| match input.offset_of(img.bytes) {
+                    Some(at) => Selected::InFile(at, img.bytes.len()),
+                    None => Selected::Owned(img.bytes.to_vec()),
+                });
             }
         }
+        finished = unit_bytes(&unit);
         Ok(())
     })
-    .map_err(|e| Failure::file(&args.file, e))?;
+    .map_err(|e| match out_failure.take() {
+        Some(io) => Failure::file(
+            args.output.as_deref().unwrap_or(std::path::Path::new("-")),
+            format!("cannot write: {io}"),
+        ),
+        None => Failure::file(&args.file, e),
+    })?;
+    if let Some(done) = finished.take() {
+        input.release(done);
+    }
 
     if let Some(out) = &args.output {
         if records.len() != 1 {
+            if matches!(output, Some(Selected::Written)) {
+                let _ = std::fs::remove_file(out);
+            }
             return Err(Failure(format!(
                 "-o needs exactly one unit and one target, {} has {} unit(s) and {} target(s)",
                 args.file.display(),
@@ -252,10 +481,12 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 devices.len()
             )));
         }
-        if let Some(bytes) = &output {
-            std::fs::write(out, bytes)
-                .map_err(|e| Failure::file(out, format!("cannot write: {e}")))?;
+        match &output {
+            Some(Selected::InFile(at, len)) => input.copy_to(*at, *len, out),
+            Some(Selected::Owned(bytes)) => std::fs::write(out, bytes),
+            Some(Selected::Written) | None => Ok(()),
         }
+        .map_err(|e| Failure::file(out, format!("cannot write: {e}")))?;
     }
 
     let stdout = std::io::stdout();

@@ -1,4 +1,5 @@
-//! Bundle entry IDs (`<kind>-<arch>-<vendor>-<os>-<env>-<target id>`) and triples.
+//! Bundle entry IDs (`<kind>-<arch>-<vendor>-<os>-<env>-<target id>`) and triples, split
+//! into their fields as stored (the comparison rules live in [`crate::target`]).
 
 use crate::error::{Error, ErrorKind, Result};
 

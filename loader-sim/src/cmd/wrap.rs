@@ -1,0 +1,365 @@
+//! `loader-sim wrap -o OUT.o --image file=F,triple=T,arch=A[,kind=K][,<key>=<value>...]...
+//! [--kind openmp|hip]`: the wrapping step of `clang-linker-wrapper` (`llvm-offload-wrapper`
+//! followed by `llc`), without LLVM.
+//!
+//! It writes an x86-64 ELF relocatable object that embeds the device images and registers
+//! them when the program or shared library it is linked into starts, and unregisters them
+//! at exit (`REGISTRATION.md` §1, §3, §4; layout in [`emit`], machine code in [`code`]):
+//!
+//! * **OpenMP** (the default): every image becomes a version-1 OffloadBinary, byte for
+//!   byte what `clang-offload-packager -o - --image=<the same spec>` writes (the keys other
+//!   than `file` and `kind` become its strings, in the packager's order), stored in
+//!   `.llvm.offloading`; a `__tgt_device_image` per image (pointing at the inner image,
+//!   as LLVM 19 and 22 do), the `__tgt_bin_desc`, the `llvm_offload_entries` bounds,
+//!   AMD's `.offload_arch_list`, and a priority-101 constructor calling
+//!   `__tgt_register_lib(&desc)` and `atexit(unregister)`.
+//! * **HIP**: the images become one offload bundle, byte for byte what
+//!   `clang-offload-bundler -type=o -bundle-align=4096
+//!   -targets=host-x86_64-unknown-linux-gnu,hip-<triple>--<arch>... -input=/dev/null
+//!   -input=F...` writes (the command LLVM 22's `clang-linker-wrapper` runs), stored in
+//!   `.hip_fatbin` with its wrapper record in `.hipFatBinSegment`; the constructor calls
+//!   `__hipRegisterFatBinary`, registers the HIP entries of `llvm_offload_entries`
+//!   (`__hipRegisterFunction`, `__hipRegisterVar`, ...) and has `atexit` call
+//!   `__hipUnregisterFatBinary`.
+//!
+//! Image specs: `file`, `triple` and `arch` are required; `kind` (`openmp` or `hip`)
+//! defaults to `--kind`, and `--kind` defaults to the images' common `kind`, else
+//! `openmp`. An `amdgcn` arch must be a valid AMDGPU target ID, an `nvptx` arch an NVPTX
+//! architecture; HIP images must be `amdgcn` code, and their target IDs must not conflict
+//! (`gfx90a` with `gfx90a:xnack+`), as `clang-offload-bundler` requires. Bad specs exit
+//! with status 2. An image whose ELF header names another target than `arch` is wrapped
+//! with a warning: runtimes go by the ELF header.
+//!
+//! Image kinds of the OffloadBinaries follow `clang-offload-packager` (bitcode by magic,
+//! else by extension: `o`, `bc`, `cubin`, `fatbin`, `s`), except that a file the extension
+//! says nothing about (`.co`, `.hsaco`) but that is an ELF file is stored as an object
+//! (`clang-offload-packager` would store "none").
+
+mod code;
+mod emit;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use offload_image::offload_binary::OffloadBinary;
+use offload_image::target::{NvArch, Triple};
+use offload_image::write::offload_binary::{v1_to_vec, OffloadImage};
+use offload_image::{identify, units, ReadOptions, TargetId};
+
+use crate::cmd::bundler::target::{conflicting_ids, TargetInfo};
+use crate::cmd::packager::{extension, image_arguments, image_kind};
+use crate::llvm::bitcode;
+use crate::{Failure, Outcome};
+
+/// What the wrapper registers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WrapKind {
+    /// Register with __tgt_register_lib (LLVM offload runtime, libomptarget).
+    Openmp,
+    /// Register with __hipRegisterFatBinary (HIP runtime).
+    Hip,
+}
+
+impl WrapKind {
+    fn name(self) -> &'static str {
+        match self {
+            WrapKind::Openmp => "openmp",
+            WrapKind::Hip => "hip",
+        }
+    }
+
+    /// `OffloadKind` of the OffloadBinary entry (LLVM 21+ numbering).
+    fn offload_kind(self) -> u16 {
+        match self {
+            WrapKind::Openmp => 1,
+            WrapKind::Hip => 4,
+        }
+    }
+}
+
+/// Arguments of `wrap`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The relocatable object to write.
+    #[arg(short = 'o', value_name = "OUT.o")]
+    output: PathBuf,
+    /// A device image: file=F,triple=T,arch=A, optionally kind=openmp|hip and further
+    /// key=value strings (clang-offload-packager's --image keys). Repeat for several
+    /// images; OpenMP runtimes take the first compatible image in this order.
+    #[arg(long = "image", value_name = "SPEC", required = true)]
+    images: Vec<String>,
+    /// Register with __tgt_register_lib (openmp) or __hipRegisterFatBinary (hip). Default:
+    /// the images' kind=, else openmp.
+    #[arg(long, value_enum)]
+    kind: Option<WrapKind>,
+}
+
+/// One `--image`, checked.
+struct Spec {
+    text: String,
+    file: PathBuf,
+    triple: String,
+    arch: String,
+    kind: Option<WrapKind>,
+    /// The packager's strings: every key but `file` and `kind`, in its order.
+    strings: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+fn bad(spec: &str, what: impl std::fmt::Display) -> Failure {
+    Failure(format!("--image '{spec}': {what}"))
+}
+
+fn parse_spec(text: &str) -> Result<Spec, Failure> {
+    let mut keys = BTreeSet::new();
+    for arg in text.split(',') {
+        let (key, _) = arg.split_once('=').unwrap_or((arg, ""));
+        if key.is_empty() {
+            return Err(bad(text, "expected <key>=<value> pairs separated by ','"));
+        }
+        if !keys.insert(key) {
+            return Err(bad(text, format_args!("key '{key}' is given twice")));
+        }
+    }
+    let args = image_arguments(text);
+    let value = |key: &str| {
+        args.get(key.as_bytes())
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    let file = value("file").ok_or_else(|| bad(text, "missing file=<path>"))?;
+    let triple = value("triple").ok_or_else(|| bad(text, "missing triple=<target triple>"))?;
+    let arch = value("arch").ok_or_else(|| bad(text, "missing arch=<target>"))?;
+    let kind = match args.get(b"kind").map(String::as_str) {
+        None => None,
+        Some("openmp") => Some(WrapKind::Openmp),
+        Some("hip") => Some(WrapKind::Hip),
+        Some(k @ ("cuda" | "sycl")) => {
+            return Err(bad(
+                text,
+                format_args!("wrapping {k} images is not supported (kind=openmp or kind=hip)"),
+            ))
+        }
+        Some(k) => {
+            return Err(bad(
+                text,
+                format_args!("unknown kind '{k}' (kind=openmp or kind=hip)"),
+            ))
+        }
+    };
+    let parsed = Triple::parse(triple)
+        .map_err(|e| bad(text, format_args!("triple '{triple}': {}", e.what())))?;
+    match parsed.arch {
+        "amdgcn" => {
+            TargetId::parse(arch)
+                .map_err(|e| bad(text, format_args!("arch '{arch}': {}", e.what())))?;
+        }
+        "nvptx64" | "nvptx" => {
+            NvArch::parse(arch)
+                .map_err(|e| bad(text, format_args!("arch '{arch}': {}", e.what())))?;
+        }
+        _ => {}
+    }
+    let strings = args
+        .iter()
+        .filter(|(k, _)| *k != b"file" && *k != b"kind")
+        .map(|(k, v)| (k.to_vec(), v.as_bytes().to_vec()))
+        .collect();
+    Ok(Spec {
+        text: text.to_string(),
+        file: PathBuf::from(file),
+        triple: triple.to_string(),
+        arch: arch.to_string(),
+        kind,
+        strings,
+    })
+}
+
+/// The wrapper kind: `--kind`, else the images' common `kind=`, else OpenMP; every image's
+/// `kind=` must agree with it.
+fn wrap_kind(given: Option<WrapKind>, specs: &[Spec]) -> Result<WrapKind, Failure> {
+    let kind = given
+        .or_else(|| specs.iter().find_map(|s| s.kind))
+        .unwrap_or(WrapKind::Openmp);
+    for s in specs {
+        if let Some(k) = s.kind.filter(|&k| k != kind) {
+            return Err(bad(
+                &s.text,
+                format_args!(
+                    "kind={} does not match the wrapper's kind {} (give --kind, or the same kind= for every image)",
+                    k.name(),
+                    kind.name()
+                ),
+            ));
+        }
+    }
+    Ok(kind)
+}
+
+fn read(spec: &Spec) -> Result<Vec<u8>, Failure> {
+    let data = std::fs::read(&spec.file)
+        .map_err(|e| Failure::file(&spec.file, format_args!("cannot read: {e}")))?;
+    if data.is_empty() {
+        return Err(Failure::file(&spec.file, "the image is empty"));
+    }
+    Ok(data)
+}
+
+/// The packager's image kind, or "object" for an ELF file whose extension says nothing.
+fn offload_image_kind(file: &Path, data: &[u8]) -> u16 {
+    if bitcode::is_bitcode(data) {
+        return 2;
+    }
+    match image_kind(extension(&file.to_string_lossy())) {
+        0 if data.starts_with(b"\x7fELF") => 1,
+        k => k,
+    }
+}
+
+/// Runs `wrap`.
+pub fn run(args: &Args) -> Result<Outcome, Failure> {
+    let specs = args
+        .images
+        .iter()
+        .map(|s| parse_spec(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let kind = wrap_kind(args.kind, &specs)?;
+    let data = specs.iter().map(read).collect::<Result<Vec<_>, _>>()?;
+    let object = match kind {
+        WrapKind::Openmp => openmp(&specs, &data)?,
+        WrapKind::Hip => hip(&specs, &data)?,
+    };
+    std::fs::write(&args.output, object)
+        .map_err(|e| Failure::file(&args.output, format_args!("cannot write: {e}")))?;
+    Ok(Outcome::Ok)
+}
+
+/// Warns when the code object's ELF header names another target than the spec's arch.
+fn check_elf(spec: &Spec, image: &offload_image::Image<'_>) {
+    let id = identify(image);
+    if id.mismatch.is_some() {
+        let elf = id.elf_target.map(|t| t.to_string()).unwrap_or_default();
+        eprintln!(
+            "loader-sim: warning: {}: arch '{}' differs from the code object's ELF header ({elf}); runtimes go by the ELF header",
+            spec.file.display(),
+            spec.arch
+        );
+    }
+}
+
+fn openmp(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
+    let mut binaries = Vec::with_capacity(specs.len());
+    for (spec, image) in specs.iter().zip(data) {
+        let strings: Vec<(&[u8], &[u8])> = spec
+            .strings
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .collect();
+        let binary = v1_to_vec(&OffloadImage {
+            image_kind: offload_image_kind(&spec.file, image),
+            offload_kind: WrapKind::Openmp.offload_kind(),
+            flags: 0,
+            strings: &strings,
+            image,
+        })
+        .map_err(|e| bad(&spec.text, e.what()))?;
+        binaries.push(binary);
+    }
+    let options = ReadOptions::default();
+    let mut images = Vec::with_capacity(specs.len());
+    for ((spec, binary), data) in specs.iter().zip(&binaries).zip(data) {
+        // Read back what was written: the inner image's place, and its identity.
+        let parsed = OffloadBinary::parse(binary, &options.limits)
+            .map_err(|e| bad(&spec.text, format_args!("internal error: {e}")))?;
+        let entry = parsed
+            .entries()
+            .next()
+            .ok_or_else(|| bad(&spec.text, "internal error: empty OffloadBinary"))?;
+        debug_assert_eq!(entry.image, data.as_slice());
+        let unit = units(binary, &options)
+            .ok()
+            .and_then(|u| u.into_iter().next())
+            .and_then(|u| u.open(&options).ok());
+        if let Some(open) = unit {
+            for image in open.images() {
+                check_elf(spec, &image);
+            }
+        }
+        images.push(emit::OpenMpImage {
+            binary,
+            image_offset: entry.image_offset,
+            image_size: entry.image.len() as u64,
+            arch: &spec.arch,
+        });
+    }
+    emit::openmp(&images).map_err(Failure)
+}
+
+/// The bundle entry ID `clang-offload-bundler` stores for `hip-<triple>-<arch>`.
+fn hip_entry_id(spec: &Spec) -> Result<String, Failure> {
+    let t = Triple::parse(&spec.triple).map_err(|e| bad(&spec.text, e.what()))?;
+    if t.arch != "amdgcn" {
+        return Err(bad(
+            &spec.text,
+            format_args!(
+                "HIP fat binaries hold AMDGPU code objects; triple '{}' is not amdgcn",
+                spec.triple
+            ),
+        ));
+    }
+    let raw = format!(
+        "hip-{}-{}-{}-{}-{}",
+        t.arch, t.vendor, t.os, t.env, spec.arch
+    );
+    let info = TargetInfo::new(&raw)
+        .filter(|i| !i.target_id.is_empty())
+        .ok_or_else(|| bad(&spec.text, format_args!("'{raw}' is not a bundle entry ID")))?;
+    Ok(info.str())
+}
+
+fn hip(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
+    let host = TargetInfo::new("host-x86_64-unknown-linux-gnu")
+        .map(|i| i.str())
+        .ok_or_else(|| Failure("internal error: host entry ID".into()))?;
+    let ids = specs
+        .iter()
+        .map(hip_entry_id)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut seen = BTreeSet::new();
+    for (spec, id) in specs.iter().zip(&ids) {
+        if !seen.insert(id.as_str()) {
+            return Err(bad(
+                &spec.text,
+                format_args!("bundle entry ID '{id}' is given twice"),
+            ));
+        }
+    }
+    let target_ids: BTreeSet<String> = specs.iter().map(|s| s.arch.clone()).collect();
+    match conflicting_ids(&target_ids) {
+        Ok(None) => {}
+        Ok(Some((a, b))) => {
+            return Err(Failure(format!(
+                "--image: conflicting targets '{a}' and '{b}' (clang-offload-bundler refuses to bundle them: a runtime could not tell which one a device wants)"
+            )))
+        }
+        Err(e) => return Err(Failure(format!("--image: {e}"))),
+    }
+    let mut entries: Vec<(&str, &[u8])> = vec![(host.as_str(), &[])];
+    entries.extend(
+        ids.iter()
+            .map(String::as_str)
+            .zip(data.iter().map(Vec::as_slice)),
+    );
+    let bundle = offload_image::write::bundle::bundle_to_vec(&entries, 4096)
+        .map_err(|e| Failure(format!("cannot bundle the images: {}", e.what())))?;
+    let options = ReadOptions::default();
+    if let Some(open) = units(&bundle, &options)
+        .ok()
+        .and_then(|u| u.into_iter().next())
+        .and_then(|u| u.open(&options).ok())
+    {
+        for (spec, image) in specs.iter().zip(open.images().skip(1)) {
+            check_elf(spec, &image);
+        }
+    }
+    emit::hip(&bundle).map_err(Failure)
+}

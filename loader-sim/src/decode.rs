@@ -1,0 +1,513 @@
+//! Decoders for compressed bundles on the std side: C libzstd (feature `libzstd`, about
+//! four times ruzstd's speed on this project's machine, `STACK.md` §2) and a wrapper that
+//! runs any decoder on a thread of its own, so that decoding overlaps the MD5
+//! verification the reader does on the calling thread.
+
+#[cfg(feature = "libzstd")]
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+#[cfg(feature = "libzstd")]
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::Scope;
+
+#[cfg(feature = "libzstd")]
+use loader_sim_rt::fill::{FillBuffer, FillWriter};
+
+use offload_image::ccob::{CompressedBundle, CompressionMethod, Decompressor};
+use offload_image::{Error, ErrorKind, ReadOptions};
+
+/// Which zstd decoder to use (`--zstd-decoder`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ZstdDecoder {
+    /// C libzstd (built in with the `libzstd` feature, the default).
+    Libzstd,
+    /// ruzstd, the library's own no_std decoder.
+    Ruzstd,
+}
+
+impl ZstdDecoder {
+    /// The default: libzstd when compiled in.
+    pub const DEFAULT: ZstdDecoder = if cfg!(feature = "libzstd") {
+        ZstdDecoder::Libzstd
+    } else {
+        ZstdDecoder::Ruzstd
+    };
+}
+
+/// A decoder for `bundle`'s payload: libzstd or ruzstd for zstd, miniz_oxide for zlib.
+pub fn decoder<'data>(
+    bundle: &CompressedBundle<'data>,
+    which: ZstdDecoder,
+    options: &ReadOptions,
+) -> Result<Box<dyn Decompressor + Send + 'data>, Error> {
+    #[cfg(feature = "libzstd")]
+    if which == ZstdDecoder::Libzstd && bundle.method() == CompressionMethod::Zstd {
+        return LibZstd::new(bundle.payload(), bundle.uncompressed_size(), options)
+            .map(|d| Box::new(d) as Box<dyn Decompressor + Send>)
+            .map_err(|e| e.rebase(bundle.header_len()));
+    }
+    let _ = (which, CompressionMethod::Zstd);
+    bundle
+        .decoder(options)
+        .map(|d| Box::new(d) as Box<dyn Decompressor + Send>)
+}
+
+/// The decoder for `bundle`'s payload running on a thread of `scope`: libzstd writing
+/// into a buffer the reader reads in place, or any other decoder handing over chunks
+/// ([`Threaded`]).
+pub fn threaded_decoder<'scope, 'env, 'data: 'scope>(
+    scope: &'scope Scope<'scope, 'env>,
+    bundle: &CompressedBundle<'data>,
+    which: ZstdDecoder,
+    options: &ReadOptions,
+) -> Result<Box<dyn Decompressor + 'scope>, Error> {
+    #[cfg(feature = "libzstd")]
+    if which == ZstdDecoder::Libzstd && bundle.method() == CompressionMethod::Zstd {
+        return LibZstdThreaded::spawn(
+            scope,
+            bundle.payload(),
+            bundle.uncompressed_size(),
+            options,
+        )
+        .map(|d| Box::new(d) as Box<dyn Decompressor>)
+        .map_err(|e| e.rebase(bundle.header_len()));
+    }
+    let d = decoder(bundle, which, options)?;
+    Ok(Box::new(Threaded::spawn(scope, d)))
+}
+
+/// C libzstd's streaming decoder writing into a [`FillBuffer`] of the whole content
+/// ("stable output": libzstd keeps no window of its own, matches refer back into the
+/// buffer, which is advised for transparent huge pages — first-touch faults on 93 MB of
+/// 4 KiB pages cost about 60 ms here, on 2 MiB pages about 15 ms). Compressed input is fed
+/// in steps of [`STEP`] bytes so that output is published progressively.
+#[cfg(feature = "libzstd")]
+pub struct ZstdCore<'data> {
+    input: &'data [u8],
+    pos: usize,
+    dctx: zstd::zstd_safe::DCtx<'static>,
+    out: FillWriter,
+    done: bool,
+}
+
+/// Compressed bytes handed to libzstd per call.
+#[cfg(feature = "libzstd")]
+const STEP: usize = 64 << 10;
+
+#[cfg(feature = "libzstd")]
+impl<'data> ZstdCore<'data> {
+    /// Checks the frame header like the library's ruzstd decoder does (a frame content
+    /// size must equal `declared`, the window may not exceed `declared` or the limit) and
+    /// maps the output buffer (`declared` must already be within the limit). Returns the
+    /// decoder and the buffer it fills.
+    pub fn new(
+        input: &'data [u8],
+        declared: u64,
+        options: &ReadOptions,
+    ) -> Result<(Self, Arc<FillBuffer>), Error> {
+        use zstd::zstd_safe::{get_frame_content_size, DCtx, DParameter};
+        match get_frame_content_size(input) {
+            Ok(Some(n)) if n != declared => {
+                return Err(Error::new(
+                    ErrorKind::SizeMismatch,
+                    0,
+                    "zstd frame content size differs from the declared decompressed size",
+                ))
+            }
+            Ok(_) => {}
+            Err(_) => {
+                return Err(Error::new(
+                    ErrorKind::Decompress,
+                    0,
+                    "zstd frame header is invalid",
+                ))
+            }
+        }
+        let too_big = || {
+            Error::new(
+                ErrorKind::LimitExceeded,
+                0,
+                "declared decompressed size exceeds the limit",
+            )
+        };
+        if declared > options.limits.max_decompressed_size {
+            return Err(too_big());
+        }
+        let len = usize::try_from(declared).map_err(|_| too_big())?;
+        let window = offload_image::ccob::zstd_window_limit(declared, options);
+        // log2, rounded up, within libzstd's accepted range.
+        let log = (64 - window.saturating_sub(1).leading_zeros()).clamp(10, 31);
+        let mut dctx = DCtx::create();
+        let refused = |_| {
+            Error::new(
+                ErrorKind::Decompress,
+                0,
+                "libzstd refused a decoder parameter",
+            )
+        };
+        dctx.set_parameter(DParameter::WindowLogMax(log))
+            .map_err(refused)?;
+        dctx.set_parameter(DParameter::StableOutBuffer(true))
+            .map_err(refused)?;
+        let buf = Arc::new(FillBuffer::new(len).map_err(|_| {
+            Error::new(
+                ErrorKind::OutOfMemory,
+                0,
+                "cannot map memory for the decompressed data",
+            )
+        })?);
+        let out = buf.writer().ok_or_else(|| {
+            Error::new(ErrorKind::Decompress, 0, "the output buffer has a writer")
+        })?;
+        Ok((
+            ZstdCore {
+                input,
+                pos: 0,
+                dctx,
+                out,
+                done: false,
+            },
+            buf,
+        ))
+    }
+
+    /// Decodes the next step of input and publishes the output.
+    fn step(&mut self) -> Result<(), Error> {
+        use zstd::zstd_safe::{get_error_name, InBuffer, OutBuffer};
+        let end = self.input.len().min(self.pos.saturating_add(STEP));
+        let chunk = self.input.get(self.pos..end).unwrap_or_default();
+        let before = self.out.position();
+        let mut src = InBuffer::around(chunk);
+        let mut out = OutBuffer::around_pos(&mut self.out, before);
+        let r = self.dctx.decompress_stream(&mut out, &mut src);
+        let read = src.pos();
+        self.pos += read;
+        self.out.publish();
+        let at = self.pos as u64;
+        match r {
+            Err(code) => {
+                let name = get_error_name(code);
+                let (kind, what) = if name.contains("memory") || name.contains("indow") {
+                    (
+                        ErrorKind::LimitExceeded,
+                        "zstd window is larger than the decompressed bundle or the limit",
+                    )
+                } else if name.contains("Destination buffer is too small") {
+                    (
+                        ErrorKind::SizeMismatch,
+                        "compressed stream is longer than the declared decompressed size",
+                    )
+                } else {
+                    (ErrorKind::Decompress, "zstd stream is corrupt")
+                };
+                Err(Error::new(kind, at, what))
+            }
+            Ok(0) => {
+                self.done = true;
+                Ok(())
+            }
+            Ok(_) if read == 0 && self.out.position() == before => {
+                Err(if self.pos >= self.input.len() {
+                    Error::new(ErrorKind::Truncated, at, "zstd stream is truncated")
+                } else {
+                    Error::new(
+                        ErrorKind::SizeMismatch,
+                        at,
+                        "compressed stream is longer than the declared decompressed size",
+                    )
+                })
+            }
+            Ok(_) => Ok(()),
+        }
+    }
+}
+
+/// [`ZstdCore`] on the calling thread.
+#[cfg(feature = "libzstd")]
+pub struct LibZstd<'data> {
+    core: ZstdCore<'data>,
+    buf: Arc<FillBuffer>,
+    served: usize,
+}
+
+#[cfg(feature = "libzstd")]
+impl<'data> LibZstd<'data> {
+    /// See [`ZstdCore::new`].
+    pub fn new(input: &'data [u8], declared: u64, options: &ReadOptions) -> Result<Self, Error> {
+        let (core, buf) = ZstdCore::new(input, declared, options)?;
+        Ok(LibZstd {
+            core,
+            buf,
+            served: 0,
+        })
+    }
+}
+
+#[cfg(feature = "libzstd")]
+impl Decompressor for LibZstd<'_> {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize, Error> {
+        self.read_with(out.len(), &mut |b| out[..b.len()].copy_from_slice(b))
+    }
+
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, Error> {
+        if max == 0 {
+            return Ok(0);
+        }
+        while self.served >= self.buf.filled().len() && !self.core.done {
+            self.core.step()?;
+        }
+        let avail = &self.buf.filled()[self.served..];
+        let n = avail.len().min(max);
+        f(&avail[..n]);
+        self.served += n;
+        Ok(n)
+    }
+
+    fn consumed(&self) -> u64 {
+        self.core.pos as u64
+    }
+}
+
+/// What the decoding thread of [`LibZstdThreaded`] reports.
+#[cfg(feature = "libzstd")]
+#[derive(Default)]
+struct Progress {
+    done: bool,
+    error: Option<Error>,
+    consumed: u64,
+    waiting: bool,
+}
+
+#[cfg(feature = "libzstd")]
+#[derive(Default)]
+struct Shared {
+    progress: Mutex<Progress>,
+    more: Condvar,
+    cancel: AtomicBool,
+}
+
+/// [`ZstdCore`] on a thread of its own, decoding to the end without waiting for the reader
+/// (the output stays in the [`FillBuffer`], which the reader reads in place). Dropping the
+/// reader stops the thread at its next step.
+#[cfg(feature = "libzstd")]
+pub struct LibZstdThreaded {
+    buf: Arc<FillBuffer>,
+    shared: Arc<Shared>,
+    served: usize,
+}
+
+#[cfg(feature = "libzstd")]
+impl LibZstdThreaded {
+    /// Starts decoding on a thread of `scope`.
+    pub fn spawn<'scope, 'env, 'data: 'scope>(
+        scope: &'scope Scope<'scope, 'env>,
+        input: &'data [u8],
+        declared: u64,
+        options: &ReadOptions,
+    ) -> Result<Self, Error> {
+        let (mut core, buf) = ZstdCore::new(input, declared, options)?;
+        let shared = Arc::new(Shared::default());
+        let s = Arc::clone(&shared);
+        scope.spawn(move || loop {
+            if s.cancel.load(Ordering::Relaxed) {
+                return;
+            }
+            let r = core.step();
+            let mut p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
+            p.consumed = core.pos as u64;
+            match r {
+                Err(e) => p.error = Some(e),
+                Ok(()) => p.done = core.done,
+            }
+            let stop = p.done || p.error.is_some();
+            if p.waiting || stop {
+                s.more.notify_all();
+            }
+            if stop {
+                return;
+            }
+        });
+        Ok(LibZstdThreaded {
+            buf,
+            shared,
+            served: 0,
+        })
+    }
+}
+
+#[cfg(feature = "libzstd")]
+impl Drop for LibZstdThreaded {
+    fn drop(&mut self) {
+        self.shared.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(feature = "libzstd")]
+impl Decompressor for LibZstdThreaded {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize, Error> {
+        self.read_with(out.len(), &mut |b| out[..b.len()].copy_from_slice(b))
+    }
+
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, Error> {
+        if max == 0 {
+            return Ok(0);
+        }
+        loop {
+            let filled = self.buf.filled();
+            if self.served < filled.len() {
+                let avail = &filled[self.served..];
+                let n = avail.len().min(max);
+                f(&avail[..n]);
+                self.served += n;
+                return Ok(n);
+            }
+            let mut p = self
+                .shared
+                .progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // Published under the lock's protection or before: look again.
+            if self.buf.filled().len() > self.served {
+                continue;
+            }
+            if let Some(e) = p.error {
+                return Err(e);
+            }
+            if p.done {
+                return Ok(0);
+            }
+            p.waiting = true;
+            let mut p = self.shared.more.wait(p).unwrap_or_else(|e| e.into_inner());
+            p.waiting = false;
+        }
+    }
+
+    fn consumed(&self) -> u64 {
+        self.shared
+            .progress
+            .lock()
+            .map(|p| p.consumed)
+            .unwrap_or_else(|e| e.into_inner().consumed)
+    }
+}
+
+/// Bytes per hand-over between the decoding thread and the reader.
+const CHUNK: usize = 1 << 20;
+/// Chunks in flight (decoded ahead of the reader).
+const IN_FLIGHT: usize = 4;
+
+/// What the decoding thread sends: a filled chunk and the compressed bytes consumed so
+/// far, the end of the stream (an empty chunk), or an error.
+type Message = Result<(Vec<u8>, u64), Error>;
+
+/// Runs a decoder on its own (scoped) thread, [`IN_FLIGHT`] chunks of [`CHUNK`] bytes
+/// ahead of the reader. Dropping it stops the thread at its next hand-over.
+pub struct Threaded {
+    chunks: Receiver<Message>,
+    spare: SyncSender<Vec<u8>>,
+    current: Vec<u8>,
+    pos: usize,
+    consumed: u64,
+    ended: bool,
+}
+
+impl Threaded {
+    /// Starts `decoder` on a thread of `scope`.
+    pub fn spawn<'scope, 'env, D>(scope: &'scope Scope<'scope, 'env>, mut decoder: D) -> Self
+    where
+        D: Decompressor + Send + 'scope,
+    {
+        let (tx, chunks) = mpsc::sync_channel::<Message>(IN_FLIGHT);
+        let (spare, spares) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT + 1);
+        scope.spawn(move || {
+            let mut made = 0usize;
+            loop {
+                let mut buf = match spares.try_recv() {
+                    Ok(b) => b,
+                    Err(_) if made < IN_FLIGHT + 1 => {
+                        made += 1;
+                        vec![0u8; CHUNK]
+                    }
+                    Err(_) => match spares.recv() {
+                        Ok(b) => b,
+                        Err(_) => return,
+                    },
+                };
+                buf.resize(CHUNK, 0);
+                let mut filled = 0usize;
+                let result = loop {
+                    let Some(dst) = buf.get_mut(filled..).filter(|d| !d.is_empty()) else {
+                        break Ok(());
+                    };
+                    match decoder.read(dst) {
+                        Ok(0) => break Ok(()),
+                        Ok(n) => filled += n,
+                        Err(e) => break Err(e),
+                    }
+                };
+                let end = filled < CHUNK;
+                buf.truncate(filled);
+                let message = result.map(|()| (buf, decoder.consumed()));
+                let failed = message.is_err();
+                if tx.send(message).is_err() || failed {
+                    return;
+                }
+                if end {
+                    // An empty chunk marks the end (unless this one already was empty).
+                    if filled > 0 {
+                        let _ = tx.send(Ok((Vec::new(), decoder.consumed())));
+                    }
+                    return;
+                }
+            }
+        });
+        Threaded {
+            chunks,
+            spare,
+            current: Vec::new(),
+            pos: 0,
+            consumed: 0,
+            ended: false,
+        }
+    }
+}
+
+impl Decompressor for Threaded {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize, Error> {
+        self.read_with(out.len(), &mut |b| out[..b.len()].copy_from_slice(b))
+    }
+
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, Error> {
+        if max == 0 {
+            return Ok(0);
+        }
+        while self.pos >= self.current.len() {
+            if self.ended {
+                return Ok(0);
+            }
+            let (chunk, consumed) = self.chunks.recv().map_err(|_| {
+                Error::new(
+                    ErrorKind::Decompress,
+                    self.consumed,
+                    "the decoding thread stopped",
+                )
+            })??;
+            self.consumed = consumed;
+            self.ended = chunk.is_empty();
+            let old = std::mem::replace(&mut self.current, chunk);
+            self.pos = 0;
+            if old.capacity() > 0 {
+                let _ = self.spare.try_send(old);
+            }
+        }
+        let avail = &self.current[self.pos..];
+        let n = avail.len().min(max);
+        f(&avail[..n]);
+        self.pos += n;
+        Ok(n)
+    }
+
+    fn consumed(&self) -> u64 {
+        self.consumed
+    }
+}
