@@ -20,6 +20,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use common::craft::*;
+use offload_image::ccob::truncated_md5;
 use offload_image::{for_each_unit, Error, ErrorKind, Limits, ReadOptions};
 
 struct Peak;
@@ -89,12 +90,46 @@ fn limited(max_decompressed_size: u64) -> ReadOptions {
     }
 }
 
-/// A case: its name, the input, the options, and the expected outcome (`None`: success).
+/// `loader-sim select` on a compressed bundle: one pass with `select_in_stream`, the chosen
+/// image streamed to a sink that only counts bytes.
+fn stream_select(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
+    use offload_image::ccob::CompressedBundle;
+    use offload_image::stream::{select_in_stream, Kept};
+    let c = CompressedBundle::parse(data)?;
+    let devices = [offload_image::Device::parse("gfx90a:xnack+")?];
+    let mut kept = 0usize;
+    let r = select_in_stream::<_, Error, _>(
+        c.reader(options)?,
+        &devices,
+        &offload_image::SelectOptions::default(),
+        &options.limits,
+        true,
+        |k| {
+            if let Kept::Bytes { bytes, .. } = k {
+                kept += bytes.len();
+            }
+            Ok(())
+        },
+    )?;
+    Ok(r.map_or(0, |_| kept))
+}
+
+/// A case: its name, the input, the options, the path it takes (`list`, or the streaming
+/// `select`), and the expected outcome (`None`: success).
 struct Case {
     name: &'static str,
     input: fn() -> Vec<u8>,
     options: fn() -> ReadOptions,
     expect: Option<ErrorKind>,
+}
+
+/// The path a case runs: names starting with "stream:" go through [`stream_select`].
+fn path(case: &Case) -> fn(&[u8], &ReadOptions) -> Result<usize, Error> {
+    if case.name.starts_with("stream:") {
+        stream_select
+    } else {
+        list
+    }
 }
 
 fn cases() -> Vec<Case> {
@@ -165,6 +200,47 @@ fn cases() -> Vec<Case> {
             input: || ccob_raw(2, 0, 1 + 258 * 100_000, [0; 8], &zlib_match_bomb(100_000)),
             options: || limited(16 * MIB),
             expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "stream: CCOB v3, 1 KB, claims 1 TB",
+            input: || ccob_raw(3, 1, 1 << 40, [0; 8], &zstd_raw_blocks(250)),
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::LimitExceeded),
+        },
+        Case {
+            name: "stream: CCOB v2, bundle + 16 KB of zstd, claims 300 MiB, ends at 4 KB",
+            input: || {
+                let content = hip_bundle();
+                ccob_raw(
+                    2,
+                    1,
+                    300 * MIB,
+                    truncated_md5(&content),
+                    &zstd_prefix_then(&content, 4000, 0),
+                )
+            },
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::SizeMismatch),
+        },
+        Case {
+            name: "stream: CCOB v2, bundle + 36 KB zstd bomb (1.1 GiB), declares the bundle",
+            input: || {
+                let content = hip_bundle();
+                let stream = zstd_prefix_then(&content, 0, 9000);
+                ccob_raw(2, 1, content.len() as u64, truncated_md5(&content), &stream)
+            },
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::SizeMismatch),
+        },
+        Case {
+            name: "stream: CCOB v3, bundle + 160 KB zlib bomb (25 MiB), declares the bundle",
+            input: || {
+                let content = hip_bundle();
+                let stream = zlib_prefix_then_bomb(&content, 100_000);
+                ccob_raw(3, 0, content.len() as u64, truncated_md5(&content), &stream)
+            },
+            options: ReadOptions::default,
+            expect: Some(ErrorKind::SizeMismatch),
         },
         Case {
             name: "compressed OffloadBinary, 1 KB, claims 1 TB",
@@ -256,7 +332,7 @@ fn run(case: &Case) -> (Result<usize, Error>, u64) {
     let options = (case.options)();
     let base = LIVE.load(Ordering::SeqCst);
     PEAK.store(base, Ordering::SeqCst);
-    let r = list(&input, &options);
+    let r = path(case)(&input, &options);
     let peak = PEAK.load(Ordering::SeqCst) - base;
     (r, peak.max(0) as u64)
 }

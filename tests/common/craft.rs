@@ -118,6 +118,59 @@ pub fn zstd_rle_bomb(blocks: usize, block: u32, byte: u8) -> Vec<u8> {
     out
 }
 
+/// A zstd frame (1 MiB window, no content size): `prefix` in one raw block, then `extra`
+/// raw blocks of one byte each, then `rle_blocks` RLE blocks of 128 KiB of zeros.
+pub fn zstd_prefix_then(prefix: &[u8], extra: usize, rle_blocks: usize) -> Vec<u8> {
+    assert!(prefix.len() <= 128 << 10);
+    let mut out = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 10 << 3];
+    let total = 1 + extra + rle_blocks;
+    let block = |out: &mut Vec<u8>, i: usize, ty: u32, size: u32| {
+        let last = u32::from(i + 1 == total);
+        out.extend_from_slice(&(last | (ty << 1) | (size << 3)).to_le_bytes()[..3]);
+    };
+    block(&mut out, 0, 0, prefix.len() as u32);
+    out.extend_from_slice(prefix);
+    for i in 0..extra {
+        block(&mut out, 1 + i, 0, 1);
+        out.push(b'x');
+    }
+    for i in 0..rle_blocks {
+        block(&mut out, 1 + extra + i, 1, 128 << 10);
+        out.push(0);
+    }
+    out
+}
+
+/// A zlib stream (one fixed-Huffman block): `prefix` as literals, then `repeats` 258-byte
+/// matches at distance 1 (copies of the last byte of `prefix`). The Adler-32 is not that
+/// of the output: the streams are for refusals.
+pub fn zlib_prefix_then_bomb(prefix: &[u8], repeats: usize) -> Vec<u8> {
+    let mut b = Bits {
+        out: vec![0x78, 0x01],
+        acc: 0,
+        n: 0,
+    };
+    b.put(1, 1);
+    b.put(1, 2);
+    for &byte in prefix {
+        if byte < 144 {
+            b.code(0x30 + u32::from(byte), 8);
+        } else {
+            b.code(0x190 + u32::from(byte) - 144, 9);
+        }
+    }
+    for _ in 0..repeats {
+        b.code(0xC0 + (285 - 280), 8);
+        b.code(0, 5);
+    }
+    b.code(0, 7);
+    if b.n > 0 {
+        b.put(0, 8 - b.n);
+    }
+    b.out.extend_from_slice(&[0, 0, 0, 0]);
+    b.out
+}
+
 /// A zstd frame of `blocks` raw blocks of one byte each (4 input bytes per output byte).
 pub fn zstd_raw_blocks(blocks: usize) -> Vec<u8> {
     let mut out = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 10 << 3];
