@@ -20,6 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+mod common;
+use common::external_lib;
+
 use offload_image::container::UnitContent;
 use offload_image::target::{Processor, TargetId};
 use offload_image::{
@@ -31,26 +34,6 @@ const CLR_DATA_SIZE: u64 = 4096;
 
 fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Where `scripts/fetch-rocm-libs.sh` unpacks Debian's ROCm libraries.
-fn external_lib(name: &str) -> PathBuf {
-    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("target/external"));
-    let path = base.join("unpacked/usr/lib/x86_64-linux-gnu").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/fetch-rocm-libs.sh{} first (it downloads Debian's ROCm \
-         packages into target/external, or $OFFLOAD_IMAGE_EXTERNAL)",
-        path.display(),
-        if name.starts_with("librocsparse") {
-            " librocsparse0"
-        } else {
-            ""
-        }
-    );
-    path
 }
 
 /// Builds the C harness once.

@@ -14,7 +14,9 @@ use offload_image::select::{check, Rejection, Verdict};
 use offload_image::{
     for_each_unit, identify, Device, Image, KindFilter, Policy, ReadOptions, SelectOptions,
 };
-use sha2::{Digest, Sha256};
+
+mod common;
+use common::sha256;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/corpus");
 
@@ -334,13 +336,6 @@ fn manifest() -> BTreeMap<(String, String), BTreeSet<String>> {
         }
     }
     m
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Runs `f` with the images of every unit of `file`.

@@ -2,51 +2,12 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn corpus() -> PathBuf {
-    repo().join("tests/data/corpus")
-}
-
-fn loader_sim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loader-sim"))
-        .args(args)
-        .output()
-        .expect("run loader-sim")
-}
-
-fn sha256(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
-}
-
-fn manifest() -> Vec<Value> {
-    std::fs::read_to_string(corpus().join("MANIFEST.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn json_lines(out: &[u8]) -> Vec<Value> {
-    String::from_utf8(out.to_vec())
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect()
-}
+mod common;
+use common::{corpus, external_lib, json_lines, llvm as tool, loader_sim, manifest, sha256};
 
 const FIELDS: [&str; 13] = [
     "container",
@@ -74,7 +35,7 @@ fn json_records_match_the_manifest() {
     {
         let name = f["file"].as_str().unwrap();
         let fmt = f["format"].as_str().unwrap();
-        let path = corpus().join(name);
+        let path = corpus(name);
         let out = loader_sim(&["list", path.to_str().unwrap(), "--json"]);
         let expect_images: Vec<&Value> = all
             .iter()
@@ -142,7 +103,7 @@ fn json_records_match_the_manifest() {
 #[test]
 fn malformed_files_exit_2_with_one_line_naming_problem_and_offset() {
     let mut n = 0;
-    for entry in std::fs::read_dir(corpus().join("malformed")).unwrap() {
+    for entry in std::fs::read_dir(corpus("malformed")).unwrap() {
         let path = entry.unwrap().path();
         let out = loader_sim(&["list", path.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "{}", path.display());
@@ -166,7 +127,7 @@ fn malformed_files_exit_2_with_one_line_naming_problem_and_offset() {
 
 #[test]
 fn table_output_is_aligned_and_complete() {
-    let path = corpus().join("bundles/hip_6arch.bundle");
+    let path = corpus("bundles/hip_6arch.bundle");
     let out = loader_sim(&["list", path.to_str().unwrap()]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -177,31 +138,6 @@ fn table_output_is_aligned_and_complete() {
         assert!(l.len() > col, "{l}");
     }
     assert!(lines[2].contains("hipv4-amdgcn-amd-amdhsa--gfx906"));
-}
-
-fn tool(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| {
-            panic!("{name} is not installed: .ci/run installs clang-22 clang-tools-22 llvm-22")
-        })
-}
-
-fn external_lib(name: &str) -> PathBuf {
-    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/external"));
-    let p = base.join("unpacked/usr/lib/x86_64-linux-gnu").join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-rocm-libs.sh (.ci/run does)",
-        p.display()
-    );
-    p
 }
 
 /// `librocrand1`: 8 images, identical to what clang-offload-bundler-22 extracts from its

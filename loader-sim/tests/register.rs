@@ -5,44 +5,12 @@
 //! expected bytes are those LLVM's tools extracted (`MANIFEST.jsonl`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn corpus() -> PathBuf {
-    repo().join("tests/data/corpus")
-}
-
-fn loader_sim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loader-sim"))
-        .args(args)
-        .output()
-        .expect("run loader-sim")
-}
-
-fn manifest() -> Vec<Value> {
-    std::fs::read_to_string(corpus().join("MANIFEST.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn json_lines(out: &[u8]) -> Vec<Value> {
-    String::from_utf8(out.to_vec())
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect()
-}
+mod common;
+use common::{corpus, external_lib, json_lines, loader_sim, manifest_sha};
 
 /// `register FILE --device D... --json`, with its exit status.
 fn register(file: &Path, devices: &[&str], extra: &[&str]) -> (Vec<Value>, i32, String) {
@@ -58,24 +26,6 @@ fn register(file: &Path, devices: &[&str], extra: &[&str]) -> (Vec<Value>, i32, 
         out.status.code().expect("exit status, not a signal"),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// sha256 of the bytes LLVM extracted for (file, entry ID) or (file, triple--arch).
-fn manifest_sha(file: &str, image: &str) -> String {
-    manifest()
-        .into_iter()
-        .find(|r| {
-            r["file"] == file
-                && (r["entry_id"] == image
-                    || (r["record"] == "image"
-                        && format!(
-                            "{}--{}",
-                            r["triple"].as_str().unwrap_or(""),
-                            r["arch"].as_str().unwrap_or("")
-                        ) == image))
-        })
-        .and_then(|r| r["sha256"].as_str().map(str::to_string))
-        .unwrap_or_else(|| panic!("{file}: {image} not in the manifest"))
 }
 
 const FIELDS: [&str; 9] = [
@@ -163,7 +113,7 @@ fn corpus_executables_give_each_device_the_required_image() {
     ];
     for (file, registration, entries, table) in rows {
         let devices: Vec<&str> = table.iter().map(|(d, _)| *d).collect();
-        let (records, code, stderr) = register(&corpus().join(file), &devices, &[]);
+        let (records, code, stderr) = register(&corpus(file), &devices, &[]);
         assert_eq!(
             records.len(),
             devices.len(),
@@ -223,7 +173,7 @@ fn wrappers_are_resolved_through_relocations() {
         "driver/hip_compress.o",
         "driver/hip_newdrv.o",
     ] {
-        let (records, code, stderr) = register(&corpus().join(file), &["gfx90a:xnack+"], &[]);
+        let (records, code, stderr) = register(&corpus(file), &["gfx90a:xnack+"], &[]);
         assert_eq!(code, 0, "{file}: {stderr}");
         assert_eq!(records.len(), 1, "{file}");
         assert_eq!(records[0]["unit"], ".hip_fatbin+0x0", "{file}");
@@ -236,7 +186,7 @@ fn wrappers_are_resolved_through_relocations() {
         assert_eq!(records[0]["entries_from"], "device-image", "{file}");
         assert_eq!(records[0]["entries"][0]["name"], "_Z5scalePff", "{file}");
     }
-    let (records, _, _) = register(&corpus().join("driver/hip_nonrdc.exe"), &["gfx906"], &[]);
+    let (records, _, _) = register(&corpus("driver/hip_nonrdc.exe"), &["gfx906"], &[]);
     // readelf -S: .hip_fatbin at 0x3000.
     assert_eq!(records[0]["address"], 0x3000);
 }
@@ -244,7 +194,7 @@ fn wrappers_are_resolved_through_relocations() {
 /// Objects whose device code is only registered after a link register nothing, and say why.
 #[test]
 fn link_time_objects_register_nothing_and_say_why() {
-    let (records, code, stderr) = register(&corpus().join("driver/hip_rdc.o"), &["gfx906"], &[]);
+    let (records, code, stderr) = register(&corpus("driver/hip_rdc.o"), &["gfx906"], &[]);
     assert!(records.is_empty());
     assert_eq!(code, 0);
     assert!(
@@ -252,7 +202,7 @@ fn link_time_objects_register_nothing_and_say_why() {
         "{stderr}"
     );
     for file in ["driver/omp_amd_nv.o", "driver/hip_newdrv_rdc.o"] {
-        let (records, code, stderr) = register(&corpus().join(file), &["gfx90a"], &[]);
+        let (records, code, stderr) = register(&corpus(file), &["gfx90a"], &[]);
         assert!(records.is_empty(), "{file}");
         assert_eq!(code, 0);
         assert!(
@@ -264,18 +214,18 @@ fn link_time_objects_register_nothing_and_say_why() {
 
 #[test]
 fn bad_input_and_usage_exit_2() {
-    let (_, code, stderr) = register(&corpus().join("bundles/hip_6arch.bundle"), &["gfx906"], &[]);
+    let (_, code, stderr) = register(&corpus("bundles/hip_6arch.bundle"), &["gfx906"], &[]);
     assert_eq!(code, 2);
     assert!(stderr.starts_with("loader-sim: error: "), "{stderr}");
-    let (_, code, stderr) = register(&corpus().join("driver/hip_nonrdc.exe"), &["gfx9999"], &[]);
+    let (_, code, stderr) = register(&corpus("driver/hip_nonrdc.exe"), &["gfx9999"], &[]);
     assert_eq!(code, 2, "{stderr}");
     let out = loader_sim(&[
         "register",
-        corpus().join("driver/hip_nonrdc.exe").to_str().unwrap(),
+        corpus("driver/hip_nonrdc.exe").to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(2), "--device is required");
     // --load of something dlopen refuses: one error line, exit 2.
-    let exe = corpus().join("driver/hip_nonrdc.exe");
+    let exe = corpus("driver/hip_nonrdc.exe");
     let out = loader_sim(&[
         "register",
         "--load",
@@ -297,7 +247,7 @@ fn bad_input_and_usage_exit_2() {
 #[test]
 fn explain_lists_the_rejected_images() {
     let (records, _, _) = register(
-        &corpus().join("driver/hip_nonrdc.exe"),
+        &corpus("driver/hip_nonrdc.exe"),
         &["gfx90a:xnack-"],
         &["--explain"],
     );
@@ -322,21 +272,6 @@ fn explain_lists_the_rejected_images() {
         xnack["reason"].as_str().unwrap().contains("xnack"),
         "{xnack}"
     );
-}
-
-/// A real ROCm library, or a panic naming the script that fetches it.
-fn external_lib(name: &str) -> PathBuf {
-    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/external"));
-    let p = base.join("unpacked/usr/lib/x86_64-linux-gnu").join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-rocm-libs.sh{} (CI's .ci/run does) or set OFFLOAD_IMAGE_EXTERNAL",
-        p.display(),
-        if name.starts_with("librocsparse") { " librocsparse0" } else { "" }
-    );
-    p
 }
 
 type Key = (String, u64, String);

@@ -1,62 +1,16 @@
 //! `loader-sim select` against the contract of `CLI.md`, on corpus files (bytes checked
 //! against the SHA-256 that LLVM's tools extracted, `MANIFEST.jsonl`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-fn corpus(f: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/corpus")
-        .join(f)
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loader-sim"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
+use common::{corpus, loader_sim as run, manifest_sha, sha256};
 
 fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8(out.stdout.clone())
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// (entry ID or triple--arch) → sha256 from the manifest, for one file.
-fn manifest_sha(file: &str, name: &str) -> String {
-    let text = std::fs::read_to_string(corpus("MANIFEST.jsonl")).unwrap();
-    for line in text.lines() {
-        let r: Value = serde_json::from_str(line).unwrap();
-        if r["file"] != file {
-            continue;
-        }
-        let n = match r["record"].as_str() {
-            Some("entry") => r["entry_id"].as_str().unwrap_or("").to_string(),
-            Some("image") => format!(
-                "{}--{}",
-                r["triple"].as_str().unwrap(),
-                r["arch"].as_str().unwrap()
-            ),
-            _ => continue,
-        };
-        if n == name {
-            return r["sha256"].as_str().unwrap().to_string();
-        }
-    }
-    panic!("{file}: {name} not in the manifest");
+    common::json_lines(&out.stdout)
 }
 
 #[test]

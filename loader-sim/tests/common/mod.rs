@@ -1,11 +1,15 @@
-//! Helpers shared by the differential tests: locating LLVM's tools and this crate's
-//! binary, temporary directories, a seeded RNG, running commands.
+//! Helpers shared by the command-line tests: locating LLVM's tools and this crate's binary,
+//! the corpus and its manifest, real ROCm libraries, temporary directories, a seeded RNG,
+//! running commands.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 /// `loader-sim` built by cargo for this test run.
 pub fn ours() -> PathBuf {
@@ -170,4 +174,83 @@ pub fn arg(s: impl AsRef<str>) -> String {
 /// `path` as an argument.
 pub fn parg(p: &Path) -> String {
     p.to_string_lossy().into_owned()
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Runs `loader-sim ARGS`.
+pub fn loader_sim<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loader-sim"))
+        .args(args)
+        .output()
+        .expect("run loader-sim")
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256(b: &[u8]) -> String {
+    Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// Every record of the corpus manifest.
+pub fn manifest() -> Vec<Value> {
+    std::fs::read_to_string(corpus("MANIFEST.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Standard output as JSON Lines (one object per line).
+pub fn json_lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8(out.to_vec())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+/// The sha256 of the bytes LLVM's tools extracted for `name` in `file`: a bundle entry ID,
+/// or `<triple>--<arch>` for an OffloadBinary image.
+pub fn manifest_sha(file: &str, name: &str) -> String {
+    manifest()
+        .into_iter()
+        .find(|r| {
+            r["file"] == file
+                && match r["record"].as_str() {
+                    Some("entry") => r["entry_id"] == name,
+                    Some("image") => {
+                        format!(
+                            "{}--{}",
+                            r["triple"].as_str().unwrap_or(""),
+                            r["arch"].as_str().unwrap_or("")
+                        ) == name
+                    }
+                    _ => false,
+                }
+        })
+        .and_then(|r| r["sha256"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("{file}: {name} not in the manifest"))
+}
+
+/// A real ROCm library fetched by `scripts/fetch-rocm-libs.sh`, or a panic that says how.
+pub fn external_lib(name: &str) -> PathBuf {
+    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/external"));
+    let p = base.join("unpacked/usr/lib/x86_64-linux-gnu").join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-rocm-libs.sh (.ci/run does) or set OFFLOAD_IMAGE_EXTERNAL",
+        p.display()
+    );
+    p
 }
