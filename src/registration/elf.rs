@@ -32,6 +32,7 @@
 //!   section;
 //! * offload-entry tables: [`HostElf::entry_sections`].
 
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 use object::elf::{FileHeader64, Sym64};
@@ -95,6 +96,23 @@ enum Value<'d> {
 struct Reloc<'d> {
     at: u64,
     value: Value<'d>,
+}
+
+/// Pointer slots sorted by the value they hold: `(value, slot address)`.
+struct SlotIndex(Vec<(u64, u64)>);
+
+impl SlotIndex {
+    /// Addresses of the slots whose value lies in `[begin, end)`, in address order of
+    /// value, then of slot.
+    fn slots_holding(&self, begin: u64, end: u64) -> impl Iterator<Item = u64> + '_ {
+        let from = self.0.partition_point(|&(v, _)| v < begin);
+        let to = self.0.partition_point(|&(v, _)| v < end);
+        self.0
+            .get(from..to.max(from))
+            .unwrap_or(&[])
+            .iter()
+            .map(|&(_, at)| at)
+    }
 }
 
 /// An offload-entry section and the language its legacy entries belong to.
@@ -558,61 +576,75 @@ impl<'d> HostElf<'d> {
 
     /// Addresses of the `__tgt_bin_desc` records of the file, in address order, found by
     /// structure (see the module documentation). Only linked files have descriptors.
+    ///
+    /// The pointer slots of the file are indexed by value once, so the search takes
+    /// O((slots + tables) log slots) whatever the number of entry sections.
     pub fn descriptors(&self, options: &ReadOptions) -> Vec<u64> {
         if self.elf_type == ElfType::Relocatable {
             return Vec::new();
         }
-        let mut out = Vec::new();
-        for table in self.entry_sections() {
+        let index = self.slot_index();
+        let mut prefixes = BTreeMap::new();
+        let mut out = BTreeSet::new();
+        let tables: BTreeSet<(u64, u64)> = self
+            .entry_sections()
+            .iter()
+            .map(|t| (t.begin, t.end))
+            .collect();
+        for (begin, end) in tables {
             // Slots holding the table's start: a descriptor's `HostEntriesBegin` at +16.
-            let candidates = self
-                .slots_where(|v| v == table.begin)
-                .into_iter()
-                .filter_map(|at| at.checked_sub(16));
-            for d in candidates {
+            for at in index.slots_holding(begin, begin.saturating_add(1)) {
+                let Some(d) = at.checked_sub(16) else {
+                    continue;
+                };
                 if d.is_multiple_of(8)
                     && !out.contains(&d)
-                    && self.is_descriptor(d, Some((table.begin, table.end)), options)
+                    && self.is_descriptor(d, Some((begin, end)), options, &mut prefixes)
                 {
-                    out.push(d);
+                    out.insert(d);
                 }
             }
         }
         // Modules without entries: slots pointing into `.llvm.offloading` are candidate
         // first images (`ImageStart` at +0 of the array), slots holding such an array's
         // address candidate descriptors (`DeviceImages` at +8).
-        let images: Vec<(u64, u64)> = self
+        let mut arrays: Vec<u64> = self
             .offloading_sections()
             .iter()
             .filter(|s| s.flags & SHF_ALLOC != 0)
-            .map(|s| (s.address, s.address.saturating_add(u64_of(s.data.len()))))
+            .flat_map(|s| {
+                index.slots_holding(s.address, s.address.saturating_add(u64_of(s.data.len())))
+            })
             .collect();
-        let arrays = self.slots_where(|v| images.iter().any(|&(b, e)| (b..e).contains(&v)));
-        if !arrays.is_empty() {
-            let candidates = self
-                .slots_where(|v| arrays.binary_search(&v).is_ok())
-                .into_iter()
-                .filter_map(|at| at.checked_sub(8));
-            for d in candidates {
-                if d.is_multiple_of(8) && !out.contains(&d) && self.is_descriptor(d, None, options)
-                {
-                    out.push(d);
-                }
+        arrays.sort_unstable();
+        arrays.dedup();
+        let mut candidates: Vec<u64> = arrays
+            .iter()
+            .flat_map(|&a| index.slots_holding(a, a.saturating_add(1)))
+            .filter_map(|at| at.checked_sub(8))
+            .filter(|d| d.is_multiple_of(8))
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        for d in candidates {
+            if !out.contains(&d) && self.is_descriptor(d, None, options, &mut prefixes) {
+                out.insert(d);
             }
         }
-        out.sort_unstable();
-        out
+        out.into_iter().collect()
     }
 
-    /// Addresses of the pointer slots whose value satisfies `want`, sorted: relocated slots,
-    /// and in fixed-address executables (absolute pointers without relocations) every
-    /// 8-byte word of the writable loaded sections.
-    fn slots_where(&self, want: impl Fn(u64) -> bool) -> Vec<u64> {
-        let mut out: Vec<u64> = self
+    /// Every pointer slot with its value: relocated slots, and in fixed-address executables
+    /// (absolute pointers without relocations) every non-zero 8-byte word of the writable
+    /// loaded sections.
+    fn slot_index(&self) -> SlotIndex {
+        let mut pairs: Vec<(u64, u64)> = self
             .relocs
             .iter()
-            .filter(|r| matches!(r.value, Value::Known(v) if want(v)))
-            .map(|r| r.at)
+            .filter_map(|r| match r.value {
+                Value::Known(v) => Some((v, r.at)),
+                Value::Undefined(_) => None,
+            })
             .collect();
         if self.elf_type == ElfType::Executable {
             for s in &self.sections {
@@ -621,23 +653,33 @@ impl<'d> HostElf<'d> {
                 }
                 for (k, w) in s.data.chunks_exact(8).enumerate() {
                     let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-                    if want(v) {
-                        let slot = u64_of(k)
-                            .checked_mul(8)
-                            .and_then(|o| s.address.checked_add(o));
-                        out.extend(slot);
+                    if v == 0 {
+                        continue;
                     }
+                    let slot = u64_of(k)
+                        .checked_mul(8)
+                        .and_then(|o| s.address.checked_add(o));
+                    pairs.extend(slot.map(|at| (v, at)));
                 }
             }
         }
-        out.sort_unstable();
-        out.dedup();
-        out
+        pairs.sort_unstable();
+        pairs.dedup();
+        SlotIndex(pairs)
     }
 
     /// True if `at` holds a descriptor whose images all share its entry range, and that
     /// range is `table` (`[begin, end)` of an entry section) or, with `None`, empty.
-    fn is_descriptor(&self, at: u64, table: Option<(u64, u64)>, options: &ReadOptions) -> bool {
+    ///
+    /// `prefixes` remembers, per image array and entry range, how many leading images are
+    /// valid, so descriptors sharing an array cost one walk of it.
+    fn is_descriptor(
+        &self,
+        at: u64,
+        table: Option<(u64, u64)>,
+        options: &ReadOptions,
+        prefixes: &mut BTreeMap<(u64, u64, u64), u64>,
+    ) -> bool {
         let last = at.checked_add(BIN_DESC_SIZE - 1);
         if last.and_then(|l| self.section_at(l)).is_none() {
             return false;
@@ -653,11 +695,22 @@ impl<'d> HostElf<'d> {
         if d.num_device_images == 0 || !entries_ok {
             return false;
         }
-        d.images(self).all(|i| {
-            i.is_ok_and(|i| {
-                i.entries_begin == begin && i.entries_end == end && i.bytes(self).is_ok()
-            })
-        })
+        let valid = *prefixes
+            .entry((d.device_images, begin, end))
+            .or_insert_with(|| {
+                let probe = Descriptor {
+                    num_device_images: u32::try_from(options.limits.max_entries)
+                        .unwrap_or(u32::MAX),
+                    ..d
+                };
+                let ok = probe.images(self).take_while(|i| {
+                    i.as_ref().is_ok_and(|i| {
+                        i.entries_begin == begin && i.entries_end == end && i.bytes(self).is_ok()
+                    })
+                });
+                u64_of(ok.count())
+            });
+        u64::from(d.num_device_images) <= valid
     }
 }
 

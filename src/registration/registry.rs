@@ -35,6 +35,7 @@
 //!   `RequirementCollection` does; a contradiction refuses the descriptor.
 
 use alloc::borrow::ToOwned;
+use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
@@ -55,7 +56,7 @@ use super::view::{
 };
 
 /// Which registration interface a unit came through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RegistrationKind {
     /// `__hipRegisterFatBinary`.
     Hip,
@@ -298,6 +299,15 @@ impl<'d> Registration<'d> {
         self.count
     }
 
+    /// What identifies the unit among registered ones: the fat binary's address, or the
+    /// descriptor's.
+    fn key(&self) -> (RegistrationKind, u64) {
+        match self.kind {
+            RegistrationKind::OpenMp => (self.kind, self.address),
+            _ => (self.kind, self.binary),
+        }
+    }
+
     /// The images, in discovery order, indexed as in [`Choice`].
     pub fn images(&self) -> Vec<Image<'_>> {
         let mut out = Vec::new();
@@ -342,6 +352,9 @@ pub struct Registry<'d> {
     devices: Vec<SimulatedDevice>,
     options: RegistryOptions,
     units: Vec<Option<Registration<'d>>>,
+    /// The registered units by what identifies them: (kind, fat binary address) for fat
+    /// binaries, (kind, descriptor address) for descriptors.
+    live: BTreeMap<(RegistrationKind, u64), UnitId>,
     requires: Option<u64>,
 }
 
@@ -352,6 +365,7 @@ impl<'d> Registry<'d> {
             devices,
             options,
             units: Vec::new(),
+            live: BTreeMap::new(),
             requires: None,
         }
     }
@@ -377,7 +391,18 @@ impl<'d> Registry<'d> {
     /// Forgets unit `id` and returns it (its images borrow nothing from the registry, so a
     /// caller can report it and drop it; the id is never reused).
     pub fn remove(&mut self, id: UnitId) -> Option<Registration<'d>> {
-        self.units.get_mut(id.0).and_then(Option::take)
+        let reg = self.units.get_mut(id.0).and_then(Option::take)?;
+        self.forget(id, &reg);
+        Some(reg)
+    }
+
+    /// Drops `id` from the index of registered units (it was removed or its count fell to
+    /// zero).
+    fn forget(&mut self, id: UnitId, reg: &Registration<'_>) {
+        let key = reg.key();
+        if self.live.get(&key) == Some(&id) {
+            self.live.remove(&key);
+        }
     }
 
     /// The merged OpenMP requirements of every registered descriptor.
@@ -385,10 +410,9 @@ impl<'d> Registry<'d> {
         self.requires
     }
 
-    fn find(&self, kind: RegistrationKind, address: u64) -> Option<UnitId> {
-        self.registrations()
-            .find(|(_, u)| u.kind == kind && u.address == address && u.is_registered())
-            .map(|(id, _)| id)
+    /// The registered unit of `kind` identified by `key` (see `Registration::key`).
+    fn find(&self, kind: RegistrationKind, key: u64) -> Option<UnitId> {
+        self.live.get(&(kind, key)).copied()
     }
 
     fn insert(&mut self, mut reg: Registration<'d>) -> UnitId {
@@ -407,8 +431,10 @@ impl<'d> Registry<'d> {
             .collect();
         drop(images);
         reg.choices = choices;
+        let id = UnitId(self.units.len());
+        self.live.insert(reg.key(), id);
         self.units.push(Some(reg));
-        UnitId(self.units.len().saturating_sub(1))
+        id
     }
 
     /// Why device `device` did not get each image of `reg` other than the chosen one: the
@@ -459,9 +485,7 @@ impl<'d> Registry<'d> {
             WrapperKind::Hip => RegistrationKind::Hip,
             WrapperKind::Cuda => RegistrationKind::Cuda,
         };
-        let existing = self.registrations().find_map(|(id, u)| {
-            (u.kind == kind && u.binary == w.binary && u.is_registered()).then_some(id)
-        });
+        let existing = self.find(kind, w.binary);
         if let Some(id) = existing {
             if let Some(u) = self.units.get_mut(id.0).and_then(Option::as_mut) {
                 u.count = u.count.saturating_add(1);
@@ -712,7 +736,14 @@ impl<'d> Registry<'d> {
     pub fn unregister_fat_binary(&mut self, id: UnitId) -> Result<bool> {
         let reg = self.registration_mut(id)?;
         reg.count = reg.count.saturating_sub(1);
-        Ok(reg.count == 0)
+        let gone = reg.count == 0;
+        if gone {
+            let key = reg.key();
+            if self.live.get(&key) == Some(&id) {
+                self.live.remove(&key);
+            }
+        }
+        Ok(gone)
     }
 
     /// `__tgt_register_lib(desc)`: reads the descriptor at `desc`, unwraps its device
@@ -781,7 +812,11 @@ impl<'d> Registry<'d> {
         let id = self.find(RegistrationKind::OpenMp, desc)?;
         let reg = self.units.get_mut(id.0).and_then(Option::as_mut)?;
         reg.count = reg.count.saturating_sub(1);
-        Some((id, reg.count == 0))
+        let gone = reg.count == 0;
+        if gone {
+            self.live.remove(&(RegistrationKind::OpenMp, desc));
+        }
+        Some((id, gone))
     }
 }
 

@@ -12,6 +12,7 @@
 //! that LIB's own constructors register their device code, and prints what the shim
 //! reported at unregistration / exit.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -159,6 +160,7 @@ fn statically(
     let relocatable = elf.elf_type() == ElfType::Relocatable;
     // (unit, label, address, entries come from the device image)
     let mut units: Vec<(UnitId, String, u64, bool)> = Vec::new();
+    let mut seen: BTreeSet<UnitId> = BTreeSet::new();
     let hip_tables: Vec<_> = elf
         .entry_sections()
         .into_iter()
@@ -189,7 +191,8 @@ fn statically(
         // The new driver's wrapper registers the entry table; clang codegen's wrapper
         // registers each kernel from code, which a static reader cannot run.
         let new_driver = slot.is_new_driver() || (slot.symbol.is_none() && !hip_tables.is_empty());
-        if new_driver && !relocatable {
+        let first = seen.insert(id);
+        if new_driver && !relocatable && first {
             for t in &hip_tables {
                 let table = EntryTable::read(&elf, t.begin, t.end, read.limits.max_entries)
                     .and_then(|table| registry.add_entries(id, &elf, &table, t.legacy_kind));
@@ -201,7 +204,7 @@ fn statically(
                 }
             }
         }
-        if !units.iter().any(|u| u.0 == id) {
+        if first {
             units.push((id, place(&elf, binary), binary, !new_driver));
         }
     }
@@ -212,7 +215,7 @@ fn statically(
                 format_args!("__tgt_bin_desc at {}: {e}", place(&elf, desc)),
             )
         })?;
-        if !units.iter().any(|u| u.0 == id) {
+        if seen.insert(id) {
             units.push((
                 id,
                 format!("__tgt_bin_desc {}", place(&elf, desc)),
@@ -221,6 +224,11 @@ fn statically(
             ));
         }
     }
+    let has_descriptor = units.iter().any(|u| {
+        registry
+            .get(u.0)
+            .is_some_and(|r| r.kind() == RegistrationKind::OpenMp)
+    });
     for s in elf.offloading_sections() {
         if relocatable {
             // SHF_EXCLUDE: a translation unit's device code for the device link; loaded
@@ -240,11 +248,7 @@ fn statically(
                     String::from_utf8_lossy(s.name)
                 ),
             );
-        } else if !units.iter().any(|u| {
-            registry
-                .get(u.0)
-                .is_some_and(|r| r.kind() == RegistrationKind::OpenMp)
-        }) {
+        } else if !has_descriptor {
             note(
                 file,
                 format_args!(
