@@ -813,3 +813,59 @@ fn twenty_thousand_fat_binaries_register_as_distinct_units() {
         .unwrap();
     assert_ne!(newer, fresh);
 }
+
+/// Every new-driver wrapper binds the whole entry table, so wrappers × entries could grow
+/// without bound; the entries bound from tables, all units together, stop at
+/// `limits.max_entries` with a limit error at the table, and nothing of the refused table
+/// is bound.
+#[test]
+fn entries_bound_from_tables_are_limited_across_units() {
+    let mut m = with_names();
+    let mut table = Vec::new();
+    for i in 0..3 {
+        table.extend(entry(1, 4, 0, 0x5000 + i, NAMES, 0, 0));
+    }
+    m.map(TABLE, table);
+    let mut wrappers = Vec::new();
+    for blob in [0x10000u64, 0x10100] {
+        wrappers.extend(0x4849_5046u32.to_le_bytes());
+        wrappers.extend(1u32.to_le_bytes());
+        wrappers.extend(p64(blob));
+        wrappers.extend(p64(0));
+        let mut empty = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+        empty.extend(p64(0));
+        m.map(blob, empty);
+    }
+    m.map(0x100, wrappers);
+    let m = &m;
+    let read = ReadOptions {
+        limits: offload_image::Limits {
+            max_entries: 5,
+            ..offload_image::Limits::DEFAULT
+        },
+        ..ReadOptions::default()
+    };
+    let table = EntryTable::read(&m, TABLE, TABLE + 3 * 56, read.limits.max_entries).unwrap();
+    assert_eq!(table.count, 3);
+    let options = RegistryOptions {
+        read,
+        ..RegistryOptions::default()
+    };
+    let mut r = Registry::new(devices(&["gfx90a"]), options);
+    let a = r.register_fat_binary(&m, 0x100).unwrap();
+    let b = r.register_fat_binary(&m, 0x118).unwrap();
+    assert_ne!(a, b);
+    r.add_entries(a, &m, &table, 4).unwrap();
+    assert_eq!(r.get(a).unwrap().entries().len(), 3);
+    let e = r.add_entries(b, &m, &table, 4).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded);
+    assert_eq!(e.offset(), TABLE);
+    assert!(r.get(b).unwrap().entries().is_empty());
+    // Under the default limit both units bind the table.
+    let mut r = Registry::new(devices(&["gfx90a"]), RegistryOptions::default());
+    let a = r.register_fat_binary(&m, 0x100).unwrap();
+    let b = r.register_fat_binary(&m, 0x118).unwrap();
+    r.add_entries(a, &m, &table, 4).unwrap();
+    r.add_entries(b, &m, &table, 4).unwrap();
+    assert_eq!(r.get(b).unwrap().entries().len(), 3);
+}

@@ -355,6 +355,8 @@ pub struct Registry<'d> {
     /// The registered units by what identifies them: (kind, fat binary address) for fat
     /// binaries, (kind, descriptor address) for descriptors.
     live: BTreeMap<(RegistrationKind, u64), UnitId>,
+    /// Entries bound so far by [`Registry::add_entries`], all units together.
+    table_entries: u64,
     requires: Option<u64>,
 }
 
@@ -366,6 +368,7 @@ impl<'d> Registry<'d> {
             options,
             units: Vec::new(),
             live: BTreeMap::new(),
+            table_entries: 0,
             requires: None,
         }
     }
@@ -658,6 +661,12 @@ impl<'d> Registry<'d> {
     ///
     /// A legacy table cannot say its kind (§1.3); `legacy_kind` names it (the caller knows
     /// it from the section, e.g. `hip_offloading_entries`).
+    ///
+    /// Every unit that registers a table gets all of its entries (as every new-driver
+    /// wrapper registers the whole `__start_`..`__stop_` range), so many wrappers over one
+    /// large table would multiply it: the entries bound through this call, all units
+    /// together, are limited to `limits.max_entries` of the read options
+    /// ([`ErrorKind::LimitExceeded`] at the table, nothing bound).
     pub fn add_entries<S: AddressSpace<'d> + ?Sized>(
         &mut self,
         id: UnitId,
@@ -665,6 +674,14 @@ impl<'d> Registry<'d> {
         table: &EntryTable,
         legacy_kind: u16,
     ) -> Result<()> {
+        let bound = self.table_entries.saturating_add(table.count);
+        if bound > self.options.read.limits.max_entries {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                table.begin,
+                "offload entries bound from tables exceed the entry limit",
+            ));
+        }
         let reg = self.registration_mut(id)?;
         let (want, offload_kind) = match reg.kind {
             RegistrationKind::Hip => (OffloadKind::Hip, abi::kind::HIP),
@@ -728,6 +745,7 @@ impl<'d> Registry<'d> {
             });
         }
         reg.entries.extend(entries);
+        self.table_entries = bound;
         Ok(())
     }
 
