@@ -7,6 +7,8 @@
 //! Unsafe code is confined to the small helpers at the top of this file, each with its
 //! safety contract; the functions below only use them.
 
+#![warn(missing_docs)]
+
 use core::ffi::{c_char, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -19,6 +19,8 @@
 //! [`mapping`] (the input files of `loader-sim`) and [`fill`] (a buffer one thread decodes
 //! into while another reads it); every use is commented.
 
+#![warn(missing_docs)]
+
 pub mod exports;
 pub mod fill;
 pub mod mapping;
