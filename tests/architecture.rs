@@ -1,0 +1,204 @@
+//! The library's modules lie along one road (crate docs, `src/lib.rs`):
+//! bytes → containers → images → candidates → choice → registration, with the writers
+//! beside it. This test reads the sources and checks that no module refers to one further
+//! down the road: every `crate::…` path in code (comments and doc comments aside), with the
+//! crate root's re-exports (`pub use module::{…}`) resolved to the module that defines them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The road, in order; a module may use only modules of its own step or earlier ones.
+/// `lib` holds the crate-wide option types (`ReadOptions`, `Limits`), usable everywhere.
+const ROAD: &[&[&str]] = &[
+    &["lib", "error", "raw", "bytes"],
+    &["ccob"],
+    &["bundle", "text", "offload_binary", "entry_id"],
+    &["image"],
+    &["container"],
+    &["target"],
+    &["select"],
+    &["stream"],
+    &["registration"],
+    &["write"],
+];
+
+fn step_of(module: &str) -> usize {
+    ROAD.iter()
+        .position(|s| s.contains(&module))
+        .unwrap_or_else(|| panic!("module `{module}` is not on the road; add it to ROAD"))
+}
+
+/// The code of a source file without comments (line comments, doc comments) and without
+/// its `#[cfg(test)]` module, which may use anything.
+fn code_of(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.trim_start() == "#[cfg(test)]" {
+            break;
+        }
+        let code = match line.find("//") {
+            Some(i) => &line[..i],
+            None => line,
+        };
+        out.push_str(code);
+        out.push('\n');
+    }
+    out
+}
+
+/// Identifiers in `text` after `crate::`, with `crate::{a, b::c}` groups expanded to their
+/// first segments.
+fn crate_refs(text: &str) -> BTreeSet<String> {
+    let mut refs = BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').expect("closed use group");
+            for item in group[..end].split(',') {
+                let first = item.trim().split("::").next().unwrap_or("").trim();
+                if !first.is_empty() {
+                    refs.insert(first.to_string());
+                }
+            }
+        } else {
+            let ident: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            refs.insert(ident);
+        }
+    }
+    refs
+}
+
+/// The crate root's re-exports: name → module (`pub use module::{…}`), and the names
+/// defined in the root itself.
+fn root_names(lib: &str) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    let code = code_of(lib);
+    let mut rest = code.as_str();
+    while let Some(i) = rest.find("pub use ") {
+        rest = &rest[i + "pub use ".len()..];
+        let end = rest.find(';').expect("use ends");
+        let (module, items) = rest[..end].split_once("::").expect("module path");
+        let items = items.trim().trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',') {
+            let name = item.trim();
+            if !name.is_empty() {
+                names.insert(name.to_string(), module.trim().to_string());
+            }
+        }
+    }
+    for kw in [
+        "pub struct ",
+        "pub enum ",
+        "pub const ",
+        "pub fn ",
+        "pub type ",
+    ] {
+        for piece in code.split(kw).skip(1) {
+            let name: String = piece
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            names.entry(name).or_insert_with(|| "lib".to_string());
+        }
+    }
+    names
+}
+
+/// The top-level module a source file belongs to (`src/target/elf.rs` → `target`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy();
+    first.trim_end_matches(".rs").to_string()
+}
+
+fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn no_module_uses_one_further_down_the_road() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let root = root_names(&lib);
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    let mut edges = BTreeSet::new();
+    let mut back = Vec::new();
+    for file in &files {
+        let module = module_of(&src, file);
+        if module == "lib" {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        for r in crate_refs(&code) {
+            let used = if step_of_opt(&r).is_some() {
+                r.clone()
+            } else {
+                root.get(&r).cloned().unwrap_or_else(|| {
+                    panic!(
+                        "{}: crate::{r} is neither a module nor a root name",
+                        file.display()
+                    )
+                })
+            };
+            if used == module {
+                continue;
+            }
+            edges.insert((module.clone(), used.clone()));
+            if step_of(&used) > step_of(&module) {
+                back.push(format!(
+                    "{} uses crate::{r} (module `{used}`, further down the road than `{module}`)",
+                    file.strip_prefix(&src).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(back.is_empty(), "back edges:\n{}", back.join("\n"));
+    // The check sees real edges: the road's later steps do use the earlier ones.
+    for (from, to) in [
+        ("container", "bundle"),
+        ("image", "offload_binary"),
+        ("select", "target"),
+        ("stream", "select"),
+        ("registration", "select"),
+        ("write", "ccob"),
+    ] {
+        assert!(
+            edges.contains(&(from.to_string(), to.to_string())),
+            "expected {from} -> {to} among {edges:?}"
+        );
+    }
+}
+
+fn step_of_opt(module: &str) -> Option<usize> {
+    ROAD.iter().position(|s| s.contains(&module))
+}
+
+#[test]
+fn the_checker_sees_a_back_edge() {
+    let code =
+        code_of("use crate::{registration::Registry, Limits};\n// crate::write\nfn f() {}\n");
+    let refs = crate_refs(&code);
+    assert_eq!(
+        refs,
+        BTreeSet::from(["registration".to_string(), "Limits".to_string()])
+    );
+    assert!(step_of("registration") > step_of("container"));
+}
