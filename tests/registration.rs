@@ -8,7 +8,8 @@ use common::{manifest, read_corpus, sha256, tool};
 use offload_image::registration::view::{blob_len, c_string};
 use offload_image::registration::{
     AddressSpace, Descriptor, ElfType, EntryLayout, EntryTable, FatbinWrapperView, GlobalKind,
-    HostElf, Policy, RegistrationKind, Registry, RegistryOptions, SimulatedDevice, WrapperKind,
+    HostElf, Policy, RegistrationKind, Registry, RegistryOptions, SimulatedDevice, UnitId,
+    WrapperKind,
 };
 use offload_image::{ErrorKind, ReadOptions};
 
@@ -868,4 +869,46 @@ fn entries_bound_from_tables_are_limited_across_units() {
     r.add_entries(a, &m, &table, 4).unwrap();
     r.add_entries(b, &m, &table, 4).unwrap();
     assert_eq!(r.get(b).unwrap().entries().len(), 3);
+}
+
+/// `release` drops a unit's images (the decompressed content of a compressed bundle with
+/// them) and keeps what a runtime keeps after loading: the count and key, the entries and
+/// every device's choice.
+#[test]
+fn release_keeps_choices_entries_and_count_but_drops_the_images() {
+    let ccob = read_corpus("compressed/hip_6arch.v3-zstd.llvm22.ccob");
+    let mut m = Mem::default();
+    m.map(0x10000, ccob);
+    let mut w = 0x4849_5046u32.to_le_bytes().to_vec();
+    w.extend(1u32.to_le_bytes());
+    w.extend(p64(0x10000));
+    w.extend(p64(0));
+    m.map(0x100, w.clone());
+    m.map(0x200, w);
+    let m = &m;
+    let mut r = Registry::new(
+        devices(&["gfx90a:xnack-", "gfx1100"]),
+        RegistryOptions::default(),
+    );
+    let id = r.register_fat_binary(&m, 0x100).unwrap();
+    r.register_function(id, 0x9000, b"_Z4kernv").unwrap();
+    let before = r.get(id).unwrap().clone();
+    assert!(!before.images().is_empty());
+    assert!(before.choice(0).unwrap().selected.is_some());
+    assert!(before.choice(1).unwrap().selected.is_some());
+    assert!(r.release(id));
+    let after = r.get(id).unwrap();
+    assert!(after.images().is_empty());
+    assert!(r.explain(after, 0).is_empty());
+    for d in 0..2 {
+        assert_eq!(
+            after.choice(d).unwrap().selected,
+            before.choice(d).unwrap().selected
+        );
+    }
+    assert_eq!(after.entries(), before.entries());
+    // Still registered under its key: the second wrapper of the same blob counts.
+    assert_eq!(r.register_fat_binary(&m, 0x200).unwrap(), id);
+    assert_eq!(r.get(id).unwrap().count(), 2);
+    assert!(!r.release(UnitId(99)));
 }

@@ -391,6 +391,23 @@ impl<'d> Registry<'d> {
             .filter_map(|(i, u)| u.as_ref().map(|u| (UnitId(i), u)))
     }
 
+    /// Drops the images of unit `id` (and with them any content decompressed for it),
+    /// keeping everything else: its registration count and key, its entries, and each
+    /// device's [`Choice`]. Afterwards [`Registration::images`] is empty and
+    /// [`Registry::explain`] has nothing to say, so a caller reports the unit first. This is
+    /// what a runtime keeps of a fat binary once it has loaded its image: a library of many
+    /// compressed bundles then holds one bundle's content at a time, not all of them.
+    /// Returns false if there is no unit `id`.
+    pub fn release(&mut self, id: UnitId) -> bool {
+        match self.units.get_mut(id.0).and_then(Option::as_mut) {
+            Some(reg) => {
+                reg.parts = Vec::new();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Forgets unit `id` and returns it (its images borrow nothing from the registry, so a
     /// caller can report it and drop it; the id is never reused).
     pub fn remove(&mut self, id: UnitId) -> Option<Registration<'d>> {

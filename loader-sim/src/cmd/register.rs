@@ -161,6 +161,7 @@ fn statically(
     // (unit, label, address, entries come from the device image)
     let mut units: Vec<(UnitId, String, u64, bool)> = Vec::new();
     let mut seen: BTreeSet<UnitId> = BTreeSet::new();
+    let mut records = Vec::new();
     let hip_tables: Vec<_> = elf
         .entry_sections()
         .into_iter()
@@ -206,6 +207,7 @@ fn statically(
         }
         if first {
             units.push((id, place(&elf, binary), binary, !new_driver));
+            report(&mut registry, &mut records, units.last(), args.explain);
         }
     }
     for desc in elf.descriptors(&read) {
@@ -222,6 +224,7 @@ fn statically(
                 desc,
                 false,
             ));
+            report(&mut registry, &mut records, units.last(), args.explain);
         }
     }
     let has_descriptor = units.iter().any(|u| {
@@ -261,22 +264,33 @@ fn statically(
     if units.is_empty() {
         note(file, "no registration units found");
     }
-    let mut records = Vec::new();
-    for (id, label, address, device_entries) in units {
-        if let Some(reg) = registry.get(id) {
-            records.extend(unit_records(
-                &registry,
-                reg,
-                &label,
-                address,
-                RecordOptions {
-                    device_entries,
-                    explain: args.explain,
-                },
-            ));
-        }
-    }
     Ok(records)
+}
+
+/// Appends the records of a unit that is complete (registered, entries bound) and drops its
+/// images: only one unit's decompressed content is alive at a time.
+fn report(
+    registry: &mut Registry<'_>,
+    records: &mut Vec<Record>,
+    unit: Option<&(UnitId, String, u64, bool)>,
+    explain: bool,
+) {
+    let Some((id, label, address, device_entries)) = unit else {
+        return;
+    };
+    if let Some(reg) = registry.get(*id) {
+        records.extend(unit_records(
+            registry,
+            reg,
+            label,
+            *address,
+            RecordOptions {
+                device_entries: *device_entries,
+                explain,
+            },
+        ));
+    }
+    registry.release(*id);
 }
 
 /// The runtime shim: `--shim`, else next to this program or in its `deps/` directory
