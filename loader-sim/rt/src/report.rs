@@ -89,6 +89,19 @@ pub fn image_name(image: &Image<'_>) -> String {
     offload_image::target::image_name(image).to_string()
 }
 
+/// The entries bound to `reg`, as records.
+pub fn entry_records(reg: &Registration<'_>) -> Vec<EntryRecord> {
+    reg.entries()
+        .iter()
+        .map(|e| EntryRecord {
+            name: e.name_lossy().into_owned(),
+            kind: e.kind.name().to_string(),
+            size: e.size,
+            flags: e.flags,
+        })
+        .collect()
+}
+
 /// The records of unit `reg` for every device of `registry` (one record with a `null`
 /// device when there is none).
 pub fn unit_records(
@@ -99,16 +112,7 @@ pub fn unit_records(
     options: RecordOptions,
 ) -> Vec<Record> {
     let images = reg.images();
-    let bound: Vec<EntryRecord> = reg
-        .entries()
-        .iter()
-        .map(|e| EntryRecord {
-            name: e.name_lossy().into_owned(),
-            kind: e.kind.name().to_string(),
-            size: e.size,
-            flags: e.flags,
-        })
-        .collect();
+    let bound = entry_records(reg);
     let base = Record {
         device: None,
         unit: unit.to_string(),

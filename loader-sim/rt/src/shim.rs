@@ -6,6 +6,12 @@
 //! appended to), `LOADER_SIM_POLICY` (`runtime`, `best`, `first`, `first-by-class`). A unit's records are
 //! written when it is unregistered (its count drops to zero), and for units still
 //! registered when the shim is unloaded (process exit).
+//!
+//! What the records say of the chosen images (name, size, SHA-256) is taken when the unit
+//! is registered; then the unit's images are released ([`Registry::release`]), as a
+//! runtime keeps only what it loaded: a library of many compressed bundles holds one
+//! bundle's decompressed content at a time. The entries are added at the end, as bound by
+//! then.
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
@@ -18,7 +24,7 @@ use offload_image::registration::{
 };
 
 use crate::process::{object_of, ProcessSpace};
-use crate::report::{unit_records, RecordOptions};
+use crate::report::{entry_records, unit_records, Record, RecordOptions};
 
 /// Prefix of the shim's diagnostics on standard error.
 const TAG: &str = "loader-sim-rt";
@@ -28,10 +34,10 @@ fn describe(e: &offload_image::Error) -> String {
     format!("{}, at address {:#x}", e.what(), e.offset())
 }
 
-/// Where a unit is: its label and address as the report gives them.
+/// A unit's records as taken at registration: where it is, the chosen images (entries
+/// still to come).
 struct Label {
-    unit: String,
-    address: u64,
+    records: Vec<Record>,
 }
 
 /// Everything the shim knows.
@@ -39,6 +45,8 @@ pub struct Shim {
     registry: Registry<'static>,
     /// Handle given by `__hipRegisterFatBinary` (address of a leaked slot) → unit.
     handles: HashMap<usize, UnitId>,
+    /// The inverse: unit → its handle.
+    handle_of: HashMap<UnitId, usize>,
     labels: HashMap<UnitId, Label>,
     report: Option<PathBuf>,
 }
@@ -96,13 +104,15 @@ impl Shim {
         Shim {
             registry: Registry::new(devices, options),
             handles: HashMap::new(),
+            handle_of: HashMap::new(),
             labels: HashMap::new(),
             report: std::env::var_os("LOADER_SIM_REPORT").map(PathBuf::from),
         }
     }
 
+    /// Names unit `id` (registered at `addr`), takes its records and releases its images.
     fn label(&mut self, id: UnitId, addr: u64) {
-        let label = match object_of(addr) {
+        let (unit, address) = match object_of(addr) {
             Some(o) => {
                 let name = o
                     .path
@@ -110,24 +120,28 @@ impl Shim {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| o.path.display().to_string());
                 let vaddr = addr.wrapping_sub(o.base);
-                Label {
-                    unit: format!("{name}+{vaddr:#x}"),
-                    address: vaddr,
-                }
+                (format!("{name}+{vaddr:#x}"), vaddr)
             }
-            None => Label {
-                unit: format!("{addr:#x}"),
-                address: addr,
-            },
+            None => (format!("{addr:#x}"), addr),
         };
-        self.labels.insert(id, label);
+        let records = self.registry.get(id).map_or_else(Vec::new, |reg| {
+            unit_records(
+                &self.registry,
+                reg,
+                &unit,
+                address,
+                RecordOptions::default(),
+            )
+        });
+        self.registry.release(id);
+        self.labels.insert(id, Label { records });
     }
 
     /// `__hipRegisterFatBinary`: the handle (a pointer to a slot) or 0 on refusal.
     pub fn register_fat_binary(&mut self, wrapper: u64) -> usize {
         match self.registry.register_fat_binary(&ProcessSpace, wrapper) {
             Ok(id) => {
-                if let Some((&h, _)) = self.handles.iter().find(|(_, &u)| u == id) {
+                if let Some(&h) = self.handle_of.get(&id) {
                     return h;
                 }
                 let binary = self.registry.get(id).map_or(wrapper, |r| r.binary());
@@ -136,6 +150,7 @@ impl Shim {
                 // (a program may hold its handle until exit).
                 let handle = Box::into_raw(Box::new(wrapper)) as usize;
                 self.handles.insert(handle, id);
+                self.handle_of.insert(id, handle);
                 handle
             }
             Err(e) => {
@@ -206,6 +221,7 @@ impl Shim {
         match self.registry.unregister_fat_binary(id) {
             Ok(true) => {
                 self.handles.remove(&handle);
+                self.handle_of.remove(&id);
                 self.flush(id, true);
             }
             Ok(false) => {}
@@ -243,18 +259,19 @@ impl Shim {
         let Some(reg) = self.registry.get(id) else {
             return;
         };
-        let label = self.labels.remove(&id).unwrap_or(Label {
-            unit: format!("{:#x}", reg.address()),
-            address: reg.address(),
-        });
-        let mut records = unit_records(
-            &self.registry,
-            reg,
-            &label.unit,
-            label.address,
-            RecordOptions::default(),
-        );
+        let mut records = match self.labels.remove(&id) {
+            Some(label) => label.records,
+            None => unit_records(
+                &self.registry,
+                reg,
+                &format!("{:#x}", reg.address()),
+                reg.address(),
+                RecordOptions::default(),
+            ),
+        };
+        let entries = entry_records(reg);
         for r in &mut records {
+            r.entries.clone_from(&entries);
             r.unregistered = Some(unregistered);
         }
         if let Some(path) = &self.report {
