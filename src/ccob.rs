@@ -227,8 +227,9 @@ impl<'data> CompressedBundle<'data> {
         .map(|_| ())
     }
 
-    /// Offset of the header field that declares the decompressed size.
-    fn size_field(&self) -> u64 {
+    /// Offset (from the start of the blob) of the header field that declares the
+    /// decompressed size.
+    pub fn size_field(&self) -> u64 {
         match self.version {
             3 => 16,
             2 => 12,
@@ -815,7 +816,9 @@ impl Decompressor for ZstdStream<'_> {
                 .decode_blocks(&mut self.src, BlockDecodingStrategy::UptoBytes(1 << 20))
                 .map_err(|_| {
                     if src_empty || self.src.is_empty() {
-                        Error::new(ErrorKind::Truncated, at, "zstd stream is truncated")
+                        // More bytes were needed than the payload has: the end of it.
+                        let end = u64_of(self.total);
+                        Error::new(ErrorKind::Truncated, end, "zstd stream is truncated")
                     } else {
                         Error::new(ErrorKind::Decompress, at, "zstd stream is corrupt")
                     }
@@ -1030,6 +1033,27 @@ impl<'data, D: Decompressor> ContentReader<'data, D> {
             left = left.saturating_sub(u64_of(got));
         }
         Ok(())
+    }
+
+    /// Reads the whole content into a new buffer and checks the stream as
+    /// [`ContentReader::finish`] does: what [`CompressedBundle::decompress`] returns, with
+    /// any [`Decompressor`]. The buffer grows (fallibly) only as the stream produces bytes.
+    pub fn read_to_vec(mut self) -> Result<Vec<u8>> {
+        let mut out: Vec<u8> = Vec::new();
+        let size_field = self.bundle.size_field();
+        self.copy(self.remaining(), |chunk| {
+            out.try_reserve(chunk.len()).map_err(|_| {
+                Error::new(
+                    ErrorKind::OutOfMemory,
+                    size_field,
+                    "cannot reserve memory for the decompressed bundle",
+                )
+            })?;
+            out.extend_from_slice(chunk);
+            Ok::<(), Error>(())
+        })?;
+        self.finish()?;
+        Ok(out)
     }
 
     /// Decodes the rest of the stream and checks it: exactly the declared size, no bytes

@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use offload_image::bundle::BundleTable;
-use offload_image::ccob::{CompressedBundle, Decompressor, ZlibStream};
+use offload_image::ccob::{CompressedBundle, ContentReader, Decompressor, ZlibStream};
 use offload_image::stream::{select_in_stream, Kept, StreamSelection};
 use offload_image::{
     select, Device, Error, ErrorKind, Image, Limits, Policy, ReadOptions, SelectOptions,
@@ -469,4 +469,73 @@ fn shared_payloads_are_not_streamed() {
     )
     .expect("no error");
     assert!(found.is_none());
+}
+
+/// `ContentReader::read_to_vec` is `decompress` with any decoder, and `Unit::open_with`
+/// is `Unit::open` with the caller's decompression: same content and images (LLVM's bytes
+/// per the manifest are checked through `open` in `tests/corpus.rs`), same errors (wrong
+/// hash, truncated stream), and content of the wrong length is refused at the size field.
+#[test]
+fn open_with_a_caller_decoder_equals_open() {
+    let read = ReadOptions::default();
+    for name in ccob_files() {
+        let data = std::fs::read(common::corpus().join(&name)).unwrap();
+        let c = ccob(&data);
+        let whole = c.decompress(&read).unwrap();
+        let via_reader = ContentReader::new(&c, c.decoder(&read).unwrap(), &read)
+            .unwrap()
+            .read_to_vec()
+            .unwrap();
+        assert!(whole == via_reader, "{name}");
+        let units = offload_image::units(&data, &read).unwrap();
+        let unit = &units[0];
+        let a = unit.open(&read).unwrap();
+        let b = unit
+            .open_with(&read, |c| {
+                ContentReader::new(c, c.decoder(&read)?, &read)?.read_to_vec()
+            })
+            .unwrap();
+        let ia: Vec<_> = a.images().map(|i| (i.entry_id, i.bytes.to_vec())).collect();
+        let ib: Vec<_> = b.images().map(|i| (i.entry_id, i.bytes.to_vec())).collect();
+        assert!(ia == ib && !ia.is_empty(), "{name}");
+        // Content of the wrong length is refused, whatever the closure says.
+        let e = unit
+            .open_with(&read, |c| {
+                let mut v = c.decompress(&read)?;
+                v.pop();
+                Ok(v)
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::SizeMismatch, "{name}");
+        assert_eq!(e.offset(), c.size_field(), "{name}");
+    }
+    let data =
+        std::fs::read(common::corpus().join("compressed/hip_6arch.v3-zstd.llvm22.ccob")).unwrap();
+    let header = ccob(&data).header_len() as usize;
+    let mut bad = data.clone();
+    bad[header - 1] ^= 0xFF;
+    let c = ccob(&bad);
+    let full = c.decompress(&read).unwrap_err();
+    let via_reader = ContentReader::new(&c, c.decoder(&read).unwrap(), &read)
+        .unwrap()
+        .read_to_vec()
+        .unwrap_err();
+    assert_eq!(full.kind(), ErrorKind::HashMismatch);
+    assert_eq!(
+        (via_reader.kind(), via_reader.offset()),
+        (full.kind(), full.offset())
+    );
+    // A stream cut short (v1 has no total size, so the header still parses).
+    let v1 = std::fs::read(common::corpus().join("compressed/hip_6arch.v1-zstd.ccob")).unwrap();
+    let truncated = &v1[..v1.len() - 100];
+    let c = ccob(truncated);
+    let full = c.decompress(&read).unwrap_err();
+    let via_reader = ContentReader::new(&c, c.decoder(&read).unwrap(), &read)
+        .unwrap()
+        .read_to_vec()
+        .unwrap_err();
+    assert_eq!(
+        (via_reader.kind(), via_reader.offset()),
+        (full.kind(), full.offset())
+    );
 }

@@ -13,7 +13,7 @@ use std::thread::Scope;
 #[cfg(feature = "libzstd")]
 use loader_sim_rt::fill::{FillBuffer, FillWriter};
 
-use offload_image::ccob::{CompressedBundle, CompressionMethod, Decompressor};
+use offload_image::ccob::{CompressedBundle, CompressionMethod, ContentReader, Decompressor};
 use offload_image::{Error, ErrorKind, ReadOptions};
 
 /// Which zstd decoder to use (`--zstd-decoder`).
@@ -50,6 +50,25 @@ pub fn decoder<'data>(
     bundle
         .decoder(options)
         .map(|d| Box::new(d) as Box<dyn Decompressor + Send>)
+}
+
+/// The whole content of `bundle`, checked like `CompressedBundle::decompress` (declared
+/// size, trailing bytes, the truncated MD5 when `options.verify_hash`), decoded with the
+/// default decoder ([`ZstdDecoder::DEFAULT`]: libzstd when built in). When the hash is
+/// verified on a machine with more than one CPU, decoding runs on a thread of its own and
+/// overlaps MD5. For `Unit::open_with` and `Registry::set_decompressor`.
+pub fn decompress(bundle: &CompressedBundle<'_>, options: &ReadOptions) -> Result<Vec<u8>, Error> {
+    let threaded =
+        options.verify_hash && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    if threaded {
+        std::thread::scope(|scope| {
+            let d = threaded_decoder(scope, bundle, ZstdDecoder::DEFAULT, options)?;
+            ContentReader::new(bundle, d, options)?.read_to_vec()
+        })
+    } else {
+        let d = decoder(bundle, ZstdDecoder::DEFAULT, options)?;
+        ContentReader::new(bundle, d, options)?.read_to_vec()
+    }
 }
 
 /// The decoder for `bundle`'s payload running on a thread of `scope`: libzstd writing

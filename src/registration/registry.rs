@@ -39,6 +39,7 @@ use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use crate::ccob::CompressedBundle;
 use crate::container::{units, OpenUnit};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::{Image, OffloadKind};
@@ -116,6 +117,11 @@ impl Policy {
         }
     }
 }
+
+/// A decompressor of compressed bundles for [`Registry::set_decompressor`]: returns the
+/// content of the bundle it is given, checked as [`CompressedBundle::decompress`] checks
+/// it, with errors located relative to the bundle's start.
+pub type Decompress = for<'a, 'b> fn(&'b CompressedBundle<'a>, &ReadOptions) -> Result<Vec<u8>>;
 
 /// Options of a [`Registry`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -357,6 +363,8 @@ pub struct Registry<'d> {
     live: BTreeMap<(RegistrationKind, u64), UnitId>,
     /// Entries bound so far by [`Registry::add_entries`], all units together.
     table_entries: u64,
+    /// The caller's decompressor, if set ([`Registry::set_decompressor`]).
+    decompress: Option<Decompress>,
     requires: Option<u64>,
 }
 
@@ -369,8 +377,16 @@ impl<'d> Registry<'d> {
             units: Vec::new(),
             live: BTreeMap::new(),
             table_entries: 0,
+            decompress: None,
             requires: None,
         }
+    }
+
+    /// Decompresses the compressed bundles of fat binaries with `f` instead of the
+    /// built-in decoders (a `std` program may use a faster one; see
+    /// [`crate::Unit::open_with`]).
+    pub fn set_decompressor(&mut self, f: Decompress) {
+        self.decompress = Some(f);
     }
 
     /// The devices, in the order given.
@@ -547,7 +563,12 @@ impl<'d> Registry<'d> {
                 w.binary,
                 "fat binary holds no device images",
             ))?;
-        unit.open(options).map_err(rebase)
+        let decompress = self.decompress;
+        unit.open_with(options, |c| match decompress {
+            Some(f) => f(c, options),
+            None => c.decompress(options),
+        })
+        .map_err(rebase)
     }
 
     fn registration_mut(&mut self, id: UnitId) -> Result<&mut Registration<'d>> {

@@ -88,7 +88,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     };
     let mut records = Vec::new();
     for_each_unit(input.bytes(), &options, |unit| {
-        let open = unit.open(&options)?;
+        let open = unit.open_with(&options, |c| crate::decode::decompress(c, &options))?;
         for image in open.images() {
             // Hashing reads the whole image: read ahead, and drop its pages afterwards so
             // that listing a 1.3 GB library does not keep it all mapped.

@@ -157,6 +157,7 @@ fn statically(
             ..RegistryOptions::default()
         },
     );
+    registry.set_decompressor(crate::decode::decompress);
     let relocatable = elf.elf_type() == ElfType::Relocatable;
     // (unit, label, address, entries come from the device image)
     let mut units: Vec<(UnitId, String, u64, bool)> = Vec::new();
