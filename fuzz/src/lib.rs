@@ -354,8 +354,8 @@ pub fn register_elf(data: &[u8]) {
 /// `select_in_stream` (one pass over a `CCOB`'s content, the chosen images streamed to a
 /// sink) against the in-memory path (decompress, parse, `select`): where both read the
 /// bundle they choose the same entry for every device, and the streamed bytes are that
-/// entry's bytes. Also reads the whole content through `ContentReader` and compares it
-/// with `decompress`.
+/// entry's bytes. Also reads the whole content through `ContentReader` (piece by piece,
+/// and with `read_to_vec`) and compares it with `decompress`.
 pub fn stream_vs_memory(data: &[u8], devices: &[offload_image::Device]) {
     for verify_hash in [true, false] {
         let options = ReadOptions {
@@ -392,6 +392,12 @@ fn stream_vs_memory_with(data: &[u8], devices: &[offload_image::Device], options
                 streamed == *full,
                 "streamed content differs from decompress"
             );
+        }
+    }
+    // The same through `read_to_vec` (what `Unit::open_with` callers use).
+    if let (Ok(reader), Ok(full)) = (c.reader(options), &full) {
+        if let Ok(v) = reader.read_to_vec() {
+            assert!(v == *full, "read_to_vec differs from decompress");
         }
     }
     let Ok(reader) = c.reader(options) else {
