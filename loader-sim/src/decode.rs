@@ -58,15 +58,24 @@ pub fn decoder<'data>(
 /// verified on a machine with more than one CPU, decoding runs on a thread of its own and
 /// overlaps MD5. For `Unit::open_with` and `Registry::set_decompressor`.
 pub fn decompress(bundle: &CompressedBundle<'_>, options: &ReadOptions) -> Result<Vec<u8>, Error> {
+    decompress_using(bundle, ZstdDecoder::DEFAULT, options)
+}
+
+/// [`decompress`] with the zstd decoder `which` (`--zstd-decoder`).
+pub fn decompress_using(
+    bundle: &CompressedBundle<'_>,
+    which: ZstdDecoder,
+    options: &ReadOptions,
+) -> Result<Vec<u8>, Error> {
     let threaded =
         options.verify_hash && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
     if threaded {
         std::thread::scope(|scope| {
-            let d = threaded_decoder(scope, bundle, ZstdDecoder::DEFAULT, options)?;
+            let d = threaded_decoder(scope, bundle, which, options)?;
             ContentReader::new(bundle, d, options)?.read_to_vec()
         })
     } else {
-        let d = decoder(bundle, ZstdDecoder::DEFAULT, options)?;
+        let d = decoder(bundle, which, options)?;
         ContentReader::new(bundle, d, options)?.read_to_vec()
     }
 }
