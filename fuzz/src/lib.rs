@@ -309,6 +309,20 @@ pub fn registration_views<'d, S: AddressSpace<'d>>(
                 let _ = e.name_lossy();
             }
         }
+        // Releasing the images keeps the choices, the entries and the count.
+        let before = registry.get(id).cloned();
+        assert!(registry.release(id));
+        if let (Some(b), Some(a)) = (before, registry.get(id)) {
+            assert!(a.images().is_empty());
+            for dev in 0..registry.devices().len() {
+                assert_eq!(
+                    a.choice(dev).map(|c| c.selected),
+                    b.choice(dev).map(|c| c.selected)
+                );
+            }
+            assert_eq!(a.entries().len(), b.entries().len());
+            assert_eq!(a.count(), b.count());
+        }
     }
     if let Ok(id) = fat {
         let _ = registry.unregister_fat_binary(id);
