@@ -128,7 +128,9 @@ fn by_image_size(c: &mut Criterion) {
 fn identify_one(c: &mut Criterion) {
     let data = bundle(1, 4096, 4096);
     let read = ReadOptions::default();
-    let units = offload_image::units(&data, &read).unwrap();
+    let units = offload_image::units(&data, &read)
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
     let open = units[0].open(&read).unwrap();
     let image: Image<'_> = open.images().next().unwrap();
     c.bench_function("identify", |b| b.iter(|| identify(black_box(&image))));
@@ -173,7 +175,9 @@ fn compressed(c: &mut Criterion) {
                 &data,
                 |b, d| {
                     b.iter(|| {
-                        let units = offload_image::units(d, &read).unwrap();
+                        let units = offload_image::units(d, &read)
+                            .collect::<Result<Vec<_>, _>>()
+                            .unwrap();
                         let open = units[0].open(&read).unwrap();
                         let images: Vec<Image<'_>> = open.images().collect();
                         select(&images, &devices[0], &options).chosen

@@ -487,7 +487,9 @@ fn open_with_a_caller_decoder_equals_open() {
             .read_to_vec()
             .unwrap();
         assert!(whole == via_reader, "{name}");
-        let units = offload_image::units(&data, &read).unwrap();
+        let units = offload_image::units(&data, &read)
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
         let unit = &units[0];
         let a = unit.open(&read).unwrap();
         let b = unit

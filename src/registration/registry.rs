@@ -555,9 +555,9 @@ impl<'d> Registry<'d> {
         let blob = w.fat_binary(space, options)?;
         let rebase = |e: Error| e.rebase(w.binary);
         let unit = units(blob, options)
-            .map_err(rebase)?
-            .into_iter()
             .next()
+            .transpose()
+            .map_err(rebase)?
             .ok_or(Error::new(
                 ErrorKind::Malformed,
                 w.binary,
@@ -900,8 +900,8 @@ fn device_image_part<'d>(bytes: &'d [u8], options: &ReadOptions) -> Part<'d> {
         UnwrappedImage::Raw(b) => Part::Raw(b),
         UnwrappedImage::Entry(e) => Part::Entry(e),
         UnwrappedImage::Compressed(binary) => units(binary.data(), options)
-            .ok()
-            .and_then(|u| u.into_iter().next())
+            .next()
+            .and_then(|u| u.ok())
             .and_then(|u| u.open(options).ok())
             .map_or(Part::Raw(bytes), Part::First),
     }
