@@ -91,7 +91,7 @@ fn parse_and_select(data: &[u8], device: &Device) -> usize {
     for_each_unit(data, &read, |unit| {
         let open = unit.open(&read)?;
         let s = select_identities(open.images().map(|i| identify(&i)), device, &options);
-        chosen += s.chosen.unwrap_or(usize::MAX) & 0xFFFF;
+        chosen += s.chosen().unwrap_or(usize::MAX) & 0xFFFF;
         Ok(())
     })
     .unwrap();
@@ -180,7 +180,7 @@ fn compressed(c: &mut Criterion) {
                             .unwrap();
                         let open = units[0].open(&read).unwrap();
                         let images: Vec<Image<'_>> = open.images().collect();
-                        select(&images, &devices[0], &options).chosen
+                        select(&images, &devices[0], &options).chosen()
                     })
                 },
             );

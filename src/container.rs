@@ -263,9 +263,10 @@ impl<'data> OpenUnit<'data> {
         }
     }
 
-    /// Offset of an image's bytes in the walked buffer (`None` if decompressed).
+    /// Offset of an image's bytes in the walked buffer (`None` if decompressed); the same
+    /// as [`Image::offset`] for the images of this unit.
     pub fn offset_of(&self, image: &Image<'_>) -> Option<u64> {
-        self.unit.offset_of(image.bytes)
+        image.offset.or_else(|| self.unit.offset_of(image.bytes))
     }
 
     /// The images in discovery order.
@@ -291,7 +292,11 @@ impl<'data> OpenUnit<'data> {
             UnitContent::ObjectBundle(o) => State::Object(o.sections()),
             UnitContent::DeviceElf(d) => State::Elf(Some(d)),
         };
-        Images { index: 0, state }
+        Images {
+            index: 0,
+            state,
+            file: self.unit.file,
+        }
     }
 }
 
@@ -300,6 +305,7 @@ impl<'data> OpenUnit<'data> {
 pub struct Images<'a> {
     index: usize,
     state: State<'a>,
+    file: &'a [u8],
 }
 
 #[derive(Clone, Debug)]
@@ -348,10 +354,10 @@ impl<'a> Iterator for Images<'a> {
             State::Elf(e) => e.take().map(|d| Image::from_elf(i, d)),
             State::Done => None,
         };
-        if image.is_some() {
-            self.index = self.index.saturating_add(1);
-        }
-        image
+        let mut image = image?;
+        self.index = self.index.saturating_add(1);
+        image.offset = bytes::offset_in(self.file, image.bytes);
+        Some(image)
     }
 }
 
@@ -598,8 +604,8 @@ enum Frame<'data> {
 
 /// What advancing the innermost frame asks of the walk.
 enum Step<'data> {
-    /// A unit found.
-    Unit(Unit<'data>),
+    /// A unit found: its offset in the file, its index in its container, its content.
+    Unit(u64, usize, UnitContent<'data>),
     /// Visit `data` (an archive member) under the path element.
     Visit(&'data [u8], PathElem<'data>, u64),
     /// Walk the blobs of an offload section under the path element.
@@ -683,11 +689,18 @@ impl<'data> Units<'data> {
                 Some(frame) => Self::advance(frame, self.file, &self.options)?,
             };
             match action {
-                Step::Unit(mut unit) => {
+                Step::Unit(offset, index, content) => {
                     let len = self.frame_path_len();
                     self.path.truncate(len);
-                    unit.location.path.clone_from(&self.path);
-                    return Ok(Some(unit));
+                    return Ok(Some(Unit {
+                        location: Location {
+                            path: self.path.clone(),
+                            offset,
+                        },
+                        index,
+                        content,
+                        file: self.file,
+                    }));
                 }
                 Step::Visit(data, elem, at) => {
                     let len = self.frame_path_len();
@@ -872,15 +885,11 @@ impl<'data> Units<'data> {
                     if name.starts_with(OBJECT_BUNDLE_PREFIX) {
                         if !*object_bundle_seen {
                             *object_bundle_seen = true;
-                            return Ok(Step::Unit(Unit {
-                                location: Location {
-                                    path: heapless::Vec::new(),
-                                    offset: base,
-                                },
-                                index: 0,
-                                content: UnitContent::ObjectBundle(ObjectBundle { elf: data }),
-                                file,
-                            }));
+                            return Ok(Step::Unit(
+                                base,
+                                0,
+                                UnitContent::ObjectBundle(ObjectBundle { elf: data }),
+                            ));
                         }
                     } else if name == b".hip_fatbin"
                         || ty == SHT_LLVM_OFFLOADING
@@ -945,15 +954,7 @@ impl<'data> Units<'data> {
                 *index = index.saturating_add(1);
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
                 *pos = start.saturating_add(len.max(1));
-                Ok(Step::Unit(Unit {
-                    location: Location {
-                        path: heapless::Vec::new(),
-                        offset: at,
-                    },
-                    index: unit_index,
-                    content,
-                    file,
-                }))
+                Ok(Step::Unit(at, unit_index, content))
             }
         }
     }

@@ -241,6 +241,10 @@ pub struct Image<'a> {
     pub strings: Option<StringMap<'a>>,
     /// The image bytes.
     pub bytes: &'a [u8],
+    /// Offset of the bytes in the buffer that was walked ([`crate::units`]) when they are
+    /// stored there in place; `None` for decompressed content (and for images made
+    /// directly from a container reader).
+    pub offset: Option<u64>,
 }
 
 impl<'a> Image<'a> {
@@ -270,6 +274,7 @@ impl<'a> Image<'a> {
             flags: 0,
             strings: None,
             bytes,
+            offset: None,
         }
     }
 
@@ -286,6 +291,7 @@ impl<'a> Image<'a> {
             flags: e.flags,
             strings: Some(e.strings),
             bytes: e.image,
+            offset: None,
         }
     }
 
@@ -302,11 +308,18 @@ impl<'a> Image<'a> {
             flags: 0,
             strings: None,
             bytes,
+            offset: None,
         }
     }
 
     /// Image size in bytes.
     pub fn size(&self) -> u64 {
         crate::bytes::u64_of(self.bytes.len())
+    }
+
+    /// The byte range of the image in the walked buffer, when it is stored in place.
+    pub fn file_range(&self) -> Option<core::ops::Range<u64>> {
+        let start = self.offset?;
+        Some(start..start.checked_add(self.size())?)
     }
 }

@@ -12,52 +12,19 @@
 //! * bytes: [`raw`], the on-disk structures (zerocopy, little-endian, alignment 1);
 //! * containers: [`bundle`], [`text`], [`ccob`], [`offload_binary`] (one reader per format),
 //!   [`entry_id`] (bundle entry IDs split as stored), and [`container`] (finding those inside
-//!   files, ELF sections and archives: [`for_each_unit`]);
+//!   files, ELF sections and archives: [`units`], an iterator of [`Unit`]s);
 //! * images: [`image`], the format-independent [`Image`];
 //! * candidates: [`target`]: AMDGPU target IDs and processors, NVPTX architectures, device
 //!   ELF headers, devices, and [`identify`] (what an image is built for);
-//! * choice: [`mod@select`] (the compatibility predicate, the ranking,
-//!   [`select()`](select::select)) and [`stream`] (the same choice made in one pass over a
+//! * choice: [`mod@select`] (the compatibility predicate, the ranking, [`choose`] and
+//!   [`choose_many`] over any iterator of images) and [`stream`] (the same choice made in one pass over a
 //!   compressed bundle's decompressed stream, without holding it);
 //! * registration: [`registration`], the runtime records, views that follow their pointers,
 //!   static discovery in host ELF files, and the simulated runtime [`registration::Registry`];
 //! * `write` (feature `std`), beside the road: writers for every format, byte-identical to
 //!   LLVM 22's tools.
 //!
-//! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
-//! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
-//!
-//! # Example
-//!
-//! ```
-//! use offload_image::{for_each_unit, ReadOptions};
-//!
-//! // A bundle with one (empty) host entry and one 4-byte device image.
-//! let mut b = Vec::new();
-//! b.extend_from_slice(b"__CLANG_OFFLOAD_BUNDLE__");
-//! b.extend_from_slice(&2u64.to_le_bytes());
-//! let ids: [&[u8]; 2] = [b"host-x86_64-unknown-linux-gnu-", b"hipv4-amdgcn-amd-amdhsa--gfx90a"];
-//! let data_at = 32 + ids.iter().map(|id| 24 + id.len() as u64).sum::<u64>();
-//! for (id, size) in ids.iter().zip([0u64, 4]) {
-//!     b.extend_from_slice(&data_at.to_le_bytes());
-//!     b.extend_from_slice(&size.to_le_bytes());
-//!     b.extend_from_slice(&(id.len() as u64).to_le_bytes());
-//!     b.extend_from_slice(id);
-//! }
-//! b.extend_from_slice(b"\x7fELF");
-//!
-//! let options = ReadOptions::default();
-//! for_each_unit(&b, &options, |unit| {
-//!     let open = unit.open(&options)?;
-//!     for image in open.images() {
-//!         println!("{:?} {} bytes at {:?}", image.entry_id, image.size(), open.offset_of(&image));
-//!     }
-//!     Ok(())
-//! })?;
-//! # Ok::<(), offload_image::Error>(())
-//! ```
-
-#![no_std]
+//! The crate is `#![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 // Untrusted bytes must never take the process down: no indexing or slicing that can panic,
@@ -94,12 +61,12 @@ pub mod text;
 #[cfg(feature = "std")]
 pub mod write;
 
-pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent};
+pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent, Units};
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Format, Image, ImageKind, OffloadKind};
 pub use select::{
-    check, explain, select, select_identities, KindFilter, Policy, RankKey, Rejection,
-    SelectOptions, Selection, Verdict,
+    check, choose, choose_many, explain, select, select_identities, Choice, KindFilter, Policy,
+    RankKey, Rejection, SelectOptions, Selection, Verdict,
 };
 pub use target::{identify, Device, Identity, Target, TargetId};
 

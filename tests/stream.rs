@@ -142,13 +142,14 @@ fn streaming_selection_equals_selection_in_the_decompressed_bundle() {
                     let whole = select(&images, device, &options);
                     let streamed = found.chosen[d].map(|k| k.index);
                     assert_eq!(
-                        streamed, whole.chosen,
+                        streamed,
+                        whole.chosen(),
                         "{file}, {}, {policy:?}, verify {verify}",
                         DEVICES[d]
                     );
                     assert_eq!(found.chosen[d], whole.key);
                     compared += 1;
-                    if let Some(i) = whole.chosen {
+                    if let Some(i) = whole.chosen() {
                         chosen += 1;
                         let (index, bytes) = kept.get(&d).expect("the chosen bytes were kept");
                         assert_eq!(*index, i);

@@ -199,7 +199,7 @@ pub struct Choice {
 fn choose(images: &[Image<'_>], device: &Device, options: &SelectOptions) -> Choice {
     let s = select(images, device, options);
     Choice {
-        selected: s.chosen,
+        selected: s.chosen(),
         compatible: s.compatible,
         tie: s.tie,
     }

@@ -381,7 +381,7 @@ pub unsafe extern "C" fn oi_select(
                 let open = unit.open(&read)?;
                 let sel = select_identities(open.images().map(|i| identify(&i)), &device, &select);
                 let unit_index = u32::try_from(n).unwrap_or(u32::MAX);
-                let chosen = sel.chosen.and_then(|c| open.images().nth(c));
+                let chosen = sel.chosen().and_then(|c| open.images().nth(c));
                 missing |= chosen.is_none();
                 if let Some(slot) = out.get_mut(n) {
                     *slot = OiSelection {

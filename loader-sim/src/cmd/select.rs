@@ -429,7 +429,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         let images: Vec<Image<'_>> = open.images().collect();
         for (given, device) in &devices {
             let selection = offload_image::select(&images, device, &options);
-            let chosen = selection.chosen.and_then(|i| images.get(i));
+            let chosen = selection.chosen().and_then(|i| images.get(i));
             records.push(Record {
                 container: unit.location.to_string(),
                 bundle_index: unit.index,
@@ -444,7 +444,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 },
                 rejected: args
                     .explain
-                    .then(|| reasons(&images, selection.chosen, device, &options)),
+                    .then(|| reasons(&images, selection.chosen(), device, &options)),
                 disagreement: chosen
                     .filter(|_| args.explain)
                     .and_then(|img| identify(img).disagreement())
