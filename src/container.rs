@@ -155,30 +155,19 @@ impl<'data> Unit<'data> {
         bytes::offset_in(self.file, bytes)
     }
 
-    /// Makes the unit's images available, decompressing compressed content once.
+    /// Makes the unit's images available, decompressing compressed content once (with
+    /// the decoders of [`ReadOptions::decoders`]).
     ///
     /// Uncompressed units allocate nothing. Errors inside decompressed content carry the
     /// offset of the compressed blob ([`Error::decompressed_offset`] gives the inner one).
+    /// Whichever decoder ran, decompressed content must have the declared size and be a
+    /// bundle that parses.
     pub fn open(&self, options: &ReadOptions) -> Result<OpenUnit<'data>> {
-        self.open_with(options, |c| c.decompress(options))
-    }
-
-    /// [`Unit::open`] with the caller's decompression of a compressed bundle: `decompress`
-    /// returns the content of the bundle it is given, with errors located relative to the
-    /// bundle's start — for example [`crate::ccob::ContentReader::read_to_vec`] over a
-    /// faster [`crate::ccob::Decompressor`] (`loader-sim` uses C libzstd). The content is
-    /// checked as with [`Unit::open`] (its length must be the declared size; the hash is the
-    /// closure's to verify, as `ContentReader` does when `options.verify_hash` is set).
-    /// Compressed OffloadBinaries use the built-in decoders.
-    pub fn open_with<F>(&self, options: &ReadOptions, mut decompress: F) -> Result<OpenUnit<'data>>
-    where
-        F: FnMut(&CompressedBundle<'data>) -> Result<Vec<u8>>,
-    {
         let at = self.location.offset;
         let mut owned = Vec::new();
         match &self.content {
             UnitContent::Compressed(c) => {
-                let data = decompress(c).map_err(|e| e.rebase(at))?;
+                let data = c.decompress(options).map_err(|e| e.rebase(at))?;
                 if bytes::u64_of(data.len()) != c.uncompressed_size() {
                     return Err(Error::new(
                         ErrorKind::SizeMismatch,

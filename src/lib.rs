@@ -24,7 +24,47 @@
 //! * `write` (feature `std`), beside the road: writers for every format, byte-identical to
 //!   LLVM 22's tools.
 //!
-//! The crate is `#![no_std]
+//! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
+//! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
+//!
+//! # Example
+//!
+//! ```
+//! use offload_image::{choose, units, Device, ReadOptions, SelectOptions};
+//!
+//! // A bundle with one (empty) host entry and one 4-byte device image.
+//! let mut b = Vec::new();
+//! b.extend_from_slice(b"__CLANG_OFFLOAD_BUNDLE__");
+//! b.extend_from_slice(&2u64.to_le_bytes());
+//! let ids: [&[u8]; 2] = [b"host-x86_64-unknown-linux-gnu-", b"hipv4-amdgcn-amd-amdhsa--gfx90a"];
+//! let data_at = 32 + ids.iter().map(|id| 24 + id.len() as u64).sum::<u64>();
+//! for (id, size) in ids.iter().zip([0u64, 4]) {
+//!     b.extend_from_slice(&data_at.to_le_bytes());
+//!     b.extend_from_slice(&size.to_le_bytes());
+//!     b.extend_from_slice(&(id.len() as u64).to_le_bytes());
+//!     b.extend_from_slice(id);
+//! }
+//! b.extend_from_slice(b"\x7fELF");
+//!
+//! let options = ReadOptions::default();
+//! let device = Device::parse("gfx90a:xnack-")?;
+//! for unit in units(&b, &options) {           // an iterator; allocation-free
+//!     let unit = unit?;
+//!     let open = unit.open(&options)?;         // decompresses CCOB content once, if any
+//!     for image in open.images() {             // discovery order
+//!         println!("{:?} {} bytes at {:?}", image.entry_id, image.size(), image.offset);
+//!     }
+//!     assert_eq!(open.images().nth(1).unwrap().file_range(), Some(data_at..data_at + 4));
+//!     // The choice for a device, and why: four bytes are not a loadable code object.
+//!     let choice = choose(open.images(), &device, &SelectOptions::default());
+//!     assert!(choice.image.is_none());
+//!     let (index, why) = choice.rejection.unwrap();
+//!     println!("nothing for {device}: image {index}: {why}");
+//! }
+//! # Ok::<(), offload_image::Error>(())
+//! ```
+
+#![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 // Untrusted bytes must never take the process down: no indexing or slicing that can panic,
@@ -120,6 +160,8 @@ pub struct ReadOptions {
     pub limits: Limits,
     /// Verify the truncated MD5 of decompressed bundles (default: on; costs an MD5 pass).
     pub verify_hash: bool,
+    /// The caller's decoders for compressed bundles (default: the built-in ones).
+    pub decoders: ccob::Decoders,
 }
 
 impl Default for ReadOptions {
@@ -127,6 +169,7 @@ impl Default for ReadOptions {
         ReadOptions {
             limits: Limits::DEFAULT,
             verify_hash: true,
+            decoders: ccob::Decoders::BUILTIN,
         }
     }
 }

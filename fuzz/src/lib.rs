@@ -16,6 +16,7 @@ pub fn options() -> ReadOptions {
             ..Limits::DEFAULT
         },
         verify_hash: true,
+        ..ReadOptions::default()
     }
 }
 

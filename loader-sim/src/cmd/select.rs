@@ -423,8 +423,9 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 return Ok(());
             }
         }
-        let open = unit.open_with(&read, |c| {
-            crate::decode::decompress_using(c, args.zstd_decoder, &read)
+        let open = unit.open(&ReadOptions {
+            decoders: crate::decode::decoders(args.zstd_decoder),
+            ..read
         })?;
         let images: Vec<Image<'_>> = open.images().collect();
         for (given, device) in &devices {
