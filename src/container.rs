@@ -19,6 +19,7 @@ use object::read::elf::{FileHeader, SectionHeader, SectionTable};
 use object::Endianness;
 
 use crate::bundle::{self, Bundle, BundleEntries};
+pub use crate::bytes::elf_machine;
 use crate::bytes::{self, u64_of};
 use crate::ccob::{self, CompressedBundle};
 use crate::error::{Error, ErrorKind, Result};
@@ -33,12 +34,13 @@ use crate::ReadOptions;
 /// Deepest nesting of containers (archive in archive in ELF ...) a path can record.
 pub const MAX_DEPTH: usize = 8;
 
-/// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`).
+/// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`; `object::elf` does not
+/// define it).
 pub const SHT_LLVM_OFFLOADING: u32 = 0x6FFF_4C0B;
-/// `e_machine` of AMDGPU code objects.
-pub const EM_AMDGPU: u16 = 224;
-/// `e_machine` of NVIDIA cubins.
-pub const EM_CUDA: u16 = 190;
+/// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
+const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
+/// `e_machine` of NVIDIA cubins (`object::elf::EM_CUDA`).
+const EM_CUDA: u16 = object::elf::EM_CUDA.0;
 /// Prefix of the per-entry sections of a bundled host object (`FORMATS.md` §2.5).
 pub const OBJECT_BUNDLE_PREFIX: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 
@@ -467,19 +469,6 @@ impl<'data> Tables<'data> {
             Tables::E64(e, t, d) => get(*e, t, d, i),
         }
     }
-}
-
-/// `e_machine` of an ELF file, if the header can be read.
-pub fn elf_machine(data: &[u8]) -> Option<u16> {
-    if !data.starts_with(ELF_MAGIC) {
-        return None;
-    }
-    let m = data.get(18..20)?;
-    let v = <[u8; 2]>::try_from(m).ok()?;
-    Some(match data.get(5) {
-        Some(2) => u16::from_be_bytes(v),
-        _ => u16::from_le_bytes(v),
-    })
 }
 
 /// Iterator over the bundle sections of an [`ObjectBundle`].

@@ -102,12 +102,7 @@ impl ImageKind {
     /// no more than the first page of an image.
     pub fn sniff(bytes: &[u8]) -> Self {
         if bytes.starts_with(ELF_MAGIC) {
-            let machine = bytes
-                .get(18..20)
-                .and_then(|m| <[u8; 2]>::try_from(m).ok())
-                .map(u16::from_le_bytes)
-                .unwrap_or(0);
-            return if machine == 190 {
+            return if crate::bytes::elf_machine(bytes) == Some(object::elf::EM_CUDA.0) {
                 ImageKind::Cubin
             } else {
                 ImageKind::Object

@@ -10,7 +10,7 @@
 //! Errors carry the **address** of the problem in [`Error::offset`].
 
 use crate::bytes::u64_of;
-use crate::container::{EM_AMDGPU, EM_CUDA};
+use crate::target::elf::{EM_AMDGPU, EM_CUDA};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
 use crate::offload_binary::{OffloadBinary, OffloadBinaryEntry};
