@@ -21,7 +21,7 @@
 //!   compressed bundle's decompressed stream, without holding it);
 //! * registration: [`registration`], the runtime records, views that follow their pointers,
 //!   static discovery in host ELF files, and the simulated runtime [`registration::Registry`];
-//! * `write` (feature `std`), beside the road: writers for every format, byte-identical to
+//! * `write` (feature `write`, which implies `std`), beside the road: writers for every format, byte-identical to
 //!   LLVM 22's tools.
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
@@ -98,7 +98,7 @@ pub mod select;
 pub mod stream;
 pub mod target;
 pub mod text;
-#[cfg(feature = "std")]
+#[cfg(feature = "write")]
 pub mod write;
 
 pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent, Units};
