@@ -162,6 +162,10 @@ pub struct ReadOptions {
     pub verify_hash: bool,
     /// The caller's decoders for compressed bundles (default: the built-in ones).
     pub decoders: ccob::Decoders,
+    /// Refuse bytes between containers that are neither zero padding nor a container
+    /// (default: off, they are skipped and reported in [`Unit::skipped`]; `FORMATS.md`
+    /// §2.4).
+    pub strict: bool,
 }
 
 impl Default for ReadOptions {
@@ -170,6 +174,7 @@ impl Default for ReadOptions {
             limits: Limits::DEFAULT,
             verify_hash: true,
             decoders: ccob::Decoders::BUILTIN,
+            strict: false,
         }
     }
 }
