@@ -1,12 +1,6 @@
-//! `ar` archives: reading members, and writing GNU archives exactly as
+//! `ar` archives: reading members (with `object`), and writing GNU archives exactly as
 //! `llvm::writeArchive(..., SymtabWritingMode::NormalSymtab, K_GNU, Deterministic = true,
-//! Thin = false)` writes them (`llvm/lib/Object/ArchiveWriter.cpp`).
-//!
-//! Layout: `!<arch>\n`; the symbol table member `/` (big-endian `u32` count, one `u32`
-//! member offset per symbol, NUL-terminated names, padded to even with NULs) when any
-//! member is a symbolic file; the long-name member `//` (`name/\n` per name of 16 or more
-//! bytes or containing `/`, padded to even with `\n`); then every member with a 60-byte
-//! header (timestamp 0, uid/gid 0, mode `644`) and data padded to even with `\n`.
+//! Thin = false)` writes them, through `ar_archive_writer`.
 //!
 //! Symbols are listed like `isArchiveSymbol`: global, defined, not format-specific ones,
 //! from ELF `.symtab` sections and from bitcode irsymtabs ([`super::bitcode`]), in file
@@ -102,114 +96,76 @@ fn elf_symbols<H: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<Vec<Ve
     Ok(out)
 }
 
-/// `printWithSpacePadding`.
-fn pad(out: &mut Vec<u8>, s: &str, width: usize) {
-    out.extend_from_slice(s.as_bytes());
-    for _ in s.len()..width {
-        out.push(b' ');
-    }
-}
+/// What `ar_archive_writer` asks of a member: LLVM's archive symbols
+/// ([`archive_symbols`]), so that bitcode members get their irsymtab symbols (the crate's
+/// default reader only knows native objects). COFF and XCOFF questions never arise for
+/// GNU archives.
+static OBJECT_READER: ar_archive_writer::ObjectReader = ar_archive_writer::ObjectReader {
+    get_symbols: member_symbols,
+    is_64_bit_object_file: |data| data.starts_with(b"\x7fELF\x02"),
+    is_ec_object_file: |_| false,
+    is_any_arm64_coff: |_| false,
+    get_xcoff_member_alignment: |_| 2,
+};
 
-/// `printRestOfMemberHeader` with deterministic values (time 0, uid/gid 0).
-fn rest_of_header(out: &mut Vec<u8>, perms: &str, size: u64) {
-    pad(out, "0", 12);
-    pad(out, "0", 6);
-    pad(out, "0", 6);
-    pad(out, perms, 8);
-    pad(out, &size.to_string(), 10);
-    out.extend_from_slice(b"`\n");
+/// [`ar_archive_writer::GetSymbolsFn`] over [`archive_symbols`].
+fn member_symbols(
+    data: &[u8],
+    f: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<bool> {
+    match archive_symbols(data).map_err(std::io::Error::other)? {
+        None => Ok(false),
+        Some(names) => {
+            for n in names {
+                f(&n)?;
+            }
+            Ok(true)
+        }
+    }
 }
 
 /// Writes a GNU archive of `members` as LLVM 22 does for `clang-offload-bundler -type=a`
-/// and `clang-offload-packager --archive`.
+/// and `clang-offload-packager --archive`: `writeArchive` with `K_GNU`, deterministic
+/// headers (time 0, uid/gid 0, mode 644), not thin. The layout is `ar_archive_writer`'s
+/// (rust-lang's port of `ArchiveWriter.cpp`); only the symbol lists are ours.
+///
+/// Past 4 GiB the symbol table switches to the 64-bit `/SYM64/` form, as in LLVM.
 pub fn write_gnu(members: &[NewMember]) -> Result<Vec<u8>, String> {
-    let mut string_table: Vec<u8> = Vec::new();
-    let mut name_pos: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    let mut sym_names: Vec<u8> = Vec::new();
-    let mut has_object = false;
-    // (header, symbol name offsets) per member.
-    let mut headers: Vec<(Vec<u8>, Vec<usize>)> = Vec::with_capacity(members.len());
-    for m in members {
-        let mut h = Vec::with_capacity(60);
-        if m.name.len() >= 16 || m.name.contains('/') {
-            let at = *name_pos.entry(m.name.as_str()).or_insert_with(|| {
-                let at = string_table.len();
-                string_table.extend_from_slice(m.name.as_bytes());
-                string_table.extend_from_slice(b"/\n");
-                at
-            });
-            h.push(b'/');
-            pad(&mut h, &at.to_string(), 15);
-        } else {
-            pad(&mut h, &format!("{}/", m.name), 16);
-        }
-        rest_of_header(&mut h, "644", m.data.len() as u64);
-        let mut syms = Vec::new();
-        if let Some(names) = archive_symbols(&m.data).map_err(|e| format!("{}: {e}", m.name))? {
-            has_object = true;
-            for n in names {
-                syms.push(sym_names.len());
-                sym_names.extend_from_slice(&n);
-                sym_names.push(0);
-            }
-        }
-        headers.push((h, syms));
-    }
-    if has_object && sym_names.is_empty() {
-        sym_names.extend_from_slice(b"\0\0\0");
-    }
-    let num_syms: usize = headers.iter().map(|(_, s)| s.len()).sum();
-
-    let mut out = b"!<arch>\n".to_vec();
-    let string_member = if string_table.is_empty() {
-        Vec::new()
-    } else {
-        let padding = string_table.len() % 2;
-        let mut s = Vec::new();
-        pad(&mut s, "//", 48);
-        pad(&mut s, &(string_table.len() + padding).to_string(), 10);
-        s.extend_from_slice(b"`\n");
-        s.extend_from_slice(&string_table);
-        if padding == 1 {
-            s.push(b'\n');
-        }
-        s
-    };
-    if !sym_names.is_empty() {
-        let raw = 4 + 4 * num_syms + sym_names.len();
-        let padding = raw % 2;
-        let size = raw + padding;
-        let headers_size = 8 + 60 + size + string_member.len();
-        if (headers_size as u64)
-            + members
-                .iter()
-                .map(|m| 60 + m.data.len() as u64 + (m.data.len() as u64 % 2))
-                .sum::<u64>()
-            >= 1 << 32
-        {
-            return Err("archive too large for a 32-bit symbol table".into());
-        }
-        pad(&mut out, "/", 16);
-        rest_of_header(&mut out, "0", size as u64);
-        out.extend_from_slice(&(num_syms as u32).to_be_bytes());
-        let mut pos = headers_size;
-        for ((h, syms), m) in headers.iter().zip(members) {
-            for _ in syms {
-                out.extend_from_slice(&(pos as u32).to_be_bytes());
-            }
-            pos += h.len() + m.data.len() + m.data.len() % 2;
-        }
-        out.extend_from_slice(&sym_names);
-        if padding == 1 {
-            out.push(0);
-        }
-    }
-    out.extend_from_slice(&string_member);
-    for ((h, _), m) in headers.iter().zip(members) {
-        out.extend_from_slice(h);
-        out.extend_from_slice(&m.data);
-        if m.data.len() % 2 == 1 {
-            out.push(b'\n');
+    let new: Vec<ar_archive_writer::NewArchiveMember<'_>> = members
+        .iter()
+        .map(|m| {
+            ar_archive_writer::NewArchiveMember::new(
+                m.data.as_slice(),
+                &OBJECT_READER,
+                m.name.clone(),
+            )
+        })
+        .collect();
+    let mut out = std::io::Cursor::new(Vec::new());
+    ar_archive_writer::write_archive_to_stream(
+        &mut out,
+        &new,
+        ar_archive_writer::ArchiveKind::Gnu,
+        false,
+        None,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut out = out.into_inner();
+    // ar_archive_writer counts every member as a symbolic file (it ignores the `bool` of
+    // `get_symbols`), so an archive of only non-symbolic members (PTX text, cubins that
+    // are not ELF, ...) gets an empty symbol table: a `/` member of 8 bytes (count 0 and
+    // the `\0\0\0` Solaris padding). LLVM 22 sets `HasObject` only for symbolic files
+    // and writes no `/` member then. Remove it; nothing in a GNU archive refers to
+    // absolute member offsets once there is no symbol table.
+    let symbolic = members
+        .iter()
+        .map(|m| archive_symbols(&m.data).map(|s| s.is_some()))
+        .collect::<Result<Vec<bool>, String>>()?;
+    if !symbolic.contains(&true) {
+        const EMPTY_SYMTAB: &[u8] =
+            b"/               0           0     0     0       8         `\n\0\0\0\0\0\0\0\0";
+        if out.get(8..8 + EMPTY_SYMTAB.len()) == Some(EMPTY_SYMTAB) {
+            out.drain(8..8 + EMPTY_SYMTAB.len());
         }
     }
     Ok(out)
