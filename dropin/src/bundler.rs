@@ -20,9 +20,9 @@
 //!   this tool prints an error and exits with status 2;
 //! * compressed inputs are bounded by the total size of their v2/v3 header (LLVM 22 feeds
 //!   every byte after the header to the decompressor, so trailing data makes it fail);
-//! * ELF inputs are handled in-process, for little-endian ELF files (relocatable objects,
-//!   executables, shared objects); LLVM runs `llvm-objcopy` for them (see
-//!   `crate::llvm::objcopy`). Other object formats are treated as non-object input;
+//! * ELF inputs are handled in-process (32- and 64-bit, either byte order: relocatable
+//!   objects, executables, shared objects); LLVM runs `llvm-objcopy` for them (see
+//!   [`crate::llvm::objcopy`]). Other object formats are treated as non-object input;
 //! * exit status 1 means "no bundle for a requested target" (LLVM's `Can't find bundles
 //!   for ...`), 2 every other error (LLVM exits 1 for all errors);
 //! * `-compression-method=zlib|zstd` is an extension (LLVM always picks zstd when it has
