@@ -56,8 +56,11 @@
 //! buffer laid out here.
 
 use object::elf;
-use object::read::elf::{FileHeader, ProgramHeader, Rel as _, Rela as _, SectionHeader, Sym as _};
-use object::write::elf::Encoder;
+use object::read::elf::{FileHeader, Rel as _, Rela as _, SectionHeader, Sym as _};
+use object::write::elf::{
+    Encoder, FileHeader as FileHeaderFields, ProgramHeader as ProgramHeaderFields,
+    SectionHeader as SectionHeaderFields,
+};
 use object::write::{StringId, StringTable};
 use object::{Endian, Endianness};
 
@@ -202,13 +205,10 @@ struct Symbol {
 struct Object {
     is64: bool,
     endian: Endianness,
-    osabi: u8,
-    abiversion: u8,
-    e_type: u16,
-    machine: u16,
+    /// The ELF header fields `llvm-objcopy` copies (`e_version` apart: the encoder writes
+    /// `EV_CURRENT`, LLVM copies the input's).
+    header: FileHeaderFields,
     version: u32,
-    entry: u64,
-    flags: u32,
     sections: Vec<Section>,
     symbols: Vec<Symbol>,
     symtab: Option<Id>,
@@ -219,32 +219,6 @@ struct Object {
     segments: Vec<Segment>,
     /// Sections removed from a segment: (offset, size) to zero in the segment data.
     removed_in_segments: Vec<(usize, u64, u64)>,
-}
-
-/// A section header, in plain integers.
-struct Shdr {
-    name: u32,
-    typ: u32,
-    flags: u64,
-    addr: u64,
-    offset: u64,
-    size: u64,
-    link: u32,
-    info: u32,
-    align: u64,
-    entsize: u64,
-}
-
-/// A program header, in plain integers.
-struct Phdr {
-    typ: u32,
-    flags: u32,
-    offset: u64,
-    vaddr: u64,
-    paddr: u64,
-    filesz: u64,
-    memsz: u64,
-    align: u64,
 }
 
 /// A symbol table entry, in plain integers.
@@ -261,22 +235,17 @@ struct RawSym {
 struct Raw<'a> {
     is64: bool,
     endian: Endianness,
-    osabi: u8,
-    abiversion: u8,
-    e_type: u16,
-    machine: u16,
+    header: FileHeaderFields,
     version: u32,
-    entry: u64,
-    flags: u32,
     /// `e_shstrndx`, extended numbering resolved.
     shstrndx: u32,
     phoff: u64,
     phentsize: u16,
     /// Section headers, the null one included (none without a section header table).
-    headers: Vec<Shdr>,
+    headers: Vec<SectionHeaderFields>,
     /// Contents of every section (empty for `SHT_NOBITS`), bounds checked.
     contents: Vec<&'a [u8]>,
-    phdrs: Vec<Phdr>,
+    phdrs: Vec<ProgramHeaderFields>,
     /// With [`read_raw`]'s `full`: the symbols of the `SHT_SYMTAB` section, and the
     /// relocations of every `SHT_REL`/`SHT_RELA` section (by section index).
     symbols: Vec<RawSym>,
@@ -332,18 +301,7 @@ fn read_as<H: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> Resul
     let mut contents = Vec::with_capacity(shdrs.len());
     for s in shdrs {
         let typ = s.sh_type(endian).0;
-        headers.push(Shdr {
-            name: s.sh_name(endian),
-            typ,
-            flags: s.sh_flags(endian).0,
-            addr: s.sh_addr(endian).into(),
-            offset: s.sh_offset(endian).into(),
-            size: s.sh_size(endian).into(),
-            link: s.sh_link(endian),
-            info: s.sh_info(endian),
-            align: s.sh_addralign(endian).into(),
-            entsize: s.sh_entsize(endian).into(),
-        });
+        headers.push(SectionHeaderFields::from_raw(endian, s));
         contents.push(if typ == SHT_NOBITS || headers.len() == 1 {
             &[][..]
         } else {
@@ -359,27 +317,13 @@ fn read_as<H: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> Resul
         .program_headers(endian, data)
         .map_err(|_| "program header goes past the end of the file".to_string())?
         .iter()
-        .map(|p| Phdr {
-            typ: p.p_type(endian).0,
-            flags: p.p_flags(endian).0,
-            offset: p.p_offset(endian).into(),
-            vaddr: p.p_vaddr(endian).into(),
-            paddr: p.p_paddr(endian).into(),
-            filesz: p.p_filesz(endian).into(),
-            memsz: p.p_memsz(endian).into(),
-            align: p.p_align(endian).into(),
-        })
+        .map(|p| ProgramHeaderFields::from_raw(endian, p))
         .collect();
     let mut raw = Raw {
         is64,
         endian,
-        osabi: h.e_ident().os_abi.0,
-        abiversion: h.e_ident().abi_version,
-        e_type: h.e_type(endian).0,
-        machine: h.e_machine(endian).0,
+        header: FileHeaderFields::from_raw(endian, h),
         version: h.e_version(endian),
-        entry: h.e_entry(endian).into(),
-        flags: h.e_flags(endian).0,
         shstrndx,
         phoff: h.e_phoff(endian).into(),
         phentsize: h.e_phentsize(endian),
@@ -403,7 +347,7 @@ fn read_as<H: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> Resul
         }
         let link = s.sh_link(endian) as usize;
         let names = match raw.headers.get(link) {
-            Some(l) if link != 0 && l.typ == SHT_STRTAB && l.flags & SHF_ALLOC == 0 => {
+            Some(l) if link != 0 && l.sh_type.0 == SHT_STRTAB && l.sh_flags.0 & SHF_ALLOC == 0 => {
                 raw.contents[link]
             }
             _ => return Err("symbol table link is not a string table".into()),
@@ -466,7 +410,7 @@ fn read_as<H: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> Resul
 
 impl Raw<'_> {
     /// The name of section header `s` (empty without a section name table).
-    fn section_name(&self, s: &Shdr) -> Result<Vec<u8>, String> {
+    fn section_name(&self, s: &SectionHeaderFields) -> Result<Vec<u8>, String> {
         if self.shstrndx == 0 {
             return Ok(Vec::new());
         }
@@ -474,10 +418,10 @@ impl Raw<'_> {
             .contents
             .get(self.shstrndx as usize)
             .ok_or("invalid section name string table index")?;
-        if s.name as usize >= t.len() {
+        if s.sh_name as usize >= t.len() {
             return Err("section name offset outside the string table".into());
         }
-        cstr(t, s.name).map(<[u8]>::to_vec)
+        cstr(t, s.sh_name).map(<[u8]>::to_vec)
     }
 }
 
@@ -504,7 +448,7 @@ pub fn typed_sections(elf: &[u8]) -> Result<Vec<(u32, Vec<u8>)>, String> {
         .iter()
         .zip(&raw.contents)
         .skip(1)
-        .map(|(s, c)| (s.typ, c.to_vec()))
+        .map(|(s, c)| (s.sh_type.0, c.to_vec()))
         .collect())
 }
 
@@ -537,13 +481,8 @@ impl Object {
         let mut obj = Object {
             is64: raw.is64,
             endian: raw.endian,
-            osabi: raw.osabi,
-            abiversion: raw.abiversion,
-            e_type: raw.e_type,
-            machine: raw.machine,
+            header: raw.header.clone(),
             version: raw.version,
-            entry: raw.entry,
-            flags: raw.flags,
             sections: Vec::new(),
             symbols: Vec::new(),
             symtab: None,
@@ -556,14 +495,14 @@ impl Object {
         // readSectionHeaders + makeSection.
         for (i, s) in headers.iter().enumerate().skip(1) {
             let bytes = raw.contents[i];
-            let kind = match s.typ {
-                SHT_REL | SHT_RELA if s.flags & SHF_ALLOC == 0 => Kind::Rel {
+            let kind = match s.sh_type.0 {
+                SHT_REL | SHT_RELA if s.sh_flags.0 & SHF_ALLOC == 0 => Kind::Rel {
                     relocs: Vec::new(),
                     target: None,
                     symtab: None,
-                    rela: s.typ == SHT_RELA,
+                    rela: s.sh_type.0 == SHT_RELA,
                 },
-                SHT_STRTAB if s.flags & SHF_ALLOC == 0 => Kind::StrTab,
+                SHT_STRTAB if s.sh_flags.0 & SHF_ALLOC == 0 => Kind::StrTab,
                 SHT_SYMTAB => {
                     obj.symtab = Some(i);
                     Kind::SymTab { strtab: None }
@@ -583,21 +522,21 @@ impl Object {
             obj.sections.push(Section {
                 id: i,
                 name: raw.section_name(s)?,
-                typ: s.typ,
-                flags: s.flags,
-                addr: s.addr,
-                original_offset: s.offset,
-                size: s.size,
-                link: s.link,
-                info: s.info,
-                align: s.align,
-                entsize: s.entsize,
+                typ: s.sh_type.0,
+                flags: s.sh_flags.0,
+                addr: s.sh_addr,
+                original_offset: s.sh_offset,
+                size: s.sh_size,
+                link: s.sh_link,
+                info: s.sh_info,
+                align: s.sh_addralign,
+                entsize: s.sh_entsize,
                 kind,
                 link_section: None,
                 has_symtab_link: false,
                 parent: None,
                 index: i as u32,
-                offset: s.offset,
+                offset: s.sh_offset,
             });
         }
         obj.next_id = headers.len();
@@ -611,7 +550,7 @@ impl Object {
         }
         // The symbol table and its symbols.
         if let Some(st) = obj.symtab {
-            let strtab = headers[st].link as usize;
+            let strtab = headers[st].sh_link as usize;
             if let Kind::SymTab { strtab: t } = &mut obj.sections[st - 1].kind {
                 *t = Some(strtab);
             }
@@ -620,8 +559,8 @@ impl Object {
                 let (defined_in, reserved) = if shndx == SHN_XINDEX {
                     return Err("SHN_XINDEX symbols are not supported".into());
                 } else if shndx >= SHN_LORESERVE {
-                    let ok =
-                        matches!(shndx, 0xfff1 | 0xfff2) || (obj.machine == 224 && shndx == 0xff00);
+                    let ok = matches!(shndx, 0xfff1 | 0xfff2)
+                        || (obj.header.e_machine == elf::EM_AMDGPU && shndx == 0xff00);
                     if !ok {
                         return Err(format!("symbol has unsupported section index {shndx:#x}"));
                     }
@@ -658,8 +597,8 @@ impl Object {
             match &obj.sections[i].kind {
                 Kind::Rel { rela, .. } => {
                     let rela = *rela;
-                    let symtab = if s.link != 0 {
-                        let l = by_index(s.link).ok_or("relocation section link is invalid")?;
+                    let symtab = if s.sh_link != 0 {
+                        let l = by_index(s.sh_link).ok_or("relocation section link is invalid")?;
                         if !matches!(obj.sections[l - 1].kind, Kind::SymTab { .. }) {
                             return Err("relocation section link is not a symbol table".into());
                         }
@@ -667,8 +606,8 @@ impl Object {
                     } else {
                         None
                     };
-                    let target = if s.info != 0 {
-                        Some(by_index(s.info).ok_or("relocation section info is invalid")?)
+                    let target = if s.sh_info != 0 {
+                        Some(by_index(s.sh_info).ok_or("relocation section info is invalid")?)
                     } else {
                         None
                     };
@@ -691,21 +630,21 @@ impl Object {
                 }
                 _ if typ == SHT_GROUP => {
                     let raw_words = raw.contents[id];
-                    if s.align % 4 != 0 {
+                    if s.sh_addralign % 4 != 0 {
                         return Err("invalid alignment of a group section".into());
                     }
                     if raw_words.len() % 4 != 0 || raw_words.is_empty() {
                         return Err("malformed group section".into());
                     }
-                    let (sym, symtab) = if s.link != 0 {
-                        let l = by_index(s.link).ok_or("group section link is invalid")?;
+                    let (sym, symtab) = if s.sh_link != 0 {
+                        let l = by_index(s.sh_link).ok_or("group section link is invalid")?;
                         if !matches!(obj.sections[l - 1].kind, Kind::SymTab { .. }) {
                             return Err("group section link is not a symbol table".into());
                         }
-                        if s.info as usize >= obj.symbols.len() {
+                        if s.sh_info as usize >= obj.symbols.len() {
                             return Err("group section info is not a valid symbol index".into());
                         }
-                        (Some(s.info as usize), Some(l))
+                        (Some(s.sh_info as usize), Some(l))
                     } else {
                         (None, None)
                     };
@@ -726,8 +665,8 @@ impl Object {
                 }
                 Kind::DynRel { data, .. } => {
                     let data = data.clone();
-                    let dynsym = if s.link != 0 {
-                        let l = by_index(s.link).ok_or("relocation section link is invalid")?;
+                    let dynsym = if s.sh_link != 0 {
+                        let l = by_index(s.sh_link).ok_or("relocation section link is invalid")?;
                         if obj.sections[l - 1].typ != SHT_DYNSYM {
                             return Err(
                                 "dynamic relocation section link is not a dynamic symbol table"
@@ -738,8 +677,8 @@ impl Object {
                     } else {
                         None
                     };
-                    let target = if s.info != 0 {
-                        Some(by_index(s.info).ok_or("relocation section info is invalid")?)
+                    let target = if s.sh_info != 0 {
+                        Some(by_index(s.sh_info).ok_or("relocation section info is invalid")?)
                     } else {
                         None
                     };
@@ -749,8 +688,8 @@ impl Object {
                         target,
                     };
                 }
-                Kind::Raw(_) | Kind::NoBits if s.link != 0 => {
-                    let l = by_index(s.link).ok_or("section link is invalid")?;
+                Kind::Raw(_) | Kind::NoBits if s.sh_link != 0 => {
+                    let l = by_index(s.sh_link).ok_or("section link is invalid")?;
                     if obj.sections[l - 1].typ == SHT_SYMTAB {
                         obj.sections[i].has_symtab_link = true;
                     } else {
@@ -767,22 +706,22 @@ impl Object {
     /// `ELFBuilder::readProgramHeaders`.
     fn read_program_headers(&mut self, raw: &Raw<'_>, elf: &[u8]) -> Result<(), String> {
         for (i, p) in raw.phdrs.iter().enumerate() {
-            let contents = usize::try_from(p.offset)
+            let contents = usize::try_from(p.p_offset)
                 .ok()
-                .zip(usize::try_from(p.filesz).ok())
+                .zip(usize::try_from(p.p_filesz).ok())
                 .and_then(|(o, n)| elf.get(o..o.checked_add(n)?))
                 .ok_or("program header goes past the end of the file")?
                 .to_vec();
             let seg = Segment {
-                typ: p.typ,
-                flags: p.flags,
-                original_offset: p.offset,
-                offset: p.offset,
-                vaddr: p.vaddr,
-                paddr: p.paddr,
-                filesz: p.filesz,
-                memsz: p.memsz,
-                align: p.align,
+                typ: p.p_type.0,
+                flags: p.p_flags.0,
+                original_offset: p.p_offset,
+                offset: p.p_offset,
+                vaddr: p.p_vaddr,
+                paddr: p.p_paddr,
+                filesz: p.p_filesz,
+                memsz: p.p_memsz,
+                align: p.p_align,
                 index: i as u32,
                 parent: None,
                 contents,
@@ -1046,7 +985,7 @@ impl Object {
         let is64 = self.is64;
         // removeUnneededSections: an empty symbol table of a non-relocatable file goes,
         // with its string table unless that also names the sections.
-        if self.e_type != 1 && self.symbols.len() == 1 {
+        if self.header.e_type != elf::ET_REL && self.symbols.len() == 1 {
             if let Some(st) = self.symtab.take() {
                 let strtab = self
                     .sections
@@ -1118,7 +1057,7 @@ impl Object {
                     _ => None,
                 })
         });
-        let encoder = Encoder::new(self.endian, is64, elf::Machine(self.machine));
+        let encoder = Encoder::new(self.endian, is64, self.header.e_machine);
         let mut finals: std::collections::HashMap<Id, Strings<'_>> =
             std::collections::HashMap::new();
         for s in self
@@ -1434,14 +1373,7 @@ impl Object {
         encoder
             .file_header(
                 &mut e,
-                &object::write::elf::FileHeader {
-                    os_abi: elf::OsAbi(self.osabi),
-                    abi_version: self.abiversion,
-                    e_type: elf::FileType(self.e_type),
-                    e_machine: elf::Machine(self.machine),
-                    e_entry: self.entry,
-                    e_flags: elf::FileFlags(self.flags),
-                },
+                &self.header,
                 &object::write::elf::FileHeaderLayout {
                     e_phoff: phoff,
                     segment_num: phnum as u32,
