@@ -428,34 +428,3 @@ fn the_check_fails_on_dangling_and_ambiguous_references() {
     );
     assert!(failures[3].starts_with("src/a.rs:3:") && failures[3].contains("no docs/STACK.md"));
 }
-
-/// Prints every reference with the document it was attributed to
-/// (`cargo test --test doc_refs -- --ignored --nocapture`).
-#[test]
-#[ignore]
-fn list_references() {
-    let root = repo_root();
-    let mut files = Vec::new();
-    text_files(&root, &root, &mut files);
-    for path in files {
-        let Ok(text) = fs::read_to_string(&path) else {
-            continue;
-        };
-        let rel = path
-            .strip_prefix(&root)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        let own = rel
-            .strip_prefix("docs/")
-            .and_then(|r| r.strip_suffix(".md"));
-        for f in references(&text, own).0 {
-            println!(
-                "{rel}:{} {} {SECTION}{}",
-                f.line,
-                f.doc.as_deref().unwrap_or("?"),
-                f.section
-            );
-        }
-    }
-}
