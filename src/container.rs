@@ -964,7 +964,7 @@ impl<'data> Units<'data> {
                 *index = index.saturating_add(1);
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
                 *pos = start.saturating_add(len.max(1));
-                // §2.4: after a container, zero padding, then the next container. Other
+                // FORMATS.md §2.4: after a container, zero padding, then the next container. Other
                 // bytes are skipped up to the next container magic at or after the end
                 // (never searched for inside the payloads the container describes).
                 let mut skipped = None;

@@ -27,6 +27,9 @@
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
 //!
+//! Section references in this documentation, such as `FORMATS.md` §2.4 or
+//! `COMPATIBILITY.md` §10, are to the documents in the repository's `docs/` directory.
+//!
 //! # Example
 //!
 //! ```
