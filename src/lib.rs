@@ -101,6 +101,7 @@ pub mod select;
 pub mod stream;
 pub mod target;
 pub mod text;
+pub mod validate;
 #[cfg(feature = "write")]
 pub mod write;
 

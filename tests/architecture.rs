@@ -18,6 +18,7 @@ const ROAD: &[&[&str]] = &[
     &["target"],
     &["select"],
     &["stream"],
+    &["validate"],
     &["registration"],
     &["write"],
 ];

@@ -694,6 +694,24 @@ fn exercise(data: &[u8]) -> Result<usize, Error> {
     stream_select(data);
     let options = ReadOptions::default();
     let listed = list_then_select(data, &options);
+    // `loader-sim validate`: every finding has a code and lies inside the input, and what
+    // the list path refuses is an error finding there too.
+    let findings = offload_image::validate::validate(data, &options);
+    for f in &findings {
+        assert!(!f.code.name().is_empty() && !f.message.is_empty());
+        assert!(
+            f.offset <= data.len() as u64,
+            "finding past the input: {f:?}"
+        );
+    }
+    if listed.is_err() {
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.severity() == offload_image::validate::Severity::Error),
+            "list fails but validate finds no error"
+        );
+    }
     match listed {
         // A damaged stream that still decodes: read past the hash check too, as
         // `loader-sim list --no-verify-hash` does.
