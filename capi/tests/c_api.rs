@@ -6,7 +6,7 @@ use std::process::Command;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
+        .join("..")
         .canonicalize()
         .unwrap()
 }
@@ -56,7 +56,7 @@ fn build_demo_once() -> PathBuf {
             "-O1",
             "-I",
         ])
-        .arg(repo().join("include"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/select_demo.c"))
         .arg(&lib)
         .args(["-lpthread", "-ldl", "-lm", "-o"])
