@@ -1,100 +1,333 @@
-//! C API of offload-image (header `include/offload_image.h`).
+//! C API of offload-image (header `capi/include/offload_image.h`, generated from this file
+//! by cbindgen with `capi/cbindgen.toml`; `tests/header.rs` keeps the two in step).
 //!
-//! Thin FFI over the safe library: pointer/length pairs become slices, results go to
-//! caller-provided storage, errors become status codes plus an `oi_error` with the byte
-//! offset and a message. The library never hands out memory the caller must free.
+//! A reader handle (`oi_reader`) walks the containers of a caller buffer or a mapped file
+//! once, then lists, selects and hands out images from that walk. Compressed bundles are
+//! decoded lazily: a selection streams each one once (`offload_image::stream`) and keeps
+//! only the chosen images; listing or asking for an image the selection did not keep
+//! decompresses the bundle whole, once. Everything the reader hands out (strings, image
+//! bytes) lives until `oi_reader_close`.
 //!
-//! Unsafe code is confined to the small helpers at the top of this file, each with its
-//! safety contract; the functions below only use them.
+//! Unsafe code is confined to the helpers under "the unsafe boundary", each with its
+//! safety contract; the reader itself holds slices whose lifetime the C contract (the
+//! buffer outlives the reader; the reader owns its mapping and decompressed data) makes
+//! `'static` inside the handle. They never leave the handle except as C pointers.
 
 #![warn(missing_docs)]
 
+use core::cell::Cell;
 use core::ffi::{c_char, CStr};
+use std::collections::HashMap;
+use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, OnceLock};
 
+use offload_image::ccob::{CompressedBundle, CompressionMethod, ContentReader, Decompressor};
+use offload_image::container::UnitContent;
 use offload_image::select::{KindFilter, Policy, SelectOptions};
+use offload_image::stream::{select_in_stream, Kept};
 use offload_image::{
-    for_each_unit, identify, select_identities, Device, Error, ErrorKind, Format, Image,
-    ReadOptions, Target,
+    identify, select_identities, Device, Error, ErrorKind, Format, Image, Limits, OpenUnit,
+    ReadOptions, Unit,
 };
 
-/// Status codes (see the header).
-pub mod status {
-    /// Success.
-    pub const OK: i32 = 0;
-    /// Some unit has no compatible image.
-    pub const NO_MATCH: i32 = 1;
-    /// Null pointer, bad target string, bad index.
-    pub const INVALID_ARGUMENT: i32 = 15;
-    /// The caller's buffer cannot hold the result.
-    pub const BUFFER_TOO_SMALL: i32 = 16;
-    /// A bug (a panic caught at the boundary).
-    pub const INTERNAL: i32 = 17;
-}
+// ---- constants (cbindgen writes them as #defines) --------------------------------------
 
-/// `oi_error`.
-#[repr(C)]
-pub struct OiError {
-    /// Status code.
-    pub code: i32,
-    /// Byte offset of the problem.
-    pub offset: u64,
-    /// NUL-terminated message.
-    pub message: [c_char; 256],
-}
+/// Success.
+pub const OI_OK: i32 = 0;
+/// `oi_reader_select`: some (unit, target) pair has no compatible image.
+pub const OI_NO_MATCH: i32 = 1;
+/// The data ends inside a header, table or payload.
+pub const OI_ERR_TRUNCATED: i32 = 2;
+/// An offset or size points outside the data, or overflows.
+pub const OI_ERR_OUT_OF_BOUNDS: i32 = 3;
+/// Not an offload container.
+pub const OI_ERR_BAD_MAGIC: i32 = 4;
+/// A version field holds a value this library does not read.
+pub const OI_ERR_UNSUPPORTED_VERSION: i32 = 5;
+/// Unknown compression method or enumerated value.
+pub const OI_ERR_UNSUPPORTED_METHOD: i32 = 6;
+/// Two sizes that must agree do not.
+pub const OI_ERR_SIZE_MISMATCH: i32 = 7;
+/// The truncated MD5 of a compressed bundle is wrong.
+pub const OI_ERR_HASH_MISMATCH: i32 = 8;
+/// A resource limit (size, count, depth) was hit.
+pub const OI_ERR_LIMIT_EXCEEDED: i32 = 9;
+/// Corrupt compressed stream.
+pub const OI_ERR_DECOMPRESS: i32 = 10;
+/// Internally inconsistent structure.
+pub const OI_ERR_MALFORMED: i32 = 11;
+/// Bad bundle entry ID, target ID or triple (also a bad target given to `oi_reader_select`).
+pub const OI_ERR_INVALID_ID: i32 = 12;
+/// Malformed ELF file or archive.
+pub const OI_ERR_BAD_CONTAINER: i32 = 13;
+/// Memory for decompressed data could not be reserved.
+pub const OI_ERR_OUT_OF_MEMORY: i32 = 14;
+/// Null pointer where one is required, unknown option value, index out of range.
+pub const OI_ERR_INVALID_ARGUMENT: i32 = 15;
+/// The caller's array cannot hold the result.
+pub const OI_ERR_BUFFER_TOO_SMALL: i32 = 16;
+/// A bug in the library (a panic caught at the boundary), or the file cannot be read.
+pub const OI_ERR_INTERNAL: i32 = 17;
+/// `oi_reader_open_file`: the file cannot be opened or mapped (`offset` holds the errno).
+pub const OI_ERR_IO: i32 = 18;
 
-/// `oi_image`.
+/// Offset reported for an image stored compressed, and `oi_error.decompressed_offset`
+/// when the problem is not inside decompressed content.
+pub const OI_NO_OFFSET: u64 = u64::MAX;
+/// `oi_selection.image` when no image is compatible.
+pub const OI_NO_IMAGE: usize = usize::MAX;
+
+/// `oi_read_options.flags`: do not verify the truncated MD5 of compressed bundles (decoding
+/// then stops once the chosen images and every image's first bytes have been read).
+pub const OI_READ_NO_VERIFY_HASH: u32 = 1;
+
+/// `oi_image_info.format`: binary clang offload bundle (also inside `CCOB`).
+pub const OI_FORMAT_BUNDLE: u32 = 0;
+/// Text offload bundle.
+pub const OI_FORMAT_TEXT_BUNDLE: u32 = 1;
+/// LLVM OffloadBinary.
+pub const OI_FORMAT_OFFLOAD_BINARY: u32 = 2;
+/// A bare device ELF.
+pub const OI_FORMAT_ELF: u32 = 3;
+
+/// `compression`: stored uncompressed.
+pub const OI_COMPRESSION_NONE: u32 = 0;
+/// Inside a zlib compressed bundle.
+pub const OI_COMPRESSION_ZLIB: u32 = 1;
+/// Inside a zstd compressed bundle.
+pub const OI_COMPRESSION_ZSTD: u32 = 2;
+
+/// `oi_image_info.image_kind` (LLVM's `ImageKind` values): not known.
+pub const OI_IMAGE_KIND_NONE: u32 = 0;
+/// An ELF object (AMDGPU code object, host object).
+pub const OI_IMAGE_KIND_OBJECT: u32 = 1;
+/// LLVM bitcode.
+pub const OI_IMAGE_KIND_BITCODE: u32 = 2;
+/// NVIDIA cubin.
+pub const OI_IMAGE_KIND_CUBIN: u32 = 3;
+/// NVIDIA fatbinary.
+pub const OI_IMAGE_KIND_FATBINARY: u32 = 4;
+/// PTX text.
+pub const OI_IMAGE_KIND_PTX: u32 = 5;
+/// SPIR-V.
+pub const OI_IMAGE_KIND_SPIRV: u32 = 6;
+
+/// `oi_select_options.policy`: native, exact features, newest generic, then order.
+pub const OI_POLICY_BEST: u32 = 0;
+/// First compatible image in discovery order (comgr, LLVM offload).
+pub const OI_POLICY_FIRST: u32 = 1;
+/// Native, then generic, then JIT code, each in discovery order (ROCm CLR).
+pub const OI_POLICY_FIRST_BY_CLASS: u32 = 2;
+
+/// `oi_select_options.kind`: any device offload kind.
+pub const OI_KIND_ANY: u32 = 0;
+/// HIP images only (`hip`, `hipv4`, `hcc`).
+pub const OI_KIND_HIP: u32 = 1;
+/// OpenMP images only.
+pub const OI_KIND_OPENMP: u32 = 2;
+/// CUDA images only.
+pub const OI_KIND_CUDA: u32 = 3;
+
+/// `oi_select_options.flags`: treat `hip*` and `openmp` entries as interchangeable.
+pub const OI_SELECT_HIP_OPENMP_COMPATIBLE: u32 = 1;
+/// Never choose code that needs a JIT (bitcode, PTX).
+pub const OI_SELECT_NO_JIT: u32 = 2;
+/// Never choose AMDGPU generic-family code objects.
+pub const OI_SELECT_NO_GENERIC: u32 = 4;
+/// Never choose AMD SPIR-V.
+pub const OI_SELECT_NO_SPIRV: u32 = 8;
+/// Reject images whose container and ELF header disagree (default: the ELF header wins).
+pub const OI_SELECT_STRICT: u32 = 16;
+
+// ---- types -----------------------------------------------------------------------------
+
+/// A string owned by the library: `len` bytes at `data`, followed by a NUL byte. Never
+/// null; empty when the value is unknown.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct OiImage {
-    /// Unit index in discovery order.
-    pub unit: u32,
-    /// Image index within the unit.
-    pub index: u32,
-    /// `OI_FORMAT_*`.
-    pub format: u32,
-    /// 1 if inside a compressed bundle.
-    pub compressed: u32,
-    /// Offset in the caller's buffer or `OI_NO_OFFSET`.
-    pub offset: u64,
-    /// Size in bytes.
-    pub size: u64,
-    /// Entry ID or `<triple>--<arch>`.
-    pub id: [c_char; 256],
-    /// Canonical target ID.
-    pub target: [c_char; 96],
+pub struct OiStr {
+    /// The bytes, NUL-terminated.
+    pub data: *const c_char,
+    /// Length without the NUL.
+    pub len: usize,
 }
 
-/// `oi_select_options`.
+/// Error details of a failed call.
+#[repr(C)]
+pub struct OiError {
+    /// `OI_OK` or an `OI_ERR_*` code (the call's return value).
+    pub code: i32,
+    /// Byte offset of the problem in the reader's data (for a compressed bundle's content:
+    /// the start of that bundle); for a bad target of `oi_reader_select`, its position in
+    /// `targets`; 0 when not applicable.
+    pub offset: u64,
+    /// For problems inside the content decompressed from a compressed bundle: the offset
+    /// in that content; else `OI_NO_OFFSET`.
+    pub decompressed_offset: u64,
+    /// What went wrong (without the offset). Static storage: valid for the life of the
+    /// process, never freed.
+    pub message: OiStr,
+}
+
+/// Reading options; zero-initialised means: default limits, hashes verified.
+#[repr(C)]
+pub struct OiReadOptions {
+    /// `OI_READ_*` flags.
+    pub flags: u32,
+    /// Deepest nesting of containers (archive, ELF, section, bundle); 0: default (6).
+    pub max_depth: u32,
+    /// Largest decompressed size accepted; 0: default (1 GiB).
+    pub max_decompressed_size: u64,
+    /// Most entries in one container; 0: default (65536).
+    pub max_entries: u64,
+    /// Longest bundle entry ID; 0: default (4096).
+    pub max_id_len: u64,
+}
+
+/// Selection options; zero-initialised means: best policy, any kind, no restriction.
 #[repr(C)]
 pub struct OiSelectOptions {
     /// `OI_POLICY_*`.
     pub policy: u32,
     /// `OI_KIND_*`.
     pub kind: u32,
-    /// 1: skip MD5 verification of compressed bundles.
-    pub skip_hash_check: u32,
+    /// `OI_SELECT_*` flags.
+    pub flags: u32,
     /// Must be 0.
     pub reserved: u32,
 }
 
-/// `oi_selection`.
+/// One unit: a bundle, a compressed bundle, a run of OffloadBinaries, a bare device ELF,
+/// one bundled host object. A runtime registers (and selects for) each unit on its own.
+#[repr(C)]
+pub struct OiUnitInfo {
+    /// Where the unit is (`"section .hip_fatbin"`, `"member a.o / section ..."`; empty at
+    /// the top level).
+    pub location: OiStr,
+    /// Byte offset of the unit in the reader's data.
+    pub offset: u64,
+    /// Index of the unit within its container (bundle index in a `.hip_fatbin` section).
+    pub index_in_container: u64,
+    /// `OI_FORMAT_*` of its images.
+    pub format: u32,
+    /// `OI_COMPRESSION_*`.
+    pub compression: u32,
+}
+
+/// One image. Strings live in the reader until `oi_reader_close`.
+#[repr(C)]
+pub struct OiImageInfo {
+    /// Unit index (`oi_reader_unit`).
+    pub unit: usize,
+    /// Index within the unit (header order).
+    pub index: usize,
+    /// Offset of the bytes in the reader's data, or `OI_NO_OFFSET` if stored compressed.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// `OI_FORMAT_*`.
+    pub format: u32,
+    /// `OI_COMPRESSION_*` of its unit.
+    pub compression: u32,
+    /// `OI_IMAGE_KIND_*` (LLVM's values; other stored values as they are).
+    pub image_kind: u32,
+    /// Always 0.
+    pub reserved: u32,
+    /// How runtimes name the image: the bundle entry ID, else `<triple>--<target>`.
+    pub name: OiStr,
+    /// The offload kind: `"hip"`, `"hipv4"`, `"openmp"`, `"cuda"`, `"host"`, `"none"`, ...
+    pub offload_kind: OiStr,
+    /// The normalised triple (`"amdgcn-amd-amdhsa"`), empty if none.
+    pub triple: OiStr,
+    /// The canonical target ID (`"gfx90a:xnack+"`, `"sm_90a"`), empty if none.
+    pub target: OiStr,
+}
+
+/// The choice for one (unit, target) pair.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct OiSelection {
-    /// 1 if an image was selected.
+    /// The chosen image (index for `oi_reader_image` / `oi_reader_image_data`), or
+    /// `OI_NO_IMAGE`.
+    pub image: usize,
+    /// 1 if an image was chosen.
     pub found: u32,
-    /// 1 if another compatible image ranked equal.
-    pub tie: u32,
-    /// The selected image.
-    pub image: OiImage,
+    /// Always 0.
+    pub reserved: u32,
+}
+
+/// What a reader has done so far (for diagnostics and tests).
+#[repr(C)]
+pub struct OiReaderStats {
+    /// Passes of a decoder over compressed bundle content.
+    pub decode_passes: u64,
+    /// Decompressed bytes those passes produced.
+    pub decoded_bytes: u64,
+    /// Decompressed bytes the reader holds (kept images, whole decompressed bundles).
+    pub held_bytes: u64,
+}
+
+/// A reader over one buffer or file (opaque).
+pub struct OiReader {
+    state: Mutex<State>,
+    // Declared last: dropped after `state`, whose slices may point into it.
+    _map: Option<memmap2::Mmap>,
+}
+
+// ---- reader internals ------------------------------------------------------------------
+
+struct State {
+    read: ReadOptions,
+    units: Vec<UnitSlot>,
+    stats: Stats,
+}
+
+#[derive(Default)]
+struct Stats {
+    passes: u64,
+    decoded: u64,
+    held: u64,
+}
+
+struct UnitSlot {
+    unit: Unit<'static>,
+    location: CString,
+    /// Set when the unit has been opened whole (decompressed content held here).
+    open: Option<OpenUnit<'static>>,
+    /// One slot per image, once the number of images is known.
+    images: Option<Vec<ImageSlot>>,
+}
+
+#[derive(Default)]
+struct ImageSlot {
+    /// Entry ID from a streamed descriptor table (compressed units).
+    table_id: Option<String>,
+    /// The image bytes once available: in place, in `UnitSlot::open`, or in `kept`.
+    bytes: Option<&'static [u8]>,
+    /// Bytes kept by a streaming selection.
+    kept: Option<Box<[u8]>>,
+    /// The description, made once.
+    info: Option<Box<Described>>,
+}
+
+struct Described {
+    offset: u64,
+    size: u64,
+    format: u32,
+    image_kind: u32,
+    name: CString,
+    offload_kind: &'static CStr,
+    triple: CString,
+    target: CString,
 }
 
 /// A failure on its way to the caller.
 struct Fail {
     code: i32,
     offset: u64,
-    message: String,
+    decompressed_offset: u64,
+    message: &'static CStr,
 }
 
 impl From<Error> for Fail {
@@ -102,68 +335,463 @@ impl From<Error> for Fail {
         Fail {
             code: code_of(e.kind()),
             offset: e.offset(),
-            message: e.to_string(),
+            decompressed_offset: e.decompressed_offset().unwrap_or(OI_NO_OFFSET),
+            message: intern(e.what()),
         }
     }
 }
 
-fn invalid(message: &str) -> Fail {
+fn fail(code: i32, offset: u64, message: &'static CStr) -> Fail {
     Fail {
-        code: status::INVALID_ARGUMENT,
-        offset: 0,
-        message: message.to_string(),
+        code,
+        offset,
+        decompressed_offset: OI_NO_OFFSET,
+        message,
     }
 }
 
-/// The status code of an error kind (values of the header's `OI_ERR_*`).
+fn invalid(message: &'static CStr) -> Fail {
+    fail(OI_ERR_INVALID_ARGUMENT, 0, message)
+}
+
+/// The library's messages are `&'static str` without a NUL: each distinct one is turned
+/// into a C string once and kept for the life of the process (a bounded set: the
+/// library's own message literals).
+fn intern(s: &'static str) -> &'static CStr {
+    static TABLE: OnceLock<Mutex<HashMap<&'static str, &'static CStr>>> = OnceLock::new();
+    let table = TABLE.get_or_init(Default::default);
+    let Ok(mut table) = table.lock() else {
+        return c"error";
+    };
+    table.entry(s).or_insert_with(|| {
+        let c = CString::new(s.replace('\0', " ")).unwrap_or_default();
+        Box::leak(c.into_boxed_c_str())
+    })
+}
+
+/// The status code of an error kind.
 fn code_of(kind: ErrorKind) -> i32 {
     match kind {
-        ErrorKind::Truncated => 2,
-        ErrorKind::OutOfBounds => 3,
-        ErrorKind::BadMagic => 4,
-        ErrorKind::UnsupportedVersion => 5,
-        ErrorKind::UnsupportedMethod => 6,
-        ErrorKind::SizeMismatch => 7,
-        ErrorKind::HashMismatch => 8,
-        ErrorKind::LimitExceeded => 9,
-        ErrorKind::Decompress => 10,
-        ErrorKind::Malformed => 11,
-        ErrorKind::InvalidId => 12,
-        ErrorKind::BadContainer => 13,
-        ErrorKind::OutOfMemory => 14,
-        _ => status::INTERNAL,
+        ErrorKind::Truncated => OI_ERR_TRUNCATED,
+        ErrorKind::OutOfBounds => OI_ERR_OUT_OF_BOUNDS,
+        ErrorKind::BadMagic => OI_ERR_BAD_MAGIC,
+        ErrorKind::UnsupportedVersion => OI_ERR_UNSUPPORTED_VERSION,
+        ErrorKind::UnsupportedMethod => OI_ERR_UNSUPPORTED_METHOD,
+        ErrorKind::SizeMismatch => OI_ERR_SIZE_MISMATCH,
+        ErrorKind::HashMismatch => OI_ERR_HASH_MISMATCH,
+        ErrorKind::LimitExceeded => OI_ERR_LIMIT_EXCEEDED,
+        ErrorKind::Decompress => OI_ERR_DECOMPRESS,
+        ErrorKind::Malformed => OI_ERR_MALFORMED,
+        ErrorKind::InvalidId => OI_ERR_INVALID_ID,
+        ErrorKind::BadContainer => OI_ERR_BAD_CONTAINER,
+        ErrorKind::OutOfMemory => OI_ERR_OUT_OF_MEMORY,
+        _ => OI_ERR_INTERNAL,
+    }
+}
+
+fn oom() -> Fail {
+    fail(
+        OI_ERR_OUT_OF_MEMORY,
+        0,
+        c"cannot reserve memory for an image",
+    )
+}
+
+fn str_of(s: &CStr) -> OiStr {
+    OiStr {
+        data: s.as_ptr(),
+        len: s.to_bytes().len(),
+    }
+}
+
+fn cstring(s: &str) -> CString {
+    // Entry IDs and strings come from the data: an embedded NUL cannot be represented in a
+    // NUL-terminated string and is shown as U+FFFD.
+    CString::new(s.replace('\0', "\u{FFFD}")).unwrap_or_default()
+}
+
+fn compression_of(unit: &Unit<'_>) -> u32 {
+    match unit.compressed().map(|c| c.method()) {
+        None => OI_COMPRESSION_NONE,
+        Some(CompressionMethod::Zlib) => OI_COMPRESSION_ZLIB,
+        Some(_) => OI_COMPRESSION_ZSTD,
+    }
+}
+
+fn format_code(format: Format) -> u32 {
+    match format {
+        Format::Bundle => OI_FORMAT_BUNDLE,
+        Format::TextBundle => OI_FORMAT_TEXT_BUNDLE,
+        Format::OffloadBinary => OI_FORMAT_OFFLOAD_BINARY,
+        _ => OI_FORMAT_ELF,
+    }
+}
+
+fn describe(image: &Image<'_>, offset: Option<u64>) -> Described {
+    let id = identify(image);
+    let triple = id
+        .triple()
+        .map(|t| t.to_string())
+        .or_else(|| image.triple.map(str::to_string))
+        .unwrap_or_default();
+    Described {
+        offset: offset.unwrap_or(OI_NO_OFFSET),
+        size: image.size(),
+        format: format_code(image.format),
+        image_kind: u32::from(image.image_kind.code()),
+        name: cstring(&offload_image::target::image_name(image).to_string()),
+        offload_kind: intern(image.offload_kind.name()),
+        triple: cstring(&triple),
+        target: cstring(&id.named_target().map(|t| t.to_string()).unwrap_or_default()),
+    }
+}
+
+/// A decoder that counts what it produces (`oi_reader_get_stats`).
+struct Counting<'c, D> {
+    inner: D,
+    produced: &'c Cell<u64>,
+}
+
+impl<D: Decompressor> Decompressor for Counting<'_, D> {
+    fn read(&mut self, out: &mut [u8]) -> offload_image::Result<usize> {
+        let n = self.inner.read(out)?;
+        self.produced
+            .set(self.produced.get().saturating_add(n as u64));
+        Ok(n)
+    }
+    fn consumed(&self) -> u64 {
+        self.inner.consumed()
+    }
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> offload_image::Result<usize> {
+        let n = self.inner.read_with(max, f)?;
+        self.produced
+            .set(self.produced.get().saturating_add(n as u64));
+        Ok(n)
+    }
+}
+
+/// An image of a streamed unit being kept while the stream runs.
+struct Keeping {
+    index: usize,
+    /// The device whose bytes fill it (every winner of an entry gets the same bytes).
+    owner: usize,
+    /// False if the reader already holds these bytes.
+    fill: bool,
+    bytes: Vec<u8>,
+}
+
+/// What a streaming selection hands back.
+struct Streamed {
+    ids: Vec<String>,
+    chosen: Vec<Option<usize>>,
+    kept: Vec<(usize, Vec<u8>)>,
+}
+
+impl State {
+    fn decoder_of<'d>(
+        &self,
+        c: &CompressedBundle<'d>,
+        produced: &'d Cell<u64>,
+    ) -> offload_image::Result<
+        ContentReader<'d, Counting<'d, offload_image::ccob::BuiltinDecoder<'d>>>,
+    > {
+        c.check_size(&self.read)?;
+        let inner = c.decoder(&self.read)?;
+        ContentReader::new(c, Counting { inner, produced }, &self.read)
+    }
+
+    /// Opens unit `u` whole (decompressing a compressed bundle once) and fills its slots.
+    fn open_unit(&mut self, u: usize) -> Result<(), Fail> {
+        let Some(slot) = self.units.get(u) else {
+            return Err(invalid(c"no unit with that index"));
+        };
+        if slot.open.is_some() {
+            return Ok(());
+        }
+        let produced = Cell::new(0u64);
+        let mut passes = 0u64;
+        let read = self.read;
+        let open = slot.unit.open_with(&read, |c| {
+            passes += 1;
+            self.decoder_of(c, &produced)?.read_to_vec()
+        })?;
+        self.stats.passes = self.stats.passes.saturating_add(passes);
+        self.stats.decoded = self.stats.decoded.saturating_add(produced.get());
+        let held = open.decompressed().map_or(0, |d| d.len() as u64);
+        self.stats.held = self.stats.held.saturating_add(held);
+        let Some(slot) = self.units.get_mut(u) else {
+            return Err(invalid(c"no unit with that index"));
+        };
+        let open = slot.open.insert(open);
+        // SAFETY: the slices point into the caller's buffer or the reader's mapping (which
+        // outlive the reader) or into `open`'s decompressed buffers, which stay where they
+        // are until the reader is dropped: `open` is never replaced or mutated, and the
+        // unit slots are never moved (their Vec is never resized).
+        let images: Vec<(Image<'static>, Option<u64>)> = open
+            .images()
+            .map(|i| {
+                let off = open.offset_of(&i);
+                (unsafe { extend_image(i) }, off)
+            })
+            .collect();
+        let slots = slot.images.get_or_insert_with(Vec::new);
+        if slots.len() < images.len() {
+            slots.resize_with(images.len(), ImageSlot::default);
+        }
+        for ((image, offset), s) in images.iter().zip(slots.iter_mut()) {
+            if s.bytes.is_none() {
+                s.bytes = Some(image.bytes);
+            }
+            if s.info.is_none() {
+                s.info = Some(Box::new(describe(image, *offset)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of images of unit `u`, opening it if nothing else told.
+    fn count(&mut self, u: usize) -> Result<usize, Fail> {
+        if let Some(v) = self.units.get(u).and_then(|s| s.images.as_ref()) {
+            return Ok(v.len());
+        }
+        self.open_unit(u)?;
+        Ok(self
+            .units
+            .get(u)
+            .and_then(|s| s.images.as_ref())
+            .map_or(0, Vec::len))
+    }
+
+    /// The (unit, index) of flat image index `i`.
+    fn locate(&mut self, mut i: usize) -> Result<(usize, usize), Fail> {
+        for u in 0..self.units.len() {
+            let n = self.count(u)?;
+            if i < n {
+                return Ok((u, i));
+            }
+            i -= n;
+        }
+        Err(invalid(c"no image with that index"))
+    }
+
+    fn slot(&mut self, u: usize, i: usize) -> Result<&mut ImageSlot, Fail> {
+        self.units
+            .get_mut(u)
+            .and_then(|s| s.images.as_mut())
+            .and_then(|v| v.get_mut(i))
+            .ok_or_else(|| invalid(c"no image with that index"))
+    }
+
+    /// The description of image `i` of unit `u`.
+    fn info(&mut self, u: usize, i: usize) -> Result<&Described, Fail> {
+        let slot = self.slot(u, i)?;
+        if slot.info.is_none() {
+            if let (Some(id), Some(bytes)) = (slot.table_id.as_deref(), slot.bytes) {
+                // A kept image of a streamed unit: described from its own bytes, exactly
+                // as the whole-unit reader would.
+                let image = Image::from_id(i, Format::Bundle, id, bytes);
+                slot.info = Some(Box::new(describe(&image, None)));
+            } else {
+                self.open_unit(u)?;
+            }
+        }
+        self.slot(u, i)?
+            .info
+            .as_deref()
+            .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"image not described"))
+    }
+
+    fn bytes(&mut self, u: usize, i: usize) -> Result<&'static [u8], Fail> {
+        if self.slot(u, i)?.bytes.is_none() {
+            self.open_unit(u)?;
+        }
+        self.slot(u, i)?
+            .bytes
+            .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"image bytes missing"))
+    }
+
+    /// One pass over compressed unit `u`: the choice for every device, chosen images kept.
+    /// `None` if the content cannot be streamed (text bundle, overlapping payloads).
+    fn stream(
+        &mut self,
+        u: usize,
+        devices: &[Device],
+        options: &SelectOptions,
+    ) -> Result<Option<Streamed>, Fail> {
+        let slot = self
+            .units
+            .get(u)
+            .ok_or_else(|| invalid(c"no unit with that index"))?;
+        let Some(c) = slot.unit.compressed() else {
+            return Ok(None);
+        };
+        let c = *c;
+        let at = slot.unit.location.offset;
+        let have: Vec<usize> = slot.images.as_ref().map_or_else(Vec::new, |v| {
+            v.iter()
+                .enumerate()
+                .filter(|(_, s)| s.bytes.is_some())
+                .map(|(i, _)| i)
+                .collect()
+        });
+        let produced = Cell::new(0u64);
+        let reader = self.decoder_of(&c, &produced).map_err(|e| e.rebase(at))?;
+        self.stats.passes = self.stats.passes.saturating_add(1);
+        let mut map: Vec<Option<usize>> = vec![None; devices.len()];
+        let mut keeping: Vec<Keeping> = Vec::new();
+        let found = select_in_stream(reader, devices, options, &self.read.limits, true, |k| {
+            match k {
+                Kept::Start {
+                    device,
+                    index,
+                    size,
+                } => {
+                    if let Some(m) = map.get_mut(device) {
+                        *m = Some(index);
+                    }
+                    if !keeping.iter().any(|k| k.index == index) {
+                        let fill = !have.contains(&index);
+                        let mut bytes = Vec::new();
+                        if fill {
+                            let n = usize::try_from(size).map_err(|_| oom())?;
+                            bytes.try_reserve_exact(n).map_err(|_| oom())?;
+                        }
+                        keeping.push(Keeping {
+                            index,
+                            owner: device,
+                            fill,
+                            bytes,
+                        });
+                    }
+                    // Images no device holds any more are dropped at once.
+                    keeping.retain(|k| map.contains(&Some(k.index)));
+                }
+                Kept::Bytes { device, bytes } => {
+                    let current = map.get(device).copied().flatten();
+                    if let Some(k) = keeping
+                        .iter_mut()
+                        .find(|k| Some(k.index) == current && k.owner == device && k.fill)
+                    {
+                        k.bytes.try_reserve(bytes.len()).map_err(|_| oom())?;
+                        k.bytes.extend_from_slice(bytes);
+                    }
+                }
+            }
+            Ok::<(), Fail>(())
+        });
+        self.stats.decoded = self.stats.decoded.saturating_add(produced.get());
+        let found = match found {
+            Ok(f) => f,
+            Err(mut e) => {
+                if e.code != OI_ERR_OUT_OF_MEMORY {
+                    e.offset = e.offset.saturating_add(at);
+                }
+                return Err(e);
+            }
+        };
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        Ok(Some(Streamed {
+            ids: found.table.entries().map(|e| e.id.to_string()).collect(),
+            chosen: found.chosen.iter().map(|k| k.map(|k| k.index)).collect(),
+            kept: keeping
+                .into_iter()
+                .filter(|k| k.fill)
+                .map(|k| (k.index, k.bytes))
+                .collect(),
+        }))
+    }
+
+    /// The choice for every device in unit `u` (indices within the unit).
+    fn select_unit(
+        &mut self,
+        u: usize,
+        devices: &[Device],
+        options: &SelectOptions,
+    ) -> Result<Vec<Option<usize>>, Fail> {
+        let streamable = self
+            .units
+            .get(u)
+            .is_some_and(|s| s.open.is_none() && s.unit.compressed().is_some());
+        if streamable {
+            if let Some(s) = self.stream(u, devices, options)? {
+                let slot = self
+                    .units
+                    .get_mut(u)
+                    .ok_or_else(|| invalid(c"no unit with that index"))?;
+                let slots = slot.images.get_or_insert_with(Vec::new);
+                if slots.len() < s.ids.len() {
+                    slots.resize_with(s.ids.len(), ImageSlot::default);
+                }
+                for (s, id) in slots.iter_mut().zip(&s.ids) {
+                    if s.table_id.is_none() {
+                        s.table_id = Some(id.clone());
+                    }
+                }
+                for (index, bytes) in s.kept {
+                    if let Some(s) = slots.get_mut(index) {
+                        if s.bytes.is_none() {
+                            let kept = s.kept.insert(bytes.into_boxed_slice());
+                            self.stats.held = self.stats.held.saturating_add(kept.len() as u64);
+                            // SAFETY: the box is owned by this slot, never replaced, and
+                            // freed only when the reader is dropped.
+                            s.bytes = Some(unsafe { extend(kept) });
+                        }
+                    }
+                }
+                return Ok(s.chosen);
+            }
+        }
+        self.open_unit(u)?;
+        let slot = self
+            .units
+            .get(u)
+            .and_then(|s| s.open.as_ref())
+            .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"unit not open"))?;
+        Ok(devices
+            .iter()
+            .map(|d| select_identities(slot.images().map(|i| identify(&i)), d, options).chosen)
+            .collect())
     }
 }
 
 // ---- the unsafe boundary ---------------------------------------------------------------
 
-/// The caller's buffer as a slice.
+/// Gives a slice the reader's lifetime.
+///
+/// # Safety
+/// The memory must stay valid and unmodified until the reader is dropped, and the result
+/// must not leave the reader except as a C pointer documented as valid until close.
+unsafe fn extend(s: &[u8]) -> &'static [u8] {
+    // SAFETY: forwarded contract.
+    unsafe { std::slice::from_raw_parts(s.as_ptr(), s.len()) }
+}
+
+/// [`extend`] for an image's borrowed fields.
+///
+/// # Safety
+/// As for [`extend`], for every slice the image borrows.
+unsafe fn extend_image(image: Image<'_>) -> Image<'static> {
+    // SAFETY: forwarded contract; `Image` is covariant plain data over its borrows.
+    unsafe { core::mem::transmute::<Image<'_>, Image<'static>>(image) }
+}
+
+/// The caller's buffer.
 ///
 /// # Safety
 /// `data` must be null (then `len` must be 0) or point to `len` readable bytes that stay
-/// valid and unmodified for the call.
-unsafe fn input<'a>(data: *const u8, len: usize) -> Result<&'a [u8], Fail> {
+/// valid and unmodified until the reader made from them is closed.
+unsafe fn input(data: *const u8, len: usize) -> Result<&'static [u8], Fail> {
     if data.is_null() {
         return if len == 0 {
             Ok(&[])
         } else {
-            Err(invalid("data is null"))
+            Err(invalid(c"data is null"))
         };
     }
     // SAFETY: guaranteed by the caller (header contract).
     Ok(unsafe { std::slice::from_raw_parts(data, len) })
-}
-
-/// The caller's output array as a mutable slice.
-///
-/// # Safety
-/// `out` must be null (then `capacity` is treated as 0) or point to `capacity` writable `T`.
-unsafe fn output<'a, T>(out: *mut T, capacity: usize) -> &'a mut [T] {
-    if out.is_null() || capacity == 0 {
-        return &mut [];
-    }
-    // SAFETY: guaranteed by the caller (header contract).
-    unsafe { std::slice::from_raw_parts_mut(out, capacity) }
 }
 
 /// Stores `value` through an optional out pointer.
@@ -177,26 +805,13 @@ unsafe fn store<T>(p: *mut T, value: T) {
     }
 }
 
-/// The target string.
+/// The reader behind a handle.
 ///
 /// # Safety
-/// `target` must be null or a NUL-terminated string.
-unsafe fn target_arg<'a>(target: *const c_char) -> Result<&'a str, Fail> {
-    if target.is_null() {
-        return Err(invalid("target is null"));
-    }
+/// `reader` must be null or a handle from `oi_reader_open*` not yet closed.
+unsafe fn reader_ref<'a>(reader: *const OiReader) -> Result<&'a OiReader, Fail> {
     // SAFETY: guaranteed by the caller (header contract).
-    let s = unsafe { CStr::from_ptr(target) };
-    s.to_str().map_err(|_| invalid("target is not UTF-8"))
-}
-
-/// The options, defaults for null.
-///
-/// # Safety
-/// `options` must be null or point to an `oi_select_options`.
-unsafe fn options_arg<'a>(options: *const OiSelectOptions) -> Option<&'a OiSelectOptions> {
-    // SAFETY: guaranteed by the caller (header contract).
-    unsafe { options.as_ref() }
+    unsafe { reader.as_ref() }.ok_or_else(|| invalid(c"reader is null"))
 }
 
 /// Runs `f`, turning a panic (a bug) into `OI_ERR_INTERNAL`, and reports the outcome.
@@ -204,23 +819,23 @@ unsafe fn options_arg<'a>(options: *const OiSelectOptions) -> Option<&'a OiSelec
 /// # Safety
 /// `error` must be null or valid for a write of `oi_error`.
 unsafe fn boundary(error: *mut OiError, f: impl FnOnce() -> Result<i32, Fail>) -> i32 {
-    let result = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        Err(Fail {
-            code: status::INTERNAL,
+    let result = catch_unwind(AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err(fail(OI_ERR_INTERNAL, 0, c"internal error (a bug)")));
+    let e = match result {
+        Ok(code) => OiError {
+            code,
             offset: 0,
-            message: "internal error".to_string(),
-        })
-    });
-    let (code, offset, message) = match result {
-        Ok(code) => (code, 0, String::new()),
-        Err(f) => (f.code, f.offset, f.message),
+            decompressed_offset: OI_NO_OFFSET,
+            message: str_of(c""),
+        },
+        Err(f) => OiError {
+            code: f.code,
+            offset: f.offset,
+            decompressed_offset: f.decompressed_offset,
+            message: str_of(f.message),
+        },
     };
-    let mut e = OiError {
-        code,
-        offset,
-        message: [0; 256],
-    };
-    copy_str(&mut e.message, &message);
+    let code = e.code;
     // SAFETY: forwarded contract.
     unsafe { store(error, e) };
     code
@@ -228,270 +843,507 @@ unsafe fn boundary(error: *mut OiError, f: impl FnOnce() -> Result<i32, Fail>) -
 
 // ---- safe helpers ----------------------------------------------------------------------
 
-/// Copies `s` into a C char array, truncated, NUL-terminated.
-fn copy_str(dst: &mut [c_char], s: &str) {
-    let n = s.len().min(dst.len().saturating_sub(1));
-    for (d, b) in dst.iter_mut().zip(s.bytes().take(n)) {
-        *d = b as c_char;
+fn read_options(o: Option<&OiReadOptions>) -> Result<ReadOptions, Fail> {
+    let mut read = ReadOptions::default();
+    if let Some(o) = o {
+        if o.flags & !OI_READ_NO_VERIFY_HASH != 0 {
+            return Err(invalid(c"unknown oi_read_options flag"));
+        }
+        read.verify_hash = o.flags & OI_READ_NO_VERIFY_HASH == 0;
+        let or = |v: u64, d: u64| if v == 0 { d } else { v };
+        read.limits = Limits {
+            max_decompressed_size: or(
+                o.max_decompressed_size,
+                Limits::DEFAULT.max_decompressed_size,
+            ),
+            max_entries: or(o.max_entries, Limits::DEFAULT.max_entries),
+            max_id_len: or(o.max_id_len, Limits::DEFAULT.max_id_len),
+            max_depth: match o.max_depth {
+                0 => Limits::DEFAULT.max_depth,
+                d => usize::try_from(d)
+                    .unwrap_or(usize::MAX)
+                    .min(offload_image::container::MAX_DEPTH),
+            },
+        };
     }
-    if let Some(end) = dst.get_mut(n) {
-        *end = 0;
-    }
+    Ok(read)
 }
 
-fn read_options(o: Option<&OiSelectOptions>) -> Result<(ReadOptions, SelectOptions), Fail> {
-    let mut read = ReadOptions::default();
+fn select_options(o: Option<&OiSelectOptions>) -> Result<SelectOptions, Fail> {
     let mut select = SelectOptions::default();
     if let Some(o) = o {
-        if o.reserved != 0 {
-            return Err(invalid("reserved option field is not 0"));
+        let known = OI_SELECT_HIP_OPENMP_COMPATIBLE
+            | OI_SELECT_NO_JIT
+            | OI_SELECT_NO_GENERIC
+            | OI_SELECT_NO_SPIRV
+            | OI_SELECT_STRICT;
+        if o.reserved != 0 || o.flags & !known != 0 {
+            return Err(invalid(
+                c"unknown oi_select_options flag or reserved field set",
+            ));
         }
-        read.verify_hash = o.skip_hash_check == 0;
         select.policy = match o.policy {
-            0 => Policy::Best,
-            1 => Policy::First,
-            2 => Policy::FirstByClass,
-            _ => return Err(invalid("unknown policy")),
+            OI_POLICY_BEST => Policy::Best,
+            OI_POLICY_FIRST => Policy::First,
+            OI_POLICY_FIRST_BY_CLASS => Policy::FirstByClass,
+            _ => return Err(invalid(c"unknown policy")),
         };
         select.kind = match o.kind {
-            0 => KindFilter::Any,
-            1 => KindFilter::Hip,
-            2 => KindFilter::OpenMp,
-            3 => KindFilter::Cuda,
-            _ => return Err(invalid("unknown kind")),
+            OI_KIND_ANY => KindFilter::Any,
+            OI_KIND_HIP => KindFilter::Hip,
+            OI_KIND_OPENMP => KindFilter::OpenMp,
+            OI_KIND_CUDA => KindFilter::Cuda,
+            _ => return Err(invalid(c"unknown kind")),
         };
+        select.hip_openmp_compatible = o.flags & OI_SELECT_HIP_OPENMP_COMPATIBLE != 0;
+        select.allow_jit = o.flags & OI_SELECT_NO_JIT == 0;
+        select.allow_generic = o.flags & OI_SELECT_NO_GENERIC == 0;
+        select.allow_spirv = o.flags & OI_SELECT_NO_SPIRV == 0;
+        select.strict = o.flags & OI_SELECT_STRICT != 0;
     }
-    Ok((read, select))
+    Ok(select)
 }
 
-fn describe(unit: u32, image: &Image<'_>, offset: Option<u64>, compressed: bool) -> OiImage {
-    let id = identify(image);
-    let target = match (id.stated_target, id.elf_target) {
-        (Target::None, Some(elf)) => elf.to_string(),
-        (Target::None, None) => String::new(),
-        (stated, _) => stated.to_string(),
+/// Walks `data` and builds the reader; non-compressed units are opened at once (that
+/// allocates nothing but for compressed OffloadBinaries), compressed bundles are left for
+/// the first call that needs them.
+fn build(
+    data: &'static [u8],
+    read: ReadOptions,
+    map: Option<memmap2::Mmap>,
+) -> Result<OiReader, Fail> {
+    let units = offload_image::units(data, &read)?;
+    let mut state = State {
+        read,
+        units: units
+            .into_iter()
+            .map(|unit| UnitSlot {
+                location: cstring(&unit.location.to_string()),
+                unit,
+                open: None,
+                images: None,
+            })
+            .collect(),
+        stats: Stats::default(),
     };
-    let name = match image.entry_id {
-        Some(e) => e.to_string(),
-        None => format!(
-            "{}--{}",
-            id.triple().map(|t| t.to_string()).unwrap_or_default(),
-            image
-                .target_id
-                .map(str::to_string)
-                .unwrap_or_else(|| target.clone())
-        ),
-    };
-    let mut out = OiImage {
-        unit,
-        index: u32::try_from(image.index).unwrap_or(u32::MAX),
-        format: match image.format {
-            Format::Bundle => 0,
-            Format::TextBundle => 1,
-            Format::OffloadBinary => 2,
-            Format::Elf => 3,
-        },
-        compressed: u32::from(compressed),
-        offset: offset.unwrap_or(u64::MAX),
-        size: image.size(),
-        id: [0; 256],
-        target: [0; 96],
-    };
-    copy_str(&mut out.id, &name);
-    copy_str(&mut out.target, &target);
-    out
+    for u in 0..state.units.len() {
+        let compressed = state
+            .units
+            .get(u)
+            .is_some_and(|s| matches!(s.unit.content, UnitContent::Compressed(_)));
+        if !compressed {
+            state.open_unit(u)?;
+        }
+    }
+    Ok(OiReader {
+        state: Mutex::new(state),
+        _map: map,
+    })
+}
+
+impl OiReader {
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> Result<T, Fail>) -> Result<T, Fail> {
+        let mut state = self.state.lock().map_err(|_| {
+            fail(
+                OI_ERR_INTERNAL,
+                0,
+                c"reader is unusable after an earlier bug",
+            )
+        })?;
+        f(&mut state)
+    }
 }
 
 // ---- the API ---------------------------------------------------------------------------
 
-/// `oi_list`: see the header.
+/// Opens a reader over `data[0..len)`, which it borrows: the buffer must stay valid and
+/// unmodified until `oi_reader_close`. Walks the containers (ELF sections, archive
+/// members, bundles, OffloadBinaries) and checks them; compressed bundles are decoded
+/// later, when first needed. `options` may be NULL (defaults).
+///
+/// Returns NULL on failure, with the reason in `*error` (when `error` is not NULL).
 ///
 /// # Safety
-/// The pointer arguments must satisfy the header's contract.
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
 #[no_mangle]
-pub unsafe extern "C" fn oi_list(
+pub unsafe extern "C" fn oi_reader_open(
     data: *const u8,
     len: usize,
-    images: *mut OiImage,
-    capacity: usize,
+    options: *const OiReadOptions,
+    error: *mut OiError,
+) -> *mut OiReader {
+    let mut out: *mut OiReader = core::ptr::null_mut();
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let data = input(data, len)?;
+            let read = read_options(options.as_ref())?;
+            out = Box::into_raw(Box::new(build(data, read, None)?));
+            Ok(OI_OK)
+        })
+    };
+    out
+}
+
+/// Opens a reader over the file at `path` (NUL-terminated), which it maps read-only until
+/// `oi_reader_close`; the file must not be truncated or rewritten meanwhile. Otherwise as
+/// `oi_reader_open`; `OI_ERR_IO` (with the errno in `error->offset`) if the file cannot be
+/// opened or mapped.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_open_file(
+    path: *const c_char,
+    options: *const OiReadOptions,
+    error: *mut OiError,
+) -> *mut OiReader {
+    let mut out: *mut OiReader = core::ptr::null_mut();
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            if path.is_null() {
+                return Err(invalid(c"path is null"));
+            }
+            let path = CStr::from_ptr(path);
+            #[cfg(unix)]
+            let path: &std::path::Path =
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes())
+                    .as_ref();
+            #[cfg(not(unix))]
+            let path =
+                std::path::Path::new(path.to_str().map_err(|_| invalid(c"path is not UTF-8"))?);
+            let read = read_options(options.as_ref())?;
+            let io = |e: std::io::Error| {
+                fail(
+                    OI_ERR_IO,
+                    e.raw_os_error().map_or(0, |n| n as u64),
+                    c"cannot open or map the file",
+                )
+            };
+            let file = std::fs::File::open(path).map_err(io)?;
+            let len = file.metadata().map_err(io)?.len();
+            let map = if len == 0 {
+                None
+            } else {
+                // SAFETY: the mapping is read-only and owned by the reader; the header
+                // requires the file to stay unchanged while the reader is open.
+                Some(memmap2::Mmap::map(&file).map_err(io)?)
+            };
+            // SAFETY: the mapping lives in the reader and is dropped after its state.
+            let data: &'static [u8] = map.as_deref().map_or(&[], |m| extend(m));
+            out = Box::into_raw(Box::new(build(data, read, map)?));
+            Ok(OI_OK)
+        })
+    };
+    out
+}
+
+/// Closes a reader and frees everything it handed out. NULL is accepted.
+///
+/// # Safety
+/// `reader` must be NULL or an open reader, not used by another thread during the call
+/// nor afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_close(reader: *mut OiReader) {
+    if !reader.is_null() {
+        // SAFETY: guaranteed by the caller (header contract): made by Box::into_raw.
+        let r = unsafe { Box::from_raw(reader) };
+        // A panic in a destructor is a bug; it must not unwind into C.
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(r)));
+    }
+}
+
+/// Number of units (0 for a NULL reader).
+///
+/// # Safety
+/// `reader` must be NULL or an open reader.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_unit_count(reader: *const OiReader) -> usize {
+    // SAFETY: forwarded contract.
+    let Ok(r) = (unsafe { reader_ref(reader) }) else {
+        return 0;
+    };
+    catch_unwind(AssertUnwindSafe(|| {
+        r.with(|s| Ok(s.units.len())).unwrap_or(0)
+    }))
+    .unwrap_or(0)
+}
+
+/// Describes unit `unit` (never decodes anything).
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_unit(
+    reader: *const OiReader,
+    unit: usize,
+    info: *mut OiUnitInfo,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            if info.is_null() {
+                return Err(invalid(c"info is null"));
+            }
+            let i = r.with(|s| {
+                let slot = s
+                    .units
+                    .get(unit)
+                    .ok_or_else(|| invalid(c"no unit with that index"))?;
+                Ok(OiUnitInfo {
+                    location: str_of(&slot.location),
+                    offset: slot.unit.location.offset,
+                    index_in_container: slot.unit.index as u64,
+                    format: format_code(slot.unit.format()),
+                    compression: compression_of(&slot.unit),
+                })
+            })?;
+            store(info, i);
+            Ok(OI_OK)
+        })
+    }
+}
+
+/// Sets `*count` to the number of images of all units. Decompresses, once, every
+/// compressed bundle whose table no earlier call has read.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_image_count(
+    reader: *const OiReader,
     count: *mut usize,
     error: *mut OiError,
 ) -> i32 {
     // SAFETY: the contract is forwarded to the helpers.
     unsafe {
         boundary(error, || {
-            let data = input(data, len)?;
-            let out = output(images, capacity);
-            let options = ReadOptions::default();
-            let mut n = 0usize;
-            let mut unit_index = 0u32;
-            for_each_unit(data, &options, |unit| {
-                let open = unit.open(&options)?;
-                for image in open.images() {
-                    if let Some(slot) = out.get_mut(n) {
-                        *slot = describe(
-                            unit_index,
-                            &image,
-                            open.offset_of(&image),
-                            unit.compressed().is_some(),
-                        );
-                    }
-                    n = n.saturating_add(1);
+            let r = reader_ref(reader)?;
+            let n = r.with(|s| {
+                let mut n = 0usize;
+                for u in 0..s.units.len() {
+                    n = n.saturating_add(s.count(u)?);
                 }
-                unit_index = unit_index.saturating_add(1);
-                Ok(())
+                Ok(n)
             })?;
             store(count, n);
-            Ok(if n > capacity {
-                status::BUFFER_TOO_SMALL
-            } else {
-                status::OK
-            })
+            Ok(OI_OK)
         })
     }
 }
 
-/// `oi_select`: see the header.
+/// Describes image `image` (flat index over all units, in discovery order). The strings
+/// stay valid until `oi_reader_close`. A kept image of a selection is described without
+/// decoding; other images of a compressed bundle decompress it whole, once.
 ///
 /// # Safety
-/// The pointer arguments must satisfy the header's contract.
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
 #[no_mangle]
-pub unsafe extern "C" fn oi_select(
-    data: *const u8,
-    len: usize,
-    target: *const c_char,
+pub unsafe extern "C" fn oi_reader_image(
+    reader: *const OiReader,
+    image: usize,
+    info: *mut OiImageInfo,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            if info.is_null() {
+                return Err(invalid(c"info is null"));
+            }
+            let i = r.with(|s| {
+                let (u, i) = s.locate(image)?;
+                let compression = s.units.get(u).map_or(0, |s| compression_of(&s.unit));
+                let d = s.info(u, i)?;
+                Ok(OiImageInfo {
+                    unit: u,
+                    index: i,
+                    offset: d.offset,
+                    size: d.size,
+                    format: d.format,
+                    compression,
+                    image_kind: d.image_kind,
+                    reserved: 0,
+                    name: str_of(&d.name),
+                    offload_kind: str_of(d.offload_kind),
+                    triple: str_of(&d.triple),
+                    target: str_of(&d.target),
+                })
+            })?;
+            store(info, i);
+            Ok(OI_OK)
+        })
+    }
+}
+
+/// Sets `*data`/`*len` to the bytes of image `image`, valid until `oi_reader_close`:
+/// in place in the reader's buffer for images stored uncompressed; for compressed bundles,
+/// the copy a selection kept, else the bundle is decompressed whole once and the bytes
+/// point into that copy. Repeated calls return the same pointer.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_image_data(
+    reader: *const OiReader,
+    image: usize,
+    data: *mut *const u8,
+    len: *mut usize,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            let bytes = r.with(|s| {
+                let (u, i) = s.locate(image)?;
+                s.bytes(u, i)
+            })?;
+            store(data, bytes.as_ptr());
+            store(len, bytes.len());
+            Ok(OI_OK)
+        })
+    }
+}
+
+/// Chooses, for every unit and every device in `targets[0..n_targets)` (NUL-terminated:
+/// `"gfx90a:sramecc+:xnack-"`, `"amdgcn-amd-amdhsa--gfx1100"`, `"sm_90"`), the image to
+/// load, in one pass: a compressed bundle not yet decompressed is streamed once for all
+/// devices and only the chosen images are kept (their bytes then come from
+/// `oi_reader_image_data` without decoding again).
+///
+/// Writes `results[unit * n_targets + t]`; `capacity` must be at least
+/// `oi_reader_unit_count(reader) * n_targets` (else `OI_ERR_BUFFER_TOO_SMALL`, nothing
+/// done). `options` may be NULL. Returns `OI_OK` if every pair has an image, `OI_NO_MATCH`
+/// if some has none, or an error (a bad target: `OI_ERR_INVALID_ID` with its position in
+/// `error->offset`).
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_select(
+    reader: *const OiReader,
+    targets: *const *const c_char,
+    n_targets: usize,
     options: *const OiSelectOptions,
     results: *mut OiSelection,
     capacity: usize,
-    units: *mut usize,
     error: *mut OiError,
 ) -> i32 {
     // SAFETY: the contract is forwarded to the helpers.
     unsafe {
         boundary(error, || {
-            let data = input(data, len)?;
-            let target = target_arg(target)?;
-            let device = Device::parse(target)
-                .map_err(|e| invalid(&format!("target {target:?}: {}", e.what())))?;
-            let (read, select) = read_options(options_arg(options))?;
-            let out = output(results, capacity);
-            let mut n = 0usize;
-            let mut missing = false;
-            for_each_unit(data, &read, |unit| {
-                let open = unit.open(&read)?;
-                let sel = select_identities(open.images().map(|i| identify(&i)), &device, &select);
-                let unit_index = u32::try_from(n).unwrap_or(u32::MAX);
-                let chosen = sel.chosen.and_then(|c| open.images().nth(c));
-                missing |= chosen.is_none();
-                if let Some(slot) = out.get_mut(n) {
-                    *slot = OiSelection {
-                        found: u32::from(chosen.is_some()),
-                        tie: u32::from(sel.tie),
-                        image: match &chosen {
-                            Some(img) => describe(
-                                unit_index,
-                                img,
-                                open.offset_of(img),
-                                unit.compressed().is_some(),
-                            ),
-                            None => OiImage {
-                                unit: unit_index,
-                                index: 0,
-                                format: 0,
-                                compressed: 0,
-                                offset: u64::MAX,
-                                size: 0,
-                                id: [0; 256],
-                                target: [0; 96],
-                            },
-                        },
-                    };
+            let r = reader_ref(reader)?;
+            if targets.is_null() && n_targets > 0 {
+                return Err(invalid(c"targets is null"));
+            }
+            let mut devices = Vec::with_capacity(n_targets);
+            for t in 0..n_targets {
+                let p = *targets.add(t);
+                if p.is_null() {
+                    return Err(fail(OI_ERR_INVALID_ARGUMENT, t as u64, c"target is null"));
                 }
-                n = n.saturating_add(1);
-                Ok(())
-            })?;
-            store(units, n);
-            Ok(if n > capacity {
-                status::BUFFER_TOO_SMALL
-            } else if missing {
-                status::NO_MATCH
-            } else {
-                status::OK
+                let parsed = CStr::from_ptr(p)
+                    .to_str()
+                    .map_err(|_| fail(OI_ERR_INVALID_ID, t as u64, c"target is not UTF-8"))
+                    .and_then(|s| {
+                        Device::parse(s).map_err(|e| {
+                            let mut f = Fail::from(e);
+                            f.offset = t as u64;
+                            f
+                        })
+                    })?;
+                devices.push(parsed);
+            }
+            let select = select_options(options.as_ref())?;
+            r.with(|s| {
+                let need = s.units.len().saturating_mul(n_targets);
+                if capacity < need || (results.is_null() && need > 0) {
+                    return Err(fail(
+                        OI_ERR_BUFFER_TOO_SMALL,
+                        need as u64,
+                        c"results must hold unit_count * n_targets records (offset: that number)",
+                    ));
+                }
+                let mut base = 0usize;
+                let mut missing = false;
+                for u in 0..s.units.len() {
+                    let chosen = s.select_unit(u, &devices, &select)?;
+                    for (t, c) in chosen.iter().enumerate() {
+                        missing |= c.is_none();
+                        let sel = OiSelection {
+                            image: c.map_or(OI_NO_IMAGE, |c| base.saturating_add(c)),
+                            found: u32::from(c.is_some()),
+                            reserved: 0,
+                        };
+                        results.add(u * n_targets + t).write(sel);
+                    }
+                    base = base.saturating_add(s.count(u)?);
+                }
+                Ok(if missing { OI_NO_MATCH } else { OI_OK })
             })
         })
     }
 }
 
-/// `oi_extract`: see the header.
+/// Fills `*stats` (zeros for a NULL reader).
 ///
 /// # Safety
-/// The pointer arguments must satisfy the header's contract.
+/// `reader` must be NULL or an open reader; `stats` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn oi_extract(
-    data: *const u8,
-    len: usize,
-    unit: u32,
-    index: u32,
-    options: *const OiSelectOptions,
-    out: *mut u8,
-    capacity: usize,
-    size: *mut usize,
-    error: *mut OiError,
-) -> i32 {
-    // SAFETY: the contract is forwarded to the helpers.
-    unsafe {
-        boundary(error, || {
-            let data = input(data, len)?;
-            let (read, _) = read_options(options_arg(options))?;
-            let dst = output(out, capacity);
-            let mut seen = 0u32;
-            let mut result: Option<Result<i32, Fail>> = None;
-            for_each_unit(data, &read, |u| {
-                if seen == unit && result.is_none() {
-                    let open = u.open(&read)?;
-                    result = Some(match open.images().nth(index as usize) {
-                        None => Err(invalid("no image with that index in the unit")),
-                        Some(image) => {
-                            store(size, image.bytes.len());
-                            match dst.get_mut(..image.bytes.len()) {
-                                Some(d) => {
-                                    d.copy_from_slice(image.bytes);
-                                    Ok(status::OK)
-                                }
-                                None => Ok(status::BUFFER_TOO_SMALL),
-                            }
-                        }
-                    });
-                }
-                seen = seen.saturating_add(1);
-                Ok(())
-            })?;
-            result.unwrap_or_else(|| Err(invalid("no unit with that index")))
+pub unsafe extern "C" fn oi_reader_get_stats(reader: *const OiReader, stats: *mut OiReaderStats) {
+    // SAFETY: forwarded contract.
+    let r = unsafe { reader_ref(reader) }.ok();
+    let s = r
+        .and_then(|r| {
+            catch_unwind(AssertUnwindSafe(|| {
+                r.with(|s| {
+                    Ok(OiReaderStats {
+                        decode_passes: s.stats.passes,
+                        decoded_bytes: s.stats.decoded,
+                        held_bytes: s.stats.held,
+                    })
+                })
+                .ok()
+            }))
+            .ok()
+            .flatten()
         })
-    }
+        .unwrap_or(OiReaderStats {
+            decode_passes: 0,
+            decoded_bytes: 0,
+            held_bytes: 0,
+        });
+    // SAFETY: forwarded contract.
+    unsafe { store(stats, s) };
 }
 
-/// `oi_status_name`: see the header.
+/// A static string naming a status code (`"ok"`, `"no-match"`, `"truncated"`, ...).
 #[no_mangle]
 pub extern "C" fn oi_status_name(code: i32) -> *const c_char {
     let name: &'static CStr = match code {
-        0 => c"ok",
-        1 => c"no-match",
-        2 => c"truncated",
-        3 => c"out-of-bounds",
-        4 => c"bad-magic",
-        5 => c"unsupported-version",
-        6 => c"unsupported-method",
-        7 => c"size-mismatch",
-        8 => c"hash-mismatch",
-        9 => c"limit-exceeded",
-        10 => c"decompress",
-        11 => c"malformed",
-        12 => c"invalid-id",
-        13 => c"bad-container",
-        14 => c"out-of-memory",
-        15 => c"invalid-argument",
-        16 => c"buffer-too-small",
+        OI_OK => c"ok",
+        OI_NO_MATCH => c"no-match",
+        OI_ERR_TRUNCATED => c"truncated",
+        OI_ERR_OUT_OF_BOUNDS => c"out-of-bounds",
+        OI_ERR_BAD_MAGIC => c"bad-magic",
+        OI_ERR_UNSUPPORTED_VERSION => c"unsupported-version",
+        OI_ERR_UNSUPPORTED_METHOD => c"unsupported-method",
+        OI_ERR_SIZE_MISMATCH => c"size-mismatch",
+        OI_ERR_HASH_MISMATCH => c"hash-mismatch",
+        OI_ERR_LIMIT_EXCEEDED => c"limit-exceeded",
+        OI_ERR_DECOMPRESS => c"decompress",
+        OI_ERR_MALFORMED => c"malformed",
+        OI_ERR_INVALID_ID => c"invalid-id",
+        OI_ERR_BAD_CONTAINER => c"bad-container",
+        OI_ERR_OUT_OF_MEMORY => c"out-of-memory",
+        OI_ERR_INVALID_ARGUMENT => c"invalid-argument",
+        OI_ERR_BUFFER_TOO_SMALL => c"buffer-too-small",
+        OI_ERR_IO => c"io",
         _ => c"internal",
     };
     name.as_ptr()
@@ -522,5 +1374,13 @@ mod tests {
             let name = unsafe { CStr::from_ptr(oi_status_name(code_of(kind))) };
             assert_eq!(name.to_str().unwrap(), kind.name());
         }
+    }
+
+    #[test]
+    fn interned_messages_are_shared_and_nul_terminated() {
+        let a = intern("bundle header truncated");
+        let b = intern("bundle header truncated");
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        assert_eq!(a.to_str().unwrap(), "bundle header truncated");
     }
 }

@@ -1,7 +1,9 @@
 /* A runtime-plugin-style user of the C API: reads a file, selects an image per unit for
- * each target given on the command line, and prints one line per unit and target:
+ * each target given on the command line (all targets in one oi_reader_select call), and
+ * prints one line per unit and target:
  *   <target> <unit> <found> <offset|-> <size> <id>
- * then, with --extract, copies the first selected image into OUT and prints its size. */
+ * then, with --extract, writes the image chosen for the first unit and the first target
+ * to OUT and prints its size. */
 #include "offload_image.h"
 
 #include <stdio.h>
@@ -36,59 +38,67 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *extract_to = NULL;
-  for (int a = 2; a + 1 < argc; a++)
-    if (strcmp(argv[a], "--extract") == 0) extract_to = argv[a + 1];
-  int status = 0;
-  oi_selection results[64];
-  oi_error err;
+  const char **targets = calloc((size_t)argc, sizeof *targets);
+  size_t n = 0;
   for (int a = 2; a < argc; a++) {
-    if (strcmp(argv[a], "--extract") == 0 && a + 1 < argc) {
-      a++;
-      continue;
-    }
-    size_t units = 0;
-    int32_t rc = oi_select(data, len, argv[a], NULL, results, 64, &units, &err);
-    if (rc != OI_OK && rc != OI_NO_MATCH) {
-      fprintf(stderr, "error %s: %s\n", oi_status_name(rc), err.message);
-      free(data);
-      return 2;
-    }
-    if (rc == OI_NO_MATCH) status = 1;
-    for (size_t u = 0; u < units && u < 64; u++) {
-      const oi_selection *s = &results[u];
-      if (s->found && s->image.offset != OI_NO_OFFSET)
-        printf("%s %zu 1 %llu %llu %s\n", argv[a], u, (unsigned long long)s->image.offset,
-               (unsigned long long)s->image.size, s->image.id);
-      else if (s->found)
-        printf("%s %zu 1 - %llu %s\n", argv[a], u, (unsigned long long)s->image.size, s->image.id);
+    if (strcmp(argv[a], "--extract") == 0 && a + 1 < argc)
+      extract_to = argv[++a];
+    else
+      targets[n++] = argv[a];
+  }
+  oi_error err;
+  oi_reader *r = oi_reader_open(data, len, NULL, &err);
+  if (!r) {
+    fprintf(stderr, "error %s: %s\n", oi_status_name(err.code), err.message.data);
+    return 2;
+  }
+  size_t units = oi_reader_unit_count(r);
+  oi_selection *results = calloc(units * n + 1, sizeof *results);
+  int32_t rc = oi_reader_select(r, targets, n, NULL, results, units * n, &err);
+  if (rc != OI_OK && rc != OI_NO_MATCH) {
+    fprintf(stderr, "error %s: %s\n", oi_status_name(rc), err.message.data);
+    return 2;
+  }
+  int status = rc == OI_NO_MATCH ? 1 : 0;
+  for (size_t t = 0; t < n; t++) {
+    for (size_t u = 0; u < units; u++) {
+      const oi_selection *s = &results[u * n + t];
+      oi_image_info info;
+      if (!s->found) {
+        printf("%s %zu 0 - 0 -\n", targets[t], u);
+        continue;
+      }
+      if (oi_reader_image(r, s->image, &info, &err) != OI_OK) {
+        fprintf(stderr, "image: %s\n", err.message.data);
+        return 2;
+      }
+      if (info.offset != OI_NO_OFFSET)
+        printf("%s %zu 1 %llu %llu %s\n", targets[t], u, (unsigned long long)info.offset,
+               (unsigned long long)info.size, info.name.data);
       else
-        printf("%s %zu 0 - 0 -\n", argv[a], u);
-    }
-    if (extract_to && units > 0 && results[0].found) {
-      size_t size = 0;
-      rc = oi_extract(data, len, results[0].image.unit, results[0].image.index, NULL, NULL, 0, &size, &err);
-      if (rc != OI_ERR_BUFFER_TOO_SMALL && rc != OI_OK) {
-        fprintf(stderr, "extract: %s\n", err.message);
-        return 2;
-      }
-      unsigned char *buf = malloc(size ? size : 1);
-      rc = oi_extract(data, len, results[0].image.unit, results[0].image.index, NULL, buf, size, &size, &err);
-      if (rc != OI_OK) {
-        fprintf(stderr, "extract: %s\n", err.message);
-        return 2;
-      }
-      FILE *f = fopen(extract_to, "wb");
-      fwrite(buf, 1, size, f);
-      fclose(f);
-      free(buf);
-      printf("extracted %zu\n", size);
-      extract_to = NULL;
+        printf("%s %zu 1 - %llu %s\n", targets[t], u, (unsigned long long)info.size,
+               info.name.data);
     }
   }
+  if (extract_to && units > 0 && n > 0 && results[0].found) {
+    const uint8_t *bytes = NULL;
+    size_t size = 0;
+    if (oi_reader_image_data(r, results[0].image, &bytes, &size, &err) != OI_OK) {
+      fprintf(stderr, "extract: %s\n", err.message.data);
+      return 2;
+    }
+    FILE *f = fopen(extract_to, "wb");
+    if (!f || fwrite(bytes, 1, size, f) != size) return 2;
+    fclose(f);
+    printf("extracted %zu\n", size);
+  }
+  oi_reader_close(r);
   /* Errors name the problem and the byte offset. */
-  size_t count = 0;
-  int32_t rc = oi_list(data, len > 100 ? 100 : len, NULL, 0, &count, &err);
-  printf("truncated-list %s %llu\n", oi_status_name(rc), (unsigned long long)err.offset);
+  oi_reader *bad = oi_reader_open(data, len > 100 ? 100 : len, NULL, &err);
+  printf("truncated-list %s %llu\n", oi_status_name(err.code), (unsigned long long)err.offset);
+  oi_reader_close(bad);
+  free(results);
+  free(targets);
   free(data);
   return status;
 }
