@@ -145,7 +145,7 @@ pub const OI_SELECT_STRICT: u32 = 16;
 /// A string owned by the library: `len` bytes at `data`, followed by a NUL byte. Never
 /// null; empty when the value is unknown.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct OiStr {
     /// The bytes, NUL-terminated.
     pub data: *const c_char,
@@ -155,6 +155,7 @@ pub struct OiStr {
 
 /// Error details of a failed call.
 #[repr(C)]
+#[derive(Debug)]
 pub struct OiError {
     /// `OI_OK` or an `OI_ERR_*` code (the call's return value).
     pub code: i32,
@@ -1373,6 +1374,399 @@ mod tests {
             // SAFETY: oi_status_name returns a static NUL-terminated string.
             let name = unsafe { CStr::from_ptr(oi_status_name(code_of(kind))) };
             assert_eq!(name.to_str().unwrap(), kind.name());
+        }
+    }
+
+    // ---- the C API called as C calls it ----------------------------------------------
+
+    fn corpus(path: &str) -> Vec<u8> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/corpus");
+        std::fs::read(dir.join(path)).unwrap()
+    }
+
+    fn no_error() -> OiError {
+        OiError {
+            code: -1,
+            offset: 0,
+            decompressed_offset: 0,
+            message: str_of(c""),
+        }
+    }
+
+    fn message(e: &OiError) -> &'static str {
+        // SAFETY: messages are static NUL-terminated strings.
+        unsafe { CStr::from_ptr(e.message.data) }.to_str().unwrap()
+    }
+
+    fn options(flags: u32) -> OiReadOptions {
+        OiReadOptions {
+            flags,
+            max_depth: 0,
+            max_decompressed_size: 0,
+            max_entries: 0,
+            max_id_len: 0,
+        }
+    }
+
+    /// A reader over `data` (which the caller keeps alive), or the error.
+    fn open(data: &[u8], flags: u32) -> Result<*mut OiReader, OiError> {
+        let mut e = no_error();
+        // SAFETY: valid pointers; `data` outlives the reader in every test.
+        let r = unsafe { oi_reader_open(data.as_ptr(), data.len(), &options(flags), &mut e) };
+        if r.is_null() {
+            assert_ne!(e.code, OI_OK);
+            Err(e)
+        } else {
+            assert_eq!(e.code, OI_OK);
+            Ok(r)
+        }
+    }
+
+    fn select(r: *const OiReader, targets: &[&str]) -> (i32, Vec<OiSelection>, OiError) {
+        let owned: Vec<CString> = targets.iter().map(|t| CString::new(*t).unwrap()).collect();
+        let ptrs: Vec<*const c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+        // SAFETY: valid reader and arrays.
+        let units = unsafe { oi_reader_unit_count(r) };
+        let none = OiSelection {
+            image: 0,
+            found: 7,
+            reserved: 7,
+        };
+        let mut out = vec![none; units * targets.len()];
+        let mut e = no_error();
+        // SAFETY: as above.
+        let rc = unsafe {
+            oi_reader_select(
+                r,
+                ptrs.as_ptr(),
+                ptrs.len(),
+                core::ptr::null(),
+                out.as_mut_ptr(),
+                out.len(),
+                &mut e,
+            )
+        };
+        (rc, out, e)
+    }
+
+    fn data(r: *const OiReader, image: usize) -> Result<&'static [u8], OiError> {
+        let (mut p, mut n) = (core::ptr::null(), 0usize);
+        let mut e = no_error();
+        // SAFETY: valid reader and out pointers; the bytes live until close, and every
+        // test closes its reader after its last use of them.
+        match unsafe { oi_reader_image_data(r, image, &mut p, &mut n, &mut e) } {
+            OI_OK => Ok(unsafe { std::slice::from_raw_parts(p, n) }),
+            _ => Err(e),
+        }
+    }
+
+    fn stats(r: *const OiReader) -> (u64, u64, u64) {
+        let mut s = OiReaderStats {
+            decode_passes: 0,
+            decoded_bytes: 0,
+            held_bytes: 0,
+        };
+        // SAFETY: valid reader and out pointer.
+        unsafe { oi_reader_get_stats(r, &mut s) };
+        (s.decode_passes, s.decoded_bytes, s.held_bytes)
+    }
+
+    fn close(r: *mut OiReader) {
+        // SAFETY: a reader from `open`, closed once.
+        unsafe { oi_reader_close(r) }
+    }
+
+    #[test]
+    fn malformed_files_give_their_code_and_offset() {
+        for (file, code, offset) in [
+            ("malformed/ccob_trunc_header.ccob", OI_ERR_TRUNCATED, 0),
+            (
+                "malformed/ccob_unknown_method.ccob",
+                OI_ERR_UNSUPPORTED_METHOD,
+                6,
+            ),
+            ("malformed/ccob_trunc_payload.ccob", OI_ERR_TRUNCATED, 8),
+            (
+                "malformed/bundle_trunc_header.bundle",
+                OI_ERR_TRUNCATED,
+                u64::MAX,
+            ),
+        ] {
+            let bytes = corpus(file);
+            let e = open(&bytes, 0).map(close).unwrap_err();
+            assert_eq!(e.code, code, "{file}: {}", message(&e));
+            if offset != u64::MAX {
+                assert_eq!(e.offset, offset, "{file}");
+            }
+            assert!(!message(&e).is_empty());
+        }
+        // The bad hash shows when the stream is checked: at the selection, at the hash
+        // field of the header (byte 16 of a v2 header); not checked, the choice is made.
+        let bytes = corpus("malformed/ccob_bad_hash.ccob");
+        let r = open(&bytes, 0).unwrap();
+        let (rc, _, e) = select(r, &["gfx906"]);
+        assert_eq!(
+            (rc, e.code, e.offset),
+            (OI_ERR_HASH_MISMATCH, OI_ERR_HASH_MISMATCH, 16)
+        );
+        close(r);
+        let r = open(&bytes, OI_READ_NO_VERIFY_HASH).unwrap();
+        let (rc, out, _) = select(r, &["gfx906"]);
+        assert_eq!(rc, OI_OK);
+        assert_eq!(
+            Sha256Hex::of(data(r, out[0].image).unwrap()),
+            "66dfd04eb5272fdaab3a5898848b1a41a3c212b9718fe31b34364c9e78e19d39"
+        );
+        close(r);
+    }
+
+    /// Every prefix of real files, and every one-byte corruption: a status code (never a
+    /// panic, never OI_ERR_INTERNAL) from every call.
+    #[test]
+    fn damaged_files_give_a_status_never_a_crash() {
+        for (file, step) in [
+            ("compressed/hip_6arch.zstd.ccob", 1),
+            ("compressed/hip_6arch.zlib.ccob", 3),
+            ("bundles/hip_6arch.bundle", 5),
+            ("driver/hip_compress.exe", 11),
+            ("packager/concat.offbin", 7),
+        ] {
+            let bytes = corpus(file);
+            let mut opened = 0;
+            // Prefixes, then one byte flipped at a time (inside compressed payloads these
+            // pass the walk and fail in the decoder, the table or the hash).
+            let variants = (0..bytes.len())
+                .step_by(step)
+                .map(|len| bytes[..len].to_vec());
+            let flips = (0..bytes.len()).step_by(step).map(|at| {
+                let mut b = bytes.clone();
+                b[at] ^= 0xA5;
+                b
+            });
+            for (len, variant) in variants.chain(flips).chain([bytes.clone()]).enumerate() {
+                let r = match open(&variant, 0) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        assert!(e.code > OI_NO_MATCH && e.code < OI_ERR_INTERNAL, "{file}");
+                        continue;
+                    }
+                };
+                opened += 1;
+                let (rc, _, _) = select(r, &["gfx90a:xnack+", "gfx1100"]);
+                assert!(rc < OI_ERR_INTERNAL, "{file} {len}: {rc}");
+                let mut n = 0usize;
+                let mut e = no_error();
+                // SAFETY: valid reader and out pointers.
+                let rc = unsafe { oi_reader_image_count(r, &mut n, &mut e) };
+                assert!(rc < OI_ERR_INTERNAL, "{file} {len}");
+                for i in 0..n {
+                    if let Err(e) = data(r, i) {
+                        assert!(e.code < OI_ERR_INTERNAL, "{file} {len}");
+                    }
+                }
+                close(r);
+            }
+            assert!(opened > 0, "{file}");
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        let bytes = corpus("bundles/hip_6arch.bundle");
+        let mut e = no_error();
+        // SAFETY: null pointers are part of the contract.
+        unsafe {
+            assert!(oi_reader_open(core::ptr::null(), 5, core::ptr::null(), &mut e).is_null());
+            assert_eq!(e.code, OI_ERR_INVALID_ARGUMENT);
+            assert_eq!(oi_reader_unit_count(core::ptr::null()), 0);
+            let mut n = 0;
+            assert_eq!(
+                oi_reader_image_count(core::ptr::null(), &mut n, core::ptr::null_mut()),
+                OI_ERR_INVALID_ARGUMENT
+            );
+            oi_reader_close(core::ptr::null_mut());
+            let o = OiReadOptions {
+                flags: 2,
+                ..options(0)
+            };
+            assert!(oi_reader_open(bytes.as_ptr(), bytes.len(), &o, &mut e).is_null());
+            assert_eq!(e.code, OI_ERR_INVALID_ARGUMENT);
+            let mut e = no_error();
+            assert!(
+                oi_reader_open_file(c"/nonexistent/x".as_ptr(), core::ptr::null(), &mut e)
+                    .is_null()
+            );
+            assert_eq!((e.code, e.offset), (OI_ERR_IO, 2), "ENOENT");
+        }
+        let r = open(&bytes, 0).unwrap();
+        // A bad target: its position in the list.
+        let (rc, _, e) = select(r, &["gfx90a", "gfx9000"]);
+        assert_eq!((rc, e.offset), (OI_ERR_INVALID_ID, 1), "{}", message(&e));
+        let (rc, _, _) = select(r, &["gfx9-generic"]);
+        assert_eq!(rc, OI_ERR_INVALID_ID, "a generic processor is no device");
+        // SAFETY: valid reader, arrays of the stated sizes.
+        unsafe {
+            let t = [c"gfx90a".as_ptr()];
+            let mut out = [OiSelection {
+                image: 0,
+                found: 0,
+                reserved: 0,
+            }];
+            let mut e = no_error();
+            assert_eq!(
+                oi_reader_select(
+                    r,
+                    t.as_ptr(),
+                    1,
+                    core::ptr::null(),
+                    out.as_mut_ptr(),
+                    0,
+                    &mut e
+                ),
+                OI_ERR_BUFFER_TOO_SMALL
+            );
+            assert_eq!(e.offset, 1, "the size needed");
+            let bad = OiSelectOptions {
+                policy: 3,
+                kind: 0,
+                flags: 0,
+                reserved: 0,
+            };
+            assert_eq!(
+                oi_reader_select(r, t.as_ptr(), 1, &bad, out.as_mut_ptr(), 1, &mut e),
+                OI_ERR_INVALID_ARGUMENT
+            );
+            let mut info = core::mem::MaybeUninit::<OiImageInfo>::uninit();
+            assert_eq!(
+                oi_reader_image(r, 7, info.as_mut_ptr(), &mut e),
+                OI_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(oi_reader_image(r, 6, info.as_mut_ptr(), &mut e), OI_OK);
+        }
+        close(r);
+    }
+
+    /// A second selection streams the bundle again for the new devices; what the first
+    /// one handed out stays where it is.
+    #[test]
+    fn a_later_selection_keeps_earlier_bytes_in_place() {
+        let bytes = corpus("compressed/hip_6arch.zstd.ccob");
+        let r = open(&bytes, 0).unwrap();
+        let (rc, first, _) = select(r, &["gfx906"]);
+        assert_eq!(rc, OI_OK);
+        let a = data(r, first[0].image).unwrap();
+        assert_eq!(stats(r), (1, 22368, 3024));
+        let (rc, second, _) = select(r, &["gfx1100", "gfx906"]);
+        assert_eq!(rc, OI_OK);
+        assert_eq!(second[1].image, first[0].image);
+        assert_eq!(data(r, second[1].image).unwrap().as_ptr(), a.as_ptr());
+        assert_eq!(
+            stats(r),
+            (2, 2 * 22368, 3024 + 3536),
+            "gfx906 not kept twice"
+        );
+        assert_eq!(
+            Sha256Hex::of(data(r, second[0].image).unwrap()),
+            "fc567f53d6472bf1dabbe8e093d6353973d4ca2f43fbd7df2777159c3ef44134"
+        );
+        close(r);
+    }
+
+    /// Without hash verification the decoder stops after the last image's first bytes.
+    #[test]
+    fn unverified_selection_stops_early() {
+        let bytes = corpus("compressed/hip_6arch.zstd.ccob");
+        let r = open(&bytes, OI_READ_NO_VERIFY_HASH).unwrap();
+        let (rc, out, _) = select(r, &["gfx906"]);
+        assert_eq!(rc, OI_OK);
+        let (passes, decoded, held) = stats(r);
+        assert_eq!((passes, held), (1, 3024));
+        assert!(decoded < 22368, "{decoded}");
+        assert_eq!(data(r, out[0].image).unwrap().len(), 3024);
+        close(r);
+    }
+
+    /// A text bundle in a CCOB cannot be streamed: decompressed whole (held), same
+    /// choice (text is never loadable code) and the same images.
+    #[test]
+    fn compressed_text_bundle_is_decompressed_whole() {
+        use offload_image::write::ccob::{compress, CcobOptions};
+        let text = corpus("text/omp.ll.bundle");
+        let ccob = compress(&text, &CcobOptions::default()).unwrap();
+        let plain = open(&text, 0).unwrap();
+        let packed = open(&ccob, 0).unwrap();
+        let targets = ["gfx90a", "sm_80"];
+        let (rc, a, _) = select(plain, &targets);
+        let (rc2, b, _) = select(packed, &targets);
+        assert_eq!((rc, rc2), (OI_NO_MATCH, OI_NO_MATCH));
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!((x.image, x.found, y.found), (y.image, 0, 0));
+        }
+        assert_eq!(stats(packed).2, text.len() as u64, "whole content held");
+        let count = |r| {
+            let mut n = 0usize;
+            // SAFETY: valid reader and out pointer.
+            assert_eq!(
+                unsafe { oi_reader_image_count(r, &mut n, core::ptr::null_mut()) },
+                0
+            );
+            n
+        };
+        assert_eq!(count(plain), 3);
+        assert_eq!(count(packed), 3);
+        for i in 0..3 {
+            assert_eq!(data(plain, i).unwrap(), data(packed, i).unwrap());
+        }
+        assert_eq!(
+            Sha256Hex::of(data(packed, 2).unwrap()),
+            "30b16da8ec88d98baf899beb56a3cb1827beca01d78d9df86d76a5368ce1d6eb"
+        );
+        close(plain);
+        close(packed);
+    }
+
+    /// One reader shared by threads gives each what it gives one thread.
+    #[test]
+    fn a_reader_can_be_shared_between_threads() {
+        struct Shared(*mut OiReader);
+        // SAFETY: the C API serialises calls on a reader (its lock).
+        unsafe impl Sync for Shared {}
+        let bytes = corpus("compressed/hip_6arch.zlib.ccob");
+        let r = Shared(open(&bytes, 0).unwrap());
+        let targets = [
+            "gfx906",
+            "gfx90a:xnack+",
+            "gfx942:sramecc+:xnack-",
+            "gfx1030",
+        ];
+        let single = open(&bytes, 0).unwrap();
+        let (_, want, _) = select(single, &targets);
+        let want: Vec<Vec<u8>> = want
+            .iter()
+            .map(|s| data(single, s.image).unwrap().to_vec())
+            .collect();
+        close(single);
+        std::thread::scope(|scope| {
+            for (t, w) in targets.iter().zip(&want) {
+                let r = &r;
+                scope.spawn(move || {
+                    let (rc, out, _) = select(r.0, &[t]);
+                    assert_eq!(rc, OI_OK);
+                    assert_eq!(data(r.0, out[0].image).unwrap(), &w[..]);
+                });
+            }
+        });
+        close(r.0);
+    }
+
+    struct Sha256Hex;
+    impl Sha256Hex {
+        fn of(bytes: &[u8]) -> String {
+            use sha2::Digest;
+            sha2::Sha256::digest(bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
         }
     }
 
