@@ -135,7 +135,7 @@
 #define OI_ERR_BUFFER_TOO_SMALL 16
 
 /**
- * A bug in the library (a panic caught at the boundary), or the file cannot be read.
+ * A bug in the library (a panic caught at the boundary).
  */
 #define OI_ERR_INTERNAL 17
 
@@ -608,9 +608,11 @@ int32_t oi_reader_image_data(const struct oi_reader *reader,
  *
  * Writes `results[unit * n_targets + t]`; `capacity` must be at least
  * `oi_reader_unit_count(reader) * n_targets` (else `OI_ERR_BUFFER_TOO_SMALL`, nothing
- * done). `options` may be NULL. Returns `OI_OK` if every pair has an image, `OI_NO_MATCH`
- * if some has none, or an error (a bad target: `OI_ERR_INVALID_ID` with its position in
- * `error->offset`).
+ * done; `error->offset` is the number needed). `options` may be NULL. Returns `OI_OK` if
+ * every pair has an image, `OI_NO_MATCH` if some has none, or an error (a bad target:
+ * `OI_ERR_INVALID_ID` with its position in `error->offset`), after which the contents of
+ * `results` are unspecified. Selecting again for other devices streams the compressed
+ * bundles again; what earlier calls handed out stays valid.
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.

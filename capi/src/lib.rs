@@ -67,7 +67,7 @@ pub const OI_ERR_OUT_OF_MEMORY: i32 = 14;
 pub const OI_ERR_INVALID_ARGUMENT: i32 = 15;
 /// The caller's array cannot hold the result.
 pub const OI_ERR_BUFFER_TOO_SMALL: i32 = 16;
-/// A bug in the library (a panic caught at the boundary), or the file cannot be read.
+/// A bug in the library (a panic caught at the boundary).
 pub const OI_ERR_INTERNAL: i32 = 17;
 /// `oi_reader_open_file`: the file cannot be opened or mapped (`offset` holds the errno).
 pub const OI_ERR_IO: i32 = 18;
@@ -278,6 +278,12 @@ pub struct OiReader {
 
 // ---- reader internals ------------------------------------------------------------------
 
+// The header promises that a reader may be shared between threads.
+const _: fn() = || {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<OiReader>();
+};
+
 struct State {
     read: ReadOptions,
     units: Vec<UnitSlot>,
@@ -306,8 +312,9 @@ struct ImageSlot {
     table_id: Option<String>,
     /// The image bytes once available: in place, in `UnitSlot::open`, or in `kept`.
     bytes: Option<&'static [u8]>,
-    /// Bytes kept by a streaming selection.
-    kept: Option<Box<[u8]>>,
+    /// Bytes kept by a streaming selection (a Vec, not a Box: handed-out pointers into
+    /// it must survive moves of the slot).
+    kept: Option<Vec<u8>>,
     /// The description, made once.
     info: Option<Box<Described>>,
 }
@@ -733,10 +740,10 @@ impl State {
                 for (index, bytes) in s.kept {
                     if let Some(s) = slots.get_mut(index) {
                         if s.bytes.is_none() {
-                            let kept = s.kept.insert(bytes.into_boxed_slice());
+                            let kept = s.kept.insert(bytes);
                             self.stats.held = self.stats.held.saturating_add(kept.len() as u64);
-                            // SAFETY: the box is owned by this slot, never replaced, and
-                            // freed only when the reader is dropped.
+                            // SAFETY: the buffer is owned by this slot, never replaced or
+                            // resized, and freed only when the reader is dropped.
                             s.bytes = Some(unsafe { extend(kept) });
                         }
                     }
@@ -1219,9 +1226,11 @@ pub unsafe extern "C" fn oi_reader_image_data(
 ///
 /// Writes `results[unit * n_targets + t]`; `capacity` must be at least
 /// `oi_reader_unit_count(reader) * n_targets` (else `OI_ERR_BUFFER_TOO_SMALL`, nothing
-/// done). `options` may be NULL. Returns `OI_OK` if every pair has an image, `OI_NO_MATCH`
-/// if some has none, or an error (a bad target: `OI_ERR_INVALID_ID` with its position in
-/// `error->offset`).
+/// done; `error->offset` is the number needed). `options` may be NULL. Returns `OI_OK` if
+/// every pair has an image, `OI_NO_MATCH` if some has none, or an error (a bad target:
+/// `OI_ERR_INVALID_ID` with its position in `error->offset`), after which the contents of
+/// `results` are unspecified. Selecting again for other devices streams the compressed
+/// bundles again; what earlier calls handed out stays valid.
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -1261,6 +1270,9 @@ pub unsafe extern "C" fn oi_reader_select(
                 devices.push(parsed);
             }
             let select = select_options(options.as_ref())?;
+            if n_targets == 0 {
+                return Ok(OI_OK);
+            }
             r.with(|s| {
                 let need = s.units.len().saturating_mul(n_targets);
                 if capacity < need || (results.is_null() && need > 0) {
