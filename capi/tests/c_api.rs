@@ -274,7 +274,7 @@ fn reader_cpp() -> PathBuf {
         let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi/reader_demo_cpp");
         let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cpp/reader_demo.cpp");
-        compile(&cxx, "-std=c++17", false, &src, &link, &out);
+        compile(&cxx, "-std=c++17", true, &src, &link, &out);
         out
     })
     .clone()

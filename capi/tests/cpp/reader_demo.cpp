@@ -1,4 +1,4 @@
-// The handle API from C++ (c++ -std=c++17 -Wall -Wextra -Werror), linked against the
+// The handle API from C++ (c++ -std=c++17 -Wall -Wextra -Werror -pedantic), linked to the
 // shared library: the same protocol as tests/c/reader_demo.c, but the reader maps the file
 // itself (oi_reader_open_file) and lives in a std::unique_ptr.
 //
