@@ -1145,7 +1145,10 @@ pub unsafe extern "C" fn oi_reader_image_count(
 
 /// Describes image `image` (flat index over all units, in discovery order). The strings
 /// stay valid until `oi_reader_close`. A kept image of a selection is described without
-/// decoding; other images of a compressed bundle decompress it whole, once.
+/// decoding; other images of a compressed bundle decompress it whole, once. A flat index
+/// needs the image counts of the units before it: after `oi_reader_select` or
+/// `oi_reader_image_count` they are known; before, finding them decompresses the earlier
+/// compressed bundles.
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
