@@ -91,7 +91,7 @@ fn parse_and_select(data: &[u8], device: &Device) -> usize {
     for_each_unit(data, &read, |unit| {
         let open = unit.open(&read)?;
         let s = select_identities(open.images().map(|i| identify(&i)), device, &options);
-        chosen += s.chosen.unwrap_or(usize::MAX) & 0xFFFF;
+        chosen += s.chosen().unwrap_or(usize::MAX) & 0xFFFF;
         Ok(())
     })
     .unwrap();
@@ -128,7 +128,9 @@ fn by_image_size(c: &mut Criterion) {
 fn identify_one(c: &mut Criterion) {
     let data = bundle(1, 4096, 4096);
     let read = ReadOptions::default();
-    let units = offload_image::units(&data, &read).unwrap();
+    let units = offload_image::units(&data, &read)
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
     let open = units[0].open(&read).unwrap();
     let image: Image<'_> = open.images().next().unwrap();
     c.bench_function("identify", |b| b.iter(|| identify(black_box(&image))));
@@ -173,10 +175,12 @@ fn compressed(c: &mut Criterion) {
                 &data,
                 |b, d| {
                     b.iter(|| {
-                        let units = offload_image::units(d, &read).unwrap();
+                        let units = offload_image::units(d, &read)
+                            .collect::<Result<Vec<_>, _>>()
+                            .unwrap();
                         let open = units[0].open(&read).unwrap();
                         let images: Vec<Image<'_>> = open.images().collect();
-                        select(&images, &devices[0], &options).chosen
+                        select(&images, &devices[0], &options).chosen()
                     })
                 },
             );

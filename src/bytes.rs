@@ -51,6 +51,21 @@ pub(crate) fn read<'d, T: FromBytes + KnownLayout + Immutable>(
         .map_err(|_| Error::new(ErrorKind::Truncated, offset, what))
 }
 
+/// `e_machine` of an ELF file, if the header can be read: the one place the crate reads
+/// it before knowing anything else of the file (container discovery, image sniffing and
+/// device ELF identification all ask here).
+pub fn elf_machine(data: &[u8]) -> Option<u16> {
+    if !data.starts_with(crate::raw::ELF_MAGIC) {
+        return None;
+    }
+    let m = data.get(18..20)?;
+    let v = <[u8; 2]>::try_from(m).ok()?;
+    Some(match data.get(5) {
+        Some(2) => u16::from_be_bytes(v),
+        _ => u16::from_le_bytes(v),
+    })
+}
+
 /// Rounds `n` up to a multiple of `align` (a power of two), `None` on overflow.
 #[allow(dead_code)]
 pub(crate) fn align_up(n: u64, align: u64) -> Option<u64> {

@@ -255,12 +255,19 @@ impl<'data> CompressedBundle<'data> {
         }
     }
 
-    /// Reads the decompressed content front to back with the built-in decoder.
-    pub fn reader(
-        &self,
-        options: &ReadOptions,
-    ) -> Result<ContentReader<'data, BuiltinDecoder<'data>>> {
-        ContentReader::new(self, self.decoder(options)?, options)
+    /// The decoder of the payload [`ReadOptions::decoders`] asks for: the caller's
+    /// [`Decoders::stream`] if set, else the built-in one ([`Self::decoder`]).
+    pub fn stream_decoder(&self, options: &ReadOptions) -> Result<Decoder<'data>> {
+        match options.decoders.stream {
+            Some(f) => f(self, options).map(Decoder::Caller),
+            None => self.decoder(options).map(Decoder::Builtin),
+        }
+    }
+
+    /// Reads the decompressed content front to back with the decoder of
+    /// [`ReadOptions::decoders`] ([`Self::stream_decoder`]).
+    pub fn reader(&self, options: &ReadOptions) -> Result<ContentReader<'data, Decoder<'data>>> {
+        ContentReader::new(self, self.stream_decoder(options)?, options)
     }
 
     /// True if the blob has no payload at all (never true for a valid blob).
@@ -269,10 +276,18 @@ impl<'data> CompressedBundle<'data> {
     }
 
     /// Decompresses the payload into a new buffer of exactly [`Self::uncompressed_size`]
-    /// bytes and verifies the hash if `options.verify_hash` is set.
+    /// bytes and verifies the hash if `options.verify_hash` is set, with the decoders of
+    /// [`ReadOptions::decoders`]: the caller's [`Decoders::whole`] if set, else its
+    /// [`Decoders::stream`] read to the end, else the built-in decoders.
     ///
     /// Errors are located relative to the start of the blob.
     pub fn decompress(&self, options: &ReadOptions) -> Result<Vec<u8>> {
+        if let Some(f) = options.decoders.whole {
+            return f(self, options);
+        }
+        if options.decoders.stream.is_some() {
+            return self.reader(options)?.read_to_vec();
+        }
         self.decode(options, options.verify_hash).map(|(v, _)| v)
     }
 
@@ -851,6 +866,102 @@ impl Decompressor for BuiltinDecoder<'_> {
         match self {
             BuiltinDecoder::Zlib(d) => d.consumed(),
             BuiltinDecoder::Zstd(d) => d.consumed(),
+        }
+    }
+}
+
+/// A caller's streaming decoder ([`Decoders::stream`]): a decoder of `bundle`'s payload,
+/// with errors located relative to the bundle's start.
+pub type StreamDecoderFn =
+    for<'a> fn(&CompressedBundle<'a>, &ReadOptions) -> Result<Box<dyn Decompressor + Send + 'a>>;
+
+/// A caller's whole-content decoder ([`Decoders::whole`]): the content of `bundle`, checked
+/// as [`CompressedBundle::decompress`] checks it (declared size, trailing bytes, the hash
+/// when [`ReadOptions::verify_hash`] is set), with errors located relative to the bundle's
+/// start. [`ContentReader::read_to_vec`] does all of that over any [`Decompressor`].
+pub type WholeDecoderFn = for<'a> fn(&CompressedBundle<'a>, &ReadOptions) -> Result<Vec<u8>>;
+
+/// The one place a caller plugs in faster decoders (C libzstd, a decoder on a second
+/// thread): a field of [`ReadOptions`], used wherever the crate decompresses a compressed
+/// bundle — [`crate::Unit::open`], [`CompressedBundle::decompress`] and
+/// [`CompressedBundle::reader`] (and so streaming selection, [`crate::stream`]), and the
+/// simulated runtime ([`crate::registration::Registry`]). Unset fields fall back to the
+/// built-in decoders (miniz_oxide, ruzstd). Whatever decodes, the content's length, the
+/// limits and (when enabled) the hash are checked.
+///
+/// Compressed OffloadBinaries (zlib) always use the built-in decoder.
+#[derive(Clone, Copy, Default)]
+pub struct Decoders {
+    /// A streaming decoder of compressed-bundle payloads.
+    pub stream: Option<StreamDecoderFn>,
+    /// A whole-content decoder (for example one that decodes on a second thread while the
+    /// calling thread verifies the hash); without it, whole-content decoding reads
+    /// [`Decoders::stream`] to the end.
+    pub whole: Option<WholeDecoderFn>,
+}
+
+impl Decoders {
+    /// The built-in decoders only.
+    pub const BUILTIN: Decoders = Decoders {
+        stream: None,
+        whole: None,
+    };
+}
+
+impl core::fmt::Debug for Decoders {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Decoders")
+            .field("stream", &self.stream.map(|_| "caller's"))
+            .field("whole", &self.whole.map(|_| "caller's"))
+            .finish()
+    }
+}
+
+/// Two `Decoders` are equal when the same fields are set (function pointers have no
+/// reliable identity to compare).
+impl PartialEq for Decoders {
+    fn eq(&self, other: &Self) -> bool {
+        self.stream.is_some() == other.stream.is_some()
+            && self.whole.is_some() == other.whole.is_some()
+    }
+}
+
+impl Eq for Decoders {}
+
+/// The decoder [`CompressedBundle::reader`] uses: built in, or the caller's.
+pub enum Decoder<'data> {
+    /// One of the crate's decoders.
+    Builtin(BuiltinDecoder<'data>),
+    /// The caller's ([`Decoders::stream`]).
+    Caller(Box<dyn Decompressor + Send + 'data>),
+}
+
+impl core::fmt::Debug for Decoder<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Decoder::Builtin(d) => f.debug_tuple("Builtin").field(d).finish(),
+            Decoder::Caller(_) => f.write_str("Caller"),
+        }
+    }
+}
+
+impl Decompressor for Decoder<'_> {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        match self {
+            Decoder::Builtin(d) => d.read(out),
+            Decoder::Caller(d) => d.read(out),
+        }
+    }
+    fn consumed(&self) -> u64 {
+        match self {
+            Decoder::Builtin(d) => d.consumed(),
+            Decoder::Caller(d) => d.consumed(),
+        }
+    }
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
+        match self {
+            Decoder::Builtin(d) => d.read_with(max, f),
+            Decoder::Caller(d) => d.read_with(max, f),
         }
     }
 }

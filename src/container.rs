@@ -19,6 +19,7 @@ use object::read::elf::{FileHeader, SectionHeader, SectionTable};
 use object::Endianness;
 
 use crate::bundle::{self, Bundle, BundleEntries};
+pub use crate::bytes::elf_machine;
 use crate::bytes::{self, u64_of};
 use crate::ccob::{self, CompressedBundle};
 use crate::error::{Error, ErrorKind, Result};
@@ -33,12 +34,13 @@ use crate::ReadOptions;
 /// Deepest nesting of containers (archive in archive in ELF ...) a path can record.
 pub const MAX_DEPTH: usize = 8;
 
-/// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`).
+/// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`; `object::elf` does not
+/// define it).
 pub const SHT_LLVM_OFFLOADING: u32 = 0x6FFF_4C0B;
-/// `e_machine` of AMDGPU code objects.
-pub const EM_AMDGPU: u16 = 224;
-/// `e_machine` of NVIDIA cubins.
-pub const EM_CUDA: u16 = 190;
+/// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
+const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
+/// `e_machine` of NVIDIA cubins (`object::elf::EM_CUDA`).
+const EM_CUDA: u16 = object::elf::EM_CUDA.0;
 /// Prefix of the per-entry sections of a bundled host object (`FORMATS.md` §2.5).
 pub const OBJECT_BUNDLE_PREFIX: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 
@@ -155,30 +157,19 @@ impl<'data> Unit<'data> {
         bytes::offset_in(self.file, bytes)
     }
 
-    /// Makes the unit's images available, decompressing compressed content once.
+    /// Makes the unit's images available, decompressing compressed content once (with
+    /// the decoders of [`ReadOptions::decoders`]).
     ///
     /// Uncompressed units allocate nothing. Errors inside decompressed content carry the
     /// offset of the compressed blob ([`Error::decompressed_offset`] gives the inner one).
+    /// Whichever decoder ran, decompressed content must have the declared size and be a
+    /// bundle that parses.
     pub fn open(&self, options: &ReadOptions) -> Result<OpenUnit<'data>> {
-        self.open_with(options, |c| c.decompress(options))
-    }
-
-    /// [`Unit::open`] with the caller's decompression of a compressed bundle: `decompress`
-    /// returns the content of the bundle it is given, with errors located relative to the
-    /// bundle's start — for example [`crate::ccob::ContentReader::read_to_vec`] over a
-    /// faster [`crate::ccob::Decompressor`] (`loader-sim` uses C libzstd). The content is
-    /// checked as with [`Unit::open`] (its length must be the declared size; the hash is the
-    /// closure's to verify, as `ContentReader` does when `options.verify_hash` is set).
-    /// Compressed OffloadBinaries use the built-in decoders.
-    pub fn open_with<F>(&self, options: &ReadOptions, mut decompress: F) -> Result<OpenUnit<'data>>
-    where
-        F: FnMut(&CompressedBundle<'data>) -> Result<Vec<u8>>,
-    {
         let at = self.location.offset;
         let mut owned = Vec::new();
         match &self.content {
             UnitContent::Compressed(c) => {
-                let data = decompress(c).map_err(|e| e.rebase(at))?;
+                let data = c.decompress(options).map_err(|e| e.rebase(at))?;
                 if bytes::u64_of(data.len()) != c.uncompressed_size() {
                     return Err(Error::new(
                         ErrorKind::SizeMismatch,
@@ -263,9 +254,10 @@ impl<'data> OpenUnit<'data> {
         }
     }
 
-    /// Offset of an image's bytes in the walked buffer (`None` if decompressed).
+    /// Offset of an image's bytes in the walked buffer (`None` if decompressed); the same
+    /// as [`Image::offset`] for the images of this unit.
     pub fn offset_of(&self, image: &Image<'_>) -> Option<u64> {
-        self.unit.offset_of(image.bytes)
+        image.offset.or_else(|| self.unit.offset_of(image.bytes))
     }
 
     /// The images in discovery order.
@@ -291,7 +283,11 @@ impl<'data> OpenUnit<'data> {
             UnitContent::ObjectBundle(o) => State::Object(o.sections()),
             UnitContent::DeviceElf(d) => State::Elf(Some(d)),
         };
-        Images { index: 0, state }
+        Images {
+            index: 0,
+            state,
+            file: self.unit.file,
+        }
     }
 }
 
@@ -300,6 +296,7 @@ impl<'data> OpenUnit<'data> {
 pub struct Images<'a> {
     index: usize,
     state: State<'a>,
+    file: &'a [u8],
 }
 
 #[derive(Clone, Debug)]
@@ -348,10 +345,10 @@ impl<'a> Iterator for Images<'a> {
             State::Elf(e) => e.take().map(|d| Image::from_elf(i, d)),
             State::Done => None,
         };
-        if image.is_some() {
-            self.index = self.index.saturating_add(1);
-        }
-        image
+        let mut image = image?;
+        self.index = self.index.saturating_add(1);
+        image.offset = bytes::offset_in(self.file, image.bytes);
+        Some(image)
     }
 }
 
@@ -474,19 +471,6 @@ impl<'data> Tables<'data> {
     }
 }
 
-/// `e_machine` of an ELF file, if the header can be read.
-pub fn elf_machine(data: &[u8]) -> Option<u16> {
-    if !data.starts_with(ELF_MAGIC) {
-        return None;
-    }
-    let m = data.get(18..20)?;
-    let v = <[u8; 2]>::try_from(m).ok()?;
-    Some(match data.get(5) {
-        Some(2) => u16::from_be_bytes(v),
-        _ => u16::from_le_bytes(v),
-    })
-}
-
 /// Iterator over the bundle sections of an [`ObjectBundle`].
 #[derive(Clone, Debug)]
 pub struct ObjectSections<'data> {
@@ -514,109 +498,303 @@ impl<'data> Iterator for ObjectSections<'data> {
     }
 }
 
-/// Calls `f` with every unit found in `data`, in discovery order.
+/// The units of `data` in discovery order, as an allocation-free iterator (see [`Units`]).
 ///
 /// `data` may be any of the formats of `CLI.md`: a bundle, text bundle, `CCOB`, one or
 /// more OffloadBinaries, a bare device ELF, a host ELF with offload sections, or an `ar`
 /// archive of any of these. Unrecognised bytes at the top level are an error
 /// ([`ErrorKind::BadMagic`]); inside archives, members that hold no offload container are
-/// skipped. An error from `f` stops the walk and is returned.
+/// skipped. After the first error the iterator ends.
+///
+/// ```
+/// use offload_image::{units, ReadOptions};
+///
+/// let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
+/// let options = ReadOptions::default();
+/// for unit in units(data, &options) {
+///     let unit = unit?;
+///     let open = unit.open(&options)?;
+///     assert_eq!(open.images().count(), 7); // a host entry and six code objects
+/// }
+/// # Ok::<(), offload_image::Error>(())
+/// ```
+pub fn units<'data>(data: &'data [u8], options: &ReadOptions) -> Units<'data> {
+    Units {
+        file: data,
+        options: *options,
+        start: Some(data),
+        stack: heapless::Vec::new(),
+        path: heapless::Vec::new(),
+        done: false,
+    }
+}
+
+/// Calls `f` with every unit of `data` in discovery order; an error from the walk or from
+/// `f` stops it and is returned. A thin wrapper over [`units`].
 pub fn for_each_unit<'data, F>(data: &'data [u8], options: &ReadOptions, mut f: F) -> Result<()>
 where
     F: FnMut(Unit<'data>) -> Result<()>,
 {
-    let mut walker = Walker {
-        file: data,
-        options,
-        f: &mut f,
-    };
-    walker.visit(data, &heapless::Vec::new(), 0, true)
-}
-
-/// Collects every unit of `data` (see [`for_each_unit`]).
-pub fn units<'data>(data: &'data [u8], options: &ReadOptions) -> Result<Vec<Unit<'data>>> {
-    let mut v = Vec::new();
-    for_each_unit(data, options, |u| {
-        v.push(u);
-        Ok(())
-    })?;
-    Ok(v)
+    units(data, options).try_for_each(|u| f(u?))
 }
 
 type Path<'data> = heapless::Vec<PathElem<'data>, MAX_DEPTH>;
 
-struct Walker<'data, 'o, F> {
+/// Most frames of the walk at once: one per path element, plus the innermost walk.
+const MAX_FRAMES: usize = MAX_DEPTH + 1;
+
+/// Iterator over the units of a buffer ([`units`]): a depth-first walk of archives, ELF
+/// sections and back-to-back containers with an explicit, bounded stack. It allocates
+/// nothing; every unit borrows the buffer.
+#[derive(Debug)]
+pub struct Units<'data> {
     file: &'data [u8],
-    options: &'o ReadOptions,
-    f: &'o mut F,
+    options: ReadOptions,
+    start: Option<&'data [u8]>,
+    stack: heapless::Vec<Frame<'data>, MAX_FRAMES>,
+    path: Path<'data>,
+    done: bool,
 }
 
-impl<'data, F> Walker<'data, '_, F>
-where
-    F: FnMut(Unit<'data>) -> Result<()>,
-{
+/// One container being walked, and the length of the path at which it was entered.
+#[derive(Debug)]
+enum Frame<'data> {
+    Archive {
+        data: &'data [u8],
+        members: object::read::archive::ArchiveMemberIterator<'data>,
+        path_len: usize,
+    },
+    Elf {
+        data: &'data [u8],
+        tables: Tables<'data>,
+        next: usize,
+        walked: usize,
+        object_bundle_seen: bool,
+        path_len: usize,
+    },
+    Blobs {
+        data: &'data [u8],
+        pos: usize,
+        index: usize,
+        path_len: usize,
+    },
+}
+
+/// What advancing the innermost frame asks of the walk.
+enum Step<'data> {
+    /// A unit found: its offset in the file, its index in its container, its content.
+    Unit(u64, usize, UnitContent<'data>),
+    /// Visit `data` (an archive member) under the path element.
+    Visit(&'data [u8], PathElem<'data>, u64),
+    /// Walk the blobs of an offload section under the path element.
+    Blobs(&'data [u8], PathElem<'data>, u64),
+    /// The frame is exhausted.
+    Pop,
+}
+
+impl<'data> Iterator for Units<'data> {
+    type Item = Result<Unit<'data>>;
+
+    fn next(&mut self) -> Option<Result<Unit<'data>>> {
+        if self.done {
+            return None;
+        }
+        match self.step() {
+            Ok(Some(unit)) => Some(Ok(unit)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl core::iter::FusedIterator for Units<'_> {}
+
+impl<'data> Units<'data> {
     fn base(&self, data: &[u8]) -> u64 {
         bytes::offset_in(self.file, data).unwrap_or(0)
     }
 
-    fn emit(
-        &mut self,
-        path: &Path<'data>,
-        at: &'data [u8],
-        index: usize,
-        content: UnitContent<'data>,
-    ) -> Result<()> {
-        let unit = Unit {
+    fn unit(&self, at: &'data [u8], index: usize, content: UnitContent<'data>) -> Unit<'data> {
+        Unit {
             location: Location {
-                path: path.clone(),
+                path: self.path.clone(),
                 offset: self.base(at),
             },
             index,
             content,
             file: self.file,
-        };
-        (self.f)(unit)
-    }
-
-    fn push(&self, path: &Path<'data>, elem: PathElem<'data>, at: u64) -> Result<Path<'data>> {
-        let mut p = path.clone();
-        if p.len() >= self.options.limits.max_depth || p.push(elem).is_err() {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                at,
-                "containers are nested deeper than the limit",
-            ));
         }
-        Ok(p)
     }
 
-    fn visit(
-        &mut self,
-        data: &'data [u8],
-        path: &Path<'data>,
-        depth: usize,
-        top: bool,
-    ) -> Result<()> {
+    fn nested_too_deep(at: u64) -> Error {
+        Error::new(
+            ErrorKind::LimitExceeded,
+            at,
+            "containers are nested deeper than the limit",
+        )
+    }
+
+    /// Sets the path to its first `len` elements plus `elem`.
+    fn enter(&mut self, len: usize, elem: PathElem<'data>, at: u64) -> Result<()> {
+        self.path.truncate(len);
+        if self.path.len() >= self.options.limits.max_depth || self.path.push(elem).is_err() {
+            return Err(Self::nested_too_deep(at));
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, frame: Frame<'data>, at: u64) -> Result<()> {
+        self.stack
+            .push(frame)
+            .map_err(|_| Self::nested_too_deep(at))
+    }
+
+    fn step(&mut self) -> Result<Option<Unit<'data>>> {
+        if let Some(data) = self.start.take() {
+            if let Some(unit) = self.visit(data, true)? {
+                return Ok(Some(unit));
+            }
+        }
+        loop {
+            let action = match self.stack.last_mut() {
+                None => return Ok(None),
+                Some(frame) => Self::advance(frame, self.file, &self.options)?,
+            };
+            match action {
+                Step::Unit(offset, index, content) => {
+                    let len = self.frame_path_len();
+                    self.path.truncate(len);
+                    return Ok(Some(Unit {
+                        location: Location {
+                            path: self.path.clone(),
+                            offset,
+                        },
+                        index,
+                        content,
+                        file: self.file,
+                    }));
+                }
+                Step::Visit(data, elem, at) => {
+                    let len = self.frame_path_len();
+                    self.enter(len, elem, at)?;
+                    if let Some(unit) = self.visit(data, false)? {
+                        return Ok(Some(unit));
+                    }
+                }
+                Step::Blobs(data, elem, at) => {
+                    let len = self.frame_path_len();
+                    self.enter(len, elem, at)?;
+                    let path_len = self.path.len();
+                    self.push(
+                        Frame::Blobs {
+                            data,
+                            pos: 0,
+                            index: 0,
+                            path_len,
+                        },
+                        at,
+                    )?;
+                }
+                Step::Pop => {
+                    self.stack.pop();
+                }
+            }
+        }
+    }
+
+    fn frame_path_len(&self) -> usize {
+        match self.stack.last() {
+            Some(
+                Frame::Archive { path_len, .. }
+                | Frame::Elf { path_len, .. }
+                | Frame::Blobs { path_len, .. },
+            ) => *path_len,
+            None => 0,
+        }
+    }
+
+    /// Starts walking `data` at the current path: a unit found at once, or a new frame.
+    fn visit(&mut self, data: &'data [u8], top: bool) -> Result<Option<Unit<'data>>> {
         let base = self.base(data);
+        let depth = self
+            .path
+            .iter()
+            .filter(|p| matches!(p, PathElem::Member(_)))
+            .count();
         if depth > self.options.limits.max_depth {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                base,
-                "containers are nested deeper than the limit",
-            ));
+            return Err(Self::nested_too_deep(base));
         }
+        let path_len = self.path.len();
         if data.starts_with(AR_MAGIC) || data.starts_with(AR_THIN_MAGIC) {
-            self.archive(data, path, depth, top)
+            let archive_error = |_| {
+                Error::new(
+                    ErrorKind::BadContainer,
+                    base,
+                    "archive header or member table is malformed",
+                )
+            };
+            let archive = ArchiveFile::parse(data).map_err(archive_error)?;
+            if archive.is_thin() {
+                return if top {
+                    Err(Error::new(
+                        ErrorKind::BadContainer,
+                        base,
+                        "thin archive: its members are not stored in it",
+                    ))
+                } else {
+                    Ok(None)
+                };
+            }
+            let members = archive.members();
+            self.push(
+                Frame::Archive {
+                    data,
+                    members,
+                    path_len,
+                },
+                base,
+            )?;
+            Ok(None)
         } else if data.starts_with(ELF_MAGIC) {
-            self.elf(data, path, depth)
+            if matches!(elf_machine(data), Some(EM_AMDGPU | EM_CUDA)) {
+                return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
+            }
+            let tables = Tables::parse(data).map_err(|e| e.rebase(base))?;
+            self.push(
+                Frame::Elf {
+                    data,
+                    tables,
+                    next: 0,
+                    walked: 0,
+                    object_bundle_seen: false,
+                    path_len,
+                },
+                base,
+            )?;
+            Ok(None)
         } else if bundle::is_bundle(data)
             || ccob::is_compressed_bundle(data)
             || offload_binary::is_offload_binary(data)
         {
-            self.blobs(data, path)
+            self.push(
+                Frame::Blobs {
+                    data,
+                    pos: 0,
+                    index: 0,
+                    path_len,
+                },
+                base,
+            )?;
+            Ok(None)
         } else if text::detect(data).is_some() {
             let t = TextBundle::parse(data, &self.options.limits).map_err(|e| e.rebase(base))?;
-            self.emit(path, data, 0, UnitContent::Text(t))
+            Ok(Some(self.unit(data, 0, UnitContent::Text(t))))
         } else if top {
             let what = if data.starts_with(&[0x42, 0x43, 0xC0, 0xDE])
                 || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
@@ -629,138 +807,133 @@ where
             };
             Err(Error::new(ErrorKind::BadMagic, base, what))
         } else {
-            Ok(())
+            Ok(None)
         }
     }
 
-    fn archive(
-        &mut self,
-        data: &'data [u8],
-        path: &Path<'data>,
-        depth: usize,
-        top: bool,
-    ) -> Result<()> {
-        let base = self.base(data);
-        let archive_error = |_| {
-            Error::new(
-                ErrorKind::BadContainer,
-                base,
-                "archive header or member table is malformed",
-            )
-        };
-        let archive = ArchiveFile::parse(data).map_err(archive_error)?;
-        if archive.is_thin() {
-            return if top {
-                Err(Error::new(
-                    ErrorKind::BadContainer,
-                    base,
-                    "thin archive: its members are not stored in it",
-                ))
-            } else {
-                Ok(())
-            };
-        }
-        for member in archive.members() {
-            let member = member.map_err(archive_error)?;
-            let (offset, _) = member.file_range();
-            let member_data = member.data(data).map_err(|_| {
-                Error::new(
-                    ErrorKind::BadContainer,
-                    base.saturating_add(offset),
-                    "archive member data lies outside the archive",
-                )
-            })?;
-            let p = self.push(
-                path,
-                PathElem::Member(member.name()),
-                base.saturating_add(offset),
-            )?;
-            self.visit(member_data, &p, depth.saturating_add(1), false)?;
-        }
-        Ok(())
-    }
-
-    fn elf(&mut self, data: &'data [u8], path: &Path<'data>, _depth: usize) -> Result<()> {
-        let base = self.base(data);
-        if matches!(elf_machine(data), Some(EM_AMDGPU | EM_CUDA)) {
-            return self.emit(path, data, 0, UnitContent::DeviceElf(data));
-        }
-        let tables = Tables::parse(data).map_err(|e| e.rebase(base))?;
-        let mut object_bundle_seen = false;
-        let mut walked = 0usize;
-        for i in 0..tables.len() {
-            let (name, ty, contents) = tables.section(i).map_err(|e| e.rebase(base))?;
-            if name.starts_with(OBJECT_BUNDLE_PREFIX) {
-                if !object_bundle_seen {
-                    object_bundle_seen = true;
-                    self.emit(
-                        path,
-                        data,
-                        0,
-                        UnitContent::ObjectBundle(ObjectBundle { elf: data }),
-                    )?;
-                }
-            } else if name == b".hip_fatbin"
-                || ty == SHT_LLVM_OFFLOADING
-                || name.starts_with(b".llvm.offloading")
-            {
-                if contents.is_empty() {
-                    continue;
-                }
-                // Sections that overlap would have their bytes parsed again and again.
-                walked = walked.saturating_add(contents.len());
-                if walked > data.len() {
-                    return Err(Error::new(
+    /// Advances the innermost frame by one step.
+    fn advance(
+        frame: &mut Frame<'data>,
+        file: &'data [u8],
+        options: &ReadOptions,
+    ) -> Result<Step<'data>> {
+        let base_of = |d: &[u8]| bytes::offset_in(file, d).unwrap_or(0);
+        match frame {
+            Frame::Archive { data, members, .. } => {
+                let base = base_of(data);
+                let archive_error = |_| {
+                    Error::new(
                         ErrorKind::BadContainer,
                         base,
-                        "offload sections overlap (together larger than the file)",
+                        "archive header or member table is malformed",
+                    )
+                };
+                let Some(member) = members.next() else {
+                    return Ok(Step::Pop);
+                };
+                let member = member.map_err(archive_error)?;
+                let (offset, _) = member.file_range();
+                let at = base.saturating_add(offset);
+                let member_data = member.data(*data).map_err(|_| {
+                    Error::new(
+                        ErrorKind::BadContainer,
+                        at,
+                        "archive member data lies outside the archive",
+                    )
+                })?;
+                Ok(Step::Visit(
+                    member_data,
+                    PathElem::Member(member.name()),
+                    at,
+                ))
+            }
+            Frame::Elf {
+                data,
+                tables,
+                next,
+                walked,
+                object_bundle_seen,
+                ..
+            } => {
+                let base = base_of(data);
+                while *next < tables.len() {
+                    let i = *next;
+                    *next = next.saturating_add(1);
+                    let (name, ty, contents) = tables.section(i).map_err(|e| e.rebase(base))?;
+                    if name.starts_with(OBJECT_BUNDLE_PREFIX) {
+                        if !*object_bundle_seen {
+                            *object_bundle_seen = true;
+                            return Ok(Step::Unit(
+                                base,
+                                0,
+                                UnitContent::ObjectBundle(ObjectBundle { elf: data }),
+                            ));
+                        }
+                    } else if name == b".hip_fatbin"
+                        || ty == SHT_LLVM_OFFLOADING
+                        || name.starts_with(b".llvm.offloading")
+                    {
+                        if contents.is_empty() {
+                            continue;
+                        }
+                        // Sections that overlap would have their bytes parsed again and again.
+                        *walked = walked.saturating_add(contents.len());
+                        if *walked > data.len() {
+                            return Err(Error::new(
+                                ErrorKind::BadContainer,
+                                base,
+                                "offload sections overlap (together larger than the file)",
+                            ));
+                        }
+                        return Ok(Step::Blobs(
+                            contents,
+                            PathElem::Section(name),
+                            base_of(contents),
+                        ));
+                    }
+                }
+                Ok(Step::Pop)
+            }
+            Frame::Blobs {
+                data, pos, index, ..
+            } => {
+                let base = base_of(data);
+                let limits = &options.limits;
+                let Some(start) = bytes::skip_zeros(data, *pos) else {
+                    return Ok(Step::Pop);
+                };
+                let at = base.saturating_add(u64_of(start));
+                let blob = data.get(start..).unwrap_or(&[]);
+                if *index as u64 >= limits.max_entries {
+                    return Err(Error::new(
+                        ErrorKind::LimitExceeded,
+                        at,
+                        "number of containers in one section exceeds the limit",
                     ));
                 }
-                let p = self.push(path, PathElem::Section(name), self.base(contents))?;
-                self.blobs(contents, &p)?;
+                let (content, len) = if bundle::is_bundle(blob) {
+                    let b = Bundle::parse(blob, limits).map_err(|e| e.rebase(at))?;
+                    (UnitContent::Bundle(b), b.len())
+                } else if ccob::is_compressed_bundle(blob) {
+                    let c = CompressedBundle::parse(blob).map_err(|e| e.rebase(at))?;
+                    let len = c.len(options).map_err(|e| e.rebase(at))?;
+                    (UnitContent::Compressed(c), len)
+                } else if offload_binary::is_offload_binary(blob) {
+                    let s = OffloadBinaries::parse(blob, limits).map_err(|e| e.rebase(at))?;
+                    (UnitContent::OffloadBinaries(s), s.len())
+                } else {
+                    return Err(Error::new(
+                        ErrorKind::Malformed,
+                        at,
+                        "unexpected bytes where the next offload container should start",
+                    ));
+                };
+                let unit_index = *index;
+                *index = index.saturating_add(1);
+                let len = usize::try_from(len).unwrap_or(usize::MAX);
+                *pos = start.saturating_add(len.max(1));
+                Ok(Step::Unit(at, unit_index, content))
             }
         }
-        Ok(())
-    }
-
-    /// Walks bundles, `CCOB`s and OffloadBinaries laid out back to back in `data`.
-    fn blobs(&mut self, data: &'data [u8], path: &Path<'data>) -> Result<()> {
-        let base = self.base(data);
-        let limits = &self.options.limits;
-        let mut pos = 0usize;
-        let mut index = 0usize;
-        while let Some(start) = bytes::skip_zeros(data, pos) {
-            let at = base.saturating_add(u64_of(start));
-            let blob = data.get(start..).unwrap_or(&[]);
-            if index as u64 >= limits.max_entries {
-                return Err(Error::new(
-                    ErrorKind::LimitExceeded,
-                    at,
-                    "number of containers in one section exceeds the limit",
-                ));
-            }
-            let (content, len) = if bundle::is_bundle(blob) {
-                let b = Bundle::parse(blob, limits).map_err(|e| e.rebase(at))?;
-                (UnitContent::Bundle(b), b.len())
-            } else if ccob::is_compressed_bundle(blob) {
-                let c = CompressedBundle::parse(blob).map_err(|e| e.rebase(at))?;
-                let len = c.len(self.options).map_err(|e| e.rebase(at))?;
-                (UnitContent::Compressed(c), len)
-            } else if offload_binary::is_offload_binary(blob) {
-                let s = OffloadBinaries::parse(blob, limits).map_err(|e| e.rebase(at))?;
-                (UnitContent::OffloadBinaries(s), s.len())
-            } else {
-                return Err(Error::new(
-                    ErrorKind::Malformed,
-                    at,
-                    "unexpected bytes where the next offload container should start",
-                ));
-            };
-            self.emit(path, blob, index, content)?;
-            index = index.saturating_add(1);
-            let len = usize::try_from(len).unwrap_or(usize::MAX);
-            pos = start.saturating_add(len.max(1));
-        }
-        Ok(())
     }
 }

@@ -102,12 +102,7 @@ impl ImageKind {
     /// no more than the first page of an image.
     pub fn sniff(bytes: &[u8]) -> Self {
         if bytes.starts_with(ELF_MAGIC) {
-            let machine = bytes
-                .get(18..20)
-                .and_then(|m| <[u8; 2]>::try_from(m).ok())
-                .map(u16::from_le_bytes)
-                .unwrap_or(0);
-            return if machine == 190 {
+            return if crate::bytes::elf_machine(bytes) == Some(object::elf::EM_CUDA.0) {
                 ImageKind::Cubin
             } else {
                 ImageKind::Object
@@ -241,6 +236,10 @@ pub struct Image<'a> {
     pub strings: Option<StringMap<'a>>,
     /// The image bytes.
     pub bytes: &'a [u8],
+    /// Offset of the bytes in the buffer that was walked ([`crate::units`]) when they are
+    /// stored there in place; `None` for decompressed content (and for images made
+    /// directly from a container reader).
+    pub offset: Option<u64>,
 }
 
 impl<'a> Image<'a> {
@@ -270,6 +269,7 @@ impl<'a> Image<'a> {
             flags: 0,
             strings: None,
             bytes,
+            offset: None,
         }
     }
 
@@ -286,6 +286,7 @@ impl<'a> Image<'a> {
             flags: e.flags,
             strings: Some(e.strings),
             bytes: e.image,
+            offset: None,
         }
     }
 
@@ -302,11 +303,18 @@ impl<'a> Image<'a> {
             flags: 0,
             strings: None,
             bytes,
+            offset: None,
         }
     }
 
     /// Image size in bytes.
     pub fn size(&self) -> u64 {
         crate::bytes::u64_of(self.bytes.len())
+    }
+
+    /// The byte range of the image in the walked buffer, when it is stored in place.
+    pub fn file_range(&self) -> Option<core::ops::Range<u64>> {
+        let start = self.offset?;
+        Some(start..start.checked_add(self.size())?)
     }
 }

@@ -12,16 +12,16 @@
 //! * bytes: [`raw`], the on-disk structures (zerocopy, little-endian, alignment 1);
 //! * containers: [`bundle`], [`text`], [`ccob`], [`offload_binary`] (one reader per format),
 //!   [`entry_id`] (bundle entry IDs split as stored), and [`container`] (finding those inside
-//!   files, ELF sections and archives: [`for_each_unit`]);
+//!   files, ELF sections and archives: [`units`], an iterator of [`Unit`]s);
 //! * images: [`image`], the format-independent [`Image`];
 //! * candidates: [`target`]: AMDGPU target IDs and processors, NVPTX architectures, device
 //!   ELF headers, devices, and [`identify`] (what an image is built for);
-//! * choice: [`mod@select`] (the compatibility predicate, the ranking,
-//!   [`select()`](select::select)) and [`stream`] (the same choice made in one pass over a
+//! * choice: [`mod@select`] (the compatibility predicate, the ranking, [`choose`] and
+//!   [`choose_many`] over any iterator of images) and [`stream`] (the same choice made in one pass over a
 //!   compressed bundle's decompressed stream, without holding it);
 //! * registration: [`registration`], the runtime records, views that follow their pointers,
 //!   static discovery in host ELF files, and the simulated runtime [`registration::Registry`];
-//! * `write` (feature `std`), beside the road: writers for every format, byte-identical to
+//! * `write` (feature `write`, which implies `std`), beside the road: writers for every format, byte-identical to
 //!   LLVM 22's tools.
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
@@ -30,7 +30,7 @@
 //! # Example
 //!
 //! ```
-//! use offload_image::{for_each_unit, ReadOptions};
+//! use offload_image::{choose, units, Device, ReadOptions, SelectOptions};
 //!
 //! // A bundle with one (empty) host entry and one 4-byte device image.
 //! let mut b = Vec::new();
@@ -47,13 +47,20 @@
 //! b.extend_from_slice(b"\x7fELF");
 //!
 //! let options = ReadOptions::default();
-//! for_each_unit(&b, &options, |unit| {
-//!     let open = unit.open(&options)?;
-//!     for image in open.images() {
-//!         println!("{:?} {} bytes at {:?}", image.entry_id, image.size(), open.offset_of(&image));
+//! let device = Device::parse("gfx90a:xnack-")?;
+//! for unit in units(&b, &options) {           // an iterator; allocation-free
+//!     let unit = unit?;
+//!     let open = unit.open(&options)?;         // decompresses CCOB content once, if any
+//!     for image in open.images() {             // discovery order
+//!         println!("{:?} {} bytes at {:?}", image.entry_id, image.size(), image.offset);
 //!     }
-//!     Ok(())
-//! })?;
+//!     assert_eq!(open.images().nth(1).unwrap().file_range(), Some(data_at..data_at + 4));
+//!     // The choice for a device, and why: four bytes are not a loadable code object.
+//!     let choice = choose(open.images(), &device, &SelectOptions::default());
+//!     assert!(choice.image.is_none());
+//!     let (index, why) = choice.rejection.unwrap();
+//!     println!("nothing for {device}: image {index}: {why}");
+//! }
 //! # Ok::<(), offload_image::Error>(())
 //! ```
 
@@ -91,15 +98,15 @@ pub mod select;
 pub mod stream;
 pub mod target;
 pub mod text;
-#[cfg(feature = "std")]
+#[cfg(feature = "write")]
 pub mod write;
 
-pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent};
+pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent, Units};
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Format, Image, ImageKind, OffloadKind};
 pub use select::{
-    check, explain, select, select_identities, KindFilter, Policy, RankKey, Rejection,
-    SelectOptions, Selection, Verdict,
+    check, choose, choose_many, explain, select, select_identities, Choice, KindFilter, Policy,
+    RankKey, Rejection, SelectOptions, Selection, Verdict,
 };
 pub use target::{identify, Device, Identity, Target, TargetId};
 
@@ -153,6 +160,8 @@ pub struct ReadOptions {
     pub limits: Limits,
     /// Verify the truncated MD5 of decompressed bundles (default: on; costs an MD5 pass).
     pub verify_hash: bool,
+    /// The caller's decoders for compressed bundles (default: the built-in ones).
+    pub decoders: ccob::Decoders,
 }
 
 impl Default for ReadOptions {
@@ -160,6 +169,7 @@ impl Default for ReadOptions {
         ReadOptions {
             limits: Limits::DEFAULT,
             verify_hash: true,
+            decoders: ccob::Decoders::BUILTIN,
         }
     }
 }

@@ -5,8 +5,10 @@
 //! makes them from [`Image`]s, reading at most an ELF header) in **discovery order**, and a
 //! [`Device`]. For each candidate [`check`] gives a [`Verdict`]: compatible with a
 //! [`RankKey`], or rejected with a [`Rejection`] whose `Display` is a sentence a person
-//! understands ("built for xnack+, device has xnack-"). [`select`] returns the candidate
-//! with the smallest key under the chosen [`Policy`].
+//! understands ("built for xnack+, device has xnack-"). [`choose`] takes any iterator of
+//! images and returns the one with the smallest key under the chosen [`Policy`], with the
+//! key and, when nothing is compatible, the most telling rejection; [`choose_many`] does it
+//! for several devices in one pass; [`select`] is the same over a slice.
 //!
 //! # Ranking (`Policy::Best`)
 //!
@@ -63,27 +65,25 @@
 //! # Example
 //!
 //! ```
-//! use offload_image::{for_each_unit, select, Device, Image, ReadOptions, SelectOptions};
+//! use offload_image::{choose, units, Device, ReadOptions, SelectOptions};
+//! use offload_image::select::{explain, Verdict};
 //!
 //! // A bundle of a host entry and six code objects (gfx906, gfx90a:xnack±, gfx942, ...).
 //! let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
 //! let device = Device::parse("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-")?;
 //! let options = ReadOptions::default();
-//! for_each_unit(data, &options, |unit| {
-//!     let open = unit.open(&options)?;
-//!     let images: Vec<Image<'_>> = open.images().collect();
-//!     let choice = select(&images, &device, &SelectOptions::default());
-//!     let chosen = &images[choice.chosen.expect("a compatible image")];
+//! for unit in units(data, &options) {
+//!     let open = unit?.open(&options)?;
+//!     let choice = choose(open.images(), &device, &SelectOptions::default());
+//!     let chosen = choice.image.expect("a compatible image");
 //!     assert_eq!(chosen.entry_id, Some("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"));
 //!     // Why the others were not chosen, in words.
-//!     for image in &images {
-//!         use offload_image::select::{explain, Verdict};
-//!         if let Verdict::Rejected(why) = explain(image, &device, &SelectOptions::default()) {
+//!     for image in open.images() {
+//!         if let Verdict::Rejected(why) = explain(&image, &device, &SelectOptions::default()) {
 //!             println!("{:?}: {why}", image.entry_id); // "gfx906 code does not run on gfx90a"
 //!         }
 //!     }
-//!     Ok(())
-//! })?;
+//! }
 //! # Ok::<(), offload_image::Error>(())
 //! ```
 
@@ -622,15 +622,24 @@ impl fmt::Display for Outranked {
 /// The result of [`select`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Selection {
-    /// Position of the chosen candidate in the input sequence.
-    pub chosen: Option<usize>,
-    /// Its key.
+    /// The chosen candidate's key; its `index` is the candidate's position in the input
+    /// sequence ([`Selection::chosen`]).
     pub key: Option<RankKey>,
     /// Number of compatible candidates.
     pub compatible: usize,
     /// True when another compatible candidate ties with the chosen one apart from the
     /// discovery index (the choice then depends on order).
     pub tie: bool,
+}
+
+impl Selection {
+    /// Position of the chosen candidate in the input sequence.
+    pub const fn chosen(&self) -> Option<usize> {
+        match &self.key {
+            Some(k) => Some(k.index),
+            None => None,
+        }
+    }
 }
 
 /// AMDGPU predicate and key.
@@ -880,10 +889,162 @@ where
         }
     }
     Selection {
-        chosen: best.map(|k| k.index),
         key: best,
         compatible,
         tie,
+    }
+}
+
+impl Rejection<'_> {
+    /// How much the rejection says about the device: 0 for images that were never meant
+    /// for it (host entries, other kinds, other architectures, empty or non-code
+    /// payloads), 1 for options that ruled an image out, 2 for the compatibility rules
+    /// proper (processor, features, generic version, NVIDIA rules, unloadable ELF).
+    pub const fn relevance(&self) -> u8 {
+        match self {
+            Rejection::Host
+            | Rejection::Empty
+            | Rejection::Kind { .. }
+            | Rejection::Arch { .. }
+            | Rejection::NotHsa { .. }
+            | Rejection::NotCode => 0,
+            Rejection::JitNotAllowed(_)
+            | Rejection::GenericNotAllowed(_)
+            | Rejection::SpirvNotAllowed
+            | Rejection::Mismatch(_) => 1,
+            Rejection::NoTarget
+            | Rejection::InvalidTarget { .. }
+            | Rejection::Elf(_)
+            | Rejection::Processor { .. }
+            | Rejection::NotInFamily { .. }
+            | Rejection::GenericVersion { .. }
+            | Rejection::Feature { .. }
+            | Rejection::Nvptx { .. } => 2,
+        }
+    }
+}
+
+/// What [`choose`] found for one device: the chosen image with its key, or the reason
+/// there is none.
+#[derive(Clone, Copy, Debug)]
+pub struct Choice<'a> {
+    /// The chosen image (its [`Image::index`] is its discovery index).
+    pub image: Option<Image<'a>>,
+    /// The chosen image's rank key: its [`RankKey::class`] says why it won (native,
+    /// compatible, container, JIT).
+    pub key: Option<RankKey>,
+    /// Images seen.
+    pub candidates: usize,
+    /// Images compatible with the device.
+    pub compatible: usize,
+    /// True when another compatible image ties with the chosen one apart from the
+    /// discovery index (the choice then depends on order).
+    pub tie: bool,
+    /// The most telling rejection (highest [`Rejection::relevance`], first in discovery
+    /// order among equals) with the rejected image's discovery index: why nothing was
+    /// chosen, when nothing was.
+    pub rejection: Option<(usize, Rejection<'a>)>,
+}
+
+impl<'a> Choice<'a> {
+    /// Nothing seen yet.
+    pub const EMPTY: Choice<'static> = Choice {
+        image: None,
+        key: None,
+        candidates: 0,
+        compatible: 0,
+        tie: false,
+        rejection: None,
+    };
+
+    /// Takes one more candidate into account (the ranking of [`select`]).
+    fn offer(&mut self, image: &Image<'a>, verdict: Verdict<'a>, policy: Policy) {
+        self.candidates = self.candidates.saturating_add(1);
+        match verdict {
+            Verdict::Compatible(key) => {
+                self.compatible = self.compatible.saturating_add(1);
+                match &self.key {
+                    None => {
+                        self.key = Some(key);
+                        self.image = Some(*image);
+                    }
+                    Some(best) => {
+                        if key.ties_with(best, policy) {
+                            self.tie = true;
+                        } else if key.cmp_under(best, policy).is_lt() {
+                            self.key = Some(key);
+                            self.image = Some(*image);
+                            self.tie = false;
+                        }
+                    }
+                }
+            }
+            Verdict::Rejected(why) => {
+                let better = match &self.rejection {
+                    None => true,
+                    Some((_, r)) => why.relevance() > r.relevance(),
+                };
+                if better {
+                    self.rejection = Some((image.index, why));
+                }
+            }
+        }
+    }
+}
+
+/// Chooses the image to load on `device` among `images` (one unit, in discovery order;
+/// any iterator, for example [`crate::OpenUnit::images`]) in one pass, and says why.
+///
+/// Each image is identified once (at most its ELF header is read) and ranked as
+/// [`select`] ranks it; ranking keys use [`Image::index`]. Allocation-free.
+///
+/// ```
+/// use offload_image::{units, select::choose, Device, ReadOptions, SelectOptions};
+///
+/// let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
+/// let device = Device::parse("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-")?;
+/// let options = ReadOptions::default();
+/// for unit in units(data, &options) {
+///     let open = unit?.open(&options)?;
+///     let choice = choose(open.images(), &device, &SelectOptions::default());
+///     let image = choice.image.expect("a compatible image");
+///     assert_eq!(image.entry_id, Some("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"));
+///     println!("{} bytes at {:?}, {} code", image.size(), image.offset, choice.key.unwrap().class.name());
+/// }
+/// # Ok::<(), offload_image::Error>(())
+/// ```
+pub fn choose<'a, I>(images: I, device: &Device, options: &SelectOptions) -> Choice<'a>
+where
+    I: IntoIterator<Item = Image<'a>>,
+{
+    let mut choice = Choice::EMPTY;
+    for image in images {
+        let verdict = check(&identify(&image), image.index, device, options);
+        choice.offer(&image, verdict, options.policy);
+    }
+    choice
+}
+
+/// [`choose`] for several devices in one pass: `out[i]` receives the choice for
+/// `devices[i]` (extra elements of either slice are left alone). Each image is identified
+/// once. Allocation-free.
+pub fn choose_many<'a, I>(
+    images: I,
+    devices: &[Device],
+    options: &SelectOptions,
+    out: &mut [Choice<'a>],
+) where
+    I: IntoIterator<Item = Image<'a>>,
+{
+    for slot in out.iter_mut() {
+        *slot = Choice::EMPTY;
+    }
+    for image in images {
+        let identity = identify(&image);
+        for (device, slot) in devices.iter().zip(out.iter_mut()) {
+            let verdict = check(&identity, image.index, device, options);
+            slot.offer(&image, verdict, options.policy);
+        }
     }
 }
 

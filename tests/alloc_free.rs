@@ -141,7 +141,7 @@ fn parse_validate_rank_allocate_nothing() {
                             &device,
                             options,
                         );
-                        selected += u32::from(s.chosen.is_some());
+                        selected += u32::from(s.chosen().is_some());
                     }
                     for image in open.images() {
                         if let Some(id) = image.entry_id {

@@ -131,7 +131,7 @@ fn ours(data: &[u8], isas: &[String]) -> Vec<Ours> {
         let start = unit.location.offset;
         let pick = |options: &SelectOptions, device: &Device| {
             let s = select_identities(open.images().map(|i| identify(&i)), device, options);
-            s.chosen
+            s.chosen()
                 .and_then(|i| open.images().nth(i))
                 .map_or((0, 0), |img| {
                     (open.offset_of(&img).unwrap() - start, img.size())

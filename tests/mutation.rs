@@ -626,7 +626,7 @@ fn select_all(images: &[Image<'_>]) {
                 }
             }
             assert_eq!(compatible, s.compatible);
-            if let Some(c) = s.chosen {
+            if let Some(c) = s.chosen() {
                 assert_eq!(check(&identities[c], c, device, &options).key(), s.key);
             }
         }
@@ -678,7 +678,7 @@ fn stream_select(data: &[u8]) {
             .map(|e| Image::from_bundle_entry(e.index, &e))
             .collect();
         for (d, device) in devices().iter().enumerate() {
-            let in_memory = select(&images, device, &select_options).chosen;
+            let in_memory = select(&images, device, &select_options).chosen();
             assert_eq!(s.chosen[d].map(|k| k.index), in_memory);
             assert_eq!(kept[d].0, in_memory);
             if let Some(i) = in_memory {

@@ -8,9 +8,9 @@ use common::{manifest, read_corpus, sha256, tool};
 use offload_image::registration::view::{blob_len, c_string};
 use offload_image::registration::{
     AddressSpace, Descriptor, ElfType, EntryLayout, EntryTable, FatbinWrapperView, GlobalKind,
-    HostElf, Policy, RegistrationKind, Registry, RegistryOptions, SimulatedDevice, UnitId,
-    WrapperKind,
+    HostElf, RegistrationKind, Registry, RegistryOptions, SimulatedDevice, UnitId, WrapperKind,
 };
+use offload_image::Policy;
 use offload_image::{ErrorKind, ReadOptions};
 
 /// A hand-built address space: regions of bytes at addresses.
@@ -312,7 +312,7 @@ fn register_lib_unwraps_offload_binaries_and_takes_the_first_compatible_image() 
         (d.num_device_images, d.entries.layout),
         (2, EntryLayout::Legacy)
     );
-    for policy in [Policy::Runtime, Policy::Best] {
+    for policy in [None, Some(Policy::Best)] {
         let mut r = Registry::new(
             devices(&["gfx90a:xnack+", "gfx90a:xnack-", "gfx906"]),
             RegistryOptions {
@@ -334,7 +334,7 @@ fn register_lib_unwraps_offload_binaries_and_takes_the_first_compatible_image() 
         let chosen: Vec<_> = (0..3).map(|d| reg.choice(d).unwrap().selected).collect();
         match policy {
             // LLVM offload: first compatible in descriptor order (§3.2 step 5).
-            Policy::Runtime => assert_eq!(chosen, [Some(0), Some(0), None]),
+            None => assert_eq!(chosen, [Some(0), Some(0), None]),
             // The ranking prefers the exact xnack+ image (§10 k2).
             _ => assert_eq!(chosen, [Some(1), Some(0), None]),
         }

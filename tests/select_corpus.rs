@@ -368,7 +368,7 @@ fn corpus_times_devices() {
             for (dname, device) in DEVICES.iter().zip(&devices) {
                 let want = expect.iter().find(|(d, _)| d == dname).map(|(_, i)| *i);
                 let s = offload_image::select(images, device, &options);
-                let got = s.chosen.map(|i| &images[i]);
+                let got = s.chosen().map(|i| &images[i]);
                 assert_eq!(
                     got.map(name).as_deref(),
                     want,
@@ -513,7 +513,7 @@ fn kinds_filter() {
         with_units(file, |images| {
             let s = offload_image::select(images, &device, &options);
             assert_eq!(
-                s.chosen.map(|i| name(&images[i])).as_deref(),
+                s.chosen().map(|i| name(&images[i])).as_deref(),
                 *want,
                 "{file} {dev} {kind:?}"
             );
@@ -527,7 +527,7 @@ fn kinds_filter() {
     };
     with_units("packager/multi3.offbin", |images| {
         let s = offload_image::select(images, &device, &options);
-        let img = &images[s.chosen.unwrap()];
+        let img = &images[s.chosen().unwrap()];
         assert_eq!(img.image_kind, offload_image::ImageKind::Bitcode);
     });
 }
@@ -554,7 +554,7 @@ fn no_jit() {
         with_units(file, |images| {
             let s = offload_image::select(images, &device, &options);
             assert_eq!(
-                s.chosen.map(|i| name(&images[i])).as_deref(),
+                s.chosen().map(|i| name(&images[i])).as_deref(),
                 want,
                 "{file} {dev}"
             );
@@ -581,7 +581,7 @@ fn policies_agree_on_compiler_output() {
                         policy,
                         ..SelectOptions::default()
                     };
-                    offload_image::select(images, device, &o).chosen
+                    offload_image::select(images, device, &o).chosen()
                 };
                 let best = pick(Policy::Best);
                 if *file != "nvptx/cuda_cubins.offbin"

@@ -370,8 +370,8 @@ proptest! {
         let sa = offload_image::select(&a_imgs, &device, &options);
         let sb = offload_image::select(&b_imgs, &device, &options);
         prop_assert_eq!(sa.compatible, sb.compatible);
-        prop_assert_eq!(sa.chosen.is_some(), sb.chosen.is_some());
-        if let (Some(ca), Some(cb)) = (sa.chosen, sb.chosen) {
+        prop_assert_eq!(sa.chosen().is_some(), sb.chosen().is_some());
+        if let (Some(ca), Some(cb)) = (sa.chosen(), sb.chosen()) {
             let (orig_a, orig_b) = (identity[ca], order[cb]);
             if !sa.tie {
                 prop_assert_eq!(orig_a, orig_b, "{:?} on {}", b.ids, DEVICES[dev]);

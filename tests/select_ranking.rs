@@ -35,7 +35,7 @@ fn pick(entries: &[(&str, Vec<u8>)], device: &str, policy: Policy) -> Option<Str
         ..SelectOptions::default()
     };
     let s = offload_image::select(&images, &Device::parse(device).unwrap(), &options);
-    s.chosen.map(|i| entries[i].0.to_string())
+    s.chosen().map(|i| entries[i].0.to_string())
 }
 
 #[test]

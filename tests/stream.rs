@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use offload_image::bundle::BundleTable;
-use offload_image::ccob::{CompressedBundle, ContentReader, Decompressor, ZlibStream};
+use offload_image::ccob::{CompressedBundle, ContentReader, Decoders, Decompressor, ZlibStream};
 use offload_image::stream::{select_in_stream, Kept, StreamSelection};
 use offload_image::{
     select, Device, Error, ErrorKind, Image, Limits, Policy, ReadOptions, SelectOptions,
@@ -142,13 +142,14 @@ fn streaming_selection_equals_selection_in_the_decompressed_bundle() {
                     let whole = select(&images, device, &options);
                     let streamed = found.chosen[d].map(|k| k.index);
                     assert_eq!(
-                        streamed, whole.chosen,
+                        streamed,
+                        whole.chosen(),
                         "{file}, {}, {policy:?}, verify {verify}",
                         DEVICES[d]
                     );
                     assert_eq!(found.chosen[d], whole.key);
                     compared += 1;
-                    if let Some(i) = whole.chosen {
+                    if let Some(i) = whole.chosen() {
                         chosen += 1;
                         let (index, bytes) = kept.get(&d).expect("the chosen bytes were kept");
                         assert_eq!(*index, i);
@@ -471,13 +472,44 @@ fn shared_payloads_are_not_streamed() {
     assert!(found.is_none());
 }
 
-/// `ContentReader::read_to_vec` is `decompress` with any decoder, and `Unit::open_with`
-/// is `Unit::open` with the caller's decompression: same content and images (LLVM's bytes
-/// per the manifest are checked through `open` in `tests/corpus.rs`), same errors (wrong
-/// hash, truncated stream), and content of the wrong length is refused at the size field.
+/// `ContentReader::read_to_vec` is `decompress` with any decoder, and the caller's
+/// decoders of `ReadOptions::decoders` give what the built-in ones give: same content and
+/// images (LLVM's bytes per the manifest are checked through `open` in `tests/corpus.rs`),
+/// same errors (wrong hash, truncated stream), and content of the wrong length is refused
+/// at the size field.
 #[test]
-fn open_with_a_caller_decoder_equals_open() {
+fn caller_decoders_equal_the_builtin_ones() {
+    fn stream<'a>(
+        c: &CompressedBundle<'a>,
+        o: &ReadOptions,
+    ) -> Result<Box<dyn Decompressor + Send + 'a>, offload_image::Error> {
+        Ok(Box::new(c.decoder(o)?))
+    }
+    fn short(c: &CompressedBundle<'_>, o: &ReadOptions) -> Result<Vec<u8>, offload_image::Error> {
+        let mut v = c
+            .reader(&ReadOptions {
+                decoders: Decoders::BUILTIN,
+                ..*o
+            })?
+            .read_to_vec()?;
+        v.pop();
+        Ok(v)
+    }
     let read = ReadOptions::default();
+    let streaming = ReadOptions {
+        decoders: Decoders {
+            stream: Some(stream),
+            whole: None,
+        },
+        ..read
+    };
+    let shortening = ReadOptions {
+        decoders: Decoders {
+            stream: None,
+            whole: Some(short),
+        },
+        ..read
+    };
     for name in ccob_files() {
         let data = std::fs::read(common::corpus().join(&name)).unwrap();
         let c = ccob(&data);
@@ -487,25 +519,18 @@ fn open_with_a_caller_decoder_equals_open() {
             .read_to_vec()
             .unwrap();
         assert!(whole == via_reader, "{name}");
-        let units = offload_image::units(&data, &read).unwrap();
+        assert!(c.decompress(&streaming).unwrap() == whole, "{name}");
+        let units = offload_image::units(&data, &read)
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
         let unit = &units[0];
         let a = unit.open(&read).unwrap();
-        let b = unit
-            .open_with(&read, |c| {
-                ContentReader::new(c, c.decoder(&read)?, &read)?.read_to_vec()
-            })
-            .unwrap();
+        let b = unit.open(&streaming).unwrap();
         let ia: Vec<_> = a.images().map(|i| (i.entry_id, i.bytes.to_vec())).collect();
         let ib: Vec<_> = b.images().map(|i| (i.entry_id, i.bytes.to_vec())).collect();
         assert!(ia == ib && !ia.is_empty(), "{name}");
-        // Content of the wrong length is refused, whatever the closure says.
-        let e = unit
-            .open_with(&read, |c| {
-                let mut v = c.decompress(&read)?;
-                v.pop();
-                Ok(v)
-            })
-            .unwrap_err();
+        // Content of the wrong length is refused, whatever the caller's decoder says.
+        let e = unit.open(&shortening).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::SizeMismatch, "{name}");
         assert_eq!(e.offset(), c.size_field(), "{name}");
     }

@@ -22,7 +22,7 @@ use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, OnceLock};
 
-use offload_image::ccob::{CompressedBundle, CompressionMethod, ContentReader, Decompressor};
+use offload_image::ccob::{CompressedBundle, CompressionMethod, Decoders, Decompressor};
 use offload_image::container::UnitContent;
 use offload_image::select::{KindFilter, Policy, SelectOptions};
 use offload_image::stream::{select_in_stream, Kept};
@@ -454,28 +454,42 @@ fn describe(image: &Image<'_>, offset: Option<u64>) -> Described {
     }
 }
 
-/// A decoder that counts what it produces (`oi_reader_get_stats`).
-struct Counting<'c, D> {
-    inner: D,
-    produced: &'c Cell<u64>,
+thread_local! {
+    /// Decompressed bytes the reader's decoders produced on this thread. Calls on a
+    /// reader are serialised and decode on the calling thread, so the difference around
+    /// a call is that call's.
+    static PRODUCED: Cell<u64> = const { Cell::new(0) };
 }
 
-impl<D: Decompressor> Decompressor for Counting<'_, D> {
+fn produced() -> u64 {
+    PRODUCED.with(Cell::get)
+}
+
+/// A decoder that counts what it produces (`oi_reader_get_stats`).
+struct Counting<D>(D);
+
+impl<D: Decompressor> Decompressor for Counting<D> {
     fn read(&mut self, out: &mut [u8]) -> offload_image::Result<usize> {
-        let n = self.inner.read(out)?;
-        self.produced
-            .set(self.produced.get().saturating_add(n as u64));
+        let n = self.0.read(out)?;
+        PRODUCED.with(|p| p.set(p.get().saturating_add(n as u64)));
         Ok(n)
     }
     fn consumed(&self) -> u64 {
-        self.inner.consumed()
+        self.0.consumed()
     }
     fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> offload_image::Result<usize> {
-        let n = self.inner.read_with(max, f)?;
-        self.produced
-            .set(self.produced.get().saturating_add(n as u64));
+        let n = self.0.read_with(max, f)?;
+        PRODUCED.with(|p| p.set(p.get().saturating_add(n as u64)));
         Ok(n)
     }
+}
+
+/// The reader's decoder hook (`ReadOptions::decoders`): the built-in decoders, counted.
+fn counted<'a>(
+    c: &CompressedBundle<'a>,
+    options: &ReadOptions,
+) -> offload_image::Result<Box<dyn Decompressor + Send + 'a>> {
+    Ok(Box::new(Counting(c.decoder(options)?)))
 }
 
 /// An image of a streamed unit being kept while the stream runs.
@@ -496,18 +510,6 @@ struct Streamed {
 }
 
 impl State {
-    fn decoder_of<'d>(
-        &self,
-        c: &CompressedBundle<'d>,
-        produced: &'d Cell<u64>,
-    ) -> offload_image::Result<
-        ContentReader<'d, Counting<'d, offload_image::ccob::BuiltinDecoder<'d>>>,
-    > {
-        c.check_size(&self.read)?;
-        let inner = c.decoder(&self.read)?;
-        ContentReader::new(c, Counting { inner, produced }, &self.read)
-    }
-
     /// Opens unit `u` whole (decompressing a compressed bundle once) and fills its slots.
     fn open_unit(&mut self, u: usize) -> Result<(), Fail> {
         let Some(slot) = self.units.get(u) else {
@@ -516,15 +518,14 @@ impl State {
         if slot.open.is_some() {
             return Ok(());
         }
-        let produced = Cell::new(0u64);
-        let mut passes = 0u64;
-        let read = self.read;
-        let open = slot.unit.open_with(&read, |c| {
-            passes += 1;
-            self.decoder_of(c, &produced)?.read_to_vec()
-        })?;
+        let before = produced();
+        let passes = u64::from(slot.unit.compressed().is_some());
+        let open = slot.unit.open(&self.read)?;
         self.stats.passes = self.stats.passes.saturating_add(passes);
-        self.stats.decoded = self.stats.decoded.saturating_add(produced.get());
+        self.stats.decoded = self
+            .stats
+            .decoded
+            .saturating_add(produced().saturating_sub(before));
         let held = open.decompressed().map_or(0, |d| d.len() as u64);
         self.stats.held = self.stats.held.saturating_add(held);
         let Some(slot) = self.units.get_mut(u) else {
@@ -642,8 +643,10 @@ impl State {
                 .map(|(i, _)| i)
                 .collect()
         });
-        let produced = Cell::new(0u64);
-        let reader = self.decoder_of(&c, &produced).map_err(|e| e.rebase(at))?;
+        // Limits first: the decoders allocate as soon as they are made.
+        c.check_size(&self.read).map_err(|e| e.rebase(at))?;
+        let before = produced();
+        let reader = c.reader(&self.read).map_err(|e| e.rebase(at))?;
         self.stats.passes = self.stats.passes.saturating_add(1);
         let mut map: Vec<Option<usize>> = vec![None; devices.len()];
         let mut keeping: Vec<Keeping> = Vec::new();
@@ -687,7 +690,10 @@ impl State {
             }
             Ok::<(), Fail>(())
         });
-        self.stats.decoded = self.stats.decoded.saturating_add(produced.get());
+        self.stats.decoded = self
+            .stats
+            .decoded
+            .saturating_add(produced().saturating_sub(before));
         let found = match found {
             Ok(f) => f,
             Err(mut e) => {
@@ -759,7 +765,7 @@ impl State {
             .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"unit not open"))?;
         Ok(devices
             .iter()
-            .map(|d| select_identities(slot.images().map(|i| identify(&i)), d, options).chosen)
+            .map(|d| select_identities(slot.images().map(|i| identify(&i)), d, options).chosen())
             .collect())
     }
 }
@@ -852,7 +858,13 @@ unsafe fn boundary(error: *mut OiError, f: impl FnOnce() -> Result<i32, Fail>) -
 // ---- safe helpers ----------------------------------------------------------------------
 
 fn read_options(o: Option<&OiReadOptions>) -> Result<ReadOptions, Fail> {
-    let mut read = ReadOptions::default();
+    let mut read = ReadOptions {
+        decoders: Decoders {
+            stream: Some(counted),
+            whole: None,
+        },
+        ..ReadOptions::default()
+    };
     if let Some(o) = o {
         if o.flags & !OI_READ_NO_VERIFY_HASH != 0 {
             return Err(invalid(c"unknown oi_read_options flag"));
@@ -920,7 +932,7 @@ fn build(
     read: ReadOptions,
     map: Option<memmap2::Mmap>,
 ) -> Result<OiReader, Fail> {
-    let units = offload_image::units(data, &read)?;
+    let units = offload_image::units(data, &read).collect::<Result<Vec<_>, _>>()?;
     let mut state = State {
         read,
         units: units

@@ -16,6 +16,7 @@ pub fn options() -> ReadOptions {
             ..Limits::DEFAULT
         },
         verify_hash: true,
+        ..ReadOptions::default()
     }
 }
 
@@ -145,7 +146,7 @@ pub fn select_all(images: &[Image<'_>], devices: &[offload_image::Device]) {
                     }
                 }
                 assert_eq!(compatible, s.compatible);
-                if let Some(c) = s.chosen {
+                if let Some(c) = s.chosen() {
                     assert!(c < images.len());
                     let v = check(&identities[c], c, device, &options);
                     assert_eq!(v.key(), s.key);
@@ -444,7 +445,7 @@ fn stream_vs_memory_with(data: &[u8], devices: &[offload_image::Device], options
         .map(|e| Image::from_bundle_entry(e.index, &e))
         .collect();
     for (d, device) in devices.iter().enumerate() {
-        let in_memory = select(&images, device, &select_options).chosen;
+        let in_memory = select(&images, device, &select_options).chosen();
         let in_stream = s.chosen[d].map(|k| k.index);
         assert_eq!(
             in_stream, in_memory,

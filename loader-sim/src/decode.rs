@@ -13,6 +13,7 @@ use std::thread::Scope;
 #[cfg(feature = "libzstd")]
 use loader_sim_rt::fill::{FillBuffer, FillWriter};
 
+use offload_image::ccob::Decoders;
 use offload_image::ccob::{CompressedBundle, CompressionMethod, ContentReader, Decompressor};
 use offload_image::{Error, ErrorKind, ReadOptions};
 
@@ -52,16 +53,50 @@ pub fn decoder<'data>(
         .map(|d| Box::new(d) as Box<dyn Decompressor + Send>)
 }
 
-/// The whole content of `bundle`, checked like `CompressedBundle::decompress` (declared
-/// size, trailing bytes, the truncated MD5 when `options.verify_hash`), decoded with the
-/// default decoder ([`ZstdDecoder::DEFAULT`]: libzstd when built in). When the hash is
-/// verified on a machine with more than one CPU, decoding runs on a thread of its own and
-/// overlaps MD5. For `Unit::open_with` and `Registry::set_decompressor`.
-pub fn decompress(bundle: &CompressedBundle<'_>, options: &ReadOptions) -> Result<Vec<u8>, Error> {
-    decompress_using(bundle, ZstdDecoder::DEFAULT, options)
+/// The library's decoder hook (`ReadOptions::decoders`) for the zstd decoder `which`:
+/// libzstd streaming and whole-content decoding (on a second thread), or ruzstd on a
+/// second thread for whole contents and the built-in streaming decoder.
+pub fn decoders(which: ZstdDecoder) -> Decoders {
+    match which {
+        ZstdDecoder::Libzstd => Decoders {
+            stream: Some(stream_libzstd),
+            whole: Some(whole_libzstd),
+        },
+        ZstdDecoder::Ruzstd => Decoders {
+            stream: None,
+            whole: Some(whole_ruzstd),
+        },
+    }
 }
 
-/// [`decompress`] with the zstd decoder `which` (`--zstd-decoder`).
+/// [`ReadOptions`] whose decoders are [`decoders`]`(which)`.
+pub fn read_options(which: ZstdDecoder, verify_hash: bool) -> ReadOptions {
+    ReadOptions {
+        verify_hash,
+        decoders: decoders(which),
+        ..ReadOptions::default()
+    }
+}
+
+fn stream_libzstd<'a>(
+    bundle: &CompressedBundle<'a>,
+    options: &ReadOptions,
+) -> Result<Box<dyn Decompressor + Send + 'a>, Error> {
+    decoder(bundle, ZstdDecoder::Libzstd, options)
+}
+
+fn whole_libzstd(bundle: &CompressedBundle<'_>, options: &ReadOptions) -> Result<Vec<u8>, Error> {
+    decompress_using(bundle, ZstdDecoder::Libzstd, options)
+}
+
+fn whole_ruzstd(bundle: &CompressedBundle<'_>, options: &ReadOptions) -> Result<Vec<u8>, Error> {
+    decompress_using(bundle, ZstdDecoder::Ruzstd, options)
+}
+
+/// The whole content of `bundle`, checked like `CompressedBundle::decompress` (declared
+/// size, trailing bytes, the truncated MD5 when `options.verify_hash`), decoded with the zstd
+/// decoder `which` (`--zstd-decoder`). When the hash is verified on a machine with more than
+/// one CPU, decoding runs on a thread of its own and overlaps MD5.
 pub fn decompress_using(
     bundle: &CompressedBundle<'_>,
     which: ZstdDecoder,

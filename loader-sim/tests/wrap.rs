@@ -318,7 +318,7 @@ fn expected_choices(object: &Path, kind: RegistrationKind) -> BTreeMap<String, O
         for d in DEVICES {
             let device = SimulatedDevice::parse(d).unwrap();
             let s = offload_image::select(&images, device.device(), &select);
-            out.insert(d.to_string(), s.chosen.map(|i| sha256(images[i].bytes)));
+            out.insert(d.to_string(), s.chosen().map(|i| sha256(images[i].bytes)));
         }
         Ok(())
     })

@@ -153,21 +153,23 @@ impl WrapperSlot<'_> {
     }
 }
 
-const R_X86_64_64: u32 = 1;
-const R_X86_64_GLOB_DAT: u32 = 6;
-const R_X86_64_JUMP_SLOT: u32 = 7;
-const R_X86_64_RELATIVE: u32 = 8;
-const R_AARCH64_ABS64: u32 = 257;
-const R_AARCH64_GLOB_DAT: u32 = 1025;
-const R_AARCH64_JUMP_SLOT: u32 = 1026;
-const R_AARCH64_RELATIVE: u32 = 1027;
-const EM_X86_64: u16 = 62;
-const EM_AARCH64: u16 = 183;
-const SHT_NOBITS: u32 = 8;
-const SHT_RELA: u32 = 4;
-const SHT_REL: u32 = 9;
-const SHF_WRITE: u64 = 1;
-const SHF_ALLOC: u64 = 2;
+// The ELF constants this module matches on, as plain integers (`object::elf` has them as
+// typed values).
+const R_X86_64_64: u32 = object::elf::R_X86_64_64.0;
+const R_X86_64_GLOB_DAT: u32 = object::elf::R_X86_64_GLOB_DAT.0;
+const R_X86_64_JUMP_SLOT: u32 = object::elf::R_X86_64_JUMP_SLOT.0;
+const R_X86_64_RELATIVE: u32 = object::elf::R_X86_64_RELATIVE.0;
+const R_AARCH64_ABS64: u32 = object::elf::R_AARCH64_ABS64.0;
+const R_AARCH64_GLOB_DAT: u32 = object::elf::R_AARCH64_GLOB_DAT.0;
+const R_AARCH64_JUMP_SLOT: u32 = object::elf::R_AARCH64_JUMP_SLOT.0;
+const R_AARCH64_RELATIVE: u32 = object::elf::R_AARCH64_RELATIVE.0;
+const EM_X86_64: u16 = object::elf::EM_X86_64.0;
+const EM_AARCH64: u16 = object::elf::EM_AARCH64.0;
+const SHT_NOBITS: u32 = object::elf::SHT_NOBITS.0;
+const SHT_RELA: u32 = object::elf::SHT_RELA.0;
+const SHT_REL: u32 = object::elf::SHT_REL.0;
+const SHF_WRITE: u64 = object::elf::SHF_WRITE.0;
+const SHF_ALLOC: u64 = object::elf::SHF_ALLOC.0;
 /// Distance between the synthetic base addresses of a relocatable object's sections.
 const SYNTHETIC_STRIDE: u64 = 1 << 40;
 

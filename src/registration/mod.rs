@@ -42,8 +42,8 @@ pub mod view;
 
 pub use elf::{device_kernels, DeviceSymbol, ElfType, EntrySection, HostElf, WrapperSlot};
 pub use registry::{
-    BoundEntry, Choice, Decompress, Policy, Registration, RegistrationKind, Registry,
-    RegistryOptions, SimulatedDevice, UnitId,
+    runtime_policy, BoundEntry, Choice, Registration, RegistrationKind, Registry, RegistryOptions,
+    SimulatedDevice, UnitId,
 };
 pub use view::{
     AddressSpace, Descriptor, DeviceImageView, EntryLayout, EntryTable, FatbinWrapperView,

@@ -39,14 +39,11 @@ use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use crate::ccob::CompressedBundle;
 use crate::container::{units, OpenUnit};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::{Image, OffloadKind};
 use crate::offload_binary::OffloadBinaryEntry;
-use crate::select::{
-    explain, select, KindFilter, Outranked, Policy as SelectPolicy, SelectOptions, Verdict,
-};
+use crate::select::{explain, select, KindFilter, Outranked, Policy, SelectOptions, Verdict};
 use crate::target::Device;
 use crate::ReadOptions;
 
@@ -88,48 +85,27 @@ impl RegistrationKind {
     }
 }
 
-/// How a device picks among the compatible images of one unit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Policy {
-    /// The registering runtime's own rule: for `__tgt_register_lib` descriptors the LLVM
-    /// offload runtime's "first compatible image in descriptor order" (`COMPATIBILITY.md`
-    /// §7.5); for HIP/CUDA fat binaries the ranking of §10, which agrees with ROCm CLR
-    /// (§7.3) on every compiler-made bundle and is deterministic where CLR's compressed
-    /// path follows hash order.
-    #[default]
-    Runtime,
-    /// The ranking of `COMPATIBILITY.md` §10 for every registration.
-    Best,
-    /// First compatible image in discovery order for every registration (comgr, LLVM offload).
-    First,
-    /// Class, then discovery order (ROCm CLR: native, then generic, then SPIR-V).
-    FirstByClass,
-}
-
-impl Policy {
-    /// The selection policy for a unit of `kind`.
-    pub const fn for_kind(self, kind: RegistrationKind) -> SelectPolicy {
-        match (self, kind) {
-            (Policy::Runtime, RegistrationKind::OpenMp) => SelectPolicy::First,
-            (Policy::Runtime, _) | (Policy::Best, _) => SelectPolicy::Best,
-            (Policy::First, _) => SelectPolicy::First,
-            (Policy::FirstByClass, _) => SelectPolicy::FirstByClass,
-        }
+/// The selection policy a registering runtime applies to a unit of `kind` when
+/// [`RegistryOptions::policy`] is `None`: for `__tgt_register_lib` descriptors the LLVM
+/// offload runtime's "first compatible image in descriptor order" (`COMPATIBILITY.md`
+/// §7.5); for HIP/CUDA fat binaries the ranking of §10, which agrees with ROCm CLR (§7.3)
+/// on every compiler-made bundle and is deterministic where CLR's compressed path follows
+/// hash order.
+pub const fn runtime_policy(kind: RegistrationKind) -> Policy {
+    match kind {
+        RegistrationKind::OpenMp => Policy::First,
+        RegistrationKind::Hip | RegistrationKind::Cuda => Policy::Best,
     }
 }
-
-/// A decompressor of compressed bundles for [`Registry::set_decompressor`]: returns the
-/// content of the bundle it is given, checked as [`CompressedBundle::decompress`] checks
-/// it, with errors located relative to the bundle's start.
-pub type Decompress = for<'a, 'b> fn(&'b CompressedBundle<'a>, &ReadOptions) -> Result<Vec<u8>>;
 
 /// Options of a [`Registry`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RegistryOptions {
     /// How containers are read (limits, hash verification).
     pub read: ReadOptions,
-    /// How images are chosen.
-    pub policy: Policy,
+    /// How images are chosen: `None` (the default) for each registering runtime's own
+    /// rule ([`runtime_policy`]), or one policy for every registration.
+    pub policy: Option<Policy>,
     /// Further selection options (JIT, generic code, SPIR-V, strict mode). Their `kind` and
     /// `policy` are set per unit from the registration kind and [`RegistryOptions::policy`].
     pub select: SelectOptions,
@@ -140,7 +116,10 @@ impl RegistryOptions {
     pub fn select_for(&self, kind: RegistrationKind) -> SelectOptions {
         SelectOptions {
             kind: kind.kind_filter(),
-            policy: self.policy.for_kind(kind),
+            policy: match self.policy {
+                Some(p) => p,
+                None => runtime_policy(kind),
+            },
             ..self.select
         }
     }
@@ -199,7 +178,7 @@ pub struct Choice {
 fn choose(images: &[Image<'_>], device: &Device, options: &SelectOptions) -> Choice {
     let s = select(images, device, options);
     Choice {
-        selected: s.chosen,
+        selected: s.chosen(),
         compatible: s.compatible,
         tie: s.tie,
     }
@@ -363,8 +342,6 @@ pub struct Registry<'d> {
     live: BTreeMap<(RegistrationKind, u64), UnitId>,
     /// Entries bound so far by [`Registry::add_entries`], all units together.
     table_entries: u64,
-    /// The caller's decompressor, if set ([`Registry::set_decompressor`]).
-    decompress: Option<Decompress>,
     requires: Option<u64>,
 }
 
@@ -377,16 +354,8 @@ impl<'d> Registry<'d> {
             units: Vec::new(),
             live: BTreeMap::new(),
             table_entries: 0,
-            decompress: None,
             requires: None,
         }
-    }
-
-    /// Decompresses the compressed bundles of fat binaries with `f` instead of the
-    /// built-in decoders (a `std` program may use a faster one; see
-    /// [`crate::Unit::open_with`]).
-    pub fn set_decompressor(&mut self, f: Decompress) {
-        self.decompress = Some(f);
     }
 
     /// The devices, in the order given.
@@ -555,20 +524,15 @@ impl<'d> Registry<'d> {
         let blob = w.fat_binary(space, options)?;
         let rebase = |e: Error| e.rebase(w.binary);
         let unit = units(blob, options)
-            .map_err(rebase)?
-            .into_iter()
             .next()
+            .transpose()
+            .map_err(rebase)?
             .ok_or(Error::new(
                 ErrorKind::Malformed,
                 w.binary,
                 "fat binary holds no device images",
             ))?;
-        let decompress = self.decompress;
-        unit.open_with(options, |c| match decompress {
-            Some(f) => f(c, options),
-            None => c.decompress(options),
-        })
-        .map_err(rebase)
+        unit.open(options).map_err(rebase)
     }
 
     fn registration_mut(&mut self, id: UnitId) -> Result<&mut Registration<'d>> {
@@ -900,8 +864,8 @@ fn device_image_part<'d>(bytes: &'d [u8], options: &ReadOptions) -> Part<'d> {
         UnwrappedImage::Raw(b) => Part::Raw(b),
         UnwrappedImage::Entry(e) => Part::Entry(e),
         UnwrappedImage::Compressed(binary) => units(binary.data(), options)
-            .ok()
-            .and_then(|u| u.into_iter().next())
+            .next()
+            .and_then(|u| u.ok())
             .and_then(|u| u.open(options).ok())
             .map_or(Part::Raw(bytes), Part::First),
     }

@@ -10,11 +10,11 @@
 //! Errors carry the **address** of the problem in [`Error::offset`].
 
 use crate::bytes::u64_of;
-use crate::container::{EM_AMDGPU, EM_CUDA};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
 use crate::offload_binary::{OffloadBinary, OffloadBinaryEntry};
 use crate::raw::ELF_MAGIC;
+use crate::target::elf::{EM_AMDGPU, EM_CUDA};
 use crate::{bundle, ccob, offload_binary, Limits, ReadOptions};
 
 use super::abi::{

@@ -9,10 +9,10 @@ use crate::raw::ELF_MAGIC;
 use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
 use crate::target::nvptx::{ArchVariant, NvArch};
 
-/// `e_machine` of AMDGPU code objects.
-pub const EM_AMDGPU: u16 = 224;
-/// `e_machine` of NVIDIA cubins.
-pub const EM_CUDA: u16 = 190;
+/// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
+pub const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
+/// `e_machine` of NVIDIA cubins (`object::elf::EM_CUDA`).
+pub const EM_CUDA: u16 = object::elf::EM_CUDA.0;
 /// `EI_OSABI` of HSA code objects (`ELFOSABI_AMDGPU_HSA`).
 pub const ELFOSABI_AMDGPU_HSA: u8 = 64;
 /// `EI_OSABI` of AMD PAL code objects.
@@ -102,7 +102,7 @@ impl ElfHeader {
             osabi: *bytes.get(7)?,
             abi_version: *bytes.get(8)?,
             e_type: u16_at(16)?,
-            machine: u16_at(18)?,
+            machine: crate::bytes::elf_machine(bytes)?,
             flags: u32_at(flags_at)?,
         })
     }

@@ -19,9 +19,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use offload_image::registration::{
-    GlobalKind, Policy, Registry, RegistryOptions, SimulatedDevice, UnitId,
-};
+use offload_image::registration::{GlobalKind, Registry, RegistryOptions, SimulatedDevice, UnitId};
+use offload_image::Policy;
 
 use crate::process::{object_of, ProcessSpace};
 use crate::report::{entry_records, unit_records, Record, RecordOptions};
@@ -92,10 +91,10 @@ impl Shim {
     fn from_env() -> Shim {
         let devices = parse_devices(&std::env::var("LOADER_SIM_DEVICES").unwrap_or_default());
         let policy = match std::env::var("LOADER_SIM_POLICY").as_deref() {
-            Ok("best") => Policy::Best,
-            Ok("first") => Policy::First,
-            Ok("first-by-class") => Policy::FirstByClass,
-            _ => Policy::Runtime,
+            Ok("best") => Some(Policy::Best),
+            Ok("first") => Some(Policy::First),
+            Ok("first-by-class") => Some(Policy::FirstByClass),
+            _ => None,
         };
         let options = RegistryOptions {
             policy,

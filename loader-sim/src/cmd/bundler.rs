@@ -547,6 +547,7 @@ fn decompress(data: &[u8], verbose: bool, what: &str) -> Result<Vec<u8>, ToolErr
     let options = ReadOptions {
         verify_hash: false,
         limits: offload_image::Limits::UNLIMITED,
+        ..ReadOptions::default()
     };
     let out = c.decompress(&options).map_err(err)?;
     let ok = offload_image::ccob::truncated_md5(&out) == c.hash();

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use offload_image::container::UnitContent;
-use offload_image::{for_each_unit, identify, Image, ReadOptions, Unit};
+use offload_image::{for_each_unit, identify, Image, Unit};
 use serde::Serialize;
 
 use crate::input::Input;
@@ -82,13 +82,11 @@ pub fn image_name(image: &Image<'_>) -> String {
 /// Runs `list`.
 pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let input = Input::open(&args.file)?;
-    let options = ReadOptions {
-        verify_hash: !args.no_verify_hash,
-        ..ReadOptions::default()
-    };
+    let options =
+        crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash);
     let mut records = Vec::new();
     for_each_unit(input.bytes(), &options, |unit| {
-        let open = unit.open_with(&options, |c| crate::decode::decompress(c, &options))?;
+        let open = unit.open(&options)?;
         for image in open.images() {
             // Hashing reads the whole image: read ahead, and drop its pages afterwards so
             // that listing a 1.3 GB library does not keep it all mapped.

@@ -19,9 +19,10 @@ use std::process::Command;
 
 use loader_sim_rt::report::{unit_records, Record, RecordOptions};
 use offload_image::registration::{
-    ElfType, EntryTable, HostElf, Policy, RegistrationKind, Registry, RegistryOptions,
-    SimulatedDevice, UnitId,
+    ElfType, EntryTable, HostElf, RegistrationKind, Registry, RegistryOptions, SimulatedDevice,
+    UnitId,
 };
+use offload_image::Policy;
 use offload_image::ReadOptions;
 
 use crate::input::Input;
@@ -75,12 +76,12 @@ pub enum PolicyArg {
 }
 
 impl PolicyArg {
-    fn policy(self) -> Policy {
+    fn policy(self) -> Option<Policy> {
         match self {
-            PolicyArg::Runtime => Policy::Runtime,
-            PolicyArg::Best => Policy::Best,
-            PolicyArg::First => Policy::First,
-            PolicyArg::FirstByClass => Policy::FirstByClass,
+            PolicyArg::Runtime => None,
+            PolicyArg::Best => Some(Policy::Best),
+            PolicyArg::First => Some(Policy::First),
+            PolicyArg::FirstByClass => Some(Policy::FirstByClass),
         }
     }
 
@@ -118,10 +119,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
 }
 
 fn read_options(args: &Args) -> ReadOptions {
-    ReadOptions {
-        verify_hash: !args.no_verify_hash,
-        ..ReadOptions::default()
-    }
+    crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash)
 }
 
 /// `<section>+<offset>` for an address of `elf`.
@@ -157,7 +155,6 @@ fn statically(
             ..RegistryOptions::default()
         },
     );
-    registry.set_decompressor(crate::decode::decompress);
     let relocatable = elf.elf_type() == ElfType::Relocatable;
     // (unit, label, address, entries come from the device image)
     let mut units: Vec<(UnitId, String, u64, bool)> = Vec::new();

@@ -423,13 +423,14 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 return Ok(());
             }
         }
-        let open = unit.open_with(&read, |c| {
-            crate::decode::decompress_using(c, args.zstd_decoder, &read)
+        let open = unit.open(&ReadOptions {
+            decoders: crate::decode::decoders(args.zstd_decoder),
+            ..read
         })?;
         let images: Vec<Image<'_>> = open.images().collect();
         for (given, device) in &devices {
             let selection = offload_image::select(&images, device, &options);
-            let chosen = selection.chosen.and_then(|i| images.get(i));
+            let chosen = selection.chosen().and_then(|i| images.get(i));
             records.push(Record {
                 container: unit.location.to_string(),
                 bundle_index: unit.index,
@@ -444,7 +445,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 },
                 rejected: args
                     .explain
-                    .then(|| reasons(&images, selection.chosen, device, &options)),
+                    .then(|| reasons(&images, selection.chosen(), device, &options)),
                 disagreement: chosen
                     .filter(|_| args.explain)
                     .and_then(|img| identify(img).disagreement())

@@ -276,8 +276,8 @@ fn openmp(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
             .ok_or_else(|| bad(&spec.text, "internal error: empty OffloadBinary"))?;
         debug_assert_eq!(entry.image, data.as_slice());
         let unit = units(binary, &options)
-            .ok()
-            .and_then(|u| u.into_iter().next())
+            .next()
+            .and_then(|u| u.ok())
             .and_then(|u| u.open(&options).ok());
         if let Some(open) = unit {
             for image in open.images() {
@@ -353,8 +353,8 @@ fn hip(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
         .map_err(|e| Failure(format!("cannot bundle the images: {}", e.what())))?;
     let options = ReadOptions::default();
     if let Some(open) = units(&bundle, &options)
-        .ok()
-        .and_then(|u| u.into_iter().next())
+        .next()
+        .and_then(|u| u.ok())
         .and_then(|u| u.open(&options).ok())
     {
         for (spec, image) in specs.iter().zip(open.images().skip(1)) {
