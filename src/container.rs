@@ -128,6 +128,11 @@ pub struct Unit<'data> {
     pub index: usize,
     /// The unit itself.
     pub content: UnitContent<'data>,
+    /// Bytes after this unit that are neither zero padding nor the start of another
+    /// container, skipped up to the next container magic at or after the unit's end (or
+    /// to the end of the section): file offsets. `FORMATS.md` §2.4; only without
+    /// [`ReadOptions::strict`], which refuses them instead.
+    pub skipped: Option<core::ops::Range<u64>>,
     file: &'data [u8],
 }
 
@@ -540,6 +545,24 @@ where
 
 type Path<'data> = heapless::Vec<PathElem<'data>, MAX_DEPTH>;
 
+/// True if `data` starts with the magic of a container that is laid out back to back
+/// with others (bundle, `CCOB`, OffloadBinary).
+fn starts_blob(data: &[u8]) -> bool {
+    bundle::is_bundle(data)
+        || ccob::is_compressed_bundle(data)
+        || offload_binary::is_offload_binary(data)
+}
+
+/// The first offset at or after `from` where a back-to-back container starts.
+fn next_blob(data: &[u8], from: usize) -> Option<usize> {
+    let tail = data.get(from..)?;
+    tail.iter()
+        .enumerate()
+        .filter(|(_, b)| matches!(b, b'_' | b'C' | 0x10))
+        .find(|(i, _)| tail.get(*i..).is_some_and(starts_blob))
+        .and_then(|(i, _)| from.checked_add(i))
+}
+
 /// Most frames of the walk at once: one per path element, plus the innermost walk.
 const MAX_FRAMES: usize = MAX_DEPTH + 1;
 
@@ -582,8 +605,14 @@ enum Frame<'data> {
 
 /// What advancing the innermost frame asks of the walk.
 enum Step<'data> {
-    /// A unit found: its offset in the file, its index in its container, its content.
-    Unit(u64, usize, UnitContent<'data>),
+    /// A unit found: its offset in the file, its index in its container, its content, and
+    /// the bytes skipped after it.
+    Unit(
+        u64,
+        usize,
+        UnitContent<'data>,
+        Option<core::ops::Range<u64>>,
+    ),
     /// Visit `data` (an archive member) under the path element.
     Visit(&'data [u8], PathElem<'data>, u64),
     /// Walk the blobs of an offload section under the path element.
@@ -628,6 +657,7 @@ impl<'data> Units<'data> {
             },
             index,
             content,
+            skipped: None,
             file: self.file,
         }
     }
@@ -667,7 +697,7 @@ impl<'data> Units<'data> {
                 Some(frame) => Self::advance(frame, self.file, &self.options)?,
             };
             match action {
-                Step::Unit(offset, index, content) => {
+                Step::Unit(offset, index, content, skipped) => {
                     let len = self.frame_path_len();
                     self.path.truncate(len);
                     return Ok(Some(Unit {
@@ -677,6 +707,7 @@ impl<'data> Units<'data> {
                         },
                         index,
                         content,
+                        skipped,
                         file: self.file,
                     }));
                 }
@@ -867,6 +898,7 @@ impl<'data> Units<'data> {
                                 base,
                                 0,
                                 UnitContent::ObjectBundle(ObjectBundle { elf: data }),
+                                None,
                             ));
                         }
                     } else if name == b".hip_fatbin"
@@ -932,7 +964,24 @@ impl<'data> Units<'data> {
                 *index = index.saturating_add(1);
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
                 *pos = start.saturating_add(len.max(1));
-                Ok(Step::Unit(at, unit_index, content))
+                // FORMATS.md §2.4: after a container, zero padding, then the next container. Other
+                // bytes are skipped up to the next container magic at or after the end
+                // (never searched for inside the payloads the container describes).
+                let mut skipped = None;
+                if !options.strict {
+                    if let Some(next) = bytes::skip_zeros(data, *pos) {
+                        let rest = data.get(next..).unwrap_or(&[]);
+                        if !starts_blob(rest) {
+                            let resume = next_blob(data, next).unwrap_or(data.len());
+                            skipped = Some(
+                                base.saturating_add(u64_of(next))
+                                    ..base.saturating_add(u64_of(resume)),
+                            );
+                            *pos = resume;
+                        }
+                    }
+                }
+                Ok(Step::Unit(at, unit_index, content, skipped))
             }
         }
     }

@@ -27,6 +27,9 @@
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
 //!
+//! Section references in this documentation, such as `FORMATS.md` §2.4 or
+//! `COMPATIBILITY.md` §10, are to the documents in the repository's `docs/` directory.
+//!
 //! # Example
 //!
 //! ```
@@ -162,6 +165,10 @@ pub struct ReadOptions {
     pub verify_hash: bool,
     /// The caller's decoders for compressed bundles (default: the built-in ones).
     pub decoders: ccob::Decoders,
+    /// Refuse bytes between containers that are neither zero padding nor a container
+    /// (default: off, they are skipped and reported in [`Unit::skipped`]; `FORMATS.md`
+    /// §2.4).
+    pub strict: bool,
 }
 
 impl Default for ReadOptions {
@@ -170,6 +177,7 @@ impl Default for ReadOptions {
             limits: Limits::DEFAULT,
             verify_hash: true,
             decoders: ccob::Decoders::BUILTIN,
+            strict: false,
         }
     }
 }

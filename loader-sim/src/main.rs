@@ -20,7 +20,6 @@
 mod cmd;
 mod decode;
 mod input;
-mod llvm;
 mod output;
 
 use std::process::ExitCode;
@@ -90,8 +89,8 @@ fn tool_of_program_name(argv0: &str) -> Option<&'static str> {
 /// Runs a drop-in tool; errors are printed as `<prog>: error: <message>`.
 fn run_tool(tool: &str, prog: &str, args: &[String]) -> ExitCode {
     let result = match tool {
-        "offload-bundler" => cmd::bundler::run(prog, args),
-        _ => cmd::packager::run(prog, args),
+        "offload-bundler" => offload_dropin::bundler::run_with(prog, args, input::map_for_tool),
+        _ => offload_dropin::packager::run(prog, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

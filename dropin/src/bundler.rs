@@ -1,5 +1,5 @@
-//! `loader-sim offload-bundler ARGS...` (also run when the binary is invoked as
-//! `clang-offload-bundler`): a drop-in replacement for LLVM 22's `clang-offload-bundler`.
+//! A drop-in replacement for LLVM 22's `clang-offload-bundler` (run by
+//! `loader-sim offload-bundler ARGS...`, or by the binary invoked as `clang-offload-bundler`).
 //!
 //! It accepts LLVM's command line (single- or double-dash options, `-opt=value` or
 //! `-opt value`, repeated `-input`/`-output`, the deprecated comma lists `-inputs=`/
@@ -20,16 +20,16 @@
 //!   this tool prints an error and exits with status 2;
 //! * compressed inputs are bounded by the total size of their v2/v3 header (LLVM 22 feeds
 //!   every byte after the header to the decompressor, so trailing data makes it fail);
-//! * ELF inputs are handled in-process, for little-endian ELF files (relocatable objects,
-//!   executables, shared objects); LLVM runs `llvm-objcopy` for them (see
-//!   `crate::llvm::objcopy`). Other object formats are treated as non-object input;
+//! * ELF inputs are handled in-process (32- and 64-bit, either byte order: relocatable
+//!   objects, executables, shared objects); LLVM runs `llvm-objcopy` for them (see
+//!   [`crate::llvm::objcopy`]). Other object formats are treated as non-object input;
 //! * exit status 1 means "no bundle for a requested target" (LLVM's `Can't find bundles
 //!   for ...`), 2 every other error (LLVM exits 1 for all errors);
 //! * `-compression-method=zlib|zstd` is an extension (LLVM always picks zstd when it has
 //!   it).
 
 mod handler;
-pub(crate) mod target;
+pub mod target;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -38,7 +38,7 @@ use offload_image::ccob::CompressedBundle;
 use offload_image::write::ccob::{self as ccob_writer, CcobOptions, Codec, ZstdMode};
 use offload_image::ReadOptions;
 
-use crate::input::Input;
+use crate::input::{MapFile, MappedInput};
 use crate::llvm::archive::{self, NewMember};
 use crate::llvm::cl::{self, Kind, Spec};
 use crate::llvm::hashmap::StringMap;
@@ -220,6 +220,8 @@ struct Config {
     level_set: bool,
     ccob_version: u16,
     method: Method,
+    /// How `-input` files are opened for bundling.
+    map_file: MapFile,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -229,7 +231,14 @@ enum Method {
 }
 
 /// Runs the tool on `args` (without the program name); `prog` names it in warnings.
+/// Input files are read into memory ([`crate::input::read_file`]).
 pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
+    run_with(prog, args, crate::input::read_file)
+}
+
+/// [`run`], with `map_file` opening the `-input` files of a bundling run (a memory map
+/// keeps big payloads out of the resident set).
+pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), ToolError> {
     let p = cl::parse(SPECS, args).map_err(fail)?;
     if p.flag("help") || p.flag("help-list") || p.flag("h") {
         print!("{HELP}");
@@ -253,6 +262,7 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
         ));
     };
     let mut cfg = config_from_env(files_type);
+    cfg.map_file = map_file;
     if p.given("compress") {
         cfg.compress = p.flag("compress");
     }
@@ -464,6 +474,7 @@ fn config_from_env(files_type: &str) -> Config {
         level_set: false,
         ccob_version: 3,
         method: Method::Zstd,
+        map_file: crate::input::read_file,
     };
     let var = |n: &str| std::env::var(n).ok();
     if var("OFFLOAD_BUNDLER_IGNORE_ENV_VAR").as_deref() == Some("1") {
@@ -566,7 +577,7 @@ fn decompress(data: &[u8], verbose: bool, what: &str) -> Result<Vec<u8>, ToolErr
 
 /// An input of `-bundle`: a file mapped in place, or standard input read into memory.
 enum Source {
-    Mapped(Input),
+    Mapped(Box<dyn MappedInput>),
     Owned(Vec<u8>),
 }
 
@@ -581,12 +592,12 @@ impl std::ops::Deref for Source {
 }
 
 /// Maps a file for bundling (`-` is standard input, read into memory).
-fn map_input(name: &str) -> Result<Source, ToolError> {
+fn map_input(name: &str, map_file: MapFile) -> Result<Source, ToolError> {
     if name == "-" {
         return read_input(name).map(Source::Owned);
     }
     let file = std::fs::File::open(name).map_err(|e| fail(format!("'{name}': {}", io_msg(&e))))?;
-    Input::from_file(&file)
+    map_file(&file)
         .map(Source::Mapped)
         .map_err(|e| fail(format!("'{name}': {}", io_msg(&e))))
 }
@@ -605,7 +616,7 @@ fn output_is_an_input(output: &str, inputs: &[String]) -> bool {
 
 /// Writes to `out`, handing big writes over in [`RELEASE_CHUNK`] pieces and dropping the
 /// pages of every piece that came from a mapped input once it is written
-/// ([`Input::release`]), so that bundling 100 MB of inputs does not keep them resident.
+/// ([`MappedInput::release`]), so that bundling 100 MB of inputs does not keep them resident.
 struct ReleasingWriter<'a, W> {
     out: W,
     inputs: &'a [Source],
@@ -640,7 +651,7 @@ impl<W> ReleasingWriter<'_, W> {
         }
         for input in self.inputs {
             if let Source::Mapped(m) = input {
-                if m.offset_of(part).is_some() {
+                if crate::input::contains(m.bytes(), part) {
                     m.release(part);
                     return;
                 }
@@ -659,7 +670,7 @@ fn bundle_files(cfg: &Config) -> Result<(), ToolError> {
     } else {
         cfg.inputs
             .iter()
-            .map(|i| map_input(i))
+            .map(|i| map_input(i, cfg.map_file))
             .collect::<Result<_, _>>()?
     };
     let first = if cfg.allow_no_host {

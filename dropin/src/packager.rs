@@ -23,7 +23,7 @@ use offload_image::offload_binary::OffloadBinary;
 use offload_image::write::offload_binary::{v1_to_vec, OffloadImage};
 use offload_image::{Limits, ReadOptions};
 
-use crate::cmd::bundler::ToolError;
+use crate::bundler::ToolError;
 use crate::llvm::archive::{self, NewMember};
 use crate::llvm::bitcode;
 use crate::llvm::cl::{self, Kind, Spec};
@@ -82,7 +82,7 @@ OPTIONS:
 ";
 
 /// `getImageArguments`: the `--image` keys in `DenseMap` order, repeated keys joined.
-pub(crate) fn image_arguments(image: &str) -> DenseStringMap<String> {
+pub fn image_arguments(image: &str) -> DenseStringMap<String> {
     let mut args: DenseStringMap<String> = DenseStringMap::new();
     for arg in image.split(',') {
         let (key, value) = arg.split_once('=').unwrap_or((arg, ""));
@@ -108,7 +108,7 @@ fn offload_kind(name: &str) -> u16 {
 }
 
 /// `getImageKind` in LLVM 22.
-pub(crate) fn image_kind(ext: &str) -> u16 {
+pub fn image_kind(ext: &str) -> u16 {
     match ext {
         "o" => 1,
         "bc" => 2,
@@ -133,7 +133,7 @@ fn image_kind_name(kind: u16) -> &'static str {
 }
 
 /// Extension of `path` without the dot (`sys::path::extension`).
-pub(crate) fn extension(path: &str) -> &str {
+pub fn extension(path: &str) -> &str {
     let f = path.rsplit('/').next().unwrap_or(path);
     if f == "." || f == ".." {
         return "";
