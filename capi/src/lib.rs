@@ -8,10 +8,12 @@
 //! decompresses the bundle whole, once. Everything the reader hands out (strings, image
 //! bytes) lives until `oi_reader_close`.
 //!
-//! Unsafe code is confined to the helpers under "the unsafe boundary", each with its
-//! safety contract; the reader itself holds slices whose lifetime the C contract (the
-//! buffer outlives the reader; the reader owns its mapping and decompressed data) makes
-//! `'static` inside the handle. They never leave the handle except as C pointers.
+//! Unsafe code: the helpers under "the unsafe boundary", each with its safety contract,
+//! their calls in the `extern "C"` functions, and the two places that give the reader's
+//! slices the lifetime `'static` (the C contract makes the caller's buffer outlive the
+//! reader; the reader owns its mapping, decompressed content and kept images and never
+//! moves or frees them before `oi_reader_close`). Those slices leave the handle only as C
+//! pointers documented as valid until close.
 
 #![warn(missing_docs)]
 
