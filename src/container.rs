@@ -22,7 +22,8 @@ use crate::bundle::{self, Bundle, BundleEntries};
 use crate::bytes::{self, u64_of};
 use crate::ccob::{self, CompressedBundle};
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::{Format, Image};
+use crate::image::{Format, Image, ImageKind};
+use crate::nvfatbin::{self, Fatbin, FatbinEntries};
 use crate::offload_binary::{
     self, OffloadBinaries, OffloadBinary, OffloadBinaryEntries, OffloadBinaryIter,
 };
@@ -39,6 +40,10 @@ pub const SHT_LLVM_OFFLOADING: u32 = 0x6FFF_4C0B;
 pub const EM_AMDGPU: u16 = 224;
 /// `e_machine` of NVIDIA cubins.
 pub const EM_CUDA: u16 = 190;
+/// Section of host ELF files holding NVIDIA fatbinaries back to back.
+pub const NV_FATBIN_SECTION: &[u8] = b".nv_fatbin";
+/// Section of relocatable-device-code objects (`nvcc -rdc`) holding their fatbinary.
+pub const NV_RELFATBIN_SECTION: &[u8] = b"__nv_relfatbin";
 /// Prefix of the per-entry sections of a bundled host object (`FORMATS.md` §2.5).
 pub const OBJECT_BUNDLE_PREFIX: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 
@@ -115,6 +120,8 @@ pub enum UnitContent<'data> {
     ObjectBundle(ObjectBundle<'data>),
     /// A bare device ELF (AMDGPU code object or cubin).
     DeviceElf(&'data [u8]),
+    /// One NVIDIA fatbinary (bare, in `.nv_fatbin`, or an OffloadBinary `fatbin` image).
+    NvFatbin(Fatbin<'data>),
 }
 
 /// A registration/selection unit: see the module documentation.
@@ -139,6 +146,9 @@ impl<'data> Unit<'data> {
             UnitContent::Text(_) => Format::TextBundle,
             UnitContent::OffloadBinaries(_) => Format::OffloadBinary,
             UnitContent::DeviceElf(_) => Format::Elf,
+            // `Format` has no fatbinary variant yet (the C API matches it exhaustively):
+            // the images are device code, named by their entry.
+            UnitContent::NvFatbin(_) => Format::Elf,
         }
     }
 
@@ -216,6 +226,10 @@ impl<'data> Unit<'data> {
                     }
                 }
             }
+            UnitContent::NvFatbin(f) => {
+                // `Fatbin::parse` checked the sum of the claims against the limit.
+                owned = f.decompress_all(options).map_err(|e| e.rebase(at))?;
+            }
             _ => {}
         }
         Ok(OpenUnit {
@@ -290,6 +304,10 @@ impl<'data> OpenUnit<'data> {
             },
             UnitContent::ObjectBundle(o) => State::Object(o.sections()),
             UnitContent::DeviceElf(d) => State::Elf(Some(d)),
+            UnitContent::NvFatbin(f) => State::Fatbin {
+                entries: f.entries(),
+                owned: self.owned.iter(),
+            },
         };
         Images { index: 0, state }
     }
@@ -313,6 +331,10 @@ enum State<'a> {
     },
     Object(ObjectSections<'a>),
     Elf(Option<&'a [u8]>),
+    Fatbin {
+        entries: FatbinEntries<'a>,
+        owned: core::slice::Iter<'a, Vec<u8>>,
+    },
     Done,
 }
 
@@ -346,6 +368,13 @@ impl<'a> Iterator for Images<'a> {
                 .next()
                 .map(|(id, data)| Image::from_id(i, Format::Bundle, id, data)),
             State::Elf(e) => e.take().map(|d| Image::from_elf(i, d)),
+            State::Fatbin { entries, owned } => entries.next().and_then(|e| {
+                let bytes = match e.image() {
+                    Some(b) => b,
+                    None => nvfatbin::trim_image(e.kind, owned.next()?),
+                };
+                Some(Image::from_fatbin_entry(i, &e, bytes))
+            }),
             State::Done => None,
         };
         if image.is_some() {
@@ -614,6 +643,8 @@ where
             || offload_binary::is_offload_binary(data)
         {
             self.blobs(data, path)
+        } else if nvfatbin::is_fatbin(data) {
+            self.fatbins(data, path)
         } else if text::detect(data).is_some() {
             let t = TextBundle::parse(data, &self.options.limits).map_err(|e| e.rebase(base))?;
             self.emit(path, data, 0, UnitContent::Text(t))
@@ -622,8 +653,6 @@ where
                 || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
             {
                 "LLVM bitcode is not an offload container (offloading metadata in bitcode is not read)"
-            } else if data.starts_with(&[0x50, 0xED, 0x55, 0xBA]) {
-                "NVIDIA fatbinary: opaque to this loader (a CUDA runtime hands it to the driver whole)"
             } else {
                 "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, text bundle or archive)"
             };
@@ -701,6 +730,8 @@ where
                     )?;
                 }
             } else if name == b".hip_fatbin"
+                || name == NV_FATBIN_SECTION
+                || name == NV_RELFATBIN_SECTION
                 || ty == SHT_LLVM_OFFLOADING
                 || name.starts_with(b".llvm.offloading")
             {
@@ -717,7 +748,11 @@ where
                     ));
                 }
                 let p = self.push(path, PathElem::Section(name), self.base(contents))?;
-                self.blobs(contents, &p)?;
+                if name == NV_FATBIN_SECTION || name == NV_RELFATBIN_SECTION {
+                    self.fatbins(contents, &p)?;
+                } else {
+                    self.blobs(contents, &p)?;
+                }
             }
         }
         Ok(())
@@ -748,7 +783,24 @@ where
                 (UnitContent::Compressed(c), len)
             } else if offload_binary::is_offload_binary(blob) {
                 let s = OffloadBinaries::parse(blob, limits).map_err(|e| e.rebase(at))?;
-                (UnitContent::OffloadBinaries(s), s.len())
+                self.emit(path, blob, index, UnitContent::OffloadBinaries(s))?;
+                // The fatbinaries inside (image kind `fatbin`) are units of their own.
+                for (_, b) in s.iter() {
+                    if b.is_compressed() {
+                        continue;
+                    }
+                    for e in b.entries() {
+                        if ImageKind::from_code(e.image_kind) == ImageKind::Fatbinary
+                            && nvfatbin::is_fatbin(e.image)
+                        {
+                            self.fatbins(e.image, path)?;
+                        }
+                    }
+                }
+                index = index.saturating_add(1);
+                let len = usize::try_from(s.len()).unwrap_or(usize::MAX);
+                pos = start.saturating_add(len.max(1));
+                continue;
             } else {
                 return Err(Error::new(
                     ErrorKind::Malformed,
@@ -760,6 +812,25 @@ where
             index = index.saturating_add(1);
             let len = usize::try_from(len).unwrap_or(usize::MAX);
             pos = start.saturating_add(len.max(1));
+        }
+        Ok(())
+    }
+
+    /// Walks NVIDIA fatbinaries laid out back to back in `data` (zero padding between
+    /// them): one unit each.
+    fn fatbins(&mut self, data: &'data [u8], path: &Path<'data>) -> Result<()> {
+        let base = self.base(data);
+        let limits = self.options.limits;
+        for (index, r) in nvfatbin::sequence(data, &limits).enumerate() {
+            let (at, f) = r.map_err(|e| e.rebase(base))?;
+            if u64_of(index) >= limits.max_entries {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    base.saturating_add(at),
+                    "number of containers in one section exceeds the limit",
+                ));
+            }
+            self.emit(path, f.bytes(), index, UnitContent::NvFatbin(f))?;
         }
         Ok(())
     }

@@ -6,8 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use offload_image::container::UnitContent;
 use offload_image::nvfatbin::{self, EntryKind, Fatbin, Variant};
-use offload_image::{ErrorKind, Limits, ReadOptions};
+use offload_image::{
+    for_each_unit, select, Device, ErrorKind, ImageKind, Limits, Policy, ReadOptions, SelectOptions,
+};
 use sha2::{Digest, Sha256};
 
 fn dir() -> PathBuf {
@@ -94,7 +97,7 @@ fn bare_fatbinaries_match_cuobjdump() {
         files += 1;
         images += got.len();
     }
-    assert_eq!((files, images), (14, 55));
+    assert_eq!((files, images), (15, 58));
 }
 
 #[test]
@@ -169,5 +172,170 @@ fn malformed_fatbinaries_give_located_errors() {
         let e = fb.entries().next().unwrap();
         let err = e.decompress(&options).unwrap_err();
         assert_eq!(err.kind(), kind, "{file}: {err}");
+    }
+}
+
+/// (kind, arch as cuobjdump names it, sha256) of the images of every fatbinary unit found
+/// in `bytes` by the container walk (files, sections, archives, OffloadBinaries).
+fn walk(bytes: &[u8]) -> (usize, Vec<(String, String, String)>) {
+    let options = ReadOptions::default();
+    let mut units = 0;
+    let mut v = Vec::new();
+    for_each_unit(bytes, &options, |unit| {
+        if !matches!(unit.content, UnitContent::NvFatbin(_)) {
+            return Ok(());
+        }
+        units += 1;
+        let open = unit.open(&options)?;
+        for image in open.images() {
+            let kind = match image.image_kind {
+                ImageKind::Cubin => "elf",
+                ImageKind::Ptx => "ptx",
+                k => panic!("unexpected kind {k:?}"),
+            };
+            let arch = image.target_id.unwrap();
+            let arch = match kind {
+                "elf" => arch.trim_end_matches('f'),
+                _ => arch,
+            };
+            assert_eq!(image.triple, Some("nvptx64-nvidia-cuda"));
+            v.push((kind.to_string(), arch.to_string(), hex(image.bytes)));
+        }
+        Ok(())
+    })
+    .unwrap();
+    v.sort();
+    (units, v)
+}
+
+#[test]
+fn every_file_matches_cuobjdump_through_the_container_walk() {
+    let m = manifest();
+    let mut images = 0;
+    let mut units = 0;
+    for (file, want) in &m {
+        let bytes = std::fs::read(dir().join("files").join(file)).unwrap();
+        let (n, got) = walk(&bytes);
+        assert_eq!(&got, want, "{file}");
+        images += got.len();
+        units += n;
+    }
+    // 15 bare fatbinaries; host.o 1; libk.a 2 members; libk.so 2; prog 4; rdc.o 1
+    // (`__nv_relfatbin`).
+    assert_eq!((m.len(), units, images), (20, 25, 77));
+}
+
+#[test]
+fn fatbin_inside_an_offload_binary_is_a_unit() {
+    // The corpus's CUDA OffloadBinary wraps saxpy3.fatbin as image kind `fatbin`.
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus/nvptx");
+    let bytes = std::fs::read(corpus.join("cuda_fatbin.offbin")).unwrap();
+    let (units, got) = walk(&bytes);
+    assert_eq!(units, 1);
+    assert_eq!(&got, &manifest()["saxpy3.fatbin"]);
+}
+
+#[test]
+fn bad_input_in_a_section_is_located_in_the_file() {
+    // The fatbinary of host.o with its entry kind broken: the error names the file offset.
+    let mut bytes = std::fs::read(dir().join("files/host.o")).unwrap();
+    let at = bytes
+        .windows(4)
+        .position(|w| w == [0x50, 0xED, 0x55, 0xBA])
+        .unwrap();
+    bytes[at + 16] = 9;
+    let err = for_each_unit(&bytes, &ReadOptions::default(), |_| Ok(())).unwrap_err();
+    assert_eq!(
+        (err.kind(), err.offset()),
+        (ErrorKind::UnsupportedMethod, at as u64 + 16)
+    );
+}
+
+/// The selection table: (file, device, policy, JIT allowed, expected choice), the
+/// expectations derived from COMPATIBILITY.md §9.2 (which images run) and §9.4 (ranking).
+#[test]
+fn selection_table() {
+    use Policy::{Best, First};
+    #[rustfmt::skip]
+    let cases: &[(&str, &str, Policy, bool, &str)] = &[
+        // variants: cubin 90a, ptx 90a, cubin 100a, cubin 100f, ptx 100f, ptx 120
+        ("variants.fatbin", "sm_90", Best, true, "cubin:sm_90a"),
+        ("variants.fatbin", "sm_90", Best, false, "cubin:sm_90a"),
+        ("variants.fatbin", "sm_89", Best, true, "none"),
+        ("variants.fatbin", "sm_100", Best, true, "cubin:sm_100a"),
+        ("variants.fatbin", "sm_100", Best, false, "cubin:sm_100a"),
+        ("variants.fatbin", "sm_103", Best, true, "cubin:sm_100f"),
+        ("variants.fatbin", "sm_103", Best, false, "cubin:sm_100f"),
+        ("variants.fatbin", "sm_110", Best, true, "none"),
+        ("variants.fatbin", "sm_120", Best, true, "ptx:sm_120"),
+        ("variants.fatbin", "sm_120", Best, false, "none"),
+        ("variants.fatbin", "sm_121", Best, true, "ptx:sm_120"),
+        ("variants.fatbin", "sm_90", First, true, "cubin:sm_90a"),
+        ("variants.fatbin", "sm_100", First, true, "cubin:sm_100a"),
+        ("variants.fatbin", "sm_103", First, true, "cubin:sm_100f"),
+        ("variants.fatbin", "sm_121", First, true, "ptx:sm_120"),
+        // cubin_only: 75, 80, 86, 120
+        ("cubin_only.fatbin", "sm_75", Best, true, "cubin:sm_75"),
+        ("cubin_only.fatbin", "sm_80", Best, true, "cubin:sm_80"),
+        ("cubin_only.fatbin", "sm_86", Best, true, "cubin:sm_86"),
+        ("cubin_only.fatbin", "sm_87", Best, true, "cubin:sm_86"),
+        ("cubin_only.fatbin", "sm_89", Best, true, "cubin:sm_86"),
+        ("cubin_only.fatbin", "sm_70", Best, true, "none"),
+        ("cubin_only.fatbin", "sm_72", Best, true, "none"),
+        ("cubin_only.fatbin", "sm_90", Best, true, "none"),
+        ("cubin_only.fatbin", "sm_100", Best, true, "none"),
+        ("cubin_only.fatbin", "sm_121", Best, true, "cubin:sm_120"),
+        ("cubin_only.fatbin", "sm_86", First, true, "cubin:sm_80"),
+        ("cubin_only.fatbin", "sm_89", First, true, "cubin:sm_80"),
+        // ptx_only: 75, 86, 120
+        ("ptx_only.fatbin", "sm_75", Best, true, "ptx:sm_75"),
+        ("ptx_only.fatbin", "sm_80", Best, true, "ptx:sm_75"),
+        ("ptx_only.fatbin", "sm_86", Best, true, "ptx:sm_86"),
+        ("ptx_only.fatbin", "sm_90", Best, true, "ptx:sm_86"),
+        ("ptx_only.fatbin", "sm_121", Best, true, "ptx:sm_120"),
+        ("ptx_only.fatbin", "sm_70", Best, true, "none"),
+        ("ptx_only.fatbin", "sm_86", Best, false, "none"),
+        ("ptx_only.fatbin", "sm_90", First, true, "ptx:sm_75"),
+        // mixed (zstd PTX): cubin 75, cubin 86, ptx 86, cubin 90a
+        ("mixed.default.fatbin", "sm_75", Best, true, "cubin:sm_75"),
+        ("mixed.default.fatbin", "sm_86", Best, true, "cubin:sm_86"),
+        ("mixed.default.fatbin", "sm_89", Best, true, "cubin:sm_86"),
+        ("mixed.default.fatbin", "sm_90", Best, true, "cubin:sm_90a"),
+        ("mixed.default.fatbin", "sm_100", Best, true, "ptx:sm_86"),
+        ("mixed.default.fatbin", "sm_100", Best, false, "none"),
+        ("mixed.default.fatbin", "sm_80", Best, true, "none"),
+        ("mixed.default.fatbin", "sm_120", First, true, "ptx:sm_86"),
+        ("mixed.default.fatbin", "sm_86", First, true, "cubin:sm_86"),
+        // the same entries, all LZ4
+        ("mixed.speed.all.fatbin", "sm_86", Best, true, "cubin:sm_86"),
+        ("mixed.speed.all.fatbin", "sm_121", Best, true, "ptx:sm_86"),
+        ("mixed.speed.all.fatbin", "sm_90", Best, false, "cubin:sm_90a"),
+    ];
+    assert!(cases.len() >= 40);
+    let m = manifest();
+    let options = ReadOptions::default();
+    for (file, device, policy, jit, want) in cases {
+        let bytes = std::fs::read(dir().join("files").join(file)).unwrap();
+        let units = offload_image::units(&bytes, &options).unwrap();
+        assert_eq!(units.len(), 1);
+        let open = units[0].open(&options).unwrap();
+        let images: Vec<_> = open.images().collect();
+        let device = Device::parse(device).unwrap();
+        let sel = SelectOptions {
+            policy: *policy,
+            allow_jit: *jit,
+            ..SelectOptions::default()
+        };
+        let got = match select(&images, &device, &sel).chosen {
+            Some(i) => {
+                let image = &images[i];
+                // The chosen bytes are one of cuobjdump's.
+                let sha = hex(image.bytes);
+                assert!(m[*file].iter().any(|(_, _, s)| *s == sha), "{file}");
+                format!("{}:{}", image.image_kind.name(), image.target_id.unwrap())
+            }
+            None => "none".to_string(),
+        };
+        assert_eq!(&got, want, "{file} on {device} ({policy:?}, jit {jit})");
     }
 }

@@ -79,6 +79,8 @@ nvcc -cudart none -Xcompiler -fPIC -shared -o "$out/files/libk.so" k.cu k2.cu "$
 ln -sf "$bin/../lib/libcudart.so.13" libcudart.so
 nvcc -cudart shared -L. -o "$out/files/prog" k.cu k2.cu main.cu -gencode arch=compute_86,code=sm_86
 cp k2_rdc.o "$out/files/rdc.o"
+# The corpus fatbinary that tests/data/corpus/nvptx/cuda_fatbin.offbin wraps.
+cp "$repo/tests/data/corpus/nvptx/saxpy3.fatbin" "$out/files/"
 strip -g "$out/files/prog" "$out/files/libk.so"
 
 # nvlink records its command line (with absolute -L paths) in executables: blank the
