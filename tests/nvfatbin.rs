@@ -339,3 +339,29 @@ fn selection_table() {
         assert_eq!(&got, want, "{file} on {device} ({policy:?}, jit {jit})");
     }
 }
+
+/// The real library of scripts/fetch-nvidia-libs.sh (not committed: 167 MB), against the
+/// cuobjdump extraction recorded in tests/data/nvfatbin/libcurand.MANIFEST. Run with
+/// `scripts/fetch-nvidia-libs.sh && cargo test --test nvfatbin -- --ignored`.
+#[test]
+#[ignore = "needs scripts/fetch-nvidia-libs.sh (a 68 MB wheel)"]
+fn libcurand_matches_cuobjdump() {
+    let external = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/external"));
+    let lib = external.join("nvidia/libcurand.so.10");
+    let bytes = std::fs::read(&lib)
+        .unwrap_or_else(|e| panic!("{}: {e}: run scripts/fetch-nvidia-libs.sh", lib.display()));
+    let (units, got) = walk(&bytes);
+    let text = std::fs::read_to_string(dir().join("libcurand.MANIFEST")).unwrap();
+    let mut want: Vec<_> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[1].to_string(), f[2].to_string(), f[3].to_string())
+        })
+        .collect();
+    want.sort();
+    assert_eq!((units, got.len()), (11, 153));
+    assert_eq!(got, want);
+}

@@ -134,6 +134,19 @@ for f in $(find . -type f ! -path './malformed/*' | sed 's|^\./||' | sort); do
     echo "$f $kind $arch $(sha256sum "$x/$e" | cut -d' ' -f1)" >> "$manifest"
   done
 done
+# The real library of scripts/fetch-nvidia-libs.sh: its extraction only (the library is
+# 167 MB and is not committed).
+curand="$("$repo/scripts/fetch-nvidia-libs.sh")"
+x="$work/x"; rm -rf "$x"; mkdir -p "$x"
+(cd "$x" && cuobjdump -xelf all -xptx all "$curand" >/dev/null)
+: > "$out/libcurand.MANIFEST"
+for e in $(ls "$x" | sort); do
+  kind=elf; case "$e" in *.ptx) kind=ptx ;; esac
+  arch=$(echo "$e" | sed -E 's/.*\.(sm_[0-9]+[af]?)\.(cubin|ptx)$/\1/')
+  echo "libcurand.so.10 $kind $arch $(sha256sum "$x/$e" | cut -d' ' -f1)" >> "$out/libcurand.MANIFEST"
+done
+rm -rf "$x"
+
 {
   echo "# cuobjdump -lelf -lptx of every file, for reference"
   for f in $(find . -type f ! -path './malformed/*' | sed 's|^\./||' | sort); do
