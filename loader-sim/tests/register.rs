@@ -447,3 +447,52 @@ fn nvidia_fat_binaries_register_statically() {
     assert_eq!(recs[0]["selected"], "nvptx64-nvidia-cuda--sm_86");
     assert_eq!(kernels(&recs[0]), ["_Z3addPfPKfi", "_Z5scalePffi"]);
 }
+
+/// A library built with `nvcc -cudart shared` loaded with the shim standing in for
+/// libcudart.so.13: its constructors call `__cudaRegisterFatBinary`,
+/// `__cudaRegisterFunction` (one per kernel) and `__cudaRegisterFatBinaryEnd`; the chosen
+/// cubins are the ones cuobjdump extracts.
+#[test]
+fn cuda_runtime_shim_registers_what_the_constructors_call() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/files");
+    let manifest = std::fs::read_to_string(dir.join("../MANIFEST")).unwrap();
+    let lib = dir.join("libk_rt.so");
+    let out = loader_sim(&[
+        "register",
+        "--load",
+        lib.to_str().unwrap(),
+        "--json",
+        "--device",
+        "sm_86",
+        "--device",
+        "sm_89",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = json_lines(&out.stdout);
+    assert_eq!(recs.len(), 4, "{recs:?}");
+    let mut kernels = BTreeSet::new();
+    for r in &recs {
+        assert_eq!(r["registration"], "cuda");
+        assert_eq!(r["entries_from"], "registration");
+        // sm_89 runs the sm_86 cubin (same major, highest minor not above 9).
+        assert_eq!(r["selected"], "nvptx64-nvidia-cuda--sm_86");
+        let sha = r["sha256"].as_str().unwrap();
+        assert!(
+            manifest.contains(&format!("libk_rt.so elf sm_86 {sha}")),
+            "{r}"
+        );
+        for e in r["entries"].as_array().unwrap() {
+            assert_eq!(e["kind"], "kernel");
+            kernels.insert(e["name"].as_str().unwrap().to_string());
+        }
+    }
+    let want: BTreeSet<String> = ["_Z3addPfPKfi", "_Z5scalePffi", "_Z3negPfi"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(kernels, want);
+}

@@ -77,11 +77,14 @@ ar rcs "$out/files/libk.a" k.o k2.o
 cp k.o "$out/files/host.o"
 nvcc -cudart none -Xcompiler -fPIC -shared -o "$out/files/libk.so" k.cu k2.cu "${gen[@]}"
 ln -sf "$bin/../lib/libcudart.so.13" libcudart.so
+# A library that calls the CUDA runtime it NEEDs (libcudart.so.13) to register: what
+# `loader-sim register --load` runs with the shim standing in for it.
+nvcc -cudart shared -L. -Xcompiler -fPIC -shared -o "$out/files/libk_rt.so" k.cu k2.cu "${gen[@]}"
 nvcc -cudart shared -L. -o "$out/files/prog" k.cu k2.cu main.cu -gencode arch=compute_86,code=sm_86
 cp k2_rdc.o "$out/files/rdc.o"
 # The corpus fatbinary that tests/data/corpus/nvptx/cuda_fatbin.offbin wraps.
 cp "$repo/tests/data/corpus/nvptx/saxpy3.fatbin" "$out/files/"
-strip -g "$out/files/prog" "$out/files/libk.so"
+strip -g "$out/files/prog" "$out/files/libk.so" "$out/files/libk_rt.so"
 
 # nvlink records its command line (with absolute -L paths) in executables: blank the
 # build machine's paths out (same length, so no offset moves) before the MANIFEST is made.
