@@ -365,3 +365,53 @@ fn libcurand_matches_cuobjdump() {
     assert_eq!((units, got.len()), (11, 153));
     assert_eq!(got, want);
 }
+
+/// §9.1: the entry's SM and the cubin's `e_flags` are cross-checked; a disagreement is
+/// reported (and the ELF header names the effective target), never silently preferred.
+#[test]
+fn entry_and_cubin_disagreement_is_reported() {
+    use offload_image::identify;
+    use offload_image::target::Mismatch;
+    let bytes = std::fs::read(dir().join("files/cubin_only.fatbin")).unwrap();
+    let options = ReadOptions::default();
+    let read = |b: &[u8]| -> Vec<(String, Option<Mismatch>, String)> {
+        let units = offload_image::units(b, &options).unwrap();
+        let open = units[0].open(&options).unwrap();
+        open.images()
+            .map(|i| {
+                let id = identify(&i);
+                (
+                    i.target_id.unwrap().to_string(),
+                    id.mismatch,
+                    id.target.to_string(),
+                )
+            })
+            .collect()
+    };
+    // As built: every entry agrees with its cubin.
+    assert!(read(&bytes).iter().all(|(_, m, _)| m.is_none()));
+    // The third entry (the sm_86 cubin) relabelled sm_80 in its entry header.
+    let fb = Fatbin::parse(&bytes, &Limits::DEFAULT).unwrap();
+    let e = fb.entries().nth(2).unwrap();
+    let mut bad = bytes.clone();
+    bad[e.offset as usize + 0x1C] = 80;
+    let got = read(&bad);
+    assert_eq!(
+        got[2],
+        (
+            "sm_80".to_string(),
+            Some(Mismatch::Processor),
+            "sm_86".to_string()
+        )
+    );
+    let image = {
+        let units = offload_image::units(&bad, &options).unwrap();
+        let open = units[0].open(&options).unwrap();
+        let i = open.images().nth(2).unwrap();
+        identify(&i).disagreement().unwrap().to_string()
+    };
+    assert_eq!(
+        image,
+        "the container names sm_80, the ELF header says sm_86"
+    );
+}
