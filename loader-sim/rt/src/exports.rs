@@ -71,7 +71,7 @@ symver!("hip_4.2":
 /// `void **__hipRegisterFatBinary(const void *wrapper)`: null when the wrapper is refused.
 #[no_mangle]
 pub extern "C" fn loader_sim_rt___hipRegisterFatBinary(wrapper: *const c_void) -> *mut *mut c_void {
-    let handle = shim::with(|s| s.register_fat_binary(wrapper as u64));
+    let handle = shim::with(|s| s.register_fat_binary("__hipRegisterFatBinary", wrapper as u64));
     std::ptr::with_exposed_provenance_mut(handle)
 }
 
@@ -239,7 +239,7 @@ symver!("libcudart.so.13":
 pub extern "C" fn loader_sim_rt___cudaRegisterFatBinary(
     wrapper: *const c_void,
 ) -> *mut *mut c_void {
-    let handle = shim::with(|s| s.register_fat_binary(wrapper as u64));
+    let handle = shim::with(|s| s.register_fat_binary("__cudaRegisterFatBinary", wrapper as u64));
     std::ptr::with_exposed_provenance_mut(handle)
 }
 
