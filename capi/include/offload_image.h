@@ -177,6 +177,11 @@
 #define OI_FORMAT_ELF 3
 
 /**
+ * An entry of an NVIDIA fatbinary (cubin or PTX).
+ */
+#define OI_FORMAT_NVIDIA_FATBIN 4
+
+/**
  * `compression`: stored uncompressed.
  */
 #define OI_COMPRESSION_NONE 0

@@ -92,6 +92,8 @@ pub const OI_FORMAT_TEXT_BUNDLE: u32 = 1;
 pub const OI_FORMAT_OFFLOAD_BINARY: u32 = 2;
 /// A bare device ELF.
 pub const OI_FORMAT_ELF: u32 = 3;
+/// An entry of an NVIDIA fatbinary (cubin or PTX).
+pub const OI_FORMAT_NVIDIA_FATBIN: u32 = 4;
 
 /// `compression`: stored uncompressed.
 pub const OI_COMPRESSION_NONE: u32 = 0;
@@ -433,7 +435,8 @@ fn format_code(format: Format) -> u32 {
         Format::Bundle => OI_FORMAT_BUNDLE,
         Format::TextBundle => OI_FORMAT_TEXT_BUNDLE,
         Format::OffloadBinary => OI_FORMAT_OFFLOAD_BINARY,
-        _ => OI_FORMAT_ELF,
+        Format::Elf => OI_FORMAT_ELF,
+        Format::NvFatbin => OI_FORMAT_NVIDIA_FATBIN,
     }
 }
 
