@@ -215,8 +215,20 @@ fn workspace_crates_depend_one_way_and_confine_unsafe() {
     // (manifest, package, allowed workspace dependencies, crate root, may use unsafe)
     let crates: &[(&str, &str, &[&str], &str, bool)] = &[
         ("Cargo.toml", "offload-image", &[], "src/lib.rs", false),
-        ("capi/Cargo.toml", "offload-image-capi", &["offload-image"], "capi/src/lib.rs", true),
-        ("dropin/Cargo.toml", "offload-dropin", &["offload-image"], "dropin/src/lib.rs", false),
+        (
+            "capi/Cargo.toml",
+            "offload-image-capi",
+            &["offload-image"],
+            "capi/src/lib.rs",
+            true,
+        ),
+        (
+            "dropin/Cargo.toml",
+            "offload-dropin",
+            &["offload-image"],
+            "dropin/src/lib.rs",
+            false,
+        ),
         (
             "loader-sim/rt/Cargo.toml",
             "loader-sim-rt",
@@ -245,7 +257,10 @@ fn workspace_crates_depend_one_way_and_confine_unsafe() {
     let mut seen = 0;
     for (manifest, package, allowed, lib, unsafe_ok) in crates {
         let text = std::fs::read_to_string(root.join(manifest)).unwrap();
-        assert!(text.contains(&format!("name = \"{package}\"")), "{manifest}");
+        assert!(
+            text.contains(&format!("name = \"{package}\"")),
+            "{manifest}"
+        );
         // Path dependencies (normal, dev and build): only the allowed workspace crates.
         let mut section = String::new();
         for line in text.lines() {
@@ -258,7 +273,10 @@ fn workspace_crates_depend_one_way_and_confine_unsafe() {
                 continue;
             }
             let dep = t.split([' ', '=']).next().unwrap();
-            assert!(names.contains(&dep), "{manifest}: unknown path dependency {dep}");
+            assert!(
+                names.contains(&dep),
+                "{manifest}: unknown path dependency {dep}"
+            );
             let dev_self = section.contains("dev-dependencies") && dep == "offload-image";
             assert!(
                 allowed.contains(&dep) || dev_self,
