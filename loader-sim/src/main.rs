@@ -49,6 +49,9 @@ enum Command {
     },
     /// Choose the image a runtime would load for each target, per unit.
     Select(cmd::select::Args),
+    /// For every library with device code under PATH and every device: which units load,
+    /// why the others do not, and what would make them run.
+    Doctor(cmd::doctor::Args),
     /// Write a host object that embeds device images and registers them at start-up.
     Wrap(cmd::wrap::Args),
     /// Drop-in clang-offload-bundler (LLVM 22 command line; see `offload-bundler --help`).
@@ -143,6 +146,7 @@ fn main() -> ExitCode {
         Command::Register(a) => cmd::register::run(&a),
         Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a),
+        Command::Doctor(a) => cmd::doctor::run(&a),
         Command::Wrap(a) => cmd::wrap::run(&a),
     };
     match result {
