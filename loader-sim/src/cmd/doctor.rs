@@ -19,7 +19,7 @@
 //! unit are dropped from the process once it has been judged. Compressed bundles are read
 //! as a stream up to the first bytes of their last image, without verifying their hash.
 //! Deflated zip members that hold offload containers are inflated into memory, one at a
-//! time per worker.
+//! time.
 
 use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
@@ -400,8 +400,7 @@ fn judge_unit(unit: &Unit<'_>, tally: &mut Tally, ctx: &Ctx<'_>) -> offload_imag
 fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tally> {
     let mut tally = Tally::new(ctx.plan);
     let mut finished: Option<&[u8]> = None;
-    let mut seen = 0usize;
-    for unit in offload_image::units(data, &ctx.read) {
+    for (seen, unit) in offload_image::units(data, &ctx.read).enumerate() {
         if let (Some(done), Some(input)) = (finished.take(), input) {
             input.release(done);
         }
@@ -416,7 +415,6 @@ fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tall
                 break;
             }
         };
-        seen += 1;
         if let (UnitContent::Compressed(c), Some(input)) = (&unit.content, input) {
             input.will_read(c.payload());
         }
@@ -517,6 +515,8 @@ fn scan_zip(path: &Path, ctx: &Ctx<'_>) -> Found {
                 }
             }
         } else {
+            // One inflated member in memory at a time, whatever the number of workers.
+            let _one = INFLATING.lock().unwrap_or_else(|e| e.into_inner());
             match inflate_member(&mut zip, i) {
                 Ok(Some(data)) => scan_buffer(&data, None, ctx),
                 Ok(None) => None,
@@ -536,6 +536,9 @@ fn scan_zip(path: &Path, ctx: &Ctx<'_>) -> Found {
     }
     found
 }
+
+/// Held while a deflated zip member is in memory.
+static INFLATING: Mutex<()> = Mutex::new(());
 
 /// The content of zip member `i` if its first bytes look like an offload container or a
 /// file that holds one; `None` otherwise (only those bytes are inflated).
