@@ -750,3 +750,45 @@ fn exit_status_and_usage() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("no device to check"));
     }
 }
+
+/// Compressed bundles: judged by entry ID (the table, the start of the stream) by default,
+/// by entry ID and ELF header with --deep; on real files (IDs and headers agree) the
+/// records are the same, and equal to what select finds decompressing whole units.
+#[test]
+fn compressed_bundles_by_table_and_deep() {
+    let dir = corpus("compressed");
+    let run = |deep: bool| {
+        let mut args: Vec<std::ffi::OsString> = vec![dir.clone().into_os_string()];
+        for d in [
+            "gfx1031",
+            "gfx90a:sramecc+:xnack-",
+            "gfx942:sramecc+:xnack+",
+            "sm_80",
+        ] {
+            args.push("--target".into());
+            args.push(d.into());
+        }
+        if deep {
+            args.push("--deep".into());
+        }
+        records(&doctor(&args)).0
+    };
+    let (table, deep) = (run(false), run(true));
+    assert_eq!(table.len(), 6 * 4);
+    assert_eq!(table, deep);
+    for r in &table {
+        let per_unit = select_units(
+            Path::new(r["file"].as_str().unwrap()),
+            r["device"].as_str().unwrap(),
+        );
+        let covered = per_unit.iter().filter(|s| **s).count() as u64;
+        assert_eq!(covered, r["units_covered"].as_u64().unwrap(), "{r}");
+    }
+    let r = find(
+        &table,
+        "hip_6arch.zstd.ccob",
+        None,
+        "gfx942:sramecc+:xnack+",
+    );
+    assert_eq!(r["reason"], "built for xnack-, device has xnack+");
+}

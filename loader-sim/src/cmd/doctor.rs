@@ -16,8 +16,11 @@
 //!
 //! Speed and memory: files are probed by their first bytes and mapped; only container
 //! headers and the first [`IDENTIFY_LEN`] bytes of each image are read, and the pages of a
-//! unit are dropped from the process once it has been judged. Compressed bundles are read
-//! as a stream up to the first bytes of their last image, without verifying their hash.
+//! unit are dropped from the process once it has been judged. Of a compressed bundle only
+//! the start of the decompressed stream is decoded, up to the end of its entry table, and
+//! its entries are judged by entry ID as the HIP runtime's code object lookup (comgr) judges
+//! them; `--deep` decodes up to the first bytes of the last image so that the ELF header
+//! wins as in `select`. Hashes of compressed bundles are not verified.
 //! Deflated zip members that hold offload containers are inflated into memory, one at a
 //! time.
 
@@ -33,9 +36,10 @@ use offload_image::ccob::CompressedBundle;
 use offload_image::container::UnitContent;
 use offload_image::stream::IDENTIFY_LEN;
 use offload_image::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use offload_image::target::Code;
 use offload_image::{
-    check, choose_many, identify, Choice, Device, ErrorKind, Format, Identity, Image, OffloadKind,
-    ReadOptions, Rejection, SelectOptions, Unit, Verdict,
+    check, identify, Device, ErrorKind, Format, Identity, Image, OffloadKind, ReadOptions,
+    Rejection, SelectOptions, Unit, Verdict,
 };
 use serde::Serialize;
 
@@ -73,6 +77,12 @@ pub struct Args {
     /// tables.
     #[arg(long)]
     json: bool,
+    /// Inside compressed bundles, also read the first bytes of every image, so that the
+    /// ELF header wins over the entry ID as in `select` (decodes each compressed bundle up
+    /// to its last image). Without it their entries are judged by entry ID, as the HIP
+    /// runtime's code object lookup (comgr) judges them.
+    #[arg(long)]
+    deep: bool,
     /// Files probed in parallel (default: the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     jobs: Option<u32>,
@@ -180,35 +190,37 @@ impl Tally {
         }
     }
 
-    /// Counts one unit's images (discovery order).
-    fn offer(&mut self, images: &[Image<'_>], plan: &Plan, options: &SelectOptions) {
-        let device_code = images
+    /// Counts one unit's images (discovery order), identified: (discovery index, identity).
+    fn offer(&mut self, ids: &[(usize, Identity<'_>)], plan: &Plan, options: &SelectOptions) {
+        let device_code = ids
             .iter()
-            .any(|i| i.offload_kind != OffloadKind::Host && i.size() > 0);
+            .any(|(_, i)| i.offload_kind != OffloadKind::Host && i.size > 0);
         if !device_code {
             return;
         }
         self.units += 1;
-        let mut choices: Vec<Choice<'_>> = vec![Choice::EMPTY; plan.probes.len()];
-        choose_many(images.iter().copied(), &plan.probes, options, &mut choices);
-        let mut identities: Option<Vec<Identity<'_>>> = None;
-        for (i, c) in choices.iter().enumerate() {
-            if c.image.is_some() {
-                self.covered[i] += 1;
-                continue;
-            }
-            let (Some(slot), Some(device)) = (self.reason.get_mut(i), plan.probes.get(i)) else {
-                continue;
-            };
-            // The most telling rejection of the unit, ranked more finely than
-            // `Rejection::relevance` among the images never meant for the device.
-            let ids = identities.get_or_insert_with(|| images.iter().map(identify).collect());
-            for (img, id) in images.iter().zip(ids.iter()) {
-                if let Verdict::Rejected(why) = check(id, img.index, device, options) {
-                    let rank = rank(&why);
-                    if slot.as_ref().is_none_or(|(r, _)| rank > *r) {
-                        *slot = Some((rank, why.to_string()));
+        for (p, device) in plan.probes.iter().enumerate() {
+            let mut why: Option<(u8, Rejection<'_>)> = None;
+            let mut loads = false;
+            for (index, id) in ids {
+                match check(id, *index, device, options) {
+                    Verdict::Compatible(_) => {
+                        loads = true;
+                        break;
                     }
+                    // The most telling rejection, first in discovery order among equals.
+                    Verdict::Rejected(r) => {
+                        if why.as_ref().is_none_or(|(best, _)| rank(&r) > *best) {
+                            why = Some((rank(&r), r));
+                        }
+                    }
+                }
+            }
+            if loads {
+                self.covered[p] += 1;
+            } else if let (Some(slot), Some((rank, r))) = (self.reason.get_mut(p), why) {
+                if slot.as_ref().is_none_or(|(best, _)| rank > *best) {
+                    *slot = Some((rank, r.to_string()));
                 }
             }
         }
@@ -302,6 +314,8 @@ struct Ctx<'a> {
     plan: &'a Plan,
     select: SelectOptions,
     read: ReadOptions,
+    /// `--deep`.
+    deep: bool,
 }
 
 /// True when `head` (the first bytes of a file) may start an offload container or a file
@@ -373,25 +387,52 @@ fn stream_heads(
     Ok(Some((table, heads)))
 }
 
+/// The identity of a compressed bundle's entry from its entry ID alone, as comgr's code
+/// object lookup (which the HIP runtime uses) sees it: a code object for the stated target.
+fn identify_by_id<'a>(index: usize, id: &'a str, size: u64) -> Identity<'a> {
+    let mut identity = identify(&Image::from_id(index, Format::Bundle, id, &[]));
+    identity.size = size;
+    if identity.code == Code::Other {
+        identity.code = Code::Elf;
+    }
+    identity
+}
+
 /// Judges one unit.
 fn judge_unit(unit: &Unit<'_>, tally: &mut Tally, ctx: &Ctx<'_>) -> offload_image::Result<()> {
     let at = unit.location.offset;
     if let UnitContent::Compressed(c) = &unit.content {
-        if let Some((table, heads)) = stream_heads(c, &ctx.read).map_err(|e| e.rebase(at))? {
-            let images: Vec<Image<'_>> = table
+        if !ctx.deep {
+            // Only the entry table: the first kilobytes of the decompressed stream.
+            c.check_size(&ctx.read).map_err(|e| e.rebase(at))?;
+            let mut reader = c.reader(&ctx.read).map_err(|e| e.rebase(at))?;
+            if let Some(table) =
+                BundleTable::read(&mut reader, &ctx.read.limits).map_err(|e| e.rebase(at))?
+            {
+                let ids: Vec<(usize, Identity<'_>)> = table
+                    .entries()
+                    .map(|e| (e.index, identify_by_id(e.index, e.id, e.size)))
+                    .collect();
+                tally.offer(&ids, ctx.plan, &ctx.select);
+                return Ok(());
+            }
+        } else if let Some((table, heads)) = stream_heads(c, &ctx.read).map_err(|e| e.rebase(at))? {
+            let ids: Vec<(usize, Identity<'_>)> = table
                 .entries()
                 .map(|e| {
                     let head = heads.get(e.index).map(Vec::as_slice).unwrap_or_default();
-                    Image::from_id(e.index, Format::Bundle, e.id, head)
+                    let mut id = identify(&Image::from_id(e.index, Format::Bundle, e.id, head));
+                    id.size = e.size;
+                    (e.index, id)
                 })
                 .collect();
-            tally.offer(&images, ctx.plan, &ctx.select);
+            tally.offer(&ids, ctx.plan, &ctx.select);
             return Ok(());
         }
     }
     let open = unit.open(&ctx.read)?;
-    let images: Vec<Image<'_>> = open.images().collect();
-    tally.offer(&images, ctx.plan, &ctx.select);
+    let ids: Vec<(usize, Identity<'_>)> = open.images().map(|i| (i.index, identify(&i))).collect();
+    tally.offer(&ids, ctx.plan, &ctx.select);
     Ok(())
 }
 
@@ -717,6 +758,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         plan: &plan,
         select: SelectOptions::default(),
         read: read_options(ZstdDecoder::DEFAULT, false),
+        deep: args.deep,
     };
     let jobs = args
         .jobs
