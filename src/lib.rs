@@ -27,6 +27,9 @@
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
 //!
+//! Section references in this documentation, such as `FORMATS.md` §2.4 or
+//! `COMPATIBILITY.md` §10, are to the documents in the repository's `docs/` directory.
+//!
 //! # Example
 //!
 //! ```
@@ -91,6 +94,7 @@ pub mod container;
 pub mod entry_id;
 mod error;
 pub mod image;
+pub mod nvfatbin;
 pub mod offload_binary;
 pub mod raw;
 pub mod registration;
@@ -98,6 +102,7 @@ pub mod select;
 pub mod stream;
 pub mod target;
 pub mod text;
+pub mod validate;
 #[cfg(feature = "write")]
 pub mod write;
 
@@ -162,6 +167,10 @@ pub struct ReadOptions {
     pub verify_hash: bool,
     /// The caller's decoders for compressed bundles (default: the built-in ones).
     pub decoders: ccob::Decoders,
+    /// Refuse bytes between containers that are neither zero padding nor a container
+    /// (default: off, they are skipped and reported in [`Unit::skipped`]; `FORMATS.md`
+    /// §2.4).
+    pub strict: bool,
 }
 
 impl Default for ReadOptions {
@@ -170,6 +179,7 @@ impl Default for ReadOptions {
             limits: Limits::DEFAULT,
             verify_hash: true,
             decoders: ccob::Decoders::BUILTIN,
+            strict: false,
         }
     }
 }

@@ -333,9 +333,9 @@ fn register_lib_unwraps_offload_binaries_and_takes_the_first_compatible_image() 
         assert_eq!(images[1].target_id, Some("gfx90a:xnack+"));
         let chosen: Vec<_> = (0..3).map(|d| reg.choice(d).unwrap().selected).collect();
         match policy {
-            // LLVM offload: first compatible in descriptor order (§3.2 step 5).
+            // LLVM offload: first compatible in descriptor order (REGISTRATION.md §3.2 step 5).
             None => assert_eq!(chosen, [Some(0), Some(0), None]),
-            // The ranking prefers the exact xnack+ image (§10 k2).
+            // The ranking prefers the exact xnack+ image (COMPATIBILITY.md §10 k2).
             _ => assert_eq!(chosen, [Some(1), Some(0), None]),
         }
         assert_eq!(reg.entries().len(), 1);

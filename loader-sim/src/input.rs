@@ -107,3 +107,18 @@ impl Input {
 
 /// Bytes written per `write` call when copying out of the map.
 const CHUNK: usize = 4 << 20;
+
+impl offload_dropin::input::MappedInput for Input {
+    fn bytes(&self) -> &[u8] {
+        Input::bytes(self)
+    }
+
+    fn release(&self, part: &[u8]) {
+        Input::release(self, part);
+    }
+}
+
+/// The drop-in bundler's way of opening its inputs: mapped, read front to back.
+pub fn map_for_tool(file: &File) -> std::io::Result<Box<dyn offload_dropin::input::MappedInput>> {
+    Ok(Box::new(Input::from_file(file)?))
+}

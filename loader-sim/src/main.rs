@@ -20,7 +20,6 @@
 mod cmd;
 mod decode;
 mod input;
-mod llvm;
 mod output;
 
 use std::process::ExitCode;
@@ -52,6 +51,8 @@ enum Command {
     /// For every library with device code under PATH and every device: which units load,
     /// why the others do not, and what would make them run.
     Doctor(cmd::doctor::Args),
+    /// Check offload containers: every problem, with severity, code and byte offset.
+    Validate(cmd::validate::Args),
     /// Write a host object that embeds device images and registers them at start-up.
     Wrap(cmd::wrap::Args),
     /// Drop-in clang-offload-bundler (LLVM 22 command line; see `offload-bundler --help`).
@@ -93,8 +94,8 @@ fn tool_of_program_name(argv0: &str) -> Option<&'static str> {
 /// Runs a drop-in tool; errors are printed as `<prog>: error: <message>`.
 fn run_tool(tool: &str, prog: &str, args: &[String]) -> ExitCode {
     let result = match tool {
-        "offload-bundler" => cmd::bundler::run(prog, args),
-        _ => cmd::packager::run(prog, args),
+        "offload-bundler" => offload_dropin::bundler::run_with(prog, args, input::map_for_tool),
+        _ => offload_dropin::packager::run(prog, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -111,6 +112,8 @@ pub enum Outcome {
     Ok,
     /// A well-formed input had no compatible image for a requested target (exit 1).
     NoMatch,
+    /// The command reported what is wrong itself (`validate` found errors): exit 2.
+    Invalid,
 }
 
 /// A failure reported as one line on standard error, exit status 2.
@@ -147,11 +150,13 @@ fn main() -> ExitCode {
         Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a),
         Command::Doctor(a) => cmd::doctor::run(&a),
+        Command::Validate(a) => cmd::validate::run(&a),
         Command::Wrap(a) => cmd::wrap::run(&a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::NoMatch) => ExitCode::from(1),
+        Ok(Outcome::Invalid) => ExitCode::from(2),
         Err(Failure(msg)) => {
             eprintln!("loader-sim: error: {msg}");
             ExitCode::from(2)

@@ -437,6 +437,10 @@ fn counts_agree_with_select_on_the_corpus_and_librocrand() {
     let mut args: Vec<std::ffi::OsString> =
         dirs.iter().map(|d| corpus(d).into_os_string()).collect();
     args.push(rocrand.clone().into_os_string());
+    // NVIDIA fatbinaries (bare, in sections, in an archive member).
+    for f in ["libk.a", "prog", "mixed.balance.fatbin", "ptx_only.fatbin"] {
+        args.push(corpus("../nvfatbin/files").join(f).into_os_string());
+    }
     let devices = [
         "gfx90a:sramecc+:xnack-",
         "gfx1030",
@@ -488,6 +492,12 @@ fn counts_agree_with_select_on_the_corpus_and_librocrand() {
         false
     )));
     assert!(check_hints(&recs) > 10);
+    // A library with an sm_80 cubin in one of its two objects only.
+    let r = find(&recs, "libk.a", None, "sm_80");
+    assert_eq!(
+        (r["status"].as_str(), r["units_covered"].as_u64()),
+        (Some("partial"), Some(1))
+    );
 }
 
 #[test]

@@ -25,7 +25,7 @@
 //!   entry's image, recursively up to [`super::view::MAX_UNWRAP_DEPTH`] (the LLVM runtime's
 //!   `DeviceImageTy`); one that is not, or does not parse, is used raw.
 //! * Entries: for descriptors, the host entries with `Kind == OpenMP` after the legacy
-//!   upgrade (what libomptarget binds, §3.3); for fat binaries, what
+//!   upgrade (what libomptarget binds, `REGISTRATION.md` §3.3); for fat binaries, what
 //!   `__hipRegisterFunction`/`Var`/... reported, or an entry table given by the caller
 //!   ([`Registry::add_entries`], the new-driver wrapper's `.hip.globals_reg` loop).
 //! * A unit only offers images of its registration's offload kinds
@@ -193,7 +193,7 @@ pub struct BoundEntry {
     pub kind: GlobalKind,
     /// The entry's consumer (`Kind`; HIP entries from `__hipRegister*` calls: 4).
     pub offload_kind: u16,
-    /// Flags (OpenMP or CUDA/HIP meaning, §1.4).
+    /// Flags (OpenMP or CUDA/HIP meaning, `REGISTRATION.md` §1.4).
     pub flags: u32,
     /// Byte size (0 for kernels).
     pub size: u64,
@@ -661,8 +661,8 @@ impl<'d> Registry<'d> {
     /// the ones the `__hipRegister*` calls of the running wrapper bind
     /// ([`Registry::register_function`], ...).
     ///
-    /// A legacy table cannot say its kind (§1.3); `legacy_kind` names it (the caller knows
-    /// it from the section, e.g. `hip_offloading_entries`).
+    /// A legacy table cannot say its kind (`REGISTRATION.md` §1.3); `legacy_kind` names it
+    /// (the caller knows it from the section, e.g. `hip_offloading_entries`).
     ///
     /// Every unit that registers a table gets all of its entries (as every new-driver
     /// wrapper registers the whole `__start_`..`__stop_` range), so many wrappers over one
@@ -768,8 +768,8 @@ impl<'d> Registry<'d> {
 
     /// `__tgt_register_lib(desc)`: reads the descriptor at `desc`, unwraps its device
     /// images, upgrades legacy entries, merges `requires` entries, and gives every device
-    /// the first compatible image in descriptor order (LLVM offload, §3.2; unless the
-    /// policy says otherwise).
+    /// the first compatible image in descriptor order (LLVM offload, `REGISTRATION.md` §3.2;
+    /// unless the policy says otherwise).
     ///
     /// Fails on an unreadable descriptor, image array or entry table, and on requirements
     /// that contradict an earlier descriptor's (a fatal error in libomptarget).
@@ -858,7 +858,8 @@ fn merge_requires(current: Option<u64>, new: u64, at: u64) -> Result<u64> {
     Ok(cur | new)
 }
 
-/// A descriptor's device image as the LLVM runtime sees it (§1.9, [`unwrap_image`]).
+/// A descriptor's device image as the LLVM runtime sees it (`REGISTRATION.md` §1.9,
+/// [`unwrap_image`]).
 fn device_image_part<'d>(bytes: &'d [u8], options: &ReadOptions) -> Part<'d> {
     match unwrap_image(bytes, &options.limits) {
         UnwrappedImage::Raw(b) => Part::Raw(b),

@@ -1,4 +1,5 @@
-//! Read-only views of registration records, given as bytes plus a way to resolve pointers.
+//! Read-only views of registration records, given as bytes plus a way to resolve pointers
+//! (the sections cited below are those of `REGISTRATION.md`).
 //!
 //! A record handed to a runtime is a graph of pointers: a descriptor points at an image
 //! array and an entry table, entries point at names. The views follow those pointers

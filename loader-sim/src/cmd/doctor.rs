@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use offload_image::bundle::BundleTable;
 use offload_image::ccob::CompressedBundle;
 use offload_image::container::UnitContent;
+use offload_image::select::NvRule;
 use offload_image::stream::IDENTIFY_LEN;
 use offload_image::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
 use offload_image::target::Code;
@@ -235,7 +236,8 @@ impl Tally {
 /// meant for the device, another architecture says more than an unloadable payload, which
 /// says more than an empty image or the host entry; among the compatibility rules, a
 /// feature mode (the right processor) says more than a generic version, an unloadable ELF
-/// or a generic family, which say more than another processor.
+/// or a generic family, which say more than another processor (for NVIDIA, code for the
+/// device's major version says more than a cubin of another major).
 fn rank(why: &Rejection<'_>) -> u8 {
     let within = match why {
         Rejection::Host | Rejection::Processor { .. } => 0,
@@ -248,6 +250,12 @@ fn rank(why: &Rejection<'_>) -> u8 {
         | Rejection::InvalidTarget { .. } => 2,
         Rejection::GenericVersion { .. } => 3,
         Rejection::Feature { .. } => 4,
+        // A cubin of another major version says less than code for the right major.
+        Rejection::Nvptx {
+            rule: NvRule::CubinMajor,
+            ..
+        } => 3,
+        Rejection::Nvptx { .. } => 4,
         _ => 3,
     };
     why.relevance() * 8 + within
@@ -319,10 +327,12 @@ struct Ctx<'a> {
 }
 
 /// True when `head` (the first bytes of a file) may start an offload container or a file
-/// that holds one. Thin archives are left out: their members are other files.
+/// that holds one (an NVIDIA fatbinary too). Thin archives are left out: their members
+/// are other files.
 fn is_candidate(head: &[u8]) -> bool {
-    const PREFIXES: [&[u8]; 5] = [
+    const PREFIXES: [&[u8]; 6] = [
         b"\x7fELF",
+        b"\x50\xed\x55\xba",
         b"!<arch>\n",
         b"CCOB",
         b"\x10\xff\x10\xad",

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use offload_image::container::UnitContent;
+use offload_image::nvfatbin::Codec;
 use offload_image::{for_each_unit, identify, Image, Unit};
 use serde::Serialize;
 
@@ -22,6 +23,53 @@ pub struct Args {
     /// Do not verify the truncated MD5 of compressed bundles.
     #[arg(long)]
     no_verify_hash: bool,
+    /// Refuse bytes between containers that are neither zero padding nor a container
+    /// (default: skip them up to the next container and note it, FORMATS.md §2.4).
+    #[arg(long)]
+    strict: bool,
+}
+
+/// Bytes skipped between containers (FORMATS.md §2.4): a `list --json` record of its own
+/// (`{"note": "skipped", ...}`) and a field of `select --explain` records.
+#[derive(Clone, Serialize)]
+pub struct Skipped {
+    /// Always `"skipped"` (tells these records from image records).
+    pub note: &'static str,
+    /// Offset of the first skipped byte in FILE.
+    pub offset: u64,
+    /// How many bytes were skipped.
+    pub size: u64,
+    /// One sentence.
+    pub message: String,
+}
+
+impl Skipped {
+    /// The note for the file range `r`.
+    pub fn new(r: std::ops::Range<u64>) -> Self {
+        let size = r.end.saturating_sub(r.start);
+        Skipped {
+            note: "skipped",
+            offset: r.start,
+            size,
+            message: format!(
+                "{size} bytes at byte {} are neither padding nor an offload container: skipped up to the next container (FORMATS.md §2.4)",
+                r.start
+            ),
+        }
+    }
+}
+
+/// A line of `list` output: an image, or a note.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Line {
+    Image(Record),
+    Skipped {
+        container: String,
+        bundle_index: usize,
+        #[serde(flatten)]
+        skipped: Skipped,
+    },
 }
 
 /// One `list` record (field names are part of the CLI contract).
@@ -82,8 +130,10 @@ pub fn image_name(image: &Image<'_>) -> String {
 /// Runs `list`.
 pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let input = Input::open(&args.file)?;
-    let options =
-        crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash);
+    let options = offload_image::ReadOptions {
+        strict: args.strict,
+        ..crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash)
+    };
     let mut records = Vec::new();
     for_each_unit(input.bytes(), &options, |unit| {
         let open = unit.open(&options)?;
@@ -95,15 +145,21 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             input.release(image.bytes);
             let (triple, target_id) = identity(&image);
             let compressed = unit.compressed();
-            records.push(Record {
+            let fatbin = matches!(unit.content, UnitContent::NvFatbin(_));
+            records.push(Line::Image(Record {
                 container: container_of(&unit, &image),
                 bundle_index: unit.index,
                 format: image.format.name(),
-                compression: compressed.map(|c| c.method().name()),
+                compression: if fatbin {
+                    // Per entry: the codec its flags name.
+                    Codec::from_flags(u64::from(image.flags)).map(Codec::name)
+                } else {
+                    compressed.map(|c| c.method().name())
+                },
                 ccob_version: compressed.map(|c| c.version()),
                 entry_id: image.entry_id.map(str::to_string),
                 offload_kind: match image.format {
-                    offload_image::Format::Elf => None,
+                    offload_image::Format::Elf if !fatbin => None,
                     _ => Some(image.offload_kind.name()),
                 },
                 triple,
@@ -113,6 +169,13 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 offset: open.offset_of(&image),
                 size: image.size(),
                 sha256,
+            }));
+        }
+        if let Some(r) = unit.skipped.clone() {
+            records.push(Line::Skipped {
+                container: unit.location.to_string(),
+                bundle_index: unit.index,
+                skipped: Skipped::new(r),
             });
         }
         Ok(())
@@ -123,8 +186,26 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let written = if args.json {
         records.iter().try_for_each(|r| json_line(&mut out, r))
     } else {
+        for line in &records {
+            if let Line::Skipped {
+                container,
+                bundle_index,
+                skipped,
+            } = line
+            {
+                eprintln!(
+                    "loader-sim: note: {}: {container} after unit {bundle_index}: {}",
+                    args.file.display(),
+                    skipped.message
+                );
+            }
+        }
         let rows: Vec<Vec<String>> = records
             .iter()
+            .filter_map(|line| match line {
+                Line::Image(r) => Some(r),
+                Line::Skipped { .. } => None,
+            })
             .map(|r| {
                 vec![
                     r.container.clone(),

@@ -1,9 +1,8 @@
 //! One module per subcommand.
 
-pub mod bundler;
 pub mod doctor;
 pub mod list;
-pub mod packager;
 pub mod register;
 pub mod select;
+pub mod validate;
 pub mod wrap;

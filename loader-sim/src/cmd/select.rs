@@ -90,7 +90,9 @@ pub struct Args {
     /// `--kind hip --no-generic --no-spirv --policy first`.
     #[arg(long)]
     no_spirv: bool,
-    /// Reject images whose container and ELF header disagree (default: the ELF header wins).
+    /// Reject images whose container and ELF header disagree (default: the ELF header
+    /// wins), and refuse bytes between containers that are neither padding nor a container
+    /// (default: skipped and noted, FORMATS.md §2.4).
     #[arg(long)]
     strict: bool,
     /// List every image not selected, with the reason.
@@ -149,6 +151,9 @@ struct Record {
     /// With `--explain`: the selected image's entry ID / arch and ELF header disagree.
     #[serde(skip_serializing_if = "Option::is_none")]
     disagreement: Option<String>,
+    /// With `--explain`: bytes after this unit that were skipped (FORMATS.md §2.4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped: Option<crate::cmd::list::Skipped>,
 }
 
 /// The image `-o` writes.
@@ -287,6 +292,7 @@ fn unit_bytes<'data>(unit: &Unit<'data>) -> Option<&'data [u8]> {
         UnitContent::Bundle(b) => Some(b.data()),
         UnitContent::Compressed(c) => Some(c.payload()),
         UnitContent::DeviceElf(d) => Some(d),
+        UnitContent::NvFatbin(f) => Some(f.bytes()),
         _ => None,
     }
 }
@@ -370,6 +376,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let input = Input::open(&args.file)?;
     let read = ReadOptions {
         verify_hash: !args.no_verify_hash,
+        strict: args.strict,
         ..ReadOptions::default()
     };
     let mut records = Vec::new();
@@ -414,6 +421,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                         sha256: pick.and_then(|p| p.sha256),
                         rejected: None,
                         disagreement: None,
+                        skipped: None,
                     });
                 }
                 if out_path.is_some() {
@@ -450,6 +458,11 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                     .filter(|_| args.explain)
                     .and_then(|img| identify(img).disagreement())
                     .map(|d| format!("{d}; the ELF header wins")),
+                skipped: unit
+                    .skipped
+                    .clone()
+                    .filter(|_| args.explain)
+                    .map(crate::cmd::list::Skipped::new),
             });
             if args.output.is_some() && records.len() == 1 {
                 output = chosen.map(|img| match input.offset_of(img.bytes) {
@@ -544,6 +557,9 @@ fn write_table(out: &mut impl Write, records: &[Record], sha: bool) -> std::io::
             }
             if let Some(d) = &r.disagreement {
                 writeln!(out, "  note: {d}")?;
+            }
+            if let Some(s) = &r.skipped {
+                writeln!(out, "  note: {}", s.message)?;
             }
             for x in rejected {
                 writeln!(out, "  not {}: {}", x.image, x.reason)?;

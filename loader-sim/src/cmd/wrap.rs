@@ -46,10 +46,10 @@ use offload_image::target::{NvArch, Triple};
 use offload_image::write::offload_binary::{v1_to_vec, OffloadImage};
 use offload_image::{identify, units, ReadOptions, TargetId};
 
-use crate::cmd::bundler::target::{conflicting_ids, TargetInfo};
-use crate::cmd::packager::{extension, image_arguments, image_kind};
-use crate::llvm::bitcode;
 use crate::{Failure, Outcome};
+use offload_dropin::bundler::target::{conflicting_ids, TargetInfo};
+use offload_dropin::llvm::bitcode;
+use offload_dropin::packager::{extension, image_arguments, image_kind};
 
 /// What the wrapper registers with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

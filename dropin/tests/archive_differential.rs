@@ -1,0 +1,98 @@
+//! `offload_dropin::llvm::archive::write_gnu` against `llvm-ar-22 rcD --format=gnu` (the
+//! same `writeArchive(K_GNU, Deterministic)` that `clang-offload-bundler` and
+//! `clang-offload-packager` call), byte for byte, on member mixes that decide the symbol
+//! table: none symbolic (PTX text), ELF objects with and without global symbols, LLVM
+//! bitcode, short and long (string-table) names.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use offload_dropin::llvm::archive::{write_gnu, NewMember};
+
+fn tool(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("`{name}` not found in PATH (scripts/setup.sh installs it)"))
+}
+
+fn run(prog: &Path, args: &[&str], dir: &Path) {
+    let out = Command::new(prog)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed: {}",
+        prog.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn gnu_archives_match_llvm_ar() {
+    let dir = std::env::temp_dir().join(format!("offload-dropin-ar-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let clang = tool("clang-22");
+    let ar = tool("llvm-ar-22");
+    std::fs::write(
+        dir.join("k.c"),
+        "int counter = 1;\nint kernel_entry(int x) { return x + counter; }\n\
+         static int hidden(void) { return 2; }\nint use_hidden(void) { return hidden(); }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("empty.c"), "static int only_local = 4;\n").unwrap();
+    run(&clang, &["-c", "-O1", "k.c", "-o", "k.o"], &dir);
+    run(
+        &clang,
+        &["--target=i386-linux-gnu", "-c", "-O1", "k.c", "-o", "k32.o"],
+        &dir,
+    );
+    run(&clang, &["-c", "empty.c", "-o", "nosyms.o"], &dir);
+    run(&clang, &["-c", "-flto", "-O1", "k.c", "-o", "k.bc"], &dir);
+    std::fs::write(
+        dir.join("kernel.ptx"),
+        "//\n.version 7.0\n.target sm_70\n.address_size 64\n",
+    )
+    .unwrap();
+    std::fs::copy(
+        dir.join("k.o"),
+        dir.join("a-member-name-longer-than-sixteen.o"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("odd"), b"odd-sized\n!").unwrap();
+    let cases: &[&[&str]] = &[
+        &["kernel.ptx"],
+        &["kernel.ptx", "odd"],
+        &["nosyms.o"],
+        &["k.o"],
+        &["k.o", "k32.o", "kernel.ptx"],
+        &["k.bc", "odd", "a-member-name-longer-than-sixteen.o"],
+        &[
+            "a-member-name-longer-than-sixteen.o",
+            "k.bc",
+            "nosyms.o",
+            "kernel.ptx",
+        ],
+    ];
+    for (n, members) in cases.iter().enumerate() {
+        let out = format!("case{n}.a");
+        let mut args = vec!["rcD", "--format=gnu", out.as_str()];
+        args.extend_from_slice(members);
+        run(&ar, &args, &dir);
+        let want = std::fs::read(dir.join(&out)).unwrap();
+        let new: Vec<NewMember> = members
+            .iter()
+            .map(|m| NewMember {
+                name: m.to_string(),
+                data: std::fs::read(dir.join(m)).unwrap(),
+            })
+            .collect();
+        let ours = write_gnu(&new).unwrap_or_else(|e| panic!("{members:?}: {e}"));
+        assert!(ours == want, "{members:?}: archive differs from llvm-ar's");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
