@@ -1,5 +1,5 @@
 //! `loader-sim doctor PATH... [--target TARGET ...] [--kfd-topology DIR] [--xnack on|off]
-//! [--json] [--jobs N]`: for every library with device code under PATH (files, directory
+//! [--json] [--deep] [--jobs N]`: for every library with device code under PATH (files, directory
 //! trees, wheels and other zip files) and every device, how many units have an image the
 //! device loads, why the others do not, and what would make them run.
 //!
@@ -11,8 +11,17 @@
 //!   device's generic family, only when selection for that processor (with the device's
 //!   own feature modes) finds an image in every unit of the library.
 //!
-//! Every hint that names a runtime setting is checked by selection itself: each unit is
-//! checked once against the real devices and all their variants (`choose_many`).
+//! Every hint that names a runtime setting is checked by selection itself: each unit's
+//! images are identified once and checked (`select::check`) against the real devices and
+//! all their variants, and a setting is offered only when its variant loads every unit.
+//!
+//! Output: a table per device (one line per library: covered/total units, status, the most
+//! telling rejection in `select --explain`'s words, the first hint) and a summary; with
+//! `--json`, one record per (library, device) — `file`, `member` (path inside a zip, or
+//! null), `device`, `units`, `units_covered`, `status` (`ok`, `partial`, `none`, or
+//! `damaged` with an `error` field), `reason`, `hints` ({`kind`, `env`, `value`,
+//! `offload_arch`, `safe`}) — then one summary record. Exit status 0 when every library
+//! loads on every device, 1 otherwise (also for a damaged library), 2 on bad usage.
 //!
 //! Speed and memory: files are probed by their first bytes and mapped; only container
 //! headers and the first [`IDENTIFY_LEN`] bytes of each image are read, and the pages of a
