@@ -55,6 +55,17 @@ enum Command {
     Validate(cmd::validate::Args),
     /// Write a host object that embeds device images and registers them at start-up.
     Wrap(cmd::wrap::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages: `loader-sim.1` and one per command (`loader-sim-list.1`, ...).
+    Man {
+        /// The directory to write them to.
+        #[arg(default_value = ".")]
+        dir: std::path::PathBuf,
+    },
     /// Drop-in clang-offload-bundler (LLVM 22 command line; see `offload-bundler --help`).
     #[command(disable_help_flag = true, disable_version_flag = true)]
     OffloadBundler {
@@ -127,6 +138,28 @@ impl Failure {
     }
 }
 
+/// Writes `loader-sim.1` and one page per visible subcommand into `dir`.
+fn man_pages(dir: &std::path::Path) -> Result<Outcome, Failure> {
+    use clap::CommandFactory;
+    let write = |name: &str, cmd: clap::Command| -> Result<(), Failure> {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut page)
+            .map_err(|e| Failure(format!("cannot render the man page {name}: {e}")))?;
+        let path = dir.join(name);
+        std::fs::write(&path, page).map_err(|e| Failure::file(&path, format!("cannot write: {e}")))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| Failure::file(dir, format!("cannot create: {e}")))?;
+    let cli = Cli::command();
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        // clap names are 'static: a handful of short strings, once per run.
+        let name: &'static str = format!("loader-sim-{}", sub.get_name()).leak();
+        write(&format!("{name}.1"), sub.clone().name(name))?;
+    }
+    write("loader-sim.1", cli)?;
+    Ok(Outcome::Ok)
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let argv0 = argv.first().map(String::as_str).unwrap_or("loader-sim");
@@ -152,6 +185,13 @@ fn main() -> ExitCode {
         Command::Doctor(a) => cmd::doctor::run(&a),
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Wrap(a) => cmd::wrap::run(&a),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "loader-sim", &mut std::io::stdout());
+            Ok(Outcome::Ok)
+        }
+        Command::Man { dir } => man_pages(&dir),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

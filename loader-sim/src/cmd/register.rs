@@ -56,7 +56,7 @@ pub struct Args {
     #[arg(long)]
     no_verify_hash: bool,
     /// The runtime shim to load with --load (default: libloader_sim_rt.so next to this
-    /// program, or in its deps/ directory).
+    /// program, in its deps/ directory, or in ../lib of an installation).
     #[arg(long, value_name = "SO")]
     shim: Option<PathBuf>,
 }
@@ -300,15 +300,20 @@ fn find_shim(args: &Args) -> Result<PathBuf, Failure> {
     let exe =
         std::env::current_exe().map_err(|e| Failure(format!("cannot locate this program: {e}")))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
-    // Inside a cargo target directory both may exist; the newer one is this build's.
-    [dir.join("libloader_sim_rt.so"), dir.join("deps/libloader_sim_rt.so")]
-        .into_iter()
+    // Inside a cargo target directory the first two may exist; the newer one is this
+    // build's. An installation (scripts/install.sh) puts it in <prefix>/lib.
+    [
+        dir.join("libloader_sim_rt.so"),
+        dir.join("deps/libloader_sim_rt.so"),
+        dir.join("../lib/libloader_sim_rt.so"),
+    ]
+    .into_iter()
         .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
         .max_by_key(|(t, _)| *t)
         .map(|(_, p)| p)
         .ok_or_else(|| {
             Failure(format!(
-                "runtime shim libloader_sim_rt.so not found next to {} (build the workspace: cargo build --release), or give --shim",
+                "runtime shim libloader_sim_rt.so not found next to {} or in ../lib (build the workspace: cargo build --release, or install with scripts/install.sh), or give --shim",
                 exe.display()
             ))
         })
