@@ -13,7 +13,6 @@ use common::*;
 use offload_image::ccob::{truncated_md5, CompressedBundle, CompressionMethod};
 use offload_image::ReadOptions;
 use std::path::Path;
-use std::process::Command;
 
 const TARGETS: &str = "host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx906,hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+,openmp-nvptx64-nvidia-cuda--sm_80,hipv4-amdgcn-amd-amdhsa--gfx1100";
 const IDS: [&str; 5] = [
@@ -47,21 +46,7 @@ fn bundle_args(inputs: &[String], out: &str) -> Vec<String> {
 }
 
 fn run_env(dir: &Path, prog: &Path, args: &[String], env: &[(&str, &str)]) -> std::process::Output {
-    let mut c = Command::new(prog);
-    c.args(args).current_dir(dir);
-    for v in [
-        "OFFLOAD_BUNDLER_COMPRESS",
-        "OFFLOAD_BUNDLER_VERBOSE",
-        "OFFLOAD_BUNDLER_COMPRESSION_LEVEL",
-        "COMPRESSED_BUNDLE_FORMAT_VERSION",
-        "OFFLOAD_BUNDLER_IGNORE_ENV_VAR",
-    ] {
-        c.env_remove(v);
-    }
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().unwrap()
+    run_in_env(dir, prog, args, env)
 }
 
 /// Unbundles every target of `file` with `bundler` into a vector of outputs.

@@ -131,17 +131,31 @@ impl Rng {
     }
 }
 
-/// Runs `prog args...` in `dir`.
+/// The environment variables `clang-offload-bundler` reads.
+pub const BUNDLER_ENV: [&str; 5] = [
+    "OFFLOAD_BUNDLER_COMPRESS",
+    "OFFLOAD_BUNDLER_VERBOSE",
+    "OFFLOAD_BUNDLER_COMPRESSION_LEVEL",
+    "COMPRESSED_BUNDLE_FORMAT_VERSION",
+    "OFFLOAD_BUNDLER_IGNORE_ENV_VAR",
+];
+
+/// Runs `prog args...` in `dir` with none of the bundler's environment variables set.
 pub fn run_in(dir: &Path, prog: &Path, args: &[String]) -> Output {
-    Command::new(prog)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("OFFLOAD_BUNDLER_COMPRESS")
-        .env_remove("OFFLOAD_BUNDLER_VERBOSE")
-        .env_remove("OFFLOAD_BUNDLER_COMPRESSION_LEVEL")
-        .env_remove("COMPRESSED_BUNDLE_FORMAT_VERSION")
-        .env_remove("OFFLOAD_BUNDLER_IGNORE_ENV_VAR")
-        .output()
+    run_in_env(dir, prog, args, &[])
+}
+
+/// Runs `prog args...` in `dir` with only the bundler environment variables in `env` set.
+pub fn run_in_env(dir: &Path, prog: &Path, args: &[String], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(prog);
+    c.args(args).current_dir(dir);
+    for v in BUNDLER_ENV {
+        c.env_remove(v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", prog.display()))
 }
 
