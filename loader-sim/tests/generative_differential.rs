@@ -169,6 +169,8 @@ struct Ctx {
     notes: Vec<String>,
     /// LLVM refused the generated job (not a legal job after all).
     refused: bool,
+    /// What the job covered, for the summary (`bundle o`, `ccob v3 zlib by loader-sim`, ...).
+    tags: Vec<String>,
 }
 
 impl Ctx {
@@ -277,13 +279,14 @@ fn payload(rng: &mut Rng, ty: &str) -> Vec<u8> {
 
 /// The target IDs of a bundling job: some drawn to collide (unknown or empty processors of
 /// one kind and triple), none conflicting in LLVM's sense.
-fn device_ids(rng: &mut Rng, n: usize) -> Vec<String> {
+/// Without a host entry LLVM accepts only HIP kinds (`hip_only`).
+fn device_ids(rng: &mut Rng, n: usize, hip_only: bool) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     let mut keys: BTreeMap<(String, String), String> = BTreeMap::new();
     let mut tries = 0;
     while ids.len() < n && tries < 200 {
         tries += 1;
-        let kind = *rng.pick(KINDS);
+        let kind = *rng.pick(if hip_only { &KINDS[..2] } else { KINDS });
         let amd = rng.chance(60);
         let (proc_, key) = if amd {
             *rng.pick(AMD_PROCS)
@@ -740,11 +743,11 @@ fn bundle_job(rng: &mut Rng, ctx: &mut Ctx, tag: &str) -> Option<Made> {
     let ty = *rng.pick(TYPES);
     let text = !matches!(ty, "o" | "bc" | "gch" | "ast");
     let n = rng.range(1, 8);
-    let mut entries: Vec<(String, Vec<u8>)> = device_ids(rng, n)
+    let host_less = rng.chance(30);
+    let mut entries: Vec<(String, Vec<u8>)> = device_ids(rng, n, host_less)
         .into_iter()
         .map(|id| (id, payload(rng, ty)))
         .collect();
-    let host_less = rng.chance(30);
     if !host_less {
         let host = rng.pick(HOSTS).to_string();
         let mut data = if ty == "o" && rng.chance(25) {
@@ -853,6 +856,7 @@ fn bundle_job(rng: &mut Rng, ctx: &mut Ctx, tag: &str) -> Option<Made> {
             ctx.notes
                 .push(format!("loader-sim refuses to bundle: {}", describe(&r)));
             args.retain(|a| !a.starts_with("-compression-method="));
+            by_ours = false;
             ctx.run(&Llvm::V22.bundler(), &args, &env)
         } else {
             r
@@ -862,18 +866,52 @@ fn bundle_job(rng: &mut Rng, ctx: &mut Ctx, tag: &str) -> Option<Made> {
     };
     if !r.status.success() {
         ctx.refused = true;
+        let why = String::from_utf8_lossy(&r.stderr);
+        let why = why.split("error: ").nth(1).unwrap_or("").trim().to_string();
+        ctx.tags.push(format!("refused: {why}"));
         ctx.notes
             .push(format!("the bundler refuses the job: {}", describe(&r)));
         return None;
     }
+    ctx.tags.push(format!("bundle -type={ty}"));
+    ctx.tags
+        .push(if host_less { "host-less" } else { "with host" }.to_string());
+    let version: String = env
+        .iter()
+        .filter(|(k, _)| *k == "COMPRESSED_BUNDLE_FORMAT_VERSION")
+        .map(|(_, v)| format!(" v{v}"))
+        .collect();
+    ctx.tags.push(if by_ours {
+        let method: Vec<&str> = args
+            .iter()
+            .filter_map(|a| a.strip_prefix("-compression-method="))
+            .collect();
+        format!(
+            "made by loader-sim: compressed{version} {}",
+            method.join("")
+        )
+    } else if args.iter().any(|a| a == "-compress") || !env.is_empty() {
+        format!("made by {}: compressed{version}", producer.name())
+    } else {
+        format!("made by {}: uncompressed", producer.name())
+    });
     let file = ctx.path(&out);
     let mut views = Vec::new();
     if let Some(v) = llvm_bundle_view(ctx, Llvm::V22, &file, ty, &format!("{tag}-22")) {
         views.push((Llvm::V22, v));
     }
+    let ids: BTreeSet<&str> = entries.iter().map(|(t, _)| t.as_str()).collect();
+    if ids.len() == entries.len()
+        && views.first().is_some_and(
+            |(_, v)| matches!(v, View::Bundle { ids, .. } if ids.len() < entries.len()),
+        )
+    {
+        ctx.tags.push("IDs collide in LLVM".to_string());
+    }
     // LLVM 19 reads uncompressed bundles and CCOB v2 (not v3).
     if !v3 && (producer == Llvm::V19 || rng.chance(35)) {
         if let Some(v) = llvm_bundle_view(ctx, Llvm::V19, &file, ty, &format!("{tag}-19")) {
+            ctx.tags.push("read by LLVM 19".to_string());
             views.push((Llvm::V19, v));
         }
     }
@@ -917,10 +955,12 @@ fn packager_job(rng: &mut Rng, ctx: &mut Ctx, tag: &str) -> Option<Made> {
     let r = ctx.run(&llvm("clang-offload-packager-22"), &args, &[]);
     if !r.status.success() {
         ctx.refused = true;
+        ctx.tags.push("refused: packager".to_string());
         ctx.notes
             .push(format!("the packager refuses the job: {}", describe(&r)));
         return None;
     }
+    ctx.tags.push("packager".to_string());
     let file = ctx.path(&format!("{tag}.offbin"));
     let view = llvm_packager_view(ctx, &file, &triples);
     Some(Made {
@@ -932,6 +972,7 @@ fn packager_job(rng: &mut Rng, ctx: &mut Ctx, tag: &str) -> Option<Made> {
 /// A real file of the corpus.
 fn corpus_job(rng: &mut Rng, ctx: &mut Ctx, tag: &str) -> Option<Made> {
     let (f, ty) = *rng.pick(CORPUS_FILES);
+    ctx.tags.push("corpus file".to_string());
     // A copy, so that archives can take it as a member.
     let file = ctx.path(&format!("{tag}-{}", f.replace('/', "_")));
     std::fs::copy(corpus(f), &file).unwrap();
@@ -975,6 +1016,7 @@ fn archive_job(rng: &mut Rng, ctx: &mut Ctx, tag: &str) {
     if members.is_empty() {
         return;
     }
+    ctx.tags.push("archive".to_string());
     let ar = ctx.path(&format!("{tag}.a"));
     let mut args = vec![arg(if rng.chance(50) { "rcs" } else { "rc" }), parg(&ar)];
     args.extend(members.iter().map(|m| parg(&m.file)));
@@ -1017,6 +1059,7 @@ fn run_job(seed: u64, job: usize, base: &Path) -> Ctx {
         problems: Vec::new(),
         notes: Vec::new(),
         refused: false,
+        tags: Vec::new(),
     };
     let mut rng = Rng::new(seed ^ (job as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407));
     let tag = format!("j{job}");
@@ -1125,19 +1168,52 @@ fn generative_differential_against_llvm() {
     let results = run_all(seed, &jobs);
     let refused = results.iter().filter(|c| c.refused).count();
     let failing: Vec<&Ctx> = results.iter().filter(|c| !c.problems.is_empty()).collect();
-    let dup_notes = results
-        .iter()
-        .flat_map(|c| &c.notes)
-        .filter(|n| n.contains("duplicate ID"))
-        .count();
+    let count = |what: &str| -> usize {
+        results
+            .iter()
+            .flat_map(|c| &c.notes)
+            .filter(|n| n.contains(what))
+            .count()
+    };
+    let dup = count("duplicate ID");
     println!(
-        "{} jobs, {} refused by LLVM, {} agreed, {} disagreed; {} duplicate-ID images compared",
+        "{} jobs, {} refused by LLVM, {} agreed, {} disagreed; {dup} duplicate-ID images compared, \
+         {} compatible-ID hand-outs, {} ELF host entries skipped",
         results.len(),
         refused,
         results.len() - refused - failing.len(),
         failing.len(),
-        dup_notes
+        count("as the compatible"),
+        count("is the ELF host"),
     );
+    let mut tags: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in results.iter().flat_map(|c| &c.tags) {
+        *tags.entry(t.as_str()).or_default() += 1;
+    }
+    for (t, n) in &tags {
+        println!("  {n:5}  {t}");
+    }
+    if jobs.len() >= DEFAULT_JOBS {
+        // The mix must keep covering what the test is for.
+        for must in [
+            "archive",
+            "packager",
+            "corpus file",
+            "read by LLVM 19",
+            "host-less",
+            "IDs collide in LLVM",
+            "made by LLVM 19: compressed",
+            "made by LLVM 22: compressed v2",
+            "made by LLVM 22: compressed v3",
+        ] {
+            assert!(
+                tags.iter().any(|(t, _)| t.starts_with(must)),
+                "no job covered {must:?}"
+            );
+        }
+        assert!(tags.keys().any(|t| t.contains("zlib")), "no zlib CCOB");
+        assert!(dup > 0, "no duplicate-ID image was compared");
+    }
     if jobs.len() == 1 {
         println!("{}", report(&results[0]));
     }
@@ -1154,4 +1230,46 @@ fn generative_differential_against_llvm() {
             results.len()
         );
     }
+}
+
+/// The one disagreement the generated mix leaves out (bundle jobs replace a device-ELF host
+/// input by an x86-64 object): `-type=o` with an AMDGPU code object as the *host* input.
+/// LLVM 22 adds the `__CLANG_OFFLOAD_BUNDLE__*` sections to that code object and `-list`s
+/// and `-unbundle`s them; `loader-sim list` reads the file as a bare device ELF (one `elf`
+/// record, no entry IDs), because its ELF header says AMDGPU. Not an LLVM inconsistency:
+/// kept failing until the reader decides which reading wins.
+#[test]
+#[ignore = "loader-sim list reads a device ELF with bundle sections as a bare device image"]
+fn device_elf_as_host_object() {
+    let dir = TempDir::new("generative-device-host");
+    let mut ctx = Ctx {
+        seed: 0,
+        job: 0,
+        dir: dir.0.clone(),
+        log: Vec::new(),
+        problems: Vec::new(),
+        notes: Vec::new(),
+        refused: false,
+        tags: Vec::new(),
+    };
+    let args = vec![
+        arg("-type=o"),
+        arg("-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx906"),
+        format!("-input={}", corpus("devobj/saxpy.gfx90a.co").display()),
+        format!("-input={}", corpus("devobj/saxpy.gfx906.co").display()),
+        arg("-output=dev-host.o"),
+    ];
+    let r = ctx.run(&Llvm::V22.bundler(), &args, &[]);
+    assert!(r.status.success(), "{}", describe(&r));
+    let file = ctx.path("dev-host.o");
+    let view = llvm_bundle_view(&mut ctx, Llvm::V22, &file, "o", "u").expect("LLVM 22 lists it");
+    check_file(
+        &mut ctx,
+        Made {
+            file,
+            views: vec![(Llvm::V22, view)],
+        },
+        "device ELF as host",
+    );
+    assert!(ctx.problems.is_empty(), "{}", report(&ctx));
 }
