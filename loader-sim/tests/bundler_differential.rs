@@ -136,24 +136,11 @@ fn contents(rng: &mut Rng, ty: &str) -> Vec<u8> {
             };
             std::fs::read(corpus(f)).unwrap()
         }
-        _ if text => {
-            let n = rng.range(1, 2000);
-            let mut v: Vec<u8> = (0..n)
-                .map(|_| b" abcdefgh;#/\n{}()xyz0123"[rng.below(24)])
-                .collect();
-            if rng.chance(50) {
-                v.push(b'\n');
-            }
-            v
-        }
+        _ if text => rng.text(2000),
         _ => {
-            let n = rng.range(1, 4000);
-            let mut v = rng.bytes(n);
             // Random bytes must not look like an ELF object, a bundle or a CCOB.
-            if let Some(b) = v.first_mut() {
-                *b = b'R';
-            }
-            v
+            let n = rng.range(1, 4000);
+            rng.opaque(n)
         }
     }
 }

@@ -45,10 +45,6 @@ fn bundle_args(inputs: &[String], out: &str) -> Vec<String> {
     a
 }
 
-fn run_env(dir: &Path, prog: &Path, args: &[String], env: &[(&str, &str)]) -> std::process::Output {
-    run_in_env(dir, prog, args, env)
-}
-
 /// Unbundles every target of `file` with `bundler` into a vector of outputs.
 fn unbundle_all(
     dir: &TempDir,
@@ -108,7 +104,7 @@ fn loader_sim_ccobs_decompress_in_llvm() {
                     }
                     let mut all = vec![arg("offload-bundler")];
                     all.extend(args);
-                    let r = run_env(&dir.0, &ours(), &all, &env);
+                    let r = run_in_env(&dir.0, &ours(), &all, &env);
                     assert!(r.status.success(), "{}", describe(&r));
                     let blob = std::fs::read(&out).unwrap();
                     let c = CompressedBundle::parse(&blob).unwrap();
@@ -194,7 +190,7 @@ fn llvm_ccobs_read_back() {
         let out = dir.path(&format!("{name}.ccob"));
         let mut args = bundle_args(&ins, &parg(&out));
         args.extend(extra.iter().cloned());
-        let r = run_env(&dir.0, tool, &args, env);
+        let r = run_in_env(&dir.0, tool, &args, env);
         assert!(r.status.success(), "{name}: {}", describe(&r));
         let blob = std::fs::read(&out).unwrap();
         let plain_bytes = if *tool == llvm19.as_path() {

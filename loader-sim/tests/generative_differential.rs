@@ -39,7 +39,7 @@
 //!   of an ID listed before it with the same triple and processor and a compatible kind.
 //!
 //! Every disagreement is reported with the seed, the job, the command lines run and the entry
-//! that differs. `OFFLOAD_IMAGE_DIFF_JOBS=N` runs N jobs (default 300),
+//! that differs. `OFFLOAD_IMAGE_DIFF_JOBS=N` runs N jobs (default 250),
 //! `OFFLOAD_IMAGE_DIFF_SEED=S` another seed, `OFFLOAD_IMAGE_DIFF_ONLY=J` job J alone (printing its report), and
 //! `OFFLOAD_IMAGE_DIFF_KEEP=DIR` keeps the jobs' files in DIR.
 
@@ -50,7 +50,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const DEFAULT_JOBS: usize = 300;
+const DEFAULT_JOBS: usize = 250;
 const DEFAULT_SEED: u64 = 0x0131_d1ff_0000_0002;
 
 /// Device processors: the spelling, and the key under which LLVM sees conflicts (`None`:
@@ -252,27 +252,14 @@ fn payload(rng: &mut Rng, ty: &str) -> Vec<u8> {
             };
             std::fs::read(corpus(f)).unwrap()
         }
-        _ if text => {
-            let n = rng.range(1, 3000);
-            let mut v: Vec<u8> = (0..n)
-                .map(|_| b" abcdefgh;#/\n{}()xyz0123"[rng.below(24)])
-                .collect();
-            if rng.chance(50) {
-                v.push(b'\n');
-            }
-            v
-        }
+        _ if text => rng.text(3000),
         _ => {
             let n = match rng.below(4) {
                 0 => rng.range(1, 16),
                 1 | 2 => rng.range(1, 5000),
                 _ => rng.range(5000, 70000),
             };
-            let mut v = rng.bytes(n);
-            // Random bytes must not look like an ELF object, a bundle, a CCOB or an
-            // OffloadBinary.
-            v[0] = b'R';
-            v
+            rng.opaque(n)
         }
     }
 }

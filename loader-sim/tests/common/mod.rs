@@ -122,6 +122,29 @@ impl Rng {
         (0..n).map(|_| self.next() as u8).collect()
     }
 
+    /// 1 to `max` bytes of text-like content (code-ish characters and newlines, never a
+    /// bundle marker), with a final newline half of the time.
+    pub fn text(&mut self, max: usize) -> Vec<u8> {
+        let n = self.range(1, max);
+        let mut v: Vec<u8> = (0..n)
+            .map(|_| b" abcdefgh;#/\n{}()xyz0123"[self.below(24)])
+            .collect();
+        if self.chance(50) {
+            v.push(b'\n');
+        }
+        v
+    }
+
+    /// `n` random bytes that do not start like an ELF object, a bundle, a CCOB or an
+    /// OffloadBinary (the first byte is `R`).
+    pub fn opaque(&mut self, n: usize) -> Vec<u8> {
+        let mut v = self.bytes(n);
+        if let Some(b) = v.first_mut() {
+            *b = b'R';
+        }
+        v
+    }
+
     /// Shuffles `v` in place.
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
