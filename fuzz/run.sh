@@ -50,9 +50,11 @@ case "$target" in
     text_bundle) seeds=("$corpus/text") ;;
     ccob) seeds=("$corpus/compressed" "$corpus/nvptx/omp_nv_cubins.v3-zstd.llvm22.ccob") ;;
     offload_binary) seeds=("$corpus/packager" "$corpus/nvptx") ;;
+    nvfatbin) seeds=("$corpus/../nvfatbin/files" "$corpus/../nvfatbin/files/malformed") ;;
     register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o") ;;
     container | select) seeds=("$corpus/bundles" "$corpus/compressed" "$corpus/packager" "$corpus/text"
-                               "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed") ;;
+                               "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed"
+                               "$corpus/../nvfatbin/files") ;;
 esac
 mkdir -p "corpus/$target"
 # libFuzzer takes directories: single seed files are copied into the target's corpus.

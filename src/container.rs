@@ -23,7 +23,8 @@ pub use crate::bytes::elf_machine;
 use crate::bytes::{self, u64_of};
 use crate::ccob::{self, CompressedBundle};
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::{Format, Image};
+use crate::image::{Format, Image, ImageKind};
+use crate::nvfatbin::{self, Fatbin, FatbinEntries};
 use crate::offload_binary::{
     self, OffloadBinaries, OffloadBinary, OffloadBinaryEntries, OffloadBinaryIter,
 };
@@ -41,6 +42,10 @@ pub const SHT_LLVM_OFFLOADING: u32 = 0x6FFF_4C0B;
 const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
 /// `e_machine` of NVIDIA cubins (`object::elf::EM_CUDA`).
 const EM_CUDA: u16 = object::elf::EM_CUDA.0;
+/// Section of host ELF files holding NVIDIA fatbinaries back to back.
+pub const NV_FATBIN_SECTION: &[u8] = b".nv_fatbin";
+/// Section of relocatable-device-code objects (`nvcc -rdc`) holding their fatbinary.
+pub const NV_RELFATBIN_SECTION: &[u8] = b"__nv_relfatbin";
 /// Prefix of the per-entry sections of a bundled host object (`FORMATS.md` §2.5).
 pub const OBJECT_BUNDLE_PREFIX: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 
@@ -117,6 +122,8 @@ pub enum UnitContent<'data> {
     ObjectBundle(ObjectBundle<'data>),
     /// A bare device ELF (AMDGPU code object or cubin).
     DeviceElf(&'data [u8]),
+    /// One NVIDIA fatbinary (bare, in `.nv_fatbin`, or an OffloadBinary `fatbin` image).
+    NvFatbin(Fatbin<'data>),
 }
 
 /// A registration/selection unit: see the module documentation.
@@ -146,6 +153,7 @@ impl<'data> Unit<'data> {
             UnitContent::Text(_) => Format::TextBundle,
             UnitContent::OffloadBinaries(_) => Format::OffloadBinary,
             UnitContent::DeviceElf(_) => Format::Elf,
+            UnitContent::NvFatbin(_) => Format::NvFatbin,
         }
     }
 
@@ -211,6 +219,10 @@ impl<'data> Unit<'data> {
                         owned.push(data);
                     }
                 }
+            }
+            UnitContent::NvFatbin(f) => {
+                // `Fatbin::parse` checked the sum of the claims against the limit.
+                owned = f.decompress_all(options).map_err(|e| e.rebase(at))?;
             }
             _ => {}
         }
@@ -287,6 +299,10 @@ impl<'data> OpenUnit<'data> {
             },
             UnitContent::ObjectBundle(o) => State::Object(o.sections()),
             UnitContent::DeviceElf(d) => State::Elf(Some(d)),
+            UnitContent::NvFatbin(f) => State::Fatbin {
+                entries: f.entries(),
+                owned: self.owned.iter(),
+            },
         };
         Images {
             index: 0,
@@ -315,6 +331,10 @@ enum State<'a> {
     },
     Object(ObjectSections<'a>),
     Elf(Option<&'a [u8]>),
+    Fatbin {
+        entries: FatbinEntries<'a>,
+        owned: core::slice::Iter<'a, Vec<u8>>,
+    },
     Done,
 }
 
@@ -348,6 +368,13 @@ impl<'a> Iterator for Images<'a> {
                 .next()
                 .map(|(id, data)| Image::from_id(i, Format::Bundle, id, data)),
             State::Elf(e) => e.take().map(|d| Image::from_elf(i, d)),
+            State::Fatbin { entries, owned } => entries.next().and_then(|e| {
+                let bytes = match e.image() {
+                    Some(b) => b,
+                    None => nvfatbin::trim_image(e.kind, owned.next()?),
+                };
+                Some(Image::from_fatbin_entry(i, &e, bytes))
+            }),
             State::Done => None,
         };
         let mut image = image?;
@@ -553,6 +580,16 @@ fn starts_blob(data: &[u8]) -> bool {
         || offload_binary::is_offload_binary(data)
 }
 
+/// The first offset at or after `from` where an NVIDIA fatbinary starts.
+fn next_fatbin(data: &[u8], from: usize) -> Option<usize> {
+    let tail = data.get(from..)?;
+    tail.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == 0x50)
+        .find(|(i, _)| tail.get(*i..).is_some_and(nvfatbin::is_fatbin))
+        .and_then(|(i, _)| from.checked_add(i))
+}
+
 /// The first offset at or after `from` where a back-to-back container starts.
 fn next_blob(data: &[u8], from: usize) -> Option<usize> {
     let tail = data.get(from..)?;
@@ -599,6 +636,15 @@ enum Frame<'data> {
         data: &'data [u8],
         pos: usize,
         index: usize,
+        /// OffloadBinaries just handed out whose `fatbin` images are still to be walked,
+        /// and how many of their entries have been looked at.
+        nested: Option<(OffloadBinaries<'data>, usize)>,
+        path_len: usize,
+    },
+    Fatbins {
+        data: &'data [u8],
+        pos: usize,
+        index: usize,
         path_len: usize,
     },
 }
@@ -617,6 +663,9 @@ enum Step<'data> {
     Visit(&'data [u8], PathElem<'data>, u64),
     /// Walk the blobs of an offload section under the path element.
     Blobs(&'data [u8], PathElem<'data>, u64),
+    /// Walk NVIDIA fatbinaries: of a section under the path element, or (no element) of an
+    /// OffloadBinary image.
+    Fatbins(&'data [u8], Option<PathElem<'data>>, u64),
     /// The frame is exhausted.
     Pop,
 }
@@ -727,6 +776,24 @@ impl<'data> Units<'data> {
                             data,
                             pos: 0,
                             index: 0,
+                            nested: None,
+                            path_len,
+                        },
+                        at,
+                    )?;
+                }
+                Step::Fatbins(data, elem, at) => {
+                    let len = self.frame_path_len();
+                    match elem {
+                        Some(elem) => self.enter(len, elem, at)?,
+                        None => self.path.truncate(len),
+                    }
+                    let path_len = self.path.len();
+                    self.push(
+                        Frame::Fatbins {
+                            data,
+                            pos: 0,
+                            index: 0,
                             path_len,
                         },
                         at,
@@ -744,7 +811,8 @@ impl<'data> Units<'data> {
             Some(
                 Frame::Archive { path_len, .. }
                 | Frame::Elf { path_len, .. }
-                | Frame::Blobs { path_len, .. },
+                | Frame::Blobs { path_len, .. }
+                | Frame::Fatbins { path_len, .. },
             ) => *path_len,
             None => 0,
         }
@@ -818,6 +886,18 @@ impl<'data> Units<'data> {
                     data,
                     pos: 0,
                     index: 0,
+                    nested: None,
+                    path_len,
+                },
+                base,
+            )?;
+            Ok(None)
+        } else if nvfatbin::is_fatbin(data) {
+            self.push(
+                Frame::Fatbins {
+                    data,
+                    pos: 0,
+                    index: 0,
                     path_len,
                 },
                 base,
@@ -831,8 +911,6 @@ impl<'data> Units<'data> {
                 || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
             {
                 "LLVM bitcode is not an offload container (offloading metadata in bitcode is not read)"
-            } else if data.starts_with(&[0x50, 0xED, 0x55, 0xBA]) {
-                "NVIDIA fatbinary: opaque to this loader (a CUDA runtime hands it to the driver whole)"
             } else {
                 "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, text bundle or archive)"
             };
@@ -902,6 +980,8 @@ impl<'data> Units<'data> {
                             ));
                         }
                     } else if name == b".hip_fatbin"
+                        || name == NV_FATBIN_SECTION
+                        || name == NV_RELFATBIN_SECTION
                         || ty == SHT_LLVM_OFFLOADING
                         || name.starts_with(b".llvm.offloading")
                     {
@@ -917,6 +997,13 @@ impl<'data> Units<'data> {
                                 "offload sections overlap (together larger than the file)",
                             ));
                         }
+                        if name == NV_FATBIN_SECTION || name == NV_RELFATBIN_SECTION {
+                            return Ok(Step::Fatbins(
+                                contents,
+                                Some(PathElem::Section(name)),
+                                base_of(contents),
+                            ));
+                        }
                         return Ok(Step::Blobs(
                             contents,
                             PathElem::Section(name),
@@ -927,10 +1014,35 @@ impl<'data> Units<'data> {
                 Ok(Step::Pop)
             }
             Frame::Blobs {
-                data, pos, index, ..
+                data,
+                pos,
+                index,
+                nested,
+                ..
             } => {
                 let base = base_of(data);
                 let limits = &options.limits;
+                // The fatbinaries inside OffloadBinaries (image kind `fatbin`) are units
+                // of their own, after the OffloadBinaries.
+                if let Some((seq, seen)) = nested {
+                    let next = seq
+                        .iter()
+                        .filter(|(_, b)| !b.is_compressed())
+                        .flat_map(|(_, b)| b.entries())
+                        .enumerate()
+                        .skip(*seen)
+                        .find(|(_, e)| {
+                            ImageKind::from_code(e.image_kind) == ImageKind::Fatbinary
+                                && nvfatbin::is_fatbin(e.image)
+                        });
+                    match next {
+                        Some((i, e)) => {
+                            *seen = i.saturating_add(1);
+                            return Ok(Step::Fatbins(e.image, None, base_of(e.image)));
+                        }
+                        None => *nested = None,
+                    }
+                }
                 let Some(start) = bytes::skip_zeros(data, *pos) else {
                     return Ok(Step::Pop);
                 };
@@ -952,6 +1064,7 @@ impl<'data> Units<'data> {
                     (UnitContent::Compressed(c), len)
                 } else if offload_binary::is_offload_binary(blob) {
                     let s = OffloadBinaries::parse(blob, limits).map_err(|e| e.rebase(at))?;
+                    *nested = Some((s, 0));
                     (UnitContent::OffloadBinaries(s), s.len())
                 } else {
                     return Err(Error::new(
@@ -982,6 +1095,57 @@ impl<'data> Units<'data> {
                     }
                 }
                 Ok(Step::Unit(at, unit_index, content, skipped))
+            }
+            Frame::Fatbins {
+                data, pos, index, ..
+            } => {
+                let base = base_of(data);
+                let limits = &options.limits;
+                let Some(start) = bytes::skip_zeros(data, *pos) else {
+                    return Ok(Step::Pop);
+                };
+                let at = base.saturating_add(u64_of(start));
+                let blob = data.get(start..).unwrap_or(&[]);
+                if *index as u64 >= limits.max_entries {
+                    return Err(Error::new(
+                        ErrorKind::LimitExceeded,
+                        at,
+                        "number of containers in one section exceeds the limit",
+                    ));
+                }
+                if !nvfatbin::is_fatbin(blob) {
+                    return Err(Error::new(
+                        ErrorKind::Malformed,
+                        at,
+                        "unexpected bytes where the next fatbinary should start",
+                    ));
+                }
+                let f = Fatbin::parse(blob, limits).map_err(|e| e.rebase(at))?;
+                let unit_index = *index;
+                *index = index.saturating_add(1);
+                let len = usize::try_from(f.len()).unwrap_or(usize::MAX);
+                *pos = start.saturating_add(len.max(1));
+                // FORMATS.md §2.4, as for the other containers.
+                let mut skipped = None;
+                if !options.strict {
+                    if let Some(next) = bytes::skip_zeros(data, *pos) {
+                        let rest = data.get(next..).unwrap_or(&[]);
+                        if !nvfatbin::is_fatbin(rest) {
+                            let resume = next_fatbin(data, next).unwrap_or(data.len());
+                            skipped = Some(
+                                base.saturating_add(u64_of(next))
+                                    ..base.saturating_add(u64_of(resume)),
+                            );
+                            *pos = resume;
+                        }
+                    }
+                }
+                Ok(Step::Unit(
+                    at,
+                    unit_index,
+                    UnitContent::NvFatbin(f),
+                    skipped,
+                ))
             }
         }
     }

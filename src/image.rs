@@ -2,6 +2,7 @@
 //! they are, whatever the container format.
 
 use crate::bundle::BundleEntry;
+use crate::nvfatbin::{EntryKind, FatbinEntry};
 use crate::offload_binary::{OffloadBinaryEntry, StringMap};
 use crate::raw::ELF_MAGIC;
 use crate::text::TextEntry;
@@ -17,6 +18,8 @@ pub enum Format {
     OffloadBinary,
     /// A bare device ELF file.
     Elf,
+    /// An NVIDIA fatbinary entry (cubin or PTX).
+    NvFatbin,
 }
 
 impl Format {
@@ -27,6 +30,7 @@ impl Format {
             Format::TextBundle => "clang-offload-bundle-text",
             Format::OffloadBinary => "offload-binary",
             Format::Elf => "elf",
+            Format::NvFatbin => "nvidia-fatbin",
         }
     }
 }
@@ -286,6 +290,31 @@ impl<'a> Image<'a> {
             flags: e.flags,
             strings: Some(e.strings),
             bytes: e.image,
+            offset: None,
+        }
+    }
+
+    /// An entry of an NVIDIA fatbinary; `bytes` is its image (the stored payload or the
+    /// decompressed one, without padding: [`crate::nvfatbin::trim_image`]).
+    ///
+    /// The triple is `nvptx64-nvidia-cuda`, the target the entry's architecture with the
+    /// variant it records (`sm_86`, `sm_90a`, `sm_100f`), the offload kind CUDA and
+    /// `flags` the low 32 bits of the entry flags (all known flags fit).
+    pub fn from_fatbin_entry(index: usize, e: &FatbinEntry<'_>, bytes: &'a [u8]) -> Self {
+        Image {
+            index,
+            format: Format::NvFatbin,
+            entry_id: None,
+            offload_kind: OffloadKind::Cuda,
+            triple: Some("nvptx64-nvidia-cuda"),
+            target_id: e.arch_name(),
+            image_kind: match e.kind {
+                EntryKind::Cubin => ImageKind::Cubin,
+                EntryKind::Ptx => ImageKind::Ptx,
+            },
+            flags: u32::try_from(e.flags & 0xFFFF_FFFF).unwrap_or(0),
+            strings: None,
+            bytes,
             offset: None,
         }
     }

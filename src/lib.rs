@@ -94,6 +94,7 @@ pub mod container;
 pub mod entry_id;
 mod error;
 pub mod image;
+pub mod nvfatbin;
 pub mod offload_binary;
 pub mod raw;
 pub mod registration;
@@ -101,6 +102,7 @@ pub mod select;
 pub mod stream;
 pub mod target;
 pub mod text;
+pub mod validate;
 #[cfg(feature = "write")]
 pub mod write;
 

@@ -171,6 +171,70 @@ pub struct StringEntryV2 {
 /// Size of [`OffloadEntry`] on disk.
 pub const OFFLOAD_ENTRY_SIZE: u64 = 40;
 
+/// Magic of an NVIDIA fatbinary (`0xBA55ED50`, bytes `50 ED 55 BA`, `NVFATBIN.md`).
+pub const NVFATBIN_MAGIC: &[u8; 4] = &[0x50, 0xED, 0x55, 0xBA];
+/// Magic of a `__fatBinC_Wrapper_t` in `.nvFatBinSegment` (`0x466243B1`).
+pub const NVFATBIN_WRAPPER_MAGIC: u32 = 0x4662_43B1;
+
+/// NVIDIA fatbinary header (16 bytes, `NVFATBIN.md` "Layout").
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct FatbinHeader {
+    /// `50 ED 55 BA`.
+    pub magic: [u8; 4],
+    /// 1.
+    pub version: U16,
+    /// Size of this header (16).
+    pub header_size: U16,
+    /// Size of everything after the header (entries and payloads).
+    pub size: U64,
+}
+
+/// The fields of an NVIDIA fatbinary entry header this crate reads (its first 64 bytes;
+/// `header_size` says where the payload starts).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct FatbinEntryHeader {
+    /// 1 = PTX, 2 = ELF (cubin).
+    pub kind: U16,
+    /// Unknown (`0x0101` seen).
+    pub unknown_02: U16,
+    /// Size of the entry header; the payload follows it.
+    pub header_size: U32,
+    /// Stored (padded) payload size.
+    pub payload_size: U64,
+    /// Size of the compressed stream of a compressed payload, else 0.
+    pub compressed_size: U32,
+    /// Unknown (0, or 0x40 on PTX and sm_100+ entries).
+    pub unknown_14: U32,
+    /// Unknown (`0x10008` on cubins, `0x90005` on PTX of CUDA 13.5).
+    pub unknown_18: U32,
+    /// SM number (86 for `sm_86`).
+    pub sm: U32,
+    /// Unknown (0 seen).
+    pub unknown_20: U64,
+    /// Flags: `0x2000` LZ4, `0x8000` zstd, `0x100000` `a`, `0x200000` `f`, ...
+    pub flags: U64,
+    /// Unknown (0 seen).
+    pub unknown_30: U64,
+    /// Size of the decompressed payload of a compressed entry, else 0.
+    pub uncompressed_size: U64,
+}
+
+/// `__fatBinC_Wrapper_t`: one per translation unit in `.nvFatBinSegment` (24 bytes).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct FatbinWrapper {
+    /// `0x466243B1`.
+    pub magic: U32,
+    /// 1.
+    pub version: U32,
+    /// Address of the fatbinary (relocated).
+    pub fatbin: U64,
+    /// Address of a file name or of a list of prelinked fatbinaries (0 seen).
+    pub data: U64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +252,8 @@ mod tests {
         assert_eq!(size_of::<OffloadEntry>(), OFFLOAD_ENTRY_SIZE as usize);
         assert_eq!(size_of::<StringEntryV1>(), 16);
         assert_eq!(size_of::<StringEntryV2>(), 24);
+        assert_eq!(size_of::<FatbinHeader>(), 16);
+        assert_eq!(size_of::<FatbinEntryHeader>(), 64);
+        assert_eq!(size_of::<FatbinWrapper>(), 24);
     }
 }

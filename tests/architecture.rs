@@ -12,12 +12,13 @@ use std::path::Path;
 const ROAD: &[&[&str]] = &[
     &["lib", "error", "raw", "bytes"],
     &["ccob"],
-    &["bundle", "text", "offload_binary", "entry_id"],
+    &["bundle", "text", "offload_binary", "nvfatbin", "entry_id"],
     &["image"],
     &["container"],
     &["target"],
     &["select"],
     &["stream"],
+    &["validate"],
     &["registration"],
     &["write"],
 ];

@@ -227,6 +227,26 @@ fn subjects() -> Vec<Subject> {
             "driver/libfat.gfx90a_xnack+.a",
         ],
     ));
+    // NVIDIA fatbinaries (tests/data/nvfatbin, made by nvcc/fatbinary 13.5): zstd, LZ4 and
+    // stored entries, a/f variants, several in one `.nv_fatbin`, an archive.
+    for f in [
+        "mixed.default.fatbin",
+        "mixed.speed.all.fatbin",
+        "mixed.size.all.fatbin",
+        "variants.fatbin",
+        "device_c.fatbin",
+        "libk.so",
+        "libk.a",
+    ] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/nvfatbin/files")
+            .join(f);
+        s.push(Subject {
+            name: format!("nvfatbin/{f}"),
+            class: "NVIDIA fatbinary",
+            data: std::fs::read(path).unwrap(),
+        });
+    }
     s.extend(corpus(
         "device ELF",
         &[
@@ -366,6 +386,38 @@ fn fields(d: &[u8]) -> (Vec<Field>, Vec<(Field, Field)>) {
                     out.push(f(r + 16, U64));
                     pairs.push((f(r + 8, U64), f(r + 16, U64)));
                 }
+            }
+        }
+    }
+    for p in positions(d, &[0x50, 0xED, 0x55, 0xBA]) {
+        out.extend([f(p + 4, U16), f(p + 6, U16), f(p + 8, U64)]);
+        let (Some(hs), Some(size)) = (u16_at(d, p + 6), u64_at(d, p + 8)) else {
+            continue;
+        };
+        let end = (p + hs as usize).saturating_add(size.min(1 << 32) as usize);
+        let mut e = p + hs as usize;
+        for _ in 0..32 {
+            if e + 64 > d.len().min(end) {
+                break;
+            }
+            out.extend([
+                f(e, U16),
+                f(e + 4, U32),
+                f(e + 8, U64),
+                f(e + 16, U32),
+                f(e + 0x1C, U32),
+                f(e + 0x28, U64),
+                f(e + 0x38, U64),
+            ]);
+            let (Some(ehs), Some(len)) = (u32_at(d, e + 4), u64_at(d, e + 8)) else {
+                break;
+            };
+            match e
+                .checked_add(ehs as usize)
+                .and_then(|x| x.checked_add(usize::try_from(len).ok()?))
+            {
+                Some(next) if next > e => e = next,
+                _ => break,
             }
         }
     }
@@ -553,6 +605,9 @@ fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
                 UnitContent::OffloadBinaries(seq) => {
                     assert!(inside || seq.iter().any(|(_, b)| b.is_compressed()));
                 }
+                UnitContent::NvFatbin(fb) => {
+                    assert!(inside || fb.entries().any(|e| e.codec.is_some()));
+                }
                 _ => assert!(inside, "image outside the input"),
             }
             if inside {
@@ -694,6 +749,24 @@ fn exercise(data: &[u8]) -> Result<usize, Error> {
     stream_select(data);
     let options = ReadOptions::default();
     let listed = list_then_select(data, &options);
+    // `loader-sim validate`: every finding has a code and lies inside the input, and what
+    // the list path refuses is an error finding there too.
+    let findings = offload_image::validate::validate(data, &options);
+    for f in &findings {
+        assert!(!f.code.name().is_empty() && !f.message.is_empty());
+        assert!(
+            f.offset <= data.len() as u64,
+            "finding past the input: {f:?}"
+        );
+    }
+    if listed.is_err() {
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.severity() == offload_image::validate::Severity::Error),
+            "list fails but validate finds no error"
+        );
+    }
     match listed {
         // A damaged stream that still decodes: read past the hash check too, as
         // `loader-sim list --no-verify-hash` does.

@@ -72,6 +72,9 @@ pub fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
                 UnitContent::OffloadBinaries(seq) => {
                     assert!(inside || seq.iter().any(|(_, b)| b.is_compressed()));
                 }
+                UnitContent::NvFatbin(fb) => {
+                    assert!(inside || fb.entries().any(|e| e.codec.is_some()));
+                }
                 _ => assert!(inside, "image outside the input"),
             }
             if inside {

@@ -48,6 +48,8 @@ enum Command {
     },
     /// Choose the image a runtime would load for each target, per unit.
     Select(cmd::select::Args),
+    /// Check offload containers: every problem, with severity, code and byte offset.
+    Validate(cmd::validate::Args),
     /// Write a host object that embeds device images and registers them at start-up.
     Wrap(cmd::wrap::Args),
     /// Drop-in clang-offload-bundler (LLVM 22 command line; see `offload-bundler --help`).
@@ -107,6 +109,8 @@ pub enum Outcome {
     Ok,
     /// A well-formed input had no compatible image for a requested target (exit 1).
     NoMatch,
+    /// The command reported what is wrong itself (`validate` found errors): exit 2.
+    Invalid,
 }
 
 /// A failure reported as one line on standard error, exit status 2.
@@ -142,11 +146,13 @@ fn main() -> ExitCode {
         Command::Register(a) => cmd::register::run(&a),
         Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a),
+        Command::Validate(a) => cmd::validate::run(&a),
         Command::Wrap(a) => cmd::wrap::run(&a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::NoMatch) => ExitCode::from(1),
+        Ok(Outcome::Invalid) => ExitCode::from(2),
         Err(Failure(msg)) => {
             eprintln!("loader-sim: error: {msg}");
             ExitCode::from(2)

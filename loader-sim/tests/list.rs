@@ -48,7 +48,10 @@ fn json_records_match_the_manifest() {
                     "{name}: {}",
                     String::from_utf8_lossy(&out.stderr)
                 );
-                let recs = json_lines(&out.stdout);
+                let mut recs = json_lines(&out.stdout);
+                // The entries of a fatbinary an OffloadBinary wraps are checked below
+                // (`nvidia-fatbin`) and in nvfatbin_records_match_cuobjdump.
+                recs.retain(|r| r["format"] != "nvidia-fatbin");
                 for r in &recs {
                     let keys: Vec<&str> =
                         r.as_object().unwrap().keys().map(|k| k.as_str()).collect();
@@ -81,7 +84,14 @@ fn json_records_match_the_manifest() {
                 assert_eq!(recs.len(), expect_images.len(), "{name}");
                 files += 1;
             }
-            "ptx" | "llvm-bitcode" | "text" | "nvidia-fatbin" => {
+            "nvidia-fatbin" => {
+                assert!(out.status.success(), "{name}");
+                let recs = json_lines(&out.stdout);
+                let file = Path::new(name).file_name().unwrap().to_str().unwrap();
+                assert_eq!(fatbin_view(&recs), cuobjdump_manifest(file), "{name}");
+                files += 1;
+            }
+            "ptx" | "llvm-bitcode" | "text" => {
                 // Not offload containers: refused, exit 2, one line.
                 assert_eq!(out.status.code(), Some(2), "{name}");
                 let err = String::from_utf8(out.stderr).unwrap();
@@ -239,4 +249,89 @@ fn rocrand_lists_what_clang_offload_bundler_extracts() {
         extracted += 1;
     }
     assert_eq!(extracted, 7, "7 device images compared byte for byte");
+}
+
+/// What tests/data/nvfatbin/MANIFEST records for `file`: sorted (kind, arch, sha256) of
+/// what `cuobjdump -xelf all -xptx all` writes.
+fn cuobjdump_manifest(file: &str) -> Vec<(String, String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/MANIFEST");
+    let mut v: Vec<_> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[0] == file).then(|| (f[1].to_string(), f[2].to_string(), f[3].to_string()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `list --json` records of fatbinary entries in the MANIFEST's terms (cuobjdump names a
+/// family cubin by its plain SM).
+fn fatbin_view(recs: &[Value]) -> Vec<(String, String, String)> {
+    let mut v: Vec<_> = recs
+        .iter()
+        .map(|r| {
+            assert_eq!(r["format"], "nvidia-fatbin", "{r}");
+            assert_eq!(r["triple"], "nvptx64-nvidia-cuda", "{r}");
+            assert_eq!(r["offload_kind"], "cuda", "{r}");
+            let kind = match r["image_kind"].as_str().unwrap() {
+                "cubin" => "elf",
+                "ptx" => "ptx",
+                k => panic!("image kind {k}"),
+            };
+            let arch = r["target_id"].as_str().unwrap();
+            let arch = if kind == "elf" {
+                arch.trim_end_matches('f')
+            } else {
+                arch
+            };
+            let sha = r["sha256"].as_str().unwrap();
+            (kind.to_string(), arch.to_string(), sha.to_string())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn nvfatbin_records_match_cuobjdump() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/files");
+    let mut images = 0;
+    let mut compressed = BTreeSet::new();
+    for file in [
+        "mixed.default.fatbin",
+        "mixed.speed.all.fatbin",
+        "variants.fatbin",
+        "host.o",
+        "libk.a",
+        "libk.so",
+        "prog",
+        "rdc.o",
+    ] {
+        let out = loader_sim(&["list", dir.join(file).to_str().unwrap(), "--json"]);
+        assert!(out.status.success(), "{file}");
+        let recs = json_lines(&out.stdout);
+        for r in &recs {
+            compressed.insert(r["compression"].as_str().map(str::to_string));
+            // Stored entries are slices of the file; decompressed ones have no offset.
+            assert_eq!(r["offset"].is_null(), !r["compression"].is_null(), "{r}");
+        }
+        let got = fatbin_view(&recs);
+        assert_eq!(got, cuobjdump_manifest(file), "{file}");
+        images += got.len();
+    }
+    assert_eq!(images, 4 + 4 + 6 + 3 + 5 + 6 + 4 + 1);
+    let want: BTreeSet<Option<String>> = [None, Some("lz4".into()), Some("zstd".into())]
+        .into_iter()
+        .collect();
+    assert_eq!(compressed, want);
+    // Bad input: one line naming the byte offset, exit 2.
+    let bad = dir.join("malformed/entry_size_past_end.fatbin");
+    let out = loader_sim(&["list", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("at byte 24"), "{err}");
 }

@@ -394,3 +394,105 @@ fn rocsparse_registers_111_fat_binaries() {
         by_unit(&records).keys().collect::<Vec<_>>()
     );
 }
+
+/// NVIDIA fatbinaries registered statically: one `.nvFatBinSegment` wrapper (magic
+/// `0x466243B1`) per translation unit, its fatbinary pointer resolved through the
+/// relocations; the entries are the kernels of the chosen cubin (`STO_CUDA_ENTRY`
+/// functions), which the sources of tests/data/nvfatbin/regen.sh define.
+#[test]
+fn nvidia_fat_binaries_register_statically() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/files");
+    let manifest = std::fs::read_to_string(dir.join("../MANIFEST")).unwrap();
+    let kernels = |r: &Value| -> Vec<String> {
+        r["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // libk.so: k.cu (scale, add) and k2.cu (neg), built for sm_75 and sm_86 (+ PTX).
+    let (recs, code, err) = register(&dir.join("libk.so"), &["sm_86", "sm_75"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(recs.len(), 4);
+    for r in &recs {
+        assert_eq!(r["registration"], "cuda");
+        assert_eq!(r["entries_from"], "device-image");
+        let d = r["device"].as_str().unwrap();
+        assert_eq!(r["selected"], format!("nvptx64-nvidia-cuda--{d}"));
+        let sha = r["sha256"].as_str().unwrap();
+        assert!(manifest.contains(&format!("libk.so elf {d} {sha}")), "{r}");
+    }
+    let mut names: Vec<Vec<String>> = recs.iter().map(kernels).collect();
+    names.dedup();
+    assert_eq!(
+        names,
+        [vec!["_Z3addPfPKfi", "_Z5scalePffi"], vec!["_Z3negPfi"]]
+    );
+    // sm_80 has no cubin of its major but the sm_86 PTX needs 8.6: nothing runs.
+    let (recs, _, _) = register(&dir.join("libk.so"), &["sm_80"], &[]);
+    assert!(recs.iter().all(|r| r["selected"].is_null()), "{recs:?}");
+    // prog: three translation units plus the CUDA runtime's, all sm_86.
+    let (recs, code, err) = register(&dir.join("prog"), &["sm_86"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(recs.len(), 4);
+    let all: Vec<String> = recs.iter().flat_map(kernels).collect();
+    for k in ["_Z3addPfPKfi", "_Z5scalePffi", "_Z3negPfi"] {
+        assert!(all.iter().any(|n| n == k), "{all:?}");
+    }
+    // A relocatable object: the wrapper's pointer is resolved through .rela.nvFatBinSegment.
+    let (recs, code, err) = register(&dir.join("host.o"), &["sm_89"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["selected"], "nvptx64-nvidia-cuda--sm_86");
+    assert_eq!(kernels(&recs[0]), ["_Z3addPfPKfi", "_Z5scalePffi"]);
+}
+
+/// A library built with `nvcc -cudart shared` loaded with the shim standing in for
+/// libcudart.so.13: its constructors call `__cudaRegisterFatBinary`,
+/// `__cudaRegisterFunction` (one per kernel) and `__cudaRegisterFatBinaryEnd`; the chosen
+/// cubins are the ones cuobjdump extracts.
+#[test]
+fn cuda_runtime_shim_registers_what_the_constructors_call() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/files");
+    let manifest = std::fs::read_to_string(dir.join("../MANIFEST")).unwrap();
+    let lib = dir.join("libk_rt.so");
+    let out = loader_sim(&[
+        "register",
+        "--load",
+        lib.to_str().unwrap(),
+        "--json",
+        "--device",
+        "sm_86",
+        "--device",
+        "sm_89",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = json_lines(&out.stdout);
+    assert_eq!(recs.len(), 4, "{recs:?}");
+    let mut kernels = BTreeSet::new();
+    for r in &recs {
+        assert_eq!(r["registration"], "cuda");
+        assert_eq!(r["entries_from"], "registration");
+        // sm_89 runs the sm_86 cubin (same major, highest minor not above 9).
+        assert_eq!(r["selected"], "nvptx64-nvidia-cuda--sm_86");
+        let sha = r["sha256"].as_str().unwrap();
+        assert!(
+            manifest.contains(&format!("libk_rt.so elf sm_86 {sha}")),
+            "{r}"
+        );
+        for e in r["entries"].as_array().unwrap() {
+            assert_eq!(e["kind"], "kernel");
+            kernels.insert(e["name"].as_str().unwrap().to_string());
+        }
+    }
+    let want: BTreeSet<String> = ["_Z3addPfPKfi", "_Z5scalePffi", "_Z3negPfi"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(kernels, want);
+}

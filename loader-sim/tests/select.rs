@@ -563,3 +563,80 @@ fn compressed_bundle_with_shared_payloads_falls_back_to_whole_decompression() {
     assert_eq!(r["sha256"], sha256(gfx1030.data).as_str());
     assert_eq!(std::fs::read(&o).unwrap(), gfx1030.data);
 }
+
+#[test]
+fn nvidia_fatbinaries_select_explain_and_write() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/files");
+    let file = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    // Two fatbinaries in .nv_fatbin: one record each; sm_89 takes the sm_86 cubin (COMPATIBILITY.md §9.4
+    // rule 2) over the sm_86 PTX, and --explain says why in the NVPTX words.
+    let out = run(&["select", "--target", "sm_89", "--explain", &file("libk.so")]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.matches("selected nvptx64-nvidia-cuda--sm_86").count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.contains("not nvptx64-nvidia-cuda--sm_75: sm_75 cubin runs only on compute capability 7.x, device is 8.9"),
+        "{text}"
+    );
+    assert!(
+        text.contains("compatible, but jit code ranks below compatible code"),
+        "{text}"
+    );
+    // --no-jit: a PTX-only fatbinary has nothing to offer (exit 1).
+    let out = run(&[
+        "select",
+        "--target",
+        "sm_86",
+        "--no-jit",
+        "--explain",
+        &file("ptx_only.fatbin"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("PTX needs a JIT compiler, which is disabled"),
+        "{text}"
+    );
+    // --policy first: the first compatible entry in stored order (sm_80 before sm_86).
+    let out = run(&[
+        "select",
+        "--target",
+        "sm_86",
+        "--policy",
+        "first",
+        "--json",
+        &file("cubin_only.fatbin"),
+    ]);
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["selected"], "nvptx64-nvidia-cuda--sm_80");
+    // -o and --sha256 on an LZ4 entry: the bytes cuobjdump extracts (MANIFEST).
+    let tmp = std::env::temp_dir().join(format!("loader-sim-nvfatbin-{}", std::process::id()));
+    let out = run(&[
+        "select",
+        "--target",
+        "sm_90",
+        "--sha256",
+        "--json",
+        "-o",
+        tmp.to_str().unwrap(),
+        &file("mixed.speed.all.fatbin"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want = "5006a2e3c909f663c41ddf9d599664399d470d07a5e522505a8d869a34153d99";
+    assert_eq!(rec["selected"], "nvptx64-nvidia-cuda--sm_90a");
+    assert_eq!(rec["sha256"], want);
+    let written = std::fs::read(&tmp).unwrap();
+    std::fs::remove_file(&tmp).unwrap();
+    assert_eq!(sha256(&written), want);
+    let manifest = std::fs::read_to_string(dir.join("../MANIFEST")).unwrap();
+    assert!(manifest.contains(&format!("mixed.speed.all.fatbin elf sm_90a {want}")));
+}

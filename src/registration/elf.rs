@@ -739,6 +739,11 @@ impl<'d> AddressSpace<'d> for HostElf<'d> {
     }
 }
 
+/// `st_other` bit of a cubin's kernel entry points.
+const STO_CUDA_ENTRY: u8 = 0x10;
+/// `STT_FUNC`.
+const STT_FUNC: u8 = 2;
+
 /// A kernel or variable a device code object exports (its dynamic symbols).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceSymbol<'d> {
@@ -752,6 +757,10 @@ pub struct DeviceSymbol<'d> {
 /// symbols (what CLR looks a registered kernel up by), in symbol-table order. Uses the
 /// dynamic symbol table (what the ROCr loader sees), else `.symtab`. A code object
 /// without symbols has no kernels; a non-ELF image (bitcode) gives an empty list.
+///
+/// For a cubin (`EM_CUDA`): its defined global functions marked as entry points
+/// (`st_other` bit `0x10`, `STO_CUDA_ENTRY`: what `readelf` prints as `[<other>: 10]`),
+/// with their code size.
 pub fn device_kernels(image: &[u8]) -> Result<Vec<DeviceSymbol<'_>>> {
     if !image.starts_with(crate::raw::ELF_MAGIC) {
         return Ok(Vec::new());
@@ -769,6 +778,7 @@ pub fn device_kernels(image: &[u8]) -> Result<Vec<DeviceSymbol<'_>>> {
             .symbols(LE, image, object::elf::SHT_SYMTAB)
             .map_err(elf_error("device ELF symbol table is malformed"))?;
     }
+    let cuda = h.e_machine(LE).0 == crate::target::elf::EM_CUDA;
     let mut out = Vec::new();
     for sym in symtab.iter() {
         let sym: &Sym64<LE> = sym;
@@ -778,7 +788,14 @@ pub fn device_kernels(image: &[u8]) -> Result<Vec<DeviceSymbol<'_>>> {
         let Ok(name) = sym.name(LE, symtab.strings()) else {
             continue;
         };
-        if let Some(kernel) = name.strip_suffix(b".kd") {
+        if cuda {
+            if sym.st_type().0 == STT_FUNC && sym.st_other().0 & STO_CUDA_ENTRY != 0 {
+                out.push(DeviceSymbol {
+                    name,
+                    size: sym.st_size(LE),
+                });
+            }
+        } else if let Some(kernel) = name.strip_suffix(b".kd") {
             out.push(DeviceSymbol {
                 name: kernel,
                 size: sym.st_size(LE),

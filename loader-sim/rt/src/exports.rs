@@ -71,7 +71,7 @@ symver!("hip_4.2":
 /// `void **__hipRegisterFatBinary(const void *wrapper)`: null when the wrapper is refused.
 #[no_mangle]
 pub extern "C" fn loader_sim_rt___hipRegisterFatBinary(wrapper: *const c_void) -> *mut *mut c_void {
-    let handle = shim::with(|s| s.register_fat_binary(wrapper as u64));
+    let handle = shim::with(|s| s.register_fat_binary("__hipRegisterFatBinary", wrapper as u64));
     std::ptr::with_exposed_provenance_mut(handle)
 }
 
@@ -215,6 +215,118 @@ pub extern "C" fn loader_sim_rt___hipRegisterTexture(
 #[no_mangle]
 pub extern "C" fn loader_sim_rt___hipUnregisterFatBinary(h: *mut *mut c_void) {
     shim::with(|s| s.unregister_fat_binary(h.expose_provenance()));
+}
+
+// --- CUDA registration (libcudart.so.13) ------------------------------------------------
+
+/// `cudaErrorNoDevice`.
+const CUDA_ERROR_NO_DEVICE: c_int = 100;
+
+symver!("libcudart.so.13":
+    __cudaRegisterFatBinary = loader_sim_rt___cudaRegisterFatBinary,
+    __cudaRegisterFatBinaryEnd = loader_sim_rt___cudaRegisterFatBinaryEnd,
+    __cudaRegisterFunction = loader_sim_rt___cudaRegisterFunction,
+    __cudaUnregisterFatBinary = loader_sim_rt___cudaUnregisterFatBinary,
+    __cudaPushCallConfiguration = loader_sim_rt___cudaPushCallConfiguration,
+    __cudaPopCallConfiguration = loader_sim_rt___cudaPopCallConfiguration,
+    __cudaLaunchKernel = loader_sim_rt___cudaLaunchKernel,
+    __cudaGetKernel = loader_sim_rt___cudaGetKernel,
+);
+
+/// `void **__cudaRegisterFatBinary(void *fatCubin)`: `fatCubin` is the
+/// `__fatBinC_Wrapper_t` (magic `0x466243B1`) of `.nvFatBinSegment`; null on refusal.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaRegisterFatBinary(
+    wrapper: *const c_void,
+) -> *mut *mut c_void {
+    let handle = shim::with(|s| s.register_fat_binary("__cudaRegisterFatBinary", wrapper as u64));
+    std::ptr::with_exposed_provenance_mut(handle)
+}
+
+/// `void __cudaRegisterFatBinaryEnd(void **fatCubinHandle)`: the registration is complete
+/// (the shim reports a unit when it is unregistered or the process exits).
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaRegisterFatBinaryEnd(_h: *mut *mut c_void) {}
+
+/// `void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char
+/// *deviceFun, const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim,
+/// dim3 *gDim, int *wSize)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaRegisterFunction(
+    h: *mut *mut c_void,
+    host_function: *const c_void,
+    device_function: *const c_char,
+    device_name: *const c_char,
+    _thread_limit: c_int,
+    _tid: *mut c_void,
+    _bid: *mut c_void,
+    _block_dim: *mut c_void,
+    _grid_dim: *mut c_void,
+    _w_size: *mut c_int,
+) {
+    let n = name(device_name).or_else(|| name(device_function));
+    shim::with(|s| {
+        s.register_global(
+            h.expose_provenance(),
+            "__cudaRegisterFunction",
+            host_function as u64,
+            n,
+            Global::Function,
+        )
+    });
+}
+
+/// `void __cudaUnregisterFatBinary(void **fatCubinHandle)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaUnregisterFatBinary(h: *mut *mut c_void) {
+    shim::with(|s| s.unregister_fat_binary(h.expose_provenance()));
+}
+
+/// `unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shmem, void *stream)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaPushCallConfiguration(
+    _grid: Dim3,
+    _block: Dim3,
+    _shared_mem: usize,
+    _stream: *mut c_void,
+) -> c_uint {
+    0
+}
+
+/// `cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *shmem, void
+/// *stream)`: nothing was pushed that a kernel could use.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaPopCallConfiguration(
+    _grid: *mut Dim3,
+    _block: *mut Dim3,
+    _shared_mem: *mut usize,
+    _stream: *mut c_void,
+) -> c_int {
+    CUDA_ERROR_NO_DEVICE
+}
+
+/// `cudaError_t __cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args,
+/// size_t shmem, cudaStream_t stream)`: there is no device.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaLaunchKernel(
+    _func: *const c_void,
+    _grid: Dim3,
+    _block: Dim3,
+    _args: *mut *mut c_void,
+    _shared_mem: usize,
+    _stream: *mut c_void,
+) -> c_int {
+    CUDA_ERROR_NO_DEVICE
+}
+
+/// `cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *entry)`: there is no
+/// device.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaGetKernel(
+    _kernel: *mut *mut c_void,
+    _entry: *const c_void,
+) -> c_int {
+    CUDA_ERROR_NO_DEVICE
 }
 
 /// `hipError_t __hipPushCallConfiguration(dim3 grid, dim3 block, size_t shmem, hipStream_t)`.

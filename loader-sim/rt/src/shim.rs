@@ -136,8 +136,9 @@ impl Shim {
         self.labels.insert(id, Label { records });
     }
 
-    /// `__hipRegisterFatBinary`: the handle (a pointer to a slot) or 0 on refusal.
-    pub fn register_fat_binary(&mut self, wrapper: u64) -> usize {
+    /// `__hipRegisterFatBinary` / `__cudaRegisterFatBinary` (`call`): the handle (a pointer
+    /// to a slot) or 0 on refusal.
+    pub fn register_fat_binary(&mut self, call: &str, wrapper: u64) -> usize {
         match self.registry.register_fat_binary(&ProcessSpace, wrapper) {
             Ok(id) => {
                 if let Some(&h) = self.handle_of.get(&id) {
@@ -153,10 +154,7 @@ impl Shim {
                 handle
             }
             Err(e) => {
-                eprintln!(
-                    "{TAG}: __hipRegisterFatBinary({wrapper:#x}) refused: {}",
-                    describe(&e)
-                );
+                eprintln!("{TAG}: {call}({wrapper:#x}) refused: {}", describe(&e));
                 0
             }
         }

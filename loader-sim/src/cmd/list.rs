@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use offload_image::container::UnitContent;
+use offload_image::nvfatbin::Codec;
 use offload_image::{for_each_unit, identify, Image, Unit};
 use serde::Serialize;
 
@@ -144,15 +145,21 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             input.release(image.bytes);
             let (triple, target_id) = identity(&image);
             let compressed = unit.compressed();
+            let fatbin = matches!(unit.content, UnitContent::NvFatbin(_));
             records.push(Line::Image(Record {
                 container: container_of(&unit, &image),
                 bundle_index: unit.index,
                 format: image.format.name(),
-                compression: compressed.map(|c| c.method().name()),
+                compression: if fatbin {
+                    // Per entry: the codec its flags name.
+                    Codec::from_flags(u64::from(image.flags)).map(Codec::name)
+                } else {
+                    compressed.map(|c| c.method().name())
+                },
                 ccob_version: compressed.map(|c| c.version()),
                 entry_id: image.entry_id.map(str::to_string),
                 offload_kind: match image.format {
-                    offload_image::Format::Elf => None,
+                    offload_image::Format::Elf if !fatbin => None,
                     _ => Some(image.offload_kind.name()),
                 },
                 triple,

@@ -3,4 +3,5 @@
 pub mod list;
 pub mod register;
 pub mod select;
+pub mod validate;
 pub mod wrap;

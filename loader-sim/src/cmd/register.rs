@@ -337,7 +337,12 @@ impl Drop for TempDir {
 }
 
 /// Names under which programs look for the runtimes the shim stands in for.
-const SHIM_NAMES: [&str; 3] = ["libamdhip64.so.5", "libamdhip64.so", "libomptarget.so"];
+const SHIM_NAMES: [&str; 4] = [
+    "libamdhip64.so.5",
+    "libamdhip64.so",
+    "libomptarget.so",
+    "libcudart.so.13",
+];
 
 fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
     let shim = find_shim(args)?;

@@ -292,6 +292,7 @@ fn unit_bytes<'data>(unit: &Unit<'data>) -> Option<&'data [u8]> {
         UnitContent::Bundle(b) => Some(b.data()),
         UnitContent::Compressed(c) => Some(c.payload()),
         UnitContent::DeviceElf(d) => Some(d),
+        UnitContent::NvFatbin(f) => Some(f.bytes()),
         _ => None,
     }
 }

@@ -1,0 +1,1812 @@
+//! C API of offload-image (header `capi/include/offload_image.h`, generated from this file
+//! by cbindgen with `capi/cbindgen.toml`; `tests/header.rs` keeps the two in step).
+//!
+//! A reader handle (`oi_reader`) walks the containers of a caller buffer or a mapped file
+//! once, then lists, selects and hands out images from that walk. Compressed bundles are
+//! decoded lazily: a selection streams each one once (`offload_image::stream`) and keeps
+//! only the chosen images; listing or asking for an image the selection did not keep
+//! decompresses the bundle whole, once. Everything the reader hands out (strings, image
+//! bytes) lives until `oi_reader_close`.
+//!
+//! Unsafe code: the helpers under "the unsafe boundary", each with its safety contract,
+//! their calls in the `extern "C"` functions, and the two places that give the reader's
+//! slices the lifetime `'static` (the C contract makes the caller's buffer outlive the
+//! reader; the reader owns its mapping, decompressed content and kept images and never
+//! moves or frees them before `oi_reader_close`). Those slices leave the handle only as C
+//! pointers documented as valid until close.
+
+#![warn(missing_docs)]
+
+use core::cell::Cell;
+use core::ffi::{c_char, CStr};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, OnceLock};
+
+use offload_image::ccob::{CompressedBundle, CompressionMethod, Decoders, Decompressor};
+use offload_image::container::UnitContent;
+use offload_image::select::{KindFilter, Policy, SelectOptions};
+use offload_image::stream::{select_in_stream, Kept};
+use offload_image::{
+    identify, select_identities, Device, Error, ErrorKind, Format, Image, Limits, OpenUnit,
+    ReadOptions, Unit,
+};
+
+// ---- constants (cbindgen writes them as #defines) --------------------------------------
+
+/// Success.
+pub const OI_OK: i32 = 0;
+/// `oi_reader_select`: some (unit, target) pair has no compatible image.
+pub const OI_NO_MATCH: i32 = 1;
+/// The data ends inside a header, table or payload.
+pub const OI_ERR_TRUNCATED: i32 = 2;
+/// An offset or size points outside the data, or overflows.
+pub const OI_ERR_OUT_OF_BOUNDS: i32 = 3;
+/// Not an offload container.
+pub const OI_ERR_BAD_MAGIC: i32 = 4;
+/// A version field holds a value this library does not read.
+pub const OI_ERR_UNSUPPORTED_VERSION: i32 = 5;
+/// Unknown compression method or enumerated value.
+pub const OI_ERR_UNSUPPORTED_METHOD: i32 = 6;
+/// Two sizes that must agree do not.
+pub const OI_ERR_SIZE_MISMATCH: i32 = 7;
+/// The truncated MD5 of a compressed bundle is wrong.
+pub const OI_ERR_HASH_MISMATCH: i32 = 8;
+/// A resource limit (size, count, depth) was hit.
+pub const OI_ERR_LIMIT_EXCEEDED: i32 = 9;
+/// Corrupt compressed stream.
+pub const OI_ERR_DECOMPRESS: i32 = 10;
+/// Internally inconsistent structure.
+pub const OI_ERR_MALFORMED: i32 = 11;
+/// Bad bundle entry ID, target ID or triple (also a bad target given to `oi_reader_select`).
+pub const OI_ERR_INVALID_ID: i32 = 12;
+/// Malformed ELF file or archive.
+pub const OI_ERR_BAD_CONTAINER: i32 = 13;
+/// Memory for decompressed data could not be reserved.
+pub const OI_ERR_OUT_OF_MEMORY: i32 = 14;
+/// Null pointer where one is required, unknown option value, index out of range.
+pub const OI_ERR_INVALID_ARGUMENT: i32 = 15;
+/// The caller's array cannot hold the result.
+pub const OI_ERR_BUFFER_TOO_SMALL: i32 = 16;
+/// A bug in the library (a panic caught at the boundary).
+pub const OI_ERR_INTERNAL: i32 = 17;
+/// `oi_reader_open_file`: the file cannot be opened or mapped (`offset` holds the errno).
+pub const OI_ERR_IO: i32 = 18;
+
+/// Offset reported for an image stored compressed, and `oi_error.decompressed_offset`
+/// when the problem is not inside decompressed content.
+pub const OI_NO_OFFSET: u64 = u64::MAX;
+/// `oi_selection.image` when no image is compatible.
+pub const OI_NO_IMAGE: usize = usize::MAX;
+
+/// `oi_read_options.flags`: do not verify the truncated MD5 of compressed bundles (decoding
+/// then stops once the chosen images and every image's first bytes have been read).
+pub const OI_READ_NO_VERIFY_HASH: u32 = 1;
+
+/// `oi_image_info.format`: binary clang offload bundle (also inside `CCOB`).
+pub const OI_FORMAT_BUNDLE: u32 = 0;
+/// Text offload bundle.
+pub const OI_FORMAT_TEXT_BUNDLE: u32 = 1;
+/// LLVM OffloadBinary.
+pub const OI_FORMAT_OFFLOAD_BINARY: u32 = 2;
+/// A bare device ELF.
+pub const OI_FORMAT_ELF: u32 = 3;
+/// An entry of an NVIDIA fatbinary (cubin or PTX).
+pub const OI_FORMAT_NVIDIA_FATBIN: u32 = 4;
+
+/// `compression`: stored uncompressed.
+pub const OI_COMPRESSION_NONE: u32 = 0;
+/// Inside a zlib compressed bundle.
+pub const OI_COMPRESSION_ZLIB: u32 = 1;
+/// Inside a zstd compressed bundle.
+pub const OI_COMPRESSION_ZSTD: u32 = 2;
+
+/// `oi_image_info.image_kind` (LLVM's `ImageKind` values): not known.
+pub const OI_IMAGE_KIND_NONE: u32 = 0;
+/// An ELF object (AMDGPU code object, host object).
+pub const OI_IMAGE_KIND_OBJECT: u32 = 1;
+/// LLVM bitcode.
+pub const OI_IMAGE_KIND_BITCODE: u32 = 2;
+/// NVIDIA cubin.
+pub const OI_IMAGE_KIND_CUBIN: u32 = 3;
+/// NVIDIA fatbinary.
+pub const OI_IMAGE_KIND_FATBINARY: u32 = 4;
+/// PTX text.
+pub const OI_IMAGE_KIND_PTX: u32 = 5;
+/// SPIR-V.
+pub const OI_IMAGE_KIND_SPIRV: u32 = 6;
+
+/// `oi_select_options.policy`: native, exact features, newest generic, then order.
+pub const OI_POLICY_BEST: u32 = 0;
+/// First compatible image in discovery order (comgr, LLVM offload).
+pub const OI_POLICY_FIRST: u32 = 1;
+/// Native, then generic, then JIT code, each in discovery order (ROCm CLR).
+pub const OI_POLICY_FIRST_BY_CLASS: u32 = 2;
+
+/// `oi_select_options.kind`: any device offload kind.
+pub const OI_KIND_ANY: u32 = 0;
+/// HIP images only (`hip`, `hipv4`, `hcc`).
+pub const OI_KIND_HIP: u32 = 1;
+/// OpenMP images only.
+pub const OI_KIND_OPENMP: u32 = 2;
+/// CUDA images only.
+pub const OI_KIND_CUDA: u32 = 3;
+
+/// `oi_select_options.flags`: treat `hip*` and `openmp` entries as interchangeable.
+pub const OI_SELECT_HIP_OPENMP_COMPATIBLE: u32 = 1;
+/// Never choose code that needs a JIT (bitcode, PTX).
+pub const OI_SELECT_NO_JIT: u32 = 2;
+/// Never choose AMDGPU generic-family code objects.
+pub const OI_SELECT_NO_GENERIC: u32 = 4;
+/// Never choose AMD SPIR-V.
+pub const OI_SELECT_NO_SPIRV: u32 = 8;
+/// Reject images whose container and ELF header disagree (default: the ELF header wins).
+pub const OI_SELECT_STRICT: u32 = 16;
+
+// ---- types -----------------------------------------------------------------------------
+
+/// A string owned by the library: `len` bytes at `data`, followed by a NUL byte. Never
+/// null; empty when the value is unknown.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OiStr {
+    /// The bytes, NUL-terminated.
+    pub data: *const c_char,
+    /// Length without the NUL.
+    pub len: usize,
+}
+
+/// Error details of a failed call.
+#[repr(C)]
+#[derive(Debug)]
+pub struct OiError {
+    /// `OI_OK` or an `OI_ERR_*` code (the call's return value).
+    pub code: i32,
+    /// Byte offset of the problem in the reader's data (for a compressed bundle's content:
+    /// the start of that bundle); for a bad target of `oi_reader_select`, its position in
+    /// `targets`; 0 when not applicable.
+    pub offset: u64,
+    /// For problems inside the content decompressed from a compressed bundle: the offset
+    /// in that content; else `OI_NO_OFFSET`.
+    pub decompressed_offset: u64,
+    /// What went wrong (without the offset). Static storage: valid for the life of the
+    /// process, never freed.
+    pub message: OiStr,
+}
+
+/// Reading options; zero-initialised means: default limits, hashes verified.
+#[repr(C)]
+pub struct OiReadOptions {
+    /// `OI_READ_*` flags.
+    pub flags: u32,
+    /// Deepest nesting of containers (archive, ELF, section, bundle); 0: default (6).
+    pub max_depth: u32,
+    /// Largest decompressed size accepted; 0: default (1 GiB).
+    pub max_decompressed_size: u64,
+    /// Most entries in one container; 0: default (65536).
+    pub max_entries: u64,
+    /// Longest bundle entry ID; 0: default (4096).
+    pub max_id_len: u64,
+}
+
+/// Selection options; zero-initialised means: best policy, any kind, no restriction.
+#[repr(C)]
+pub struct OiSelectOptions {
+    /// `OI_POLICY_*`.
+    pub policy: u32,
+    /// `OI_KIND_*`.
+    pub kind: u32,
+    /// `OI_SELECT_*` flags.
+    pub flags: u32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
+/// One unit: a bundle, a compressed bundle, a run of OffloadBinaries, a bare device ELF,
+/// one bundled host object. A runtime registers (and selects for) each unit on its own.
+#[repr(C)]
+pub struct OiUnitInfo {
+    /// Where the unit is (`"section .hip_fatbin"`, `"member a.o / section ..."`; empty at
+    /// the top level).
+    pub location: OiStr,
+    /// Byte offset of the unit in the reader's data.
+    pub offset: u64,
+    /// Index of the unit within its container (bundle index in a `.hip_fatbin` section).
+    pub index_in_container: u64,
+    /// `OI_FORMAT_*` of its images.
+    pub format: u32,
+    /// `OI_COMPRESSION_*`.
+    pub compression: u32,
+}
+
+/// One image. Strings live in the reader until `oi_reader_close`.
+#[repr(C)]
+pub struct OiImageInfo {
+    /// Unit index (`oi_reader_unit`).
+    pub unit: usize,
+    /// Index within the unit (header order).
+    pub index: usize,
+    /// Offset of the bytes in the reader's data, or `OI_NO_OFFSET` if stored compressed.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// `OI_FORMAT_*`.
+    pub format: u32,
+    /// `OI_COMPRESSION_*` of its unit.
+    pub compression: u32,
+    /// `OI_IMAGE_KIND_*` (LLVM's values; other stored values as they are).
+    pub image_kind: u32,
+    /// Always 0.
+    pub reserved: u32,
+    /// How runtimes name the image: the bundle entry ID, else `<triple>--<target>`.
+    pub name: OiStr,
+    /// The offload kind: `"hip"`, `"hipv4"`, `"openmp"`, `"cuda"`, `"host"`, `"none"`, ...
+    pub offload_kind: OiStr,
+    /// The normalised triple (`"amdgcn-amd-amdhsa"`), empty if none.
+    pub triple: OiStr,
+    /// The canonical target ID (`"gfx90a:xnack+"`, `"sm_90a"`), empty if none.
+    pub target: OiStr,
+}
+
+/// The choice for one (unit, target) pair.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct OiSelection {
+    /// The chosen image (index for `oi_reader_image` / `oi_reader_image_data`), or
+    /// `OI_NO_IMAGE`.
+    pub image: usize,
+    /// 1 if an image was chosen.
+    pub found: u32,
+    /// Always 0.
+    pub reserved: u32,
+}
+
+/// What a reader has done so far (for diagnostics and tests).
+#[repr(C)]
+pub struct OiReaderStats {
+    /// Passes of a decoder over compressed bundle content.
+    pub decode_passes: u64,
+    /// Decompressed bytes those passes produced.
+    pub decoded_bytes: u64,
+    /// Decompressed bytes the reader holds (kept images, whole decompressed bundles).
+    pub held_bytes: u64,
+}
+
+/// A reader over one buffer or file (opaque).
+pub struct OiReader {
+    state: Mutex<State>,
+    // Declared last: dropped after `state`, whose slices may point into it.
+    _map: Option<memmap2::Mmap>,
+}
+
+// ---- reader internals ------------------------------------------------------------------
+
+// The header promises that a reader may be shared between threads.
+const _: fn() = || {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<OiReader>();
+};
+
+struct State {
+    read: ReadOptions,
+    units: Vec<UnitSlot>,
+    stats: Stats,
+}
+
+#[derive(Default)]
+struct Stats {
+    passes: u64,
+    decoded: u64,
+    held: u64,
+}
+
+struct UnitSlot {
+    unit: Unit<'static>,
+    location: CString,
+    /// Set when the unit has been opened whole (decompressed content held here).
+    open: Option<OpenUnit<'static>>,
+    /// One slot per image, once the number of images is known.
+    images: Option<Vec<ImageSlot>>,
+}
+
+#[derive(Default)]
+struct ImageSlot {
+    /// Entry ID from a streamed descriptor table (compressed units).
+    table_id: Option<String>,
+    /// The image bytes once available: in place, in `UnitSlot::open`, or in `kept`.
+    bytes: Option<&'static [u8]>,
+    /// Bytes kept by a streaming selection (a Vec, not a Box: handed-out pointers into
+    /// it must survive moves of the slot).
+    kept: Option<Vec<u8>>,
+    /// The description, made once.
+    info: Option<Box<Described>>,
+}
+
+struct Described {
+    offset: u64,
+    size: u64,
+    format: u32,
+    image_kind: u32,
+    name: CString,
+    offload_kind: &'static CStr,
+    triple: CString,
+    target: CString,
+}
+
+/// A failure on its way to the caller.
+struct Fail {
+    code: i32,
+    offset: u64,
+    decompressed_offset: u64,
+    message: &'static CStr,
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        Fail {
+            code: code_of(e.kind()),
+            offset: e.offset(),
+            decompressed_offset: e.decompressed_offset().unwrap_or(OI_NO_OFFSET),
+            message: intern(e.what()),
+        }
+    }
+}
+
+fn fail(code: i32, offset: u64, message: &'static CStr) -> Fail {
+    Fail {
+        code,
+        offset,
+        decompressed_offset: OI_NO_OFFSET,
+        message,
+    }
+}
+
+fn invalid(message: &'static CStr) -> Fail {
+    fail(OI_ERR_INVALID_ARGUMENT, 0, message)
+}
+
+/// The library's messages are `&'static str` without a NUL: each distinct one is turned
+/// into a C string once and kept for the life of the process (a bounded set: the
+/// library's own message literals).
+fn intern(s: &'static str) -> &'static CStr {
+    static TABLE: OnceLock<Mutex<HashMap<&'static str, &'static CStr>>> = OnceLock::new();
+    let table = TABLE.get_or_init(Default::default);
+    let Ok(mut table) = table.lock() else {
+        return c"error";
+    };
+    table.entry(s).or_insert_with(|| {
+        let c = CString::new(s.replace('\0', " ")).unwrap_or_default();
+        Box::leak(c.into_boxed_c_str())
+    })
+}
+
+/// The status code of an error kind.
+fn code_of(kind: ErrorKind) -> i32 {
+    match kind {
+        ErrorKind::Truncated => OI_ERR_TRUNCATED,
+        ErrorKind::OutOfBounds => OI_ERR_OUT_OF_BOUNDS,
+        ErrorKind::BadMagic => OI_ERR_BAD_MAGIC,
+        ErrorKind::UnsupportedVersion => OI_ERR_UNSUPPORTED_VERSION,
+        ErrorKind::UnsupportedMethod => OI_ERR_UNSUPPORTED_METHOD,
+        ErrorKind::SizeMismatch => OI_ERR_SIZE_MISMATCH,
+        ErrorKind::HashMismatch => OI_ERR_HASH_MISMATCH,
+        ErrorKind::LimitExceeded => OI_ERR_LIMIT_EXCEEDED,
+        ErrorKind::Decompress => OI_ERR_DECOMPRESS,
+        ErrorKind::Malformed => OI_ERR_MALFORMED,
+        ErrorKind::InvalidId => OI_ERR_INVALID_ID,
+        ErrorKind::BadContainer => OI_ERR_BAD_CONTAINER,
+        ErrorKind::OutOfMemory => OI_ERR_OUT_OF_MEMORY,
+        _ => OI_ERR_INTERNAL,
+    }
+}
+
+fn oom() -> Fail {
+    fail(
+        OI_ERR_OUT_OF_MEMORY,
+        0,
+        c"cannot reserve memory for an image",
+    )
+}
+
+fn str_of(s: &CStr) -> OiStr {
+    OiStr {
+        data: s.as_ptr(),
+        len: s.to_bytes().len(),
+    }
+}
+
+fn cstring(s: &str) -> CString {
+    // Entry IDs and strings come from the data: an embedded NUL cannot be represented in a
+    // NUL-terminated string and is shown as U+FFFD.
+    CString::new(s.replace('\0', "\u{FFFD}")).unwrap_or_default()
+}
+
+fn compression_of(unit: &Unit<'_>) -> u32 {
+    match unit.compressed().map(|c| c.method()) {
+        None => OI_COMPRESSION_NONE,
+        Some(CompressionMethod::Zlib) => OI_COMPRESSION_ZLIB,
+        Some(_) => OI_COMPRESSION_ZSTD,
+    }
+}
+
+fn format_code(format: Format) -> u32 {
+    match format {
+        Format::Bundle => OI_FORMAT_BUNDLE,
+        Format::TextBundle => OI_FORMAT_TEXT_BUNDLE,
+        Format::OffloadBinary => OI_FORMAT_OFFLOAD_BINARY,
+        Format::Elf => OI_FORMAT_ELF,
+        Format::NvFatbin => OI_FORMAT_NVIDIA_FATBIN,
+    }
+}
+
+fn describe(image: &Image<'_>, offset: Option<u64>) -> Described {
+    let id = identify(image);
+    let triple = id
+        .triple()
+        .map(|t| t.to_string())
+        .or_else(|| image.triple.map(str::to_string))
+        .unwrap_or_default();
+    Described {
+        offset: offset.unwrap_or(OI_NO_OFFSET),
+        size: image.size(),
+        format: format_code(image.format),
+        image_kind: u32::from(image.image_kind.code()),
+        name: cstring(&offload_image::target::image_name(image).to_string()),
+        offload_kind: intern(image.offload_kind.name()),
+        triple: cstring(&triple),
+        target: cstring(&id.named_target().map(|t| t.to_string()).unwrap_or_default()),
+    }
+}
+
+thread_local! {
+    /// Decompressed bytes the reader's decoders produced on this thread. Calls on a
+    /// reader are serialised and decode on the calling thread, so the difference around
+    /// a call is that call's.
+    static PRODUCED: Cell<u64> = const { Cell::new(0) };
+}
+
+fn produced() -> u64 {
+    PRODUCED.with(Cell::get)
+}
+
+/// A decoder that counts what it produces (`oi_reader_get_stats`).
+struct Counting<D>(D);
+
+impl<D: Decompressor> Decompressor for Counting<D> {
+    fn read(&mut self, out: &mut [u8]) -> offload_image::Result<usize> {
+        let n = self.0.read(out)?;
+        PRODUCED.with(|p| p.set(p.get().saturating_add(n as u64)));
+        Ok(n)
+    }
+    fn consumed(&self) -> u64 {
+        self.0.consumed()
+    }
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> offload_image::Result<usize> {
+        let n = self.0.read_with(max, f)?;
+        PRODUCED.with(|p| p.set(p.get().saturating_add(n as u64)));
+        Ok(n)
+    }
+}
+
+/// The reader's decoder hook (`ReadOptions::decoders`): the built-in decoders, counted.
+fn counted<'a>(
+    c: &CompressedBundle<'a>,
+    options: &ReadOptions,
+) -> offload_image::Result<Box<dyn Decompressor + Send + 'a>> {
+    Ok(Box::new(Counting(c.decoder(options)?)))
+}
+
+/// An image of a streamed unit being kept while the stream runs.
+struct Keeping {
+    index: usize,
+    /// The device whose bytes fill it (every winner of an entry gets the same bytes).
+    owner: usize,
+    /// False if the reader already holds these bytes.
+    fill: bool,
+    bytes: Vec<u8>,
+}
+
+/// What a streaming selection hands back.
+struct Streamed {
+    ids: Vec<String>,
+    chosen: Vec<Option<usize>>,
+    kept: Vec<(usize, Vec<u8>)>,
+}
+
+impl State {
+    /// Opens unit `u` whole (decompressing a compressed bundle once) and fills its slots.
+    fn open_unit(&mut self, u: usize) -> Result<(), Fail> {
+        let Some(slot) = self.units.get(u) else {
+            return Err(invalid(c"no unit with that index"));
+        };
+        if slot.open.is_some() {
+            return Ok(());
+        }
+        let before = produced();
+        let passes = u64::from(slot.unit.compressed().is_some());
+        let open = slot.unit.open(&self.read)?;
+        self.stats.passes = self.stats.passes.saturating_add(passes);
+        self.stats.decoded = self
+            .stats
+            .decoded
+            .saturating_add(produced().saturating_sub(before));
+        let held = open.decompressed().map_or(0, |d| d.len() as u64);
+        self.stats.held = self.stats.held.saturating_add(held);
+        let Some(slot) = self.units.get_mut(u) else {
+            return Err(invalid(c"no unit with that index"));
+        };
+        let open = slot.open.insert(open);
+        // SAFETY: the slices point into the caller's buffer or the reader's mapping (which
+        // outlive the reader) or into `open`'s decompressed buffers, which stay where they
+        // are until the reader is dropped: `open` is never replaced or mutated, and the
+        // unit slots are never moved (their Vec is never resized).
+        let images: Vec<(Image<'static>, Option<u64>)> = open
+            .images()
+            .map(|i| {
+                let off = open.offset_of(&i);
+                (unsafe { extend_image(i) }, off)
+            })
+            .collect();
+        let slots = slot.images.get_or_insert_with(Vec::new);
+        if slots.len() < images.len() {
+            slots.resize_with(images.len(), ImageSlot::default);
+        }
+        for ((image, offset), s) in images.iter().zip(slots.iter_mut()) {
+            if s.bytes.is_none() {
+                s.bytes = Some(image.bytes);
+            }
+            if s.info.is_none() {
+                s.info = Some(Box::new(describe(image, *offset)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of images of unit `u`, opening it if nothing else told.
+    fn count(&mut self, u: usize) -> Result<usize, Fail> {
+        if let Some(v) = self.units.get(u).and_then(|s| s.images.as_ref()) {
+            return Ok(v.len());
+        }
+        self.open_unit(u)?;
+        Ok(self
+            .units
+            .get(u)
+            .and_then(|s| s.images.as_ref())
+            .map_or(0, Vec::len))
+    }
+
+    /// The (unit, index) of flat image index `i`.
+    fn locate(&mut self, mut i: usize) -> Result<(usize, usize), Fail> {
+        for u in 0..self.units.len() {
+            let n = self.count(u)?;
+            if i < n {
+                return Ok((u, i));
+            }
+            i -= n;
+        }
+        Err(invalid(c"no image with that index"))
+    }
+
+    fn slot(&mut self, u: usize, i: usize) -> Result<&mut ImageSlot, Fail> {
+        self.units
+            .get_mut(u)
+            .and_then(|s| s.images.as_mut())
+            .and_then(|v| v.get_mut(i))
+            .ok_or_else(|| invalid(c"no image with that index"))
+    }
+
+    /// The description of image `i` of unit `u`.
+    fn info(&mut self, u: usize, i: usize) -> Result<&Described, Fail> {
+        let slot = self.slot(u, i)?;
+        if slot.info.is_none() {
+            if let (Some(id), Some(bytes)) = (slot.table_id.as_deref(), slot.bytes) {
+                // A kept image of a streamed unit: described from its own bytes, exactly
+                // as the whole-unit reader would.
+                let image = Image::from_id(i, Format::Bundle, id, bytes);
+                slot.info = Some(Box::new(describe(&image, None)));
+            } else {
+                self.open_unit(u)?;
+            }
+        }
+        self.slot(u, i)?
+            .info
+            .as_deref()
+            .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"image not described"))
+    }
+
+    fn bytes(&mut self, u: usize, i: usize) -> Result<&'static [u8], Fail> {
+        if self.slot(u, i)?.bytes.is_none() {
+            self.open_unit(u)?;
+        }
+        self.slot(u, i)?
+            .bytes
+            .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"image bytes missing"))
+    }
+
+    /// One pass over compressed unit `u`: the choice for every device, chosen images kept.
+    /// `None` if the content cannot be streamed (text bundle, overlapping payloads).
+    fn stream(
+        &mut self,
+        u: usize,
+        devices: &[Device],
+        options: &SelectOptions,
+    ) -> Result<Option<Streamed>, Fail> {
+        let slot = self
+            .units
+            .get(u)
+            .ok_or_else(|| invalid(c"no unit with that index"))?;
+        let Some(c) = slot.unit.compressed() else {
+            return Ok(None);
+        };
+        let c = *c;
+        let at = slot.unit.location.offset;
+        let have: Vec<usize> = slot.images.as_ref().map_or_else(Vec::new, |v| {
+            v.iter()
+                .enumerate()
+                .filter(|(_, s)| s.bytes.is_some())
+                .map(|(i, _)| i)
+                .collect()
+        });
+        // Limits first: the decoders allocate as soon as they are made.
+        c.check_size(&self.read).map_err(|e| e.rebase(at))?;
+        let before = produced();
+        let reader = c.reader(&self.read).map_err(|e| e.rebase(at))?;
+        self.stats.passes = self.stats.passes.saturating_add(1);
+        let mut map: Vec<Option<usize>> = vec![None; devices.len()];
+        let mut keeping: Vec<Keeping> = Vec::new();
+        let found = select_in_stream(reader, devices, options, &self.read.limits, true, |k| {
+            match k {
+                Kept::Start {
+                    device,
+                    index,
+                    size,
+                } => {
+                    if let Some(m) = map.get_mut(device) {
+                        *m = Some(index);
+                    }
+                    if !keeping.iter().any(|k| k.index == index) {
+                        let fill = !have.contains(&index);
+                        let mut bytes = Vec::new();
+                        if fill {
+                            let n = usize::try_from(size).map_err(|_| oom())?;
+                            bytes.try_reserve_exact(n).map_err(|_| oom())?;
+                        }
+                        keeping.push(Keeping {
+                            index,
+                            owner: device,
+                            fill,
+                            bytes,
+                        });
+                    }
+                    // Images no device holds any more are dropped at once.
+                    keeping.retain(|k| map.contains(&Some(k.index)));
+                }
+                Kept::Bytes { device, bytes } => {
+                    let current = map.get(device).copied().flatten();
+                    if let Some(k) = keeping
+                        .iter_mut()
+                        .find(|k| Some(k.index) == current && k.owner == device && k.fill)
+                    {
+                        k.bytes.try_reserve(bytes.len()).map_err(|_| oom())?;
+                        k.bytes.extend_from_slice(bytes);
+                    }
+                }
+            }
+            Ok::<(), Fail>(())
+        });
+        self.stats.decoded = self
+            .stats
+            .decoded
+            .saturating_add(produced().saturating_sub(before));
+        let found = match found {
+            Ok(f) => f,
+            Err(mut e) => {
+                if e.code != OI_ERR_OUT_OF_MEMORY {
+                    e.offset = e.offset.saturating_add(at);
+                }
+                return Err(e);
+            }
+        };
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        Ok(Some(Streamed {
+            ids: found.table.entries().map(|e| e.id.to_string()).collect(),
+            chosen: found.chosen.iter().map(|k| k.map(|k| k.index)).collect(),
+            kept: keeping
+                .into_iter()
+                .filter(|k| k.fill)
+                .map(|k| (k.index, k.bytes))
+                .collect(),
+        }))
+    }
+
+    /// The choice for every device in unit `u` (indices within the unit).
+    fn select_unit(
+        &mut self,
+        u: usize,
+        devices: &[Device],
+        options: &SelectOptions,
+    ) -> Result<Vec<Option<usize>>, Fail> {
+        let streamable = self
+            .units
+            .get(u)
+            .is_some_and(|s| s.open.is_none() && s.unit.compressed().is_some());
+        if streamable {
+            if let Some(s) = self.stream(u, devices, options)? {
+                let slot = self
+                    .units
+                    .get_mut(u)
+                    .ok_or_else(|| invalid(c"no unit with that index"))?;
+                let slots = slot.images.get_or_insert_with(Vec::new);
+                if slots.len() < s.ids.len() {
+                    slots.resize_with(s.ids.len(), ImageSlot::default);
+                }
+                for (s, id) in slots.iter_mut().zip(&s.ids) {
+                    if s.table_id.is_none() {
+                        s.table_id = Some(id.clone());
+                    }
+                }
+                for (index, bytes) in s.kept {
+                    if let Some(s) = slots.get_mut(index) {
+                        if s.bytes.is_none() {
+                            let kept = s.kept.insert(bytes);
+                            self.stats.held = self.stats.held.saturating_add(kept.len() as u64);
+                            // SAFETY: the buffer is owned by this slot, never replaced or
+                            // resized, and freed only when the reader is dropped.
+                            s.bytes = Some(unsafe { extend(kept) });
+                        }
+                    }
+                }
+                return Ok(s.chosen);
+            }
+        }
+        self.open_unit(u)?;
+        let slot = self
+            .units
+            .get(u)
+            .and_then(|s| s.open.as_ref())
+            .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"unit not open"))?;
+        Ok(devices
+            .iter()
+            .map(|d| select_identities(slot.images().map(|i| identify(&i)), d, options).chosen())
+            .collect())
+    }
+}
+
+// ---- the unsafe boundary ---------------------------------------------------------------
+
+/// Gives a slice the reader's lifetime.
+///
+/// # Safety
+/// The memory must stay valid and unmodified until the reader is dropped, and the result
+/// must not leave the reader except as a C pointer documented as valid until close.
+unsafe fn extend(s: &[u8]) -> &'static [u8] {
+    // SAFETY: forwarded contract.
+    unsafe { std::slice::from_raw_parts(s.as_ptr(), s.len()) }
+}
+
+/// [`extend`] for an image's borrowed fields.
+///
+/// # Safety
+/// As for [`extend`], for every slice the image borrows.
+unsafe fn extend_image(image: Image<'_>) -> Image<'static> {
+    // SAFETY: forwarded contract; `Image` is covariant plain data over its borrows.
+    unsafe { core::mem::transmute::<Image<'_>, Image<'static>>(image) }
+}
+
+/// The caller's buffer.
+///
+/// # Safety
+/// `data` must be null (then `len` must be 0) or point to `len` readable bytes that stay
+/// valid and unmodified until the reader made from them is closed.
+unsafe fn input(data: *const u8, len: usize) -> Result<&'static [u8], Fail> {
+    if data.is_null() {
+        return if len == 0 {
+            Ok(&[])
+        } else {
+            Err(invalid(c"data is null"))
+        };
+    }
+    // SAFETY: guaranteed by the caller (header contract).
+    Ok(unsafe { std::slice::from_raw_parts(data, len) })
+}
+
+/// Stores `value` through an optional out pointer.
+///
+/// # Safety
+/// `p` must be null or valid for a write of `T`.
+unsafe fn store<T>(p: *mut T, value: T) {
+    if !p.is_null() {
+        // SAFETY: guaranteed by the caller (header contract).
+        unsafe { p.write(value) }
+    }
+}
+
+/// The reader behind a handle.
+///
+/// # Safety
+/// `reader` must be null or a handle from `oi_reader_open*` not yet closed.
+unsafe fn reader_ref<'a>(reader: *const OiReader) -> Result<&'a OiReader, Fail> {
+    // SAFETY: guaranteed by the caller (header contract).
+    unsafe { reader.as_ref() }.ok_or_else(|| invalid(c"reader is null"))
+}
+
+/// Runs `f`, turning a panic (a bug) into `OI_ERR_INTERNAL`, and reports the outcome.
+///
+/// # Safety
+/// `error` must be null or valid for a write of `oi_error`.
+unsafe fn boundary(error: *mut OiError, f: impl FnOnce() -> Result<i32, Fail>) -> i32 {
+    let result = catch_unwind(AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err(fail(OI_ERR_INTERNAL, 0, c"internal error (a bug)")));
+    let e = match result {
+        Ok(code) => OiError {
+            code,
+            offset: 0,
+            decompressed_offset: OI_NO_OFFSET,
+            message: str_of(c""),
+        },
+        Err(f) => OiError {
+            code: f.code,
+            offset: f.offset,
+            decompressed_offset: f.decompressed_offset,
+            message: str_of(f.message),
+        },
+    };
+    let code = e.code;
+    // SAFETY: forwarded contract.
+    unsafe { store(error, e) };
+    code
+}
+
+// ---- safe helpers ----------------------------------------------------------------------
+
+fn read_options(o: Option<&OiReadOptions>) -> Result<ReadOptions, Fail> {
+    let mut read = ReadOptions {
+        decoders: Decoders {
+            stream: Some(counted),
+            whole: None,
+        },
+        ..ReadOptions::default()
+    };
+    if let Some(o) = o {
+        if o.flags & !OI_READ_NO_VERIFY_HASH != 0 {
+            return Err(invalid(c"unknown oi_read_options flag"));
+        }
+        read.verify_hash = o.flags & OI_READ_NO_VERIFY_HASH == 0;
+        let or = |v: u64, d: u64| if v == 0 { d } else { v };
+        read.limits = Limits {
+            max_decompressed_size: or(
+                o.max_decompressed_size,
+                Limits::DEFAULT.max_decompressed_size,
+            ),
+            max_entries: or(o.max_entries, Limits::DEFAULT.max_entries),
+            max_id_len: or(o.max_id_len, Limits::DEFAULT.max_id_len),
+            max_depth: match o.max_depth {
+                0 => Limits::DEFAULT.max_depth,
+                d => usize::try_from(d)
+                    .unwrap_or(usize::MAX)
+                    .min(offload_image::container::MAX_DEPTH),
+            },
+        };
+    }
+    Ok(read)
+}
+
+fn select_options(o: Option<&OiSelectOptions>) -> Result<SelectOptions, Fail> {
+    let mut select = SelectOptions::default();
+    if let Some(o) = o {
+        let known = OI_SELECT_HIP_OPENMP_COMPATIBLE
+            | OI_SELECT_NO_JIT
+            | OI_SELECT_NO_GENERIC
+            | OI_SELECT_NO_SPIRV
+            | OI_SELECT_STRICT;
+        if o.reserved != 0 || o.flags & !known != 0 {
+            return Err(invalid(
+                c"unknown oi_select_options flag or reserved field set",
+            ));
+        }
+        select.policy = match o.policy {
+            OI_POLICY_BEST => Policy::Best,
+            OI_POLICY_FIRST => Policy::First,
+            OI_POLICY_FIRST_BY_CLASS => Policy::FirstByClass,
+            _ => return Err(invalid(c"unknown policy")),
+        };
+        select.kind = match o.kind {
+            OI_KIND_ANY => KindFilter::Any,
+            OI_KIND_HIP => KindFilter::Hip,
+            OI_KIND_OPENMP => KindFilter::OpenMp,
+            OI_KIND_CUDA => KindFilter::Cuda,
+            _ => return Err(invalid(c"unknown kind")),
+        };
+        select.hip_openmp_compatible = o.flags & OI_SELECT_HIP_OPENMP_COMPATIBLE != 0;
+        select.allow_jit = o.flags & OI_SELECT_NO_JIT == 0;
+        select.allow_generic = o.flags & OI_SELECT_NO_GENERIC == 0;
+        select.allow_spirv = o.flags & OI_SELECT_NO_SPIRV == 0;
+        select.strict = o.flags & OI_SELECT_STRICT != 0;
+    }
+    Ok(select)
+}
+
+/// Walks `data` and builds the reader; non-compressed units are opened at once (that
+/// allocates nothing but for compressed OffloadBinaries), compressed bundles are left for
+/// the first call that needs them.
+fn build(
+    data: &'static [u8],
+    read: ReadOptions,
+    map: Option<memmap2::Mmap>,
+) -> Result<OiReader, Fail> {
+    let units = offload_image::units(data, &read).collect::<Result<Vec<_>, _>>()?;
+    let mut state = State {
+        read,
+        units: units
+            .into_iter()
+            .map(|unit| UnitSlot {
+                location: cstring(&unit.location.to_string()),
+                unit,
+                open: None,
+                images: None,
+            })
+            .collect(),
+        stats: Stats::default(),
+    };
+    for u in 0..state.units.len() {
+        let compressed = state
+            .units
+            .get(u)
+            .is_some_and(|s| matches!(s.unit.content, UnitContent::Compressed(_)));
+        if !compressed {
+            state.open_unit(u)?;
+        }
+    }
+    Ok(OiReader {
+        state: Mutex::new(state),
+        _map: map,
+    })
+}
+
+impl OiReader {
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> Result<T, Fail>) -> Result<T, Fail> {
+        let mut state = self.state.lock().map_err(|_| {
+            fail(
+                OI_ERR_INTERNAL,
+                0,
+                c"reader is unusable after an earlier bug",
+            )
+        })?;
+        f(&mut state)
+    }
+}
+
+// ---- the API ---------------------------------------------------------------------------
+
+/// Opens a reader over `data[0..len)`, which it borrows: the buffer must stay valid and
+/// unmodified until `oi_reader_close`. Walks the containers (ELF sections, archive
+/// members, bundles, OffloadBinaries) and checks them; compressed bundles are decoded
+/// later, when first needed. `options` may be NULL (defaults).
+///
+/// Returns NULL on failure, with the reason in `*error` (when `error` is not NULL).
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_open(
+    data: *const u8,
+    len: usize,
+    options: *const OiReadOptions,
+    error: *mut OiError,
+) -> *mut OiReader {
+    let mut out: *mut OiReader = core::ptr::null_mut();
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let data = input(data, len)?;
+            let read = read_options(options.as_ref())?;
+            out = Box::into_raw(Box::new(build(data, read, None)?));
+            Ok(OI_OK)
+        })
+    };
+    out
+}
+
+/// Opens a reader over the file at `path` (NUL-terminated), which it maps read-only until
+/// `oi_reader_close`; the file must not be truncated or rewritten meanwhile. Otherwise as
+/// `oi_reader_open`; `OI_ERR_IO` (with the errno in `error->offset`) if the file cannot be
+/// opened or mapped.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_open_file(
+    path: *const c_char,
+    options: *const OiReadOptions,
+    error: *mut OiError,
+) -> *mut OiReader {
+    let mut out: *mut OiReader = core::ptr::null_mut();
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            if path.is_null() {
+                return Err(invalid(c"path is null"));
+            }
+            let path = CStr::from_ptr(path);
+            #[cfg(unix)]
+            let path: &std::path::Path =
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes())
+                    .as_ref();
+            #[cfg(not(unix))]
+            let path =
+                std::path::Path::new(path.to_str().map_err(|_| invalid(c"path is not UTF-8"))?);
+            let read = read_options(options.as_ref())?;
+            let io = |e: std::io::Error| {
+                fail(
+                    OI_ERR_IO,
+                    e.raw_os_error().map_or(0, |n| n as u64),
+                    c"cannot open or map the file",
+                )
+            };
+            let file = std::fs::File::open(path).map_err(io)?;
+            let len = file.metadata().map_err(io)?.len();
+            let map = if len == 0 {
+                None
+            } else {
+                // SAFETY: the mapping is read-only and owned by the reader; the header
+                // requires the file to stay unchanged while the reader is open.
+                Some(memmap2::Mmap::map(&file).map_err(io)?)
+            };
+            // SAFETY: the mapping lives in the reader and is dropped after its state.
+            let data: &'static [u8] = map.as_deref().map_or(&[], |m| extend(m));
+            out = Box::into_raw(Box::new(build(data, read, map)?));
+            Ok(OI_OK)
+        })
+    };
+    out
+}
+
+/// Closes a reader and frees everything it handed out. NULL is accepted.
+///
+/// # Safety
+/// `reader` must be NULL or an open reader, not used by another thread during the call
+/// nor afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_close(reader: *mut OiReader) {
+    if !reader.is_null() {
+        // SAFETY: guaranteed by the caller (header contract): made by Box::into_raw.
+        let r = unsafe { Box::from_raw(reader) };
+        // A panic in a destructor is a bug; it must not unwind into C.
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(r)));
+    }
+}
+
+/// Number of units (0 for a NULL reader).
+///
+/// # Safety
+/// `reader` must be NULL or an open reader.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_unit_count(reader: *const OiReader) -> usize {
+    // SAFETY: forwarded contract.
+    let Ok(r) = (unsafe { reader_ref(reader) }) else {
+        return 0;
+    };
+    catch_unwind(AssertUnwindSafe(|| {
+        r.with(|s| Ok(s.units.len())).unwrap_or(0)
+    }))
+    .unwrap_or(0)
+}
+
+/// Describes unit `unit` (never decodes anything).
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_unit(
+    reader: *const OiReader,
+    unit: usize,
+    info: *mut OiUnitInfo,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            if info.is_null() {
+                return Err(invalid(c"info is null"));
+            }
+            let i = r.with(|s| {
+                let slot = s
+                    .units
+                    .get(unit)
+                    .ok_or_else(|| invalid(c"no unit with that index"))?;
+                Ok(OiUnitInfo {
+                    location: str_of(&slot.location),
+                    offset: slot.unit.location.offset,
+                    index_in_container: slot.unit.index as u64,
+                    format: format_code(slot.unit.format()),
+                    compression: compression_of(&slot.unit),
+                })
+            })?;
+            store(info, i);
+            Ok(OI_OK)
+        })
+    }
+}
+
+/// Sets `*count` to the number of images of all units. Decompresses, once, every
+/// compressed bundle whose table no earlier call has read.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_image_count(
+    reader: *const OiReader,
+    count: *mut usize,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            let n = r.with(|s| {
+                let mut n = 0usize;
+                for u in 0..s.units.len() {
+                    n = n.saturating_add(s.count(u)?);
+                }
+                Ok(n)
+            })?;
+            store(count, n);
+            Ok(OI_OK)
+        })
+    }
+}
+
+/// Describes image `image` (flat index over all units, in discovery order). The strings
+/// stay valid until `oi_reader_close`. A kept image of a selection is described without
+/// decoding; other images of a compressed bundle decompress it whole, once. A flat index
+/// needs the image counts of the units before it: after `oi_reader_select` or
+/// `oi_reader_image_count` they are known; before, finding them decompresses the earlier
+/// compressed bundles.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_image(
+    reader: *const OiReader,
+    image: usize,
+    info: *mut OiImageInfo,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            if info.is_null() {
+                return Err(invalid(c"info is null"));
+            }
+            let i = r.with(|s| {
+                let (u, i) = s.locate(image)?;
+                let compression = s.units.get(u).map_or(0, |s| compression_of(&s.unit));
+                let d = s.info(u, i)?;
+                Ok(OiImageInfo {
+                    unit: u,
+                    index: i,
+                    offset: d.offset,
+                    size: d.size,
+                    format: d.format,
+                    compression,
+                    image_kind: d.image_kind,
+                    reserved: 0,
+                    name: str_of(&d.name),
+                    offload_kind: str_of(d.offload_kind),
+                    triple: str_of(&d.triple),
+                    target: str_of(&d.target),
+                })
+            })?;
+            store(info, i);
+            Ok(OI_OK)
+        })
+    }
+}
+
+/// Sets `*data`/`*len` to the bytes of image `image`, valid until `oi_reader_close`:
+/// in place in the reader's buffer for images stored uncompressed; for compressed bundles,
+/// the copy a selection kept, else the bundle is decompressed whole once and the bytes
+/// point into that copy. Repeated calls return the same pointer.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_image_data(
+    reader: *const OiReader,
+    image: usize,
+    data: *mut *const u8,
+    len: *mut usize,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            let bytes = r.with(|s| {
+                let (u, i) = s.locate(image)?;
+                s.bytes(u, i)
+            })?;
+            store(data, bytes.as_ptr());
+            store(len, bytes.len());
+            Ok(OI_OK)
+        })
+    }
+}
+
+/// Chooses, for every unit and every device in `targets[0..n_targets)` (NUL-terminated:
+/// `"gfx90a:sramecc+:xnack-"`, `"amdgcn-amd-amdhsa--gfx1100"`, `"sm_90"`), the image to
+/// load, in one pass: a compressed bundle not yet decompressed is streamed once for all
+/// devices and only the chosen images are kept (their bytes then come from
+/// `oi_reader_image_data` without decoding again).
+///
+/// Writes `results[unit * n_targets + t]`; `capacity` must be at least
+/// `oi_reader_unit_count(reader) * n_targets` (else `OI_ERR_BUFFER_TOO_SMALL`, nothing
+/// done; `error->offset` is the number needed). `options` may be NULL. Returns `OI_OK` if
+/// every pair has an image, `OI_NO_MATCH` if some has none, or an error (a bad target:
+/// `OI_ERR_INVALID_ID` with its position in `error->offset`), after which the contents of
+/// `results` are unspecified. Selecting again for other devices streams the compressed
+/// bundles again; what earlier calls handed out stays valid.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_select(
+    reader: *const OiReader,
+    targets: *const *const c_char,
+    n_targets: usize,
+    options: *const OiSelectOptions,
+    results: *mut OiSelection,
+    capacity: usize,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            if targets.is_null() && n_targets > 0 {
+                return Err(invalid(c"targets is null"));
+            }
+            let mut devices = Vec::with_capacity(n_targets);
+            for t in 0..n_targets {
+                let p = *targets.add(t);
+                if p.is_null() {
+                    return Err(fail(OI_ERR_INVALID_ARGUMENT, t as u64, c"target is null"));
+                }
+                let parsed = CStr::from_ptr(p)
+                    .to_str()
+                    .map_err(|_| fail(OI_ERR_INVALID_ID, t as u64, c"target is not UTF-8"))
+                    .and_then(|s| {
+                        Device::parse(s).map_err(|e| {
+                            let mut f = Fail::from(e);
+                            f.offset = t as u64;
+                            f
+                        })
+                    })?;
+                devices.push(parsed);
+            }
+            let select = select_options(options.as_ref())?;
+            if n_targets == 0 {
+                return Ok(OI_OK);
+            }
+            r.with(|s| {
+                let need = s.units.len().saturating_mul(n_targets);
+                if capacity < need || (results.is_null() && need > 0) {
+                    return Err(fail(
+                        OI_ERR_BUFFER_TOO_SMALL,
+                        need as u64,
+                        c"results must hold unit_count * n_targets records (offset: that number)",
+                    ));
+                }
+                let mut base = 0usize;
+                let mut missing = false;
+                for u in 0..s.units.len() {
+                    let chosen = s.select_unit(u, &devices, &select)?;
+                    for (t, c) in chosen.iter().enumerate() {
+                        missing |= c.is_none();
+                        let sel = OiSelection {
+                            image: c.map_or(OI_NO_IMAGE, |c| base.saturating_add(c)),
+                            found: u32::from(c.is_some()),
+                            reserved: 0,
+                        };
+                        results.add(u * n_targets + t).write(sel);
+                    }
+                    base = base.saturating_add(s.count(u)?);
+                }
+                Ok(if missing { OI_NO_MATCH } else { OI_OK })
+            })
+        })
+    }
+}
+
+/// Fills `*stats` (zeros for a NULL reader).
+///
+/// # Safety
+/// `reader` must be NULL or an open reader; `stats` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_get_stats(reader: *const OiReader, stats: *mut OiReaderStats) {
+    // SAFETY: forwarded contract.
+    let r = unsafe { reader_ref(reader) }.ok();
+    let s = r
+        .and_then(|r| {
+            catch_unwind(AssertUnwindSafe(|| {
+                r.with(|s| {
+                    Ok(OiReaderStats {
+                        decode_passes: s.stats.passes,
+                        decoded_bytes: s.stats.decoded,
+                        held_bytes: s.stats.held,
+                    })
+                })
+                .ok()
+            }))
+            .ok()
+            .flatten()
+        })
+        .unwrap_or(OiReaderStats {
+            decode_passes: 0,
+            decoded_bytes: 0,
+            held_bytes: 0,
+        });
+    // SAFETY: forwarded contract.
+    unsafe { store(stats, s) };
+}
+
+/// A static string naming a status code (`"ok"`, `"no-match"`, `"truncated"`, ...).
+#[no_mangle]
+pub extern "C" fn oi_status_name(code: i32) -> *const c_char {
+    let name: &'static CStr = match code {
+        OI_OK => c"ok",
+        OI_NO_MATCH => c"no-match",
+        OI_ERR_TRUNCATED => c"truncated",
+        OI_ERR_OUT_OF_BOUNDS => c"out-of-bounds",
+        OI_ERR_BAD_MAGIC => c"bad-magic",
+        OI_ERR_UNSUPPORTED_VERSION => c"unsupported-version",
+        OI_ERR_UNSUPPORTED_METHOD => c"unsupported-method",
+        OI_ERR_SIZE_MISMATCH => c"size-mismatch",
+        OI_ERR_HASH_MISMATCH => c"hash-mismatch",
+        OI_ERR_LIMIT_EXCEEDED => c"limit-exceeded",
+        OI_ERR_DECOMPRESS => c"decompress",
+        OI_ERR_MALFORMED => c"malformed",
+        OI_ERR_INVALID_ID => c"invalid-id",
+        OI_ERR_BAD_CONTAINER => c"bad-container",
+        OI_ERR_OUT_OF_MEMORY => c"out-of-memory",
+        OI_ERR_INVALID_ARGUMENT => c"invalid-argument",
+        OI_ERR_BUFFER_TOO_SMALL => c"buffer-too-small",
+        OI_ERR_IO => c"io",
+        _ => c"internal",
+    };
+    name.as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_codes_match_error_kind_names() {
+        for kind in [
+            ErrorKind::Truncated,
+            ErrorKind::OutOfBounds,
+            ErrorKind::BadMagic,
+            ErrorKind::UnsupportedVersion,
+            ErrorKind::UnsupportedMethod,
+            ErrorKind::SizeMismatch,
+            ErrorKind::HashMismatch,
+            ErrorKind::LimitExceeded,
+            ErrorKind::Decompress,
+            ErrorKind::Malformed,
+            ErrorKind::InvalidId,
+            ErrorKind::BadContainer,
+            ErrorKind::OutOfMemory,
+        ] {
+            // SAFETY: oi_status_name returns a static NUL-terminated string.
+            let name = unsafe { CStr::from_ptr(oi_status_name(code_of(kind))) };
+            assert_eq!(name.to_str().unwrap(), kind.name());
+        }
+    }
+
+    // ---- the C API called as C calls it ----------------------------------------------
+
+    fn corpus(path: &str) -> Vec<u8> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/corpus");
+        std::fs::read(dir.join(path)).unwrap()
+    }
+
+    fn no_error() -> OiError {
+        OiError {
+            code: -1,
+            offset: 0,
+            decompressed_offset: 0,
+            message: str_of(c""),
+        }
+    }
+
+    fn message(e: &OiError) -> &'static str {
+        // SAFETY: messages are static NUL-terminated strings.
+        unsafe { CStr::from_ptr(e.message.data) }.to_str().unwrap()
+    }
+
+    fn options(flags: u32) -> OiReadOptions {
+        OiReadOptions {
+            flags,
+            max_depth: 0,
+            max_decompressed_size: 0,
+            max_entries: 0,
+            max_id_len: 0,
+        }
+    }
+
+    /// A reader over `data` (which the caller keeps alive), or the error.
+    fn open(data: &[u8], flags: u32) -> Result<*mut OiReader, OiError> {
+        let mut e = no_error();
+        // SAFETY: valid pointers; `data` outlives the reader in every test.
+        let r = unsafe { oi_reader_open(data.as_ptr(), data.len(), &options(flags), &mut e) };
+        if r.is_null() {
+            assert_ne!(e.code, OI_OK);
+            Err(e)
+        } else {
+            assert_eq!(e.code, OI_OK);
+            Ok(r)
+        }
+    }
+
+    fn select(r: *const OiReader, targets: &[&str]) -> (i32, Vec<OiSelection>, OiError) {
+        let owned: Vec<CString> = targets.iter().map(|t| CString::new(*t).unwrap()).collect();
+        let ptrs: Vec<*const c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+        // SAFETY: valid reader and arrays.
+        let units = unsafe { oi_reader_unit_count(r) };
+        let none = OiSelection {
+            image: 0,
+            found: 7,
+            reserved: 7,
+        };
+        let mut out = vec![none; units * targets.len()];
+        let mut e = no_error();
+        // SAFETY: as above.
+        let rc = unsafe {
+            oi_reader_select(
+                r,
+                ptrs.as_ptr(),
+                ptrs.len(),
+                core::ptr::null(),
+                out.as_mut_ptr(),
+                out.len(),
+                &mut e,
+            )
+        };
+        (rc, out, e)
+    }
+
+    fn data(r: *const OiReader, image: usize) -> Result<&'static [u8], OiError> {
+        let (mut p, mut n) = (core::ptr::null(), 0usize);
+        let mut e = no_error();
+        // SAFETY: valid reader and out pointers; the bytes live until close, and every
+        // test closes its reader after its last use of them.
+        match unsafe { oi_reader_image_data(r, image, &mut p, &mut n, &mut e) } {
+            OI_OK => Ok(unsafe { std::slice::from_raw_parts(p, n) }),
+            _ => Err(e),
+        }
+    }
+
+    fn stats(r: *const OiReader) -> (u64, u64, u64) {
+        let mut s = OiReaderStats {
+            decode_passes: 0,
+            decoded_bytes: 0,
+            held_bytes: 0,
+        };
+        // SAFETY: valid reader and out pointer.
+        unsafe { oi_reader_get_stats(r, &mut s) };
+        (s.decode_passes, s.decoded_bytes, s.held_bytes)
+    }
+
+    fn close(r: *mut OiReader) {
+        // SAFETY: a reader from `open`, closed once.
+        unsafe { oi_reader_close(r) }
+    }
+
+    #[test]
+    fn malformed_files_give_their_code_and_offset() {
+        for (file, code, offset) in [
+            ("malformed/ccob_trunc_header.ccob", OI_ERR_TRUNCATED, 0),
+            (
+                "malformed/ccob_unknown_method.ccob",
+                OI_ERR_UNSUPPORTED_METHOD,
+                6,
+            ),
+            ("malformed/ccob_trunc_payload.ccob", OI_ERR_TRUNCATED, 8),
+            (
+                "malformed/bundle_trunc_header.bundle",
+                OI_ERR_TRUNCATED,
+                u64::MAX,
+            ),
+        ] {
+            let bytes = corpus(file);
+            let e = open(&bytes, 0).map(close).unwrap_err();
+            assert_eq!(e.code, code, "{file}: {}", message(&e));
+            if offset != u64::MAX {
+                assert_eq!(e.offset, offset, "{file}");
+            }
+            assert!(!message(&e).is_empty());
+        }
+        // The bad hash shows when the stream is checked: at the selection, at the hash
+        // field of the header (byte 16 of a v2 header); not checked, the choice is made.
+        let bytes = corpus("malformed/ccob_bad_hash.ccob");
+        let r = open(&bytes, 0).unwrap();
+        let (rc, _, e) = select(r, &["gfx906"]);
+        assert_eq!(
+            (rc, e.code, e.offset),
+            (OI_ERR_HASH_MISMATCH, OI_ERR_HASH_MISMATCH, 16)
+        );
+        close(r);
+        let r = open(&bytes, OI_READ_NO_VERIFY_HASH).unwrap();
+        let (rc, out, _) = select(r, &["gfx906"]);
+        assert_eq!(rc, OI_OK);
+        assert_eq!(
+            Sha256Hex::of(data(r, out[0].image).unwrap()),
+            "66dfd04eb5272fdaab3a5898848b1a41a3c212b9718fe31b34364c9e78e19d39"
+        );
+        close(r);
+    }
+
+    /// Every prefix of real files, and every one-byte corruption: a status code (never a
+    /// panic, never OI_ERR_INTERNAL) from every call.
+    #[test]
+    fn damaged_files_give_a_status_never_a_crash() {
+        for (file, step) in [
+            ("compressed/hip_6arch.zstd.ccob", 1),
+            ("compressed/hip_6arch.zlib.ccob", 3),
+            ("bundles/hip_6arch.bundle", 5),
+            ("driver/hip_compress.exe", 11),
+            ("packager/concat.offbin", 7),
+        ] {
+            let bytes = corpus(file);
+            let mut opened = 0;
+            // Prefixes, then one byte flipped at a time (inside compressed payloads these
+            // pass the walk and fail in the decoder, the table or the hash).
+            let variants = (0..bytes.len())
+                .step_by(step)
+                .map(|len| bytes[..len].to_vec());
+            let flips = (0..bytes.len()).step_by(step).map(|at| {
+                let mut b = bytes.clone();
+                b[at] ^= 0xA5;
+                b
+            });
+            for (len, variant) in variants.chain(flips).chain([bytes.clone()]).enumerate() {
+                let r = match open(&variant, 0) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        assert!(e.code > OI_NO_MATCH && e.code < OI_ERR_INTERNAL, "{file}");
+                        continue;
+                    }
+                };
+                opened += 1;
+                let (rc, _, _) = select(r, &["gfx90a:xnack+", "gfx1100"]);
+                assert!(rc < OI_ERR_INTERNAL, "{file} {len}: {rc}");
+                let mut n = 0usize;
+                let mut e = no_error();
+                // SAFETY: valid reader and out pointers.
+                let rc = unsafe { oi_reader_image_count(r, &mut n, &mut e) };
+                assert!(rc < OI_ERR_INTERNAL, "{file} {len}");
+                for i in 0..n {
+                    if let Err(e) = data(r, i) {
+                        assert!(e.code < OI_ERR_INTERNAL, "{file} {len}");
+                    }
+                }
+                close(r);
+            }
+            assert!(opened > 0, "{file}");
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        let bytes = corpus("bundles/hip_6arch.bundle");
+        let mut e = no_error();
+        // SAFETY: null pointers are part of the contract.
+        unsafe {
+            assert!(oi_reader_open(core::ptr::null(), 5, core::ptr::null(), &mut e).is_null());
+            assert_eq!(e.code, OI_ERR_INVALID_ARGUMENT);
+            assert_eq!(oi_reader_unit_count(core::ptr::null()), 0);
+            let mut n = 0;
+            assert_eq!(
+                oi_reader_image_count(core::ptr::null(), &mut n, core::ptr::null_mut()),
+                OI_ERR_INVALID_ARGUMENT
+            );
+            oi_reader_close(core::ptr::null_mut());
+            let o = OiReadOptions {
+                flags: 2,
+                ..options(0)
+            };
+            assert!(oi_reader_open(bytes.as_ptr(), bytes.len(), &o, &mut e).is_null());
+            assert_eq!(e.code, OI_ERR_INVALID_ARGUMENT);
+            let mut e = no_error();
+            assert!(
+                oi_reader_open_file(c"/nonexistent/x".as_ptr(), core::ptr::null(), &mut e)
+                    .is_null()
+            );
+            assert_eq!((e.code, e.offset), (OI_ERR_IO, 2), "ENOENT");
+        }
+        let r = open(&bytes, 0).unwrap();
+        // A bad target: its position in the list.
+        let (rc, _, e) = select(r, &["gfx90a", "gfx9000"]);
+        assert_eq!((rc, e.offset), (OI_ERR_INVALID_ID, 1), "{}", message(&e));
+        let (rc, _, _) = select(r, &["gfx9-generic"]);
+        assert_eq!(rc, OI_ERR_INVALID_ID, "a generic processor is no device");
+        // SAFETY: valid reader, arrays of the stated sizes.
+        unsafe {
+            let t = [c"gfx90a".as_ptr()];
+            let mut out = [OiSelection {
+                image: 0,
+                found: 0,
+                reserved: 0,
+            }];
+            let mut e = no_error();
+            assert_eq!(
+                oi_reader_select(
+                    r,
+                    t.as_ptr(),
+                    1,
+                    core::ptr::null(),
+                    out.as_mut_ptr(),
+                    0,
+                    &mut e
+                ),
+                OI_ERR_BUFFER_TOO_SMALL
+            );
+            assert_eq!(e.offset, 1, "the size needed");
+            let bad = OiSelectOptions {
+                policy: 3,
+                kind: 0,
+                flags: 0,
+                reserved: 0,
+            };
+            assert_eq!(
+                oi_reader_select(r, t.as_ptr(), 1, &bad, out.as_mut_ptr(), 1, &mut e),
+                OI_ERR_INVALID_ARGUMENT
+            );
+            let mut info = core::mem::MaybeUninit::<OiImageInfo>::uninit();
+            assert_eq!(
+                oi_reader_image(r, 7, info.as_mut_ptr(), &mut e),
+                OI_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(oi_reader_image(r, 6, info.as_mut_ptr(), &mut e), OI_OK);
+        }
+        close(r);
+    }
+
+    /// A second selection streams the bundle again for the new devices; what the first
+    /// one handed out stays where it is.
+    #[test]
+    fn a_later_selection_keeps_earlier_bytes_in_place() {
+        let bytes = corpus("compressed/hip_6arch.zstd.ccob");
+        let r = open(&bytes, 0).unwrap();
+        let (rc, first, _) = select(r, &["gfx906"]);
+        assert_eq!(rc, OI_OK);
+        let a = data(r, first[0].image).unwrap();
+        assert_eq!(stats(r), (1, 22368, 3024));
+        let (rc, second, _) = select(r, &["gfx1100", "gfx906"]);
+        assert_eq!(rc, OI_OK);
+        assert_eq!(second[1].image, first[0].image);
+        assert_eq!(data(r, second[1].image).unwrap().as_ptr(), a.as_ptr());
+        assert_eq!(
+            stats(r),
+            (2, 2 * 22368, 3024 + 3536),
+            "gfx906 not kept twice"
+        );
+        assert_eq!(
+            Sha256Hex::of(data(r, second[0].image).unwrap()),
+            "fc567f53d6472bf1dabbe8e093d6353973d4ca2f43fbd7df2777159c3ef44134"
+        );
+        close(r);
+    }
+
+    /// Without hash verification the decoder stops after the last image's first bytes.
+    #[test]
+    fn unverified_selection_stops_early() {
+        let bytes = corpus("compressed/hip_6arch.zstd.ccob");
+        let r = open(&bytes, OI_READ_NO_VERIFY_HASH).unwrap();
+        let (rc, out, _) = select(r, &["gfx906"]);
+        assert_eq!(rc, OI_OK);
+        let (passes, decoded, held) = stats(r);
+        assert_eq!((passes, held), (1, 3024));
+        assert!(decoded < 22368, "{decoded}");
+        assert_eq!(data(r, out[0].image).unwrap().len(), 3024);
+        close(r);
+    }
+
+    /// A text bundle in a CCOB cannot be streamed: decompressed whole (held), same
+    /// choice (text is never loadable code) and the same images.
+    #[test]
+    fn compressed_text_bundle_is_decompressed_whole() {
+        use offload_image::write::ccob::{compress, CcobOptions};
+        let text = corpus("text/omp.ll.bundle");
+        let ccob = compress(&text, &CcobOptions::default()).unwrap();
+        let plain = open(&text, 0).unwrap();
+        let packed = open(&ccob, 0).unwrap();
+        let targets = ["gfx90a", "sm_80"];
+        let (rc, a, _) = select(plain, &targets);
+        let (rc2, b, _) = select(packed, &targets);
+        assert_eq!((rc, rc2), (OI_NO_MATCH, OI_NO_MATCH));
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!((x.image, x.found, y.found), (y.image, 0, 0));
+        }
+        assert_eq!(stats(packed).2, text.len() as u64, "whole content held");
+        let count = |r| {
+            let mut n = 0usize;
+            // SAFETY: valid reader and out pointer.
+            assert_eq!(
+                unsafe { oi_reader_image_count(r, &mut n, core::ptr::null_mut()) },
+                0
+            );
+            n
+        };
+        assert_eq!(count(plain), 3);
+        assert_eq!(count(packed), 3);
+        for i in 0..3 {
+            assert_eq!(data(plain, i).unwrap(), data(packed, i).unwrap());
+        }
+        assert_eq!(
+            Sha256Hex::of(data(packed, 2).unwrap()),
+            "30b16da8ec88d98baf899beb56a3cb1827beca01d78d9df86d76a5368ce1d6eb"
+        );
+        close(plain);
+        close(packed);
+    }
+
+    /// One reader shared by threads gives each what it gives one thread.
+    #[test]
+    fn a_reader_can_be_shared_between_threads() {
+        struct Shared(*mut OiReader);
+        // SAFETY: the C API serialises calls on a reader (its lock).
+        unsafe impl Sync for Shared {}
+        let bytes = corpus("compressed/hip_6arch.zlib.ccob");
+        let r = Shared(open(&bytes, 0).unwrap());
+        let targets = [
+            "gfx906",
+            "gfx90a:xnack+",
+            "gfx942:sramecc+:xnack-",
+            "gfx1030",
+        ];
+        let single = open(&bytes, 0).unwrap();
+        let (_, want, _) = select(single, &targets);
+        let want: Vec<Vec<u8>> = want
+            .iter()
+            .map(|s| data(single, s.image).unwrap().to_vec())
+            .collect();
+        close(single);
+        std::thread::scope(|scope| {
+            for (t, w) in targets.iter().zip(&want) {
+                let r = &r;
+                scope.spawn(move || {
+                    let (rc, out, _) = select(r.0, &[t]);
+                    assert_eq!(rc, OI_OK);
+                    assert_eq!(data(r.0, out[0].image).unwrap(), &w[..]);
+                });
+            }
+        });
+        close(r.0);
+    }
+
+    struct Sha256Hex;
+    impl Sha256Hex {
+        fn of(bytes: &[u8]) -> String {
+            use sha2::Digest;
+            sha2::Sha256::digest(bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        }
+    }
+
+    #[test]
+    fn interned_messages_are_shared_and_nul_terminated() {
+        let a = intern("bundle header truncated");
+        let b = intern("bundle header truncated");
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        assert_eq!(a.to_str().unwrap(), "bundle header truncated");
+    }
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Fetches a real CUDA library from the Python package index (pip download, no install) into
+# target/external/ for the ignored test that reads NVIDIA fatbinaries from it:
+#
+#   scripts/fetch-nvidia-libs.sh
+#   cargo test --test nvfatbin -- --ignored
+#
+# Result: target/external/nvidia/libcurand.so.10 (nvidia-curand-cu12 10.3.10.19: 11
+# fatbinaries, 153 entries in .nv_fatbin). Its cuobjdump extraction is recorded in
+# tests/data/nvfatbin/libcurand.MANIFEST (tests/data/nvfatbin/regen.sh).
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+dest="${OFFLOAD_IMAGE_EXTERNAL:-$here/target/external}"
+wheel="nvidia-curand-cu12==10.3.10.19"
+mkdir -p "$dest/nvidia-wheels" "$dest/nvidia"
+if ! ls "$dest"/nvidia-wheels/nvidia_curand_cu12-10.3.10.19-*.whl >/dev/null 2>&1; then
+  python3 -m pip download -q --no-deps "$wheel" -d "$dest/nvidia-wheels"
+fi
+if [ ! -e "$dest/nvidia/libcurand.so.10" ]; then
+  whl=$(ls "$dest"/nvidia-wheels/nvidia_curand_cu12-10.3.10.19-*.whl | head -n1)
+  python3 - "$whl" "$dest/nvidia" <<'PY'
+import sys, zipfile, os
+with zipfile.ZipFile(sys.argv[1]) as z:
+    data = z.read("nvidia/curand/lib/libcurand.so.10")
+open(os.path.join(sys.argv[2], "libcurand.so.10"), "wb").write(data)
+PY
+fi
+echo "$dest/nvidia/libcurand.so.10"

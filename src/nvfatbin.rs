@@ -1,0 +1,781 @@
+//! NVIDIA fatbinaries (`.nv_fatbin`, magic `0xBA55ED50`, `NVFATBIN.md`).
+//!
+//! [`Fatbin::parse`] validates one fatbinary completely (header, every entry header, every
+//! payload range, the codec of every compressed payload and its size claims against the
+//! [`Limits`]) without allocating. [`Fatbin::entries`] lists the entries in stored order.
+//! An uncompressed entry's image is a slice of the caller's bytes ([`FatbinEntry::image`]);
+//! a compressed one (LZ4 block or zstd frame) is decoded once by
+//! [`FatbinEntry::decompress`].
+//!
+//! The image of an entry is what `cuobjdump -xelf all -xptx all` writes: payloads are
+//! stored padded, so a cubin ends where its ELF headers say (section or program header
+//! table, whichever ends last) and PTX text at its first NUL ([`trim_image`]).
+
+use alloc::vec::Vec;
+
+use crate::bytes::{self, u64_of};
+use crate::ccob::{self, CompressionMethod};
+use crate::error::{Error, ErrorKind, Result};
+use crate::raw::{FatbinEntryHeader, FatbinHeader, NVFATBIN_MAGIC};
+use crate::{Limits, ReadOptions};
+
+/// Entry flag: 64-bit code.
+pub const FLAG_64BIT: u64 = 0x1;
+/// Entry flag: Linux host.
+pub const FLAG_LINUX: u64 = 0x10;
+/// Entry flag: the payload is an LZ4 block.
+pub const FLAG_LZ4: u64 = 0x2000;
+/// Entry flag: the payload is a zstd frame.
+pub const FLAG_ZSTD: u64 = 0x8000;
+/// Entry flag: architecture-specific (`a`) entry.
+pub const FLAG_ARCH_SPECIFIC: u64 = 0x10_0000;
+/// Entry flag: family (`f`) entry.
+pub const FLAG_FAMILY: u64 = 0x20_0000;
+/// Entry flag seen on every sm_100+ cubin of CUDA 13 (meaning unknown).
+pub const FLAG_SM100_CUBIN: u64 = 0x100_0000;
+/// The flag bits whose meaning is known (measured); others are reported, never guessed.
+pub const KNOWN_FLAGS: u64 = FLAG_64BIT
+    | FLAG_LINUX
+    | FLAG_LZ4
+    | FLAG_ZSTD
+    | FLAG_ARCH_SPECIFIC
+    | FLAG_FAMILY
+    | FLAG_SM100_CUBIN;
+
+/// Smallest entry header this reader accepts (it reads fields up to `+0x40`).
+pub const MIN_ENTRY_HEADER: u64 = 64;
+/// Size of the fatbinary header.
+pub const HEADER_SIZE: u64 = 16;
+
+/// Largest expansion of an LZ4 block: a 1-byte token and a 255-run extension add 255
+/// bytes of match per input byte at most.
+const LZ4_MAX_RATIO: u64 = 256;
+
+/// Returns true if `data` starts with the fatbinary magic.
+pub fn is_fatbin(data: &[u8]) -> bool {
+    data.starts_with(NVFATBIN_MAGIC)
+}
+
+/// What an entry holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EntryKind {
+    /// 1: PTX text.
+    Ptx,
+    /// 2: an ELF (cubin).
+    Cubin,
+}
+
+impl EntryKind {
+    /// `"ptx"` or `"cubin"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EntryKind::Ptx => "ptx",
+            EntryKind::Cubin => "cubin",
+        }
+    }
+}
+
+/// The codec of a compressed payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Codec {
+    /// An LZ4 block (flag `0x2000`).
+    Lz4,
+    /// A zstd frame (flag `0x8000`).
+    Zstd,
+}
+
+impl Codec {
+    /// `"lz4"` or `"zstd"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
+        }
+    }
+
+    /// The codec the entry flags name (`None`: stored uncompressed, or both bits set,
+    /// which [`Fatbin::parse`] refuses).
+    pub const fn from_flags(flags: u64) -> Option<Codec> {
+        match (flags & FLAG_LZ4 != 0, flags & FLAG_ZSTD != 0) {
+            (true, false) => Some(Codec::Lz4),
+            (false, true) => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// The variant an entry records in its flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// No suffix.
+    Plain,
+    /// `a`: architecture-specific (flag `0x100000`).
+    ArchSpecific,
+    /// `f`: family (flag `0x200000`).
+    Family,
+}
+
+impl Variant {
+    /// The variant recorded by `flags` (both bits: [`Fatbin::parse`] refuses it).
+    pub const fn from_flags(flags: u64) -> Variant {
+        if flags & FLAG_ARCH_SPECIFIC != 0 {
+            Variant::ArchSpecific
+        } else if flags & FLAG_FAMILY != 0 {
+            Variant::Family
+        } else {
+            Variant::Plain
+        }
+    }
+
+    const fn index(self) -> usize {
+        match self {
+            Variant::Plain => 0,
+            Variant::ArchSpecific => 1,
+            Variant::Family => 2,
+        }
+    }
+}
+
+/// One NVIDIA fatbinary, borrowed from the caller's bytes and validated.
+#[derive(Clone, Copy, Debug)]
+pub struct Fatbin<'data> {
+    /// Header and body.
+    data: &'data [u8],
+    body_at: u64,
+    count: u64,
+    claimed: u64,
+}
+
+/// One entry of a fatbinary.
+#[derive(Clone, Copy, Debug)]
+pub struct FatbinEntry<'data> {
+    /// Position in the fatbinary (0-based).
+    pub index: usize,
+    /// Offset of the entry header from the start of the fatbinary.
+    pub offset: u64,
+    /// PTX or cubin.
+    pub kind: EntryKind,
+    /// SM number (86 for `sm_86`).
+    pub sm: u32,
+    /// The recorded variant.
+    pub variant: Variant,
+    /// All flags as stored.
+    pub flags: u64,
+    /// Size of the entry header.
+    pub header_size: u32,
+    /// The codec of a compressed payload.
+    pub codec: Option<Codec>,
+    /// The stored (padded) payload.
+    pub payload: &'data [u8],
+    /// Size of the compressed stream (compressed entries; 0 otherwise).
+    pub compressed_size: u64,
+    /// Size of the decompressed payload (compressed entries; 0 otherwise).
+    pub uncompressed_size: u64,
+}
+
+impl<'data> FatbinEntry<'data> {
+    /// Flag bits whose meaning is unknown (0 when all are known).
+    pub const fn unknown_flags(&self) -> u64 {
+        self.flags & !KNOWN_FLAGS
+    }
+
+    /// The image of an uncompressed entry: its payload without the padding
+    /// ([`trim_image`]); `None` for a compressed entry.
+    pub fn image(&self) -> Option<&'data [u8]> {
+        match self.codec {
+            None => Some(trim_image(self.kind, self.payload)),
+            Some(_) => None,
+        }
+    }
+
+    /// The architecture name `cuobjdump` would give with the recorded variant: `sm_86`,
+    /// `sm_90a`, `sm_100f` (for PTX too); `None` for SM numbers outside 10–999.
+    pub fn arch_name(&self) -> Option<&'static str> {
+        arch_name(self.sm, self.variant)
+    }
+
+    /// Decodes a compressed payload (the whole decompressed payload, padding included:
+    /// apply [`trim_image`] for the image). The size was checked against the limit and the
+    /// codec's largest ratio by [`Fatbin::parse`]; the buffer is reserved fallibly.
+    /// Errors are located relative to the fatbinary's start.
+    pub fn decompress(&self, options: &ReadOptions) -> Result<Vec<u8>> {
+        let size_field = self.offset.saturating_add(0x38);
+        let payload_at = self.offset.saturating_add(u64::from(self.header_size));
+        let stream = bytes::sub(self.payload, 0, self.compressed_size, "payload")
+            .map_err(|e| Error::new(e.kind(), self.offset.saturating_add(0x10), e.what()))?;
+        match self.codec {
+            None => Err(Error::new(
+                ErrorKind::Malformed,
+                self.offset,
+                "fatbinary entry is not compressed",
+            )),
+            Some(Codec::Zstd) => ccob::decode_raw(
+                CompressionMethod::Zstd,
+                stream,
+                payload_at,
+                self.uncompressed_size,
+                size_field,
+                options,
+            )
+            .map(|(v, _)| v),
+            Some(Codec::Lz4) => {
+                check_claim(
+                    self.uncompressed_size,
+                    self.compressed_size,
+                    size_field,
+                    &options.limits,
+                )?;
+                let size = usize::try_from(self.uncompressed_size).map_err(|_| {
+                    Error::new(
+                        ErrorKind::LimitExceeded,
+                        size_field,
+                        "declared decompressed size does not fit in memory",
+                    )
+                })?;
+                let mut out = Vec::new();
+                out.try_reserve_exact(size).map_err(|_| {
+                    Error::new(
+                        ErrorKind::OutOfMemory,
+                        size_field,
+                        "cannot reserve memory for the decompressed data",
+                    )
+                })?;
+                out.resize(size, 0);
+                let n = lz4_flex::block::decompress_into(stream, &mut out).map_err(|_| {
+                    Error::new(ErrorKind::Decompress, payload_at, "LZ4 block is corrupt")
+                })?;
+                if n != size {
+                    return Err(Error::new(
+                        ErrorKind::SizeMismatch,
+                        size_field,
+                        "LZ4 block decodes to a size other than the declared one",
+                    ));
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// The image inside a (decompressed) payload, without the padding the fatbinary stores:
+/// a cubin ends where its ELF64 section or program header table ends, whichever is later
+/// (the whole payload if the header does not say), PTX text at its first NUL.
+pub fn trim_image(kind: EntryKind, payload: &[u8]) -> &[u8] {
+    let end = match kind {
+        EntryKind::Ptx => payload.iter().position(|&b| b == 0),
+        EntryKind::Cubin => elf64_end(payload),
+    };
+    end.and_then(|e| payload.get(..e)).unwrap_or(payload)
+}
+
+/// End of the header tables of a little-endian ELF64 file, if it can be read and lies
+/// inside `data`.
+fn elf64_end(data: &[u8]) -> Option<usize> {
+    if !data.starts_with(crate::raw::ELF_MAGIC) || data.get(4) != Some(&2) {
+        return None;
+    }
+    let u16_at = |o: usize| -> Option<u64> {
+        let b = data.get(o..o.checked_add(2)?)?;
+        Some(u64::from(u16::from_le_bytes(<[u8; 2]>::try_from(b).ok()?)))
+    };
+    let u64_at = |o: usize| -> Option<u64> {
+        let b = data.get(o..o.checked_add(8)?)?;
+        Some(u64::from_le_bytes(<[u8; 8]>::try_from(b).ok()?))
+    };
+    let ph = u64_at(0x20)?.checked_add(u16_at(0x36)?.checked_mul(u16_at(0x38)?)?)?;
+    let sh = u64_at(0x28)?.checked_add(u16_at(0x3A)?.checked_mul(u16_at(0x3C)?)?)?;
+    let end = ph.max(sh).max(64);
+    let end = usize::try_from(end).ok()?;
+    (end <= data.len()).then_some(end)
+}
+
+/// Checks a decompressed size claim against the limit and the LZ4 ratio.
+fn check_claim(size: u64, compressed: u64, size_field: u64, limits: &Limits) -> Result<()> {
+    if size > limits.max_decompressed_size {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            size_field,
+            "declared decompressed size exceeds the limit",
+        ));
+    }
+    if size > compressed.saturating_mul(LZ4_MAX_RATIO).saturating_add(64) {
+        return Err(Error::new(
+            ErrorKind::SizeMismatch,
+            size_field,
+            "declared decompressed size is more than the payload can produce",
+        ));
+    }
+    Ok(())
+}
+
+impl<'data> Fatbin<'data> {
+    /// Parses the fatbinary at `data[0]`; it must lie inside `data` (bytes after it are
+    /// ignored: see [`Fatbin::len`]).
+    pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
+        let h: &FatbinHeader = bytes::read(data, 0, "fatbinary header truncated")?;
+        if &h.magic != NVFATBIN_MAGIC {
+            return Err(Error::new(
+                ErrorKind::BadMagic,
+                0,
+                "not an NVIDIA fatbinary (no 50 ED 55 BA magic)",
+            ));
+        }
+        if h.version.get() != 1 {
+            return Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                4,
+                "fatbinary version is not 1",
+            ));
+        }
+        let body_at = u64::from(h.header_size.get());
+        if body_at < HEADER_SIZE {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                6,
+                "fatbinary header size is smaller than 16",
+            ));
+        }
+        let total = bytes::add(body_at, h.size.get(), 8, "fatbinary size overflows")?;
+        if total > u64_of(data.len()) {
+            return Err(Error::new(
+                ErrorKind::Truncated,
+                8,
+                "fatbinary size runs past the end of the data",
+            ));
+        }
+        let data = bytes::sub(data, 0, total, "fatbinary")?;
+        let mut fatbin = Fatbin {
+            data,
+            body_at,
+            count: 0,
+            claimed: 0,
+        };
+        let mut pos = body_at;
+        while pos < total {
+            if fatbin.count >= limits.max_entries {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    pos,
+                    "fatbinary entry count exceeds the limit",
+                ));
+            }
+            let (entry, next) = fatbin.entry_at(pos, 0)?;
+            if let Some(codec) = entry.codec {
+                let size_field = pos.saturating_add(0x38);
+                match codec {
+                    Codec::Lz4 => check_claim(
+                        entry.uncompressed_size,
+                        entry.compressed_size,
+                        size_field,
+                        limits,
+                    )?,
+                    Codec::Zstd => {
+                        if entry.uncompressed_size > limits.max_decompressed_size {
+                            return Err(Error::new(
+                                ErrorKind::LimitExceeded,
+                                size_field,
+                                "declared decompressed size exceeds the limit",
+                            ));
+                        }
+                    }
+                }
+                fatbin.claimed = fatbin.claimed.saturating_add(entry.uncompressed_size);
+                if fatbin.claimed > limits.max_decompressed_size {
+                    return Err(Error::new(
+                        ErrorKind::LimitExceeded,
+                        size_field,
+                        "decompressed sizes of the fatbinary's entries exceed the limit",
+                    ));
+                }
+            }
+            fatbin.count = fatbin.count.saturating_add(1);
+            pos = next;
+        }
+        Ok(fatbin)
+    }
+
+    /// Decodes the entry header at `pos` (validated); returns it and the offset after its
+    /// payload.
+    fn entry_at(&self, pos: u64, index: usize) -> Result<(FatbinEntry<'data>, u64)> {
+        let total = u64_of(self.data.len());
+        let h: &FatbinEntryHeader =
+            bytes::read(self.data, pos, "fatbinary entry header truncated")?;
+        let header_size = h.header_size.get();
+        let hs = u64::from(header_size);
+        if hs < MIN_ENTRY_HEADER {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                pos.saturating_add(4),
+                "fatbinary entry header is smaller than 64 bytes",
+            ));
+        }
+        let payload_at = bytes::add(pos, hs, pos.saturating_add(4), "fatbinary entry overflows")?;
+        let next = bytes::add(
+            payload_at,
+            h.payload_size.get(),
+            pos.saturating_add(8),
+            "fatbinary entry overflows",
+        )?;
+        if payload_at > total {
+            return Err(Error::new(
+                ErrorKind::Truncated,
+                pos.saturating_add(4),
+                "fatbinary entry header runs past the end of the fatbinary",
+            ));
+        }
+        if next > total {
+            return Err(Error::new(
+                ErrorKind::OutOfBounds,
+                pos.saturating_add(8),
+                "fatbinary entry payload runs past the end of the fatbinary",
+            ));
+        }
+        let kind = match h.kind.get() {
+            1 => EntryKind::Ptx,
+            2 => EntryKind::Cubin,
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::UnsupportedMethod,
+                    pos,
+                    "fatbinary entry kind is neither PTX (1) nor ELF (2)",
+                ))
+            }
+        };
+        let flags = h.flags.get();
+        if flags & FLAG_LZ4 != 0 && flags & FLAG_ZSTD != 0 {
+            return Err(Error::new(
+                ErrorKind::UnsupportedMethod,
+                pos.saturating_add(0x28),
+                "fatbinary entry flags name both LZ4 and zstd",
+            ));
+        }
+        if flags & FLAG_ARCH_SPECIFIC != 0 && flags & FLAG_FAMILY != 0 {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                pos.saturating_add(0x28),
+                "fatbinary entry flags name both the 'a' and the 'f' variant",
+            ));
+        }
+        let codec = Codec::from_flags(flags);
+        let compressed_size = u64::from(h.compressed_size.get());
+        let uncompressed_size = h.uncompressed_size.get();
+        let payload = bytes::sub(self.data, payload_at, h.payload_size.get(), "payload")?;
+        match codec {
+            None if compressed_size != 0 || uncompressed_size != 0 => {
+                return Err(Error::new(
+                    ErrorKind::UnsupportedMethod,
+                    pos.saturating_add(0x28),
+                    "fatbinary entry has compressed sizes but no known codec flag",
+                ))
+            }
+            Some(_) if compressed_size > u64_of(payload.len()) => {
+                return Err(Error::new(
+                    ErrorKind::OutOfBounds,
+                    pos.saturating_add(0x10),
+                    "compressed size is larger than the stored payload",
+                ))
+            }
+            _ => {}
+        }
+        Ok((
+            FatbinEntry {
+                index,
+                offset: pos,
+                kind,
+                sm: h.sm.get(),
+                variant: Variant::from_flags(flags),
+                flags,
+                header_size,
+                codec,
+                payload,
+                compressed_size,
+                uncompressed_size,
+            },
+            next,
+        ))
+    }
+
+    /// Size of the fatbinary (header and body).
+    pub fn len(&self) -> u64 {
+        u64_of(self.data.len())
+    }
+
+    /// True if the fatbinary has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Number of entries.
+    pub fn entry_count(&self) -> u64 {
+        self.count
+    }
+
+    /// Sum of the decompressed sizes the compressed entries declare.
+    pub fn decompressed_claim(&self) -> u64 {
+        self.claimed
+    }
+
+    /// The fatbinary's bytes (header and body).
+    pub fn bytes(&self) -> &'data [u8] {
+        self.data
+    }
+
+    /// The entries in stored order.
+    pub fn entries(&self) -> FatbinEntries<'data> {
+        FatbinEntries {
+            fatbin: *self,
+            pos: self.body_at,
+            index: 0,
+        }
+    }
+
+    /// Decompresses every compressed entry, in stored order (one buffer each).
+    pub fn decompress_all(&self, options: &ReadOptions) -> Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        for e in self.entries() {
+            if e.codec.is_some() {
+                out.push(e.decompress(options)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Iterator over the entries of a [`Fatbin`].
+#[derive(Clone, Debug)]
+pub struct FatbinEntries<'data> {
+    fatbin: Fatbin<'data>,
+    pos: u64,
+    index: usize,
+}
+
+impl<'data> Iterator for FatbinEntries<'data> {
+    type Item = FatbinEntry<'data>;
+
+    fn next(&mut self) -> Option<FatbinEntry<'data>> {
+        if self.pos >= self.fatbin.len() {
+            return None;
+        }
+        // Validated by `parse`: an error cannot happen here; stop if it does.
+        match self.fatbin.entry_at(self.pos, self.index) {
+            Ok((e, next)) => {
+                self.pos = next;
+                self.index = self.index.saturating_add(1);
+                Some(e)
+            }
+            Err(_) => {
+                self.pos = u64::MAX;
+                None
+            }
+        }
+    }
+}
+
+/// Fatbinaries laid out back to back (a `.nv_fatbin` section), separated by zero padding
+/// only. Yields (offset, fatbinary); an error ends the walk.
+pub fn sequence<'data>(
+    data: &'data [u8],
+    limits: &Limits,
+) -> impl Iterator<Item = Result<(u64, Fatbin<'data>)>> + 'data {
+    let limits = *limits;
+    let mut pos = 0usize;
+    let mut done = false;
+    core::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let start = bytes::skip_zeros(data, pos)?;
+        let at = u64_of(start);
+        let blob = data.get(start..).unwrap_or_default();
+        let r = if is_fatbin(blob) {
+            Fatbin::parse(blob, &limits).map_err(|e| e.rebase(at))
+        } else {
+            Err(Error::new(
+                ErrorKind::Malformed,
+                at,
+                "unexpected bytes where the next fatbinary should start",
+            ))
+        };
+        match r {
+            Ok(f) => {
+                let len = usize::try_from(f.len()).unwrap_or(usize::MAX);
+                pos = start.saturating_add(len.max(1));
+                Some(Ok((at, f)))
+            }
+            Err(e) => {
+                done = true;
+                Some(Err(e))
+            }
+        }
+    })
+}
+
+/// Width of one slot of [`NAMES`]: up to 7 name bytes and the length.
+const SLOT: usize = 8;
+/// SM numbers with a name in [`NAMES`].
+const FIRST_SM: usize = 10;
+const LAST_SM: usize = 999;
+const SLOTS: usize = (LAST_SM - FIRST_SM + 1) * 3;
+
+/// `sm_10` … `sm_999f`: every architecture name, three variants per SM number, so that
+/// images can name their target with a `&'static str`.
+static NAMES: [[u8; SLOT]; SLOTS] = names();
+
+#[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+const fn names() -> [[u8; SLOT]; SLOTS] {
+    let mut t = [[0u8; SLOT]; SLOTS];
+    let mut sm = FIRST_SM;
+    while sm <= LAST_SM {
+        let mut v = 0;
+        while v < 3 {
+            let slot = &mut t[(sm - FIRST_SM) * 3 + v];
+            slot[0] = b's';
+            slot[1] = b'm';
+            slot[2] = b'_';
+            let mut n = 3;
+            if sm >= 100 {
+                slot[n] = b'0' + (sm / 100) as u8;
+                n += 1;
+            }
+            slot[n] = b'0' + ((sm / 10) % 10) as u8;
+            slot[n + 1] = b'0' + (sm % 10) as u8;
+            n += 2;
+            if v == 1 {
+                slot[n] = b'a';
+                n += 1;
+            } else if v == 2 {
+                slot[n] = b'f';
+                n += 1;
+            }
+            slot[SLOT - 1] = n as u8;
+            v += 1;
+        }
+        sm += 1;
+    }
+    t
+}
+
+/// `sm_86`, `sm_90a`, `sm_100f` for an SM number and variant (`None` outside 10–999).
+pub fn arch_name(sm: u32, variant: Variant) -> Option<&'static str> {
+    let sm = usize::try_from(sm).ok()?;
+    if !(FIRST_SM..=LAST_SM).contains(&sm) {
+        return None;
+    }
+    let i = sm
+        .checked_sub(FIRST_SM)?
+        .checked_mul(3)?
+        .checked_add(variant.index())?;
+    let slot = NAMES.get(i)?;
+    let len = usize::from(*slot.get(SLOT.checked_sub(1)?)?);
+    core::str::from_utf8(slot.get(..len)?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec;
+
+    fn entry(kind: u16, flags: u64, sm: u32, payload: &[u8], csize: u32, usize_: u64) -> Vec<u8> {
+        let mut e = vec![0u8; 64];
+        e[0..2].copy_from_slice(&kind.to_le_bytes());
+        e[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
+        e[4..8].copy_from_slice(&64u32.to_le_bytes());
+        e[8..16].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+        e[16..20].copy_from_slice(&csize.to_le_bytes());
+        e[0x1C..0x20].copy_from_slice(&sm.to_le_bytes());
+        e[0x28..0x30].copy_from_slice(&flags.to_le_bytes());
+        e[0x38..0x40].copy_from_slice(&usize_.to_le_bytes());
+        e.extend_from_slice(payload);
+        e
+    }
+
+    fn fatbin(entries: &[Vec<u8>]) -> Vec<u8> {
+        let body: Vec<u8> = entries.concat();
+        let mut f = vec![0x50, 0xED, 0x55, 0xBA, 1, 0, 16, 0];
+        f.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        f.extend_from_slice(&body);
+        f
+    }
+
+    #[test]
+    fn names_cover_every_sm() {
+        assert_eq!(arch_name(86, Variant::Plain), Some("sm_86"));
+        assert_eq!(arch_name(90, Variant::ArchSpecific), Some("sm_90a"));
+        assert_eq!(arch_name(100, Variant::Family), Some("sm_100f"));
+        assert_eq!(arch_name(121, Variant::Plain), Some("sm_121"));
+        assert_eq!(arch_name(999, Variant::Family), Some("sm_999f"));
+        assert_eq!(arch_name(9, Variant::Plain), None);
+        assert_eq!(arch_name(1000, Variant::Plain), None);
+    }
+
+    #[test]
+    fn ptx_entry_reads_and_trims() {
+        let f = fatbin(&[entry(1, 0x11, 86, b".version 9.5\n\0\0\0", 0, 0)]);
+        let fb = Fatbin::parse(&f, &Limits::DEFAULT).unwrap();
+        let e: Vec<_> = fb.entries().collect();
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].kind, EntryKind::Ptx);
+        assert_eq!(e[0].arch_name(), Some("sm_86"));
+        assert_eq!(e[0].image(), Some(&b".version 9.5\n"[..]));
+        assert_eq!(e[0].unknown_flags(), 0);
+    }
+
+    #[test]
+    fn bad_input_is_located() {
+        let good = fatbin(&[entry(1, 0x11, 86, b"x\0", 0, 0)]);
+        let mut k = good.clone();
+        k[16] = 7;
+        let err = Fatbin::parse(&k, &Limits::DEFAULT).unwrap_err();
+        assert_eq!(
+            (err.kind(), err.offset()),
+            (ErrorKind::UnsupportedMethod, 16)
+        );
+        let err = Fatbin::parse(&good[..40], &Limits::DEFAULT).unwrap_err();
+        assert_eq!((err.kind(), err.offset()), (ErrorKind::Truncated, 8));
+        // Unknown codec: sizes set without a codec flag.
+        let odd = fatbin(&[entry(1, 0x11, 86, b"x\0", 2, 2)]);
+        let err = Fatbin::parse(&odd, &Limits::DEFAULT).unwrap_err();
+        assert_eq!(
+            (err.kind(), err.offset()),
+            (ErrorKind::UnsupportedMethod, 16 + 0x28)
+        );
+        // LZ4 bomb: 4 bytes cannot make 1 MiB.
+        let bomb = fatbin(&[entry(1, 0x2011, 86, b"abcd", 4, 1 << 20)]);
+        let err = Fatbin::parse(&bomb, &Limits::DEFAULT).unwrap_err();
+        assert_eq!(
+            (err.kind(), err.offset()),
+            (ErrorKind::SizeMismatch, 16 + 0x38)
+        );
+        let limits = Limits {
+            max_decompressed_size: 10,
+            ..Limits::DEFAULT
+        };
+        let big = fatbin(&[entry(1, 0x8011, 86, b"abcd", 4, 11)]);
+        let err = Fatbin::parse(&big, &limits).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::LimitExceeded);
+    }
+
+    #[test]
+    fn lz4_round_trip() {
+        // An LZ4 block: literals "abcd", then a match of offset 4, length 4 + 12.
+        // then a last sequence of one literal "e".
+        let block = [0x4F, b'a', b'b', b'c', b'd', 4, 0, 0x00, 0x10, b'e'];
+        let f = fatbin(&[entry(2, 0x2011, 75, &block, block.len() as u32, 4 + 19 + 1)]);
+        let fb = Fatbin::parse(&f, &Limits::DEFAULT).unwrap();
+        let e = fb.entries().next().unwrap();
+        assert_eq!(e.codec, Some(Codec::Lz4));
+        let out = e.decompress(&ReadOptions::default()).unwrap();
+        assert_eq!(out.len(), 24);
+        assert!(out.starts_with(b"abcdabcdabcd"));
+        assert_eq!(out.last(), Some(&b'e'));
+        // A wrong claim is refused, not padded.
+        let f = fatbin(&[entry(2, 0x2011, 75, &block, block.len() as u32, 30)]);
+        let e = Fatbin::parse(&f, &Limits::DEFAULT)
+            .unwrap()
+            .entries()
+            .next()
+            .unwrap();
+        assert!(e.decompress(&ReadOptions::default()).is_err());
+    }
+}

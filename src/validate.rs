@@ -1,0 +1,456 @@
+//! Checking a file before a release: every problem the readers find, what tools and runtimes
+//! will trip over, and where the runtimes' rules choose differently (`VALIDATE.md`).
+//!
+//! [`validate`] walks the file as [`crate::units`] does and reports [`Finding`]s, each with a
+//! [`Severity`], a stable [`Code`], the container, the byte offset and one sentence:
+//!
+//! * errors: every structural error a reader raises ([`Code::Reader`], named after the
+//!   [`ErrorKind`]: `truncated`, `out-of-bounds`, `hash-mismatch`, `limit-exceeded`, ...);
+//!   the walk cannot go past one, so it is the last finding;
+//! * warnings: bytes skipped between containers (`skipped-bytes`), an uncompressed bundle
+//!   whose header and descriptor table pass 4096 bytes (`bundle-header-over-4k`), an entry
+//!   ID or OffloadBinary `arch` that disagrees with the code object's ELF header
+//!   (`id-elf-mismatch`), a generic code object below code object v6
+//!   (`generic-below-cov6`), a code object no HSA runtime loads (`unloadable-elf`), a bundle
+//!   or `CCOB` magic inside a payload (`magic-in-payload`), an entry ID spelling that some
+//!   tools or runtimes reject (`id-spelling`);
+//! * notes: devices for which the HIP runtime (ROCm CLR), comgr's lookup and the LLVM offload
+//!   runtime load different images of one unit (`runtimes-differ`).
+//!
+//! Reading the images needs their bytes: compressed bundles are decompressed (with the
+//! decoders of [`ReadOptions::decoders`]) one unit at a time.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::bytes::{self, u64_of};
+use crate::container::{units, Unit, UnitContent};
+use crate::error::{Error, ErrorKind};
+use crate::image::{Image, OffloadKind};
+use crate::raw::{BUNDLE_MAGIC, CCOB_MAGIC};
+use crate::select::{choose, Policy, SelectOptions};
+use crate::target::amdgpu::{Feature, FeatureState, TargetId};
+use crate::target::elf::{AmdgpuElfProblem, DeviceElf};
+use crate::target::{identify, Device, Target};
+use crate::ReadOptions;
+
+/// How serious a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    /// Information: the file is sound, but runtimes behave differently on it.
+    Note,
+    /// The file reads, but some tool or runtime will mishandle it.
+    Warning,
+    /// The file, or part of it, cannot be read.
+    Error,
+}
+
+impl Severity {
+    /// `"note"`, `"warning"`, `"error"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Severity::Note => "note",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// What a finding is about. [`Code::name`] is stable for scripts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// A reader error, named after its kind.
+    Reader(ErrorKind),
+    /// Bytes between containers that are neither padding nor a container (`FORMATS.md` §2.4).
+    SkippedBytes,
+    /// An uncompressed bundle whose header and descriptor table exceed 4096 bytes: ROCm CLR
+    /// hands comgr only the first 4 KiB of an uncompressed bundle (`COMPATIBILITY.md` §7.3).
+    BundleHeaderOver4k,
+    /// The entry ID (or OffloadBinary `arch`) and the code object's ELF header name
+    /// different targets.
+    IdElfMismatch,
+    /// A generic code object in a code object version below 6.
+    GenericBelowCov6,
+    /// An AMDGPU code object no HSA runtime loads (code object v2, PAL/Mesa OS ABI, unknown
+    /// processor or ABI version, features the processor lacks).
+    UnloadableElf,
+    /// A bundle or `CCOB` magic inside a payload: tools that scan for magic bytes misread
+    /// the file.
+    MagicInPayload,
+    /// An entry ID spelling that some tools or runtimes reject.
+    IdSpelling,
+    /// The runtimes' rules load different images of one unit on some device.
+    RuntimesDiffer,
+}
+
+impl Code {
+    /// The stable name: the [`ErrorKind`] name for reader errors, else `skipped-bytes`,
+    /// `bundle-header-over-4k`, `id-elf-mismatch`, `generic-below-cov6`, `unloadable-elf`,
+    /// `magic-in-payload`, `id-spelling`, `runtimes-differ`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Code::Reader(kind) => kind.name(),
+            Code::SkippedBytes => "skipped-bytes",
+            Code::BundleHeaderOver4k => "bundle-header-over-4k",
+            Code::IdElfMismatch => "id-elf-mismatch",
+            Code::GenericBelowCov6 => "generic-below-cov6",
+            Code::UnloadableElf => "unloadable-elf",
+            Code::MagicInPayload => "magic-in-payload",
+            Code::IdSpelling => "id-spelling",
+            Code::RuntimesDiffer => "runtimes-differ",
+        }
+    }
+
+    /// The severity findings of this code have.
+    pub const fn severity(self) -> Severity {
+        match self {
+            Code::Reader(_) => Severity::Error,
+            Code::RuntimesDiffer => Severity::Note,
+            _ => Severity::Warning,
+        }
+    }
+}
+
+/// One problem found by [`validate`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// What it is about.
+    pub code: Code,
+    /// Where the container is (`file`, `section .hip_fatbin`, ...; the walk's
+    /// [`crate::Location`]).
+    pub container: String,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// One sentence.
+    pub message: String,
+}
+
+impl Finding {
+    /// The severity ([`Code::severity`]).
+    pub const fn severity(&self) -> Severity {
+        self.code.severity()
+    }
+
+    fn new(code: Code, container: &str, offset: u64, message: String) -> Self {
+        Finding {
+            code,
+            container: container.to_string(),
+            offset,
+            message,
+        }
+    }
+
+    fn error(container: &str, e: &Error) -> Self {
+        let mut message = e.what().to_string();
+        if let Some(inner) = e.decompressed_offset() {
+            message.push_str(&format!(" (at byte {inner} of the decompressed content)"));
+        }
+        Finding::new(Code::Reader(e.kind()), container, e.offset(), message)
+    }
+}
+
+/// Most bytes of an uncompressed bundle's header and descriptor table ROCm CLR reads.
+pub const CLR_BUNDLE_HEADER_LIMIT: u64 = 4096;
+
+/// Checks `data` and returns every finding in discovery order (see the module
+/// documentation). Reader errors end the walk, so at most one finding is an error.
+///
+/// ```
+/// use offload_image::validate::{validate, Severity};
+/// use offload_image::ReadOptions;
+///
+/// let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
+/// let findings = validate(data, &ReadOptions::default());
+/// assert!(findings.iter().all(|f| f.severity() < Severity::Error));
+/// ```
+pub fn validate(data: &[u8], options: &ReadOptions) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for unit in units(data, options) {
+        match unit {
+            Ok(unit) => check_unit(&unit, options, &mut out),
+            Err(e) => {
+                out.push(Finding::error("file", &e));
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn check_unit(unit: &Unit<'_>, options: &ReadOptions, out: &mut Vec<Finding>) {
+    let container = unit.location.to_string();
+    let at = unit.location.offset;
+    match &unit.content {
+        UnitContent::Bundle(b) if b.header_len() > CLR_BUNDLE_HEADER_LIMIT => {
+            out.push(Finding::new(
+                Code::BundleHeaderOver4k,
+                &container,
+                at,
+                format!(
+                    "the bundle's header and descriptor table take {} bytes: ROCm CLR hands comgr only the first {CLR_BUNDLE_HEADER_LIMIT}, so HIP cannot look up its {} entries",
+                    b.header_len(),
+                    b.entry_count()
+                ),
+            ));
+        }
+        UnitContent::Compressed(c) => {
+            if let Some(p) = magic_in(c.payload()) {
+                out.push(Finding::new(
+                    Code::MagicInPayload,
+                    &container,
+                    at.saturating_add(c.header_len()).saturating_add(p.0),
+                    format!(
+                        "the compressed payload contains the {} magic: tools that scan for it (llvm-objdump --offloading, roc-obj) split the file there",
+                        p.1
+                    ),
+                ));
+            }
+        }
+        _ => {}
+    }
+    let open = match unit.open(options) {
+        Ok(open) => open,
+        Err(e) => {
+            out.push(Finding::error(&container, &e));
+            return;
+        }
+    };
+    let mut device_images = 0usize;
+    for image in open.images() {
+        let place = image.offset.unwrap_or(at);
+        check_image(&image, &container, place, out);
+        if image.offset.is_some() {
+            if let Some(p) = magic_in(image.bytes) {
+                out.push(Finding::new(
+                    Code::MagicInPayload,
+                    &container,
+                    place.saturating_add(p.0),
+                    format!(
+                        "image {} contains the {} magic: tools that scan for it split the file there",
+                        name(&image),
+                        p.1
+                    ),
+                ));
+            }
+        }
+        if image.offload_kind != OffloadKind::Host {
+            device_images = device_images.saturating_add(1);
+        }
+    }
+    if device_images > 1 {
+        runtimes_differ(&open, &container, at, out);
+    }
+    if let Some(r) = &unit.skipped {
+        out.push(Finding::new(
+            Code::SkippedBytes,
+            &container,
+            r.start,
+            format!(
+                "{} bytes after unit {} are neither padding nor an offload container; readers that stop here miss whatever follows (FORMATS.md §2.4)",
+                r.end.saturating_sub(r.start),
+                unit.index
+            ),
+        ));
+    }
+}
+
+fn name(image: &Image<'_>) -> String {
+    crate::target::image_name(image).to_string()
+}
+
+/// The first bundle or `CCOB` magic in `bytes`: (offset, which).
+fn magic_in(bytes: &[u8]) -> Option<(u64, &'static str)> {
+    let b = bytes::find(bytes, BUNDLE_MAGIC, 0).map(|p| (u64_of(p), "__CLANG_OFFLOAD_BUNDLE__"));
+    let c = bytes::find(bytes, CCOB_MAGIC, 0).map(|p| (u64_of(p), "CCOB"));
+    match (b, c) {
+        (Some(b), Some(c)) => Some(if b.0 <= c.0 { b } else { c }),
+        (b, c) => b.or(c),
+    }
+}
+
+fn check_image(image: &Image<'_>, container: &str, place: u64, out: &mut Vec<Finding>) {
+    let identity = identify(image);
+    if let Some(d) = identity.disagreement() {
+        out.push(Finding::new(
+            Code::IdElfMismatch,
+            container,
+            place,
+            format!(
+                "{}: {d}; runtimes that read only the ID (comgr's lookup) and those that read the ELF header (ROCr, the ranking here) disagree",
+                name(image)
+            ),
+        ));
+    }
+    if let Some(DeviceElf::Amdgpu(elf)) = &identity.elf {
+        let generic = elf.processor.is_some_and(|p| p.is_generic());
+        if let Some(problem) = identity.elf_problem {
+            let code = if generic && problem == AmdgpuElfProblem::BadGenericVersion {
+                Code::GenericBelowCov6
+            } else {
+                Code::UnloadableElf
+            };
+            out.push(Finding::new(
+                code,
+                container,
+                place,
+                format!("{}: {problem}; no HSA runtime loads it", name(image)),
+            ));
+        }
+    }
+    if let Some(id) = image.entry_id {
+        if let Some(why) = spelling(id, &identity) {
+            out.push(Finding::new(
+                Code::IdSpelling,
+                container,
+                place,
+                format!("entry ID `{id}`: {why}"),
+            ));
+        }
+    }
+}
+
+/// Why some tools or runtimes reject the spelling of a bundle entry ID.
+fn spelling(id: &str, identity: &crate::target::Identity<'_>) -> Option<&'static str> {
+    let parsed = crate::entry_id::EntryId::parse(id).ok()?;
+    let fields = parsed.triple.split('-').count();
+    if parsed.kind != "host" && fields < 4 {
+        return Some(
+            "a 3-field triple: LLVM 22's clang-offload-bundler refuses such IDs (\"invalid bundle id\") and runtimes that build 4-field queries do not match it; write `<kind>-<arch>-<vendor>-<os>-<env>-<target>`",
+        );
+    }
+    if parsed.kind == "hcc" {
+        return Some(
+            "the legacy `hcc` kind: only ROCm's HIP runtime still accepts it; write `hipv4`",
+        );
+    }
+    if identity.target == Target::AmdgcnSpirv
+        && parsed.triple != "spirv64-amd-amdhsa-"
+        && parsed.triple != "spirv64-amd-amdhsa-unknown"
+    {
+        return Some(
+            "ROCm CLR looks up AMD SPIR-V only as `spirv64-amd-amdhsa--amdgcnspirv` and `spirv64-amd-amdhsa-unknown-amdgcnspirv`",
+        );
+    }
+    if parsed.kind == "hipv4" {
+        if let Some(DeviceElf::Amdgpu(elf)) = &identity.elf {
+            if (2..4).contains(&elf.code_object_version) {
+                return Some("`hipv4` promises code object v4 or later, but the ELF header says v2 or v3; older ROCm runtimes take the target from the ID and load it wrongly");
+            }
+        }
+    }
+    None
+}
+
+/// Devices worth asking about: every concrete processor an AMDGPU image names, with every
+/// combination of its selectable features.
+fn devices(images: &[Image<'_>]) -> Vec<Device> {
+    let mut out: Vec<Device> = Vec::new();
+    for image in images {
+        let Target::Amdgpu(t) = identify(image).target else {
+            continue;
+        };
+        if t.processor.is_generic() {
+            continue;
+        }
+        let states = |f: Feature| -> &'static [FeatureState] {
+            if t.processor.support(f).is_selectable() {
+                &[FeatureState::On, FeatureState::Off]
+            } else {
+                &[FeatureState::Unsupported]
+            }
+        };
+        for &s in states(Feature::Sramecc) {
+            for &x in states(Feature::Xnack) {
+                if let Ok(id) = TargetId::new(t.processor, s, x) {
+                    let d = Device::Amdgpu(id);
+                    if !out.contains(&d) {
+                        out.push(d);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Notes where the runtime that reads the unit and the full ranking (`COMPATIBILITY.md` §10)
+/// load different images: ROCm CLR for bundles (native, then generic, then SPIR-V, each in
+/// discovery order; §7.3), the LLVM offload runtime for OffloadBinaries (first compatible
+/// image; §7.5). Feature combinations of one processor that agree are reported once.
+fn runtimes_differ(
+    open: &crate::container::OpenUnit<'_>,
+    container: &str,
+    at: u64,
+    out: &mut Vec<Finding>,
+) {
+    let images: Vec<Image<'_>> = open.images().collect();
+    let format = open.unit().format();
+    if format != crate::image::Format::OffloadBinary
+        && !images.iter().any(|i| i.offload_kind.is_hip())
+    {
+        // A bundle no HIP runtime loads (OpenMP bundles of static libraries).
+        return;
+    }
+    let (runtime, runtime_options) = match format {
+        crate::image::Format::OffloadBinary => (
+            "the LLVM offload runtime",
+            SelectOptions {
+                policy: Policy::First,
+                ..SelectOptions::default()
+            },
+        ),
+        _ => (
+            "ROCm CLR",
+            SelectOptions {
+                kind: crate::select::KindFilter::Hip,
+                policy: Policy::FirstByClass,
+                ..SelectOptions::default()
+            },
+        ),
+    };
+    let show = |i: Option<usize>| {
+        i.and_then(|i| images.get(i))
+            .map_or_else(|| "nothing".to_string(), name)
+    };
+    let mut results: Vec<(Device, [Option<usize>; 2])> = Vec::new();
+    for device in devices(&images) {
+        let pick = |o: &SelectOptions| {
+            choose(images.iter().copied(), &device, o)
+                .image
+                .map(|i| i.index)
+        };
+        results.push((
+            device,
+            [pick(&runtime_options), pick(&SelectOptions::default())],
+        ));
+    }
+    let mut noted: Vec<&'static crate::target::amdgpu::Processor> = Vec::new();
+    for (device, got) in &results {
+        let Device::Amdgpu(t) = device else { continue };
+        if got[0] == got[1] || noted.iter().any(|p| core::ptr::eq(*p, t.processor)) {
+            continue;
+        }
+        // All feature combinations of the processor agree: one note for the processor.
+        let same = results.iter().all(|(d, g)| match d {
+            Device::Amdgpu(o) => !core::ptr::eq(o.processor, t.processor) || g == got,
+            Device::Cuda { .. } => true,
+        });
+        let on = if same {
+            noted.push(t.processor);
+            t.processor.name.to_string()
+        } else {
+            device.to_string()
+        };
+        out.push(Finding::new(
+            Code::RuntimesDiffer,
+            container,
+            at,
+            format!(
+                "on {on}: {runtime} loads {}, the best match is {}",
+                show(got[0]),
+                show(got[1])
+            ),
+        ));
+    }
+}
