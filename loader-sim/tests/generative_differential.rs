@@ -720,9 +720,52 @@ fn check_file(ctx: &mut Ctx, made: Made, what: &str) -> Option<Made> {
             for (tool, v) in &made.views {
                 compare_view(ctx, tool.name(), v, &refs, what);
             }
+            check_skipped(ctx, &made.file, &recs, what);
         }
     }
     Some(made)
+}
+
+/// The skip rule (FORMATS.md §2.4) as LLVM's files exercise it: `loader-sim list` reports
+/// skipped bytes only where LLVM wrote images past the end its header describes, which it
+/// does only for duplicate IDs; the skipped bytes are not zero padding; `--strict` refuses
+/// the file.
+fn check_skipped(ctx: &mut Ctx, file: &Path, recs: &[Value], what: &str) {
+    let skipped: Vec<&Value> = recs.iter().filter(|r| r["note"] == "skipped").collect();
+    if skipped.is_empty() {
+        return;
+    }
+    let ids: Vec<&str> = recs.iter().filter_map(|r| r["entry_id"].as_str()).collect();
+    let distinct: BTreeSet<&str> = ids.iter().copied().collect();
+    if distinct.len() == ids.len() {
+        ctx.problem(format!(
+            "{what}: loader-sim list skips bytes in a file without duplicate entry IDs: {skipped:?}"
+        ));
+        return;
+    }
+    ctx.tags
+        .push("skipped bytes after duplicate IDs".to_string());
+    let data = std::fs::read(file).unwrap();
+    for n in &skipped {
+        let (Some(off), Some(size)) = (n["offset"].as_u64(), n["size"].as_u64()) else {
+            ctx.problem(format!("{what}: skipped note without offset and size: {n}"));
+            continue;
+        };
+        let range = data.get(off as usize..(off + size) as usize);
+        if n["container"] == "file" && range.is_none_or(|b| b.iter().all(|&x| x == 0)) {
+            ctx.problem(format!(
+                "{what}: the skipped bytes {off}..{} are outside the file or zero padding",
+                off + size
+            ));
+        }
+    }
+    let r = ctx.ours("list", &[parg(file), arg("--json"), arg("--strict")]);
+    if r.status.code() != Some(2) {
+        ctx.problem(format!(
+            "{what}: loader-sim list --strict accepts a file with skipped bytes: {}",
+            describe(&r)
+        ));
+    }
 }
 
 /// A bundling job: LLVM 22 (or 19, or loader-sim for zlib) bundles, then LLVM reads.
@@ -1189,6 +1232,7 @@ fn generative_differential_against_llvm() {
             "read by LLVM 19",
             "host-less",
             "IDs collide in LLVM",
+            "skipped bytes after duplicate IDs",
             "made by LLVM 19: compressed",
             "made by LLVM 22: compressed v2",
             "made by LLVM 22: compressed v3",
