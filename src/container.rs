@@ -580,24 +580,65 @@ fn starts_blob(data: &[u8]) -> bool {
         || offload_binary::is_offload_binary(data)
 }
 
-/// The first offset at or after `from` where an NVIDIA fatbinary starts.
-fn next_fatbin(data: &[u8], from: usize) -> Option<usize> {
-    let tail = data.get(from..)?;
-    tail.iter()
-        .enumerate()
-        .filter(|(_, b)| **b == 0x50)
-        .find(|(i, _)| tail.get(*i..).is_some_and(nvfatbin::is_fatbin))
-        .and_then(|(i, _)| from.checked_add(i))
+/// True if `data` starts with an NVIDIA fatbinary (the containers of `.nv_fatbin`).
+fn starts_fatbin(data: &[u8]) -> bool {
+    nvfatbin::is_fatbin(data)
 }
 
-/// The first offset at or after `from` where a back-to-back container starts.
-fn next_blob(data: &[u8], from: usize) -> Option<usize> {
+/// The first offset at or after `from` where `starts` holds.
+fn next_start(data: &[u8], from: usize, starts: fn(&[u8]) -> bool) -> Option<usize> {
     let tail = data.get(from..)?;
-    tail.iter()
-        .enumerate()
-        .filter(|(_, b)| matches!(b, b'_' | b'C' | 0x10))
-        .find(|(i, _)| tail.get(*i..).is_some_and(starts_blob))
-        .and_then(|(i, _)| from.checked_add(i))
+    (0..tail.len())
+        .find(|&i| tail.get(i..).is_some_and(starts))
+        .and_then(|i| from.checked_add(i))
+}
+
+/// Where the next container of a back-to-back walk starts: the first non-zero byte at or
+/// after `pos` — `(offset in data, file offset, the bytes from there)` — or `None` at the
+/// end. Refuses more containers than the limit allows.
+fn next_in_walk<'data>(
+    data: &'data [u8],
+    pos: usize,
+    index: usize,
+    base: u64,
+    limits: &crate::Limits,
+) -> Result<Option<(usize, u64, &'data [u8])>> {
+    let Some(start) = bytes::skip_zeros(data, pos) else {
+        return Ok(None);
+    };
+    let at = base.saturating_add(u64_of(start));
+    if u64_of(index) >= limits.max_entries {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            at,
+            "number of containers in one section exceeds the limit",
+        ));
+    }
+    Ok(Some((start, at, data.get(start..).unwrap_or(&[]))))
+}
+
+/// `FORMATS.md` §2.4, after a container that ends at `*pos`: zero padding, then the next
+/// container. Other bytes are skipped up to the next container start at or after the end
+/// (never searched for inside the payloads the container describes): `*pos` moves there
+/// and the skipped file range is returned. In strict mode nothing is skipped (the next
+/// step refuses the bytes).
+fn skip_after(
+    data: &[u8],
+    pos: &mut usize,
+    base: u64,
+    options: &ReadOptions,
+    starts: fn(&[u8]) -> bool,
+) -> Option<core::ops::Range<u64>> {
+    if options.strict {
+        return None;
+    }
+    let next = bytes::skip_zeros(data, *pos)?;
+    if starts(data.get(next..).unwrap_or(&[])) {
+        return None;
+    }
+    let resume = next_start(data, next, starts).unwrap_or(data.len());
+    *pos = resume;
+    Some(base.saturating_add(u64_of(next))..base.saturating_add(u64_of(resume)))
 }
 
 /// Most frames of the walk at once: one per path element, plus the innermost walk.
@@ -1043,18 +1084,10 @@ impl<'data> Units<'data> {
                         None => *nested = None,
                     }
                 }
-                let Some(start) = bytes::skip_zeros(data, *pos) else {
+                let Some((start, at, blob)) = next_in_walk(data, *pos, *index, base, limits)?
+                else {
                     return Ok(Step::Pop);
                 };
-                let at = base.saturating_add(u64_of(start));
-                let blob = data.get(start..).unwrap_or(&[]);
-                if *index as u64 >= limits.max_entries {
-                    return Err(Error::new(
-                        ErrorKind::LimitExceeded,
-                        at,
-                        "number of containers in one section exceeds the limit",
-                    ));
-                }
                 let (content, len) = if bundle::is_bundle(blob) {
                     let b = Bundle::parse(blob, limits).map_err(|e| e.rebase(at))?;
                     (UnitContent::Bundle(b), b.len())
@@ -1077,23 +1110,7 @@ impl<'data> Units<'data> {
                 *index = index.saturating_add(1);
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
                 *pos = start.saturating_add(len.max(1));
-                // FORMATS.md §2.4: after a container, zero padding, then the next container. Other
-                // bytes are skipped up to the next container magic at or after the end
-                // (never searched for inside the payloads the container describes).
-                let mut skipped = None;
-                if !options.strict {
-                    if let Some(next) = bytes::skip_zeros(data, *pos) {
-                        let rest = data.get(next..).unwrap_or(&[]);
-                        if !starts_blob(rest) {
-                            let resume = next_blob(data, next).unwrap_or(data.len());
-                            skipped = Some(
-                                base.saturating_add(u64_of(next))
-                                    ..base.saturating_add(u64_of(resume)),
-                            );
-                            *pos = resume;
-                        }
-                    }
-                }
+                let skipped = skip_after(data, pos, base, options, starts_blob);
                 Ok(Step::Unit(at, unit_index, content, skipped))
             }
             Frame::Fatbins {
@@ -1101,19 +1118,11 @@ impl<'data> Units<'data> {
             } => {
                 let base = base_of(data);
                 let limits = &options.limits;
-                let Some(start) = bytes::skip_zeros(data, *pos) else {
+                let Some((start, at, blob)) = next_in_walk(data, *pos, *index, base, limits)?
+                else {
                     return Ok(Step::Pop);
                 };
-                let at = base.saturating_add(u64_of(start));
-                let blob = data.get(start..).unwrap_or(&[]);
-                if *index as u64 >= limits.max_entries {
-                    return Err(Error::new(
-                        ErrorKind::LimitExceeded,
-                        at,
-                        "number of containers in one section exceeds the limit",
-                    ));
-                }
-                if !nvfatbin::is_fatbin(blob) {
+                if !starts_fatbin(blob) {
                     return Err(Error::new(
                         ErrorKind::Malformed,
                         at,
@@ -1125,21 +1134,7 @@ impl<'data> Units<'data> {
                 *index = index.saturating_add(1);
                 let len = usize::try_from(f.len()).unwrap_or(usize::MAX);
                 *pos = start.saturating_add(len.max(1));
-                // FORMATS.md §2.4, as for the other containers.
-                let mut skipped = None;
-                if !options.strict {
-                    if let Some(next) = bytes::skip_zeros(data, *pos) {
-                        let rest = data.get(next..).unwrap_or(&[]);
-                        if !nvfatbin::is_fatbin(rest) {
-                            let resume = next_fatbin(data, next).unwrap_or(data.len());
-                            skipped = Some(
-                                base.saturating_add(u64_of(next))
-                                    ..base.saturating_add(u64_of(resume)),
-                            );
-                            *pos = resume;
-                        }
-                    }
-                }
+                let skipped = skip_after(data, pos, base, options, starts_fatbin);
                 Ok(Step::Unit(
                     at,
                     unit_index,

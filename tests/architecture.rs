@@ -203,3 +203,93 @@ fn the_checker_sees_a_back_edge() {
     );
     assert!(step_of("registration") > step_of("container"));
 }
+
+/// The workspace is cut by audience, and its crates depend on each other one way: the
+/// `no_std` core (`offload-image`) depends on none of them; the C API (`offload-image-capi`),
+/// the LLVM drop-in tools (`offload-dropin`) and the runtime shim (`loader-sim-rt`) only on
+/// the core; the simulator and command line (`loader-sim`) on the core, the drop-ins and the
+/// shim. `unsafe` is forbidden everywhere but in the two FFI crates (the C API and the shim).
+#[test]
+fn workspace_crates_depend_one_way_and_confine_unsafe() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // (manifest, package, allowed workspace dependencies, crate root, may use unsafe)
+    let crates: &[(&str, &str, &[&str], &str, bool)] = &[
+        ("Cargo.toml", "offload-image", &[], "src/lib.rs", false),
+        (
+            "capi/Cargo.toml",
+            "offload-image-capi",
+            &["offload-image"],
+            "capi/src/lib.rs",
+            true,
+        ),
+        (
+            "dropin/Cargo.toml",
+            "offload-dropin",
+            &["offload-image"],
+            "dropin/src/lib.rs",
+            false,
+        ),
+        (
+            "loader-sim/rt/Cargo.toml",
+            "loader-sim-rt",
+            &["offload-image"],
+            "loader-sim/rt/src/lib.rs",
+            true,
+        ),
+        (
+            "loader-sim/Cargo.toml",
+            "loader-sim",
+            &["offload-image", "offload-dropin", "loader-sim-rt"],
+            "loader-sim/src/main.rs",
+            false,
+        ),
+    ];
+    let names: Vec<&str> = crates.iter().map(|c| c.1).collect();
+    // Every workspace member is listed here.
+    let workspace = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = workspace
+        .split("members = [")
+        .nth(1)
+        .and_then(|s| s.split(']').next())
+        .unwrap();
+    let member_count = members.split(',').filter(|m| m.contains('"')).count();
+    assert_eq!(member_count, crates.len(), "workspace members: {members}");
+    let mut seen = 0;
+    for (manifest, package, allowed, lib, unsafe_ok) in crates {
+        let text = std::fs::read_to_string(root.join(manifest)).unwrap();
+        assert!(
+            text.contains(&format!("name = \"{package}\"")),
+            "{manifest}"
+        );
+        // Path dependencies (normal, dev and build): only the allowed workspace crates.
+        let mut section = String::new();
+        for line in text.lines() {
+            let t = line.trim();
+            if t.starts_with('[') {
+                section = t.to_string();
+                continue;
+            }
+            if !section.contains("dependencies") || !t.contains("path =") {
+                continue;
+            }
+            let dep = t.split([' ', '=']).next().unwrap();
+            assert!(
+                names.contains(&dep),
+                "{manifest}: unknown path dependency {dep}"
+            );
+            let dev_self = section.contains("dev-dependencies") && dep == "offload-image";
+            assert!(
+                allowed.contains(&dep) || dev_self,
+                "{manifest} ({section}) depends on {dep}: not allowed for {package}"
+            );
+            seen += 1;
+        }
+        let code = std::fs::read_to_string(root.join(lib)).unwrap();
+        assert_eq!(
+            code.contains("#![forbid(unsafe_code)]"),
+            !unsafe_ok,
+            "{lib}: unsafe is forbidden outside the FFI crates"
+        );
+    }
+    assert!(seen >= 6, "the check saw {seen} path dependencies");
+}

@@ -292,9 +292,29 @@
 #define OI_SELECT_STRICT 16
 
 /**
+ * `oi_finding.severity`: the file is sound, but runtimes differ on it.
+ */
+#define OI_SEVERITY_NOTE 0
+
+/**
+ * `oi_finding.severity`: some tool or runtime will mishandle the file.
+ */
+#define OI_SEVERITY_WARNING 1
+
+/**
+ * `oi_finding.severity`: the file, or part of it, cannot be read.
+ */
+#define OI_SEVERITY_ERROR 2
+
+/**
  * A reader over one buffer or file (opaque).
  */
 typedef struct oi_reader oi_reader;
+
+/**
+ * The findings of one `oi_validate` call (opaque).
+ */
+typedef struct oi_validation oi_validation;
 
 /**
  * Reading options; zero-initialised means: default limits, hashes verified.
@@ -504,6 +524,37 @@ typedef struct oi_reader_stats {
   uint64_t held_bytes;
 } oi_reader_stats;
 
+/**
+ * One finding of `oi_validate` (`loader-sim validate`). Strings stay valid until
+ * `oi_validation_free`.
+ */
+typedef struct oi_finding {
+  /**
+   * `OI_SEVERITY_*`.
+   */
+  uint32_t severity;
+  /**
+   * Reserved, 0.
+   */
+  uint32_t reserved;
+  /**
+   * Byte offset in the data.
+   */
+  uint64_t offset;
+  /**
+   * The stable code (`skipped-bytes`, `id-elf-mismatch`, `hash-mismatch`, ...).
+   */
+  struct oi_str code;
+  /**
+   * Where the container is (`file`, `section .hip_fatbin`, ...).
+   */
+  struct oi_str container;
+  /**
+   * One sentence.
+   */
+  struct oi_str message;
+} oi_finding;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -640,6 +691,57 @@ int32_t oi_reader_select(const struct oi_reader *reader,
  * `reader` must be NULL or an open reader; `stats` NULL or writable.
  */
 void oi_reader_get_stats(const struct oi_reader *reader, struct oi_reader_stats *stats);
+
+/**
+ * Checks `len` bytes at `data` as `loader-sim validate` does: every problem the readers
+ * find (errors), what tools and runtimes will mishandle (warnings), where runtimes' rules
+ * choose differently (notes). Unlike `oi_reader_open`, a file that does not read is not
+ * a failed call: its error is a finding. `options` may be NULL. Returns a handle to free
+ * with `oi_validation_free`, or NULL with `error` set (bad arguments, out of memory).
+ *
+ * # Safety
+ * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+ */
+struct oi_validation *oi_validate(const uint8_t *data,
+                                  size_t len,
+                                  const struct oi_read_options *options,
+                                  struct oi_error *error);
+
+/**
+ * The number of findings.
+ *
+ * # Safety
+ * `validation` must be NULL (0 findings) or a handle from `oi_validate` not yet freed.
+ */
+size_t oi_validation_count(const struct oi_validation *validation);
+
+/**
+ * The most severe finding's `OI_SEVERITY_*`, or -1 when there is none.
+ *
+ * # Safety
+ * `validation` must be NULL or a handle from `oi_validate` not yet freed.
+ */
+int32_t oi_validation_worst(const struct oi_validation *validation);
+
+/**
+ * Copies finding `index` (in discovery order) into `*finding`; `OI_ERR_INVALID_ARGUMENT`
+ * for an index out of range.
+ *
+ * # Safety
+ * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+ */
+int32_t oi_validation_finding(const struct oi_validation *validation,
+                              size_t index,
+                              struct oi_finding *finding,
+                              struct oi_error *error);
+
+/**
+ * Frees the findings and their strings. NULL is accepted.
+ *
+ * # Safety
+ * `validation` must be NULL or a handle from `oi_validate`, not used afterwards.
+ */
+void oi_validation_free(struct oi_validation *validation);
 
 /**
  * A static string naming a status code (`"ok"`, `"no-match"`, `"truncated"`, ...).

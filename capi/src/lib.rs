@@ -1355,6 +1355,176 @@ pub unsafe extern "C" fn oi_reader_get_stats(reader: *const OiReader, stats: *mu
     unsafe { store(stats, s) };
 }
 
+// ---- validation ------------------------------------------------------------------------
+
+/// `oi_finding.severity`: the file is sound, but runtimes differ on it.
+pub const OI_SEVERITY_NOTE: u32 = 0;
+/// `oi_finding.severity`: some tool or runtime will mishandle the file.
+pub const OI_SEVERITY_WARNING: u32 = 1;
+/// `oi_finding.severity`: the file, or part of it, cannot be read.
+pub const OI_SEVERITY_ERROR: u32 = 2;
+
+/// One finding of `oi_validate` (`loader-sim validate`). Strings stay valid until
+/// `oi_validation_free`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OiFinding {
+    /// `OI_SEVERITY_*`.
+    pub severity: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+    /// Byte offset in the data.
+    pub offset: u64,
+    /// The stable code (`skipped-bytes`, `id-elf-mismatch`, `hash-mismatch`, ...).
+    pub code: OiStr,
+    /// Where the container is (`file`, `section .hip_fatbin`, ...).
+    pub container: OiStr,
+    /// One sentence.
+    pub message: OiStr,
+}
+
+/// The findings of one `oi_validate` call (opaque).
+pub struct OiValidation {
+    // Owns the strings the findings point into.
+    _strings: Vec<CString>,
+    findings: Vec<OiFinding>,
+    worst: Option<u32>,
+}
+
+// The findings hold pointers into `strings`, which never change after construction.
+// SAFETY: nothing is mutated after construction; the pointers point into owned CStrings.
+unsafe impl Send for OiValidation {}
+// SAFETY: as above: read-only after construction.
+unsafe impl Sync for OiValidation {}
+
+/// Checks `len` bytes at `data` as `loader-sim validate` does: every problem the readers
+/// find (errors), what tools and runtimes will mishandle (warnings), where runtimes' rules
+/// choose differently (notes). Unlike `oi_reader_open`, a file that does not read is not
+/// a failed call: its error is a finding. `options` may be NULL. Returns a handle to free
+/// with `oi_validation_free`, or NULL with `error` set (bad arguments, out of memory).
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_validate(
+    data: *const u8,
+    len: usize,
+    options: *const OiReadOptions,
+    error: *mut OiError,
+) -> *mut OiValidation {
+    let mut out: *mut OiValidation = core::ptr::null_mut();
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let data = input(data, len)?;
+            let read = ReadOptions {
+                decoders: Decoders::BUILTIN,
+                ..read_options(options.as_ref())?
+            };
+            let found = offload_image::validate::validate(data, &read);
+            let mut strings = Vec::with_capacity(found.len().saturating_mul(3));
+            let mut findings = Vec::with_capacity(found.len());
+            let mut worst = None;
+            for f in &found {
+                let severity = match f.severity() {
+                    offload_image::validate::Severity::Note => OI_SEVERITY_NOTE,
+                    offload_image::validate::Severity::Warning => OI_SEVERITY_WARNING,
+                    offload_image::validate::Severity::Error => OI_SEVERITY_ERROR,
+                };
+                worst = worst.max(Some(severity));
+                let (code, container, message) = (
+                    cstring(f.code.name()),
+                    cstring(&f.container),
+                    cstring(&f.message),
+                );
+                findings.push(OiFinding {
+                    severity,
+                    reserved: 0,
+                    offset: f.offset,
+                    code: str_of(&code),
+                    container: str_of(&container),
+                    message: str_of(&message),
+                });
+                // Moving a CString keeps its heap buffer: the pointers stay valid.
+                strings.extend([code, container, message]);
+            }
+            out = Box::into_raw(Box::new(OiValidation {
+                _strings: strings,
+                findings,
+                worst,
+            }));
+            Ok(OI_OK)
+        })
+    };
+    out
+}
+
+/// The number of findings.
+///
+/// # Safety
+/// `validation` must be NULL (0 findings) or a handle from `oi_validate` not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn oi_validation_count(validation: *const OiValidation) -> usize {
+    // SAFETY: guaranteed by the caller (header contract).
+    unsafe { validation.as_ref() }.map_or(0, |v| v.findings.len())
+}
+
+/// The most severe finding's `OI_SEVERITY_*`, or -1 when there is none.
+///
+/// # Safety
+/// `validation` must be NULL or a handle from `oi_validate` not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn oi_validation_worst(validation: *const OiValidation) -> i32 {
+    // SAFETY: guaranteed by the caller (header contract).
+    unsafe { validation.as_ref() }
+        .and_then(|v| v.worst)
+        .map_or(-1, |w| w as i32)
+}
+
+/// Copies finding `index` (in discovery order) into `*finding`; `OI_ERR_INVALID_ARGUMENT`
+/// for an index out of range.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_validation_finding(
+    validation: *const OiValidation,
+    index: usize,
+    finding: *mut OiFinding,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            // SAFETY: guaranteed by the caller (header contract).
+            let v = validation
+                .as_ref()
+                .ok_or_else(|| invalid(c"validation is null"))?;
+            if finding.is_null() {
+                return Err(invalid(c"finding is null"));
+            }
+            let f = *v
+                .findings
+                .get(index)
+                .ok_or_else(|| invalid(c"finding index out of range"))?;
+            store(finding, f);
+            Ok(OI_OK)
+        })
+    }
+}
+
+/// Frees the findings and their strings. NULL is accepted.
+///
+/// # Safety
+/// `validation` must be NULL or a handle from `oi_validate`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn oi_validation_free(validation: *mut OiValidation) {
+    if !validation.is_null() {
+        // SAFETY: guaranteed by the caller (header contract): made by Box::into_raw.
+        drop(unsafe { Box::from_raw(validation) });
+    }
+}
+
 /// A static string naming a status code (`"ok"`, `"no-match"`, `"truncated"`, ...).
 #[no_mangle]
 pub extern "C" fn oi_status_name(code: i32) -> *const c_char {

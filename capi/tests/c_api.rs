@@ -567,3 +567,76 @@ fn cpp_program_depends_on_the_versioned_shared_library() {
         "{text}"
     );
 }
+
+/// `oi_validate` from C reports what `loader-sim validate --json` reports: the same
+/// findings (severity, code, offset) in the same order, and an error status for a
+/// malformed file.
+#[test]
+fn c_validate_reports_what_loader_sim_validate_reports() {
+    cargo_build("offload-image-capi");
+    let lib = profile_dir().join("liboffload_image.a");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi");
+    std::fs::create_dir_all(&out).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let demo = out.join("validate_demo");
+    let st = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/validate_demo.c"))
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&demo)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let corpus = repo().join("tests/data/corpus");
+    // A file with a warning (LLVM 22's duplicate-ID bundle has skipped bytes; here a
+    // bundle followed by bytes that are not a container), a note, a clean file, errors.
+    let mut skipped = std::fs::read(corpus.join("bundles/hip_6arch.bundle")).unwrap();
+    skipped.extend_from_slice(b"\0\0not a container");
+    let skipped_path = out.join("skipped.bundle");
+    std::fs::write(&skipped_path, &skipped).unwrap();
+    let files: Vec<PathBuf> = vec![
+        skipped_path,
+        corpus.join("bundles/hip_6arch.bundle"),
+        corpus.join("driver/hip_compress.exe"),
+        corpus.join("malformed/ccob_bad_hash.ccob"),
+        corpus.join("malformed/bundle_offset_past_end.bundle"),
+    ];
+    let c = Command::new(&demo).args(&files).output().unwrap();
+    assert_eq!(
+        c.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&c.stderr)
+    );
+    let cli = Command::new(loader_sim())
+        .arg("validate")
+        .arg("--json")
+        .args(&files)
+        .output()
+        .unwrap();
+    assert_eq!(cli.status.code(), Some(2));
+    let want: Vec<String> = String::from_utf8(cli.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            format!(
+                "{} {} {} {}",
+                v["file"].as_str().unwrap(),
+                v["severity"].as_str().unwrap(),
+                v["code"].as_str().unwrap(),
+                v["offset"]
+            )
+        })
+        .collect();
+    let got: Vec<String> = String::from_utf8(c.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got, want);
+    assert!(got.iter().any(|l| l.contains(" warning skipped-bytes ")));
+    assert!(got.iter().any(|l| l.contains(" error hash-mismatch 16")));
+}

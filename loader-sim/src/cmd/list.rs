@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use offload_image::container::UnitContent;
 use offload_image::nvfatbin::Codec;
-use offload_image::{for_each_unit, identify, Image, Unit};
+use offload_image::{identify, units, Image, Unit};
 use serde::Serialize;
 
 use crate::input::Input;
@@ -135,8 +135,10 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         ..crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash)
     };
     let mut records = Vec::new();
-    for_each_unit(input.bytes(), &options, |unit| {
-        let open = unit.open(&options)?;
+    let failed = |e: offload_image::Error| Failure::file(&args.file, e);
+    for unit in units(input.bytes(), &options) {
+        let unit = unit.map_err(failed)?;
+        let open = unit.open(&options).map_err(failed)?;
         for image in open.images() {
             // Hashing reads the whole image: read ahead, and drop its pages afterwards so
             // that listing a 1.3 GB library does not keep it all mapped.
@@ -178,9 +180,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 skipped: Skipped::new(r),
             });
         }
-        Ok(())
-    })
-    .map_err(|e| Failure::file(&args.file, e))?;
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let written = if args.json {

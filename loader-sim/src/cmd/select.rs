@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::decode::{decoder, threaded_decoder, ZstdDecoder};
 use offload_image::{
-    for_each_unit, identify, Device, Image, KindFilter, Policy, ReadOptions, SelectOptions, Unit,
+    identify, units, Device, Image, KindFilter, Policy, ReadOptions, SelectOptions, Unit,
 };
 use serde::Serialize;
 
@@ -381,12 +381,13 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     };
     let mut records = Vec::new();
     let mut output: Option<Selected> = None;
-    let mut out_failure: Option<std::io::Error> = None;
     let targets: Vec<Device> = devices.iter().map(|(_, d)| *d).collect();
     // The bytes of the previous unit, released when the walk has moved past them (the walk
     // reads the zero padding after a bundle before it hands out the next one).
     let mut finished: Option<&[u8]> = None;
-    for_each_unit(input.bytes(), &read, |unit| {
+    let failed = |e: offload_image::Error| Failure::file(&args.file, e);
+    for unit in units(input.bytes(), &read) {
+        let unit = unit.map_err(failed)?;
         if let Some(done) = finished.take() {
             input.release(done);
         }
@@ -403,11 +404,11 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             }
             .run(c)
             .map_err(|e| match e {
-                SinkError::Read(e) => e.rebase(unit.location.offset),
-                SinkError::Io(e) => {
-                    out_failure = Some(e);
-                    offload_image::Error::new(offload_image::ErrorKind::Malformed, 0, "output")
-                }
+                SinkError::Read(e) => failed(e.rebase(unit.location.offset)),
+                SinkError::Io(e) => Failure::file(
+                    args.output.as_deref().unwrap_or(std::path::Path::new("-")),
+                    format!("cannot write: {e}"),
+                ),
             })?;
             if let Some(found) = streamed {
                 for ((given, _), pick) in devices.iter().zip(found) {
@@ -428,13 +429,15 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                     output = Some(Selected::Written);
                 }
                 finished = unit_bytes(&unit);
-                return Ok(());
+                continue;
             }
         }
-        let open = unit.open(&ReadOptions {
-            decoders: crate::decode::decoders(args.zstd_decoder),
-            ..read
-        })?;
+        let open = unit
+            .open(&ReadOptions {
+                decoders: crate::decode::decoders(args.zstd_decoder),
+                ..read
+            })
+            .map_err(failed)?;
         let images: Vec<Image<'_>> = open.images().collect();
         for (given, device) in &devices {
             let selection = offload_image::select(&images, device, &options);
@@ -472,15 +475,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             }
         }
         finished = unit_bytes(&unit);
-        Ok(())
-    })
-    .map_err(|e| match out_failure.take() {
-        Some(io) => Failure::file(
-            args.output.as_deref().unwrap_or(std::path::Path::new("-")),
-            format!("cannot write: {io}"),
-        ),
-        None => Failure::file(&args.file, e),
-    })?;
+    }
     if let Some(done) = finished.take() {
         input.release(done);
     }
