@@ -310,22 +310,8 @@ fn check_bundle_case(rng: &mut Rng, dir: &Path, ty: &str, align: u64, case: usiz
             entries[0].1 = b"not an object".to_vec();
         }
     }
-    let mut args = vec![arg(format!("-type={ty}"))];
-    args.push(arg(format!(
-        "-targets={}",
-        entries
-            .iter()
-            .map(|(t, _)| t.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
-    )));
-    for (i, (_, data)) in entries.iter().enumerate() {
-        let name = format!("c{case}-in{i}");
-        std::fs::write(dir.join(&name), data).unwrap();
-        args.push(format!("-input={name}"));
-    }
     let out = format!("c{case}.bundle");
-    args.push(format!("-output={out}"));
+    let mut args = bundling_args(dir, ty, &entries, &format!("c{case}"), &out);
     if align != 1 || rng.chance(30) {
         args.push(format!(
             "{}bundle-align={align}",

@@ -799,24 +799,8 @@ fn bundle_job(rng: &mut Rng, ctx: &mut Ctx, tag: &str) -> Option<Made> {
         // An ELF first input without a host crashes LLVM (bundler_differential checks that).
         entries[0].1 = b"not an object".to_vec();
     }
-    let mut args = vec![
-        format!("-type={ty}"),
-        format!(
-            "-targets={}",
-            entries
-                .iter()
-                .map(|(t, _)| t.as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-    ];
-    for (i, (_, data)) in entries.iter().enumerate() {
-        let name = format!("{tag}-in{i}");
-        std::fs::write(ctx.path(&name), data).unwrap();
-        args.push(format!("-input={name}"));
-    }
     let out = format!("{tag}.{ty}");
-    args.push(format!("-output={out}"));
+    let mut args = bundling_args(&ctx.dir, ty, &entries, tag, &out);
     if !text || rng.chance(20) {
         let align = *rng.pick(&[1u64, 1, 8, 4096, 65536]);
         if align != 1 || rng.chance(30) {

@@ -182,6 +182,29 @@ pub fn run_in_env(dir: &Path, prog: &Path, args: &[String], env: &[(&str, &str)]
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", prog.display()))
 }
 
+/// A bundling command line for `clang-offload-bundler`: writes each entry's contents to
+/// `dir/{prefix}-in{i}` and returns `-type=TY -targets=... -input=... -output=OUT`.
+pub fn bundling_args(
+    dir: &Path,
+    ty: &str,
+    entries: &[(String, Vec<u8>)],
+    prefix: &str,
+    out: &str,
+) -> Vec<String> {
+    let targets: Vec<&str> = entries.iter().map(|(t, _)| t.as_str()).collect();
+    let mut args = vec![
+        format!("-type={ty}"),
+        format!("-targets={}", targets.join(",")),
+    ];
+    for (i, (_, data)) in entries.iter().enumerate() {
+        let name = format!("{prefix}-in{i}");
+        std::fs::write(dir.join(&name), data).unwrap();
+        args.push(format!("-input={name}"));
+    }
+    args.push(format!("-output={out}"));
+    args
+}
+
 /// Runs `loader-sim <sub> args...` in `dir`.
 pub fn run_ours(dir: &Path, sub: &str, args: &[String]) -> Output {
     let mut all = vec![sub.to_string()];
