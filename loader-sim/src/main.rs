@@ -48,6 +48,9 @@ enum Command {
     },
     /// Choose the image a runtime would load for each target, per unit.
     Select(cmd::select::Args),
+    /// For every library with device code under PATH and every device: which units load,
+    /// why the others do not, and what would make them run.
+    Doctor(cmd::doctor::Args),
     /// Check offload containers: every problem, with severity, code and byte offset.
     Validate(cmd::validate::Args),
     /// Write a host object that embeds device images and registers them at start-up.
@@ -146,6 +149,7 @@ fn main() -> ExitCode {
         Command::Register(a) => cmd::register::run(&a),
         Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a),
+        Command::Doctor(a) => cmd::doctor::run(&a),
         Command::Validate(a) => cmd::validate::run(&a),
         Command::Wrap(a) => cmd::wrap::run(&a),
     };

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod doctor;
 pub mod list;
 pub mod register;
 pub mod select;

@@ -1,0 +1,960 @@
+//! `loader-sim doctor PATH... [--target TARGET ...] [--kfd-topology DIR] [--xnack on|off]
+//! [--json] [--deep] [--jobs N]`: for every library with device code under PATH (files, directory
+//! trees, wheels and other zip files) and every device, how many units have an image the
+//! device loads, why the others do not, and what would make them run.
+//!
+//! Hints, each marked with how safe it is:
+//! * `xnack` (safe): `HSA_XNACK=1` or `=0`, when the other xnack mode covers every unit;
+//! * `rebuild` (safe): the `--offload-arch` values that cover the device (its own name, its
+//!   generic family);
+//! * `override` (unsupported): `HSA_OVERRIDE_GFX_VERSION=X.Y.Z` for another processor of the
+//!   device's generic family, only when selection for that processor (with the device's
+//!   own feature modes) finds an image in every unit of the library.
+//!
+//! Every hint that names a runtime setting is checked by selection itself: each unit's
+//! images are identified once and checked (`select::check`) against the real devices and
+//! all their variants, and a setting is offered only when its variant loads every unit.
+//!
+//! Output: a table per device (one line per library: covered/total units, status, the most
+//! telling rejection in `select --explain`'s words, the first hint) and a summary; with
+//! `--json`, one record per (library, device) — `file`, `member` (path inside a zip, or
+//! null), `device`, `units`, `units_covered`, `status` (`ok`, `partial`, `none`, or
+//! `damaged` with an `error` field), `reason`, `hints` ({`kind`, `env`, `value`,
+//! `offload_arch`, `safe`}) — then one summary record. Exit status 0 when every library
+//! loads on every device, 1 otherwise (also for a damaged library), 2 on bad usage.
+//!
+//! Speed and memory: files are probed by their first bytes and mapped; only container
+//! headers and the first [`IDENTIFY_LEN`] bytes of each image are read, and the pages of a
+//! unit are dropped from the process once it has been judged. Of a compressed bundle only
+//! the start of the decompressed stream is decoded, up to the end of its entry table, and
+//! its entries are judged by entry ID as the HIP runtime's code object lookup (comgr) judges
+//! them; `--deep` decodes up to the first bytes of the last image so that the ELF header
+//! wins as in `select`. Hashes of compressed bundles are not verified.
+//! Deflated zip members that hold offload containers are inflated into memory, one at a
+//! time.
+
+use std::fs::File;
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use offload_image::bundle::BundleTable;
+use offload_image::ccob::CompressedBundle;
+use offload_image::container::UnitContent;
+use offload_image::select::NvRule;
+use offload_image::stream::IDENTIFY_LEN;
+use offload_image::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use offload_image::target::Code;
+use offload_image::{
+    check, identify, Device, ErrorKind, Format, Identity, Image, OffloadKind, ReadOptions,
+    Rejection, SelectOptions, Unit, Verdict,
+};
+use serde::Serialize;
+
+use crate::decode::{read_options, ZstdDecoder};
+use crate::input::Input;
+use crate::output::{json_line, table};
+use crate::{Failure, Outcome};
+
+/// `--xnack`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+/// Arguments of `doctor`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Files, directories (walked recursively, symbolic links inside not followed), wheels
+    /// and other zip files.
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// A device: AMDGPU target ID with its feature states (`gfx90a:sramecc+:xnack-`) or an
+    /// NVPTX architecture (`sm_80`).
+    #[arg(long = "target", value_name = "TARGET")]
+    targets: Vec<String>,
+    /// Every GPU node of a KFD topology directory (default, when no --target is given:
+    /// /sys/class/kfd/kfd/topology if present).
+    #[arg(long, value_name = "DIR")]
+    kfd_topology: Option<PathBuf>,
+    /// The xnack mode of the KFD devices (KFD does not record it; default: unknown).
+    #[arg(long, value_enum)]
+    xnack: Option<OnOff>,
+    /// Write JSON Lines (one record per library and device, then a summary) instead of
+    /// tables.
+    #[arg(long)]
+    json: bool,
+    /// Inside compressed bundles, also read the first bytes of every image, so that the
+    /// ELF header wins over the entry ID as in `select` (decodes each compressed bundle up
+    /// to its last image). Without it their entries are judged by entry ID, as the HIP
+    /// runtime's code object lookup (comgr) judges them.
+    #[arg(long)]
+    deep: bool,
+    /// Files probed in parallel (default: the number of CPUs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    jobs: Option<u32>,
+}
+
+/// The machine's KFD topology, used when neither --target nor --kfd-topology is given.
+const SYSTEM_KFD: &str = "/sys/class/kfd/kfd/topology";
+
+/// What a variant of a real device stands for.
+#[derive(Clone, Copy)]
+enum Variant {
+    /// The device with `HSA_XNACK` set.
+    Xnack(bool),
+    /// The device under `HSA_OVERRIDE_GFX_VERSION` naming this processor.
+    Override(&'static Processor),
+}
+
+/// Every device selection runs against, per unit: the real devices first, then their
+/// variants.
+struct Plan {
+    /// (name as given, device).
+    real: Vec<(String, Device)>,
+    /// All devices checked: `real` then the variants.
+    probes: Vec<Device>,
+    /// For `probes[real.len() + i]`: the real device's position and the variant.
+    variants: Vec<(usize, Variant)>,
+}
+
+/// The device `device` would be under `HSA_OVERRIDE_GFX_VERSION` naming `p`: ROCr builds
+/// the ISA from the override version and the agent's own feature modes. A mode the device
+/// has but `p` cannot select is dropped; one `p` can select but the device cannot is
+/// unknown.
+fn overridden(device: &TargetId, p: &'static Processor) -> TargetId {
+    let state = |f: Feature| {
+        if !p.support(f).is_selectable() {
+            FeatureState::Unsupported
+        } else if device.processor.support(f).is_selectable() {
+            device.state(f)
+        } else {
+            FeatureState::Any
+        }
+    };
+    TargetId {
+        processor: p,
+        sramecc: state(Feature::Sramecc),
+        xnack: state(Feature::Xnack),
+    }
+}
+
+impl Plan {
+    fn new(real: Vec<(String, Device)>) -> Self {
+        let mut probes: Vec<Device> = real.iter().map(|(_, d)| *d).collect();
+        let mut variants = Vec::new();
+        for (k, (_, device)) in real.iter().enumerate() {
+            let Device::Amdgpu(t) = device else { continue };
+            if t.processor.xnack.is_selectable() {
+                for on in [true, false] {
+                    if t.xnack != FeatureState::from_bool(on) {
+                        probes.push(device.with_xnack(on));
+                        variants.push((k, Variant::Xnack(on)));
+                    }
+                }
+            }
+            if let Some(family) = t.processor.family {
+                for p in Processor::all() {
+                    if !p.is_generic()
+                        && p.family == Some(family)
+                        && !std::ptr::eq(p, t.processor)
+                        && p.isa_version.is_some()
+                    {
+                        probes.push(Device::Amdgpu(overridden(t, p)));
+                        variants.push((k, Variant::Override(p)));
+                    }
+                }
+            }
+        }
+        Plan {
+            real,
+            probes,
+            variants,
+        }
+    }
+}
+
+/// What one library (a file or a zip member) holds for every probe.
+struct Tally {
+    /// Units with device code.
+    units: usize,
+    /// Per probe: units with an image it loads.
+    covered: Vec<usize>,
+    /// Per real device: the most telling rejection among the units it does not cover
+    /// (relevance, sentence).
+    reason: Vec<Option<(u8, String)>>,
+    /// The first problem reading the library.
+    error: Option<String>,
+}
+
+impl Tally {
+    fn new(plan: &Plan) -> Self {
+        Tally {
+            units: 0,
+            covered: vec![0; plan.probes.len()],
+            reason: vec![None; plan.real.len()],
+            error: None,
+        }
+    }
+
+    /// Counts one unit's images (discovery order), identified: (discovery index, identity).
+    fn offer(&mut self, ids: &[(usize, Identity<'_>)], plan: &Plan, options: &SelectOptions) {
+        let device_code = ids
+            .iter()
+            .any(|(_, i)| i.offload_kind != OffloadKind::Host && i.size > 0);
+        if !device_code {
+            return;
+        }
+        self.units += 1;
+        for (p, device) in plan.probes.iter().enumerate() {
+            let mut why: Option<(u8, Rejection<'_>)> = None;
+            let mut loads = false;
+            for (index, id) in ids {
+                match check(id, *index, device, options) {
+                    Verdict::Compatible(_) => {
+                        loads = true;
+                        break;
+                    }
+                    // The most telling rejection, first in discovery order among equals.
+                    Verdict::Rejected(r) => {
+                        if why.as_ref().is_none_or(|(best, _)| rank(&r) > *best) {
+                            why = Some((rank(&r), r));
+                        }
+                    }
+                }
+            }
+            if loads {
+                self.covered[p] += 1;
+            } else if let (Some(slot), Some((rank, r))) = (self.reason.get_mut(p), why) {
+                if slot.as_ref().is_none_or(|(best, _)| rank > *best) {
+                    *slot = Some((rank, r.to_string()));
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self, what: String) {
+        self.error.get_or_insert(what);
+    }
+}
+
+/// How telling a rejection is: [`Rejection::relevance`] first. Among the images never
+/// meant for the device, another architecture says more than an unloadable payload, which
+/// says more than an empty image or the host entry; among the compatibility rules, a
+/// feature mode (the right processor) says more than a generic version, an unloadable ELF
+/// or a generic family, which say more than another processor (for NVIDIA, code for the
+/// device's major version says more than a cubin of another major).
+fn rank(why: &Rejection<'_>) -> u8 {
+    let within = match why {
+        Rejection::Host | Rejection::Processor { .. } => 0,
+        Rejection::Empty | Rejection::NotInFamily { .. } => 1,
+        Rejection::Kind { .. }
+        | Rejection::NotCode
+        | Rejection::NotHsa { .. }
+        | Rejection::Elf(_)
+        | Rejection::NoTarget
+        | Rejection::InvalidTarget { .. } => 2,
+        Rejection::GenericVersion { .. } => 3,
+        Rejection::Feature { .. } => 4,
+        // A cubin of another major version says less than code for the right major.
+        Rejection::Nvptx {
+            rule: NvRule::CubinMajor,
+            ..
+        } => 3,
+        Rejection::Nvptx { .. } => 4,
+        _ => 3,
+    };
+    why.relevance() * 8 + within
+}
+
+/// One hint (JSON field names are part of the command's contract).
+#[derive(Serialize, Clone, Debug)]
+struct Hint {
+    kind: &'static str,
+    env: Option<&'static str>,
+    value: Option<String>,
+    offload_arch: Option<String>,
+    safe: bool,
+}
+
+impl Hint {
+    fn text(&self) -> String {
+        match (self.env, &self.value, &self.offload_arch) {
+            (Some(env), Some(v), _) if !self.safe => {
+                format!("{env}={v} (unsupported: may fail or miscompute)")
+            }
+            (Some(env), Some(v), _) => format!("{env}={v}"),
+            (_, _, Some(arch)) => format!("rebuild with --offload-arch={arch}"),
+            _ => self.kind.to_string(),
+        }
+    }
+}
+
+/// One record per (library, device).
+#[derive(Serialize)]
+struct Record {
+    file: String,
+    member: Option<String>,
+    device: String,
+    units: usize,
+    units_covered: usize,
+    status: &'static str,
+    reason: Option<String>,
+    hints: Vec<Hint>,
+    /// Set when the library is damaged (status `damaged`): the first problem found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// The summary record.
+#[derive(Serialize)]
+struct Summary {
+    summary: bool,
+    files_scanned: usize,
+    libraries: usize,
+    devices: usize,
+    ok: usize,
+    partial: usize,
+    none: usize,
+    damaged: usize,
+    seconds: f64,
+}
+
+/// What a worker found in one file: (zip member, tally) per library.
+type Found = Vec<(Option<String>, Tally)>;
+
+/// Shared by the workers.
+struct Ctx<'a> {
+    plan: &'a Plan,
+    select: SelectOptions,
+    read: ReadOptions,
+    /// `--deep`.
+    deep: bool,
+}
+
+/// True when `head` (the first bytes of a file) may start an offload container or a file
+/// that holds one (an NVIDIA fatbinary too). Thin archives are left out: their members
+/// are other files.
+fn is_candidate(head: &[u8]) -> bool {
+    const PREFIXES: [&[u8]; 6] = [
+        b"\x7fELF",
+        b"\x50\xed\x55\xba",
+        b"!<arch>\n",
+        b"CCOB",
+        b"\x10\xff\x10\xad",
+        b"__CLANG_OFFLOAD_BUNDLE__",
+    ];
+    PREFIXES
+        .iter()
+        .any(|p| head.starts_with(p) || (head.len() < p.len() && p.starts_with(head)))
+        && !head.is_empty()
+        || head.first() == Some(&b'\n')
+}
+
+fn is_zip(head: &[u8]) -> bool {
+    head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
+}
+
+/// The input bytes a unit occupies, when it is stored in place (for [`Input::release`]).
+fn unit_bytes<'data>(unit: &Unit<'data>) -> Option<&'data [u8]> {
+    match &unit.content {
+        UnitContent::Bundle(b) => Some(b.data()),
+        UnitContent::Compressed(c) => Some(c.payload()),
+        UnitContent::DeviceElf(d) => Some(d),
+        _ => None,
+    }
+}
+
+/// The entry table of a compressed bundle and the first [`IDENTIFY_LEN`] bytes of every
+/// payload (indexed by entry), read from the start of the decompressed stream. `None` when
+/// the content is not a binary bundle or payloads overlap (then the unit is opened whole).
+fn stream_heads(
+    c: &CompressedBundle<'_>,
+    read: &ReadOptions,
+) -> offload_image::Result<Option<(BundleTable, Vec<Vec<u8>>)>> {
+    c.check_size(read)?;
+    let mut reader = c.reader(read)?;
+    let Some(table) = BundleTable::read(&mut reader, &read.limits)? else {
+        return Ok(None);
+    };
+    let mut order: Vec<(u64, usize, u64)> = table
+        .entries()
+        .map(|e| (e.offset, e.index, e.size))
+        .collect();
+    order.sort_unstable();
+    let mut heads = vec![Vec::new(); order.len()];
+    for (offset, index, size) in order {
+        let n = usize::try_from(size)
+            .unwrap_or(IDENTIFY_LEN)
+            .min(IDENTIFY_LEN);
+        if n == 0 {
+            continue;
+        }
+        if offset < reader.position() {
+            return Ok(None);
+        }
+        reader.skip(offset - reader.position())?;
+        let mut head = vec![0u8; n];
+        reader.read_exact(&mut head)?;
+        if let Some(slot) = heads.get_mut(index) {
+            *slot = head;
+        }
+    }
+    Ok(Some((table, heads)))
+}
+
+/// The identity of a compressed bundle's entry from its entry ID alone, as comgr's code
+/// object lookup (which the HIP runtime uses) sees it: a code object for the stated target.
+fn identify_by_id<'a>(index: usize, id: &'a str, size: u64) -> Identity<'a> {
+    let mut identity = identify(&Image::from_id(index, Format::Bundle, id, &[]));
+    identity.size = size;
+    if identity.code == Code::Other {
+        identity.code = Code::Elf;
+    }
+    identity
+}
+
+/// Judges one unit.
+fn judge_unit(unit: &Unit<'_>, tally: &mut Tally, ctx: &Ctx<'_>) -> offload_image::Result<()> {
+    let at = unit.location.offset;
+    if let UnitContent::Compressed(c) = &unit.content {
+        if !ctx.deep {
+            // Only the entry table: the first kilobytes of the decompressed stream.
+            c.check_size(&ctx.read).map_err(|e| e.rebase(at))?;
+            let mut reader = c.reader(&ctx.read).map_err(|e| e.rebase(at))?;
+            if let Some(table) =
+                BundleTable::read(&mut reader, &ctx.read.limits).map_err(|e| e.rebase(at))?
+            {
+                let ids: Vec<(usize, Identity<'_>)> = table
+                    .entries()
+                    .map(|e| (e.index, identify_by_id(e.index, e.id, e.size)))
+                    .collect();
+                tally.offer(&ids, ctx.plan, &ctx.select);
+                return Ok(());
+            }
+        } else if let Some((table, heads)) = stream_heads(c, &ctx.read).map_err(|e| e.rebase(at))? {
+            let ids: Vec<(usize, Identity<'_>)> = table
+                .entries()
+                .map(|e| {
+                    let head = heads.get(e.index).map(Vec::as_slice).unwrap_or_default();
+                    let mut id = identify(&Image::from_id(e.index, Format::Bundle, e.id, head));
+                    id.size = e.size;
+                    (e.index, id)
+                })
+                .collect();
+            tally.offer(&ids, ctx.plan, &ctx.select);
+            return Ok(());
+        }
+    }
+    let open = unit.open(&ctx.read)?;
+    let ids: Vec<(usize, Identity<'_>)> = open.images().map(|i| (i.index, identify(&i))).collect();
+    tally.offer(&ids, ctx.plan, &ctx.select);
+    Ok(())
+}
+
+/// Judges every unit of `data` (a file, or a zip member); `None` when it holds no device
+/// code and nothing is wrong with it.
+fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tally> {
+    let mut tally = Tally::new(ctx.plan);
+    let mut finished: Option<&[u8]> = None;
+    for (seen, unit) in offload_image::units(data, &ctx.read).enumerate() {
+        if let (Some(done), Some(input)) = (finished.take(), input) {
+            input.release(done);
+        }
+        let unit = match unit {
+            Ok(u) => u,
+            Err(e) if seen == 0 && e.kind() == ErrorKind::BadMagic && e.offset() == 0 => {
+                // Not an offload file after all (a text file starting with a newline).
+                return None;
+            }
+            Err(e) => {
+                tally.fail(e.to_string());
+                break;
+            }
+        };
+        if let (UnitContent::Compressed(c), Some(input)) = (&unit.content, input) {
+            input.will_read(c.payload());
+        }
+        if let Err(e) = judge_unit(&unit, &mut tally, ctx) {
+            tally.fail(format!("{}: {e}", unit.location));
+        }
+        finished = unit_bytes(&unit);
+    }
+    if let (Some(done), Some(input)) = (finished.take(), input) {
+        input.release(done);
+    }
+    (tally.units > 0 || tally.error.is_some()).then_some(tally)
+}
+
+/// The first bytes of `file` (up to 32).
+fn head_of(file: &mut File) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(32);
+    file.take(32).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// Probes one file.
+fn scan_file(path: &Path, ctx: &Ctx<'_>) -> Found {
+    let damaged = |what: String| {
+        let mut t = Tally::new(ctx.plan);
+        t.fail(what);
+        vec![(None, t)]
+    };
+    let head = match File::open(path).and_then(|mut f| head_of(&mut f)) {
+        Ok(h) => h,
+        Err(e) => return damaged(format!("cannot read: {e}")),
+    };
+    if is_zip(&head) {
+        return scan_zip(path, ctx);
+    }
+    if !is_candidate(&head) {
+        return Vec::new();
+    }
+    let input = match Input::open(path) {
+        Ok(i) => i,
+        Err(Failure(e)) => return damaged(e),
+    };
+    scan_buffer(input.bytes(), Some(&input), ctx)
+        .map(|t| vec![(None, t)])
+        .unwrap_or_default()
+}
+
+/// Probes every member of a zip file (a wheel), without unpacking it to disk: stored
+/// members are read in place from the map, deflated ones are inflated into memory when
+/// their first bytes look like an offload container or a file that holds one.
+fn scan_zip(path: &Path, ctx: &Ctx<'_>) -> Found {
+    let mut found = Found::new();
+    let damaged = |what: String| {
+        let mut t = Tally::new(ctx.plan);
+        t.fail(what);
+        vec![(None, t)]
+    };
+    let input = match Input::open(path) {
+        Ok(i) => i,
+        Err(Failure(e)) => return damaged(e),
+    };
+    let bytes = input.bytes();
+    let mut zip = match zip::ZipArchive::new(std::io::Cursor::new(bytes)) {
+        Ok(z) => z,
+        Err(e) => return damaged(format!("not a readable zip file: {e}")),
+    };
+    for i in 0..zip.len() {
+        let (name, stored, range) = match zip.by_index_raw(i) {
+            Ok(f) if f.is_file() => {
+                let name = f.name().map(|n| n.into_owned()).unwrap_or_default();
+                let stored = f.compression() == zip::CompressionMethod::Stored;
+                let range = f.data_start().and_then(|s| {
+                    let s = usize::try_from(s).ok()?;
+                    let len = usize::try_from(f.compressed_size()).ok()?;
+                    Some(s..s.checked_add(len)?)
+                });
+                (name, stored, range)
+            }
+            Ok(_) => continue,
+            Err(e) => {
+                let mut t = Tally::new(ctx.plan);
+                t.fail(format!("member {i}: {e}"));
+                found.push((Some(format!("#{i}")), t));
+                continue;
+            }
+        };
+        let raw = range.as_ref().and_then(|r| bytes.get(r.clone()));
+        let tally = if stored {
+            match raw {
+                Some(data) if is_candidate(data.get(..32).unwrap_or(data)) => {
+                    scan_buffer(data, Some(&input), ctx)
+                }
+                Some(_) => None,
+                None => {
+                    let mut t = Tally::new(ctx.plan);
+                    t.fail("member data lies outside the zip file".to_string());
+                    Some(t)
+                }
+            }
+        } else {
+            // One inflated member in memory at a time, whatever the number of workers.
+            let _one = INFLATING.lock().unwrap_or_else(|e| e.into_inner());
+            match inflate_member(&mut zip, i) {
+                Ok(Some(data)) => scan_buffer(&data, None, ctx),
+                Ok(None) => None,
+                Err(e) => {
+                    let mut t = Tally::new(ctx.plan);
+                    t.fail(format!("cannot read member: {e}"));
+                    Some(t)
+                }
+            }
+        };
+        if let Some(raw) = raw {
+            input.release(raw);
+        }
+        if let Some(t) = tally {
+            found.push((Some(name), t));
+        }
+    }
+    found
+}
+
+/// Held while a deflated zip member is in memory.
+static INFLATING: Mutex<()> = Mutex::new(());
+
+/// The content of zip member `i` if its first bytes look like an offload container or a
+/// file that holds one; `None` otherwise (only those bytes are inflated).
+fn inflate_member(
+    zip: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>,
+    i: usize,
+) -> Result<Option<Vec<u8>>, String> {
+    let mut f = zip.by_index(i).map_err(|e| e.to_string())?;
+    let size = f.size();
+    let mut data = Vec::new();
+    (&mut f)
+        .take(32)
+        .read_to_end(&mut data)
+        .map_err(|e| e.to_string())?;
+    if !is_candidate(&data) {
+        return Ok(None);
+    }
+    // The declared size is only a hint: a hostile one must not reserve memory up front.
+    data.reserve(usize::try_from(size.min(1 << 30)).unwrap_or(0));
+    f.read_to_end(&mut data).map_err(|e| e.to_string())?;
+    Ok(Some(data))
+}
+
+/// Every regular file under the given paths, in a stable order (directory entries sorted
+/// by name); symbolic links inside directories are not followed.
+fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    let mut files = Vec::new();
+    for p in paths {
+        let meta =
+            std::fs::metadata(p).map_err(|e| Failure::file(p, format!("cannot read: {e}")))?;
+        if meta.is_dir() {
+            walk(p, &mut files);
+        } else if meta.is_file() {
+            files.push(p.clone());
+        }
+    }
+    Ok(files)
+}
+
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let Ok(ty) = e.file_type() else { continue };
+        if ty.is_dir() {
+            walk(&e.path(), files);
+        } else if ty.is_file() {
+            files.push(e.path());
+        }
+    }
+}
+
+/// The devices: every --target, then every GPU of the KFD topology (the machine's when
+/// neither is given), without duplicates.
+fn devices(args: &Args) -> Result<Vec<(String, Device)>, Failure> {
+    let mut devices = args
+        .targets
+        .iter()
+        .map(|t| {
+            Device::parse(t)
+                .map(|d| (t.clone(), d))
+                .map_err(|e| Failure(format!("invalid --target '{t}': {}", e.what())))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let kfd = match &args.kfd_topology {
+        Some(dir) => Some(dir.clone()),
+        None if args.targets.is_empty() && Path::new(SYSTEM_KFD).is_dir() => {
+            Some(PathBuf::from(SYSTEM_KFD))
+        }
+        None => None,
+    };
+    if let Some(dir) = &kfd {
+        let xnack = args.xnack.map(|x| matches!(x, OnOff::On));
+        let found = Device::from_kfd_topology(dir, xnack)
+            .map_err(|e| Failure::file(dir, format!("cannot read the KFD topology: {e}")))?;
+        devices.extend(found.into_iter().map(|d| (d.to_string(), d)));
+    }
+    let mut unique: Vec<(String, Device)> = Vec::new();
+    for (name, d) in devices {
+        if !unique.iter().any(|(_, u)| *u == d) {
+            unique.push((name, d));
+        }
+    }
+    if unique.is_empty() {
+        return Err(Failure(match kfd {
+            Some(dir) => format!("{}: the KFD topology has no GPU node", dir.display()),
+            None => format!(
+                "no device to check: give --target TARGET or --kfd-topology DIR \
+                 (this machine has no KFD topology at {SYSTEM_KFD})"
+            ),
+        }));
+    }
+    Ok(unique)
+}
+
+/// The hints for real device `k` of a library that does not cover it.
+fn hints(plan: &Plan, k: usize, tally: &Tally) -> Vec<Hint> {
+    let n = plan.real.len();
+    let works = |i: usize| tally.covered.get(n + i).is_some_and(|c| *c == tally.units);
+    let mut out = Vec::new();
+    for (i, (of, v)) in plan.variants.iter().enumerate() {
+        if let (true, Variant::Xnack(on)) = (*of == k, v) {
+            if works(i) {
+                out.push(Hint {
+                    kind: "xnack",
+                    env: Some("HSA_XNACK"),
+                    value: Some(if *on { "1" } else { "0" }.to_string()),
+                    offload_arch: None,
+                    safe: true,
+                });
+            }
+        }
+    }
+    let rebuild = |arch: String| Hint {
+        kind: "rebuild",
+        env: None,
+        value: None,
+        offload_arch: Some(arch),
+        safe: true,
+    };
+    match &plan.real[k].1 {
+        Device::Amdgpu(t) => {
+            out.push(rebuild(t.processor.name.to_string()));
+            if let Some(g) = t.processor.generic() {
+                out.push(rebuild(g.name.to_string()));
+            }
+        }
+        d @ Device::Cuda { .. } => out.push(rebuild(d.to_string())),
+    }
+    for (i, (of, v)) in plan.variants.iter().enumerate() {
+        if let (true, Variant::Override(p)) = (*of == k, v) {
+            if let (true, Some((a, b, c))) = (works(i), p.isa_version) {
+                out.push(Hint {
+                    kind: "override",
+                    env: Some("HSA_OVERRIDE_GFX_VERSION"),
+                    value: Some(format!("{a}.{b}.{c}")),
+                    offload_arch: None,
+                    safe: false,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Prints a progress line on a terminal while the scan runs longer than a second.
+fn progress(done: &AtomicUsize, total: usize, libraries: &AtomicUsize, stop: &AtomicBool) {
+    let start = Instant::now();
+    let mut shown = false;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if start.elapsed() < Duration::from_secs(1) || stop.load(Ordering::Relaxed) {
+            continue;
+        }
+        shown = true;
+        eprint!(
+            "\r\x1b[Kdoctor: {}/{total} files, {} libraries with device code",
+            done.load(Ordering::Relaxed),
+            libraries.load(Ordering::Relaxed)
+        );
+    }
+    if shown {
+        eprint!("\r\x1b[K");
+    }
+}
+
+/// Runs `doctor`.
+pub fn run(args: &Args) -> Result<Outcome, Failure> {
+    let start = Instant::now();
+    let plan = Plan::new(devices(args)?);
+    let files = collect_files(&args.paths)?;
+    let ctx = Ctx {
+        plan: &plan,
+        select: SelectOptions::default(),
+        read: read_options(ZstdDecoder::DEFAULT, false),
+        deep: args.deep,
+    };
+    let jobs = args
+        .jobs
+        .map(|j| j as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .min(files.len().max(1));
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let libraries = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let results: Mutex<Vec<(usize, Found)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        let ticker = std::io::stderr()
+            .is_terminal()
+            .then(|| s.spawn(|| progress(&done, files.len(), &libraries, &stop)));
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(path) = files.get(i) else { break };
+                    let found = scan_file(path, &ctx);
+                    libraries.fetch_add(found.len(), Ordering::Relaxed);
+                    done.fetch_add(1, Ordering::Relaxed);
+                    if !found.is_empty() {
+                        results
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((i, found));
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            let _ = w.join();
+        }
+        stop.store(true, Ordering::Relaxed);
+        if let Some(t) = ticker {
+            let _ = t.join();
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|(i, _)| *i);
+
+    let mut records = Vec::new();
+    let mut library_count = 0usize;
+    for (i, found) in &results {
+        for (member, tally) in found {
+            library_count += 1;
+            for (k, (name, _)) in plan.real.iter().enumerate() {
+                let covered = tally.covered[k];
+                let status = if tally.error.is_some() {
+                    "damaged"
+                } else if covered == tally.units {
+                    "ok"
+                } else if covered == 0 {
+                    "none"
+                } else {
+                    "partial"
+                };
+                let ok = status == "ok";
+                records.push(Record {
+                    file: files[*i].display().to_string(),
+                    member: member.clone(),
+                    device: name.clone(),
+                    units: tally.units,
+                    units_covered: covered,
+                    status,
+                    reason: match &tally.error {
+                        Some(e) => Some(format!("damaged: {e}")),
+                        None if ok => None,
+                        None => tally.reason[k].as_ref().map(|(_, r)| r.clone()),
+                    },
+                    hints: if ok || tally.error.is_some() {
+                        Vec::new()
+                    } else {
+                        hints(&plan, k, tally)
+                    },
+                    error: tally.error.clone(),
+                });
+            }
+        }
+    }
+    let count = |s: &str| records.iter().filter(|r| r.status == s).count();
+    let summary = Summary {
+        summary: true,
+        files_scanned: files.len(),
+        libraries: library_count,
+        devices: plan.real.len(),
+        ok: count("ok"),
+        partial: count("partial"),
+        none: count("none"),
+        damaged: count("damaged"),
+        seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let written = if args.json {
+        records
+            .iter()
+            .try_for_each(|r| json_line(&mut out, r))
+            .and_then(|()| json_line(&mut out, &summary))
+    } else {
+        write_tables(&mut out, &plan, &records, &summary)
+    };
+    written
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure(format!("cannot write output: {e}")))?;
+    if records.iter().all(|r| r.status == "ok") {
+        Ok(Outcome::Ok)
+    } else {
+        Ok(Outcome::NoMatch)
+    }
+}
+
+fn write_tables(
+    out: &mut impl Write,
+    plan: &Plan,
+    records: &[Record],
+    s: &Summary,
+) -> std::io::Result<()> {
+    for (name, device) in &plan.real {
+        let mine: Vec<&Record> = records.iter().filter(|r| &r.device == name).collect();
+        let ok = mine.iter().filter(|r| r.status == "ok").count();
+        writeln!(
+            out,
+            "{name}{}: {ok} of {} libraries load",
+            if name == &device.to_string() {
+                String::new()
+            } else {
+                format!(" ({device})")
+            },
+            mine.len()
+        )?;
+        if mine.is_empty() {
+            writeln!(out)?;
+            continue;
+        }
+        let rows: Vec<Vec<String>> = mine
+            .iter()
+            .map(|r| {
+                let library = match &r.member {
+                    Some(m) => format!("{}!{m}", r.file),
+                    None => r.file.clone(),
+                };
+                let hint = match r.hints.split_first() {
+                    None => "-".to_string(),
+                    Some((h, [])) => h.text(),
+                    Some((h, rest)) => format!("{} (+{} more)", h.text(), rest.len()),
+                };
+                vec![
+                    library,
+                    format!("{}/{}", r.units_covered, r.units),
+                    r.status.to_string(),
+                    r.reason.clone().unwrap_or_else(|| "-".to_string()),
+                    hint,
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &["LIBRARY", "UNITS", "STATUS", "REASON", "HINT"],
+            &rows,
+        )?;
+        writeln!(out)?;
+    }
+    writeln!(
+        out,
+        "{} files scanned in {:.2} s: {} libraries with device code, {} device(s); \
+         ok {}, partial {}, none {}, damaged {}",
+        s.files_scanned, s.seconds, s.libraries, s.devices, s.ok, s.partial, s.none, s.damaged
+    )?;
+    if records.iter().any(|r| r.hints.iter().any(|h| !h.safe)) {
+        writeln!(
+            out,
+            "HSA_OVERRIDE_GFX_VERSION is unsupported: the code was built for another \
+             processor and may fail or compute wrong results. --json lists every hint."
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,804 @@
+//! `loader-sim doctor`: coverage per library and device, the reason and the hints, on
+//! corpus files, a real ROCm library (librocrand), a directory tree and a wheel built here
+//! from them, and a fake KFD topology. Coverage counts are checked against `loader-sim
+//! select` (which decompresses whole units and verifies their hash), and every runtime
+//! hint (override, xnack) is checked by running selection again on the device the hint
+//! makes.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use offload_image::target::amdgpu::{Feature, FeatureState, Processor};
+use offload_image::Device;
+use serde_json::Value;
+
+mod common;
+use common::{corpus, external_lib, json_lines, loader_sim, TempDir};
+
+fn doctor<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    let mut all: Vec<std::ffi::OsString> = vec!["doctor".into(), "--json".into()];
+    all.extend(args.iter().map(|a| a.as_ref().to_os_string()));
+    loader_sim(&all)
+}
+
+/// The (library, device) records and the summary record.
+fn records(out: &Output) -> (Vec<Value>, Value) {
+    let mut recs = json_lines(&out.stdout);
+    let summary = recs.pop().expect("a summary record");
+    assert_eq!(summary["summary"], true, "the summary comes last");
+    (recs, summary)
+}
+
+/// The record of `file` (path ending) and zip `member` for `device`.
+fn find<'a>(recs: &'a [Value], file: &str, member: Option<&str>, device: &str) -> &'a Value {
+    recs.iter()
+        .find(|r| {
+            r["file"].as_str().unwrap().ends_with(file)
+                && r["member"].as_str() == member
+                && r["device"] == device
+        })
+        .unwrap_or_else(|| panic!("no record for {file} {member:?} {device}"))
+}
+
+/// The hints of a record as (kind, env, value, offload_arch, safe) strings.
+fn hints(r: &Value) -> Vec<(String, String, String, String, bool)> {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    r["hints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                s(&h["kind"]),
+                s(&h["env"]),
+                s(&h["value"]),
+                s(&h["offload_arch"]),
+                h["safe"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn h(
+    kind: &str,
+    env: &str,
+    value: &str,
+    arch: &str,
+    safe: bool,
+) -> (String, String, String, String, bool) {
+    (kind.into(), env.into(), value.into(), arch.into(), safe)
+}
+
+/// Two units back to back: hip_6arch.bundle then hip_generic.bundle.
+fn two_unit_file(dir: &TempDir) -> PathBuf {
+    let mut data = std::fs::read(corpus("bundles/hip_6arch.bundle")).unwrap();
+    data.extend(std::fs::read(corpus("bundles/hip_generic.bundle")).unwrap());
+    dir.write("two_units.bundle", &data)
+}
+
+/// Per unit of `file`: did `loader-sim select` choose an image for `target`?
+fn select_units(file: &Path, target: &str) -> Vec<bool> {
+    let out = loader_sim(&[
+        "select".as_ref(),
+        file.as_os_str(),
+        "--target".as_ref(),
+        target.as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "select {} --target {target}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_lines(&out.stdout)
+        .iter()
+        .map(|r| !r["selected"].is_null())
+        .collect()
+}
+
+/// The device string ROCr would report under `HSA_OVERRIDE_GFX_VERSION=version` on
+/// `device`: the processor of that ISA version with the device's own feature modes where
+/// that processor has them.
+fn overridden(device: &str, version: &str) -> String {
+    let v: Vec<u8> = version.split('.').map(|x| x.parse().unwrap()).collect();
+    let p = Processor::by_isa_version(v[0], v[1], v[2]).expect("a processor of that ISA version");
+    let Device::Amdgpu(t) = Device::parse(device).unwrap() else {
+        panic!("override on a CUDA device")
+    };
+    let mut s = p.name.to_string();
+    for f in Feature::ALL {
+        let state = t.state(f);
+        if p.support(f).is_selectable() && matches!(state, FeatureState::On | FeatureState::Off) {
+            s += &format!(":{f}{}", state.sign());
+        }
+    }
+    s
+}
+
+/// `device` with the xnack mode `HSA_XNACK=value` sets.
+fn with_xnack(device: &str, value: &str) -> String {
+    let d = Device::parse(device).unwrap().with_xnack(value == "1");
+    d.to_string()
+}
+
+/// Checks every runtime hint of every record of a plain file (not a zip member) by
+/// selection: under the hint's device, every unit of the library selects an image. Also
+/// checks that an override hint stays in the device's generic family and is unsafe.
+/// Returns the number of hints checked.
+fn check_hints(recs: &[Value]) -> usize {
+    let mut checked = 0;
+    for r in recs.iter().filter(|r| r["member"].is_null()) {
+        let file = Path::new(r["file"].as_str().unwrap());
+        let device = r["device"].as_str().unwrap();
+        for (kind, env, value, arch, safe) in hints(r) {
+            let target = match kind.as_str() {
+                "override" => {
+                    assert_eq!(env, "HSA_OVERRIDE_GFX_VERSION");
+                    assert!(!safe, "an override is never safe: {r}");
+                    let t = overridden(device, &value);
+                    let Device::Amdgpu(d) = Device::parse(device).unwrap() else {
+                        unreachable!()
+                    };
+                    let o = Processor::by_name(t.split(':').next().unwrap()).unwrap();
+                    assert!(
+                        d.processor.family.is_some() && o.family == d.processor.family,
+                        "{device}: override {value} ({}) leaves the generic family",
+                        o.name
+                    );
+                    t
+                }
+                "xnack" => {
+                    assert_eq!(env, "HSA_XNACK");
+                    assert!(safe);
+                    with_xnack(device, &value)
+                }
+                "rebuild" => {
+                    assert!(safe && env.is_empty() && !arch.is_empty());
+                    continue;
+                }
+                other => panic!("unknown hint kind {other}"),
+            };
+            let units = select_units(file, &target);
+            assert_eq!(units.len() as u64, r["units"].as_u64().unwrap(), "{r}");
+            assert!(
+                units.iter().all(|s| *s),
+                "{}: hint {kind} {value} for {device} (= {target}) leaves units without an image",
+                file.display()
+            );
+            checked += 1;
+        }
+    }
+    checked
+}
+
+#[test]
+fn corpus_covered_generic_xnack_and_not_at_all() {
+    let six = corpus("bundles/hip_6arch.bundle");
+    let generic = corpus("bundles/hip_generic.bundle");
+    let nv = corpus("bundles/omp_amd_nv.bundle");
+    let out = doctor(&[
+        six.as_os_str(),
+        generic.as_os_str(),
+        nv.as_os_str(),
+        "--target".as_ref(),
+        "gfx1100".as_ref(),
+        "--target".as_ref(),
+        "gfx1031".as_ref(),
+        "--target".as_ref(),
+        "gfx942:sramecc+:xnack+".as_ref(),
+        "--target".as_ref(),
+        "gfx803".as_ref(),
+        "--target".as_ref(),
+        "gfx950".as_ref(),
+        "--target".as_ref(),
+        "gfx950:sramecc+:xnack-".as_ref(),
+        "--target".as_ref(),
+        "sm_80".as_ref(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "not every library covers every device"
+    );
+    let (recs, summary) = records(&out);
+    assert_eq!(recs.len(), 3 * 7);
+    assert_eq!(summary["files_scanned"], 3);
+    assert_eq!(summary["libraries"], 3);
+    assert_eq!(summary["devices"], 7);
+    let ok = recs.iter().filter(|r| r["status"] == "ok").count();
+    assert_eq!(summary["ok"], ok);
+    assert_eq!(
+        summary["none"],
+        recs.iter().filter(|r| r["status"] == "none").count()
+    );
+
+    // Covered natively.
+    let r = find(&recs, "hip_6arch.bundle", None, "gfx1100");
+    assert_eq!(
+        (
+            r["status"].as_str(),
+            r["units"].as_u64(),
+            r["units_covered"].as_u64()
+        ),
+        (Some("ok"), Some(1), Some(1))
+    );
+    assert!(r["reason"].is_null() && hints(r).is_empty());
+
+    // Not covered; another member of its generic family is: rebuild or (unsafe) override.
+    let r = find(&recs, "hip_6arch.bundle", None, "gfx1031");
+    assert_eq!(r["status"], "none");
+    assert_eq!(r["units_covered"], 0);
+    assert_eq!(r["reason"], "gfx906 code does not run on gfx1031");
+    assert_eq!(
+        hints(r),
+        vec![
+            h("rebuild", "", "", "gfx1031", true),
+            h("rebuild", "", "", "gfx10-3-generic", true),
+            h("override", "HSA_OVERRIDE_GFX_VERSION", "10.3.0", "", false),
+        ]
+    );
+    // Covered only through the generic family.
+    let r = find(&recs, "hip_generic.bundle", None, "gfx1031");
+    assert_eq!(r["status"], "ok");
+    assert_eq!(select_units(&generic, "gfx1031"), vec![true]);
+
+    // Only the xnack mode stands in the way: the reason says so, HSA_XNACK=0 comes first.
+    let r = find(&recs, "hip_6arch.bundle", None, "gfx942:sramecc+:xnack+");
+    assert_eq!(r["status"], "none");
+    assert_eq!(r["reason"], "built for xnack-, device has xnack+");
+    assert_eq!(hints(r)[0], h("xnack", "HSA_XNACK", "0", "", true));
+
+    // No generic family: only a rebuild helps.
+    let r = find(&recs, "hip_6arch.bundle", None, "gfx803");
+    assert_eq!(hints(r), vec![h("rebuild", "", "", "gfx803", true)]);
+
+    // gfx942 code is sramecc+:xnack-: an override to 9.4.2 runs it on a gfx950 in those
+    // modes, not on one whose modes are unknown (selection itself says so).
+    let r = find(&recs, "hip_6arch.bundle", None, "gfx950:sramecc+:xnack-");
+    assert!(hints(r).contains(&h(
+        "override",
+        "HSA_OVERRIDE_GFX_VERSION",
+        "9.4.2",
+        "",
+        false
+    )));
+    let r = find(&recs, "hip_6arch.bundle", None, "gfx950");
+    assert!(hints(r).iter().all(|h| h.0 != "override"), "{r}");
+    assert_eq!(select_units(&six, "gfx942"), vec![false]);
+
+    // CUDA devices take the generic selection path.
+    assert_eq!(
+        find(&recs, "omp_amd_nv.bundle", None, "sm_80")["status"],
+        "ok"
+    );
+    let r = find(&recs, "hip_6arch.bundle", None, "sm_80");
+    assert_eq!(
+        r["reason"],
+        "built for amdgcn-amd-amdhsa, the device is a CUDA GPU (nvptx64-nvidia-cuda)"
+    );
+    assert_eq!(hints(r), vec![h("rebuild", "", "", "sm_80", true)]);
+
+    assert!(check_hints(&recs) >= 3);
+}
+
+#[test]
+fn partial_coverage_and_override_checked_on_every_unit() {
+    let dir = TempDir::new("doctor-partial");
+    let f = two_unit_file(&dir);
+    let out = doctor(&[
+        f.as_os_str(),
+        "--target".as_ref(),
+        "gfx1031".as_ref(),
+        "--target".as_ref(),
+        "gfx1101".as_ref(),
+        "--target".as_ref(),
+        "gfx90a:sramecc+:xnack-".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let (recs, summary) = records(&out);
+    assert_eq!(summary["partial"], 2);
+    for device in ["gfx1031", "gfx1101"] {
+        let r = find(&recs, "two_units.bundle", None, device);
+        assert_eq!(r["status"], "partial", "{r}");
+        assert_eq!(
+            (r["units"].as_u64(), r["units_covered"].as_u64()),
+            (Some(2), Some(1))
+        );
+        // The counts are select's.
+        assert_eq!(select_units(&f, device), vec![false, true]);
+    }
+    // Under HSA_OVERRIDE_GFX_VERSION=11.0.0 a gfx1101 is a gfx1100: native code in the
+    // first unit, gfx11-generic in the second.
+    let r = find(&recs, "two_units.bundle", None, "gfx1101");
+    assert!(hints(r).contains(&h(
+        "override",
+        "HSA_OVERRIDE_GFX_VERSION",
+        "11.0.0",
+        "",
+        false
+    )));
+    assert_eq!(
+        find(&recs, "two_units.bundle", None, "gfx90a:sramecc+:xnack-")["status"],
+        "ok"
+    );
+    assert!(check_hints(&recs) >= 2);
+}
+
+/// A runtime hint is offered only when it covers every unit, also those the device covers
+/// already: HSA_XNACK=1 would load the xnack+ unit of a library and lose its xnack- unit;
+/// HSA_OVERRIDE_GFX_VERSION=10.3.0 would load the gfx1030 unit and not the gfx1100 one.
+#[test]
+fn runtime_hints_must_cover_every_unit() {
+    let dir = TempDir::new("doctor-every-unit");
+    let units = |name: &str, parts: &[(&str, &str)]| {
+        let mut data = Vec::new();
+        for (id, co) in parts {
+            let co = std::fs::read(corpus(co)).unwrap();
+            data.extend(bundle(&[
+                ("host-x86_64-unknown-linux-gnu-", &[]),
+                (id, &co),
+            ]));
+        }
+        dir.write(name, &data)
+    };
+    let xnack = units(
+        "xnack.bundle",
+        &[
+            (
+                "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
+                "devobj/saxpy.gfx90a_xnack-.co",
+            ),
+            (
+                "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+                "devobj/saxpy.gfx90a_xnack+.co",
+            ),
+        ],
+    );
+    let mixed = units(
+        "mixed.bundle",
+        &[
+            (
+                "hipv4-amdgcn-amd-amdhsa--gfx1030",
+                "devobj/saxpy.gfx1030.co",
+            ),
+            (
+                "hipv4-amdgcn-amd-amdhsa--gfx1100",
+                "devobj/saxpy.gfx1100.co",
+            ),
+        ],
+    );
+    let out = doctor(&[
+        xnack.as_os_str(),
+        mixed.as_os_str(),
+        "--target".as_ref(),
+        "gfx90a:sramecc+:xnack-".as_ref(),
+        "--target".as_ref(),
+        "gfx1031".as_ref(),
+    ]);
+    let (recs, _) = records(&out);
+    let r = find(&recs, "xnack.bundle", None, "gfx90a:sramecc+:xnack-");
+    assert_eq!(
+        (r["status"].as_str(), r["units_covered"].as_u64()),
+        (Some("partial"), Some(1))
+    );
+    assert_eq!(r["reason"], "built for xnack+, device has xnack-");
+    assert_eq!(hints(r), vec![h("rebuild", "", "", "gfx90a", true)]);
+    assert_eq!(
+        select_units(&xnack, "gfx90a:sramecc+:xnack-"),
+        vec![true, false]
+    );
+    assert_eq!(
+        select_units(&xnack, "gfx90a:sramecc+:xnack+"),
+        vec![false, true]
+    );
+
+    let r = find(&recs, "mixed.bundle", None, "gfx1031");
+    assert_eq!(r["status"], "none");
+    assert!(hints(r).iter().all(|h| h.0 != "override"), "{r}");
+    assert_eq!(select_units(&mixed, "gfx1030"), vec![true, false]);
+}
+
+/// A binary bundle (`FORMATS.md` §2): magic, count, descriptors, payloads in order.
+fn bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    out.extend((entries.len() as u64).to_le_bytes());
+    let mut at = 32
+        + entries
+            .iter()
+            .map(|(id, _)| 24 + id.len() as u64)
+            .sum::<u64>();
+    for (id, data) in entries {
+        out.extend(at.to_le_bytes());
+        out.extend((data.len() as u64).to_le_bytes());
+        out.extend((id.len() as u64).to_le_bytes());
+        out.extend(id.as_bytes());
+        at += data.len() as u64;
+    }
+    for (_, data) in entries {
+        out.extend(*data);
+    }
+    out
+}
+
+#[test]
+fn counts_agree_with_select_on_the_corpus_and_librocrand() {
+    let rocrand = external_lib("librocrand.so.1");
+    let dirs = [
+        "bundles",
+        "compressed",
+        "devobj",
+        "driver",
+        "packager",
+        "nvptx",
+        "text",
+    ];
+    let mut args: Vec<std::ffi::OsString> =
+        dirs.iter().map(|d| corpus(d).into_os_string()).collect();
+    args.push(rocrand.clone().into_os_string());
+    // NVIDIA fatbinaries (bare, in sections, in an archive member).
+    for f in ["libk.a", "prog", "mixed.balance.fatbin", "ptx_only.fatbin"] {
+        args.push(corpus("../nvfatbin/files").join(f).into_os_string());
+    }
+    let devices = [
+        "gfx90a:sramecc+:xnack-",
+        "gfx1030",
+        "gfx1031",
+        "gfx1100",
+        "gfx942:sramecc+:xnack+",
+        "sm_80",
+    ];
+    for d in devices {
+        args.push("--target".into());
+        args.push(d.into());
+    }
+    let out = doctor(&args);
+    let (recs, summary) = records(&out);
+    // A symbolic link given on the command line is followed (librocrand.so.1 is one).
+    assert!(recs
+        .iter()
+        .any(|r| r["file"].as_str().unwrap().ends_with("librocrand.so.1")));
+    assert!(summary["libraries"].as_u64().unwrap() >= 40, "{summary}");
+    let mut compared = 0;
+    for r in &recs {
+        let file = Path::new(r["file"].as_str().unwrap());
+        let device = r["device"].as_str().unwrap();
+        assert_ne!(r["status"], "damaged", "{r}");
+        let per_unit = select_units(file, device);
+        // select reports every unit, doctor those with device code (all of them here).
+        assert_eq!(per_unit.len() as u64, r["units"].as_u64().unwrap(), "{r}");
+        let covered = per_unit.iter().filter(|s| **s).count() as u64;
+        assert_eq!(covered, r["units_covered"].as_u64().unwrap(), "{r}");
+        let status = match covered {
+            0 => "none",
+            c if c == per_unit.len() as u64 => "ok",
+            _ => "partial",
+        };
+        assert_eq!(r["status"], status, "{r}");
+        assert_eq!(r["reason"].is_null(), status == "ok", "{r}");
+        compared += 1;
+    }
+    assert!(compared >= 40 * devices.len());
+    // librocrand (ROCm 5.3, Debian) is built for gfx803..gfx1102 natively, no generic code:
+    // on a gfx1031 the override to 10.3.0 is offered and runs.
+    let r = find(&recs, "librocrand.so.1", None, "gfx1031");
+    assert_eq!(r["status"], "none");
+    assert!(hints(r).contains(&h(
+        "override",
+        "HSA_OVERRIDE_GFX_VERSION",
+        "10.3.0",
+        "",
+        false
+    )));
+    assert!(check_hints(&recs) > 10);
+    // A library with an sm_80 cubin in one of its two objects only.
+    let r = find(&recs, "libk.a", None, "sm_80");
+    assert_eq!(
+        (r["status"].as_str(), r["units_covered"].as_u64()),
+        (Some("partial"), Some(1))
+    );
+}
+
+#[test]
+fn tree_and_wheel_without_unpacking() {
+    let dir = TempDir::new("doctor-tree");
+    let root = dir.path("tree");
+    let lib = root.join("usr/lib/x86_64-linux-gnu");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::create_dir_all(root.join("share/kernels")).unwrap();
+    let rocrand = std::fs::read(external_lib("librocrand.so.1")).unwrap();
+    std::fs::write(lib.join("librocrand.so.1.1"), &rocrand).unwrap();
+    std::fs::copy(
+        corpus("bundles/hip_6arch.bundle"),
+        root.join("share/kernels/kernels.hsaco"),
+    )
+    .unwrap();
+    std::fs::copy(
+        corpus("devobj/saxpy.gfx1030.co"),
+        root.join("share/kernels/saxpy.co"),
+    )
+    .unwrap();
+    std::fs::copy(corpus("driver/libfat.a"), lib.join("libfat.a")).unwrap();
+    std::fs::copy(corpus("driver/hip_compress.exe"), root.join("hip_compress")).unwrap();
+    std::fs::copy(
+        corpus("malformed/bundle_trunc_data.bundle"),
+        root.join("share/damaged.co"),
+    )
+    .unwrap();
+    std::fs::write(root.join("README"), b"\n// not a text bundle\n").unwrap();
+    std::fs::write(root.join("empty"), b"").unwrap();
+    // Symbolic links inside the tree are not followed (the library is not seen twice).
+    std::os::unix::fs::symlink("librocrand.so.1.1", lib.join("librocrand.so.1")).unwrap();
+    std::os::unix::fs::symlink(
+        corpus("bundles/hip_generic.bundle"),
+        root.join("generic.link"),
+    )
+    .unwrap();
+
+    // A wheel holding the same files: the library deflated, the bundle stored.
+    let whl = dir.path("pkg-1.0-py3-none-manylinux_2_28_x86_64.whl");
+    {
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&whl).unwrap());
+        let deflated = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        let stored = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        z.start_file("pkg/__init__.py", deflated).unwrap();
+        z.write_all(b"print('hello')\n").unwrap();
+        z.start_file("pkg/lib/librocrand.so.1", deflated).unwrap();
+        z.write_all(&rocrand).unwrap();
+        z.start_file("pkg/kernels/kernels.hsaco", stored).unwrap();
+        z.write_all(&std::fs::read(corpus("bundles/hip_6arch.bundle")).unwrap())
+            .unwrap();
+        z.start_file("pkg/kernels/ccob.co", deflated).unwrap();
+        z.write_all(&std::fs::read(corpus("compressed/hip_6arch.zstd.ccob")).unwrap())
+            .unwrap();
+        z.finish().unwrap();
+    }
+
+    let devices = [
+        "gfx1031",
+        "gfx90a:sramecc+:xnack-",
+        "gfx942:sramecc+:xnack+",
+        "gfx1101",
+    ];
+    let mut args: Vec<std::ffi::OsString> =
+        vec![root.clone().into_os_string(), whl.clone().into_os_string()];
+    for d in devices {
+        args.push("--target".into());
+        args.push(d.into());
+    }
+    args.push("--jobs".into());
+    args.push("3".into());
+    let out = doctor(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let (recs, summary) = records(&out);
+    // Regular files only: 8 in the tree, the wheel.
+    assert_eq!(summary["files_scanned"], 9, "{summary}");
+    // librocrand, kernels.hsaco, saxpy.co, libfat.a, hip_compress, damaged.co; three wheel members.
+    assert_eq!(summary["libraries"], 9, "{summary}");
+    assert_eq!(recs.len(), 9 * devices.len());
+    assert!(recs
+        .iter()
+        .all(|r| !r["file"].as_str().unwrap().ends_with(".link")));
+    assert!(recs
+        .iter()
+        .all(|r| !r["file"].as_str().unwrap().ends_with("README")));
+
+    // The damaged file is reported as such; the scan went on.
+    let r = find(&recs, "damaged.co", None, "gfx1031");
+    assert_eq!(r["status"], "damaged");
+    assert!(
+        r["error"].as_str().unwrap().contains("runs past the end"),
+        "{r}"
+    );
+    assert_eq!(summary["damaged"], devices.len());
+
+    // Each wheel member gives the record its file gives outside the wheel.
+    let same = |file: &str, member: &str| {
+        for d in devices {
+            let a = find(&recs, file, None, d);
+            let b = find(&recs, ".whl", Some(member), d);
+            for key in ["units", "units_covered", "status", "reason", "hints"] {
+                assert_eq!(a[key], b[key], "{file} vs {member} on {d}: {key}");
+            }
+        }
+    };
+    same("librocrand.so.1.1", "pkg/lib/librocrand.so.1");
+    same("kernels.hsaco", "pkg/kernels/kernels.hsaco");
+    assert_eq!(
+        find(&recs, ".whl", Some("pkg/kernels/ccob.co"), "gfx1031")["reason"],
+        "gfx906 code does not run on gfx1031"
+    );
+    assert_eq!(
+        find(
+            &recs,
+            ".whl",
+            Some("pkg/kernels/ccob.co"),
+            "gfx90a:sramecc+:xnack-"
+        )["status"],
+        "ok"
+    );
+    assert!(recs
+        .iter()
+        .all(|r| r["member"].as_str() != Some("pkg/__init__.py")));
+
+    // The table: one line per library under each device, and the summary.
+    let mut targs = vec!["doctor".into(), root.into_os_string(), whl.into_os_string()];
+    targs.push("--target".into());
+    targs.push("gfx1031".into());
+    let out = loader_sim(&targs);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("gfx1031: 0 of 9 libraries load\n"),
+        "{text}"
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains("kernels.hsaco") && !l.contains(".whl"))
+        .unwrap();
+    assert!(
+        line.contains("0/1")
+            && line.contains("none")
+            && line.contains("gfx906 code does not run on gfx1031"),
+        "{line}"
+    );
+    assert!(text.contains("9 files scanned"), "{text}");
+    assert!(
+        out.stderr.is_empty(),
+        "no progress line when stderr is not a terminal"
+    );
+}
+
+#[test]
+fn kfd_topology_with_two_gpus() {
+    let dir = TempDir::new("doctor-kfd");
+    let topo = dir.path("topology");
+    let node = |n: u32, text: &str| {
+        let d = topo.join(format!("nodes/{n}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("properties"), text).unwrap();
+    };
+    node(
+        0,
+        "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n",
+    );
+    // gfx90a with SRAM ECC (capability bit 26), gfx1031 (10.3.1).
+    node(
+        1,
+        &format!(
+            "simd_count 416\ncapability {}\ngfx_target_version 90010\n",
+            0x0400_0000u32 | 0x0008_4280
+        ),
+    );
+    node(
+        2,
+        "simd_count 80\ncapability 0\ngfx_target_version 100301\n",
+    );
+    let six = corpus("bundles/hip_6arch.bundle");
+    let out = doctor(&[
+        six.as_os_str(),
+        "--kfd-topology".as_ref(),
+        topo.as_os_str(),
+        "--xnack".as_ref(),
+        "off".as_ref(),
+    ]);
+    let (recs, summary) = records(&out);
+    assert_eq!(summary["devices"], 2);
+    assert_eq!(
+        find(&recs, "hip_6arch.bundle", None, "gfx90a:sramecc+:xnack-")["status"],
+        "ok"
+    );
+    let r = find(&recs, "hip_6arch.bundle", None, "gfx1031");
+    assert_eq!(r["status"], "none");
+    assert!(hints(r).contains(&h(
+        "override",
+        "HSA_OVERRIDE_GFX_VERSION",
+        "10.3.0",
+        "",
+        false
+    )));
+    assert_eq!(out.status.code(), Some(1));
+
+    // Without --xnack the mode is unknown: neither gfx90a image (xnack+ / xnack-) loads,
+    // and either HSA_XNACK setting would fix it.
+    let out = doctor(&[six.as_os_str(), "--kfd-topology".as_ref(), topo.as_os_str()]);
+    let (recs, _) = records(&out);
+    let r = find(&recs, "hip_6arch.bundle", None, "gfx90a:sramecc+");
+    assert_eq!(r["status"], "none");
+    assert_eq!(
+        r["reason"],
+        "built for xnack+, device has an unknown xnack mode"
+    );
+    assert_eq!(
+        &hints(r)[..2],
+        &[
+            h("xnack", "HSA_XNACK", "1", "", true),
+            h("xnack", "HSA_XNACK", "0", "", true)
+        ]
+    );
+    assert!(check_hints(&recs) >= 3);
+}
+
+#[test]
+fn exit_status_and_usage() {
+    let six = corpus("bundles/hip_6arch.bundle");
+    let out = doctor(&[
+        six.as_os_str(),
+        "--target".as_ref(),
+        "gfx90a:sramecc+:xnack-".as_ref(),
+        "--target".as_ref(),
+        "gfx1100".as_ref(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "every library covers every device"
+    );
+    let (_, summary) = records(&out);
+    assert_eq!(
+        (summary["ok"].as_u64(), summary["none"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert!(summary["seconds"].as_f64().unwrap() >= 0.0);
+
+    let out = doctor(&[
+        six.as_os_str(),
+        "--target".as_ref(),
+        "gfx9-generic".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid --target 'gfx9-generic'"));
+    let out = doctor(&["/nonexistent/path", "--target", "gfx90a"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = loader_sim(&["doctor", "--target", "gfx90a"]);
+    assert_eq!(out.status.code(), Some(2), "PATH is required");
+    if !Path::new("/sys/class/kfd/kfd/topology").exists() {
+        let out = doctor(&[six.as_os_str()]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no device to check"));
+    }
+}
+
+/// Compressed bundles: judged by entry ID (the table, the start of the stream) by default,
+/// by entry ID and ELF header with --deep; on real files (IDs and headers agree) the
+/// records are the same, and equal to what select finds decompressing whole units.
+#[test]
+fn compressed_bundles_by_table_and_deep() {
+    let dir = corpus("compressed");
+    let run = |deep: bool| {
+        let mut args: Vec<std::ffi::OsString> = vec![dir.clone().into_os_string()];
+        for d in [
+            "gfx1031",
+            "gfx90a:sramecc+:xnack-",
+            "gfx942:sramecc+:xnack+",
+            "sm_80",
+        ] {
+            args.push("--target".into());
+            args.push(d.into());
+        }
+        if deep {
+            args.push("--deep".into());
+        }
+        records(&doctor(&args)).0
+    };
+    let (table, deep) = (run(false), run(true));
+    assert_eq!(table.len(), 6 * 4);
+    assert_eq!(table, deep);
+    for r in &table {
+        let per_unit = select_units(
+            Path::new(r["file"].as_str().unwrap()),
+            r["device"].as_str().unwrap(),
+        );
+        let covered = per_unit.iter().filter(|s| **s).count() as u64;
+        assert_eq!(covered, r["units_covered"].as_u64().unwrap(), "{r}");
+    }
+    let r = find(
+        &table,
+        "hip_6arch.zstd.ccob",
+        None,
+        "gfx942:sramecc+:xnack+",
+    );
+    assert_eq!(r["reason"], "built for xnack-, device has xnack+");
+}
