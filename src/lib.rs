@@ -10,7 +10,8 @@
 //! **bytes → containers → images → candidates → choice → registration**.
 //!
 //! * bytes: [`raw`], the on-disk structures (zerocopy, little-endian, alignment 1);
-//! * containers: [`bundle`], [`text`], [`ccob`], [`offload_binary`] (one reader per format),
+//! * containers: [`bundle`], [`text`], [`ccob`], [`offload_binary`], [`nvfatbin`] (one
+//!   reader per format),
 //!   [`entry_id`] (bundle entry IDs split as stored), and [`container`] (finding those inside
 //!   files, ELF sections and archives: [`units`], an iterator of [`Unit`]s);
 //! * images: [`image`], the format-independent [`Image`];
@@ -19,6 +20,7 @@
 //! * choice: [`mod@select`] (the compatibility predicate, the ranking, [`choose`] and
 //!   [`choose_many`] over any iterator of images) and [`stream`] (the same choice made in one pass over a
 //!   compressed bundle's decompressed stream, without holding it);
+//! * checks: [`validate`], every problem of a file with a severity, a code and its offset;
 //! * registration: [`registration`], the runtime records, views that follow their pointers,
 //!   static discovery in host ELF files, and the simulated runtime [`registration::Registry`];
 //! * `write` (feature `write`, which implies `std`), beside the road: writers for every format, byte-identical to

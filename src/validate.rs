@@ -14,8 +14,9 @@
 //!   (`generic-below-cov6`), a code object no HSA runtime loads (`unloadable-elf`), a bundle
 //!   or `CCOB` magic inside a payload (`magic-in-payload`), an entry ID spelling that some
 //!   tools or runtimes reject (`id-spelling`);
-//! * notes: devices for which the HIP runtime (ROCm CLR), comgr's lookup and the LLVM offload
-//!   runtime load different images of one unit (`runtimes-differ`).
+//! * notes: devices for which the runtime that reads a unit (ROCm CLR for bundles, the LLVM
+//!   offload runtime for OffloadBinaries) loads another image than the best match
+//!   (`runtimes-differ`).
 //!
 //! Reading the images needs their bytes: compressed bundles are decompressed (with the
 //! decoders of [`ReadOptions::decoders`]) one unit at a time.
@@ -154,7 +155,8 @@ impl Finding {
 pub const CLR_BUNDLE_HEADER_LIMIT: u64 = 4096;
 
 /// Checks `data` and returns every finding in discovery order (see the module
-/// documentation). Reader errors end the walk, so at most one finding is an error.
+/// documentation). An error of the walk itself ends it; an error opening one unit (a bad hash,
+/// a corrupt stream) is reported and the walk goes on with the next unit.
 ///
 /// ```
 /// use offload_image::validate::{validate, Severity};

@@ -1,4 +1,4 @@
-//! `loader-sim validate FILE... [--json] [--deny-warnings] [--strict]`: every problem in
+//! `loader-sim validate FILE... [--json] [--deny-warnings] [--no-verify-hash]`: every problem in
 //! offload containers, with a severity, a stable code, the container and the byte offset
 //! (`offload_image::validate`, `docs/VALIDATE.md`).
 
@@ -58,7 +58,10 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                     ),
                     container: "file".to_string(),
                     offset: 0,
-                    message: msg,
+                    message: msg
+                        .strip_prefix(&format!("{}: ", file.display()))
+                        .unwrap_or(&msg)
+                        .to_string(),
                 }]
             }
         };
