@@ -183,11 +183,13 @@ impl Ctx {
     /// Runs `prog` and records the command line (with its environment).
     fn run(&mut self, prog: &Path, args: &[String], env: &[(&str, &str)]) -> std::process::Output {
         let envs: String = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
-        self.log.push(format!(
-            "{envs}{} {}",
-            prog.file_name().unwrap().to_string_lossy(),
-            args.join(" ")
-        ));
+        // LLVM tools by their full path, which names the release (llvm-22, llvm-19).
+        let name = if prog == ours() {
+            "loader-sim".to_string()
+        } else {
+            prog.display().to_string()
+        };
+        self.log.push(format!("{envs}{name} {}", args.join(" ")));
         run_in_env(&self.dir, prog, args, env)
     }
 
