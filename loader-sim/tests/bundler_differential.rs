@@ -136,24 +136,11 @@ fn contents(rng: &mut Rng, ty: &str) -> Vec<u8> {
             };
             std::fs::read(corpus(f)).unwrap()
         }
-        _ if text => {
-            let n = rng.range(1, 2000);
-            let mut v: Vec<u8> = (0..n)
-                .map(|_| b" abcdefgh;#/\n{}()xyz0123"[rng.below(24)])
-                .collect();
-            if rng.chance(50) {
-                v.push(b'\n');
-            }
-            v
-        }
+        _ if text => rng.text(2000),
         _ => {
-            let n = rng.range(1, 4000);
-            let mut v = rng.bytes(n);
             // Random bytes must not look like an ELF object, a bundle or a CCOB.
-            if let Some(b) = v.first_mut() {
-                *b = b'R';
-            }
-            v
+            let n = rng.range(1, 4000);
+            rng.opaque(n)
         }
     }
 }
@@ -323,22 +310,8 @@ fn check_bundle_case(rng: &mut Rng, dir: &Path, ty: &str, align: u64, case: usiz
             entries[0].1 = b"not an object".to_vec();
         }
     }
-    let mut args = vec![arg(format!("-type={ty}"))];
-    args.push(arg(format!(
-        "-targets={}",
-        entries
-            .iter()
-            .map(|(t, _)| t.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
-    )));
-    for (i, (_, data)) in entries.iter().enumerate() {
-        let name = format!("c{case}-in{i}");
-        std::fs::write(dir.join(&name), data).unwrap();
-        args.push(format!("-input={name}"));
-    }
     let out = format!("c{case}.bundle");
-    args.push(format!("-output={out}"));
+    let mut args = bundling_args(dir, ty, &entries, &format!("c{case}"), &out);
     if align != 1 || rng.chance(30) {
         args.push(format!(
             "{}bundle-align={align}",

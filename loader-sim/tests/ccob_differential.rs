@@ -13,7 +13,6 @@ use common::*;
 use offload_image::ccob::{truncated_md5, CompressedBundle, CompressionMethod};
 use offload_image::ReadOptions;
 use std::path::Path;
-use std::process::Command;
 
 const TARGETS: &str = "host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx906,hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+,openmp-nvptx64-nvidia-cuda--sm_80,hipv4-amdgcn-amd-amdhsa--gfx1100";
 const IDS: [&str; 5] = [
@@ -44,24 +43,6 @@ fn bundle_args(inputs: &[String], out: &str) -> Vec<String> {
     a.extend(inputs.iter().map(|i| format!("-input={i}")));
     a.push(format!("-output={out}"));
     a
-}
-
-fn run_env(dir: &Path, prog: &Path, args: &[String], env: &[(&str, &str)]) -> std::process::Output {
-    let mut c = Command::new(prog);
-    c.args(args).current_dir(dir);
-    for v in [
-        "OFFLOAD_BUNDLER_COMPRESS",
-        "OFFLOAD_BUNDLER_VERBOSE",
-        "OFFLOAD_BUNDLER_COMPRESSION_LEVEL",
-        "COMPRESSED_BUNDLE_FORMAT_VERSION",
-        "OFFLOAD_BUNDLER_IGNORE_ENV_VAR",
-    ] {
-        c.env_remove(v);
-    }
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().unwrap()
 }
 
 /// Unbundles every target of `file` with `bundler` into a vector of outputs.
@@ -123,7 +104,7 @@ fn loader_sim_ccobs_decompress_in_llvm() {
                     }
                     let mut all = vec![arg("offload-bundler")];
                     all.extend(args);
-                    let r = run_env(&dir.0, &ours(), &all, &env);
+                    let r = run_in_env(&dir.0, &ours(), &all, &env);
                     assert!(r.status.success(), "{}", describe(&r));
                     let blob = std::fs::read(&out).unwrap();
                     let c = CompressedBundle::parse(&blob).unwrap();
@@ -209,7 +190,7 @@ fn llvm_ccobs_read_back() {
         let out = dir.path(&format!("{name}.ccob"));
         let mut args = bundle_args(&ins, &parg(&out));
         args.extend(extra.iter().cloned());
-        let r = run_env(&dir.0, tool, &args, env);
+        let r = run_in_env(&dir.0, tool, &args, env);
         assert!(r.status.success(), "{name}: {}", describe(&r));
         let blob = std::fs::read(&out).unwrap();
         let plain_bytes = if *tool == llvm19.as_path() {

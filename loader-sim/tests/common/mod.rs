@@ -122,6 +122,29 @@ impl Rng {
         (0..n).map(|_| self.next() as u8).collect()
     }
 
+    /// 1 to `max` bytes of text-like content (code-ish characters and newlines, never a
+    /// bundle marker), with a final newline half of the time.
+    pub fn text(&mut self, max: usize) -> Vec<u8> {
+        let n = self.range(1, max);
+        let mut v: Vec<u8> = (0..n)
+            .map(|_| b" abcdefgh;#/\n{}()xyz0123"[self.below(24)])
+            .collect();
+        if self.chance(50) {
+            v.push(b'\n');
+        }
+        v
+    }
+
+    /// `n` random bytes that do not start like an ELF object, a bundle, a CCOB or an
+    /// OffloadBinary (the first byte is `R`).
+    pub fn opaque(&mut self, n: usize) -> Vec<u8> {
+        let mut v = self.bytes(n);
+        if let Some(b) = v.first_mut() {
+            *b = b'R';
+        }
+        v
+    }
+
     /// Shuffles `v` in place.
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
@@ -131,18 +154,55 @@ impl Rng {
     }
 }
 
-/// Runs `prog args...` in `dir`.
+/// The environment variables `clang-offload-bundler` reads.
+pub const BUNDLER_ENV: [&str; 5] = [
+    "OFFLOAD_BUNDLER_COMPRESS",
+    "OFFLOAD_BUNDLER_VERBOSE",
+    "OFFLOAD_BUNDLER_COMPRESSION_LEVEL",
+    "COMPRESSED_BUNDLE_FORMAT_VERSION",
+    "OFFLOAD_BUNDLER_IGNORE_ENV_VAR",
+];
+
+/// Runs `prog args...` in `dir` with none of the bundler's environment variables set.
 pub fn run_in(dir: &Path, prog: &Path, args: &[String]) -> Output {
-    Command::new(prog)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("OFFLOAD_BUNDLER_COMPRESS")
-        .env_remove("OFFLOAD_BUNDLER_VERBOSE")
-        .env_remove("OFFLOAD_BUNDLER_COMPRESSION_LEVEL")
-        .env_remove("COMPRESSED_BUNDLE_FORMAT_VERSION")
-        .env_remove("OFFLOAD_BUNDLER_IGNORE_ENV_VAR")
-        .output()
+    run_in_env(dir, prog, args, &[])
+}
+
+/// Runs `prog args...` in `dir` with only the bundler environment variables in `env` set.
+pub fn run_in_env(dir: &Path, prog: &Path, args: &[String], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(prog);
+    c.args(args).current_dir(dir);
+    for v in BUNDLER_ENV {
+        c.env_remove(v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", prog.display()))
+}
+
+/// A bundling command line for `clang-offload-bundler`: writes each entry's contents to
+/// `dir/{prefix}-in{i}` and returns `-type=TY -targets=... -input=... -output=OUT`.
+pub fn bundling_args(
+    dir: &Path,
+    ty: &str,
+    entries: &[(String, Vec<u8>)],
+    prefix: &str,
+    out: &str,
+) -> Vec<String> {
+    let targets: Vec<&str> = entries.iter().map(|(t, _)| t.as_str()).collect();
+    let mut args = vec![
+        format!("-type={ty}"),
+        format!("-targets={}", targets.join(",")),
+    ];
+    for (i, (_, data)) in entries.iter().enumerate() {
+        let name = format!("{prefix}-in{i}");
+        std::fs::write(dir.join(&name), data).unwrap();
+        args.push(format!("-input={name}"));
+    }
+    args.push(format!("-output={out}"));
+    args
 }
 
 /// Runs `loader-sim <sub> args...` in `dir`.
