@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod list;
+pub mod prune;
 pub mod register;
 pub mod select;
 pub mod validate;
