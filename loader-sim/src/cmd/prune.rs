@@ -4,31 +4,35 @@
 //! # What is kept
 //!
 //! In every unit, every image that at least one kept device accepts by the rules of
-//! `COMPATIBILITY.md` ([`offload_image::select::explain`] gives [`Verdict::Compatible`]:
+//! `COMPATIBILITY.md` ([`offload_image::select::check`] gives [`Verdict::Compatible`]:
 //! native code, generic code objects and `xnack`/`sramecc`-any images that cover the
-//! device, SPIR-V or bitcode it can JIT), plus the host entries. Every other image is
+//! device, SPIR-V or bitcode it can JIT), plus the host entries. Text payloads (assembly,
+//! preprocessed source, textual IR in text bundles) are judged by the target their entry ID
+//! states, as bitcode for that target would be. Every other image is
 //! dropped. A unit in which no kept device has an image is left whole and reported (it is
 //! never emptied); a unit that covers some kept devices but not all is pruned and the
 //! missing devices are reported.
 //!
 //! # Containers
 //!
-//! * Binary bundles are rewritten with [`offload_image::write::bundle`] (payload alignment:
-//!   the largest power of two up to 4096 that divides every stored payload offset, so a
-//!   HIP bundle keeps its 4096), text bundles with [`offload_image::write::text`] (same
+//! * Binary bundles are rewritten with [`offload_image::write::bundle`] in their stored
+//!   entry order, with the payload alignment they were written with (the smallest power of
+//!   two up to 4096 whose layout reproduces the stored offsets: 1 for the bundler's
+//!   default, 4096 for the HIP driver's), text bundles with [`offload_image::write::text`] (same
 //!   comment style).
 //! * Compressed bundles (`CCOB` v1–v3) are decompressed, the inner bundle rewritten, and
-//!   compressed again in the same version and with the same codec
-//!   ([`offload_image::write::ccob`]: zstd in `ruzstd`'s fastest mode, zlib at level 6;
-//!   the hash is that of the new content). Version 1, which the library does not write
-//!   (LLVM stopped in LLVM 19), gets its 20-byte header here from
-//!   [`offload_image::raw::CcobHeaderV1`].
+//!   compressed again in the same version and with the same codec (header from
+//!   [`offload_image::write::ccob::header`], the hash that of the new content; see
+//!   `recompress`). Version 1, which the library does not write (LLVM stopped in LLVM 19),
+//!   gets the 20-byte header of [`offload_image::raw::CcobHeaderV1`].
 //! * OffloadBinaries: each binary keeps its kept entries (a v1 binary whose entry is kept
 //!   is copied unchanged, a v2 binary is written again with
 //!   [`offload_image::write::offload_binary::write_v2`]); binaries with nothing kept are
 //!   dropped. A compressed OffloadBinary is kept or dropped whole and refused when only
 //!   part of it would be kept.
-//! * NVIDIA fatbinaries and bare device ELF files are not rewritten (left whole).
+//! * A bare device ELF is one image: kept, or left whole when no kept device can load it.
+//!   NVIDIA fatbinaries and bundled host objects (`__CLANG_OFFLOAD_BUNDLE__` sections) from
+//!   which something would be dropped are refused.
 //!
 //! # Files
 //!
@@ -90,11 +94,14 @@ use object::{LittleEndian as LE, U64};
 use offload_image::ccob::CompressionMethod;
 use offload_image::container::UnitContent;
 use offload_image::offload_binary::OffloadBinary;
-use offload_image::select::{explain, Verdict};
+use offload_image::select::{check, Verdict};
+use offload_image::target::Code;
 use offload_image::text::TextBundle;
 use offload_image::write::ccob::{CcobOptions, Codec, ZstdMode};
 use offload_image::write::offload_binary::OffloadImage;
-use offload_image::{units, Device, Image, OffloadKind, ReadOptions, SelectOptions, Unit};
+use offload_image::{
+    identify, units, Device, Image, OffloadKind, ReadOptions, SelectOptions, Unit,
+};
 use serde::Serialize;
 
 use crate::input::Input;
@@ -270,16 +277,23 @@ fn describe_error(e: &offload_image::Error) -> String {
     format!("{}, at byte {}", e.what(), e.offset())
 }
 
-/// Whether an image stays: host entries, and images some kept device accepts. Also gives
-/// the kept devices it covers.
+/// Whether an image stays: host entries, and images some kept device accepts
+/// ([`offload_image::select::check`] gives [`Verdict::Compatible`]). Also marks the kept
+/// devices it covers.
 fn covers(image: &Image<'_>, devices: &[(String, Device)], covered: &mut [bool]) -> bool {
     if image.offload_kind == OffloadKind::Host {
         return true;
     }
+    // Text payloads (assembly, preprocessed source, IR text) are never loadable: they are
+    // judged by the target their container states, as bitcode for that target would be.
+    let mut identity = identify(image);
+    if identity.code == Code::Other && !image.bytes.starts_with(b"\x7fELF") {
+        identity.code = Code::Bitcode;
+    }
     let mut keep = false;
     for ((_, device), c) in devices.iter().zip(covered.iter_mut()) {
         if matches!(
-            explain(image, device, &SelectOptions::default()),
+            check(&identity, image.index, device, &SelectOptions::default()),
             Verdict::Compatible(_)
         ) {
             keep = true;
@@ -304,9 +318,21 @@ fn unit_range(data: &[u8], unit: &Unit<'_>, options: &ReadOptions) -> Result<Ran
     Ok(start..start.saturating_add(len))
 }
 
-/// The payload alignment of a stored bundle: the largest power of two up to 4096 dividing
-/// every non-empty payload offset.
+/// The payload alignment a stored bundle was written with: the smallest power of two up
+/// to 4096 whose layout ([`offload_image::write::bundle::layout`]) reproduces every stored
+/// payload offset; for a bundle no such alignment reproduces (not written by LLVM's
+/// rules), the largest power of two up to 4096 dividing every non-empty payload offset.
 fn bundle_align(b: &offload_image::bundle::Bundle<'_>) -> u64 {
+    let entries: Vec<(&str, &[u8])> = b.entries().map(|e| (e.id, e.data)).collect();
+    let stored: Vec<u64> = b.entries().map(|e| e.offset).collect();
+    let mut align = 1u64;
+    while align <= 4096 {
+        if offload_image::write::bundle::layout(&entries, align).is_ok_and(|l| l.offsets == stored)
+        {
+            return align;
+        }
+        align *= 2;
+    }
     let mut align = 4096u64;
     for e in b.entries() {
         if e.data.is_empty() {
@@ -409,7 +435,12 @@ fn plan_unit<'a>(
                     TextBundle::parse(inner, &options.limits).map_err(|e| describe_error(&e))?;
                 text_bundle(&t, &keep)
             };
-            Body::Owned(recompress(&rewritten, c.version(), c.method())?)
+            Body::Owned(recompress(
+                &rewritten,
+                c.version(),
+                c.method(),
+                range.end - range.start,
+            )?)
         }
         UnitContent::OffloadBinaries(seq) => {
             let mut out = Vec::new();
@@ -432,14 +463,27 @@ fn plan_unit<'a>(
             }
             Body::Owned(out)
         }
-        UnitContent::DeviceElf(_) | UnitContent::ObjectBundle(_) | UnitContent::NvFatbin(_) => {
-            let what = match unit.content {
-                UnitContent::DeviceElf(_) => "a bare device ELF is one image",
-                UnitContent::ObjectBundle(_) => "bundled host objects are not rewritten",
-                _ => "NVIDIA fatbinaries are not rewritten",
-            };
-            leave_whole(&mut plan, Some(format!("{what}: left whole")));
+        UnitContent::DeviceElf(_) => {
+            // One image, which no kept device can load (else nothing would be dropped).
+            plan.whole = true;
+            leave_whole(
+                &mut plan,
+                Some("a bare device ELF is one image: left whole".into()),
+            );
             return Ok(plan);
+        }
+        UnitContent::ObjectBundle(_) => {
+            return Err(format!(
+                "{}: bundled host objects (__CLANG_OFFLOAD_BUNDLE__ sections) are not pruned yet: \
+                 sections would have to be removed from a relocatable object",
+                plan.location
+            ))
+        }
+        UnitContent::NvFatbin(_) => {
+            return Err(format!(
+                "{}: NVIDIA fatbinaries are not pruned (no writer for them)",
+                plan.location
+            ))
         }
     };
     plan.new_len = match &body {
@@ -465,51 +509,72 @@ fn text_bundle(t: &TextBundle<'_>, keep: &[bool]) -> Vec<u8> {
     offload_image::write::text::text_bundle_to_vec(t.style(), &entries)
 }
 
-/// Compresses `content` as a `CCOB` of `version` with the codec of `method`.
-fn recompress(content: &[u8], version: u16, method: CompressionMethod) -> Result<Vec<u8>, String> {
+/// Compresses `content` as a `CCOB` of `version` with the codec of `method`; `budget` is
+/// the size of the original blob (a smaller payload is tried harder for when it is
+/// exceeded).
+///
+/// The header comes from [`offload_image::write::ccob::header`] (v2, v3) or is the v1
+/// layout of [`offload_image::raw::CcobHeaderV1`]. zstd payloads come from C libzstd
+/// (level 9, then 19 if the blob would be larger than the original) when loader-sim is
+/// built with it, else from the library's pure-Rust encoder; zlib payloads from
+/// `miniz_oxide` at its best level.
+fn recompress(
+    content: &[u8],
+    version: u16,
+    method: CompressionMethod,
+    budget: u64,
+) -> Result<Vec<u8>, String> {
     let codec = match method {
-        CompressionMethod::Zlib => Codec::Zlib { level: 6 },
-        CompressionMethod::Zstd => Codec::Zstd(ZstdMode::Fastest),
-        #[allow(unreachable_patterns)]
-        _ => return Err("unknown compression method".into()),
+        CompressionMethod::Zlib => Codec::Zlib { level: 10 },
+        _ => Codec::Zstd(ZstdMode::Fastest),
     };
-    if version == 1 {
-        // The library writes v2 and v3 only; the v1 header is v2's without the total size.
-        use offload_image::raw::{CcobHeaderV1, CcobPrefix, CCOB_MAGIC};
-        use zerocopy_bytes::as_bytes_v1;
-        let payload = codec.compress(content);
+    let header_len: u64 = match version {
+        1 => 20,
+        2 => 24,
+        _ => 32,
+    };
+    let payload = compress_payload(content, codec, budget.saturating_sub(header_len))?;
+    let mut out = if version == 1 {
         let size = u32::try_from(content.len())
             .map_err(|_| "content too large for a version 1 compressed bundle".to_string())?;
-        let h = CcobHeaderV1 {
-            prefix: CcobPrefix {
-                magic: *CCOB_MAGIC,
-                version: 1u16.into(),
-                method: method.code().into(),
-            },
-            uncompressed_size: size.into(),
-            hash: offload_image::ccob::truncated_md5(content),
-        };
-        let mut out = as_bytes_v1(&h);
-        out.extend_from_slice(&payload);
-        return Ok(out);
-    }
-    offload_image::write::ccob::compress(content, &CcobOptions { version, codec })
-        .map_err(|e| describe_error(&e))
+        let mut v = Vec::with_capacity(20);
+        v.extend_from_slice(offload_image::raw::CCOB_MAGIC);
+        v.extend_from_slice(&1u16.to_le_bytes());
+        v.extend_from_slice(&method.code().to_le_bytes());
+        v.extend_from_slice(&size.to_le_bytes());
+        v.extend_from_slice(&offload_image::ccob::truncated_md5(content));
+        v
+    } else {
+        offload_image::write::ccob::header(
+            content,
+            payload.len() as u64,
+            &CcobOptions { version, codec },
+        )
+        .map_err(|e| describe_error(&e))?
+    };
+    out.extend_from_slice(&payload);
+    Ok(out)
 }
 
-/// Serialises a v1 `CCOB` header field by field (little-endian, 20 bytes).
-mod zerocopy_bytes {
-    use offload_image::raw::CcobHeaderV1;
-
-    pub fn as_bytes_v1(h: &CcobHeaderV1) -> Vec<u8> {
-        let mut v = Vec::with_capacity(20);
-        v.extend_from_slice(&h.prefix.magic);
-        v.extend_from_slice(&h.prefix.version.get().to_le_bytes());
-        v.extend_from_slice(&h.prefix.method.get().to_le_bytes());
-        v.extend_from_slice(&h.uncompressed_size.get().to_le_bytes());
-        v.extend_from_slice(&h.hash);
-        v
+#[cfg(feature = "libzstd")]
+fn compress_payload(content: &[u8], codec: Codec, budget: u64) -> Result<Vec<u8>, String> {
+    if let Codec::Zstd(_) = codec {
+        let mut payload = Vec::new();
+        for level in [9, 19] {
+            payload = zstd::bulk::compress(content, level)
+                .map_err(|e| format!("zstd compression failed: {e}"))?;
+            if payload.len() as u64 <= budget {
+                break;
+            }
+        }
+        return Ok(payload);
     }
+    Ok(codec.compress(content))
+}
+
+#[cfg(not(feature = "libzstd"))]
+fn compress_payload(content: &[u8], codec: Codec, _budget: u64) -> Result<Vec<u8>, String> {
+    Ok(codec.compress(content))
 }
 
 /// Writes the kept entries of an uncompressed OffloadBinary.
@@ -965,7 +1030,8 @@ fn cut(pieces: Vec<Piece>, plans: &[UnitPlan<'_>], holes: &[Range<u64>], end: u6
         let r = pos..pos + len;
         pos += len;
         // Parts of r outside every hole and before `end`.
-        let mut keep = vec![r.start..r.end.min(end)];
+        let first = r.start..r.end.min(end);
+        let mut keep: Vec<Range<u64>> = std::iter::once(first).collect();
         for h in holes {
             keep = keep
                 .into_iter()
