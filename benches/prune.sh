@@ -52,8 +52,8 @@ bench() { # name lib
   local t_cp t_pr r_cp r_pr before after fatbin
   t_cp=$(cut -d' ' -f1 "$work/$name.cp" | med); r_cp=$(cut -d' ' -f2 "$work/$name.cp" | med)
   t_pr=$(cut -d' ' -f1 "$work/$name.prune" | med); r_pr=$(cut -d' ' -f2 "$work/$name.prune" | med)
-  before=$(stat -c %s "$lib"); after=$(stat -c %s "$out")
-  fatbin=$(llvm-readelf-22 -S -W "$lib" | awk '$2==".hip_fatbin" {print strtonum("0x"$6)}')
+  before=$(stat -L -c %s "$lib"); after=$(stat -L -c %s "$out")
+  fatbin=$((16#$(llvm-readelf-22 -S -W "$lib" | awk '{for (i = 1; i <= NF; i++) if ($i == ".hip_fatbin") {print $(i + 4); exit}}')))
   # Checks: no readelf warning, same static registration for the kept device, same kept images.
   if llvm-readelf-22 -a -W "$out" 2>&1 >/dev/null | grep -q .; then die "$name: llvm-readelf warns"; fi
   "$SIM" register "$lib" --device "$KEEP" --json | jq -c 'del(.unit)' >"$work/$name.reg.a"
