@@ -697,3 +697,78 @@ fn comgr_agrees(a: &Path, b: &Path, keep: &[&str]) {
     };
     assert_eq!(picks(b), picks(a));
 }
+
+/// Relocatable host objects: `.hip_fatbin` (bundle, compressed bundle) and
+/// `.llvm.offloading` (OffloadBinaries) are resized and the sections laid out again;
+/// readelf finds nothing wrong, the kept images keep their bytes, static registration of
+/// the object agrees, and so does that of a shared library `ld.lld` links from it.
+#[test]
+fn relocatable_objects_link_and_register_the_same() {
+    let dir = TempDir::new("prune-rel");
+    for (file, keep, kept_count) in [
+        ("driver/hip_nonrdc.o", "gfx906", 2),
+        ("driver/hip_compress.o", "gfx906", 2),
+        ("driver/hip_newdrv.o", "gfx90a:xnack+", 2),
+        ("driver/omp_amd_nv.o", "sm_80", 1),
+    ] {
+        let input = corpus(file);
+        let out = dir.path("out.o");
+        let records = prune(&input, &[keep], &out);
+        let summary = records.last().unwrap();
+        assert!(
+            summary["layout"]
+                .as_str()
+                .unwrap()
+                .starts_with("relocatable object"),
+            "{summary}"
+        );
+        assert!(std::fs::metadata(&out).unwrap().len() < std::fs::metadata(&input).unwrap().len());
+        readelf_clean(&out);
+        let kept = images(&out);
+        let original = images(&input);
+        assert_eq!(kept.len(), kept_count, "{file}: {kept:?}");
+        for image in &kept {
+            assert!(original.contains(image), "{file}: {image:?}");
+        }
+        if file.contains("omp") {
+            continue;
+        }
+        let (a, b) = (input.to_string_lossy(), out.to_string_lossy());
+        assert_eq!(
+            register(&["register", &b, "--device", keep, "--json"]),
+            register(&["register", &a, "--device", keep, "--json"]),
+            "{file}"
+        );
+        let link = |obj: &Path, name: &str| {
+            let so = dir.path(name);
+            let o = Command::new("ld.lld-22")
+                .arg("-shared")
+                .arg(obj)
+                .arg("-o")
+                .arg(&so)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "ld.lld: {}", describe(&o));
+            so
+        };
+        let (sa, sb) = (link(&input, "a.so"), link(&out, "b.so"));
+        readelf_clean(&sb);
+        assert_eq!(
+            register(&[
+                "register",
+                &sb.to_string_lossy(),
+                "--device",
+                keep,
+                "--json"
+            ]),
+            register(&[
+                "register",
+                &sa.to_string_lossy(),
+                "--device",
+                keep,
+                "--json"
+            ]),
+            "{file} linked"
+        );
+    }
+}

@@ -38,10 +38,14 @@
 //!
 //! * A standalone container (a bundle, `CCOB`, OffloadBinary sequence, or several of them
 //!   back to back): every unit is rewritten, bytes between units are copied.
-//! * A linked 64-bit little-endian ELF (executable or shared library) whose units are all
-//!   in `.hip_fatbin` (see [`LinkedLayout`]). Every other kind of ELF file (relocatable
-//!   host objects, 32-bit or big-endian files, device code in other sections) and `ar`
-//!   archives are refused with an error naming the reason.
+//! * A relocatable 64-bit little-endian host object (`.hip_fatbin`, `.llvm.offloading`):
+//!   the sections holding rewritten units shrink and are laid out again (see
+//!   `relocatable` for what is checked and refused).
+//! * A linked 64-bit little-endian ELF (executable or shared library) whose device code
+//!   to drop is in `.hip_fatbin` (next section).
+//! * Refused with an error naming the reason: `ar` archives from which something would be
+//!   dropped, bundled host objects (`__CLANG_OFFLOAD_BUNDLE__` sections), 32-bit or
+//!   big-endian ELF files, device code to drop outside `.hip_fatbin` in linked files.
 //!
 //! # Linked files
 //!
@@ -86,10 +90,10 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use object::elf::{
-    FileHeader64, ProgramHeader64, SectionHeader64, ET_DYN, ET_EXEC, PT_INTERP, PT_LOAD, PT_PHDR,
-    SHF_ALLOC, SHT_PROGBITS,
+    FileHeader64, ProgramHeader64, SectionHeader64, ET_DYN, ET_EXEC, ET_REL, PT_INTERP, PT_LOAD,
+    PT_PHDR, SHF_ALLOC, SHT_PROGBITS,
 };
-use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, Sym as _};
 use object::{LittleEndian as LE, U64};
 use offload_image::ccob::CompressionMethod;
 use offload_image::container::UnitContent;
@@ -719,11 +723,11 @@ fn linked(
         return Err("only 64-bit little-endian ELF files are pruned".into());
     }
     let e_type = h.e_type(LE);
+    if e_type == ET_REL {
+        return relocatable(data, plans);
+    }
     if e_type != ET_DYN && e_type != ET_EXEC {
-        return Err(
-            "relocatable host objects are not pruned yet (section sizes, symbols and relocations into them would change); prune the linked file or the bundle"
-                .into(),
-        );
+        return Err("ELF file is neither relocatable, an executable nor a shared library".into());
     }
     for p in plans {
         if p.location != "section .hip_fatbin" && !p.dropped.is_empty() {
@@ -1025,6 +1029,220 @@ fn shrink_shared_library(
                 holes.len(),
                 removed,
                 new_phdrs.iter().filter(|p| p.p_type(LE) == PT_LOAD).count()
+            ),
+        },
+    ))
+}
+
+/// A relocatable host object: every section holding a rewritten unit gets its new size and
+/// the sections are laid out again in their file order (each at its alignment), with the
+/// section header table after them. No section index changes, so symbols, relocations and
+/// `sh_link`/`sh_info` stay valid; what is checked is that nothing points *into* a resized
+/// section beyond its start: such a section must hold exactly one unit, at its start; no
+/// relocation section may apply to it; symbols defined in it must be at offset 0 (their
+/// size, when it was the section's, becomes the new size); relocations against them must
+/// have addend 0 (`RELA`; `REL` relocations against them are refused). Anything else is
+/// refused with the reason.
+fn relocatable(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), String> {
+    use object::elf::{Rela64, Sym64, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB};
+    let h = FileHeader64::<LE>::parse(data).map_err(elf_err("ELF header"))?;
+    if h.e_phnum(LE) != 0 {
+        return Err("relocatable object with program headers".into());
+    }
+    if h.e_shnum(LE) == 0 || h.e_shstrndx(LE) == object::elf::SHN_XINDEX {
+        return Err("extended section numbering is not handled".into());
+    }
+    let sections = h.sections(LE, data).map_err(elf_err("section headers"))?;
+    let shdrs: Vec<SectionHeader64<LE>> = sections.iter().copied().collect();
+    let file_range = |sh: &SectionHeader64<LE>| -> Range<u64> {
+        let off = sh.sh_offset(LE);
+        let size = if sh.sh_type(LE) == SHT_NOBITS {
+            0
+        } else {
+            sh.sh_size(LE)
+        };
+        off..off.saturating_add(size)
+    };
+    // The section of every changed unit, and its new contents.
+    struct Change {
+        unit: usize,
+        tail: Range<u64>,
+        new_size: u64,
+    }
+    let mut changes: Vec<(usize, Change)> = Vec::new();
+    for (n, p) in plans.iter().enumerate() {
+        let index = shdrs
+            .iter()
+            .position(|sh| {
+                let r = file_range(sh);
+                r.start <= p.range.start && p.range.end <= r.end && r.end > r.start
+            })
+            .ok_or_else(|| format!("{}: the unit is not inside one section", p.location))?;
+        if matches!(p.body, Body::Same) {
+            continue;
+        }
+        let r = file_range(&shdrs[index]);
+        let others = plans
+            .iter()
+            .filter(|q| r.start <= q.range.start && q.range.end <= r.end)
+            .count();
+        if p.range.start != r.start || others != 1 {
+            return Err(format!(
+                "{}: a rewritten unit must be alone at the start of its section in a relocatable object",
+                p.location
+            ));
+        }
+        let mut tail = p.range.end..r.end;
+        if data
+            .get(tail.start as usize..tail.end as usize)
+            .is_some_and(|b| b.iter().all(|x| *x == 0))
+        {
+            tail = tail.end..tail.end;
+        }
+        let new_size = p.new_len + (tail.end - tail.start);
+        changes.push((
+            index,
+            Change {
+                unit: n,
+                tail,
+                new_size,
+            },
+        ));
+    }
+    let changed = |i: usize| changes.iter().find(|(j, _)| *j == i).map(|(_, c)| c);
+    // References into the resized sections.
+    let mut symtab_patch: Option<(usize, Vec<u8>)> = None;
+    for (si, sh) in shdrs.iter().enumerate() {
+        let ty = sh.sh_type(LE);
+        if (ty == SHT_RELA || ty == SHT_REL) && changed(sh.sh_info(LE) as usize).is_some() {
+            return Err("relocations apply to a section holding device code".into());
+        }
+        if ty != SHT_SYMTAB {
+            continue;
+        }
+        let syms: &[Sym64<LE>] = sh
+            .data_as_array(LE, data)
+            .map_err(elf_err("symbol table"))?;
+        let mut patched = sh.data(LE, data).map_err(elf_err("symbol table"))?.to_vec();
+        for (k, sym) in syms.iter().enumerate() {
+            let Some(c) = changed(usize::from(sym.st_shndx.get(LE).0)) else {
+                continue;
+            };
+            let old = shdrs[usize::from(sym.st_shndx.get(LE).0)].sh_size(LE);
+            if sym.st_value(LE) != 0 {
+                return Err("a symbol points inside a section holding device code".into());
+            }
+            let size = sym.st_size(LE);
+            if size == old && size != c.new_size {
+                let mut q = *sym;
+                q.st_size = U64::new(LE, c.new_size);
+                let at = k * std::mem::size_of::<Sym64<LE>>();
+                patched[at..at + std::mem::size_of::<Sym64<LE>>()]
+                    .copy_from_slice(object::pod::bytes_of(&q));
+            } else if size > c.new_size {
+                return Err("a symbol is larger than the pruned section".into());
+            }
+        }
+        // Relocations against symbols of the resized sections.
+        for rsh in shdrs.iter() {
+            if rsh.sh_link(LE) as usize != si {
+                continue;
+            }
+            let targets_changed = |sym: usize| {
+                syms.get(sym)
+                    .is_some_and(|s| changed(usize::from(s.st_shndx.get(LE).0)).is_some())
+            };
+            if rsh.sh_type(LE) == SHT_RELA {
+                let relas: &[Rela64<LE>] = rsh
+                    .data_as_array(LE, data)
+                    .map_err(elf_err("relocations"))?;
+                for r in relas {
+                    if targets_changed(r.r_sym(LE, false) as usize) && r.r_addend.get(LE) != 0 {
+                        return Err(
+                            "a relocation points inside a section holding device code".into()
+                        );
+                    }
+                }
+            } else if rsh.sh_type(LE) == SHT_REL {
+                let rels: &[object::elf::Rel64<LE>] = rsh
+                    .data_as_array(LE, data)
+                    .map_err(elf_err("relocations"))?;
+                if rels.iter().any(|r| targets_changed(r.r_sym(LE) as usize)) {
+                    return Err("REL relocations against device code are not handled".into());
+                }
+            }
+        }
+        if patched != sh.data(LE, data).map_err(elf_err("symbol table"))? {
+            if symtab_patch.is_some() {
+                return Err("more than one symbol table".into());
+            }
+            symtab_patch = Some((si, patched));
+        }
+    }
+    // Lay the sections out again, in file order.
+    let mut order: Vec<usize> = (1..shdrs.len()).collect();
+    order.sort_by_key(|&i| shdrs[i].sh_offset(LE));
+    let mut last_end = 0u64;
+    for &i in &order {
+        let r = file_range(&shdrs[i]);
+        if r.end > r.start {
+            if r.start < last_end {
+                return Err("sections overlap in the file".into());
+            }
+            last_end = r.end;
+        }
+    }
+    let mut pieces = Vec::new();
+    let mut new_shdrs = shdrs.clone();
+    let ehsize = u64::from(h.e_ehsize(LE)).max(64);
+    let mut pos = ehsize;
+    for &i in &order {
+        let sh = &shdrs[i];
+        let align = sh.sh_addralign(LE).max(1);
+        let at = pos.div_ceil(align) * align;
+        new_shdrs[i].sh_offset = U64::new(LE, at);
+        if sh.sh_type(LE) == SHT_NOBITS {
+            continue;
+        }
+        pieces.push(Piece::Zeros(at - pos));
+        pos = at;
+        if let Some(c) = changed(i) {
+            pieces.push(Piece::Unit(c.unit));
+            if c.tail.end > c.tail.start {
+                pieces.push(Piece::Copy(c.tail.clone()));
+            }
+            new_shdrs[i].sh_size = U64::new(LE, c.new_size);
+            pos += c.new_size;
+        } else if let Some((_, bytes)) = symtab_patch.as_ref().filter(|(k, _)| *k == i) {
+            pos += bytes.len() as u64;
+            pieces.push(Piece::Owned(bytes.clone()));
+        } else {
+            let r = file_range(sh);
+            pos += r.end - r.start;
+            pieces.push(Piece::Copy(r));
+        }
+    }
+    let shoff = pos.div_ceil(8) * 8;
+    pieces.push(Piece::Zeros(shoff - pos));
+    let mut table = Vec::new();
+    for sh in &new_shdrs {
+        table.extend_from_slice(object::pod::bytes_of(sh));
+    }
+    pieces.push(Piece::Owned(table));
+    let mut eh = *h;
+    eh.e_shoff = U64::new(LE, shoff);
+    let mut header = object::pod::bytes_of(&eh).to_vec();
+    header.resize(ehsize as usize, 0);
+    if let Some(extra) = data.get(64..ehsize as usize) {
+        header[64..].copy_from_slice(extra);
+    }
+    pieces.insert(0, Piece::Owned(header));
+    Ok((
+        pieces,
+        Layout {
+            name: format!(
+                "relocatable object: {} section(s) resized, sections laid out again (indices, symbols and relocations unchanged)",
+                changes.len()
             ),
         },
     ))
