@@ -375,9 +375,17 @@ fn dry_run_reports_without_writing() {
 #[test]
 fn failures_leave_nothing() {
     let dir = TempDir::new("prune-fail");
-    // An archive whose members would have to change: refused.
-    let input = dir.path("libfat.a");
-    std::fs::copy(corpus("driver/libfat.a"), &input).unwrap();
+    // A thin archive (made here by llvm-ar) whose member would have to change: refused.
+    let member = dir.path("hip_rdc.o");
+    std::fs::copy(corpus("driver/hip_rdc.o"), &member).unwrap();
+    let input = dir.path("thin.a");
+    let o = Command::new(llvm("llvm-ar-22"))
+        .arg("rcT")
+        .arg(&input)
+        .arg(&member)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", describe(&o));
     let before = std::fs::read(&input).unwrap();
     let out = dir.path("out.a");
     let o = loader_sim(&[
@@ -390,7 +398,7 @@ fn failures_leave_nothing() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("not pruned"),
+        String::from_utf8_lossy(&o.stderr).contains("thin archive"),
         "{}",
         describe(&o)
     );
@@ -400,7 +408,7 @@ fn failures_leave_nothing() {
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left.len(), 2, "{left:?}");
     // OUT = FILE.
     let o = loader_sim(&[
         "prune",
@@ -771,4 +779,73 @@ fn relocatable_objects_link_and_register_the_same() {
             "{file} linked"
         );
     }
+}
+
+/// Bundled host objects (`-fgpu-rdc`, `__CLANG_OFFLOAD_BUNDLE__<id>` sections): the dropped
+/// entries' sections are removed; LLVM's bundler lists exactly the kept entries of the
+/// object and unbundles them to the original bytes; readelf finds nothing wrong; the
+/// symbols are the same. In an archive of such objects every member is pruned, the
+/// archive index still maps every symbol to its member (GNU `nm -s`), `llvm-ar` extracts
+/// the members, and each is the object pruned on its own.
+#[test]
+fn bundled_objects_and_archives() {
+    let dir = TempDir::new("prune-rdc");
+    let input = corpus("driver/hip_rdc.o");
+    let out = dir.path("hip_rdc.o");
+    prune(&input, &["gfx906"], &out);
+    readelf_clean(&out);
+    let kept = set(&["hip-amdgcn-amd-amdhsa--gfx906", "host-x86_64-pc-linux-gnu-"]);
+    assert_eq!(llvm_list(&out), kept);
+    for id in &kept {
+        assert_eq!(
+            llvm_unbundle(&out, id, &dir, "o"),
+            llvm_unbundle(&input, id, &dir, "o")
+        );
+    }
+    let symbols = |f: &Path| {
+        let o = Command::new(llvm("llvm-nm-22")).arg(f).output().unwrap();
+        assert!(o.status.success(), "{}", describe(&o));
+        o.stdout
+    };
+    assert_eq!(symbols(&out), symbols(&input));
+
+    let input = corpus("driver/libfat.a");
+    let out = dir.path("libfat.a");
+    let records = prune(&input, &["gfx906"], &out);
+    assert_eq!(records.last().unwrap()["images_dropped"], 2);
+    let index = |f: &Path| {
+        let o = Command::new("nm").arg("-s").arg(f).output().unwrap();
+        assert!(o.status.success(), "{}", describe(&o));
+        let text = String::from_utf8(o.stdout).unwrap();
+        text.split("\n\n").next().unwrap().to_string()
+    };
+    let idx = index(&out);
+    assert!(
+        idx.contains("Archive index:") && idx.contains(" in k2_rdc.o"),
+        "{idx}"
+    );
+    assert_eq!(idx, index(&input));
+    let xdir = dir.path("x");
+    std::fs::create_dir_all(&xdir).unwrap();
+    let o = Command::new(llvm("llvm-ar-22"))
+        .arg("x")
+        .arg(&out)
+        .current_dir(&xdir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(
+        sha256(&std::fs::read(xdir.join("hip_rdc.o")).unwrap()),
+        sha256(&std::fs::read(dir.path("hip_rdc.o")).unwrap())
+    );
+    for member in ["hip_rdc.o", "k2_rdc.o"] {
+        let m = xdir.join(member);
+        readelf_clean(&m);
+        assert_eq!(llvm_list(&m), kept, "{member}");
+    }
+    // An archive with nothing to drop (bitcode members) is written unchanged.
+    let input = corpus("driver/libfat.gfx906.a");
+    let out = dir.path("same.a");
+    prune(&input, &["gfx906"], &out);
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&input).unwrap());
 }

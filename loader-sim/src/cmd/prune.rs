@@ -31,8 +31,7 @@
 //!   dropped. A compressed OffloadBinary is kept or dropped whole and refused when only
 //!   part of it would be kept.
 //! * A bare device ELF is one image: kept, or left whole when no kept device can load it.
-//!   NVIDIA fatbinaries and bundled host objects (`__CLANG_OFFLOAD_BUNDLE__` sections) from
-//!   which something would be dropped are refused.
+//!   NVIDIA fatbinaries from which something would be dropped are refused.
 //!
 //! # Files
 //!
@@ -43,9 +42,15 @@
 //!   `relocatable` for what is checked and refused).
 //! * A linked 64-bit little-endian ELF (executable or shared library) whose device code
 //!   to drop is in `.hip_fatbin` (next section).
-//! * Refused with an error naming the reason: `ar` archives from which something would be
-//!   dropped, bundled host objects (`__CLANG_OFFLOAD_BUNDLE__` sections), 32-bit or
-//!   big-endian ELF files, device code to drop outside `.hip_fatbin` in linked files.
+//! * A bundled host object (`-fgpu-rdc`): the `__CLANG_OFFLOAD_BUNDLE__<id>` sections of
+//!   the dropped entries are removed (only when nothing references them or any section
+//!   after them, as in what the bundler writes; see `relocatable`).
+//! * An `ar` archive: every member with device code is pruned as a file of its own and the
+//!   archive written again (see `archive`).
+//! * Refused with an error naming the reason: thin and BSD archives with something to drop,
+//!   NVIDIA fatbinaries with something to drop, 32-bit or big-endian ELF files, device
+//!   code to drop outside `.hip_fatbin` in linked files, and every layout condition the
+//!   functions below check.
 //!
 //! # Linked files
 //!
@@ -147,6 +152,9 @@ enum Body<'a> {
     },
     /// New bytes (text bundles, compressed bundles, OffloadBinaries).
     Owned(Vec<u8>),
+    /// A bundled host object: the `__CLANG_OFFLOAD_BUNDLE__<id>` sections of these entry
+    /// IDs go (the object is rewritten by `relocatable`).
+    DropSections(Vec<String>),
 }
 
 /// The plan for one unit.
@@ -233,16 +241,22 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let input = Input::open(&args.file)?;
     let data = input.bytes();
     let options = crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, true);
-    let plans = plan_units(data, &options, &devices, |range| {
-        // Identifying an image reads its first page, and the kernel maps up to 16 pages
-        // around every fault: drop them once a unit is planned (RSS on 1 GB libraries).
-        if let Some(part) = data.get(range.start as usize..range.end as usize) {
+    // Identifying an image reads its first page, and the kernel maps up to 16 pages around
+    // every fault: drop them once a unit is planned (RSS on 1 GB libraries).
+    let release = |base: u64, range: &Range<u64>| {
+        if let Some(part) = data.get((base + range.start) as usize..(base + range.end) as usize) {
             input.release(part);
         }
-    })
+    };
+    let (plans, pieces, layout) = if data.starts_with(b"!<arch>\n") {
+        archive(data, &options, &devices, !args.no_shrink, &release)
+    } else {
+        plan_units(data, &options, &devices, |r| release(0, r)).and_then(|plans| {
+            let (pieces, layout) = assemble(data, &plans, !args.no_shrink)?;
+            Ok((plans, pieces, layout))
+        })
+    }
     .map_err(|e| Failure::file(&args.file, e))?;
-    let (pieces, layout) =
-        assemble(data, &plans, !args.no_shrink).map_err(|e| Failure::file(&args.file, e))?;
     let size_after = pieces_len(&pieces, &plans);
     let size_before = data.len() as u64;
 
@@ -486,13 +500,13 @@ fn plan_unit<'a>(
             );
             return Ok(plan);
         }
-        UnitContent::ObjectBundle(_) => {
-            return Err(format!(
-                "{}: bundled host objects (__CLANG_OFFLOAD_BUNDLE__ sections) are not pruned yet: \
-                 sections would have to be removed from a relocatable object",
-                plan.location
-            ))
-        }
+        UnitContent::ObjectBundle(o) => Body::DropSections(
+            o.sections()
+                .zip(&keep)
+                .filter(|(_, k)| !**k)
+                .map(|((id, _), _)| id.to_string())
+                .collect(),
+        ),
         UnitContent::NvFatbin(_) => {
             return Err(format!(
                 "{}: NVIDIA fatbinaries are not pruned (no writer for them)",
@@ -508,6 +522,8 @@ fn plan_unit<'a>(
                 .len
         }
         Body::Owned(v) => v.len() as u64,
+        // The object shrinks by the sections removed (headers and contents).
+        Body::DropSections(_) => plan.new_len,
     };
     plan.body = body;
     Ok(plan)
@@ -650,16 +666,8 @@ fn assemble(
             },
         ));
     }
-    if data.starts_with(b"!<arch>\n") || data.starts_with(b"!<thin>\n") {
-        if plans.iter().all(|p| p.dropped.is_empty()) {
-            return Ok((
-                vec![Piece::Copy(0..data.len() as u64)],
-                Layout {
-                    name: "archive (nothing to drop)".into(),
-                },
-            ));
-        }
-        return Err("ar archives are not pruned yet (members would have to be rewritten with new sizes and the symbol table moved)".into());
+    if data.starts_with(b"!<thin>\n") {
+        return Err("thin archives are not pruned (their members are other files)".into());
     }
     let is_host_elf = data.starts_with(b"\x7fELF")
         && !plans
@@ -674,6 +682,188 @@ fn assemble(
         ));
     }
     linked(data, plans, shrink)
+}
+
+/// An `ar` archive (GNU or System V layout): every member is pruned as a file of its own
+/// (bundles, host objects), the member headers get the new sizes (and the padding byte
+/// that keeps members at even offsets), and the offsets of the symbol table (`/`, 32-bit,
+/// or `/SYM64/`, 64-bit, big-endian) are moved to where the members now start. The long
+/// name table and the symbols themselves are unchanged. BSD archives (`#1/` names, `__.SYMDEF`)
+/// with something to drop are refused.
+#[allow(clippy::type_complexity)]
+fn archive<'a>(
+    data: &'a [u8],
+    options: &ReadOptions,
+    devices: &[(String, Device)],
+    shrink: bool,
+    release: &dyn Fn(u64, &Range<u64>),
+) -> Result<(Vec<UnitPlan<'a>>, Vec<Piece>, Layout), String> {
+    struct Member {
+        header: u64,
+        data: Range<u64>,
+        name: String,
+        pieces: Option<Vec<Piece>>,
+        new_size: u64,
+    }
+    // Members holding units, as the walk of the whole archive finds them (members that
+    // are not containers, such as bitcode, are copied as they are).
+    let mut with_units: Vec<Vec<u8>> = Vec::new();
+    for unit in units(data, options) {
+        let unit = unit.map_err(|e| describe_error(&e))?;
+        if let Some(offload_image::container::PathElem::Member(name)) = unit.location.path().first()
+        {
+            if !with_units.iter().any(|n| n == name) {
+                with_units.push(name.to_vec());
+            }
+        }
+    }
+    let mut members = Vec::new();
+    let mut pos = 8u64;
+    let mut long_names: &[u8] = &[];
+    let mut plans: Vec<UnitPlan<'a>> = Vec::new();
+    let end = data.len() as u64;
+    while pos + 60 <= end {
+        let h = &data[pos as usize..pos as usize + 60];
+        if &h[58..60] != b"`\n" {
+            return Err(format!("archive member header at byte {pos} is malformed"));
+        }
+        let size: u64 = std::str::from_utf8(&h[48..58])
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .ok_or_else(|| format!("archive member size at byte {} is malformed", pos + 48))?;
+        let start = pos + 60;
+        let stop = start
+            .checked_add(size)
+            .filter(|e| *e <= end)
+            .ok_or_else(|| format!("archive member at byte {pos} runs past the end"))?;
+        let raw = String::from_utf8_lossy(&h[..16]).trim_end().to_string();
+        let body = &data[start as usize..stop as usize];
+        if raw == "//" {
+            long_names = body;
+        }
+        let name = match raw.strip_prefix('/').and_then(|n| n.parse::<usize>().ok()) {
+            Some(off) => long_names
+                .get(off..)
+                .and_then(|t| t.split(|b| *b == b'\n').next())
+                .map(|t| String::from_utf8_lossy(t).trim_end_matches('/').to_string())
+                .unwrap_or(raw.clone()),
+            None => raw.trim_end_matches('/').to_string(),
+        };
+        let special = raw == "/" || raw == "//" || raw == "/SYM64/" || raw.starts_with("__.SYMDEF");
+        let mut m = Member {
+            header: pos,
+            data: start..stop,
+            name: if special { raw.clone() } else { name },
+            pieces: None,
+            new_size: size,
+        };
+        if !special && with_units.iter().any(|n| n == m.name.as_bytes()) {
+            let first = plans.len();
+            let mut member_plans = plan_units(body, options, devices, |r| release(start, r))?;
+            for p in &mut member_plans {
+                p.location = format!("member {} / {}", m.name, p.location);
+            }
+            if member_plans.iter().any(|p| !matches!(p.body, Body::Same)) {
+                if raw.starts_with("#1/") {
+                    return Err("BSD archives are not pruned".into());
+                }
+                let (pieces, _) = assemble(body, &member_plans, shrink)
+                    .map_err(|e| format!("member {}: {e}", m.name))?;
+                m.new_size = pieces_len(&pieces, &member_plans);
+                m.pieces = Some(rebase(pieces, start, first));
+            }
+            plans.extend(member_plans);
+        }
+        members.push(m);
+        pos = stop + (stop & 1);
+    }
+    if pos < end && data[pos as usize..].iter().any(|b| *b != b'\n') {
+        return Err(format!("bytes after the last archive member at byte {pos}"));
+    }
+    // New member offsets.
+    let mut new_header = Vec::with_capacity(members.len());
+    let mut at = 8u64;
+    for m in &members {
+        new_header.push(at);
+        at += 60 + m.new_size;
+        at += at & 1;
+    }
+    let moved = |old: u64| -> Option<u64> {
+        members
+            .iter()
+            .position(|m| m.header == old)
+            .map(|i| new_header[i])
+    };
+    let mut pieces = vec![Piece::Copy(0..8)];
+    for (i, m) in members.iter().enumerate() {
+        let h = &data[m.header as usize..m.header as usize + 60];
+        let mut header = h[..48].to_vec();
+        header.extend_from_slice(format!("{:<10}", m.new_size).as_bytes());
+        header.extend_from_slice(b"`\n");
+        pieces.push(Piece::Owned(header));
+        let body = &data[m.data.start as usize..m.data.end as usize];
+        if m.name == "/" || m.name == "/SYM64/" {
+            let w = if m.name == "/" { 4 } else { 8 };
+            let mut table = body.to_vec();
+            let count = read_be(&table, 0, w).ok_or("archive symbol table is truncated")?;
+            for k in 0..count as usize {
+                let at = w + k * w;
+                let old = read_be(&table, at, w).ok_or("archive symbol table is truncated")?;
+                let new = moved(old).ok_or("archive symbol table names no member")?;
+                let bytes = new.to_be_bytes();
+                table[at..at + w].copy_from_slice(&bytes[8 - w..]);
+                if w == 4 && new > u64::from(u32::MAX) {
+                    return Err("archive too large for a 32-bit symbol table".into());
+                }
+            }
+            pieces.push(Piece::Owned(table));
+        } else if m.name.starts_with("__.SYMDEF") && members.iter().any(|m| m.pieces.is_some()) {
+            return Err("BSD archives are not pruned".into());
+        } else {
+            match &m.pieces {
+                Some(p) => pieces.extend(p.iter().map(clone_piece)),
+                None => pieces.push(Piece::Copy(m.data.clone())),
+            }
+        }
+        let stop = new_header[i] + 60 + m.new_size;
+        if stop & 1 == 1 {
+            pieces.push(Piece::Owned(b"\n".to_vec()));
+        }
+    }
+    let changed = members.iter().filter(|m| m.pieces.is_some()).count();
+    Ok((
+        plans,
+        pieces,
+        Layout {
+            name: format!("archive: {changed} member(s) pruned, member headers and symbol table offsets updated"),
+        },
+    ))
+}
+
+fn read_be(b: &[u8], at: usize, w: usize) -> Option<u64> {
+    let s = b.get(at..at + w)?;
+    Some(s.iter().fold(0u64, |a, x| (a << 8) | u64::from(*x)))
+}
+
+fn clone_piece(p: &Piece) -> Piece {
+    match p {
+        Piece::Copy(r) => Piece::Copy(r.clone()),
+        Piece::Unit(i) => Piece::Unit(*i),
+        Piece::Zeros(n) => Piece::Zeros(*n),
+        Piece::Owned(v) => Piece::Owned(v.clone()),
+    }
+}
+
+/// Pieces of a member: input ranges from `base`, plan indices from `first`.
+fn rebase(pieces: Vec<Piece>, base: u64, first: usize) -> Vec<Piece> {
+    pieces
+        .into_iter()
+        .map(|p| match p {
+            Piece::Copy(r) => Piece::Copy(r.start + base..r.end + base),
+            Piece::Unit(i) => Piece::Unit(i + first),
+            other => other,
+        })
+        .collect()
 }
 
 /// Pieces that rewrite each unit where it is; with `pad`, each is zero-filled to its old
@@ -1070,7 +1260,28 @@ fn relocatable(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layou
         new_size: u64,
     }
     let mut changes: Vec<(usize, Change)> = Vec::new();
+    // Sections of a bundled host object to remove.
+    let mut removed: Vec<usize> = Vec::new();
+    for p in plans {
+        if let Body::DropSections(ids) = &p.body {
+            for id in ids {
+                let name = format!("__CLANG_OFFLOAD_BUNDLE__{id}");
+                let i = (0..shdrs.len())
+                    .find(|&i| {
+                        sections
+                            .section_name(LE, &shdrs[i])
+                            .is_ok_and(|n| n == name.as_bytes())
+                    })
+                    .ok_or_else(|| format!("section {name} not found"))?;
+                removed.push(i);
+            }
+        }
+    }
+    removed.sort_unstable();
     for (n, p) in plans.iter().enumerate() {
+        if matches!(p.body, Body::DropSections(_)) {
+            continue;
+        }
         let index = shdrs
             .iter()
             .position(|sh| {
@@ -1179,8 +1390,46 @@ fn relocatable(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layou
             symtab_patch = Some((si, patched));
         }
     }
+    // Removing sections renumbers those after them: allowed only when no reference
+    // (sh_link, the sh_info of relocation sections, e_shstrndx, a symbol's section) names
+    // the first removed section or any after it. The bundler appends its sections last.
+    if let Some(&first) = removed.first() {
+        let mut highest = usize::from(h.e_shstrndx(LE).0);
+        for sh in &shdrs {
+            highest = highest.max(sh.sh_link(LE) as usize);
+            let ty = sh.sh_type(LE);
+            if ty == SHT_RELA
+                || ty == SHT_REL
+                || sh.sh_flags(LE).0 & object::elf::SHF_INFO_LINK.0 != 0
+            {
+                highest = highest.max(sh.sh_info(LE) as usize);
+            }
+            if ty == SHT_SYMTAB || ty == object::elf::SHT_DYNSYM {
+                let syms: &[Sym64<LE>] = sh
+                    .data_as_array(LE, data)
+                    .map_err(elf_err("symbol table"))?;
+                for sym in syms {
+                    let x = sym.st_shndx.get(LE).0;
+                    if x < object::elf::SHN_LORESERVE {
+                        highest = highest.max(usize::from(x));
+                    }
+                }
+            }
+            if ty == object::elf::SHT_GROUP || ty == object::elf::SHT_SYMTAB_SHNDX {
+                return Err(
+                    "section groups or extended symbol indices with bundle sections to remove"
+                        .into(),
+                );
+            }
+        }
+        if highest >= first {
+            return Err(format!(
+                "bundle section {first} cannot be removed: section {highest} or an earlier one after it is referenced"
+            ));
+        }
+    }
     // Lay the sections out again, in file order.
-    let mut order: Vec<usize> = (1..shdrs.len()).collect();
+    let mut order: Vec<usize> = (1..shdrs.len()).filter(|i| !removed.contains(i)).collect();
     order.sort_by_key(|&i| shdrs[i].sh_offset(LE));
     let mut last_end = 0u64;
     for &i in &order {
@@ -1225,12 +1474,16 @@ fn relocatable(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layou
     let shoff = pos.div_ceil(8) * 8;
     pieces.push(Piece::Zeros(shoff - pos));
     let mut table = Vec::new();
-    for sh in &new_shdrs {
-        table.extend_from_slice(object::pod::bytes_of(sh));
+    for (i, sh) in new_shdrs.iter().enumerate() {
+        if !removed.contains(&i) {
+            table.extend_from_slice(object::pod::bytes_of(sh));
+        }
     }
     pieces.push(Piece::Owned(table));
     let mut eh = *h;
     eh.e_shoff = U64::new(LE, shoff);
+    let shnum = shdrs.len() - removed.len();
+    eh.e_shnum = object::U16::new(LE, u16::try_from(shnum).map_err(|_| "too many sections")?);
     let mut header = object::pod::bytes_of(&eh).to_vec();
     header.resize(ehsize as usize, 0);
     if let Some(extra) = data.get(64..ehsize as usize) {
@@ -1241,8 +1494,9 @@ fn relocatable(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layou
         pieces,
         Layout {
             name: format!(
-                "relocatable object: {} section(s) resized, sections laid out again (indices, symbols and relocations unchanged)",
-                changes.len()
+                "relocatable object: {} section(s) resized, {} bundle section(s) removed, sections laid out again (symbols and relocations unchanged)",
+                changes.len(),
+                removed.len()
             ),
         },
     ))
@@ -1381,7 +1635,7 @@ fn write_pieces(
                     .get(*i)
                     .ok_or_else(|| std::io::Error::other("unit index"))?;
                 match &p.body {
-                    Body::Same => {}
+                    Body::Same | Body::DropSections(_) => {}
                     Body::Owned(v) => w.write_all(v)?,
                     Body::Bundle { entries, align } => {
                         offload_image::write::bundle::write_bundle(&mut w, entries, *align)
