@@ -849,3 +849,66 @@ fn bundled_objects_and_archives() {
     prune(&input, &["gfx906"], &out);
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&input).unwrap());
 }
+
+/// Malformed input gives a one-line error and exit status 2, never a panic, and leaves no
+/// OUT: the malformed corpus, and seeded mutations of the headers of a bundle, a linked
+/// executable, a relocatable object and an archive (the bytes the layout code reads).
+#[test]
+fn malformed_input_is_refused_cleanly() {
+    let dir = TempDir::new("prune-bad");
+    let check = |input: &Path, what: &str| {
+        let out = dir.path("out");
+        let _ = std::fs::remove_file(&out);
+        let o = loader_sim(&[
+            "prune",
+            &input.to_string_lossy(),
+            "--keep",
+            "gfx906",
+            "-o",
+            &out.to_string_lossy(),
+        ]);
+        match o.status.code() {
+            Some(0) => assert!(out.exists(), "{what}"),
+            Some(2) => {
+                assert!(!out.exists(), "{what}: OUT written after an error");
+                let err = String::from_utf8_lossy(&o.stderr);
+                assert!(err.starts_with("loader-sim: error: "), "{what}: {err}");
+            }
+            _ => panic!("{what}: {}", describe(&o)),
+        }
+        o.status.code()
+    };
+    for entry in std::fs::read_dir(corpus("malformed")).unwrap() {
+        let p = entry.unwrap().path();
+        assert_eq!(
+            check(&p, &p.display().to_string()),
+            Some(2),
+            "{}",
+            p.display()
+        );
+    }
+    let mut rng = common::Rng::new(14);
+    for (file, head) in [
+        ("bundles/hip_6arch.bundle", 448),
+        ("driver/hip_nonrdc.exe", 4096),
+        ("driver/hip_nonrdc.o", 4096),
+        ("driver/libfat.a", 2048),
+    ] {
+        let original = std::fs::read(corpus(file)).unwrap();
+        // Section headers of ELF files are at the end: mutate there too.
+        let tail = original.len().saturating_sub(2048);
+        for n in 0..60 {
+            let mut data = original.clone();
+            for _ in 0..1 + rng.below(4) {
+                let at = if rng.chance(2) {
+                    rng.below(head)
+                } else {
+                    tail + rng.below(original.len() - tail)
+                };
+                data[at] = rng.next() as u8;
+            }
+            let p = dir.write("mutant", &data);
+            check(&p, &format!("{file} mutant {n}"));
+        }
+    }
+}

@@ -259,6 +259,14 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     .map_err(|e| Failure::file(&args.file, e))?;
     let size_after = pieces_len(&pieces, &plans);
     let size_before = data.len() as u64;
+    if size_after > size_before {
+        // Pruning never adds bytes; a layout that would (alignments out of proportion in
+        // a damaged file) is refused before anything is written.
+        return Err(Failure::file(
+            &args.file,
+            format!("the pruned file would be larger than the input ({size_after} > {size_before} bytes)"),
+        ));
+    }
 
     let mut out = std::io::stdout().lock();
     report(args, &plans, &layout, size_before, size_after, &mut out)
@@ -999,7 +1007,7 @@ fn shrink_shared_library(
         let end = off.checked_add(size).ok_or(".hip_fatbin size overflows")?;
         let seg = loads
             .iter()
-            .find(|p| p.p_offset(LE) <= off && end <= p.p_offset(LE) + p.p_filesz(LE))
+            .find(|p| p.p_offset(LE) <= off && end <= p.p_offset(LE).saturating_add(p.p_filesz(LE)))
             .ok_or(".hip_fatbin is not inside the file part of one PT_LOAD segment")?;
         if seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE)) != addr.wrapping_sub(off) {
             return Err(".hip_fatbin's address and offset disagree with its segment".into());
@@ -1070,7 +1078,7 @@ fn shrink_shared_library(
         if p.p_type(LE) == PT_LOAD || p.p_filesz(LE) == 0 {
             continue;
         }
-        let r = p.p_offset(LE)..p.p_offset(LE) + p.p_filesz(LE);
+        let r = p.p_offset(LE)..p.p_offset(LE).saturating_add(p.p_filesz(LE));
         if holes.iter().any(|h| h.start < r.end && r.start < h.end) {
             return Err(format!(
                 "segment of type {:#x} overlaps the zero pages of .hip_fatbin",
@@ -1090,7 +1098,7 @@ fn shrink_shared_library(
     let mut new_phdrs: Vec<ProgramHeader64<LE>> = Vec::new();
     for p in phdrs.iter() {
         let off = p.p_offset(LE);
-        let fend = off + p.p_filesz(LE);
+        let fend = off.saturating_add(p.p_filesz(LE));
         let inside: Vec<&Range<u64>> = holes
             .iter()
             .filter(|h| off <= h.start && h.end <= fend)
@@ -1101,13 +1109,16 @@ fn shrink_shared_library(
             new_phdrs.push(q);
             continue;
         }
-        let delta = p.p_vaddr(LE) - off; // vaddr = file offset + delta
+        let delta = p.p_vaddr(LE).wrapping_sub(off); // vaddr = file offset + delta
+        if p.p_memsz(LE) < p.p_filesz(LE) {
+            return Err("PT_LOAD segment with p_memsz < p_filesz".into());
+        }
         let mut start = off;
         for hole in &inside {
             let mut q = *p;
             q.p_offset = U64::new(LE, map(start));
-            q.p_vaddr = U64::new(LE, start + delta);
-            q.p_paddr = U64::new(LE, p.p_paddr(LE) - off + start);
+            q.p_vaddr = U64::new(LE, start.wrapping_add(delta));
+            q.p_paddr = U64::new(LE, p.p_paddr(LE).wrapping_sub(off).wrapping_add(start));
             q.p_filesz = U64::new(LE, hole.start - start);
             q.p_memsz = U64::new(LE, hole.end - start);
             new_phdrs.push(q);
@@ -1115,8 +1126,8 @@ fn shrink_shared_library(
         }
         let mut q = *p;
         q.p_offset = U64::new(LE, map(start));
-        q.p_vaddr = U64::new(LE, start + delta);
-        q.p_paddr = U64::new(LE, p.p_paddr(LE) - off + start);
+        q.p_vaddr = U64::new(LE, start.wrapping_add(delta));
+        q.p_paddr = U64::new(LE, p.p_paddr(LE).wrapping_sub(off).wrapping_add(start));
         q.p_filesz = U64::new(LE, fend - start);
         q.p_memsz = U64::new(LE, p.p_memsz(LE) - (start - off));
         new_phdrs.push(q);
@@ -1146,7 +1157,7 @@ fn shrink_shared_library(
             {
                 let mut q = *sh;
                 q.sh_offset = U64::new(LE, map(part.start));
-                q.sh_addr = U64::new(LE, addr + (part.start - off));
+                q.sh_addr = U64::new(LE, addr.wrapping_add(part.start - off));
                 q.sh_size = U64::new(LE, part.end - part.start);
                 if first {
                     s = q;
@@ -1164,7 +1175,7 @@ fn shrink_shared_library(
     // is dropped when it ends the file.
     let old_len = data.len() as u64;
     let shoff = h.e_shoff(LE);
-    let shtab_end = shoff + u64::from(h.e_shnum(LE)) * u64::from(h.e_shentsize(LE));
+    let shtab_end = shoff.saturating_add(u64::from(h.e_shnum(LE)) * u64::from(h.e_shentsize(LE)));
     let body_end = if shtab_end == old_len { shoff } else { old_len };
     let mut pieces = cut(in_place, plans, &holes, body_end);
     let mut pos = map(body_end);
