@@ -530,8 +530,23 @@ fn plan_unit<'a>(
                 .len
         }
         Body::Owned(v) => v.len() as u64,
-        // The object shrinks by the sections removed (headers and contents).
-        Body::DropSections(_) => plan.new_len,
+        // The object shrinks by the sections removed: their contents and headers (the
+        // exact size, after the new layout, is in the summary).
+        Body::DropSections(ids) => {
+            let removed: u64 = match &unit.content {
+                UnitContent::ObjectBundle(o) => o
+                    .sections()
+                    .filter(|(id, _)| ids.iter().any(|d| d == id))
+                    .map(|(_, d)| d.len() as u64 + 64)
+                    .sum(),
+                _ => 0,
+            };
+            plan.note = Some(format!(
+                "sections removed: __CLANG_OFFLOAD_BUNDLE__{}",
+                ids.join(", __CLANG_OFFLOAD_BUNDLE__")
+            ));
+            plan.new_len.saturating_sub(removed)
+        }
     };
     plan.body = body;
     Ok(plan)
