@@ -59,7 +59,7 @@ bench() { # name lib
   "$SIM" register "$lib" --device "$KEEP" --json | jq -c 'del(.unit)' >"$work/$name.reg.a"
   "$SIM" register "$out" --device "$KEEP" --json | jq -c 'del(.unit)' >"$work/$name.reg.b"
   cmp -s "$work/$name.reg.a" "$work/$name.reg.b" || die "$name: static register differs"
-  printf '| %s | %s | %s | %s (%.1f%% of .hip_fatbin %s) | %.3f s (cp %.3f s, ratio %.2f) | %s KiB (cp %s KiB) |\n' \
+  printf '| %s | %s | %s | %s (device code: %.1f%% of its %s bytes) | %.3f s (cp %.3f s, ratio %.2f) | %s KiB (cp %s KiB) |\n' \
     "$(basename "$lib")" "$KEEP" "$before" "$after" "$(echo "100*($after-($before-$fatbin))/$fatbin" | bc -l)" "$fatbin" \
     "$t_pr" "$t_cp" "$(echo "$t_pr/$t_cp" | bc -l)" "$r_pr" "$r_cp"
 }

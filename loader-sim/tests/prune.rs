@@ -572,6 +572,31 @@ fn librocrand_shrinks_and_registers_the_same() {
         }
         comgr_agrees(&lib, &out, keep);
     }
+    // --no-shrink: the same file size, .hip_fatbin rewritten in place, the same
+    // registration.
+    let out = dir.path("inplace.so");
+    let o = loader_sim(&[
+        "prune",
+        &lib.to_string_lossy(),
+        "--keep",
+        "gfx1030",
+        "--no-shrink",
+        "-o",
+        &out.to_string_lossy(),
+    ]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().len(),
+        std::fs::metadata(&lib).unwrap().len()
+    );
+    readelf_clean(&out);
+    same_addresses(&lib, &out);
+    assert_eq!(images(&out).len(), 2);
+    let (a, b) = (lib.to_string_lossy(), out.to_string_lossy());
+    assert_eq!(
+        register(&["register", "--load", &b, "--device", "gfx1030", "--json"]),
+        register(&["register", "--load", &a, "--device", "gfx1030", "--json"]),
+    );
 }
 
 /// Every allocated section of the original is mapped at the same address with the same
