@@ -937,3 +937,52 @@ fn malformed_input_is_refused_cleanly() {
         }
     }
 }
+
+/// NVPTX targets (`--keep sm_90`): OffloadBinaries and bundles of cubins and PTX keep the
+/// images an sm_90 device accepts (its cubin, PTX it can JIT) with their bytes, LLVM reads
+/// the results; an NVIDIA fatbinary with something to drop is refused (no writer).
+#[test]
+fn nvptx_containers() {
+    let dir = TempDir::new("prune-nv");
+    for file in ["nvptx/cuda_cubins.offbin", "nvptx/omp_nv_cubins.bundle"] {
+        let input = corpus(file);
+        let out = dir.path("out");
+        let records = prune(&input, &["sm_90"], &out);
+        assert!(records.last().unwrap()["images_dropped"].as_u64().unwrap() > 0);
+        let kept = images(&out);
+        let original = images(&input);
+        assert!(!kept.is_empty() && kept.len() < original.len());
+        for image in &kept {
+            assert!(original.contains(image), "{file}: {image:?}");
+        }
+        if file.ends_with(".bundle") {
+            assert_eq!(llvm_list(&out).len(), kept.len());
+        } else {
+            let o = Command::new(llvm("llvm-objdump-22"))
+                .arg("--offloading")
+                .arg(&out)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", describe(&o));
+            let text = String::from_utf8_lossy(&o.stdout);
+            assert_eq!(
+                text.matches("OFFLOADING IMAGE").count(),
+                kept.len(),
+                "{text}"
+            );
+        }
+    }
+    let input = corpus("nvptx/saxpy3.fatbin");
+    let out = dir.path("fatbin");
+    let o = loader_sim(&[
+        "prune",
+        &input.to_string_lossy(),
+        "--keep",
+        "sm_90",
+        "-o",
+        &out.to_string_lossy(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("NVIDIA fatbinaries"));
+    assert!(!out.exists());
+}
