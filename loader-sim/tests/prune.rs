@@ -571,6 +571,42 @@ fn librocrand_shrinks_and_registers_the_same() {
             );
         }
         comgr_agrees(&lib, &out, keep);
+        // Every rewritten bundle, cut out of the pruned library, is read by LLVM's bundler:
+        // it lists the kept entries and unbundles them to the original bytes.
+        let data = std::fs::read(&out).unwrap();
+        for r in units {
+            let at = r["offset"].as_u64().unwrap() as usize;
+            let len = r["bytes_after"].as_u64().unwrap() as usize;
+            let bundle = dir.write("bundle", &data[at..at + len]);
+            let kept_ids: BTreeSet<String> = r["kept"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect();
+            let listed = llvm_list(&bundle);
+            assert_eq!(listed.len(), kept_ids.len(), "{listed:?} vs {kept_ids:?}");
+            // LLVM 22 lists these bundles but refuses to unbundle them, the original's too
+            // ("invalid bundle id": the host ID has ROCm 5.3's 3-field triple); LLVM 19's
+            // bundler unbundles both.
+            for id in listed.iter().filter(|i| !i.starts_with("host-")) {
+                let dest = dir.path("unbundled.co");
+                let o = Command::new(llvm("clang-offload-bundler-19"))
+                    .args(["-unbundle", "-type=o"])
+                    .arg(format!("-input={}", bundle.display()))
+                    .arg(format!("-output={}", dest.display()))
+                    .arg(format!("-targets={id}"))
+                    .output()
+                    .unwrap();
+                assert!(
+                    o.status.success(),
+                    "bundler-19 -unbundle {id}: {}",
+                    describe(&o)
+                );
+                let sha = sha256(&std::fs::read(&dest).unwrap());
+                assert!(original.iter().any(|(n, s)| n == id && *s == sha), "{id}");
+            }
+        }
     }
     // --no-shrink: the same file size, .hip_fatbin rewritten in place, the same
     // registration.
