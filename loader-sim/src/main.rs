@@ -51,6 +51,8 @@ enum Command {
     /// For every library with device code under PATH and every device: which units load,
     /// why the others do not, and what would make them run.
     Doctor(cmd::doctor::Args),
+    /// Drop the device images no kept device can load (bundles, CCOB, OffloadBinaries, .hip_fatbin of linked files).
+    Prune(cmd::prune::Args),
     /// Check offload containers: every problem, with severity, code and byte offset.
     Validate(cmd::validate::Args),
     /// Write a host object that embeds device images and registers them at start-up.
@@ -179,6 +181,7 @@ fn main() -> ExitCode {
         Command::OffloadPackager { args } => {
             return run_tool("offload-packager", "loader-sim", &args)
         }
+        Command::Prune(a) => cmd::prune::run(&a),
         Command::Register(a) => cmd::register::run(&a),
         Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a),

@@ -2,6 +2,7 @@
 
 pub mod doctor;
 pub mod list;
+pub mod prune;
 pub mod register;
 pub mod select;
 pub mod validate;
