@@ -58,11 +58,13 @@ CMD[list]="$LS list $lib"
 LABEL[list]="loader-sim list (table; hashes every image)"
 CMD[list_json]="$LS list --json $lib"
 LABEL[list_json]="loader-sim list --json (hashes every image)"
+CMD[list_nohash]="$LS list --no-sha256 $lib"
+LABEL[list_nohash]="loader-sim list --no-sha256 (headers only)"
 CMD[cuobjdump]="$CUOBJDUMP -lelf -lptx $lib"
 LABEL[cuobjdump]="cuobjdump -lelf -lptx"
 CMD[version]="$LS --version"
 LABEL[version]="loader-sim --version (start-up)"
-names=(select select_sha list list_json cuobjdump version)
+names=(select select_sha list_nohash list list_json cuobjdump version)
 
 # run NAME MODE: one timed run, appended to times/NAME.MODE ("wall rss exit").
 run() {
