@@ -30,11 +30,14 @@ curand=nvidia-curand==10.4.5.25
 stamp="$venv/toolkit-stamp"
 want="${packages[*]} $curand"
 tree() { ls -d "$venv"/lib/python3*/site-packages/nvidia/cu13 2>/dev/null | head -n1; }
+mkdir -p "$dest"
+# One installer at a time (the tests that call this script run in parallel).
+exec 9>"$dest/nvidia-toolkit.lock"
+flock 9
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$(tree)/bin/ptxas" ]; then
   tree
   exit 0
 fi
-mkdir -p "$dest"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
