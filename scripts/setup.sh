@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian 12 machine (run as root):
 # LLVM 22 and 19 tools (reference outputs), AMD comgr (reference selection), and the real
-# ROCm library librocrand1 from Debian's archive (into target/external/).
+# ROCm library librocrand1 from Debian's archive (into target/external/), and a CUDA 13 tree
+# from NVIDIA's Python wheels (into target/external/nvidia-venv: clang's CUDA driver and
+# cuobjdump for loader-sim/tests/cuda_program.rs and benches/nvfatbin.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(clang-22 clang-tools-22 llvm-22 lld-22 clang-19 clang-tools-19 llvm-19 libamd-comgr-dev
@@ -15,3 +17,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 scripts/fetch-rocm-libs.sh >/dev/null
+scripts/fetch-nvidia-toolkit.sh >/dev/null

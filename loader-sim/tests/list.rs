@@ -335,3 +335,34 @@ fn nvfatbin_records_match_cuobjdump() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("at byte 24"), "{err}");
 }
+
+/// `--no-sha256`: the same records in the same order, with `sha256` null (JSON) or `-`
+/// (table); nothing else depends on the images' bytes beyond their headers.
+#[test]
+fn no_sha256_lists_the_same_images_without_hashes() {
+    let nv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/files");
+    for file in [
+        nv.join("libk.so"),
+        nv.join("mixed.speed.all.fatbin"),
+        corpus("bundles/hip_6arch.bundle"),
+        corpus("driver/hip_compress.exe"),
+    ] {
+        let f = file.to_str().unwrap();
+        let full = json_lines(&loader_sim(&["list", f, "--json"]).stdout);
+        let out = loader_sim(&["list", f, "--json", "--no-sha256"]);
+        assert!(out.status.success(), "{f}");
+        let bare = json_lines(&out.stdout);
+        assert!(!full.is_empty(), "{f}");
+        assert_eq!(bare.len(), full.len(), "{f}");
+        for (b, mut h) in bare.into_iter().zip(full) {
+            assert!(h["sha256"].is_string(), "{h}");
+            assert!(b["sha256"].is_null(), "{b}");
+            h["sha256"] = Value::Null;
+            assert_eq!(b, h, "{f}");
+        }
+        let table = String::from_utf8(loader_sim(&["list", f, "--no-sha256"]).stdout).unwrap();
+        for line in table.lines().skip(1) {
+            assert_eq!(line.split_whitespace().last(), Some("-"), "{f}: {line}");
+        }
+    }
+}

@@ -37,6 +37,23 @@ macro_rules! symver {
     };
 }
 
+/// Stubs that report "no device" (`$err`, named `$err_name` in the runtime's API) and touch
+/// no argument, published under the version node `$node`.
+macro_rules! no_device_stubs {
+    ($node:literal, $err:ident, $err_name:literal;
+     $($export:ident = $impl:ident ( $($arg:ident : $ty:ty),* );)*) => {
+        $(
+            #[doc = concat!("`", stringify!($export), "`: no device (`", $err_name, "`).")]
+            #[no_mangle]
+            pub extern "C" fn $impl($($arg: $ty),*) -> c_int {
+                $(let _ = $arg;)*
+                $err
+            }
+        )*
+        symver!($node: $($export = $impl),*);
+    };
+}
+
 /// A NUL-terminated name passed by the program, read within the mapping that holds it.
 fn name(p: *const c_char) -> Option<&'static [u8]> {
     c_string(&ProcessSpace, p as u64).ok()
@@ -219,6 +236,8 @@ pub extern "C" fn loader_sim_rt___hipUnregisterFatBinary(h: *mut *mut c_void) {
 
 // --- CUDA registration (libcudart.so.13) ------------------------------------------------
 
+/// `cudaSuccess`.
+const CUDA_SUCCESS: c_int = 0;
 /// `cudaErrorNoDevice`.
 const CUDA_ERROR_NO_DEVICE: c_int = 100;
 
@@ -329,6 +348,53 @@ pub extern "C" fn loader_sim_rt___cudaGetKernel(
     CUDA_ERROR_NO_DEVICE
 }
 
+// --- CUDA runtime API stubs (libcudart.so.13) ------------------------------------------
+//
+// What a program's own code and clang's / nvcc's kernel launch stubs call (`kernel<<<...>>>`
+// becomes `__cudaPushCallConfiguration`, then the stub's `__cudaPopCallConfiguration` and
+// `cudaLaunchKernel`).
+
+no_device_stubs! { "libcudart.so.13", CUDA_ERROR_NO_DEVICE, "cudaErrorNoDevice";
+    cudaLaunchKernel = loader_sim_rt_cudaLaunchKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shmem: usize, stream: *mut c_void);
+    cudaMalloc = loader_sim_rt_cudaMalloc(ptr: *mut *mut c_void, size: usize);
+    cudaFree = loader_sim_rt_cudaFree(ptr: *mut c_void);
+    cudaMemcpy = loader_sim_rt_cudaMemcpy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int);
+    cudaMemset = loader_sim_rt_cudaMemset(dst: *mut c_void, value: c_int, n: usize);
+    cudaDeviceSynchronize = loader_sim_rt_cudaDeviceSynchronize();
+}
+
+symver!("libcudart.so.13":
+    cudaGetLastError = loader_sim_rt_cudaGetLastError,
+    cudaPeekAtLastError = loader_sim_rt_cudaPeekAtLastError,
+    cudaGetErrorString = loader_sim_rt_cudaGetErrorString,
+    cudaGetErrorName = loader_sim_rt_cudaGetErrorName,
+);
+
+/// `cudaError_t cudaGetLastError(void)`: as `hipGetLastError`, no call ever set an error
+/// that a kernel launch could have left behind.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt_cudaGetLastError() -> c_int {
+    CUDA_SUCCESS
+}
+
+/// `cudaError_t cudaPeekAtLastError(void)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt_cudaPeekAtLastError() -> c_int {
+    CUDA_SUCCESS
+}
+
+/// `const char *cudaGetErrorString(cudaError_t)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt_cudaGetErrorString(_error: c_int) -> *const c_char {
+    ERROR_TEXT.as_ptr()
+}
+
+/// `const char *cudaGetErrorName(cudaError_t)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt_cudaGetErrorName(_error: c_int) -> *const c_char {
+    ERROR_TEXT.as_ptr()
+}
+
 /// `hipError_t __hipPushCallConfiguration(dim3 grid, dim3 block, size_t shmem, hipStream_t)`.
 #[no_mangle]
 pub extern "C" fn loader_sim_rt___hipPushCallConfiguration(
@@ -354,22 +420,7 @@ pub extern "C" fn loader_sim_rt___hipPopCallConfiguration(
 
 // --- HIP API stubs (hip_4.2) ------------------------------------------------------------
 
-/// Stubs that report `hipErrorNoDevice` and touch no argument.
-macro_rules! hip_stubs {
-    ($($export:ident = $impl:ident ( $($arg:ident : $ty:ty),* );)*) => {
-        $(
-            #[doc = concat!("`", stringify!($export), "`: no device (`hipErrorNoDevice`).")]
-            #[no_mangle]
-            pub extern "C" fn $impl($($arg: $ty),*) -> c_int {
-                $(let _ = $arg;)*
-                HIP_ERROR_NO_DEVICE
-            }
-        )*
-        symver!("hip_4.2": $($export = $impl),*);
-    };
-}
-
-hip_stubs! {
+no_device_stubs! { "hip_4.2", HIP_ERROR_NO_DEVICE, "hipErrorNoDevice";
     hipLaunchKernel = loader_sim_rt_hipLaunchKernel(f: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shmem: usize, stream: *mut c_void);
     hipMalloc = loader_sim_rt_hipMalloc(ptr: *mut *mut c_void, size: usize);
     hipFree = loader_sim_rt_hipFree(ptr: *mut c_void);

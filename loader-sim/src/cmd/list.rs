@@ -27,6 +27,10 @@ pub struct Args {
     /// (default: skip them up to the next container and note it, FORMATS.md §2.4).
     #[arg(long)]
     strict: bool,
+    /// Do not hash the images (`sha256` is null): only the containers' headers and each
+    /// image's ELF header are read, not the bytes of uncompressed images.
+    #[arg(long)]
+    no_sha256: bool,
 }
 
 /// Bytes skipped between containers (FORMATS.md §2.4): a `list --json` record of its own
@@ -90,7 +94,7 @@ pub struct Record {
     disagreement: Option<String>,
     offset: Option<u64>,
     size: u64,
-    sha256: String,
+    sha256: Option<String>,
 }
 
 /// Where an image was found, as `CLI.md` spells it.
@@ -142,9 +146,12 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         for image in open.images() {
             // Hashing reads the whole image: read ahead, and drop its pages afterwards so
             // that listing a 1.3 GB library does not keep it all mapped.
-            input.will_read(image.bytes);
-            let sha256 = sha256_hex(image.bytes);
-            input.release(image.bytes);
+            let sha256 = (!args.no_sha256).then(|| {
+                input.will_read(image.bytes);
+                let sha256 = sha256_hex(image.bytes);
+                input.release(image.bytes);
+                sha256
+            });
             let (triple, target_id) = identity(&image);
             let compressed = unit.compressed();
             let fatbin = matches!(unit.content, UnitContent::NvFatbin(_));
@@ -224,7 +231,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                     r.image_kind.to_string(),
                     r.offset.map_or_else(|| "-".to_string(), |o| o.to_string()),
                     r.size.to_string(),
-                    r.sha256.clone(),
+                    r.sha256.clone().unwrap_or_else(|| "-".to_string()),
                 ]
             })
             .collect();
