@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fetches a real CUDA library from the Python package index (pip download, no install) into
-# target/external/ for the ignored test that reads NVIDIA fatbinaries from it:
+# target/external/ for the test that reads NVIDIA fatbinaries from it (scripts/setup.sh
+# runs it):
 #
 #   scripts/fetch-nvidia-libs.sh
-#   cargo test --test nvfatbin -- --ignored
+#   cargo test --test nvfatbin libcurand
 #
 # Result: target/external/nvidia/libcurand.so.10 (nvidia-curand-cu12 10.3.10.19: 11
 # fatbinaries, 153 entries in .nv_fatbin). Its cuobjdump extraction is recorded in

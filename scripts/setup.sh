@@ -18,3 +18,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 scripts/fetch-rocm-libs.sh >/dev/null
 scripts/fetch-nvidia-toolkit.sh >/dev/null
+scripts/fetch-nvidia-libs.sh >/dev/null

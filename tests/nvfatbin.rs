@@ -343,10 +343,9 @@ fn selection_table() {
 }
 
 /// The real library of scripts/fetch-nvidia-libs.sh (not committed: 167 MB), against the
-/// cuobjdump extraction recorded in tests/data/nvfatbin/libcurand.MANIFEST. Run with
-/// `scripts/fetch-nvidia-libs.sh && cargo test --test nvfatbin -- --ignored`.
+/// cuobjdump extraction recorded in tests/data/nvfatbin/libcurand.MANIFEST. The test set-up
+/// (`scripts/setup.sh`, run by `scripts/test.sh` and CI) fetches it.
 #[test]
-#[ignore = "needs scripts/fetch-nvidia-libs.sh (a 68 MB wheel)"]
 fn libcurand_matches_cuobjdump() {
     let external = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
         .map(PathBuf::from)
