@@ -95,11 +95,23 @@ fn valid_corpus_containers_have_no_error_and_malformed_files_their_reader_error(
 }
 
 #[test]
-fn librocrand_has_no_error() {
-    let lib = external_lib("librocrand.so.1");
-    let (code, findings) = validate(&[&lib], &[]);
-    assert_eq!(code, Some(0), "{findings:?}");
-    assert!(findings.iter().all(|f| f["severity"] != "error"));
+fn real_libraries_of_the_test_set_up_have_no_error() {
+    let rocrand = external_lib("librocrand.so.1");
+    // libcurand of nvidia-curand-cu12 (scripts/fetch-nvidia-libs.sh, run by the set-up).
+    let curand = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo().join("target/external"))
+        .join("nvidia/libcurand.so.10");
+    assert!(
+        curand.exists(),
+        "{}: run scripts/setup.sh",
+        curand.display()
+    );
+    for lib in [rocrand, curand] {
+        let (code, findings) = validate(&[&lib], &[]);
+        assert_eq!(code, Some(0), "{}: {findings:?}", lib.display());
+        assert!(findings.iter().all(|f| f["severity"] != "error"));
+    }
 }
 
 #[test]
