@@ -467,6 +467,14 @@ impl<'data> Tables<'data> {
         }
     }
 
+    /// True if a section is named `__CLANG_OFFLOAD_BUNDLE__<id>` (`FORMATS.md` §2.5).
+    fn has_object_bundle(&self) -> bool {
+        (0..self.len()).any(|i| {
+            self.section(i)
+                .is_ok_and(|(name, _, _)| name.starts_with(OBJECT_BUNDLE_PREFIX))
+        })
+    }
+
     fn section(&self, i: usize) -> Result<SectionInfo<'data>> {
         fn get<'data, H: FileHeader<Endian = Endianness>>(
             e: Endianness,
@@ -902,10 +910,21 @@ impl<'data> Units<'data> {
             )?;
             Ok(None)
         } else if data.starts_with(ELF_MAGIC) {
-            if matches!(elf_machine(data), Some(EM_AMDGPU | EM_CUDA)) {
-                return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
-            }
-            let tables = Tables::parse(data).map_err(|e| e.rebase(base))?;
+            let device = matches!(elf_machine(data), Some(EM_AMDGPU | EM_CUDA));
+            // A device ELF is one image, unless `clang-offload-bundler -type=o` made it the
+            // "host" of a bundled object: then its `__CLANG_OFFLOAD_BUNDLE__` sections are
+            // the images, as LLVM reads it (a device ELF whose section table does not read
+            // is still one image: the loader reads its program headers, not its sections).
+            let tables = match Tables::parse(data) {
+                Ok(t) if device && !t.has_object_bundle() => {
+                    return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
+                }
+                Ok(t) => t,
+                Err(_) if device => {
+                    return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
+                }
+                Err(e) => return Err(e.rebase(base)),
+            };
             self.push(
                 Frame::Elf {
                     data,
