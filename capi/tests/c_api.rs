@@ -404,6 +404,10 @@ fn reader_programs_agree_with_loader_sim_and_the_manifest() {
         "driver/hip_nonrdc.exe",
         "packager/concat.offbin",
         "nvptx/cuda_cubins.offbin",
+        // NVIDIA fatbinaries: a bare one, and two in `.nv_fatbin` of an nvcc-built library
+        // with a zstd-compressed PTX entry (tests/data/nvfatbin).
+        "nvptx/saxpy3.fatbin",
+        "../nvfatbin/files/libk.so",
     ] {
         let path = corpus.join(file);
         let out_c = tmp.join("c");
