@@ -117,11 +117,23 @@ pub use select::{
 };
 pub use target::{identify, Device, Identity, Target, TargetId};
 
-/// Resource limits applied while reading untrusted bytes.
+/// Resource limits applied while reading untrusted bytes: part of the API contract.
 ///
 /// The defaults are generous for real files (the largest real bundles hold a few hundred
 /// MB of code and a handful of entries) and keep hostile input from exhausting memory or
-/// time.
+/// time. Every limit is checked before anything is allocated for what it bounds:
+///
+/// | limit | what it bounds | default | refused with |
+/// |---|---|---|---|
+/// | [`max_decompressed_size`](Limits::max_decompressed_size) | the content of one `CCOB`; all compressed OffloadBinaries of one unit together; all compressed entries of one NVIDIA fatbinary together | 1 GiB | [`ErrorKind::LimitExceeded`] at the field that claims the size |
+/// | [`max_entries`](Limits::max_entries) | entries of a bundle, text bundle, OffloadBinary or fatbinary; strings per entry; binaries in a sequence; containers in one section; offload-entry tables, and entries bound from them to all registered units together | 65 536 | [`ErrorKind::LimitExceeded`] at the count field (or the table) |
+/// | [`max_id_len`](Limits::max_id_len) | bundle entry IDs; NUL-terminated OffloadBinary strings | 4 KiB | [`ErrorKind::LimitExceeded`] |
+/// | [`max_depth`](Limits::max_depth) | archive in archive in ELF section ... (hard cap [`container::MAX_DEPTH`] = 8) | 6 | [`ErrorKind::LimitExceeded`] |
+///
+/// A header's claim is never trusted for allocation: a declared decompressed size is also
+/// checked against what the payload could produce at most (zlib 1032:1, zstd 32768:1), and
+/// the output grows only as the stream really produces bytes, up to the declared size (a
+/// longer stream is [`ErrorKind::SizeMismatch`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Largest decompressed size accepted (compressed bundles, compressed OffloadBinaries).
