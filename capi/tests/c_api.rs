@@ -46,13 +46,19 @@ fn build_demo() -> PathBuf {
 }
 
 fn build_demo_once() -> PathBuf {
+    compile_c_demo("tests/select_demo.c", "select_demo")
+}
+
+/// Compiles the C program `source` (relative to this crate) with `-std=c11 -Wall -Wextra
+/// -Werror -pedantic` against the static library; returns the program's path.
+fn compile_c_demo(source: &str, name: &str) -> PathBuf {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi");
     std::fs::create_dir_all(&out).unwrap();
     cargo_build("offload-image-capi");
     let lib = profile_dir().join("liboffload_image.a");
     assert!(lib.exists());
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let demo = out.join("select_demo");
+    let demo = out.join(name);
     let st = Command::new(&cc)
         .args([
             "-std=c11",
@@ -64,13 +70,13 @@ fn build_demo_once() -> PathBuf {
             "-I",
         ])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/select_demo.c"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(source))
         .arg(&lib)
         .args(["-lpthread", "-ldl", "-lm", "-o"])
         .arg(&demo)
         .status()
         .unwrap();
-    assert!(st.success(), "{cc} -Wall -Werror failed");
+    assert!(st.success(), "{cc} -Wall -Werror failed on {source}");
     demo
 }
 
@@ -577,22 +583,8 @@ fn cpp_program_depends_on_the_versioned_shared_library() {
 /// malformed file.
 #[test]
 fn c_validate_reports_what_loader_sim_validate_reports() {
-    cargo_build("offload-image-capi");
-    let lib = profile_dir().join("liboffload_image.a");
+    let demo = compile_c_demo("tests/c/validate_demo.c", "validate_demo");
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi");
-    std::fs::create_dir_all(&out).unwrap();
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let demo = out.join("validate_demo");
-    let st = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/validate_demo.c"))
-        .arg(&lib)
-        .args(["-lpthread", "-ldl", "-lm", "-o"])
-        .arg(&demo)
-        .status()
-        .unwrap();
-    assert!(st.success());
     let corpus = repo().join("tests/data/corpus");
     // A file with a warning (LLVM 22's duplicate-ID bundle has skipped bytes; here a
     // bundle followed by bytes that are not a container), a note, a clean file, errors.
