@@ -1231,4 +1231,35 @@ fn nv_fatbinaries_checked_with_cuobjdump() {
         }
     }
     assert!(dropped_somewhere > 0);
+    // Malformed fatbinaries: the reader's error with its offset, exit 2, no OUT.
+    let mut bad: Vec<PathBuf> = std::fs::read_dir(nv.join("malformed"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    bad.sort();
+    assert!(bad.len() >= 10);
+    for input in &bad {
+        let out = dir.path("bad.out");
+        let o = loader_sim(&[
+            "prune",
+            &input.to_string_lossy(),
+            "--keep",
+            "sm_86",
+            "-o",
+            &out.to_string_lossy(),
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{}: {}",
+            input.display(),
+            describe(&o)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(", at byte "),
+            "{}",
+            describe(&o)
+        );
+        assert!(!out.exists());
+    }
 }

@@ -31,7 +31,10 @@
 //!   dropped. A compressed OffloadBinary is kept or dropped whole and refused when only
 //!   part of it would be kept.
 //! * A bare device ELF is one image: kept, or left whole when no kept device can load it.
-//!   NVIDIA fatbinaries from which something would be dropped are refused.
+//! * NVIDIA fatbinaries (bare, in `.nv_fatbin`): the original header with its size field
+//!   set to the sum of the kept entries, then the kept entries (entry header and stored
+//!   payload, compressed or not) copied verbatim in stored order (`nv_fatbin`). A
+//!   fatbinary inside an OffloadBinary image with something to drop is refused.
 //!
 //! # Files
 //!
@@ -41,15 +44,16 @@
 //!   the sections holding rewritten units shrink and are laid out again (see
 //!   `relocatable` for what is checked and refused).
 //! * A linked 64-bit little-endian ELF (executable or shared library) whose device code
-//!   to drop is in `.hip_fatbin` (next section).
+//!   to drop is in `.hip_fatbin` or `.nv_fatbin` (next section; what is said there of
+//!   `.hip_fatbin` and its wrappers holds for `.nv_fatbin` and `.nvFatBinSegment`).
 //! * A bundled host object (`-fgpu-rdc`): the `__CLANG_OFFLOAD_BUNDLE__<id>` sections of
 //!   the dropped entries are removed (only when nothing references them or any section
 //!   after them, as in what the bundler writes; see `relocatable`).
 //! * An `ar` archive: every member with device code is pruned as a file of its own and the
 //!   archive written again (see `archive`).
 //! * Refused with an error naming the reason: thin and BSD archives with something to drop,
-//!   NVIDIA fatbinaries with something to drop, 32-bit or big-endian ELF files, device
-//!   code to drop outside `.hip_fatbin` in linked files, and every layout condition the
+//!   32-bit or big-endian ELF files, device code to drop outside `.hip_fatbin` and
+//!   `.nv_fatbin` in linked files, and every layout condition the
 //!   functions below check.
 //!
 //! # Linked files
@@ -79,7 +83,10 @@
 //!    of the file, outside every segment (allowed without `PT_PHDR`: the dynamic loader
 //!    reads it with `pread` and keeps a copy). Executables are not shrunk: the kernel
 //!    maps them, needs the program headers in memory (`PT_PHDR`), and kernels before 6.7
-//!    mishandle zero-fill in segments other than the last.
+//!    mishandle zero-fill in segments other than the last. NVIDIA's cuobjdump reads only
+//!    the first section named `.nv_fatbin`, so in a shrunk library it sees only the
+//!    fatbinaries before the first hole (the runtime finds them all through
+//!    `.nvFatBinSegment`); `--no-shrink` keeps them visible to it.
 //!
 //! # Output
 //!
@@ -120,7 +127,8 @@ use crate::{Failure, Outcome};
 /// Arguments of `prune`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The file to prune (bundle, CCOB, OffloadBinary, linked executable or shared library).
+    /// The file to prune (bundle, CCOB, OffloadBinary, NVIDIA fatbinary, object, archive,
+    /// linked executable or shared library).
     file: PathBuf,
     /// A device to keep code for: AMDGPU target ID (`gfx90a:sramecc+:xnack-`, `gfx1100`) or
     /// NVPTX architecture (`sm_86`), as in `select`. Repeatable.
