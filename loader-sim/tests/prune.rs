@@ -1117,6 +1117,7 @@ fn nv_fatbinaries_checked_with_cuobjdump() {
     let nv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/files");
     let mut files: Vec<PathBuf> = [
         "libk.so",
+        "libk_rt.so",
         "prog",
         "host.o",
         "mixed.default.fatbin",
