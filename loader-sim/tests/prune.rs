@@ -7,10 +7,10 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{corpus, describe, external_lib, json_lines, llvm, loader_sim, sha256, TempDir};
+use common::{corpus, describe, external_lib, json_lines, llvm, loader_sim, repo, sha256, TempDir};
 use serde_json::Value;
 
 /// Runs `loader-sim prune FILE --keep K... -o OUT --json`; returns the records.
@@ -976,7 +976,7 @@ fn malformed_input_is_refused_cleanly() {
 
 /// NVPTX targets (`--keep sm_90`): OffloadBinaries and bundles of cubins and PTX keep the
 /// images an sm_90 device accepts (its cubin, PTX it can JIT) with their bytes, LLVM reads
-/// the results; an NVIDIA fatbinary with something to drop is refused (no writer).
+/// the results.
 #[test]
 fn nvptx_containers() {
     let dir = TempDir::new("prune-nv");
@@ -1008,17 +1008,259 @@ fn nvptx_containers() {
             );
         }
     }
-    let input = corpus("nvptx/saxpy3.fatbin");
-    let out = dir.path("fatbin");
-    let o = loader_sim(&[
-        "prune",
-        &input.to_string_lossy(),
-        "--keep",
-        "sm_90",
-        "-o",
-        &out.to_string_lossy(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("NVIDIA fatbinaries"));
-    assert!(!out.exists());
+}
+
+/// The CUDA tree of `scripts/fetch-nvidia-toolkit.sh` (cuobjdump).
+fn cuda_tree() -> PathBuf {
+    let out = Command::new(repo().join("scripts/fetch-nvidia-toolkit.sh"))
+        .output()
+        .expect("scripts/fetch-nvidia-toolkit.sh runs");
+    assert!(
+        out.status.success(),
+        "scripts/fetch-nvidia-toolkit.sh could not install NVIDIA's CUDA wheels (scripts/setup.sh \
+         installs them): {}",
+        describe(&out)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// `cuobjdump -lelf -lptx FILE`: (kind, arch) of every listed entry, in listed order.
+fn cuobjdump_list(cuda: &Path, file: &Path) -> Vec<(String, String)> {
+    let o = Command::new(cuda.join("bin/cuobjdump"))
+        .args(["-lelf", "-lptx"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cuobjdump -lelf -lptx: {}",
+        describe(&o)
+    );
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            // ELF file    1: libk.1.sm_86.cubin | PTX file    1: libk.1.sm_86.ptx
+            let kind = if l.starts_with("PTX") { "ptx" } else { "elf" };
+            let name = l.rsplit(": ").next().unwrap();
+            let parts: Vec<&str> = name.rsplit('.').collect();
+            (kind.to_string(), parts[1].to_string())
+        })
+        .collect()
+}
+
+/// `cuobjdump -xelf all -xptx all FILE`: sorted (kind, arch, sha256) of every extracted file.
+fn cuobjdump_extract(cuda: &Path, file: &Path, dir: &Path) -> Vec<(String, String, String)> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let o = Command::new(cuda.join("bin/cuobjdump"))
+        .args(["-xelf", "all", "-xptx", "all"])
+        .arg(file)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cuobjdump -xelf -xptx: {}",
+        describe(&o)
+    );
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        let parts: Vec<&str> = name.rsplit('.').collect();
+        let kind = if parts[0] == "ptx" { "ptx" } else { "elf" };
+        let bytes = std::fs::read(e.path()).unwrap();
+        out.push((kind.to_string(), parts[1].to_string(), sha256(&bytes)));
+    }
+    out.sort();
+    out
+}
+
+/// Whether a device `sm_D` loads a fatbinary entry of `kind` for `arch` (COMPATIBILITY.md
+/// §9.2): a cubin for the same major version and a minor version not above the device's,
+/// PTX of a version not above the device's (`f`: within the major version), `a` variants
+/// for exactly the device's compute capability.
+fn nv_loads(kind: &str, arch: &str, device: &str) -> bool {
+    let num = |s: &str| -> u32 {
+        s.trim_start_matches("sm_")
+            .trim_end_matches(['a', 'f'])
+            .parse()
+            .unwrap()
+    };
+    let (a, d) = (num(arch), num(device));
+    if arch.ends_with('a') {
+        return a == d;
+    }
+    match kind {
+        "elf" => a / 10 == d / 10 && a <= d,
+        _ if arch.ends_with('f') => a / 10 == d / 10 && a <= d,
+        _ => a <= d,
+    }
+}
+
+/// NVIDIA fatbinaries (bare, in `.nv_fatbin` of a shared library, an executable and a
+/// relocatable object, and the real libcurand): cuobjdump lists exactly the entries a kept
+/// device loads, in their order, and extracts the same bytes as from the original;
+/// `loader-sim list` finds exactly those images with unchanged sha256; readelf is clean;
+/// libk.so registers the same images and kernels; libcurand shrinks.
+#[test]
+fn nv_fatbinaries_checked_with_cuobjdump() {
+    let cuda = cuda_tree();
+    let dir = TempDir::new("prune-nvfatbin");
+    let curand = Command::new(repo().join("scripts/fetch-nvidia-libs.sh"))
+        .output()
+        .unwrap();
+    assert!(curand.status.success(), "{}", describe(&curand));
+    let curand = PathBuf::from(String::from_utf8(curand.stdout).unwrap().trim());
+    let nv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/files");
+    let mut files: Vec<PathBuf> = [
+        "libk.so",
+        "libk_rt.so",
+        "prog",
+        "host.o",
+        "mixed.default.fatbin",
+        "mixed.size.all.fatbin",
+        "cubin_only.fatbin",
+        "ptx_only.fatbin",
+        "saxpy3.fatbin",
+    ]
+    .iter()
+    .map(|f| nv.join(f))
+    .collect();
+    files.push(curand.clone());
+    let mut dropped_somewhere = 0;
+    for input in &files {
+        let name = input.file_name().unwrap().to_string_lossy().to_string();
+        let is_elf = std::fs::read(input).unwrap().starts_with(b"\x7fELF");
+        for keep in [&["sm_86"][..], &["sm_75", "sm_90"]] {
+            let tag = format!("{name} {keep:?}");
+            let out = dir.path(&format!("{name}.pruned"));
+            let started = std::time::Instant::now();
+            let records = prune(input, keep, &out);
+            let took = started.elapsed();
+            let summary = records.last().unwrap();
+            let shrunk = summary["layout"]
+                .as_str()
+                .unwrap()
+                .starts_with("shared library shrunk");
+            // The same without removing pages (the in-place layout of executables).
+            let in_place = dir.path(&format!("{name}.in-place"));
+            let mut args: Vec<String> = vec!["prune".into(), input.to_string_lossy().into()];
+            for k in keep {
+                args.extend(["--keep".into(), (*k).into()]);
+            }
+            args.extend(["--no-shrink".into(), "-o".into()]);
+            args.push(in_place.to_string_lossy().into());
+            let o = loader_sim(&args);
+            assert!(o.status.success(), "{tag} --no-shrink: {}", describe(&o));
+
+            let before = cuobjdump_list(&cuda, input);
+            let loads =
+                |(kind, arch): &(String, String)| keep.iter().any(|d| nv_loads(kind, arch, d));
+            // A fatbinary in which no kept device loads anything is left whole.
+            let whole: Vec<bool> = records
+                .iter()
+                .filter(|r| r.get("whole").is_some())
+                .map(|r| r["whole"].as_bool().unwrap())
+                .collect();
+            let all_whole = whole.iter().any(|w| *w);
+            if all_whole {
+                assert!(whole.iter().all(|w| *w), "{tag}: one kind of unit");
+            }
+            let expected: Vec<(String, String)> = before
+                .iter()
+                .filter(|e| all_whole || loads(e))
+                .cloned()
+                .collect();
+            dropped_somewhere += before.len() - expected.len();
+            let x_before = cuobjdump_extract(&cuda, input, &dir.path("x-before"));
+            let mut x_expected: Vec<_> = x_before
+                .iter()
+                .filter(|(k, a, _)| all_whole || loads(&(k.clone(), a.clone())))
+                .cloned()
+                .collect();
+            x_expected.sort();
+            let kept_shas: BTreeSet<&String> = x_expected.iter().map(|(_, _, s)| s).collect();
+            let listed: Vec<(String, String)> = images(input)
+                .into_iter()
+                .filter(|(_, s)| kept_shas.contains(s))
+                .collect();
+            assert_eq!(listed.len(), expected.len(), "{tag}");
+            let (a, b) = (input.to_string_lossy(), out.to_string_lossy());
+            for file in [&out, &in_place] {
+                let tag = format!("{tag} {}", file.display());
+                // cuobjdump reads the first section named .nv_fatbin only: in a shrunk
+                // library it sees the fatbinaries before the first hole (a prefix).
+                let after = cuobjdump_list(&cuda, file);
+                if shrunk && file == &out {
+                    assert!(expected.starts_with(&after), "{tag}: {after:?}");
+                    assert!(after.len() < expected.len(), "{tag}");
+                } else {
+                    assert_eq!(after, expected, "{tag}: cuobjdump -lelf -lptx");
+                    let x_after = cuobjdump_extract(&cuda, file, &dir.path("x-after"));
+                    assert_eq!(x_after, x_expected, "{tag}: cuobjdump -xelf all -xptx all");
+                }
+                assert_eq!(images(file), listed, "{tag}: loader-sim list");
+                if is_elf {
+                    readelf_clean(file);
+                }
+            }
+            if name == "libk.so" || *input == curand {
+                for device in keep {
+                    assert_eq!(
+                        register(&["register", &b, "--device", device, "--json"]),
+                        register(&["register", &a, "--device", device, "--json"]),
+                        "{tag} on {device}"
+                    );
+                }
+            }
+            let (size_before, size_after) = (
+                std::fs::metadata(input).unwrap().len(),
+                std::fs::metadata(&out).unwrap().len(),
+            );
+            assert_eq!(summary["size_after"].as_u64(), Some(size_after), "{tag}");
+            if *input == curand {
+                assert!(shrunk, "{tag}: {summary}");
+                assert!(
+                    size_after < size_before,
+                    "{tag}: {size_after} >= {size_before}"
+                );
+                eprintln!("{tag}: {size_before} -> {size_after} bytes in {took:?}");
+            }
+        }
+    }
+    assert!(dropped_somewhere > 0);
+    // Malformed fatbinaries: the reader's error with its offset, exit 2, no OUT.
+    let mut bad: Vec<PathBuf> = std::fs::read_dir(nv.join("malformed"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    bad.sort();
+    assert!(bad.len() >= 10);
+    for input in &bad {
+        let out = dir.path("bad.out");
+        let o = loader_sim(&[
+            "prune",
+            &input.to_string_lossy(),
+            "--keep",
+            "sm_86",
+            "-o",
+            &out.to_string_lossy(),
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{}: {}",
+            input.display(),
+            describe(&o)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(", at byte "),
+            "{}",
+            describe(&o)
+        );
+        assert!(!out.exists());
+    }
 }

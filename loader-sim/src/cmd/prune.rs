@@ -31,7 +31,10 @@
 //!   dropped. A compressed OffloadBinary is kept or dropped whole and refused when only
 //!   part of it would be kept.
 //! * A bare device ELF is one image: kept, or left whole when no kept device can load it.
-//!   NVIDIA fatbinaries from which something would be dropped are refused.
+//! * NVIDIA fatbinaries (bare, in `.nv_fatbin`): the original header with its size field
+//!   set to the sum of the kept entries, then the kept entries (entry header and stored
+//!   payload, compressed or not) copied verbatim in stored order (`nv_fatbin`). A
+//!   fatbinary inside an OffloadBinary image with something to drop is refused.
 //!
 //! # Files
 //!
@@ -41,15 +44,16 @@
 //!   the sections holding rewritten units shrink and are laid out again (see
 //!   `relocatable` for what is checked and refused).
 //! * A linked 64-bit little-endian ELF (executable or shared library) whose device code
-//!   to drop is in `.hip_fatbin` (next section).
+//!   to drop is in `.hip_fatbin` or `.nv_fatbin` (next section; what is said there of
+//!   `.hip_fatbin` and its wrappers holds for `.nv_fatbin` and `.nvFatBinSegment`).
 //! * A bundled host object (`-fgpu-rdc`): the `__CLANG_OFFLOAD_BUNDLE__<id>` sections of
 //!   the dropped entries are removed (only when nothing references them or any section
 //!   after them, as in what the bundler writes; see `relocatable`).
 //! * An `ar` archive: every member with device code is pruned as a file of its own and the
 //!   archive written again (see `archive`).
 //! * Refused with an error naming the reason: thin and BSD archives with something to drop,
-//!   NVIDIA fatbinaries with something to drop, 32-bit or big-endian ELF files, device
-//!   code to drop outside `.hip_fatbin` in linked files, and every layout condition the
+//!   32-bit or big-endian ELF files, device code to drop outside `.hip_fatbin` and
+//!   `.nv_fatbin` in linked files, and every layout condition the
 //!   functions below check.
 //!
 //! # Linked files
@@ -79,7 +83,10 @@
 //!    of the file, outside every segment (allowed without `PT_PHDR`: the dynamic loader
 //!    reads it with `pread` and keeps a copy). Executables are not shrunk: the kernel
 //!    maps them, needs the program headers in memory (`PT_PHDR`), and kernels before 6.7
-//!    mishandle zero-fill in segments other than the last.
+//!    mishandle zero-fill in segments other than the last. NVIDIA's cuobjdump reads only
+//!    the first section named `.nv_fatbin`, so in a shrunk library it sees only the
+//!    fatbinaries before the first hole (the runtime finds them all through
+//!    `.nvFatBinSegment`); `--no-shrink` keeps them visible to it.
 //!
 //! # Output
 //!
@@ -120,7 +127,8 @@ use crate::{Failure, Outcome};
 /// Arguments of `prune`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The file to prune (bundle, CCOB, OffloadBinary, linked executable or shared library).
+    /// The file to prune (bundle, CCOB, OffloadBinary, NVIDIA fatbinary, object, archive,
+    /// linked executable or shared library).
     file: PathBuf,
     /// A device to keep code for: AMDGPU target ID (`gfx90a:sramecc+:xnack-`, `gfx1100`) or
     /// NVPTX architecture (`sm_86`), as in `select`. Repeatable.
@@ -206,6 +214,10 @@ struct Summary<'r> {
     saved: u64,
     dry_run: bool,
 }
+
+/// The sections of linked files whose containers are rewritten in place (and whose zero
+/// pages a shared library loses): AMD's bundles and NVIDIA's fatbinaries.
+const FATBIN_SECTIONS: [&str; 2] = [".hip_fatbin", ".nv_fatbin"];
 
 /// How the output file is put together.
 enum Piece {
@@ -306,6 +318,19 @@ fn plan_units<'a>(
         done(&plan.range);
         plans.push(plan);
     }
+    // A fatbinary inside an OffloadBinary image is a unit of its own, within the
+    // OffloadBinary's range: it is never rewritten there.
+    for p in &plans {
+        let nested = plans.iter().any(|q| {
+            !std::ptr::eq(p, q) && q.range.start <= p.range.start && p.range.end <= q.range.end
+        });
+        if p.format == "nvidia-fatbin" && !matches!(p.body, Body::Same) && nested {
+            return Err(format!(
+                "{}: a fatbinary inside another container (an OffloadBinary image) is not pruned",
+                p.location
+            ));
+        }
+    }
     Ok(plans)
 }
 
@@ -347,6 +372,7 @@ fn unit_range(data: &[u8], unit: &Unit<'_>, options: &ReadOptions) -> Result<Ran
         UnitContent::Compressed(c) => c.len(options).map_err(|e| describe_error(&e))?,
         UnitContent::OffloadBinaries(s) => s.len(),
         UnitContent::DeviceElf(d) => d.len() as u64,
+        UnitContent::NvFatbin(f) => f.len(),
         // Text bundles, object bundles and fatbinaries are never rewritten in place inside
         // a larger buffer: they run to the end of what was walked.
         _ => (data.len() as u64).saturating_sub(start),
@@ -515,11 +541,19 @@ fn plan_unit<'a>(
                 .map(|((id, _), _)| id.to_string())
                 .collect(),
         ),
-        UnitContent::NvFatbin(_) => {
-            return Err(format!(
-                "{}: NVIDIA fatbinaries are not pruned (no writer for them)",
-                plan.location
-            ))
+        UnitContent::NvFatbin(f) => {
+            if data.get(range.start as usize..range.end as usize) != Some(f.bytes())
+                || !std::ptr::eq(
+                    data.as_ptr().wrapping_add(range.start as usize),
+                    f.bytes().as_ptr(),
+                )
+            {
+                return Err(format!(
+                    "{}: a fatbinary inside another container (an OffloadBinary image) is not pruned",
+                    plan.location
+                ));
+            }
+            Body::Owned(nv_fatbin(f, &keep)?)
         }
     };
     plan.new_len = match &body {
@@ -550,6 +584,36 @@ fn plan_unit<'a>(
     };
     plan.body = body;
     Ok(plan)
+}
+
+/// The kept entries of an NVIDIA fatbinary as a fatbinary: the original header with its
+/// size field (`+8`, u64) set to the sum of the kept entries, then each kept entry (entry
+/// header and stored payload, compressed or not) copied verbatim in stored order.
+fn nv_fatbin(f: &offload_image::nvfatbin::Fatbin<'_>, keep: &[bool]) -> Result<Vec<u8>, String> {
+    let bytes = f.bytes();
+    let header_len = bytes
+        .get(6..8)
+        .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
+        .ok_or("fatbinary header is truncated")?;
+    let header = bytes
+        .get(..header_len)
+        .filter(|h| h.len() >= 16)
+        .ok_or("fatbinary header is truncated")?;
+    let mut out = header.to_vec();
+    for (e, _) in f.entries().zip(keep).filter(|(_, k)| **k) {
+        let start = usize::try_from(e.offset).map_err(|_| "fatbinary entry offset overflows")?;
+        let end = start
+            .checked_add(e.header_size as usize)
+            .and_then(|x| x.checked_add(e.payload.len()))
+            .ok_or("fatbinary entry size overflows")?;
+        let entry = bytes
+            .get(start..end)
+            .ok_or("fatbinary entry runs past the end of the fatbinary")?;
+        out.extend_from_slice(entry);
+    }
+    let body = (out.len() - header_len) as u64;
+    out[8..16].copy_from_slice(&body.to_le_bytes());
+    Ok(out)
 }
 
 fn text_bundle(t: &TextBundle<'_>, keep: &[bool]) -> Vec<u8> {
@@ -943,9 +1007,13 @@ fn linked(
         return Err("ELF file is neither relocatable, an executable nor a shared library".into());
     }
     for p in plans {
-        if p.location != "section .hip_fatbin" && !p.dropped.is_empty() {
+        if !FATBIN_SECTIONS
+            .iter()
+            .any(|s| p.location == format!("section {s}"))
+            && !p.dropped.is_empty()
+        {
             return Err(format!(
-                "{}: device code outside .hip_fatbin is not rewritten in linked files",
+                "{}: device code outside .hip_fatbin and .nv_fatbin is not rewritten in linked files",
                 p.location
             ));
         }
@@ -985,7 +1053,7 @@ fn linked(
     shrink_shared_library(data, plans, in_place)
 }
 
-/// Removes whole zero pages of `.hip_fatbin` from a shared library (module documentation).
+/// Removes whole zero pages of `.hip_fatbin`/`.nv_fatbin` from a shared library (module documentation).
 fn shrink_shared_library(
     data: &[u8],
     plans: &[UnitPlan<'_>],
@@ -1007,25 +1075,30 @@ fn shrink_shared_library(
     if !align.is_power_of_two() {
         return Err("PT_LOAD alignment is not a power of two".into());
     }
-    // The .hip_fatbin sections and the segment holding each.
+    // The .hip_fatbin/.nv_fatbin sections and the segment holding each.
     let mut holes: Vec<Range<u64>> = Vec::new(); // file offsets
     let mut fatbins = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
     for (index, sh) in sections.iter().enumerate() {
         let name = sections.section_name(LE, sh).unwrap_or_default();
-        if name != b".hip_fatbin" {
+        let Some(sname) = FATBIN_SECTIONS.iter().find(|s| s.as_bytes() == name) else {
             continue;
-        }
+        };
         if sh.sh_type(LE) != SHT_PROGBITS || sh.sh_flags(LE).0 & SHF_ALLOC.0 == 0 {
-            return Err(".hip_fatbin is not an allocated PROGBITS section".into());
+            return Err(format!("{sname} is not an allocated PROGBITS section"));
         }
         let (off, size, addr) = (sh.sh_offset(LE), sh.sh_size(LE), sh.sh_addr(LE));
-        let end = off.checked_add(size).ok_or(".hip_fatbin size overflows")?;
+        let end = off
+            .checked_add(size)
+            .ok_or_else(|| format!("{sname} size overflows"))?;
         let seg = loads
             .iter()
             .find(|p| p.p_offset(LE) <= off && end <= p.p_offset(LE).saturating_add(p.p_filesz(LE)))
-            .ok_or(".hip_fatbin is not inside the file part of one PT_LOAD segment")?;
+            .ok_or_else(|| format!("{sname} is not inside the file part of one PT_LOAD segment"))?;
         if seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE)) != addr.wrapping_sub(off) {
-            return Err(".hip_fatbin's address and offset disagree with its segment".into());
+            return Err(format!(
+                "{sname}'s address and offset disagree with its segment"
+            ));
         }
         // Bytes that are zero in the output: the slack of every rewritten unit, and the
         // gaps between units that are zero in the input (other gaps are kept).
@@ -1069,12 +1142,20 @@ fn shrink_shared_library(
             }
         }
         fatbins.push((index, off, end, addr));
+        if !names.contains(sname) {
+            names.push(*sname);
+        }
     }
+    let names = if names.is_empty() {
+        FATBIN_SECTIONS.join(" or ")
+    } else {
+        names.join(" and ")
+    };
     if fatbins.is_empty() || holes.is_empty() {
         return Ok((
             in_place,
             Layout {
-                name: "in place (no whole page of .hip_fatbin to remove)".into(),
+                name: format!("in place (no whole page of {names} to remove)"),
             },
         ));
     }
@@ -1096,7 +1177,7 @@ fn shrink_shared_library(
         let r = p.p_offset(LE)..p.p_offset(LE).saturating_add(p.p_filesz(LE));
         if holes.iter().any(|h| h.start < r.end && r.start < h.end) {
             return Err(format!(
-                "segment of type {:#x} overlaps the zero pages of .hip_fatbin",
+                "segment of type {:#x} overlaps the zero pages of {names}",
                 p.p_type(LE)
             ));
         }
@@ -1241,7 +1322,7 @@ fn shrink_shared_library(
         out,
         Layout {
             name: format!(
-                "shared library shrunk: {} zero page run(s) of .hip_fatbin ({} bytes) removed from the file, PT_LOAD split into {} segments, addresses unchanged",
+                "shared library shrunk: {} zero page run(s) of {names} ({} bytes) removed from the file, PT_LOAD split into {} segments, addresses unchanged",
                 holes.len(),
                 removed,
                 new_phdrs.iter().filter(|p| p.p_type(LE) == PT_LOAD).count()
