@@ -97,9 +97,26 @@ fn run_ok(cmd: &mut Command) -> std::process::Output {
 /// Compiles the two translation units with `driver_flags` and links them against the
 /// wheel's libcudart.so.13.
 fn build(dir: &Path, cuda: &Path, driver_flags: &[&str]) -> PathBuf {
+    build_with(
+        dir,
+        cuda,
+        driver_flags,
+        &[("a", KERNELS_A), ("main", MAIN)],
+        &[],
+    )
+}
+
+/// Compiles `sources` (name, text) with `driver_flags` and links them with `link_flags`.
+fn build_with(
+    dir: &Path,
+    cuda: &Path,
+    driver_flags: &[&str],
+    sources: &[(&str, &str)],
+    link_flags: &[&str],
+) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let mut objects = Vec::new();
-    for (name, src) in [("a", KERNELS_A), ("main", MAIN)] {
+    for &(name, src) in sources {
         let cu = dir.join(format!("{name}.cu"));
         std::fs::write(&cu, src).unwrap();
         let obj = dir.join(format!("{name}.o"));
@@ -126,6 +143,7 @@ fn build(dir: &Path, cuda: &Path, driver_flags: &[&str]) -> PathBuf {
         Command::new("clang++-22")
             .arg("-o")
             .arg(&exe)
+            .args(link_flags)
             .args(&objects)
             .arg(format!("-L{}", cuda.join("lib").display()))
             .arg("-l:libcudart.so.13"),
@@ -373,4 +391,121 @@ fn clang_new_driver_cuda_program_registers_into_the_shim() {
         ],
         false,
     );
+}
+
+/// Initialised device data (256 KiB in every cubin and PTX of the first translation unit),
+/// so that dropping a cubin frees whole pages.
+const KERNELS_A_BIG: &str = r#"
+#include <cuda_runtime.h>
+__device__ float table[65536] = {1.0f, 2.0f, 3.0f};
+__global__ void scale(float *x, float a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a * table[i & 65535]; }
+__global__ void add(float *x, const float *y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += y[i]; }
+int launch_scale(float *x, int n) { scale<<<1, 32>>>(x, 2.0f, n); return (int)cudaGetLastError(); }
+"#;
+
+/// `prune` of CUDA programs (position-independent, whose wrapper points at its fatbinary
+/// through an `R_X86_64_RELATIVE` relocation, and `-no-pie`, where the pointer is an
+/// absolute address in `.nvFatBinSegment`): the sm_75 cubin of the first translation unit
+/// goes, its pages leave the file, the second unit's fatbinary moves down and its wrapper
+/// follows. The pruned program runs and registers, for sm_86, the same images (cuobjdump's
+/// bytes) and kernels as the original, its second unit at its new address; `cuobjdump`
+/// lists exactly the kept entries.
+#[test]
+fn pruned_cuda_programs_run_and_register_the_same() {
+    let cuda = cuda_tree();
+    for (tag, link) in [("pie", &[][..]), ("no-pie", &["-no-pie"][..])] {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join("cuda_program")
+            .join(format!("prune-{tag}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let exe = build_with(
+            &dir,
+            &cuda,
+            &["--no-offload-new-driver"],
+            &[("a", KERNELS_A_BIG), ("main", MAIN)],
+            link,
+        );
+        let pruned = dir.join("prog.pruned");
+        let out = loader_sim(&[
+            "prune",
+            exe.to_str().unwrap(),
+            "--keep",
+            "sm_86",
+            "-o",
+            pruned.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{tag}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let records = json_lines(&out.stdout);
+        let summary = records.last().unwrap();
+        assert!(
+            summary["layout"]
+                .as_str()
+                .unwrap()
+                .starts_with("compacted: 1 of 2"),
+            "{tag}: {summary}"
+        );
+        let (before, after) = (
+            std::fs::metadata(&exe).unwrap().len(),
+            std::fs::metadata(&pruned).unwrap().len(),
+        );
+        assert!(before - after >= 200 << 10, "{tag}: {before} -> {after}");
+        let is_dyn = |f: &Path| std::fs::read(f).unwrap()[16] == 3;
+        assert_eq!(is_dyn(&exe), tag == "pie");
+
+        let (want, stdout) = run_with_shim(&exe, &dir, &["sm_86"]);
+        let (got, stdout_pruned) = run_with_shim(&pruned, &dir, &["sm_86"]);
+        assert_eq!(stdout_pruned, stdout, "{tag}");
+        assert_eq!(got.len(), 2, "{tag}: {got:#?}");
+        let strip = |r: &Value| {
+            let mut r = r.clone();
+            let o = r.as_object_mut().unwrap();
+            o.remove("address");
+            o.remove("unit");
+            r
+        };
+        for (w, g) in want.iter().zip(&got) {
+            assert_eq!(strip(g), strip(w), "{tag}");
+            assert!(!g["sha256"].is_null(), "{tag}: {g}");
+        }
+        // The first unit stays at the start of .nv_fatbin, the second moved down.
+        let addr = |r: &[Value]| -> Vec<u64> {
+            let mut a: Vec<u64> = r.iter().map(|x| x["address"].as_u64().unwrap()).collect();
+            a.sort();
+            a
+        };
+        let (wa, ga) = (addr(&want), addr(&got));
+        assert_eq!(ga[0], wa[0], "{tag}");
+        assert!(ga[1] < wa[1], "{tag}: {wa:?} -> {ga:?}");
+        // cuobjdump reads every kept entry from the pruned program.
+        let listed = cuobjdump(&cuda, &pruned, &dir);
+        let kinds: BTreeSet<(String, String)> = listed
+            .iter()
+            .map(|((kind, _), (arch, _))| (kind.clone(), arch.clone()))
+            .collect();
+        // Both translation units lose their sm_75 cubin; the sm_75 PTX stays (an sm_86
+        // device JIT-compiles it).
+        assert_eq!(listed.len(), 6, "{tag}: {listed:?}");
+        assert!(
+            !kinds.contains(&("cubin".to_string(), "sm_75".to_string())),
+            "{tag}"
+        );
+        assert_eq!(kinds.len(), 3, "{tag}: {kinds:?}");
+        // Static registration agrees with the run.
+        let stat = json_lines(
+            &loader_sim(&[
+                "register",
+                pruned.to_str().unwrap(),
+                "--device",
+                "sm_86",
+                "--json",
+            ])
+            .stdout,
+        );
+        assert_eq!(addr(&stat), ga, "{tag}");
+    }
 }

@@ -245,6 +245,10 @@ symver!("libcudart.so.13":
     __cudaRegisterFatBinary = loader_sim_rt___cudaRegisterFatBinary,
     __cudaRegisterFatBinaryEnd = loader_sim_rt___cudaRegisterFatBinaryEnd,
     __cudaRegisterFunction = loader_sim_rt___cudaRegisterFunction,
+    __cudaRegisterVar = loader_sim_rt___cudaRegisterVar,
+    __cudaRegisterManagedVar = loader_sim_rt___cudaRegisterManagedVar,
+    __cudaRegisterSurface = loader_sim_rt___cudaRegisterSurface,
+    __cudaRegisterTexture = loader_sim_rt___cudaRegisterTexture,
     __cudaUnregisterFatBinary = loader_sim_rt___cudaUnregisterFatBinary,
     __cudaPushCallConfiguration = loader_sim_rt___cudaPushCallConfiguration,
     __cudaPopCallConfiguration = loader_sim_rt___cudaPopCallConfiguration,
@@ -291,6 +295,127 @@ pub extern "C" fn loader_sim_rt___cudaRegisterFunction(
             host_function as u64,
             n,
             Global::Function,
+        )
+    });
+}
+
+/// `void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
+/// const char *deviceName, int ext, size_t size, int constant, int global)`: a
+/// `__device__` or `__constant__` variable.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaRegisterVar(
+    h: *mut *mut c_void,
+    host_var: *mut c_char,
+    device_address: *const c_char,
+    device_name: *const c_char,
+    ext: c_int,
+    size: usize,
+    constant: c_int,
+    _global: c_int,
+) {
+    let n = name(device_name).or_else(|| name(device_address));
+    let g = Global::Var {
+        size: size as u64,
+        external: ext != 0,
+        constant: constant != 0,
+    };
+    shim::with(|s| {
+        s.register_global(
+            h.expose_provenance(),
+            "__cudaRegisterVar",
+            host_var as u64,
+            n,
+            g,
+        )
+    });
+}
+
+/// `void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
+/// char *deviceAddress, const char *deviceName, int ext, size_t size, int constant,
+/// int global)`: a `__managed__` variable.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaRegisterManagedVar(
+    h: *mut *mut c_void,
+    pointer: *mut *mut c_void,
+    device_address: *const c_char,
+    device_name: *const c_char,
+    _ext: c_int,
+    size: usize,
+    _constant: c_int,
+    _global: c_int,
+) {
+    let n = name(device_name).or_else(|| name(device_address));
+    let g = Global::Managed {
+        size: size as u64,
+        align: 0,
+    };
+    shim::with(|s| {
+        s.register_global(
+            h.expose_provenance(),
+            "__cudaRegisterManagedVar",
+            pointer as u64,
+            n,
+            g,
+        )
+    });
+}
+
+/// `void __cudaRegisterSurface(void **fatCubinHandle, const struct surfaceReference
+/// *hostvar, const void **deviceAddress, const char *deviceName, int dim, int ext)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaRegisterSurface(
+    h: *mut *mut c_void,
+    host_var: *const c_void,
+    device_address: *const c_char,
+    device_name: *const c_char,
+    dim: c_int,
+    ext: c_int,
+) {
+    let g = Global::Reference {
+        kind: GlobalKind::Surface,
+        ty: dim as u64,
+        normalized: false,
+        external: ext != 0,
+    };
+    let n = name(device_name).or_else(|| name(device_address));
+    shim::with(|s| {
+        s.register_global(
+            h.expose_provenance(),
+            "__cudaRegisterSurface",
+            host_var as u64,
+            n,
+            g,
+        )
+    });
+}
+
+/// `void __cudaRegisterTexture(void **fatCubinHandle, const struct textureReference
+/// *hostvar, const void **deviceAddress, const char *deviceName, int dim, int norm,
+/// int ext)`.
+#[no_mangle]
+pub extern "C" fn loader_sim_rt___cudaRegisterTexture(
+    h: *mut *mut c_void,
+    host_var: *const c_void,
+    device_address: *const c_char,
+    device_name: *const c_char,
+    dim: c_int,
+    norm: c_int,
+    ext: c_int,
+) {
+    let g = Global::Reference {
+        kind: GlobalKind::Texture,
+        ty: dim as u64,
+        normalized: norm != 0,
+        external: ext != 0,
+    };
+    let n = name(device_name).or_else(|| name(device_address));
+    shim::with(|s| {
+        s.register_global(
+            h.expose_provenance(),
+            "__cudaRegisterTexture",
+            host_var as u64,
+            n,
+            g,
         )
     });
 }

@@ -60,33 +60,37 @@
 //!
 //! `.hip_fatbin` lies in a `PT_LOAD` segment, and the wrappers (`.hipFatBinSegment`,
 //! `__hip_fatbin_wrapper`) hold the virtual address of each bundle, relocated
-//! (`R_X86_64_RELATIVE` addends in shared libraries, absolute values in executables).
-//! Nothing may move, so:
+//! (`R_X86_64_RELATIVE` addends in shared libraries and position-independent executables,
+//! absolute values in others). No address outside the fatbinary sections may move, so
+//! (`compact`):
 //!
-//! 1. each unit is rewritten *at its own start address*, and the rest of its old extent is
-//!    filled with zeros: every wrapper still points at a valid, smaller container and no
-//!    other byte of the file moves (`--no-shrink`, and always for executables);
-//! 2. then, for a shared library (`ET_DYN` without `PT_INTERP` and without `PT_PHDR`), the
-//!    zero-filled pages are removed from the file: every run of whole pages (of the largest
-//!    `PT_LOAD` alignment) of `.hip_fatbin` that now holds only zeros becomes a hole. The
-//!    `PT_LOAD` segment holding `.hip_fatbin` is split at every hole into segments whose
-//!    `p_memsz` runs to the next one's start and whose `p_filesz` stops at the hole
-//!    (the loader maps the hole as zero-fill memory, exactly as the `.bss` tail of a data
-//!    segment): the address space and every address in it stay as they were. File offsets
-//!    after each hole drop by its size (a multiple of the alignment, so `p_offset ≡ p_vaddr`
-//!    still holds for every segment); every program header's `p_offset`, every section's
-//!    `sh_offset` and `e_shoff` are moved accordingly. `.hip_fatbin`'s section header
-//!    keeps its index and covers the part before the first hole; the parts after holes get
-//!    section headers of their own (named `.hip_fatbin` too, appended to the section table
-//!    so that no section index changes). The program header table grows (one entry per
-//!    hole) and there is no room for it after the ELF header, so it is written at the end
-//!    of the file, outside every segment (allowed without `PT_PHDR`: the dynamic loader
-//!    reads it with `pread` and keeps a copy). Executables are not shrunk: the kernel
-//!    maps them, needs the program headers in memory (`PT_PHDR`), and kernels before 6.7
-//!    mishandle zero-fill in segments other than the last. NVIDIA's cuobjdump reads only
-//!    the first section named `.nv_fatbin`, so in a shrunk library it sees only the
-//!    fatbinaries before the first hole (the runtime finds them all through
-//!    `.nvFatBinSegment`); `--no-shrink` keeps them visible to it.
+//! 1. The units of each section are packed together from its start, in their order, each
+//!    at the alignment its address had (at most the section's), and every pointer to a
+//!    unit is set to its new address: `R_*_RELATIVE` addends of `SHT_RELA` sections (and
+//!    the relocated word when it holds the address too), words that `SHT_REL`/`SHT_RELR`
+//!    relocations relocate, the pointer field of every wrapper, and symbols defined in the
+//!    section. A pointer into the middle of a unit, a symbolic relocation against the
+//!    section, or bytes between units that are not zero keep the file in place (3).
+//!    Units no pointer refers to move too (libcurand has one: dead code the runtime never
+//!    registers); the layout line counts them.
+//! 2. The whole pages (of the largest `PT_LOAD` alignment) after the packed units leave the
+//!    file: the section's `sh_size` ends after its last unit, its `PT_LOAD` is split there
+//!    into a segment that ends on the page boundary (`p_filesz` = `p_memsz`: nothing is
+//!    mapped in the freed range, so no kernel's handling of zero-fill matters) and one
+//!    that starts where the freed pages end, at the address it had. File offsets after the
+//!    freed pages drop by their size (a multiple of the alignment, so `p_offset ≡
+//!    p_vaddr` holds); every program header's `p_offset`, section's `sh_offset` and
+//!    `e_shoff` move accordingly. The program header table grows by one entry per split
+//!    and is written after the packed units of the first split section, inside its
+//!    segment (mapped, so `PT_PHDR`, updated, stays valid for the kernel and `ld.so`),
+//!    provided that segment maps file offsets as the first `PT_LOAD` does (older kernels
+//!    compute `AT_PHDR` from the first one). One section header per section, so tools that
+//!    read `.nv_fatbin` by name (`cuobjdump`) see every kept fatbinary. GNU `strip` and
+//!    `objcopy` expect the program header table after the ELF header and cannot rewrite the
+//!    result; `llvm-strip`/`llvm-objcopy` can.
+//! 3. Otherwise (`--no-shrink`, or a reason the layout line gives), each unit is rewritten
+//!    *at its own start address* and the rest of its old extent filled with zeros: no
+//!    byte outside the units moves and the file keeps its size.
 //!
 //! # Output
 //!
@@ -102,8 +106,8 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use object::elf::{
-    FileHeader64, ProgramHeader64, SectionHeader64, ET_DYN, ET_EXEC, ET_REL, PT_INTERP, PT_LOAD,
-    PT_PHDR, SHF_ALLOC, SHT_PROGBITS,
+    FileHeader64, ProgramHeader64, SectionHeader64, ET_DYN, ET_EXEC, ET_REL, PT_LOAD, PT_PHDR,
+    SHF_ALLOC, SHT_PROGBITS,
 };
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, Sym as _};
 use object::{LittleEndian as LE, U64};
@@ -1028,44 +1032,138 @@ fn linked(
         }
     }
     let in_place = standalone(data, plans, true);
-    let phdrs = h
-        .program_headers(LE, data)
-        .map_err(elf_err("program headers"))?;
-    let has_interp = phdrs.iter().any(|p| p.p_type(LE) == PT_INTERP);
-    let has_phdr = phdrs.iter().any(|p| p.p_type(LE) == PT_PHDR);
-    let why_not = if !shrink {
-        Some("--no-shrink")
-    } else if e_type == ET_EXEC || has_interp {
-        Some("executables are rewritten in place only")
-    } else if has_phdr {
-        Some("PT_PHDR present: program headers cannot move")
+    let why = if shrink {
+        match compact(data, plans) {
+            Ok(done) => return Ok(done),
+            Err(why) => why,
+        }
     } else {
-        None
+        "--no-shrink".into()
     };
-    if let Some(why) = why_not {
-        return Ok((
-            in_place,
-            Layout {
-                name: format!("in place, zero-filled, file size unchanged ({why})"),
-            },
-        ));
-    }
-    shrink_shared_library(data, plans, in_place)
+    Ok((
+        in_place,
+        Layout {
+            name: format!("in place, zero-filled, file size unchanged ({why})"),
+        },
+    ))
 }
 
-/// Removes whole zero pages of `.hip_fatbin`/`.nv_fatbin` from a shared library (module documentation).
-fn shrink_shared_library(
-    data: &[u8],
-    plans: &[UnitPlan<'_>],
-    in_place: Vec<Piece>,
-) -> Result<(Vec<Piece>, Layout), String> {
+/// One `.hip_fatbin`/`.nv_fatbin` section of a linked file and where its units go.
+struct Packing {
+    /// Section index and name.
+    index: usize,
+    name: &'static str,
+    /// File range and address of the section.
+    off: u64,
+    end: u64,
+    addr: u64,
+    /// `p_vaddr - p_offset` of the segment holding it.
+    delta: u64,
+    /// The units in it, in file order: (plan index, old file offset, new file offset, old
+    /// length, new length).
+    moves: Vec<(usize, u64, u64, u64, u64)>,
+    /// File offset after the last unit: the new end of the section.
+    packed_end: u64,
+}
+
+impl Packing {
+    /// The whole pages (of `align`) of the section that hold nothing once its units are
+    /// packed and `extra` more bytes follow them.
+    fn hole(&self, align: u64, extra: u64) -> Option<Range<u64>> {
+        let a = self
+            .packed_end
+            .checked_add(extra)?
+            .checked_next_multiple_of(align)?;
+        let b = self.end / align * align;
+        (b > a).then_some(a..b)
+    }
+}
+
+/// Reads a little-endian word of `n` bytes at file offset `at`.
+fn le(data: &[u8], at: u64, n: usize) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
+    let b = data.get(at..at.checked_add(n)?)?;
+    Some(b.iter().rev().fold(0u64, |v, x| (v << 8) | u64::from(*x)))
+}
+
+/// Pointer fields that hold the address of a unit, to be set to where it moves.
+struct Pointers<'p> {
+    packs: &'p [Packing],
+    /// Old address of every unit start → new address.
+    moved: std::collections::BTreeMap<u64, u64>,
+    /// File offset → new bytes.
+    patches: std::collections::BTreeMap<u64, Vec<u8>>,
+    /// Old addresses some pointer holds.
+    referenced: std::collections::BTreeSet<u64>,
+}
+
+impl Pointers<'_> {
+    /// The section (`.hip_fatbin`/`.nv_fatbin`) whose address range holds `v`.
+    fn pack_of(&self, v: u64) -> Option<&Packing> {
+        self.packs
+            .iter()
+            .find(|k| k.addr <= v && v - k.addr < k.end - k.off)
+    }
+
+    /// The field at `at` holds `old`; if `old` is inside a section being compacted it must
+    /// be the start of a unit, and the field gets the unit's new address.
+    fn repoint(&mut self, at: u64, old: u64, what: &str) -> Result<(), String> {
+        let Some(pack) = self.pack_of(old) else {
+            return Ok(());
+        };
+        let Some(&new) = self.moved.get(&old) else {
+            return Err(format!(
+                "{what} at offset {at:#x} points into {} ({old:#x}) but not at the start of a container",
+                pack.name
+            ));
+        };
+        self.patches.insert(at, new.to_le_bytes().to_vec());
+        self.referenced.insert(old);
+        Ok(())
+    }
+}
+
+/// The file offset of the 8 bytes at address `vaddr`, when a `PT_LOAD` segment holds
+/// them in the file.
+fn file_offset(phdrs: &[ProgramHeader64<LE>], vaddr: u64) -> Option<u64> {
+    phdrs
+        .iter()
+        .filter(|p| p.p_type(LE) == PT_LOAD)
+        .find(|p| {
+            p.p_vaddr(LE) <= vaddr
+                && vaddr
+                    .checked_add(8)
+                    .is_some_and(|e| e <= p.p_vaddr(LE).saturating_add(p.p_filesz(LE)))
+        })
+        .map(|p| p.p_offset(LE) + (vaddr - p.p_vaddr(LE)))
+}
+
+/// Compacts the `.hip_fatbin`/`.nv_fatbin` sections of a linked file (module
+/// documentation); `Err` says why the file is rewritten in place instead.
+fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), String> {
+    use object::elf::{
+        EM_AARCH64, EM_X86_64, R_AARCH64_RELATIVE, R_X86_64_RELATIVE, SHN_XINDEX, SHT_DYNSYM,
+        SHT_REL, SHT_RELA, SHT_RELR, SHT_SYMTAB,
+    };
     let h = FileHeader64::<LE>::parse(data).map_err(elf_err("ELF header"))?;
     let phdrs = h
         .program_headers(LE, data)
         .map_err(elf_err("program headers"))?;
     let sections = h.sections(LE, data).map_err(elf_err("section headers"))?;
+    if h.e_shnum(LE) == 0 || h.e_shstrndx(LE) == SHN_XINDEX {
+        return Err("extended section numbering".into());
+    }
+    let relative = match h.e_machine(LE) {
+        EM_X86_64 => R_X86_64_RELATIVE.0,
+        EM_AARCH64 => R_AARCH64_RELATIVE.0,
+        m => return Err(format!("relocations of machine {m} are not known")),
+    };
     let loads: Vec<&ProgramHeader64<LE>> =
         phdrs.iter().filter(|p| p.p_type(LE) == PT_LOAD).collect();
+    let first_delta = loads
+        .first()
+        .map(|p| p.p_vaddr(LE).wrapping_sub(p.p_offset(LE)))
+        .ok_or("no PT_LOAD segment")?;
     let align = loads
         .iter()
         .map(|p| p.p_align(LE))
@@ -1075,10 +1173,11 @@ fn shrink_shared_library(
     if !align.is_power_of_two() {
         return Err("PT_LOAD alignment is not a power of two".into());
     }
-    // The .hip_fatbin/.nv_fatbin sections and the segment holding each.
-    let mut holes: Vec<Range<u64>> = Vec::new(); // file offsets
-    let mut fatbins = Vec::new();
-    let mut names: Vec<&str> = Vec::new();
+    let file_len = data.len() as u64;
+
+    // Where the units of every .hip_fatbin/.nv_fatbin go: back to back from the start of
+    // the section, each at the alignment its address had (at most the section's).
+    let mut packs: Vec<Packing> = Vec::new();
     for (index, sh) in sections.iter().enumerate() {
         let name = sections.section_name(LE, sh).unwrap_or_default();
         let Some(sname) = FATBIN_SECTIONS.iter().find(|s| s.as_bytes() == name) else {
@@ -1090,245 +1189,524 @@ fn shrink_shared_library(
         let (off, size, addr) = (sh.sh_offset(LE), sh.sh_size(LE), sh.sh_addr(LE));
         let end = off
             .checked_add(size)
-            .ok_or_else(|| format!("{sname} size overflows"))?;
+            .filter(|e| *e <= file_len)
+            .ok_or_else(|| format!("{sname} runs past the end of the file"))?;
         let seg = loads
             .iter()
             .find(|p| p.p_offset(LE) <= off && end <= p.p_offset(LE).saturating_add(p.p_filesz(LE)))
             .ok_or_else(|| format!("{sname} is not inside the file part of one PT_LOAD segment"))?;
-        if seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE)) != addr.wrapping_sub(off) {
+        let delta = seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE));
+        if delta != addr.wrapping_sub(off) {
             return Err(format!(
                 "{sname}'s address and offset disagree with its segment"
             ));
         }
-        // Bytes that are zero in the output: the slack of every rewritten unit, and the
-        // gaps between units that are zero in the input (other gaps are kept).
-        let mut units_here: Vec<&UnitPlan<'_>> = plans
+        let sec_align = sh.sh_addralign(LE).max(1);
+        if !sec_align.is_power_of_two() {
+            return Err(format!("{sname}'s alignment is not a power of two"));
+        }
+        let mut here: Vec<(usize, &UnitPlan<'_>)> = plans
             .iter()
-            .filter(|p| off <= p.range.start && p.range.end <= end)
+            .enumerate()
+            .filter(|(_, p)| off <= p.range.start && p.range.end <= end)
             .collect();
-        units_here.sort_by_key(|p| p.range.start);
-        let mut free: Vec<Range<u64>> = Vec::new();
-        let mut push = |r: Range<u64>| {
-            if r.end <= r.start {
-                return;
+        if here.is_empty() {
+            continue;
+        }
+        here.sort_by_key(|(_, p)| p.range.start);
+        let mut moves = Vec::new();
+        let (mut pos, mut cursor) = (off, off);
+        for (i, p) in here {
+            // Bytes between containers are padding; anything else stays where it is.
+            let gap = data
+                .get(pos as usize..p.range.start as usize)
+                .unwrap_or(&[]);
+            if p.range.start < pos || gap.iter().any(|b| *b != 0) {
+                return Err(format!(
+                    "{sname} holds bytes outside its containers at offset {pos:#x}"
+                ));
             }
-            match free.last_mut() {
-                Some(last) if last.end == r.start => last.end = r.end,
-                _ => free.push(r),
+            let old_len = p.range.end - p.range.start;
+            let new_len = if matches!(p.body, Body::Same) {
+                old_len
+            } else {
+                p.new_len
+            };
+            let old_addr = addr + (p.range.start - off);
+            let unit_align = if old_addr == 0 {
+                sec_align
+            } else {
+                (1u64 << old_addr.trailing_zeros().min(63)).min(sec_align)
+            };
+            let new_addr = (addr + (cursor - off))
+                .checked_next_multiple_of(unit_align)
+                .ok_or("address overflow")?;
+            let new = off + (new_addr - addr);
+            if new > p.range.start {
+                return Err("a container would move up".into());
+            }
+            moves.push((i, p.range.start, new, old_len, new_len));
+            cursor = new + new_len;
+            pos = p.range.end;
+        }
+        packs.push(Packing {
+            index,
+            name: sname,
+            off,
+            end,
+            addr,
+            delta,
+            moves,
+            packed_end: cursor,
+        });
+    }
+    if packs.is_empty() {
+        return Err("no container in .hip_fatbin or .nv_fatbin".into());
+    }
+    packs.sort_by_key(|k| k.off);
+
+    // Every pointer to a unit: relative relocations (RELA addends, REL and RELR words in
+    // place), the words they apply to, and the wrappers' pointer fields (absolute in
+    // executables); symbols defined in the sections get the new values.
+    let mut ptrs = Pointers {
+        packs: &packs,
+        moved: packs
+            .iter()
+            .flat_map(|k| {
+                k.moves
+                    .iter()
+                    .map(|m| (k.addr + (m.1 - k.off), k.addr + (m.2 - k.off)))
+            })
+            .collect(),
+        patches: Default::default(),
+        referenced: Default::default(),
+    };
+    let pack_section = |shndx: u64| packs.iter().any(|k| k.index as u64 == shndx);
+    for (index, sh) in sections.iter().enumerate() {
+        let t = sh.sh_type(LE);
+        let (o, n) = (sh.sh_offset(LE), sh.sh_size(LE));
+        let sname = String::from_utf8_lossy(sections.section_name(LE, sh).unwrap_or_default());
+        let in_file = || -> Result<(), String> {
+            if o.checked_add(n).is_some_and(|e| e <= file_len) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "section {index} ({sname}) runs past the end of the file"
+                ))
             }
         };
-        let is_zero = |r: &Range<u64>| {
-            data.get(r.start as usize..r.end as usize)
-                .is_some_and(|b| b.iter().all(|x| *x == 0))
-        };
-        let mut pos = off;
-        for p in &units_here {
-            let gap = pos..p.range.start;
-            if is_zero(&gap) {
-                push(gap);
+        let alloc = sh.sh_flags(LE).0 & SHF_ALLOC.0 != 0;
+        match t {
+            SHT_RELA if alloc => {
+                in_file()?;
+                // The symbol table the relocations refer to.
+                let symtab = sections
+                    .section(object::SectionIndex(sh.sh_link(LE) as usize))
+                    .ok();
+                for k in 0..n / 24 {
+                    let at = o + k * 24;
+                    let (Some(r_offset), Some(info), Some(addend)) =
+                        (le(data, at, 8), le(data, at + 8, 8), le(data, at + 16, 8))
+                    else {
+                        break;
+                    };
+                    let (ty, sym) = (info as u32, info >> 32);
+                    if ty == relative {
+                        if ptrs.pack_of(addend).is_some() {
+                            ptrs.repoint(at + 16, addend, "a relocation addend")?;
+                            if let Some(f) = file_offset(phdrs, r_offset) {
+                                if le(data, f, 8) == Some(addend) {
+                                    ptrs.repoint(f, addend, "a relocated word")?;
+                                }
+                            }
+                        }
+                    } else if sym != 0 {
+                        let shndx = symtab.and_then(|s| {
+                            le(
+                                data,
+                                s.sh_offset(LE).checked_add(sym.checked_mul(24)?)? + 6,
+                                2,
+                            )
+                        });
+                        if shndx.is_some_and(pack_section) {
+                            return Err(format!(
+                                "relocation {k} of {sname} refers to a symbol in a fatbinary section"
+                            ));
+                        }
+                    }
+                }
             }
-            push(p.range.start + p.new_len..p.range.end);
-            pos = pos.max(p.range.end);
-        }
-        let tail = pos..end;
-        if is_zero(&tail) {
-            push(tail);
-        }
-        for f in free {
-            let a = f.start.div_ceil(align) * align;
-            let b = f.end / align * align;
-            if b > a {
-                holes.push(a..b);
+            SHT_REL if alloc => {
+                in_file()?;
+                for k in 0..n / 16 {
+                    let at = o + k * 16;
+                    let (Some(r_offset), Some(info)) = (le(data, at, 8), le(data, at + 8, 8))
+                    else {
+                        break;
+                    };
+                    if info as u32 == relative {
+                        if let Some(f) = file_offset(phdrs, r_offset) {
+                            if let Some(w) = le(data, f, 8) {
+                                ptrs.repoint(f, w, "a relocated word")?;
+                            }
+                        }
+                    }
+                }
             }
-        }
-        fatbins.push((index, off, end, addr));
-        if !names.contains(sname) {
-            names.push(*sname);
+            SHT_RELR if alloc => {
+                in_file()?;
+                let mut place = 0u64;
+                for k in 0..n / 8 {
+                    let Some(e) = le(data, o + k * 8, 8) else {
+                        break;
+                    };
+                    let mut words = Vec::new();
+                    if e & 1 == 0 {
+                        words.push(e);
+                        place = e.wrapping_add(8);
+                    } else {
+                        for bit in 0..63 {
+                            if (e >> (bit + 1)) & 1 == 1 {
+                                words.push(place.wrapping_add(bit * 8));
+                            }
+                        }
+                        place = place.wrapping_add(63 * 8);
+                    }
+                    for v in words {
+                        if let Some(f) = file_offset(phdrs, v) {
+                            if let Some(w) = le(data, f, 8) {
+                                ptrs.repoint(f, w, "a relocated word")?;
+                            }
+                        }
+                    }
+                }
+            }
+            _ if t == SHT_PROGBITS
+                && matches!(&*sname, ".hipFatBinSegment" | ".nvFatBinSegment") =>
+            {
+                in_file()?;
+                // { magic: u32, version: u32, pointer: u64, _: u64 }
+                for k in 0..n / 24 {
+                    let at = o + k * 24 + 8;
+                    if let Some(w) = le(data, at, 8) {
+                        ptrs.repoint(at, w, "a wrapper's pointer")?;
+                    }
+                }
+            }
+            _ => {}
         }
     }
-    let names = if names.is_empty() {
-        FATBIN_SECTIONS.join(" or ")
-    } else {
-        names.join(" and ")
+    let unreferenced = ptrs.moved.len() - ptrs.referenced.len();
+    let mut patches = ptrs.patches;
+    for sh in sections.iter() {
+        if !matches!(sh.sh_type(LE), SHT_SYMTAB | SHT_DYNSYM) {
+            continue;
+        }
+        let (o, n) = (sh.sh_offset(LE), sh.sh_size(LE));
+        for k in 0..n / 24 {
+            let at = o + k * 24;
+            let (Some(shndx), Some(value), Some(size)) = (
+                le(data, at + 6, 2),
+                le(data, at + 8, 8),
+                le(data, at + 16, 8),
+            ) else {
+                break;
+            };
+            let Some(pack) = packs.iter().find(|p| p.index as u64 == shndx) else {
+                continue;
+            };
+            let unit = pack.moves.iter().find(|m| {
+                let old = pack.addr + (m.1 - pack.off);
+                old <= value && value - old < m.3
+            });
+            if let Some(&(_, old_off, new_off, old_len, new_len)) = unit {
+                let old = pack.addr + (old_off - pack.off);
+                let new = pack.addr + (new_off - pack.off);
+                patches.insert(
+                    at + 8,
+                    (new + (value - old).min(new_len)).to_le_bytes().to_vec(),
+                );
+                if value == old && size == old_len {
+                    patches.insert(at + 16, new_len.to_le_bytes().to_vec());
+                }
+            } else if value == pack.addr + (pack.end - pack.off) {
+                let new_end = pack.addr + (pack.packed_end - pack.off);
+                patches.insert(at + 8, new_end.to_le_bytes().to_vec());
+            }
+        }
+    }
+
+    // The holes (whole pages freed at the end of each section) and, when a segment is
+    // split, the program header table, which then needs a place of its own: right after
+    // the packed units of the first section with room, in a segment mapped like the first
+    // one (so that `AT_PHDR` is right under every kernel).
+    let phdr_size = u64::from(h.e_phentsize(LE));
+    if phdr_size != 56 {
+        return Err("unexpected program header size".into());
+    }
+    let split = |holes: &[Range<u64>], map: &dyn Fn(u64) -> u64| -> Vec<ProgramHeader64<LE>> {
+        let mut out = Vec::new();
+        for p in phdrs.iter() {
+            let off = p.p_offset(LE);
+            let fend = off.saturating_add(p.p_filesz(LE));
+            let inside: Vec<&Range<u64>> = holes
+                .iter()
+                .filter(|h| off <= h.start && h.end <= fend)
+                .collect();
+            let mut q = *p;
+            q.p_offset = U64::new(LE, map(off));
+            if p.p_type(LE) != PT_LOAD || inside.is_empty() {
+                out.push(q);
+                continue;
+            }
+            let delta = p.p_vaddr(LE).wrapping_sub(off);
+            let pdelta = p.p_paddr(LE).wrapping_sub(off);
+            let mut start = off;
+            for hole in inside {
+                let mut q = *p;
+                q.p_offset = U64::new(LE, map(start));
+                q.p_vaddr = U64::new(LE, start.wrapping_add(delta));
+                q.p_paddr = U64::new(LE, start.wrapping_add(pdelta));
+                q.p_filesz = U64::new(LE, hole.start - start);
+                q.p_memsz = U64::new(LE, hole.start - start);
+                out.push(q);
+                start = hole.end;
+            }
+            let memsz = p.p_memsz(LE).saturating_sub(start - off);
+            if fend > start || memsz > 0 {
+                q.p_offset = U64::new(LE, map(start));
+                q.p_vaddr = U64::new(LE, start.wrapping_add(delta));
+                q.p_paddr = U64::new(LE, start.wrapping_add(pdelta));
+                q.p_filesz = U64::new(LE, fend - start);
+                q.p_memsz = U64::new(LE, memsz);
+                out.push(q);
+            }
+        }
+        out
     };
-    if fatbins.is_empty() || holes.is_empty() {
-        return Ok((
-            in_place,
-            Layout {
-                name: format!("in place (no whole page of {names} to remove)"),
-            },
+    let mapper = |holes: Vec<Range<u64>>| {
+        move |o: u64| -> u64 {
+            o - holes
+                .iter()
+                .filter(|h| h.end <= o)
+                .map(|h| h.end - h.start)
+                .sum::<u64>()
+        }
+    };
+    let mut holes: Vec<Option<Range<u64>>> = packs.iter().map(|k| k.hole(align, 0)).collect();
+    let flat = |holes: &[Option<Range<u64>>]| holes.iter().flatten().cloned().collect::<Vec<_>>();
+    if holes.iter().all(Option::is_none) {
+        return Err(format!(
+            "no whole page of {} is freed",
+            packs
+                .iter()
+                .map(|k| k.name)
+                .collect::<Vec<_>>()
+                .join(" and ")
         ));
     }
-    holes.sort_by_key(|r| r.start);
-    // Merge adjacent holes (a unit's slack followed by zero padding).
-    let mut merged: Vec<Range<u64>> = Vec::new();
-    for hole in holes {
-        match merged.last_mut() {
-            Some(last) if last.end >= hole.start => last.end = last.end.max(hole.end),
-            _ => merged.push(hole),
-        }
-    }
-    let holes = merged;
-    // No other segment may have bytes in a hole.
     for p in phdrs.iter() {
         if p.p_type(LE) == PT_LOAD || p.p_filesz(LE) == 0 {
             continue;
         }
         let r = p.p_offset(LE)..p.p_offset(LE).saturating_add(p.p_filesz(LE));
-        if holes.iter().any(|h| h.start < r.end && r.start < h.end) {
+        if flat(&holes)
+            .iter()
+            .any(|h| h.start < r.end && r.start < h.end)
+        {
             return Err(format!(
-                "segment of type {:#x} overlaps the zero pages of {names}",
+                "a segment of type {:#x} overlaps the freed pages",
                 p.p_type(LE)
             ));
         }
     }
-    let map = |o: u64| -> u64 {
-        let removed: u64 = holes
-            .iter()
-            .filter(|h| h.end <= o)
-            .map(|h| h.end - h.start)
-            .sum();
-        o - removed
-    };
-    // Program headers: the segment holding the holes split at each.
-    let mut new_phdrs: Vec<ProgramHeader64<LE>> = Vec::new();
-    for p in phdrs.iter() {
-        let off = p.p_offset(LE);
-        let fend = off.saturating_add(p.p_filesz(LE));
-        let inside: Vec<&Range<u64>> = holes
-            .iter()
-            .filter(|h| off <= h.start && h.end <= fend)
-            .collect();
-        if p.p_type(LE) != PT_LOAD || inside.is_empty() {
-            let mut q = *p;
-            q.p_offset = U64::new(LE, map(off));
-            new_phdrs.push(q);
-            continue;
-        }
-        let delta = p.p_vaddr(LE).wrapping_sub(off); // vaddr = file offset + delta
-        if p.p_memsz(LE) < p.p_filesz(LE) {
-            return Err("PT_LOAD segment with p_memsz < p_filesz".into());
-        }
-        let mut start = off;
-        for hole in &inside {
-            let mut q = *p;
-            q.p_offset = U64::new(LE, map(start));
-            q.p_vaddr = U64::new(LE, start.wrapping_add(delta));
-            q.p_paddr = U64::new(LE, p.p_paddr(LE).wrapping_sub(off).wrapping_add(start));
-            q.p_filesz = U64::new(LE, hole.start - start);
-            q.p_memsz = U64::new(LE, hole.end - start);
-            new_phdrs.push(q);
-            start = hole.end;
-        }
-        let mut q = *p;
-        q.p_offset = U64::new(LE, map(start));
-        q.p_vaddr = U64::new(LE, start.wrapping_add(delta));
-        q.p_paddr = U64::new(LE, p.p_paddr(LE).wrapping_sub(off).wrapping_add(start));
-        q.p_filesz = U64::new(LE, fend - start);
-        q.p_memsz = U64::new(LE, p.p_memsz(LE) - (start - off));
-        new_phdrs.push(q);
+    let count = split(&flat(&holes), &mapper(flat(&holes))).len();
+    let old_phoff = h.e_phoff(LE);
+    let table_len = count as u64 * phdr_size;
+    // (pack number, file offset) of the moved table, if it moves.
+    let mut table_at: Option<(usize, u64)> = None;
+    if count != phdrs.len() {
+        let host = packs.iter().enumerate().find(|(i, k)| {
+            holes[*i].is_some()
+                && k.delta == first_delta
+                && k.hole(
+                    align,
+                    k.packed_end.next_multiple_of(8) - k.packed_end + table_len,
+                )
+                .is_some()
+        });
+        let Some((i, k)) = host else {
+            return Err("no room for the program header table".into());
+        };
+        let at = k.packed_end.next_multiple_of(8);
+        holes[i] = k.hole(align, at - k.packed_end + table_len);
+        table_at = Some((i, at));
     }
-    // Section headers: offsets moved; .hip_fatbin split at its holes.
-    let mut new_shdrs: Vec<SectionHeader64<LE>> = Vec::new();
-    let mut extra: Vec<SectionHeader64<LE>> = Vec::new();
+    let holes = flat(&holes);
+    let map = mapper(holes.clone());
+    let mut new_phdrs = split(&holes, &map);
+    if new_phdrs.len() != count {
+        return Err("the segment count changed".into());
+    }
+    if let Some((i, at)) = table_at {
+        let vaddr = at.wrapping_add(packs[i].delta);
+        for q in new_phdrs.iter_mut().filter(|q| q.p_type(LE) == PT_PHDR) {
+            let pdelta = q.p_paddr(LE).wrapping_sub(q.p_vaddr(LE));
+            q.p_offset = U64::new(LE, map(at));
+            q.p_vaddr = U64::new(LE, vaddr);
+            q.p_paddr = U64::new(LE, vaddr.wrapping_add(pdelta));
+            q.p_filesz = U64::new(LE, table_len);
+            q.p_memsz = U64::new(LE, table_len);
+        }
+    }
+    let mut table = Vec::new();
+    for q in &new_phdrs {
+        table.extend_from_slice(object::pod::bytes_of(q));
+    }
+    // Section headers: offsets moved, the fatbinary sections end after their units.
+    let mut shdrs = Vec::new();
     for (index, sh) in sections.iter().enumerate() {
         let mut s = *sh;
-        if index == 0 {
-            new_shdrs.push(s);
-            continue;
+        if index != 0 {
+            s.sh_offset = U64::new(LE, map(sh.sh_offset(LE)));
         }
-        s.sh_offset = U64::new(LE, map(sh.sh_offset(LE)));
-        if let Some(&(_, off, end, addr)) = fatbins.iter().find(|f| f.0 == index) {
-            let mut parts = Vec::new();
-            let mut start = off;
-            for hole in holes.iter().filter(|h| off <= h.start && h.end <= end) {
-                parts.push(start..hole.start);
-                start = hole.end;
-            }
-            parts.push(start..end);
-            let mut first = true;
-            for part in parts
-                .into_iter()
-                .filter(|r| r.end > r.start || r.start == off)
-            {
-                let mut q = *sh;
-                q.sh_offset = U64::new(LE, map(part.start));
-                q.sh_addr = U64::new(LE, addr.wrapping_add(part.start - off));
-                q.sh_size = U64::new(LE, part.end - part.start);
-                if first {
-                    s = q;
-                    first = false;
-                } else {
-                    q.sh_addralign = U64::new(LE, align);
-                    extra.push(q);
-                }
-            }
+        if let Some(k) = packs.iter().find(|k| k.index == index) {
+            s.sh_size = U64::new(LE, k.packed_end - k.off);
         }
-        new_shdrs.push(s);
+        shdrs.extend_from_slice(object::pod::bytes_of(&s));
     }
-    new_shdrs.extend(extra);
-    // The file: the in-place pieces with the holes cut out; the old section header table
-    // is dropped when it ends the file.
-    let old_len = data.len() as u64;
+
+    // The file: everything in place but the packed sections, then the patches, then the
+    // holes cut out; the section header table goes to the end.
+    let mut pieces = Vec::new();
+    let mut pos = 0u64;
+    for (i, k) in packs.iter().enumerate() {
+        pieces.push(Piece::Copy(pos..k.off));
+        let mut cur = k.off;
+        for &(plan, old, new, old_len, _) in &k.moves {
+            pieces.push(Piece::Zeros(new - cur));
+            match plans.get(plan).map(|p| &p.body) {
+                Some(Body::Same) => pieces.push(Piece::Copy(old..old + old_len)),
+                _ => pieces.push(Piece::Unit(plan)),
+            }
+            cur = new + piece_len(pieces.last().unwrap_or(&Piece::Zeros(0)), plans);
+        }
+        if let Some((_, at)) = table_at.filter(|t| t.0 == i) {
+            pieces.push(Piece::Zeros(at - cur));
+            pieces.push(Piece::Owned(table.clone()));
+            cur = at + table_len;
+        }
+        pieces.push(Piece::Zeros(k.end - cur));
+        pos = k.end;
+    }
     let shoff = h.e_shoff(LE);
     let shtab_end = shoff.saturating_add(u64::from(h.e_shnum(LE)) * u64::from(h.e_shentsize(LE)));
-    let body_end = if shtab_end == old_len { shoff } else { old_len };
-    let mut pieces = cut(in_place, plans, &holes, body_end);
-    let mut pos = map(body_end);
-    let pad = pos.div_ceil(8) * 8 - pos;
-    pieces.push(Piece::Zeros(pad));
-    pos += pad;
-    let new_shoff = pos;
-    let mut tables = Vec::new();
-    for s in &new_shdrs {
-        tables.extend_from_slice(object::pod::bytes_of(s));
+    let body_end = if shtab_end == file_len {
+        shoff
+    } else {
+        file_len
+    };
+    if body_end < pos {
+        return Err("the section header table overlaps a fatbinary section".into());
     }
-    let new_phoff = new_shoff + tables.len() as u64;
-    for p in &new_phdrs {
-        tables.extend_from_slice(object::pod::bytes_of(p));
+    pieces.push(Piece::Copy(pos..body_end));
+    if table_at.is_none() {
+        patches.insert(old_phoff, table);
     }
-    let shnum = u16::try_from(new_shdrs.len()).map_err(|_| "too many sections")?;
-    let phnum = u16::try_from(new_phdrs.len())
-        .ok()
-        .filter(|n| *n < 0xffff)
-        .ok_or("too many segments")?;
-    if h.e_shnum(LE) == 0 || h.e_shstrndx(LE) == object::elf::SHN_XINDEX {
-        return Err("extended section numbering is not handled".into());
-    }
+    let new_len = map(body_end);
+    let new_shoff = new_len.next_multiple_of(8);
     let mut eh = *h;
-    eh.e_phoff = U64::new(LE, new_phoff);
-    eh.e_phnum = object::U16::new(LE, phnum);
+    if let Some((_, at)) = table_at {
+        eh.e_phoff = U64::new(LE, map(at));
+    }
+    eh.e_phnum = object::U16::new(
+        LE,
+        u16::try_from(count)
+            .ok()
+            .filter(|n| *n < 0xffff)
+            .ok_or("too many segments")?,
+    );
     eh.e_shoff = U64::new(LE, new_shoff);
-    eh.e_shnum = object::U16::new(LE, shnum);
-    let ehdr = object::pod::bytes_of(&eh).to_vec();
-    // Replace the ELF header (the first piece starts at 0).
-    let mut out = vec![Piece::Owned(ehdr.clone())];
-    let mut skip = ehdr.len() as u64;
+    patches.insert(0, object::pod::bytes_of(&eh).to_vec());
+    let pieces = apply_patches(pieces, plans, &patches)?;
+    let mut out = cut(pieces, plans, &holes, body_end);
+    out.push(Piece::Zeros(new_shoff - new_len));
+    out.push(Piece::Owned(shdrs));
+    let removed: u64 = holes.iter().map(|h| h.end - h.start).sum();
+    let moved = packs
+        .iter()
+        .flat_map(|k| &k.moves)
+        .filter(|m| m.1 != m.2)
+        .count();
+    let names: Vec<&str> = packs.iter().map(|k| k.name).collect();
+    let mut name = format!(
+        "compacted: {moved} of {} containers in {} moved together and their pointers updated, {removed} bytes of freed pages removed from the file, {} program headers{}",
+        ptrs.moved.len(),
+        names.join(" and "),
+        count,
+        if table_at.is_some() { " (table moved after the kept containers)" } else { "" },
+    );
+    if unreferenced > 0 {
+        name.push_str(&format!(
+            "; {unreferenced} container(s) no wrapper or relocation points to"
+        ));
+    }
+    Ok((out, Layout { name }))
+}
+
+/// `pieces` with the bytes at each patch's offset (in the output `pieces` make) replaced.
+/// A patch lies in copied input or in new bytes, never in a rewritten unit or zero fill.
+fn apply_patches(
+    pieces: Vec<Piece>,
+    plans: &[UnitPlan<'_>],
+    patches: &std::collections::BTreeMap<u64, Vec<u8>>,
+) -> Result<Vec<Piece>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0u64;
     for piece in pieces {
+        let len = piece_len(&piece, plans);
+        let end = pos + len;
+        let here: Vec<(u64, &Vec<u8>)> = patches.range(pos..end).map(|(at, b)| (*at, b)).collect();
+        if here.is_empty() {
+            out.push(piece);
+            pos = end;
+            continue;
+        }
+        if here.iter().any(|(at, b)| at + b.len() as u64 > end) {
+            return Err(format!("a patch at {:#x} crosses a piece", here[0].0));
+        }
         match piece {
-            Piece::Copy(r) if skip > 0 => {
-                let n = skip.min(r.end - r.start);
-                skip -= n;
-                if r.start + n < r.end {
-                    out.push(Piece::Copy(r.start + n..r.end));
+            Piece::Copy(r) => {
+                let mut at_in = r.start;
+                for (at, bytes) in here {
+                    let start = r.start + (at - pos);
+                    if start > at_in {
+                        out.push(Piece::Copy(at_in..start));
+                    }
+                    out.push(Piece::Owned(bytes.clone()));
+                    at_in = start + bytes.len() as u64;
+                }
+                if at_in < r.end {
+                    out.push(Piece::Copy(at_in..r.end));
                 }
             }
-            other => out.push(other),
+            Piece::Owned(mut v) => {
+                for (at, bytes) in here {
+                    let i = (at - pos) as usize;
+                    v[i..i + bytes.len()].copy_from_slice(bytes);
+                }
+                out.push(Piece::Owned(v));
+            }
+            Piece::Zeros(_) | Piece::Unit(_) => {
+                return Err(format!(
+                    "a pointer at {:#x} lies in a rewritten container",
+                    here[0].0
+                ));
+            }
         }
+        pos = end;
     }
-    out.push(Piece::Owned(tables));
-    let removed: u64 = holes.iter().map(|h| h.end - h.start).sum();
-    Ok((
-        out,
-        Layout {
-            name: format!(
-                "shared library shrunk: {} zero page run(s) of {names} ({} bytes) removed from the file, PT_LOAD split into {} segments, addresses unchanged",
-                holes.len(),
-                removed,
-                new_phdrs.iter().filter(|p| p.p_type(LE) == PT_LOAD).count()
-            ),
-        },
-    ))
+    Ok(out)
 }
 
 /// A relocatable host object: every section holding a rewritten unit gets its new size and
