@@ -3,7 +3,8 @@
 # to one device, side by side with `cp` of the same file in the same run: median wall time
 # and peak RSS of each, the ratio, the sizes before and after; then checks the result
 # (static `register` and `list` of the kept images agree with the original, llvm-readelf
-# reads it without a warning). Also prints the README table row for librocrand1.
+# reads it without a warning). Also prints the rows for librocrand1 and for libcurand
+# (CUDA 12, .nv_fatbin, kept: sm_86).
 #
 #   benches/prune.sh                 # 5 rounds
 #   ROUNDS=9 KEEP=gfx1030 benches/prune.sh
@@ -34,8 +35,8 @@ RUN="$work/runtime"
 
 med() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-bench() { # name lib
-  local name="$1" lib="$2" out="$work/$1.pruned" copy="$work/$1.copy"
+bench() { # name lib [keep]
+  local name="$1" lib="$2" out="$work/$1.pruned" copy="$work/$1.copy" KEEP="${3:-$KEEP}"
   : >"$work/$name.cp" ; : >"$work/$name.prune"
   cp "$lib" "$copy"; rm -f "$copy"
   "$SIM" prune "$lib" --keep "$KEEP" -o "$out" >/dev/null
@@ -53,11 +54,11 @@ bench() { # name lib
   t_cp=$(cut -d' ' -f1 "$work/$name.cp" | med); r_cp=$(cut -d' ' -f2 "$work/$name.cp" | med)
   t_pr=$(cut -d' ' -f1 "$work/$name.prune" | med); r_pr=$(cut -d' ' -f2 "$work/$name.prune" | med)
   before=$(stat -L -c %s "$lib"); after=$(stat -L -c %s "$out")
-  fatbin=$((16#$(llvm-readelf-22 -S -W "$lib" | awk '{for (i = 1; i <= NF; i++) if ($i == ".hip_fatbin") {print $(i + 4); exit}}')))
+  fatbin=$((16#$(llvm-readelf-22 -S -W "$lib" | awk '{for (i = 1; i <= NF; i++) if ($i == ".hip_fatbin" || $i == ".nv_fatbin") {print $(i + 4); exit}}')))
   # Checks: no readelf warning, same static registration for the kept device, same kept images.
   if llvm-readelf-22 -a -W "$out" 2>&1 >/dev/null | grep -q .; then die "$name: llvm-readelf warns"; fi
-  "$SIM" register "$lib" --device "$KEEP" --json | jq -c 'del(.unit)' >"$work/$name.reg.a"
-  "$SIM" register "$out" --device "$KEEP" --json | jq -c 'del(.unit)' >"$work/$name.reg.b"
+  "$SIM" register "$lib" --device "$KEEP" --json | jq -c "del(.unit, .address)" >"$work/$name.reg.a"
+  "$SIM" register "$out" --device "$KEEP" --json | jq -c "del(.unit, .address)" >"$work/$name.reg.b"
   cmp -s "$work/$name.reg.a" "$work/$name.reg.b" || die "$name: static register differs"
   printf '| %s | %s | %s | %s (device code: %.1f%% of its %s bytes) | %.3f s (cp %.3f s, ratio %.2f) | %s KiB (cp %s KiB) |\n' \
     "$(basename "$lib")" "$KEEP" "$before" "$after" "$(echo "100*($after-($before-$fatbin))/$fatbin" | bc -l)" "$fatbin" \
@@ -69,3 +70,4 @@ echo "| file | kept device | size before | size after | prune wall time | prune 
 echo "|---|---|---|---|---|---|"
 bench rocrand "$libdir/librocrand.so.1"
 bench rocsparse "$libdir/librocsparse.so.0"
+bench curand "$(scripts/fetch-nvidia-libs.sh | tail -n1)" sm_86

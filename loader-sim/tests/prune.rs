@@ -566,6 +566,54 @@ fn corpus_programs_register_the_same() {
     assert!(compacted >= 4, "{compacted} compacted programs");
 }
 
+/// A pointer into the middle of a bundle (a wrapper's relocation addend moved 16 bytes
+/// into it) cannot follow a moved bundle: the program is rewritten in place instead, with
+/// the reason, and keeps its size; unchanged, the same program is compacted.
+#[test]
+fn pointer_into_a_container_keeps_the_file_in_place() {
+    use object::{Object, ObjectSection};
+    let dir = TempDir::new("prune-inner-pointer");
+    let input = corpus("driver/hip_nonrdc.exe");
+    let mut data = std::fs::read(&input).unwrap();
+    let (fatbin, rela) = {
+        let f = object::File::parse(&*data).unwrap();
+        let fatbin = f.section_by_name(".hip_fatbin").unwrap().address();
+        let (off, len) = f
+            .section_by_name(".rela.dyn")
+            .unwrap()
+            .file_range()
+            .unwrap();
+        (fatbin, (off as usize, len as usize))
+    };
+    let mut patched = 0;
+    for entry in data[rela.0..rela.0 + rela.1].chunks_exact_mut(24) {
+        let addend = u64::from_le_bytes(entry[16..24].try_into().unwrap());
+        if addend == fatbin {
+            entry[16..24].copy_from_slice(&(fatbin + 16).to_le_bytes());
+            patched += 1;
+        }
+    }
+    assert_eq!(patched, 1, "one relocation points at the bundle");
+    let inner = dir.write("inner.exe", &data);
+    for (file, compacted) in [(&input, true), (&inner, false)] {
+        let out = dir.path("out.exe");
+        let records = prune(file, &["gfx906"], &out);
+        let layout = records.last().unwrap()["layout"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(layout.starts_with("compacted"), compacted, "{layout}");
+        if !compacted {
+            assert!(
+                layout.starts_with("in place")
+                    && layout.contains("not at the start of a container"),
+                "{layout}"
+            );
+            assert_eq!(std::fs::metadata(&out).unwrap().len(), data.len() as u64);
+        }
+    }
+}
+
 /// librocrand1 (from Debian, as in CI): pruned to one and to two devices, the shared
 /// library shrinks by the dropped code (whole pages), readelf finds nothing wrong, its
 /// addresses are unchanged, it loads through the runtime shim and registers the same units,
@@ -586,6 +634,10 @@ fn librocrand_shrinks_and_registers_the_same() {
         let before = std::fs::metadata(&lib).unwrap().len();
         let after = std::fs::metadata(&out).unwrap().len();
         assert_eq!(summary["size_after"], after);
+        assert!(
+            summary["layout"].as_str().unwrap().starts_with("compacted"),
+            "{summary}"
+        );
         // The file shrinks by the bytes the rewritten bundles free (at least the dropped
         // images), to within two pages per unit (page rounding at both ends of each run
         // of zeros) and the new header tables.

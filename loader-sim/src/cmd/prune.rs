@@ -1232,17 +1232,18 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
             } else {
                 p.new_len
             };
-            let old_addr = addr + (p.range.start - off);
+            let old_addr = addr.wrapping_add(p.range.start - off);
             let unit_align = if old_addr == 0 {
                 sec_align
             } else {
                 (1u64 << old_addr.trailing_zeros().min(63)).min(sec_align)
             };
-            let new_addr = (addr + (cursor - off))
-                .checked_next_multiple_of(unit_align)
+            let new_addr = addr
+                .checked_add(cursor - off)
+                .and_then(|a| a.checked_next_multiple_of(unit_align))
                 .ok_or("address overflow")?;
-            let new = off + (new_addr - addr);
-            if new > p.range.start {
+            let new = off.saturating_add(new_addr - addr);
+            if new > p.range.start || new < cursor {
                 return Err("a container would move up".into());
             }
             moves.push((i, p.range.start, new, old_len, new_len));
@@ -1273,9 +1274,12 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
         moved: packs
             .iter()
             .flat_map(|k| {
-                k.moves
-                    .iter()
-                    .map(|m| (k.addr + (m.1 - k.off), k.addr + (m.2 - k.off)))
+                k.moves.iter().map(|m| {
+                    (
+                        k.addr.wrapping_add(m.1 - k.off),
+                        k.addr.wrapping_add(m.2 - k.off),
+                    )
+                })
             })
             .collect(),
         patches: Default::default(),
@@ -1403,6 +1407,9 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
             continue;
         }
         let (o, n) = (sh.sh_offset(LE), sh.sh_size(LE));
+        if o.checked_add(n).is_none_or(|e| e > file_len) {
+            continue;
+        }
         for k in 0..n / 24 {
             let at = o + k * 24;
             let (Some(shndx), Some(value), Some(size)) = (
@@ -1416,21 +1423,23 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
                 continue;
             };
             let unit = pack.moves.iter().find(|m| {
-                let old = pack.addr + (m.1 - pack.off);
+                let old = pack.addr.wrapping_add(m.1 - pack.off);
                 old <= value && value - old < m.3
             });
             if let Some(&(_, old_off, new_off, old_len, new_len)) = unit {
-                let old = pack.addr + (old_off - pack.off);
-                let new = pack.addr + (new_off - pack.off);
+                let old = pack.addr.wrapping_add(old_off - pack.off);
+                let new = pack.addr.wrapping_add(new_off - pack.off);
                 patches.insert(
                     at + 8,
-                    (new + (value - old).min(new_len)).to_le_bytes().to_vec(),
+                    new.wrapping_add((value - old).min(new_len))
+                        .to_le_bytes()
+                        .to_vec(),
                 );
                 if value == old && size == old_len {
                     patches.insert(at + 16, new_len.to_le_bytes().to_vec());
                 }
-            } else if value == pack.addr + (pack.end - pack.off) {
-                let new_end = pack.addr + (pack.packed_end - pack.off);
+            } else if value == pack.addr.wrapping_add(pack.end - pack.off) {
+                let new_end = pack.addr.wrapping_add(pack.packed_end - pack.off);
                 patches.insert(at + 8, new_end.to_le_bytes().to_vec());
             }
         }
@@ -1581,6 +1590,9 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
     let mut pieces = Vec::new();
     let mut pos = 0u64;
     for (i, k) in packs.iter().enumerate() {
+        if k.off < pos {
+            return Err("fatbinary sections overlap".into());
+        }
         pieces.push(Piece::Copy(pos..k.off));
         let mut cur = k.off;
         for &(plan, old, new, old_len, _) in &k.moves {
@@ -1640,7 +1652,7 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
         .count();
     let names: Vec<&str> = packs.iter().map(|k| k.name).collect();
     let mut name = format!(
-        "compacted: {moved} of {} containers in {} moved together and their pointers updated, {removed} bytes of freed pages removed from the file, {} program headers{}",
+        "compacted: {} containers in {} packed from the section start ({moved} moved, their pointers updated), {removed} bytes of freed pages removed from the file, {} program headers{}",
         ptrs.moved.len(),
         names.join(" and "),
         count,
