@@ -11,15 +11,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 spec="${1:-jax-rocm7-pjrt==0.12.0}"
 name="${spec%%==*}"
-work="${OFFLOAD_IMAGE_EXTERNAL:-$here/target/external}/$name"
-mkdir -p "$work"
-cd "$work"
-wheel_glob="${name//-/_}-*.whl"
-# shellcheck disable=SC2086
-ls $wheel_glob >/dev/null 2>&1 || pip download --quiet --no-deps "$spec" -d .
-# shellcheck disable=SC2086
-[ -d wheel ] || { mkdir wheel && (cd wheel && python3 -m zipfile -e ../$wheel_glob .); }
-lib=$(find wheel -name 'xla_rocm_plugin.so' | head -n1)
+lib="$("$here/scripts/fetch-jax-rocm.sh" "$spec")"
+cd "${OFFLOAD_IMAGE_EXTERNAL:-$here/target/external}/$name"
 cargo build --quiet --release -p loader-sim --manifest-path "$here/Cargo.toml"
 "$here/target/release/loader-sim" list "$lib" --json > list.jsonl
 llvm-objcopy-22 --dump-section=.hip_fatbin=fatbin.bin "$lib" discard.so

@@ -1366,3 +1366,113 @@ fn nv_fatbinaries_checked_with_cuobjdump() {
         assert!(!out.exists());
     }
 }
+
+/// GNU readelf's warnings for a file (sorted, deduplicated).
+fn readelf_warnings(file: &Path) -> BTreeSet<String> {
+    let o = Command::new("readelf")
+        .args(["-a", "-W"])
+        .arg(file)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// JAX's ROCm PJRT plugins from PyPI, real HIP libraries built outside Debian (ignored:
+/// 250 MB of wheels, 15 s; `cargo test -p loader-sim --test prune -- --ignored jax`;
+/// `scripts/fetch-jax-rocm.sh` fetches them): `jax-rocm60-pjrt` 0.5.0 (29 uncompressed
+/// bundles, 4096-aligned) and `jax-rocm7-pjrt` 0.12.0 (45 CCOB v3, zstd, 32 KiB
+/// segment alignment), pruned to gfx90a. Each is compacted and shrinks; every kept image
+/// is unchanged (sha256); every container the reader finds in the pruned library, cut out
+/// at its place, is listed by `clang-offload-bundler-22` with exactly the host and gfx90a
+/// entries and unbundled to the original bytes, and keeps its CCOB version; GNU readelf
+/// warns about nothing it does not warn about in the original (their annobin notes have
+/// gaps); static registration is the same but for the addresses of moved bundles.
+#[test]
+#[ignore]
+fn jax_rocm_plugins() {
+    use offload_image::container::UnitContent;
+    let keep = "gfx90a:sramecc+:xnack-";
+    for (spec, compressed) in [
+        ("jax-rocm60-pjrt==0.5.0", false),
+        ("jax-rocm7-pjrt==0.12.0", true),
+    ] {
+        let o = Command::new(repo().join("scripts/fetch-jax-rocm.sh"))
+            .arg(spec)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{spec}: {}", describe(&o));
+        let lib = PathBuf::from(String::from_utf8(o.stdout).unwrap().trim());
+        let dir = TempDir::new("prune-jax");
+        let out = dir.path("xla_rocm_plugin.so");
+        let records = prune(&lib, &[keep], &out);
+        let summary = records.last().unwrap();
+        assert!(
+            summary["layout"].as_str().unwrap().starts_with("compacted"),
+            "{spec}: {summary}"
+        );
+        let units = records.len() - 1;
+        let (before, after) = (
+            std::fs::metadata(&lib).unwrap().len(),
+            std::fs::metadata(&out).unwrap().len(),
+        );
+        assert!(after < before, "{spec}: {before} -> {after}");
+        eprintln!("{spec}: {units} units, {before} -> {after} bytes");
+        let original = images(&lib);
+        let kept = images(&out);
+        assert_eq!(
+            kept.len(),
+            2 * units,
+            "{spec}: host and gfx90a in each unit"
+        );
+        for image in &kept {
+            assert!(original.contains(image), "{spec}: {image:?}");
+        }
+        assert!(
+            readelf_warnings(&out).is_subset(&readelf_warnings(&lib)),
+            "{spec}: new readelf warnings"
+        );
+        let (a, b) = (lib.to_string_lossy(), out.to_string_lossy());
+        assert_eq!(
+            unaddressed(register(&["register", &b, "--device", keep, "--json"])),
+            unaddressed(register(&["register", &a, "--device", keep, "--json"])),
+            "{spec}: static register"
+        );
+        let data = std::fs::read(&out).unwrap();
+        let options = offload_image::ReadOptions::default();
+        let mut seen = 0;
+        for unit in offload_image::units(&data, &options) {
+            let unit = unit.unwrap();
+            let start = unit.location.offset as usize;
+            let len = match &unit.content {
+                UnitContent::Bundle(b) => b.len(),
+                UnitContent::Compressed(c) => c.len(&options).unwrap(),
+                _ => panic!("{spec}: unexpected unit at {start}"),
+            } as usize;
+            let bytes = &data[start..start + len];
+            assert_eq!(bytes.starts_with(b"CCOB"), compressed, "{spec} at {start}");
+            if compressed {
+                assert_eq!(
+                    &bytes[4..6],
+                    &3u16.to_le_bytes(),
+                    "{spec} at {start}: CCOB v3"
+                );
+            }
+            let file = dir.write("unit.bin", bytes);
+            let ids = llvm_list(&file);
+            assert_eq!(ids.len(), 2, "{spec} at {start}: {ids:?}");
+            for id in &ids {
+                assert!(id.starts_with("host-") || id.ends_with("gfx90a"), "{id}");
+                let sha = llvm_unbundle(&file, id, &dir, "o");
+                assert!(
+                    original.iter().any(|(n, s)| n == id && *s == sha),
+                    "{spec}: {id}"
+                );
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, units, "{spec}");
+    }
+}
