@@ -1,6 +1,6 @@
 //! The README stays a front door, and the documentation's links lead somewhere.
 //!
-//! * `README.md` is at most 12 KiB and 170 lines: measurement tables, fuzz statistics and
+//! * `README.md` is at most 12 KiB and 175 lines: measurement tables, fuzz statistics and
 //!   findings belong in `docs/` (see `docs/README.md`).
 //! * Every relative link in `README.md`, `docs/*.md`, `benches/README.md` and
 //!   `fuzz/README.md` points at a file or directory of the repository, and a `#fragment` into
@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 const README_MAX_BYTES: usize = 12 * 1024;
-const README_MAX_LINES: usize = 170;
+const README_MAX_LINES: usize = 175;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
