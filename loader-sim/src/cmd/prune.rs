@@ -164,6 +164,9 @@ enum Body<'a> {
     },
     /// New bytes (text bundles, compressed bundles, OffloadBinaries).
     Owned(Vec<u8>),
+    /// New bytes followed by parts of the input, written from the input without a copy
+    /// in memory (NVIDIA fatbinaries: a new header, then the kept entries).
+    Spliced(Vec<u8>, Vec<&'a [u8]>),
     /// A bundled host object: the `__CLANG_OFFLOAD_BUNDLE__<id>` sections of these entry
     /// IDs go (the object is rewritten by `relocatable`).
     DropSections(Vec<String>),
@@ -557,7 +560,8 @@ fn plan_unit<'a>(
                     plan.location
                 ));
             }
-            Body::Owned(nv_fatbin(f, &keep)?)
+            let (header, entries) = nv_fatbin(f, &keep)?;
+            Body::Spliced(header, entries)
         }
     };
     plan.new_len = match &body {
@@ -568,6 +572,9 @@ fn plan_unit<'a>(
                 .len
         }
         Body::Owned(v) => v.len() as u64,
+        Body::Spliced(head, parts) => {
+            head.len() as u64 + parts.iter().map(|p| p.len() as u64).sum::<u64>()
+        }
         // The object shrinks by the sections removed: their contents and headers (the
         // exact size, after the new layout, is in the summary).
         Body::DropSections(ids) => {
@@ -593,7 +600,10 @@ fn plan_unit<'a>(
 /// The kept entries of an NVIDIA fatbinary as a fatbinary: the original header with its
 /// size field (`+8`, u64) set to the sum of the kept entries, then each kept entry (entry
 /// header and stored payload, compressed or not) copied verbatim in stored order.
-fn nv_fatbin(f: &offload_image::nvfatbin::Fatbin<'_>, keep: &[bool]) -> Result<Vec<u8>, String> {
+fn nv_fatbin<'a>(
+    f: &offload_image::nvfatbin::Fatbin<'a>,
+    keep: &[bool],
+) -> Result<(Vec<u8>, Vec<&'a [u8]>), String> {
     let bytes = f.bytes();
     let header_len = bytes
         .get(6..8)
@@ -604,6 +614,8 @@ fn nv_fatbin(f: &offload_image::nvfatbin::Fatbin<'_>, keep: &[bool]) -> Result<V
         .filter(|h| h.len() >= 16)
         .ok_or("fatbinary header is truncated")?;
     let mut out = header.to_vec();
+    let mut parts = Vec::new();
+    let mut body = 0u64;
     for (e, _) in f.entries().zip(keep).filter(|(_, k)| **k) {
         let start = usize::try_from(e.offset).map_err(|_| "fatbinary entry offset overflows")?;
         let end = start
@@ -613,11 +625,11 @@ fn nv_fatbin(f: &offload_image::nvfatbin::Fatbin<'_>, keep: &[bool]) -> Result<V
         let entry = bytes
             .get(start..end)
             .ok_or("fatbinary entry runs past the end of the fatbinary")?;
-        out.extend_from_slice(entry);
+        body += entry.len() as u64;
+        parts.push(entry);
     }
-    let body = (out.len() - header_len) as u64;
     out[8..16].copy_from_slice(&body.to_le_bytes());
-    Ok(out)
+    Ok((out, parts))
 }
 
 fn text_bundle(t: &TextBundle<'_>, keep: &[bool]) -> Vec<u8> {
@@ -2134,6 +2146,12 @@ fn write_pieces(
                 match &p.body {
                     Body::Same | Body::DropSections(_) => {}
                     Body::Owned(v) => w.write_all(v)?,
+                    Body::Spliced(head, parts) => {
+                        w.write_all(head)?;
+                        for part in parts {
+                            w.write_all(part)?;
+                        }
+                    }
                     Body::Bundle { entries, align } => {
                         offload_image::write::bundle::write_bundle(&mut w, entries, *align)
                             .map_err(|e| std::io::Error::other(e.to_string()))?;
