@@ -1557,7 +1557,7 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
                 .is_some()
         });
         let Some((i, k)) = host else {
-            return Err("no room for the program header table".into());
+            return Err("no room for the program header table after the kept containers of a section in a segment mapped like the first PT_LOAD".into());
         };
         let at = k.packed_end.next_multiple_of(8);
         holes[i] = k.hole(align, at - k.packed_end + table_len);
