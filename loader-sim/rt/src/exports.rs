@@ -59,6 +59,30 @@ fn name(p: *const c_char) -> Option<&'static [u8]> {
     c_string(&ProcessSpace, p as u64).ok()
 }
 
+/// Reports a global that the program registers with the fat binary handle `h` through
+/// `call`, at host address `address`: named by `primary`, else by `fallback`.
+fn global(
+    h: usize,
+    call: &'static str,
+    address: u64,
+    primary: *const c_char,
+    fallback: *const c_char,
+    g: Global,
+) {
+    let n = name(primary).or_else(|| name(fallback));
+    shim::with(|s| s.register_global(h, call, address, n, g));
+}
+
+/// A surface or texture reference.
+fn reference(kind: GlobalKind, ty: c_int, normalized: c_int, ext: c_int) -> Global {
+    Global::Reference {
+        kind,
+        ty: ty as u64,
+        normalized: normalized != 0,
+        external: ext != 0,
+    }
+}
+
 /// `dim3`, passed by value to `__hipPushCallConfiguration` and `hipLaunchKernel`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -108,16 +132,14 @@ pub extern "C" fn loader_sim_rt___hipRegisterFunction(
     _grid_dim: *mut c_void,
     _w_size: *mut c_int,
 ) {
-    let n = name(device_name).or_else(|| name(device_function));
-    shim::with(|s| {
-        s.register_global(
-            h.expose_provenance(),
-            "__hipRegisterFunction",
-            host_function as u64,
-            n,
-            Global::Function,
-        )
-    });
+    global(
+        h.expose_provenance(),
+        "__hipRegisterFunction",
+        host_function as u64,
+        device_name,
+        device_function,
+        Global::Function,
+    );
 }
 
 /// `void __hipRegisterVar(void **h, void *var, char *hostVar, char *deviceVar, int ext,
@@ -133,13 +155,19 @@ pub extern "C" fn loader_sim_rt___hipRegisterVar(
     constant: c_int,
     _global: c_int,
 ) {
-    let n = name(device_var).or_else(|| name(host_var));
     let g = Global::Var {
         size: size as u64,
         external: ext != 0,
         constant: constant != 0,
     };
-    shim::with(|s| s.register_global(h.expose_provenance(), "__hipRegisterVar", var as u64, n, g));
+    global(
+        h.expose_provenance(),
+        "__hipRegisterVar",
+        var as u64,
+        device_var,
+        host_var,
+        g,
+    );
 }
 
 /// `void __hipRegisterManagedVar(void *h, void **pointer, void *init_value,
@@ -157,16 +185,14 @@ pub extern "C" fn loader_sim_rt___hipRegisterManagedVar(
         size: size as u64,
         align: u64::from(align),
     };
-    let n = name(var_name);
-    shim::with(|s| {
-        s.register_global(
-            h.expose_provenance(),
-            "__hipRegisterManagedVar",
-            pointer as u64,
-            n,
-            g,
-        )
-    });
+    global(
+        h.expose_provenance(),
+        "__hipRegisterManagedVar",
+        pointer as u64,
+        var_name,
+        std::ptr::null(),
+        g,
+    );
 }
 
 /// `void __hipRegisterSurface(void **h, void *var, char *hostVar, char *deviceVar,
@@ -180,22 +206,15 @@ pub extern "C" fn loader_sim_rt___hipRegisterSurface(
     ty: c_int,
     ext: c_int,
 ) {
-    let g = Global::Reference {
-        kind: GlobalKind::Surface,
-        ty: ty as u64,
-        normalized: false,
-        external: ext != 0,
-    };
-    let n = name(device_var).or_else(|| name(host_var));
-    shim::with(|s| {
-        s.register_global(
-            h.expose_provenance(),
-            "__hipRegisterSurface",
-            var as u64,
-            n,
-            g,
-        )
-    });
+    let g = reference(GlobalKind::Surface, ty, 0, ext);
+    global(
+        h.expose_provenance(),
+        "__hipRegisterSurface",
+        var as u64,
+        device_var,
+        host_var,
+        g,
+    );
 }
 
 /// `void __hipRegisterTexture(void **h, void *var, char *hostVar, char *deviceVar,
@@ -210,22 +229,15 @@ pub extern "C" fn loader_sim_rt___hipRegisterTexture(
     norm: c_int,
     ext: c_int,
 ) {
-    let g = Global::Reference {
-        kind: GlobalKind::Texture,
-        ty: ty as u64,
-        normalized: norm != 0,
-        external: ext != 0,
-    };
-    let n = name(device_var).or_else(|| name(host_var));
-    shim::with(|s| {
-        s.register_global(
-            h.expose_provenance(),
-            "__hipRegisterTexture",
-            var as u64,
-            n,
-            g,
-        )
-    });
+    let g = reference(GlobalKind::Texture, ty, norm, ext);
+    global(
+        h.expose_provenance(),
+        "__hipRegisterTexture",
+        var as u64,
+        device_var,
+        host_var,
+        g,
+    );
 }
 
 /// `void __hipUnregisterFatBinary(void **h)`.
@@ -287,16 +299,14 @@ pub extern "C" fn loader_sim_rt___cudaRegisterFunction(
     _grid_dim: *mut c_void,
     _w_size: *mut c_int,
 ) {
-    let n = name(device_name).or_else(|| name(device_function));
-    shim::with(|s| {
-        s.register_global(
-            h.expose_provenance(),
-            "__cudaRegisterFunction",
-            host_function as u64,
-            n,
-            Global::Function,
-        )
-    });
+    global(
+        h.expose_provenance(),
+        "__cudaRegisterFunction",
+        host_function as u64,
+        device_name,
+        device_function,
+        Global::Function,
+    );
 }
 
 /// `void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
@@ -313,21 +323,19 @@ pub extern "C" fn loader_sim_rt___cudaRegisterVar(
     constant: c_int,
     _global: c_int,
 ) {
-    let n = name(device_name).or_else(|| name(device_address));
     let g = Global::Var {
         size: size as u64,
         external: ext != 0,
         constant: constant != 0,
     };
-    shim::with(|s| {
-        s.register_global(
-            h.expose_provenance(),
-            "__cudaRegisterVar",
-            host_var as u64,
-            n,
-            g,
-        )
-    });
+    global(
+        h.expose_provenance(),
+        "__cudaRegisterVar",
+        host_var as u64,
+        device_name,
+        device_address,
+        g,
+    );
 }
 
 /// `void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
@@ -344,20 +352,18 @@ pub extern "C" fn loader_sim_rt___cudaRegisterManagedVar(
     _constant: c_int,
     _global: c_int,
 ) {
-    let n = name(device_name).or_else(|| name(device_address));
     let g = Global::Managed {
         size: size as u64,
         align: 0,
     };
-    shim::with(|s| {
-        s.register_global(
-            h.expose_provenance(),
-            "__cudaRegisterManagedVar",
-            pointer as u64,
-            n,
-            g,
-        )
-    });
+    global(
+        h.expose_provenance(),
+        "__cudaRegisterManagedVar",
+        pointer as u64,
+        device_name,
+        device_address,
+        g,
+    );
 }
 
 /// `void __cudaRegisterSurface(void **fatCubinHandle, const struct surfaceReference
@@ -371,22 +377,15 @@ pub extern "C" fn loader_sim_rt___cudaRegisterSurface(
     dim: c_int,
     ext: c_int,
 ) {
-    let g = Global::Reference {
-        kind: GlobalKind::Surface,
-        ty: dim as u64,
-        normalized: false,
-        external: ext != 0,
-    };
-    let n = name(device_name).or_else(|| name(device_address));
-    shim::with(|s| {
-        s.register_global(
-            h.expose_provenance(),
-            "__cudaRegisterSurface",
-            host_var as u64,
-            n,
-            g,
-        )
-    });
+    let g = reference(GlobalKind::Surface, dim, 0, ext);
+    global(
+        h.expose_provenance(),
+        "__cudaRegisterSurface",
+        host_var as u64,
+        device_name,
+        device_address,
+        g,
+    );
 }
 
 /// `void __cudaRegisterTexture(void **fatCubinHandle, const struct textureReference
@@ -402,22 +401,15 @@ pub extern "C" fn loader_sim_rt___cudaRegisterTexture(
     norm: c_int,
     ext: c_int,
 ) {
-    let g = Global::Reference {
-        kind: GlobalKind::Texture,
-        ty: dim as u64,
-        normalized: norm != 0,
-        external: ext != 0,
-    };
-    let n = name(device_name).or_else(|| name(device_address));
-    shim::with(|s| {
-        s.register_global(
-            h.expose_provenance(),
-            "__cudaRegisterTexture",
-            host_var as u64,
-            n,
-            g,
-        )
-    });
+    let g = reference(GlobalKind::Texture, dim, norm, ext);
+    global(
+        h.expose_provenance(),
+        "__cudaRegisterTexture",
+        host_var as u64,
+        device_name,
+        device_address,
+        g,
+    );
 }
 
 /// `void __cudaUnregisterFatBinary(void **fatCubinHandle)`.
