@@ -1467,3 +1467,157 @@ fn jax_rocm_plugins() {
         assert_eq!(seen, units, "{spec}");
     }
 }
+
+/// A HIP translation unit (no HIP headers) with 256 KiB of initialised device data, so that
+/// each of its code objects is larger than a page.
+fn hip_source(i: usize) -> String {
+    format!(
+        r#"#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+typedef __SIZE_TYPE__ size_t;
+struct dim3 {{ unsigned x, y, z; }};
+typedef struct ihipStream_t *hipStream_t;
+extern "C" int hipLaunchKernel(const void *, dim3, dim3, void **, size_t, hipStream_t);
+__device__ float big{i}[65536] = {{1.0f, {i}.0f}};
+__global__ void kern{i}(float *p, float s) {{
+  unsigned i = __builtin_amdgcn_workitem_id_x();
+  p[i] = p[i] * s * big{i}[i];
+}}
+extern "C" int host{i}() {{ return {i}; }}
+"#
+    )
+}
+
+/// HIP shared libraries of three translation units (gfx906, gfx90a, gfx1030), linked by
+/// lld with `RELR` relocations (`-z pack-relative-relocs`: the wrappers' pointers are
+/// words relocated in place), by lld with `RELA`, and by GNU ld, each depending on
+/// `libamdhip64.so.6` as ROCm 6 libraries do. Pruned to gfx90a, each is compacted (two
+/// bundles move) and shrinks by the freed pages; readelf is clean; through the shim it
+/// registers the same three units with the same gfx90a images, kernels and variables as
+/// the original (their addresses aside), statically too; and after `llvm-strip` it still
+/// does.
+#[test]
+fn hip_shared_libraries_linked_three_ways() {
+    let dir = TempDir::new("prune-hiplib");
+    let mut objects = Vec::new();
+    for i in 1..=3 {
+        let src = dir.write(&format!("k{i}.hip"), hip_source(i).as_bytes());
+        let obj = dir.path(&format!("k{i}.o"));
+        let o = Command::new("clang++-22")
+            .args(["-x", "hip", "-nogpulib", "-nogpuinc", "-fPIC", "-O2"])
+            .args([
+                "--offload-arch=gfx906",
+                "--offload-arch=gfx90a",
+                "--offload-arch=gfx1030",
+            ])
+            .arg("-c")
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "clang++-22 -x hip: {}", describe(&o));
+        objects.push(obj);
+    }
+    // The runtime the libraries are linked against: an empty library with ROCm 6's name.
+    let stub = dir.write("stub.c", b"int loader_sim_stub;\n");
+    let o = Command::new("clang-22")
+        .args(["-shared", "-fPIC", "-Wl,-soname,libamdhip64.so.6", "-o"])
+        .arg(dir.path("libamdhip64.so"))
+        .arg(&stub)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", describe(&o));
+    let keep = "gfx90a";
+    for (name, flags) in [
+        (
+            "librelr.so",
+            &["-fuse-ld=lld", "-Wl,-z,pack-relative-relocs"][..],
+        ),
+        ("liblld.so", &["-fuse-ld=lld"][..]),
+        ("libbfd.so", &["-fuse-ld=bfd"][..]),
+    ] {
+        let lib = dir.path(name);
+        let o = Command::new("clang++-22")
+            .arg("-shared")
+            .args(flags)
+            .args(&objects)
+            .arg(format!("-L{}", dir.path("").display()))
+            .args(["-lamdhip64", "-o"])
+            .arg(&lib)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "link {name}: {}", describe(&o));
+        if name == "librelr.so" {
+            let sections = Command::new("llvm-readelf-22")
+                .arg("-SW")
+                .arg(&lib)
+                .output()
+                .unwrap();
+            assert!(String::from_utf8_lossy(&sections.stdout).contains(".relr.dyn"));
+        }
+        let out = dir.path(&format!("pruned-{name}"));
+        let records = prune(&lib, &[keep], &out);
+        let summary = records.last().unwrap();
+        assert!(
+            summary["layout"].as_str().unwrap().starts_with(
+                "compacted: 3 containers in .hip_fatbin packed from the section start (2 moved,"
+            ),
+            "{name}: {summary}"
+        );
+        let (before, after) = (
+            std::fs::metadata(&lib).unwrap().len(),
+            std::fs::metadata(&out).unwrap().len(),
+        );
+        assert!(before - after > 1_500_000, "{name}: {before} -> {after}");
+        readelf_clean(&out);
+        let original = images(&lib);
+        let kept = images(&out);
+        assert_eq!(kept.len(), 6, "{name}: {kept:?}");
+        for image in &kept {
+            assert!(original.contains(image), "{name}: {image:?}");
+        }
+        let stripped = dir.path(&format!("stripped-{name}"));
+        let o = Command::new("llvm-strip-22")
+            .arg(&out)
+            .arg("-o")
+            .arg(&stripped)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "llvm-strip: {}", describe(&o));
+        let (a, b, c) = (
+            lib.to_string_lossy(),
+            out.to_string_lossy(),
+            stripped.to_string_lossy(),
+        );
+        let want = unaddressed(register(&[
+            "register", "--load", &a, "--device", keep, "--json",
+        ]));
+        assert_eq!(want.len(), 3, "{name}: {want:?}");
+        for r in &want {
+            assert_eq!(
+                r["selected"], "hipv4-amdgcn-amd-amdhsa--gfx90a",
+                "{name}: {r}"
+            );
+            assert_eq!(
+                r["entries"].as_array().unwrap().len(),
+                2,
+                "{name}: kernel and variable"
+            );
+        }
+        for file in [&b, &c] {
+            assert_eq!(
+                unaddressed(register(&[
+                    "register", "--load", file, "--device", keep, "--json"
+                ])),
+                want,
+                "{name}: register --load {file}"
+            );
+        }
+        assert_eq!(
+            unaddressed(register(&["register", &b, "--device", keep, "--json"])),
+            unaddressed(register(&["register", &a, "--device", keep, "--json"])),
+            "{name}: static register"
+        );
+    }
+}

@@ -7,7 +7,7 @@
 //! order), then `__tgt_register_lib` for every descriptor (in address order).
 //!
 //! `--load` runs a child process (`loader-sim __load LIB`) in which the runtime shim
-//! `libloader_sim_rt.so` is found under the name `libamdhip64.so.5` (a symlink in a
+//! `libloader_sim_rt.so` is found under the names of the runtimes (`libamdhip64.so.5`/`.6`/`.7`, ...; symlinks in a
 //! temporary directory put first on `LD_LIBRARY_PATH`), loads LIB with its dependencies so
 //! that LIB's own constructors register their device code, and prints what the shim
 //! reported at unregistration / exit.
@@ -342,8 +342,10 @@ impl Drop for TempDir {
 }
 
 /// Names under which programs look for the runtimes the shim stands in for.
-const SHIM_NAMES: [&str; 4] = [
+const SHIM_NAMES: [&str; 6] = [
     "libamdhip64.so.5",
+    "libamdhip64.so.6",
+    "libamdhip64.so.7",
     "libamdhip64.so",
     "libomptarget.so",
     "libcudart.so.13",
