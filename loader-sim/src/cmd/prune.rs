@@ -420,20 +420,42 @@ fn plan_unit<'a>(
     options: &ReadOptions,
     devices: &[(String, Device)],
 ) -> Result<UnitPlan<'a>, String> {
-    let open = unit.open(options).map_err(|e| describe_error(&e))?;
     let range = unit_range(data, unit, options)?;
     let mut covered = vec![false; devices.len()];
     let mut keep = Vec::new();
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
-    for image in open.images() {
-        let k = covers(&image, devices, &mut covered);
+    let mut judge = |image: &Image<'_>| {
+        let k = covers(image, devices, &mut covered);
         keep.push(k);
-        let name = format!("{}", offload_image::target::image_name(&image));
+        let name = format!("{}", offload_image::target::image_name(image));
         if k {
             kept.push(name);
         } else {
             dropped.push(name);
+        }
+    };
+    let mut open = None;
+    if let UnitContent::NvFatbin(f) = &unit.content {
+        // One entry decoded at a time (`Unit::open` decodes every compressed entry of the
+        // fatbinary at once: 171 MB for the largest of libcusparse).
+        for (i, e) in f.entries().enumerate() {
+            let decoded;
+            let bytes = match e.image() {
+                Some(b) => b,
+                None => {
+                    decoded = e
+                        .decompress(options)
+                        .map_err(|err| describe_error(&err.rebase(unit.location.offset)))?;
+                    offload_image::nvfatbin::trim_image(e.kind, &decoded)
+                }
+            };
+            judge(&Image::from_fatbin_entry(i, &e, bytes));
+        }
+    } else {
+        let opened = open.insert(unit.open(options).map_err(|e| describe_error(&e))?);
+        for image in opened.images() {
+            judge(&image);
         }
     }
     let missing: Vec<String> = devices
@@ -486,7 +508,8 @@ fn plan_unit<'a>(
         UnitContent::Text(t) => Body::Owned(text_bundle(t, &keep)),
         UnitContent::Compressed(c) => {
             let inner = open
-                .decompressed()
+                .as_ref()
+                .and_then(|o| o.decompressed())
                 .ok_or("compressed bundle has no content")?;
             let rewritten = if offload_image::bundle::is_bundle(inner) {
                 let b = offload_image::bundle::Bundle::parse(inner, &options.limits)
