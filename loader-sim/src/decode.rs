@@ -574,3 +574,43 @@ impl Decompressor for Threaded {
         self.consumed
     }
 }
+
+/// Calls `f` with every image of `unit` (a unit of `data`), in discovery order, as
+/// [`Unit::open`](offload_image::Unit::open) and [`OpenUnit::images`](offload_image::OpenUnit::images)
+/// give them, but NVIDIA fatbinaries are read one entry at a time: a compressed entry is
+/// decoded, handed to `f` and dropped, so memory holds one decoded entry instead of every
+/// entry of the fatbinary (`Unit::open` decodes them all: 171 MB for the largest
+/// fatbinary of libcusparse).
+pub fn for_each_image<'a>(
+    data: &'a [u8],
+    unit: &offload_image::Unit<'a>,
+    options: &ReadOptions,
+    mut f: impl FnMut(&offload_image::Image<'_>),
+) -> Result<(), Error> {
+    use offload_image::container::UnitContent;
+    use offload_image::nvfatbin::trim_image;
+    let UnitContent::NvFatbin(fatbin) = &unit.content else {
+        let open = unit.open(options)?;
+        open.images().for_each(|image| f(&image));
+        return Ok(());
+    };
+    let range = data.as_ptr_range();
+    for (index, entry) in fatbin.entries().enumerate() {
+        let decoded;
+        let bytes = match entry.image() {
+            Some(b) => b,
+            None => {
+                decoded = entry
+                    .decompress(options)
+                    .map_err(|e| e.rebase(unit.location.offset))?;
+                trim_image(entry.kind, &decoded)
+            }
+        };
+        let mut image = offload_image::Image::from_fatbin_entry(index, &entry, bytes);
+        image.offset = range
+            .contains(&bytes.as_ptr())
+            .then(|| (bytes.as_ptr() as usize - data.as_ptr() as usize) as u64);
+        f(&image);
+    }
+    Ok(())
+}

@@ -142,8 +142,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let failed = |e: offload_image::Error| Failure::file(&args.file, e);
     for unit in units(input.bytes(), &options) {
         let unit = unit.map_err(failed)?;
-        let open = unit.open(&options).map_err(failed)?;
-        for image in open.images() {
+        crate::decode::for_each_image(input.bytes(), &unit, &options, |image| {
             // Hashing reads the whole image: read ahead, and drop its pages afterwards so
             // that listing a 1.3 GB library does not keep it all mapped.
             let sha256 = (!args.no_sha256).then(|| {
@@ -152,11 +151,11 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 input.release(image.bytes);
                 sha256
             });
-            let (triple, target_id) = identity(&image);
+            let (triple, target_id) = identity(image);
             let compressed = unit.compressed();
             let fatbin = matches!(unit.content, UnitContent::NvFatbin(_));
             records.push(Line::Image(Record {
-                container: container_of(&unit, &image),
+                container: container_of(&unit, image),
                 bundle_index: unit.index,
                 format: image.format.name(),
                 compression: if fatbin {
@@ -174,11 +173,16 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 triple,
                 target_id,
                 image_kind: image.image_kind.name(),
-                disagreement: identify(&image).disagreement().map(|d| d.to_string()),
-                offset: open.offset_of(&image),
+                disagreement: identify(image).disagreement().map(|d| d.to_string()),
+                offset: image.offset.or_else(|| unit.offset_of(image.bytes)),
                 size: image.size(),
                 sha256,
             }));
+        })
+        .map_err(failed)?;
+        if let UnitContent::NvFatbin(f) = &unit.content {
+            // Decoding read the compressed entries: drop their pages too.
+            input.release(f.bytes());
         }
         if let Some(r) = unit.skipped.clone() {
             records.push(Line::Skipped {

@@ -435,29 +435,20 @@ fn plan_unit<'a>(
             dropped.push(name);
         }
     };
-    let mut open = None;
-    if let UnitContent::NvFatbin(f) = &unit.content {
-        // One entry decoded at a time (`Unit::open` decodes every compressed entry of the
-        // fatbinary at once: 171 MB for the largest of libcusparse).
-        for (i, e) in f.entries().enumerate() {
-            let decoded;
-            let bytes = match e.image() {
-                Some(b) => b,
-                None => {
-                    decoded = e
-                        .decompress(options)
-                        .map_err(|err| describe_error(&err.rebase(unit.location.offset)))?;
-                    offload_image::nvfatbin::trim_image(e.kind, &decoded)
-                }
-            };
-            judge(&Image::from_fatbin_entry(i, &e, bytes));
+    // NVIDIA fatbinaries one decoded entry at a time; other units opened (a compressed
+    // bundle's content is rewritten below).
+    let open = match &unit.content {
+        UnitContent::NvFatbin(_) => {
+            crate::decode::for_each_image(data, unit, options, |image| judge(image))
+                .map_err(|e| describe_error(&e))?;
+            None
         }
-    } else {
-        let opened = open.insert(unit.open(options).map_err(|e| describe_error(&e))?);
-        for image in opened.images() {
-            judge(&image);
+        _ => {
+            let open = unit.open(options).map_err(|e| describe_error(&e))?;
+            open.images().for_each(|image| judge(&image));
+            Some(open)
         }
-    }
+    };
     let missing: Vec<String> = devices
         .iter()
         .zip(&covered)
