@@ -575,15 +575,14 @@ impl Decompressor for Threaded {
     }
 }
 
-/// Calls `f` with every image of `unit` (a unit of `data`), in discovery order, as
+/// Calls `f` with every image of `unit`, in discovery order, as
 /// [`Unit::open`](offload_image::Unit::open) and [`OpenUnit::images`](offload_image::OpenUnit::images)
 /// give them, but NVIDIA fatbinaries are read one entry at a time: a compressed entry is
 /// decoded, handed to `f` and dropped, so memory holds one decoded entry instead of every
 /// entry of the fatbinary (`Unit::open` decodes them all: 171 MB for the largest
 /// fatbinary of libcusparse).
-pub fn for_each_image<'a>(
-    data: &'a [u8],
-    unit: &offload_image::Unit<'a>,
+pub fn for_each_image(
+    unit: &offload_image::Unit<'_>,
     options: &ReadOptions,
     mut f: impl FnMut(&offload_image::Image<'_>),
 ) -> Result<(), Error> {
@@ -594,7 +593,6 @@ pub fn for_each_image<'a>(
         open.images().for_each(|image| f(&image));
         return Ok(());
     };
-    let range = data.as_ptr_range();
     for (index, entry) in fatbin.entries().enumerate() {
         let decoded;
         let bytes = match entry.image() {
@@ -607,9 +605,7 @@ pub fn for_each_image<'a>(
             }
         };
         let mut image = offload_image::Image::from_fatbin_entry(index, &entry, bytes);
-        image.offset = range
-            .contains(&bytes.as_ptr())
-            .then(|| (bytes.as_ptr() as usize - data.as_ptr() as usize) as u64);
+        image.offset = unit.offset_of(bytes);
         f(&image);
     }
     Ok(())

@@ -657,15 +657,7 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
 /// The devices: every --target, then every GPU of the KFD topology (the machine's when
 /// neither is given), without duplicates.
 fn devices(args: &Args) -> Result<Vec<(String, Device)>, Failure> {
-    let mut devices = args
-        .targets
-        .iter()
-        .map(|t| {
-            Device::parse(t)
-                .map(|d| (t.clone(), d))
-                .map_err(|e| Failure(format!("invalid --target '{t}': {}", e.what())))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut devices = crate::cmd::parse_devices("--target", &args.targets)?;
     let kfd = match &args.kfd_topology {
         Some(dir) => Some(dir.clone()),
         None if args.targets.is_empty() && Path::new(SYSTEM_KFD).is_dir() => {

@@ -142,7 +142,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let failed = |e: offload_image::Error| Failure::file(&args.file, e);
     for unit in units(input.bytes(), &options) {
         let unit = unit.map_err(failed)?;
-        crate::decode::for_each_image(input.bytes(), &unit, &options, |image| {
+        crate::decode::for_each_image(&unit, &options, |image| {
             // Hashing reads the whole image: read ahead, and drop its pages afterwards so
             // that listing a 1.3 GB library does not keep it all mapped.
             let sha256 = (!args.no_sha256).then(|| {

@@ -222,8 +222,8 @@ struct Summary<'r> {
     dry_run: bool,
 }
 
-/// The sections of linked files whose containers are rewritten in place (and whose zero
-/// pages a shared library loses): AMD's bundles and NVIDIA's fatbinaries.
+/// The sections of linked files whose containers are rewritten (compacted, or in place):
+/// AMD's bundles and NVIDIA's fatbinaries.
 const FATBIN_SECTIONS: [&str; 2] = [".hip_fatbin", ".nv_fatbin"];
 
 /// How the output file is put together.
@@ -240,15 +240,7 @@ enum Piece {
 
 /// Runs `prune`.
 pub fn run(args: &Args) -> Result<Outcome, Failure> {
-    let devices = args
-        .keep
-        .iter()
-        .map(|t| {
-            Device::parse(t)
-                .map(|d| (t.clone(), d))
-                .map_err(|e| Failure(format!("invalid --keep '{t}': {}", e.what())))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let devices = crate::cmd::parse_devices("--keep", &args.keep)?;
     if let Some(out) = &args.output {
         if same_file(&args.file, out) {
             return Err(Failure::file(
@@ -439,7 +431,7 @@ fn plan_unit<'a>(
     // bundle's content is rewritten below).
     let open = match &unit.content {
         UnitContent::NvFatbin(_) => {
-            crate::decode::for_each_image(data, unit, options, |image| judge(image))
+            crate::decode::for_each_image(unit, options, |image| judge(image))
                 .map_err(|e| describe_error(&e))?;
             None
         }
@@ -1085,14 +1077,30 @@ struct Packing {
     addr: u64,
     /// `p_vaddr - p_offset` of the segment holding it.
     delta: u64,
-    /// The units in it, in file order: (plan index, old file offset, new file offset, old
-    /// length, new length).
-    moves: Vec<(usize, u64, u64, u64, u64)>,
+    /// The units in it, in file order.
+    moves: Vec<Move>,
     /// File offset after the last unit: the new end of the section.
     packed_end: u64,
 }
 
+/// Where a unit of a [`Packing`] goes.
+struct Move {
+    /// Index of the unit's plan.
+    plan: usize,
+    /// Old and new file offset.
+    old: u64,
+    new: u64,
+    /// Old and new length.
+    old_len: u64,
+    new_len: u64,
+}
+
 impl Packing {
+    /// The address of file offset `off` of the section.
+    fn address(&self, off: u64) -> u64 {
+        self.addr.wrapping_add(off - self.off)
+    }
+
     /// The whole pages (of `align`) of the section that hold nothing once its units are
     /// packed and `extra` more bytes follow them.
     fn hole(&self, align: u64, extra: u64) -> Option<Range<u64>> {
@@ -1272,7 +1280,13 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
             if new > p.range.start || new < cursor {
                 return Err("a container would move up".into());
             }
-            moves.push((i, p.range.start, new, old_len, new_len));
+            moves.push(Move {
+                plan: i,
+                old: p.range.start,
+                new,
+                old_len,
+                new_len,
+            });
             cursor = new + new_len;
             pos = p.range.end;
         }
@@ -1299,14 +1313,7 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
         packs: &packs,
         moved: packs
             .iter()
-            .flat_map(|k| {
-                k.moves.iter().map(|m| {
-                    (
-                        k.addr.wrapping_add(m.1 - k.off),
-                        k.addr.wrapping_add(m.2 - k.off),
-                    )
-                })
-            })
+            .flat_map(|k| k.moves.iter().map(|m| (k.address(m.old), k.address(m.new))))
             .collect(),
         patches: Default::default(),
         referenced: Default::default(),
@@ -1449,23 +1456,22 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
                 continue;
             };
             let unit = pack.moves.iter().find(|m| {
-                let old = pack.addr.wrapping_add(m.1 - pack.off);
-                old <= value && value - old < m.3
+                let old = pack.address(m.old);
+                old <= value && value - old < m.old_len
             });
-            if let Some(&(_, old_off, new_off, old_len, new_len)) = unit {
-                let old = pack.addr.wrapping_add(old_off - pack.off);
-                let new = pack.addr.wrapping_add(new_off - pack.off);
+            if let Some(m) = unit {
+                let (old, new) = (pack.address(m.old), pack.address(m.new));
                 patches.insert(
                     at + 8,
-                    new.wrapping_add((value - old).min(new_len))
+                    new.wrapping_add((value - old).min(m.new_len))
                         .to_le_bytes()
                         .to_vec(),
                 );
-                if value == old && size == old_len {
-                    patches.insert(at + 16, new_len.to_le_bytes().to_vec());
+                if value == old && size == m.old_len {
+                    patches.insert(at + 16, m.new_len.to_le_bytes().to_vec());
                 }
-            } else if value == pack.addr.wrapping_add(pack.end - pack.off) {
-                let new_end = pack.addr.wrapping_add(pack.packed_end - pack.off);
+            } else if value == pack.address(pack.end) {
+                let new_end = pack.address(pack.packed_end);
                 patches.insert(at + 8, new_end.to_le_bytes().to_vec());
             }
         }
@@ -1621,13 +1627,13 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
         }
         pieces.push(Piece::Copy(pos..k.off));
         let mut cur = k.off;
-        for &(plan, old, new, old_len, _) in &k.moves {
-            pieces.push(Piece::Zeros(new - cur));
-            match plans.get(plan).map(|p| &p.body) {
-                Some(Body::Same) => pieces.push(Piece::Copy(old..old + old_len)),
-                _ => pieces.push(Piece::Unit(plan)),
+        for m in &k.moves {
+            pieces.push(Piece::Zeros(m.new - cur));
+            match plans.get(m.plan).map(|p| &p.body) {
+                Some(Body::Same) => pieces.push(Piece::Copy(m.old..m.old + m.old_len)),
+                _ => pieces.push(Piece::Unit(m.plan)),
             }
-            cur = new + piece_len(pieces.last().unwrap_or(&Piece::Zeros(0)), plans);
+            cur = m.new + m.new_len;
         }
         if let Some((_, at)) = table_at.filter(|t| t.0 == i) {
             pieces.push(Piece::Zeros(at - cur));
@@ -1674,7 +1680,7 @@ fn compact(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layout), 
     let moved = packs
         .iter()
         .flat_map(|k| &k.moves)
-        .filter(|m| m.1 != m.2)
+        .filter(|m| m.old != m.new)
         .count();
     let names: Vec<&str> = packs.iter().map(|k| k.name).collect();
     let mut name = format!(
@@ -2025,8 +2031,8 @@ fn relocatable(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, Layou
     ))
 }
 
-/// The in-place pieces without the bytes in `holes` (file offsets of the in-place output,
-/// which are those of the input) and without anything from `end` on.
+/// `pieces` (whose output offsets are those of the input) without the bytes in `holes`
+/// and without anything from `end` on.
 fn cut(pieces: Vec<Piece>, plans: &[UnitPlan<'_>], holes: &[Range<u64>], end: u64) -> Vec<Piece> {
     let mut out = Vec::new();
     let mut pos = 0u64;

@@ -340,15 +340,7 @@ fn reasons(
 
 /// Runs `select`.
 pub fn run(args: &Args) -> Result<Outcome, Failure> {
-    let mut devices = args
-        .targets
-        .iter()
-        .map(|t| {
-            Device::parse(t)
-                .map(|d| (t.clone(), d))
-                .map_err(|e| Failure(format!("invalid --target '{t}': {}", e.what())))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut devices = crate::cmd::parse_devices("--target", &args.targets)?;
     if let Some(dir) = &args.kfd_topology {
         let xnack = args.xnack.map(|x| matches!(x, OnOff::On));
         let found = Device::from_kfd_topology(dir, xnack)
