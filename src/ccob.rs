@@ -10,6 +10,10 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::bytes::{self, u64_of};
+use crate::decompress::{self, check_declared_size, Codec};
+pub use crate::decompress::{
+    bounded_zstd_header, zstd_window_limit, Decompressor, RawDecoderFn, ZlibStream, ZstdStream,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::raw::{CcobHeaderV1, CcobHeaderV2, CcobHeaderV3, CcobPrefix, CCOB_MAGIC};
 use crate::ReadOptions;
@@ -40,13 +44,11 @@ impl CompressionMethod {
         }
     }
 
-    /// The most output one input byte can produce: bounds a plausible declared size.
-    ///
-    /// Deflate expands at most 1032:1; a zstd RLE block turns 4 bytes into 128 KiB.
-    const fn max_ratio(self) -> u64 {
+    /// The codec ([`crate::decompress`]).
+    pub const fn codec(self) -> Codec {
         match self {
-            CompressionMethod::Zlib => 1032,
-            CompressionMethod::Zstd => 32768,
+            CompressionMethod::Zlib => Codec::Zlib,
+            CompressionMethod::Zstd => Codec::Zstd,
         }
     }
 }
@@ -218,7 +220,7 @@ impl<'data> CompressedBundle<'data> {
     /// [`CompressedBundle::decompress`] do before allocating (errors at the size field).
     pub fn check_size(&self, options: &ReadOptions) -> Result<()> {
         check_declared_size(
-            self.method,
+            self.method.codec(),
             self.payload,
             self.uncompressed_size,
             self.size_field(),
@@ -294,8 +296,8 @@ impl<'data> CompressedBundle<'data> {
     /// Decodes the payload: (output, compressed bytes consumed).
     fn decode(&self, options: &ReadOptions, verify: bool) -> Result<(Vec<u8>, u64)> {
         let size_field = self.size_field();
-        let (out, used) = decode_raw(
-            self.method,
+        let (out, used) = decompress::decode(
+            self.method.codec(),
             self.payload,
             self.header_len,
             self.uncompressed_size,
@@ -328,522 +330,6 @@ pub fn truncated_md5(data: &[u8]) -> [u8; 8] {
     let mut h = [0u8; 8];
     h.copy_from_slice(digest.0.get(..8).unwrap_or(&[0; 8]));
     h
-}
-
-/// Checks a declared decompressed size against the limit and against what `payload` can
-/// possibly produce (errors at `size_field`); returns it as a `usize`.
-fn check_declared_size(
-    method: CompressionMethod,
-    payload: &[u8],
-    size: u64,
-    size_field: u64,
-    options: &ReadOptions,
-) -> Result<usize> {
-    if size > options.limits.max_decompressed_size {
-        return Err(Error::new(
-            ErrorKind::LimitExceeded,
-            size_field,
-            "declared decompressed size exceeds the limit",
-        ));
-    }
-    let possible = u64_of(payload.len())
-        .saturating_mul(method.max_ratio())
-        .saturating_add(64);
-    if size > possible {
-        return Err(Error::new(
-            ErrorKind::SizeMismatch,
-            size_field,
-            "declared decompressed size is more than the payload can produce",
-        ));
-    }
-    usize::try_from(size).map_err(|_| {
-        Error::new(
-            ErrorKind::LimitExceeded,
-            size_field,
-            "declared decompressed size does not fit in memory",
-        )
-    })
-}
-
-/// Decompresses `payload` into a new buffer of exactly `size` bytes: (output, bytes consumed).
-///
-/// See [`decode_append`].
-pub(crate) fn decode_raw(
-    method: CompressionMethod,
-    payload: &[u8],
-    payload_at: u64,
-    size: u64,
-    size_field: u64,
-    options: &ReadOptions,
-) -> Result<(Vec<u8>, u64)> {
-    let mut out = Vec::new();
-    let used = decode_append(
-        method, payload, payload_at, size, size_field, options, &mut out,
-    )?;
-    Ok((out, used))
-}
-
-/// First size the output buffer gets; it then doubles as the stream produces data.
-const FIRST_CHUNK: usize = 64 << 10;
-
-/// Decompresses `payload`, appending exactly `size` bytes to `out`; returns the number of
-/// compressed bytes consumed.
-///
-/// `size` is checked against the limit and against what the payload could produce before
-/// anything is allocated; those errors are reported at `size_field` (the header field that
-/// declared it), stream errors at `payload_at` plus their position in the payload. The
-/// declared size is never trusted for allocation: the buffer grows (fallibly, doubling) only
-/// as the stream really produces output, so a small payload that claims a large size and
-/// then ends costs memory in proportion to what it decoded, not to what it claimed.
-pub(crate) fn decode_append(
-    method: CompressionMethod,
-    payload: &[u8],
-    payload_at: u64,
-    size: u64,
-    size_field: u64,
-    options: &ReadOptions,
-    out: &mut Vec<u8>,
-) -> Result<u64> {
-    check_declared_size(method, payload, size, size_field, options)?;
-    let start = out.len();
-    let total = usize::try_from(size)
-        .ok()
-        .and_then(|n| n.checked_add(start))
-        .ok_or(Error::new(
-            ErrorKind::LimitExceeded,
-            size_field,
-            "declared decompressed size does not fit in memory",
-        ))?;
-    let mut output = Output {
-        buf: out,
-        start,
-        end: total,
-        size_field,
-    };
-    match method {
-        CompressionMethod::Zlib => inflate_zlib(payload, &mut output),
-        CompressionMethod::Zstd => decode_zstd(payload, &mut output, options),
-    }
-    .map_err(|e| match e {
-        Failure::Stream(kind, what, at) => Error::new(kind, payload_at.saturating_add(at), what),
-        Failure::Alloc(e) => e,
-    })
-}
-
-/// The growing output of a decoder: `buf[start..end]` is what the stream must fill.
-struct Output<'v> {
-    buf: &'v mut Vec<u8>,
-    start: usize,
-    end: usize,
-    size_field: u64,
-}
-
-impl Output<'_> {
-    /// Grows the buffer (doubling, at most to `end`); false when it is already complete.
-    fn grow(&mut self) -> core::result::Result<bool, Failure> {
-        let len = self.buf.len();
-        if len >= self.end {
-            return Ok(false);
-        }
-        let have = len.saturating_sub(self.start);
-        let want = have.saturating_mul(2).max(FIRST_CHUNK);
-        let new_len = self.start.saturating_add(want).min(self.end);
-        self.buf
-            .try_reserve_exact(new_len.saturating_sub(len))
-            .map_err(|_| {
-                Failure::Alloc(Error::new(
-                    ErrorKind::OutOfMemory,
-                    self.size_field,
-                    "cannot reserve memory for the decompressed data",
-                ))
-            })?;
-        self.buf.resize(new_len, 0);
-        Ok(true)
-    }
-
-    /// The decoder's part of the buffer.
-    fn window(&mut self) -> &mut [u8] {
-        self.buf.get_mut(self.start..).unwrap_or_default()
-    }
-}
-
-/// Why a decoder stopped: a stream problem (kind, description, position in the payload) or
-/// a failed allocation.
-enum Failure {
-    Stream(ErrorKind, &'static str, u64),
-    Alloc(Error),
-}
-
-/// Inflates a zlib stream into `out`, which must end up exactly full; returns the
-/// compressed length.
-fn inflate_zlib(input: &[u8], out: &mut Output<'_>) -> core::result::Result<u64, Failure> {
-    use miniz_oxide::inflate::core::inflate_flags::{
-        TINFL_FLAG_COMPUTE_ADLER32, TINFL_FLAG_PARSE_ZLIB_HEADER,
-        TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF,
-    };
-    use miniz_oxide::inflate::core::{decompress, DecompressorOxide};
-    use miniz_oxide::inflate::TINFLStatus;
-
-    let mut state = Box::<DecompressorOxide>::default();
-    // The whole output so far is the dictionary: earlier bytes stay in `out` as it grows.
-    let flags = TINFL_FLAG_PARSE_ZLIB_HEADER
-        | TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF
-        | TINFL_FLAG_COMPUTE_ADLER32;
-    let mut used = 0usize;
-    let mut written = 0usize;
-    loop {
-        out.grow()?;
-        let src = input.get(used..).unwrap_or_default();
-        let (status, n_in, n_out) = decompress(&mut state, src, out.window(), written, flags);
-        used = used.saturating_add(n_in);
-        written = written.saturating_add(n_out);
-        let at = u64_of(used);
-        let full = out.window().len() == written;
-        match status {
-            TINFLStatus::Done if full && out.buf.len() == out.end => return Ok(at),
-            TINFLStatus::Done => {
-                return Err(Failure::Stream(
-                    ErrorKind::SizeMismatch,
-                    "compressed stream is shorter than the declared decompressed size",
-                    at,
-                ))
-            }
-            TINFLStatus::HasMoreOutput if full && out.buf.len() < out.end => {}
-            TINFLStatus::HasMoreOutput => {
-                return Err(Failure::Stream(
-                    ErrorKind::SizeMismatch,
-                    "compressed stream is longer than the declared decompressed size",
-                    at,
-                ))
-            }
-            TINFLStatus::NeedsMoreInput | TINFLStatus::FailedCannotMakeProgress => {
-                return Err(Failure::Stream(
-                    ErrorKind::Truncated,
-                    "zlib stream is truncated",
-                    at,
-                ))
-            }
-            TINFLStatus::Adler32Mismatch => {
-                return Err(Failure::Stream(
-                    ErrorKind::Decompress,
-                    "zlib stream checksum mismatch",
-                    at,
-                ))
-            }
-            _ => {
-                return Err(Failure::Stream(
-                    ErrorKind::Decompress,
-                    "zlib stream is corrupt",
-                    at,
-                ))
-            }
-        }
-    }
-}
-
-/// Decodes one zstd frame into `out`, which must end up exactly full; returns the
-/// compressed length.
-fn decode_zstd(
-    input: &[u8],
-    out: &mut Output<'_>,
-    options: &ReadOptions,
-) -> core::result::Result<u64, Failure> {
-    use ruzstd::decoding::errors::FrameDecoderError;
-    use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
-    use ruzstd::io::Read;
-
-    let consumed = |src: &[u8]| u64_of(input.len().saturating_sub(src.len()));
-    let corrupt = |src: &[u8]| {
-        Failure::Stream(
-            ErrorKind::Decompress,
-            "zstd stream is corrupt",
-            consumed(src),
-        )
-    };
-    let declared = u64_of(out.end.saturating_sub(out.start));
-    let mut src = input;
-    let mut decoder = FrameDecoder::new();
-    decoder.set_max_window_size(zstd_window_limit(declared, options));
-    decoder.init(&mut src).map_err(|e| match e {
-        FrameDecoderError::WindowSizeTooBig { .. } => Failure::Stream(
-            ErrorKind::LimitExceeded,
-            "zstd window is larger than the decompressed bundle or the limit",
-            0,
-        ),
-        _ => Failure::Stream(ErrorKind::Decompress, "zstd frame header is invalid", 0),
-    })?;
-    let fcs = decoder.content_size();
-    if fcs != 0 && fcs != declared {
-        return Err(Failure::Stream(
-            ErrorKind::SizeMismatch,
-            "zstd frame content size differs from the declared decompressed size",
-            0,
-        ));
-    }
-    let mut written = 0usize;
-    loop {
-        decoder
-            .decode_blocks(&mut src, BlockDecodingStrategy::UptoBytes(1 << 20))
-            .map_err(|e| match e {
-                FrameDecoderError::FailedToReadBlockHeader(_)
-                | FrameDecoderError::FailedToReadBlockBody(_)
-                    if src.is_empty() =>
-                {
-                    Failure::Stream(
-                        ErrorKind::Truncated,
-                        "zstd stream is truncated",
-                        consumed(src),
-                    )
-                }
-                _ => corrupt(src),
-            })?;
-        // Drain what was decoded, growing the output only as far as there is data.
-        while decoder.can_collect() > 0 {
-            if out.window().len() == written && !out.grow()? {
-                return Err(Failure::Stream(
-                    ErrorKind::SizeMismatch,
-                    "compressed stream is longer than the declared decompressed size",
-                    consumed(src),
-                ));
-            }
-            let dst = out.window().get_mut(written..).unwrap_or_default();
-            let n = decoder.read(dst).map_err(|_| corrupt(src))?;
-            if n == 0 {
-                break;
-            }
-            written = written.saturating_add(n);
-        }
-        if decoder.is_finished() {
-            break;
-        }
-    }
-    if u64_of(written) != declared {
-        return Err(Failure::Stream(
-            ErrorKind::SizeMismatch,
-            "compressed stream is shorter than the declared decompressed size",
-            consumed(src),
-        ));
-    }
-    Ok(consumed(src))
-}
-
-/// A decoder of one compressed stream, read front to back into caller buffers.
-///
-/// The crate implements it for zlib ([`ZlibStream`], miniz_oxide with a 32 KiB window) and
-/// zstd ([`ZstdStream`], ruzstd); a program with `std` can implement it over a faster
-/// decoder (`loader-sim` does over C libzstd). [`ContentReader`] drives it.
-pub trait Decompressor {
-    /// Decompresses the next bytes into `out` and returns how many it wrote. `Ok(0)` with
-    /// a non-empty `out` means the stream has ended. Errors are located in the compressed
-    /// payload (offset from its first byte).
-    fn read(&mut self, out: &mut [u8]) -> Result<usize>;
-
-    /// Compressed bytes consumed so far: the length of the stream once it has ended.
-    fn consumed(&self) -> u64;
-
-    /// Decompresses the next bytes (at most `max`, at least one unless the stream has
-    /// ended) and shows them to `f`; returns how many. A decoder that holds its output in
-    /// a buffer of its own overrides this to show that buffer without a copy; the default
-    /// reads into a 16 KiB stack buffer.
-    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
-        let mut buf = [0u8; SKIP_CHUNK];
-        let dst = buf.get_mut(..max.min(SKIP_CHUNK)).unwrap_or_default();
-        let n = self.read(dst)?;
-        f(dst.get(..n).unwrap_or_default());
-        Ok(n)
-    }
-}
-
-impl<D: Decompressor + ?Sized> Decompressor for &mut D {
-    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
-        (**self).read(out)
-    }
-    fn consumed(&self) -> u64 {
-        (**self).consumed()
-    }
-    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
-        (**self).read_with(max, f)
-    }
-}
-
-impl<D: Decompressor + ?Sized> Decompressor for Box<D> {
-    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
-        (**self).read(out)
-    }
-    fn consumed(&self) -> u64 {
-        (**self).consumed()
-    }
-    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
-        (**self).read_with(max, f)
-    }
-}
-
-/// A zlib stream decoded by miniz_oxide's streaming inflater (about 43 KB of state,
-/// whatever the output size).
-pub struct ZlibStream<'data> {
-    input: &'data [u8],
-    pos: usize,
-    state: Box<miniz_oxide::inflate::stream::InflateState>,
-    done: bool,
-}
-
-impl core::fmt::Debug for ZlibStream<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ZlibStream")
-            .field("pos", &self.pos)
-            .field("done", &self.done)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<'data> ZlibStream<'data> {
-    /// A decoder of the zlib stream at the start of `input`.
-    pub fn new(input: &'data [u8]) -> Self {
-        ZlibStream {
-            input,
-            pos: 0,
-            state: miniz_oxide::inflate::stream::InflateState::new_boxed(
-                miniz_oxide::DataFormat::Zlib,
-            ),
-            done: false,
-        }
-    }
-}
-
-impl Decompressor for ZlibStream<'_> {
-    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
-        use miniz_oxide::inflate::stream::inflate;
-        use miniz_oxide::{MZError, MZFlush, MZStatus};
-        if out.is_empty() || self.done {
-            return Ok(0);
-        }
-        loop {
-            let rest = self.input.get(self.pos..).unwrap_or_default();
-            let r = inflate(&mut self.state, rest, out, MZFlush::None);
-            self.pos = self.pos.saturating_add(r.bytes_consumed);
-            let at = u64_of(self.pos);
-            match r.status {
-                Ok(MZStatus::StreamEnd) => {
-                    self.done = true;
-                    return Ok(r.bytes_written);
-                }
-                Ok(_) if r.bytes_written > 0 => return Ok(r.bytes_written),
-                Ok(_) if r.bytes_consumed > 0 => continue,
-                Ok(_) | Err(MZError::Buf) => {
-                    return Err(Error::new(
-                        ErrorKind::Truncated,
-                        at,
-                        "zlib stream is truncated",
-                    ))
-                }
-                Err(_) => {
-                    return Err(Error::new(
-                        ErrorKind::Decompress,
-                        at,
-                        "zlib stream is corrupt",
-                    ))
-                }
-            }
-        }
-    }
-
-    fn consumed(&self) -> u64 {
-        u64_of(self.pos)
-    }
-}
-
-/// A zstd frame decoded by ruzstd.
-///
-/// ruzstd hands out only bytes older than the frame's window until the frame ends; clang
-/// writes single-segment frames (window = content size), so for real bundles the first
-/// byte comes out after the whole frame is decoded (`STACK.md`).
-pub struct ZstdStream<'data> {
-    src: &'data [u8],
-    total: usize,
-    decoder: Box<ruzstd::decoding::FrameDecoder>,
-}
-
-impl core::fmt::Debug for ZstdStream<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ZstdStream")
-            .field("consumed", &self.consumed())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<'data> ZstdStream<'data> {
-    /// Reads the frame header at the start of `input`. The window may not exceed
-    /// `declared` (the decompressed size the container states; at least 1 MiB) nor the
-    /// limit; a frame content size must equal `declared`.
-    pub fn new(input: &'data [u8], declared: u64, options: &ReadOptions) -> Result<Self> {
-        use ruzstd::decoding::errors::FrameDecoderError;
-        let mut src = input;
-        let mut decoder = Box::new(ruzstd::decoding::FrameDecoder::new());
-        decoder.set_max_window_size(zstd_window_limit(declared, options));
-        decoder.init(&mut src).map_err(|e| match e {
-            FrameDecoderError::WindowSizeTooBig { .. } => Error::new(
-                ErrorKind::LimitExceeded,
-                0,
-                "zstd window is larger than the decompressed bundle or the limit",
-            ),
-            _ => Error::new(ErrorKind::Decompress, 0, "zstd frame header is invalid"),
-        })?;
-        let fcs = decoder.content_size();
-        if fcs != 0 && fcs != declared {
-            return Err(Error::new(
-                ErrorKind::SizeMismatch,
-                0,
-                "zstd frame content size differs from the declared decompressed size",
-            ));
-        }
-        Ok(ZstdStream {
-            src,
-            total: input.len(),
-            decoder,
-        })
-    }
-}
-
-/// The largest zstd window accepted for a frame that declares `declared` bytes: the
-/// window can never usefully exceed the content (clang's LDM window is capped at it).
-pub fn zstd_window_limit(declared: u64, options: &ReadOptions) -> u64 {
-    declared.clamp(1 << 20, options.limits.max_decompressed_size.max(1 << 20))
-}
-
-impl Decompressor for ZstdStream<'_> {
-    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
-        use ruzstd::decoding::BlockDecodingStrategy;
-        use ruzstd::io::Read;
-        if out.is_empty() {
-            return Ok(0);
-        }
-        loop {
-            let at = self.consumed();
-            let n = self
-                .decoder
-                .read(out)
-                .map_err(|_| Error::new(ErrorKind::Decompress, at, "zstd stream is corrupt"))?;
-            if n > 0 || self.decoder.is_finished() {
-                return Ok(n);
-            }
-            let src_empty = self.src.is_empty();
-            self.decoder
-                .decode_blocks(&mut self.src, BlockDecodingStrategy::UptoBytes(1 << 20))
-                .map_err(|_| {
-                    if src_empty || self.src.is_empty() {
-                        // More bytes were needed than the payload has: the end of it.
-                        let end = u64_of(self.total);
-                        Error::new(ErrorKind::Truncated, end, "zstd stream is truncated")
-                    } else {
-                        Error::new(ErrorKind::Decompress, at, "zstd stream is corrupt")
-                    }
-                })?;
-        }
-    }
-
-    fn consumed(&self) -> u64 {
-        u64_of(self.total.saturating_sub(self.src.len()))
-    }
 }
 
 /// The decoders this crate brings: [`CompressedBundle::decoder`].
@@ -889,7 +375,6 @@ pub type WholeDecoderFn = for<'a> fn(&CompressedBundle<'a>, &ReadOptions) -> Res
 /// built-in decoders (miniz_oxide, ruzstd). Whatever decodes, the content's length, the
 /// limits and (when enabled) the hash are checked.
 ///
-/// Compressed OffloadBinaries (zlib) always use the built-in decoder.
 #[derive(Clone, Copy, Default)]
 pub struct Decoders {
     /// A streaming decoder of compressed-bundle payloads.
@@ -898,6 +383,10 @@ pub struct Decoders {
     /// calling thread verifies the hash); without it, whole-content decoding reads
     /// [`Decoders::stream`] to the end.
     pub whole: Option<WholeDecoderFn>,
+    /// A decoder of every other compressed payload: NVIDIA fatbinary entries (zstd, LZ4)
+    /// and compressed OffloadBinaries (zlib, zstd). It may decline a codec (`None`), and
+    /// the built-in decoder runs instead.
+    pub raw: Option<RawDecoderFn>,
 }
 
 impl Decoders {
@@ -905,6 +394,7 @@ impl Decoders {
     pub const BUILTIN: Decoders = Decoders {
         stream: None,
         whole: None,
+        raw: None,
     };
 }
 
@@ -913,6 +403,7 @@ impl core::fmt::Debug for Decoders {
         f.debug_struct("Decoders")
             .field("stream", &self.stream.map(|_| "caller's"))
             .field("whole", &self.whole.map(|_| "caller's"))
+            .field("raw", &self.raw.map(|_| "caller's"))
             .finish()
     }
 }
@@ -923,6 +414,7 @@ impl PartialEq for Decoders {
     fn eq(&self, other: &Self) -> bool {
         self.stream.is_some() == other.stream.is_some()
             && self.whole.is_some() == other.whole.is_some()
+            && self.raw.is_some() == other.raw.is_some()
     }
 }
 
@@ -992,8 +484,6 @@ impl<D> core::fmt::Debug for ContentReader<'_, D> {
     }
 }
 
-/// Bytes decoded per step when skipping.
-const SKIP_CHUNK: usize = 16 << 10;
 
 impl<'data, D: Decompressor> ContentReader<'data, D> {
     /// Reads `bundle`'s content through `decoder` (which must decode `bundle.payload()`).
@@ -1004,7 +494,7 @@ impl<'data, D: Decompressor> ContentReader<'data, D> {
         options: &ReadOptions,
     ) -> Result<Self> {
         check_declared_size(
-            bundle.method,
+            bundle.method.codec(),
             bundle.payload,
             bundle.uncompressed_size,
             bundle.size_field(),

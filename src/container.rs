@@ -23,7 +23,8 @@ pub use crate::bytes::elf_machine;
 use crate::bytes::{self, u64_of};
 use crate::ccob::{self, CompressedBundle};
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::{Format, Image, ImageKind};
+use crate::decompress::Codec;
+use crate::image::{Encoded, Format, Image, ImageKind};
 use crate::nvfatbin::{self, Fatbin, FatbinEntries};
 use crate::offload_binary::{
     self, OffloadBinaries, OffloadBinary, OffloadBinaryEntries, OffloadBinaryIter,
@@ -220,10 +221,7 @@ impl<'data> Unit<'data> {
                     }
                 }
             }
-            UnitContent::NvFatbin(f) => {
-                // `Fatbin::parse` checked the sum of the claims against the limit.
-                owned = f.decompress_all(options).map_err(|e| e.rebase(at))?;
-            }
+            // A fatbinary's compressed entries are decoded on demand (`Image::decode`).
             _ => {}
         }
         Ok(OpenUnit {
@@ -301,7 +299,7 @@ impl<'data> OpenUnit<'data> {
             UnitContent::DeviceElf(d) => State::Elf(Some(d)),
             UnitContent::NvFatbin(f) => State::Fatbin {
                 entries: f.entries(),
-                owned: self.owned.iter(),
+                base: self.unit.offset_of(f.bytes()).unwrap_or(self.unit.location.offset),
             },
         };
         Images {
@@ -333,7 +331,8 @@ enum State<'a> {
     Elf(Option<&'a [u8]>),
     Fatbin {
         entries: FatbinEntries<'a>,
-        owned: core::slice::Iter<'a, Vec<u8>>,
+        /// Offset of the fatbinary in the walked buffer.
+        base: u64,
     },
     Done,
 }
@@ -368,18 +367,29 @@ impl<'a> Iterator for Images<'a> {
                 .next()
                 .map(|(id, data)| Image::from_id(i, Format::Bundle, id, data)),
             State::Elf(e) => e.take().map(|d| Image::from_elf(i, d)),
-            State::Fatbin { entries, owned } => entries.next().and_then(|e| {
-                let bytes = match e.image() {
-                    Some(b) => b,
-                    None => nvfatbin::trim_image(e.kind, owned.next()?),
-                };
-                Some(Image::from_fatbin_entry(i, &e, bytes))
+            State::Fatbin { entries, base } => entries.next().map(|e| match e.image() {
+                Some(bytes) => Image::from_fatbin_entry(i, &e, bytes),
+                None => {
+                    let entry_at = base.saturating_add(e.offset);
+                    let encoded = Encoded {
+                        codec: e.codec.unwrap_or(Codec::Zstd),
+                        // `Fatbin::parse` checked the compressed size against the payload.
+                        stream: e.stream().unwrap_or_default(),
+                        size: e.uncompressed_size,
+                        stream_at: entry_at.saturating_add(u64::from(e.header_size)),
+                        size_field: entry_at.saturating_add(0x38),
+                        entry_kind: Some(e.kind),
+                    };
+                    Image::from_encoded_fatbin_entry(i, &e, encoded)
+                }
             }),
             State::Done => None,
         };
         let mut image = image?;
         self.index = self.index.saturating_add(1);
-        image.offset = bytes::offset_in(self.file, image.bytes);
+        if image.encoded.is_none() {
+            image.offset = bytes::offset_in(self.file, image.bytes);
+        }
         Some(image)
     }
 }

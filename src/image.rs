@@ -1,7 +1,11 @@
 //! Device images as the rest of the crate sees them: bytes plus what the container says
 //! they are, whatever the container format.
 
+use alloc::borrow::Cow;
+use alloc::vec::Vec;
+
 use crate::bundle::BundleEntry;
+use crate::decompress::Codec;
 use crate::nvfatbin::{EntryKind, FatbinEntry};
 use crate::offload_binary::{OffloadBinaryEntry, StringMap};
 use crate::raw::ELF_MAGIC;
@@ -238,8 +242,12 @@ pub struct Image<'a> {
     pub flags: u32,
     /// OffloadBinary string map (all keys).
     pub strings: Option<StringMap<'a>>,
-    /// The image bytes.
+    /// The image bytes; empty while [`Image::encoded`] is set (see [`Image::decode`]).
     pub bytes: &'a [u8],
+    /// The compressed payload of an image that has not been decoded: opening a unit
+    /// identifies its images from their headers alone, and [`Image::decode`] decodes one
+    /// when its bytes are wanted. `None` for images whose bytes are at hand.
+    pub encoded: Option<Encoded<'a>>,
     /// Offset of the bytes in the buffer that was walked ([`crate::units`]) when they are
     /// stored there in place; `None` for decompressed content (and for images made
     /// directly from a container reader).
@@ -272,7 +280,8 @@ impl<'a> Image<'a> {
             image_kind: ImageKind::sniff(bytes),
             flags: 0,
             strings: None,
-            bytes,
+            bytes: bytes,
+            encoded: None,
             offset: None,
         }
     }
@@ -290,6 +299,7 @@ impl<'a> Image<'a> {
             flags: e.flags,
             strings: Some(e.strings),
             bytes: e.image,
+            encoded: None,
             offset: None,
         }
     }
@@ -314,7 +324,8 @@ impl<'a> Image<'a> {
             },
             flags: u32::try_from(e.flags & 0xFFFF_FFFF).unwrap_or(0),
             strings: None,
-            bytes,
+            bytes: bytes,
+            encoded: None,
             offset: None,
         }
     }
@@ -331,19 +342,100 @@ impl<'a> Image<'a> {
             image_kind: ImageKind::sniff(bytes),
             flags: 0,
             strings: None,
-            bytes,
+            bytes: bytes,
+            encoded: None,
             offset: None,
         }
     }
 
-    /// Image size in bytes.
-    pub fn size(&self) -> u64 {
-        crate::bytes::u64_of(self.bytes.len())
+    /// An entry of an NVIDIA fatbinary whose payload is compressed, identified from its
+    /// header alone: its bytes are decoded (and trimmed) by [`Image::decode`].
+    pub fn from_encoded_fatbin_entry(index: usize, e: &FatbinEntry<'_>, encoded: Encoded<'a>) -> Self {
+        Image {
+            encoded: Some(encoded),
+            ..Self::from_fatbin_entry(index, e, &[])
+        }
     }
 
-    /// The byte range of the image in the walked buffer, when it is stored in place.
+    /// Image size in bytes; for an image not decoded yet, the size its container declares
+    /// for the decoded payload (padding included: the image may be shorter).
+    pub fn size(&self) -> u64 {
+        match &self.encoded {
+            Some(e) => e.size,
+            None => crate::bytes::u64_of(self.bytes.len()),
+        }
+    }
+
+    /// The same image with its bytes at hand: `bytes`, what [`Image::decode`] gave.
+    pub fn with_bytes<'b>(&self, bytes: &'b [u8]) -> Image<'b>
+    where
+        'a: 'b,
+    {
+        Image {
+            bytes: bytes,
+            encoded: None,
+            ..*self
+        }
+    }
+
+    /// True when the bytes are at hand ([`Image::encoded`] is not set).
+    pub fn is_decoded(&self) -> bool {
+        self.encoded.is_none()
+    }
+
+    /// The image's bytes: borrowed when they are at hand, else decoded from
+    /// [`Image::encoded`] (with the caller's decoder of [`crate::ReadOptions::decoders`],
+    /// if any) into a buffer of their own. Each call decodes again: keep the result.
+    /// Errors are located in the walked buffer.
+    pub fn decode(&self, options: &crate::ReadOptions) -> crate::Result<Cow<'a, [u8]>> {
+        match &self.encoded {
+            None => Ok(Cow::Borrowed(self.bytes)),
+            Some(e) => e.decode(options).map(Cow::Owned),
+        }
+    }
+
+    /// The byte range of the image in the walked buffer, when it is stored in place (not
+    /// for an image that must be decoded).
     pub fn file_range(&self) -> Option<core::ops::Range<u64>> {
         let start = self.offset?;
         Some(start..start.checked_add(self.size())?)
+    }
+}
+
+/// The compressed payload of an image not decoded yet ([`Image::encoded`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Encoded<'a> {
+    /// The codec.
+    pub codec: Codec,
+    /// The compressed stream.
+    pub stream: &'a [u8],
+    /// The declared size of the decoded payload.
+    pub size: u64,
+    /// Offset of the stream in the walked buffer (errors are located from it).
+    pub stream_at: u64,
+    /// Offset of the field that declares [`Encoded::size`] in the walked buffer.
+    pub size_field: u64,
+    /// For a fatbinary entry, what the payload holds: the decoded payload is trimmed to
+    /// the image ([`crate::nvfatbin::trim_image`]).
+    pub entry_kind: Option<EntryKind>,
+}
+
+impl Encoded<'_> {
+    /// Decodes the stream into a buffer of its own: exactly the declared size, trimmed to
+    /// the image for a fatbinary entry.
+    pub fn decode(&self, options: &crate::ReadOptions) -> crate::Result<Vec<u8>> {
+        let mut out = crate::decompress::decode_with_hook(
+            self.codec,
+            self.stream,
+            self.stream_at,
+            self.size,
+            self.size_field,
+            options,
+        )?;
+        if let Some(kind) = self.entry_kind {
+            let image = crate::nvfatbin::trim_image(kind, &out).len();
+            out.truncate(image);
+        }
+        Ok(out)
     }
 }

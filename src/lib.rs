@@ -93,6 +93,7 @@ pub mod bundle;
 mod bytes;
 pub mod ccob;
 pub mod container;
+pub mod decompress;
 pub mod entry_id;
 mod error;
 pub mod image;
@@ -110,7 +111,7 @@ pub mod write;
 
 pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent, Units};
 pub use error::{Error, ErrorKind, Result};
-pub use image::{Format, Image, ImageKind, OffloadKind};
+pub use image::{Encoded, Format, Image, ImageKind, OffloadKind};
 pub use select::{
     check, choose, choose_many, explain, select, select_identities, Choice, KindFilter, Policy,
     RankKey, Rejection, SelectOptions, Selection, Verdict,

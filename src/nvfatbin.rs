@@ -8,13 +8,15 @@
 //! [`FatbinEntry::decompress`].
 //!
 //! The image of an entry is what `cuobjdump -xelf all -xptx all` writes: payloads are
-//! stored padded, so a cubin ends where its ELF headers say (section or program header
-//! table, whichever ends last) and PTX text at its first NUL ([`trim_image`]).
+//! stored padded, so a cubin ends where its ELF headers say (the furthest of the header
+//! tables and the file data of its sections and segments) and PTX text at its first NUL
+//! ([`trim_image`]).
 
 use alloc::vec::Vec;
 
 use crate::bytes::{self, u64_of};
-use crate::ccob::{self, CompressionMethod};
+use crate::decompress;
+pub use crate::decompress::Codec;
 use crate::error::{Error, ErrorKind, Result};
 use crate::raw::{FatbinEntryHeader, FatbinHeader, NVFATBIN_MAGIC};
 use crate::{Limits, ReadOptions};
@@ -75,24 +77,7 @@ impl EntryKind {
     }
 }
 
-/// The codec of a compressed payload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Codec {
-    /// An LZ4 block (flag `0x2000`).
-    Lz4,
-    /// A zstd frame (flag `0x8000`).
-    Zstd,
-}
-
 impl Codec {
-    /// `"lz4"` or `"zstd"`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Codec::Lz4 => "lz4",
-            Codec::Zstd => "zstd",
-        }
-    }
-
     /// The codec the entry flags name (`None`: stored uncompressed, or both bits set,
     /// which [`Fatbin::parse`] refuses).
     pub const fn from_flags(flags: u64) -> Option<Codec> {
@@ -201,65 +186,37 @@ impl<'data> FatbinEntry<'data> {
     pub fn decompress(&self, options: &ReadOptions) -> Result<Vec<u8>> {
         let size_field = self.offset.saturating_add(0x38);
         let payload_at = self.offset.saturating_add(u64::from(self.header_size));
-        let stream = bytes::sub(self.payload, 0, self.compressed_size, "payload")
-            .map_err(|e| Error::new(e.kind(), self.offset.saturating_add(0x10), e.what()))?;
-        match self.codec {
-            None => Err(Error::new(
-                ErrorKind::Malformed,
-                self.offset,
-                "fatbinary entry is not compressed",
-            )),
-            Some(Codec::Zstd) => ccob::decode_raw(
-                CompressionMethod::Zstd,
-                stream,
-                payload_at,
-                self.uncompressed_size,
-                size_field,
-                options,
-            )
-            .map(|(v, _)| v),
-            Some(Codec::Lz4) => {
-                check_claim(
-                    self.uncompressed_size,
-                    self.compressed_size,
-                    size_field,
-                    &options.limits,
-                )?;
-                let size = usize::try_from(self.uncompressed_size).map_err(|_| {
-                    Error::new(
-                        ErrorKind::LimitExceeded,
-                        size_field,
-                        "declared decompressed size does not fit in memory",
-                    )
-                })?;
-                let mut out = Vec::new();
-                out.try_reserve_exact(size).map_err(|_| {
-                    Error::new(
-                        ErrorKind::OutOfMemory,
-                        size_field,
-                        "cannot reserve memory for the decompressed data",
-                    )
-                })?;
-                out.resize(size, 0);
-                let n = lz4_flex::block::decompress_into(stream, &mut out).map_err(|_| {
-                    Error::new(ErrorKind::Decompress, payload_at, "LZ4 block is corrupt")
-                })?;
-                if n != size {
-                    return Err(Error::new(
-                        ErrorKind::SizeMismatch,
-                        size_field,
-                        "LZ4 block decodes to a size other than the declared one",
-                    ));
-                }
-                Ok(out)
-            }
+        let stream = self.stream()?;
+        let codec = self.codec.ok_or(Error::new(
+            ErrorKind::Malformed,
+            self.offset,
+            "fatbinary entry is not compressed",
+        ))?;
+        decompress::decode_with_hook(
+            codec,
+            stream,
+            payload_at,
+            self.uncompressed_size,
+            size_field,
+            options,
+        )
+    }
+
+    /// The compressed stream of a compressed entry (the first `compressed size` bytes of
+    /// its payload); the whole payload of an uncompressed one.
+    pub fn stream(&self) -> Result<&'data [u8]> {
+        if self.codec.is_none() {
+            return Ok(self.payload);
         }
+        bytes::sub(self.payload, 0, self.compressed_size, "payload")
+            .map_err(|e| Error::new(e.kind(), self.offset.saturating_add(0x10), e.what()))
     }
 }
 
 /// The image inside a (decompressed) payload, without the padding the fatbinary stores:
-/// a cubin ends where its ELF64 section or program header table ends, whichever is later
-/// (the whole payload if the header does not say), PTX text at its first NUL.
+/// a cubin ends at the furthest byte its ELF64 headers account for (header tables,
+/// section and segment data; the whole payload if the headers cannot be read or point
+/// past it), PTX text at its first NUL.
 pub fn trim_image(kind: EntryKind, payload: &[u8]) -> &[u8] {
     let end = match kind {
         EntryKind::Ptx => payload.iter().position(|&b| b == 0),
@@ -268,23 +225,34 @@ pub fn trim_image(kind: EntryKind, payload: &[u8]) -> &[u8] {
     end.and_then(|e| payload.get(..e)).unwrap_or(payload)
 }
 
-/// End of the header tables of a little-endian ELF64 file, if it can be read and lies
-/// inside `data`.
+/// End of a little-endian ELF64 file: the furthest byte its headers account for (the
+/// header itself, the section and program header tables, the file data of every section
+/// and segment), if it can be read and lies inside `data`.
+///
+/// ptxas puts the section header table last, so for its cubins this is the end of that
+/// table; nvlink's relocatable cubins can put the table first, and their sections follow it.
 fn elf64_end(data: &[u8]) -> Option<usize> {
+    use object::elf::{FileHeader64, SHT_NOBITS};
+    use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+    use object::LittleEndian as LE;
     if !data.starts_with(crate::raw::ELF_MAGIC) || data.get(4) != Some(&2) {
         return None;
     }
-    let u16_at = |o: usize| -> Option<u64> {
-        let b = data.get(o..o.checked_add(2)?)?;
-        Some(u64::from(u16::from_le_bytes(<[u8; 2]>::try_from(b).ok()?)))
-    };
-    let u64_at = |o: usize| -> Option<u64> {
-        let b = data.get(o..o.checked_add(8)?)?;
-        Some(u64::from_le_bytes(<[u8; 8]>::try_from(b).ok()?))
-    };
-    let ph = u64_at(0x20)?.checked_add(u16_at(0x36)?.checked_mul(u16_at(0x38)?)?)?;
-    let sh = u64_at(0x28)?.checked_add(u16_at(0x3A)?.checked_mul(u16_at(0x3C)?)?)?;
-    let end = ph.max(sh).max(64);
+    let header = FileHeader64::<LE>::parse(data).ok()?;
+    let end_of = |at: u64, size: u64| at.checked_add(size);
+    let mut end = 64u64;
+    let ph = u64::from(header.e_phentsize(LE)).checked_mul(u64::from(header.e_phnum(LE)))?;
+    end = end.max(end_of(header.e_phoff(LE), ph)?);
+    let sh = u64::from(header.e_shentsize(LE)).checked_mul(u64::from(header.e_shnum(LE)))?;
+    end = end.max(end_of(header.e_shoff(LE), sh)?);
+    for s in header.section_headers(LE, data).ok()? {
+        if s.sh_type(LE) != SHT_NOBITS {
+            end = end.max(end_of(s.sh_offset(LE), s.sh_size(LE))?);
+        }
+    }
+    for p in header.program_headers(LE, data).ok()? {
+        end = end.max(end_of(p.p_offset(LE), p.p_filesz(LE))?);
+    }
     let end = usize::try_from(end).ok()?;
     (end <= data.len()).then_some(end)
 }
@@ -369,7 +337,7 @@ impl<'data> Fatbin<'data> {
                         size_field,
                         limits,
                     )?,
-                    Codec::Zstd => {
+                    Codec::Zstd | Codec::Zlib => {
                         if entry.uncompressed_size > limits.max_decompressed_size {
                             return Err(Error::new(
                                 ErrorKind::LimitExceeded,
@@ -527,17 +495,6 @@ impl<'data> Fatbin<'data> {
             pos: self.body_at,
             index: 0,
         }
-    }
-
-    /// Decompresses every compressed entry, in stored order (one buffer each).
-    pub fn decompress_all(&self, options: &ReadOptions) -> Result<Vec<Vec<u8>>> {
-        let mut out = Vec::new();
-        for e in self.entries() {
-            if e.codec.is_some() {
-                out.push(e.decompress(options)?);
-            }
-        }
-        Ok(out)
     }
 }
 

@@ -12,6 +12,7 @@
 use alloc::vec::Vec;
 
 use crate::bytes::{self, u64_of};
+use crate::decompress::Codec;
 use crate::error::{Error, ErrorKind, Result};
 use crate::raw::{
     OffloadBinaryHeader, OffloadBinaryHeaderV3, OffloadEntry, StringEntryV1, StringEntryV2,
@@ -440,10 +441,10 @@ impl<'data> OffloadBinary<'data> {
         let head = bytes::sub(self.data, 0, self.entries_offset, "OffloadBinary header")?;
         let body = bytes::rest(self.data, self.entries_offset, "OffloadBinary body")?;
         let body_len = total.saturating_sub(self.entries_offset);
-        let method = if body.starts_with(ZSTD_MAGIC) {
-            crate::ccob::CompressionMethod::Zstd
+        let codec = if body.starts_with(ZSTD_MAGIC) {
+            Codec::Zstd
         } else {
-            crate::ccob::CompressionMethod::Zlib
+            Codec::Zlib
         };
         // The header is copied first and the body decoded right behind it, in one buffer
         // that grows only as the stream produces output.
@@ -456,8 +457,8 @@ impl<'data> OffloadBinary<'data> {
             )
         })?;
         out.extend_from_slice(head);
-        crate::ccob::decode_append(
-            method,
+        crate::decompress::decode_append(
+            codec,
             body,
             self.entries_offset,
             body_len,

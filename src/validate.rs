@@ -221,6 +221,15 @@ fn check_unit(unit: &Unit<'_>, options: &ReadOptions, out: &mut Vec<Finding>) {
     let mut device_images = 0usize;
     for image in open.images() {
         let place = image.offset.unwrap_or(at);
+        // Images identified from their headers are decoded here, one at a time.
+        let decoded = match image.decode(options) {
+            Ok(d) => d,
+            Err(e) => {
+                out.push(Finding::error(&container, &e));
+                continue;
+            }
+        };
+        let image = image.with_bytes(&decoded);
         check_image(&image, &container, place, out);
         if image.offset.is_some() {
             if let Some(p) = magic_in(image.bytes) {

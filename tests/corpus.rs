@@ -58,8 +58,8 @@ fn list(data: &[u8]) -> offload_image::Result<Vec<Listed>> {
                 offload_kind: image.offload_kind.name(),
                 image_kind_code: image.image_kind.code(),
                 offset: open.offset_of(&image),
-                size: image.size(),
-                sha256: sha256(image.bytes),
+                size: image.decode(&ReadOptions::default()).unwrap().len() as u64,
+                sha256: sha256(&image.decode(&ReadOptions::default()).unwrap()),
                 compressed: unit.compressed().is_some(),
                 object_bundle: matches!(unit.content, UnitContent::ObjectBundle(_)),
             });

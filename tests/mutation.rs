@@ -597,6 +597,9 @@ fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
         let _ = unit.location.to_string();
         let open = unit.open(options)?;
         for image in open.images() {
+            // `loader-sim list` decodes every image to hash it.
+            let decoded = image.decode(options)?;
+            let image = image.with_bytes(&decoded);
             let inside = within(data, image.bytes);
             match &unit.content {
                 UnitContent::Compressed(_) => {

@@ -199,7 +199,8 @@ fn walk(bytes: &[u8]) -> (usize, Vec<(String, String, String)>) {
                 _ => arch,
             };
             assert_eq!(image.triple, Some("nvptx64-nvidia-cuda"));
-            v.push((kind.to_string(), arch.to_string(), hex(image.bytes)));
+            let bytes = image.decode(&ReadOptions::default()).unwrap();
+            v.push((kind.to_string(), arch.to_string(), hex(&bytes)));
         }
         Ok(())
     })
@@ -332,7 +333,7 @@ fn selection_table() {
             Some(i) => {
                 let image = &images[i];
                 // The chosen bytes are one of cuobjdump's.
-                let sha = hex(image.bytes);
+                let sha = hex(&image.decode(&ReadOptions::default()).unwrap());
                 assert!(m[*file].iter().any(|(_, _, s)| *s == sha), "{file}");
                 format!("{}:{}", image.image_kind.name(), image.target_id.unwrap())
             }

@@ -500,6 +500,7 @@ fn caller_decoders_equal_the_builtin_ones() {
         decoders: Decoders {
             stream: Some(stream),
             whole: None,
+            raw: None,
         },
         ..read
     };
@@ -507,6 +508,7 @@ fn caller_decoders_equal_the_builtin_ones() {
         decoders: Decoders {
             stream: None,
             whole: Some(short),
+            raw: None,
         },
         ..read
     };

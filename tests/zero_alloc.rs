@@ -54,7 +54,9 @@ fn walk_counting(data: &[u8]) -> (usize, usize) {
         for image in open.images() {
             let p = image.bytes.as_ptr() as usize;
             // Checked without allocating; reported after counting stops.
-            if unit.compressed().is_none() && (p < start || p + image.bytes.len() > end) {
+            if unit.compressed().is_none()
+                && image.is_decoded()
+                && (p < start || p + image.bytes.len() > end) {
                 return Err(offload_image::Error::new(
                     offload_image::ErrorKind::OutOfBounds,
                     0,

@@ -29,7 +29,8 @@ use offload_image::container::UnitContent;
 use offload_image::select::{KindFilter, Policy, SelectOptions};
 use offload_image::stream::{select_in_stream, Kept};
 use offload_image::{
-    identify, select_identities, Device, Error, ErrorKind, Format, Image, Limits, OpenUnit,
+    identify, select_identities, Device, Encoded, Error, ErrorKind, Format, Image, Limits,
+    OpenUnit,
     ReadOptions, Unit,
 };
 
@@ -316,9 +317,12 @@ struct ImageSlot {
     table_id: Option<String>,
     /// The image bytes once available: in place, in `UnitSlot::open`, or in `kept`.
     bytes: Option<&'static [u8]>,
-    /// Bytes kept by a streaming selection (a Vec, not a Box: handed-out pointers into
-    /// it must survive moves of the slot).
+    /// Bytes kept by a streaming selection, or decoded on demand from `encoded` (a Vec,
+    /// not a Box: handed-out pointers into it must survive moves of the slot).
     kept: Option<Vec<u8>>,
+    /// The compressed payload of an image identified from its header alone (a compressed
+    /// fatbinary entry): decoded when its bytes are first asked for.
+    encoded: Option<Encoded<'static>>,
     /// The description, made once.
     info: Option<Box<Described>>,
 }
@@ -553,8 +557,10 @@ impl State {
             slots.resize_with(images.len(), ImageSlot::default);
         }
         for ((image, offset), s) in images.iter().zip(slots.iter_mut()) {
-            if s.bytes.is_none() {
-                s.bytes = Some(image.bytes);
+            match image.encoded {
+                Some(e) if s.bytes.is_none() => s.encoded = Some(e),
+                _ if s.bytes.is_none() => s.bytes = Some(image.bytes),
+                _ => {}
             }
             if s.info.is_none() {
                 s.info = Some(Box::new(describe(image, *offset)));
@@ -618,6 +624,21 @@ impl State {
     fn bytes(&mut self, u: usize, i: usize) -> Result<&'static [u8], Fail> {
         if self.slot(u, i)?.bytes.is_none() {
             self.open_unit(u)?;
+        }
+        let read = self.read;
+        let slot = self.slot(u, i)?;
+        if let (None, Some(encoded)) = (slot.bytes, slot.encoded) {
+            let decoded = encoded.decode(&read)?;
+            let kept = slot.kept.insert(decoded);
+            if let Some(info) = slot.info.as_deref_mut() {
+                info.size = kept.len() as u64;
+            }
+            // SAFETY: the buffer is owned by this slot, never replaced or resized, and
+            // freed only when the reader is dropped.
+            slot.bytes = Some(unsafe { extend(kept) });
+            let held = kept.len() as u64;
+            self.stats.held = self.stats.held.saturating_add(held);
+            self.stats.decoded = self.stats.decoded.saturating_add(encoded.size);
         }
         self.slot(u, i)?
             .bytes
@@ -867,6 +888,7 @@ fn read_options(o: Option<&OiReadOptions>) -> Result<ReadOptions, Fail> {
         decoders: Decoders {
             stream: Some(counted),
             whole: None,
+            raw: None,
         },
         ..ReadOptions::default()
     };

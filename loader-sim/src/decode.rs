@@ -15,6 +15,7 @@ use loader_sim_rt::fill::{FillBuffer, FillWriter};
 
 use offload_image::ccob::Decoders;
 use offload_image::ccob::{CompressedBundle, CompressionMethod, ContentReader, Decompressor};
+use offload_image::decompress::Codec;
 use offload_image::{Error, ErrorKind, ReadOptions};
 
 /// Which zstd decoder to use (`--zstd-decoder`).
@@ -61,10 +62,12 @@ pub fn decoders(which: ZstdDecoder) -> Decoders {
         ZstdDecoder::Libzstd => Decoders {
             stream: Some(stream_libzstd),
             whole: Some(whole_libzstd),
+            raw: Some(raw_libzstd),
         },
         ZstdDecoder::Ruzstd => Decoders {
             stream: None,
             whole: Some(whole_ruzstd),
+            raw: None,
         },
     }
 }
@@ -83,6 +86,38 @@ fn stream_libzstd<'a>(
     options: &ReadOptions,
 ) -> Result<Box<dyn Decompressor + Send + 'a>, Error> {
     decoder(bundle, ZstdDecoder::Libzstd, options)
+}
+
+/// The library's hook for every other compressed payload (fatbinary entries, compressed
+/// OffloadBinaries): zstd through libzstd, the other codecs left to the built-in decoders.
+fn raw_libzstd(
+    codec: Codec,
+    stream: &[u8],
+    size: u64,
+    options: &ReadOptions,
+) -> Option<Result<Vec<u8>, Error>> {
+    #[cfg(feature = "libzstd")]
+    if codec == Codec::Zstd {
+        let whole = || {
+            let mut d = LibZstd::new(stream, size, options)?;
+            let mut out = Vec::new();
+            out.try_reserve_exact(usize::try_from(size).unwrap_or(usize::MAX))
+                .map_err(|_| {
+                    Error::new(
+                        ErrorKind::OutOfMemory,
+                        0,
+                        "cannot reserve memory for the decompressed data",
+                    )
+                })?;
+            // Like the built-in decoder, bytes after the frame (the entry's padding) are
+            // not read.
+            while d.read_with(1 << 20, &mut |b| out.extend_from_slice(b))? > 0 {}
+            Ok(out)
+        };
+        return Some(whole());
+    }
+    let _ = (codec, stream, size, options);
+    None
 }
 
 fn whole_libzstd(bundle: &CompressedBundle<'_>, options: &ReadOptions) -> Result<Vec<u8>, Error> {
@@ -160,7 +195,7 @@ const STEP: usize = 64 << 10;
 #[cfg(feature = "libzstd")]
 impl<'data> ZstdCore<'data> {
     /// Checks the frame header like the library's ruzstd decoder does (a frame content
-    /// size must equal `declared`, the window may not exceed `declared` or the limit) and
+    /// size must equal `declared`) and
     /// maps the output buffer (`declared` must already be within the limit). Returns the
     /// decoder and the buffer it fills.
     pub fn new(
@@ -197,9 +232,11 @@ impl<'data> ZstdCore<'data> {
             return Err(too_big());
         }
         let len = usize::try_from(declared).map_err(|_| too_big())?;
-        let window = offload_image::ccob::zstd_window_limit(declared, options);
-        // log2, rounded up, within libzstd's accepted range.
-        let log = (64 - window.saturating_sub(1).leading_zeros()).clamp(10, 31);
+        // With a stable output buffer (set below) libzstd keeps no window of its own: the
+        // output, `declared` bytes, is the window, whatever the frame states. So a frame
+        // whose stated window exceeds its content (any frame compressed as a stream) is
+        // accepted up to libzstd's largest window log, and costs no more memory.
+        let log = 31;
         let mut dctx = DCtx::create();
         let refused = |_| {
             Error::new(
@@ -575,38 +612,18 @@ impl Decompressor for Threaded {
     }
 }
 
-/// Calls `f` with every image of `unit`, in discovery order, as
-/// [`Unit::open`](offload_image::Unit::open) and [`OpenUnit::images`](offload_image::OpenUnit::images)
-/// give them, but NVIDIA fatbinaries are read one entry at a time: a compressed entry is
-/// decoded, handed to `f` and dropped, so memory holds one decoded entry instead of every
-/// entry of the fatbinary (`Unit::open` decodes them all: 171 MB for the largest
-/// fatbinary of libcusparse).
+/// Calls `f` with every image of `unit`, in discovery order, its bytes at hand: images
+/// that the library identified from their headers (compressed fatbinary entries) are
+/// decoded one at a time, handed to `f` and dropped, so memory holds one decoded entry.
 pub fn for_each_image(
     unit: &offload_image::Unit<'_>,
     options: &ReadOptions,
     mut f: impl FnMut(&offload_image::Image<'_>),
 ) -> Result<(), Error> {
-    use offload_image::container::UnitContent;
-    use offload_image::nvfatbin::trim_image;
-    let UnitContent::NvFatbin(fatbin) = &unit.content else {
-        let open = unit.open(options)?;
-        open.images().for_each(|image| f(&image));
-        return Ok(());
-    };
-    for (index, entry) in fatbin.entries().enumerate() {
-        let decoded;
-        let bytes = match entry.image() {
-            Some(b) => b,
-            None => {
-                decoded = entry
-                    .decompress(options)
-                    .map_err(|e| e.rebase(unit.location.offset))?;
-                trim_image(entry.kind, &decoded)
-            }
-        };
-        let mut image = offload_image::Image::from_fatbin_entry(index, &entry, bytes);
-        image.offset = unit.offset_of(bytes);
-        f(&image);
+    let open = unit.open(options)?;
+    for image in open.images() {
+        let bytes = image.decode(options)?;
+        f(&image.with_bytes(&bytes));
     }
     Ok(())
 }

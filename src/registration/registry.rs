@@ -358,6 +358,12 @@ impl<'d> Registry<'d> {
         }
     }
 
+    /// The options the runtime was made with (the read options decode chosen images:
+    /// [`crate::Image::decode`]).
+    pub fn options(&self) -> &RegistryOptions {
+        &self.options
+    }
+
     /// The devices, in the order given.
     pub fn devices(&self) -> &[SimulatedDevice] {
         &self.devices

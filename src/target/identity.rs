@@ -287,6 +287,8 @@ pub fn identify<'a>(image: &Image<'a>) -> Identity<'a> {
         (None, ImageKind::Bitcode) => Code::Bitcode,
         (None, ImageKind::Spirv) => Code::Spirv,
         (None, ImageKind::Ptx) => Code::Ptx,
+        // A compressed fatbinary cubin not decoded yet: its entry header says ELF.
+        (None, ImageKind::Cubin) if image.encoded.is_some() => Code::Elf,
         (None, ImageKind::Fatbinary) => Code::Fatbinary,
         (None, ImageKind::None) => code_from_magic(image.bytes),
         (None, _) => Code::Other,

@@ -144,9 +144,18 @@ pub fn unit_records(
         if let Some(image) = chosen {
             r.selected = Some(image_name(image));
             r.size = Some(image.size());
-            r.sha256 = Some(sha256_hex(image.bytes));
+            // The runtime decodes the image it loads; so does the report.
+            let bytes = match image.decode(&registry.options().read) {
+                Ok(b) => b,
+                Err(e) => {
+                    r.error = Some(format!("{}, at byte {}", e.what(), e.offset()));
+                    out.push(r);
+                    continue;
+                }
+            };
+            r.sha256 = Some(sha256_hex(&bytes));
             if bound.is_empty() && options.device_entries {
-                r.entries = device_kernels(image.bytes)
+                r.entries = device_kernels(&bytes)
                     .unwrap_or_default()
                     .iter()
                     .map(|k| EntryRecord {

@@ -424,16 +424,20 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 continue;
             }
         }
-        let open = unit
-            .open(&ReadOptions {
-                decoders: crate::decode::decoders(args.zstd_decoder),
-                ..read
-            })
-            .map_err(failed)?;
+        let read = ReadOptions {
+            decoders: crate::decode::decoders(args.zstd_decoder),
+            ..read
+        };
+        let open = unit.open(&read).map_err(failed)?;
         let images: Vec<Image<'_>> = open.images().collect();
         for (given, device) in &devices {
             let selection = offload_image::select(&images, device, &options);
+            // Images are identified from their headers; the chosen one is decoded, as
+            // the runtime decodes the one it loads.
             let chosen = selection.chosen().and_then(|i| images.get(i));
+            let bytes = chosen.map(|img| img.decode(&read)).transpose().map_err(failed)?;
+            let chosen = chosen.zip(bytes.as_deref()).map(|(img, b)| img.with_bytes(b));
+            let chosen = chosen.as_ref();
             records.push(Record {
                 container: unit.location.to_string(),
                 bundle_index: unit.index,

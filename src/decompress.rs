@@ -1,0 +1,715 @@
+//! Decompression: the codecs that offload containers use, whatever the container.
+//!
+//! zlib (miniz_oxide) and zstd (ruzstd) compress `CCOB` bundles and version 3
+//! OffloadBinaries; zstd and LZ4 blocks (lz4_flex) compress NVIDIA fatbinary entries.
+//! [`decode`] decodes a whole stream into a buffer of the size its container declares,
+//! checking that size against the [`crate::Limits`] and against what the stream could
+//! produce before anything is allocated; [`ZlibStream`] and [`ZstdStream`] decode front to
+//! back into the caller's buffers ([`Decompressor`]). A caller with faster decoders (C
+//! libzstd, say) plugs them in through [`crate::ccob::Decoders`]: `stream` and `whole` for
+//! compressed bundles, `raw` ([`RawDecoderFn`]) for every other compressed payload.
+//!
+//! zstd frames are decoded with a window no larger than the declared content
+//! ([`bounded_zstd_header`]), so a frame that states a larger window (any frame compressed
+//! as a stream) decodes, and costs memory in proportion to its content.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use crate::bytes::u64_of;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ReadOptions;
+
+/// A compression codec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Codec {
+    /// A zlib (RFC 1950) stream.
+    Zlib,
+    /// A zstd frame.
+    Zstd,
+    /// An LZ4 block (no frame).
+    Lz4,
+}
+
+impl Codec {
+    /// Lowercase name: `"zlib"`, `"zstd"` or `"lz4"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Codec::Zlib => "zlib",
+            Codec::Zstd => "zstd",
+            Codec::Lz4 => "lz4",
+        }
+    }
+
+    /// The most output one input byte can produce: bounds a plausible declared size.
+    ///
+    /// Deflate expands at most 1032:1; a zstd RLE block turns 4 bytes into 128 KiB; an LZ4
+    /// token with a 255-byte run extension adds at most 255 bytes of match per input byte.
+    pub const fn max_ratio(self) -> u64 {
+        match self {
+            Codec::Zlib => 1032,
+            Codec::Zstd => 32768,
+            Codec::Lz4 => 256,
+        }
+    }
+}
+
+/// A caller's decoder of a whole compressed payload ([`crate::ccob::Decoders::raw`]): the
+/// `size` bytes that `stream` (a complete stream of `codec`) decodes to, or an error located
+/// in `stream`. The crate checks `size` against the limits before calling it, and the
+/// length of what it returns afterwards; a decoder may return `None` for a codec it does not
+/// handle, and the built-in one runs instead.
+pub type RawDecoderFn = fn(Codec, &[u8], u64, &ReadOptions) -> Option<Result<Vec<u8>>>;
+
+/// Decodes with the caller's [`RawDecoderFn`] when [`ReadOptions::decoders`] has one that
+/// handles `codec`, else with [`decode`]: the output, exactly `size` bytes. Locations as for
+/// [`decode`].
+pub fn decode_with_hook(
+    codec: Codec,
+    payload: &[u8],
+    payload_at: u64,
+    size: u64,
+    size_field: u64,
+    options: &ReadOptions,
+) -> Result<Vec<u8>> {
+    if let Some(hook) = options.decoders.raw {
+        check_declared_size(codec, payload, size, size_field, options)?;
+        if let Some(result) = hook(codec, payload, size, options) {
+            let out = result.map_err(|e| e.rebase(payload_at))?;
+            if u64_of(out.len()) != size {
+                return Err(Error::new(
+                    ErrorKind::SizeMismatch,
+                    size_field,
+                    "decoded payload differs from the declared size",
+                ));
+            }
+            return Ok(out);
+        }
+    }
+    decode(codec, payload, payload_at, size, size_field, options).map(|(v, _)| v)
+}
+
+/// Bytes a default [`Decompressor::read_with`] reads per call.
+pub(crate) const READ_CHUNK: usize = 16 << 10;
+
+/// Checks a declared decompressed size against the limit and against what `payload` can
+/// possibly produce (errors at `size_field`); returns it as a `usize`.
+pub(crate) fn check_declared_size(
+    codec: Codec,
+    payload: &[u8],
+    size: u64,
+    size_field: u64,
+    options: &ReadOptions,
+) -> Result<usize> {
+    if size > options.limits.max_decompressed_size {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            size_field,
+            "declared decompressed size exceeds the limit",
+        ));
+    }
+    let possible = u64_of(payload.len())
+        .saturating_mul(codec.max_ratio())
+        .saturating_add(64);
+    if size > possible {
+        return Err(Error::new(
+            ErrorKind::SizeMismatch,
+            size_field,
+            "declared decompressed size is more than the payload can produce",
+        ));
+    }
+    usize::try_from(size).map_err(|_| {
+        Error::new(
+            ErrorKind::LimitExceeded,
+            size_field,
+            "declared decompressed size does not fit in memory",
+        )
+    })
+}
+
+/// Decompresses `payload` with the built-in decoder of `codec` into a new buffer of
+/// exactly `size` bytes: (output, compressed bytes consumed).
+///
+/// `payload_at` is the offset of the payload and `size_field` that of the field that
+/// declared `size`, both in the caller's frame of reference: errors are located there.
+/// `size` is checked against [`crate::Limits::max_decompressed_size`] and against what
+/// the payload could produce before anything is allocated, and the buffer grows only as
+/// the stream really produces output ([`decode_append`]).
+pub fn decode(
+    codec: Codec,
+    payload: &[u8],
+    payload_at: u64,
+    size: u64,
+    size_field: u64,
+    options: &ReadOptions,
+) -> Result<(Vec<u8>, u64)> {
+    let mut out = Vec::new();
+    let used = decode_append(codec, payload, payload_at, size, size_field, options, &mut out)?;
+    Ok((out, used))
+}
+
+/// First size the output buffer gets; it then doubles as the stream produces data.
+const FIRST_CHUNK: usize = 64 << 10;
+
+/// Decompresses `payload`, appending exactly `size` bytes to `out`; returns the number of
+/// compressed bytes consumed.
+///
+/// `size` is checked against the limit and against what the payload could produce before
+/// anything is allocated; those errors are reported at `size_field` (the header field that
+/// declared it), stream errors at `payload_at` plus their position in the payload. The
+/// declared size is never trusted for allocation: the buffer grows (fallibly, doubling) only
+/// as the stream really produces output, so a small payload that claims a large size and
+/// then ends costs memory in proportion to what it decoded, not to what it claimed.
+pub fn decode_append(
+    codec: Codec,
+    payload: &[u8],
+    payload_at: u64,
+    size: u64,
+    size_field: u64,
+    options: &ReadOptions,
+    out: &mut Vec<u8>,
+) -> Result<u64> {
+    check_declared_size(codec, payload, size, size_field, options)?;
+    let start = out.len();
+    let total = usize::try_from(size)
+        .ok()
+        .and_then(|n| n.checked_add(start))
+        .ok_or(Error::new(
+            ErrorKind::LimitExceeded,
+            size_field,
+            "declared decompressed size does not fit in memory",
+        ))?;
+    let mut output = Output {
+        buf: out,
+        start,
+        end: total,
+        size_field,
+    };
+    match codec {
+        Codec::Zlib => inflate_zlib(payload, &mut output),
+        Codec::Zstd => decode_zstd(payload, &mut output, options),
+        Codec::Lz4 => decode_lz4(payload, &mut output),
+    }
+    .map_err(|e| match e {
+        Failure::Stream(kind, what, at) => Error::new(kind, payload_at.saturating_add(at), what),
+        Failure::Located(e) => e,
+    })
+}
+
+/// The growing output of a decoder: `buf[start..end]` is what the stream must fill.
+struct Output<'v> {
+    buf: &'v mut Vec<u8>,
+    start: usize,
+    end: usize,
+    size_field: u64,
+}
+
+impl Output<'_> {
+    /// Grows the buffer (doubling, at most to `end`); false when it is already complete.
+    fn grow(&mut self) -> core::result::Result<bool, Failure> {
+        let len = self.buf.len();
+        if len >= self.end {
+            return Ok(false);
+        }
+        let have = len.saturating_sub(self.start);
+        let want = have.saturating_mul(2).max(FIRST_CHUNK);
+        let new_len = self.start.saturating_add(want).min(self.end);
+        self.buf
+            .try_reserve_exact(new_len.saturating_sub(len))
+            .map_err(|_| {
+                Failure::Located(Error::new(
+                    ErrorKind::OutOfMemory,
+                    self.size_field,
+                    "cannot reserve memory for the decompressed data",
+                ))
+            })?;
+        self.buf.resize(new_len, 0);
+        Ok(true)
+    }
+
+    /// The decoder's part of the buffer.
+    fn window(&mut self) -> &mut [u8] {
+        self.buf.get_mut(self.start..).unwrap_or_default()
+    }
+}
+
+/// Why a decoder stopped: a stream problem (kind, description, position in the payload) or
+/// a failed allocation.
+enum Failure {
+    Stream(ErrorKind, &'static str, u64),
+    Located(Error),
+}
+
+/// Inflates a zlib stream into `out`, which must end up exactly full; returns the
+/// compressed length.
+fn inflate_zlib(input: &[u8], out: &mut Output<'_>) -> core::result::Result<u64, Failure> {
+    use miniz_oxide::inflate::core::inflate_flags::{
+        TINFL_FLAG_COMPUTE_ADLER32, TINFL_FLAG_PARSE_ZLIB_HEADER,
+        TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF,
+    };
+    use miniz_oxide::inflate::core::{decompress, DecompressorOxide};
+    use miniz_oxide::inflate::TINFLStatus;
+
+    let mut state = Box::<DecompressorOxide>::default();
+    // The whole output so far is the dictionary: earlier bytes stay in `out` as it grows.
+    let flags = TINFL_FLAG_PARSE_ZLIB_HEADER
+        | TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF
+        | TINFL_FLAG_COMPUTE_ADLER32;
+    let mut used = 0usize;
+    let mut written = 0usize;
+    loop {
+        out.grow()?;
+        let src = input.get(used..).unwrap_or_default();
+        let (status, n_in, n_out) = decompress(&mut state, src, out.window(), written, flags);
+        used = used.saturating_add(n_in);
+        written = written.saturating_add(n_out);
+        let at = u64_of(used);
+        let full = out.window().len() == written;
+        match status {
+            TINFLStatus::Done if full && out.buf.len() == out.end => return Ok(at),
+            TINFLStatus::Done => {
+                return Err(Failure::Stream(
+                    ErrorKind::SizeMismatch,
+                    "compressed stream is shorter than the declared decompressed size",
+                    at,
+                ))
+            }
+            TINFLStatus::HasMoreOutput if full && out.buf.len() < out.end => {}
+            TINFLStatus::HasMoreOutput => {
+                return Err(Failure::Stream(
+                    ErrorKind::SizeMismatch,
+                    "compressed stream is longer than the declared decompressed size",
+                    at,
+                ))
+            }
+            TINFLStatus::NeedsMoreInput | TINFLStatus::FailedCannotMakeProgress => {
+                return Err(Failure::Stream(
+                    ErrorKind::Truncated,
+                    "zlib stream is truncated",
+                    at,
+                ))
+            }
+            TINFLStatus::Adler32Mismatch => {
+                return Err(Failure::Stream(
+                    ErrorKind::Decompress,
+                    "zlib stream checksum mismatch",
+                    at,
+                ))
+            }
+            _ => {
+                return Err(Failure::Stream(
+                    ErrorKind::Decompress,
+                    "zlib stream is corrupt",
+                    at,
+                ))
+            }
+        }
+    }
+}
+
+/// Decodes one zstd frame into `out`, which must end up exactly full; returns the
+/// compressed length.
+fn decode_zstd(
+    input: &[u8],
+    out: &mut Output<'_>,
+    options: &ReadOptions,
+) -> core::result::Result<u64, Failure> {
+    use ruzstd::decoding::errors::FrameDecoderError;
+    use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
+    use ruzstd::io::Read;
+
+    let consumed = |src: &[u8]| u64_of(input.len().saturating_sub(src.len()));
+    let corrupt = |src: &[u8]| {
+        Failure::Stream(
+            ErrorKind::Decompress,
+            "zstd stream is corrupt",
+            consumed(src),
+        )
+    };
+    let declared = u64_of(out.end.saturating_sub(out.start));
+    let mut decoder = FrameDecoder::new();
+    let mut src = init_zstd(&mut decoder, input, declared, options)
+        .map_err(|e| Failure::Stream(e.kind(), e.what(), e.offset()))?;
+    let fcs = decoder.content_size();
+    if fcs != 0 && fcs != declared {
+        return Err(Failure::Stream(
+            ErrorKind::SizeMismatch,
+            "zstd frame content size differs from the declared decompressed size",
+            0,
+        ));
+    }
+    let mut written = 0usize;
+    loop {
+        decoder
+            .decode_blocks(&mut src, BlockDecodingStrategy::UptoBytes(1 << 20))
+            .map_err(|e| match e {
+                FrameDecoderError::FailedToReadBlockHeader(_)
+                | FrameDecoderError::FailedToReadBlockBody(_)
+                    if src.is_empty() =>
+                {
+                    Failure::Stream(
+                        ErrorKind::Truncated,
+                        "zstd stream is truncated",
+                        consumed(src),
+                    )
+                }
+                _ => corrupt(src),
+            })?;
+        // Drain what was decoded, growing the output only as far as there is data.
+        while decoder.can_collect() > 0 {
+            if out.window().len() == written && !out.grow()? {
+                return Err(Failure::Stream(
+                    ErrorKind::SizeMismatch,
+                    "compressed stream is longer than the declared decompressed size",
+                    consumed(src),
+                ));
+            }
+            let dst = out.window().get_mut(written..).unwrap_or_default();
+            let n = decoder.read(dst).map_err(|_| corrupt(src))?;
+            if n == 0 {
+                break;
+            }
+            written = written.saturating_add(n);
+        }
+        if decoder.is_finished() {
+            break;
+        }
+    }
+    if u64_of(written) != declared {
+        return Err(Failure::Stream(
+            ErrorKind::SizeMismatch,
+            "compressed stream is shorter than the declared decompressed size",
+            consumed(src),
+        ));
+    }
+    Ok(consumed(src))
+}
+
+/// Decodes one LZ4 block into `out`, which must end up exactly full; returns the
+/// compressed length (the whole input: a block has no end marker of its own).
+fn decode_lz4(input: &[u8], out: &mut Output<'_>) -> core::result::Result<u64, Failure> {
+    // A block decodes in one call, into the whole output (its size was checked against
+    // the limit and the LZ4 ratio).
+    while out.grow()? {}
+    let n = lz4_flex::block::decompress_into(input, out.window())
+        .map_err(|_| Failure::Stream(ErrorKind::Decompress, "LZ4 block is corrupt", 0))?;
+    if n != out.window().len() {
+        return Err(Failure::Located(Error::new(
+            ErrorKind::SizeMismatch,
+            out.size_field,
+            "LZ4 block decodes to a size other than the declared one",
+        )));
+    }
+    Ok(u64_of(input.len()))
+}
+
+/// A decoder of one compressed stream, read front to back into caller buffers.
+///
+/// The crate implements it for zlib ([`ZlibStream`], miniz_oxide with a 32 KiB window) and
+/// zstd ([`ZstdStream`], ruzstd); a program with `std` can implement it over a faster
+/// decoder (`loader-sim` does over C libzstd). [`ContentReader`] drives it.
+pub trait Decompressor {
+    /// Decompresses the next bytes into `out` and returns how many it wrote. `Ok(0)` with
+    /// a non-empty `out` means the stream has ended. Errors are located in the compressed
+    /// payload (offset from its first byte).
+    fn read(&mut self, out: &mut [u8]) -> Result<usize>;
+
+    /// Compressed bytes consumed so far: the length of the stream once it has ended.
+    fn consumed(&self) -> u64;
+
+    /// Decompresses the next bytes (at most `max`, at least one unless the stream has
+    /// ended) and shows them to `f`; returns how many. A decoder that holds its output in
+    /// a buffer of its own overrides this to show that buffer without a copy; the default
+    /// reads into a 16 KiB stack buffer.
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
+        let mut buf = [0u8; READ_CHUNK];
+        let dst = buf.get_mut(..max.min(READ_CHUNK)).unwrap_or_default();
+        let n = self.read(dst)?;
+        f(dst.get(..n).unwrap_or_default());
+        Ok(n)
+    }
+}
+
+impl<D: Decompressor + ?Sized> Decompressor for &mut D {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        (**self).read(out)
+    }
+    fn consumed(&self) -> u64 {
+        (**self).consumed()
+    }
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
+        (**self).read_with(max, f)
+    }
+}
+
+impl<D: Decompressor + ?Sized> Decompressor for Box<D> {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        (**self).read(out)
+    }
+    fn consumed(&self) -> u64 {
+        (**self).consumed()
+    }
+    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
+        (**self).read_with(max, f)
+    }
+}
+
+/// A zlib stream decoded by miniz_oxide's streaming inflater (about 43 KB of state,
+/// whatever the output size).
+pub struct ZlibStream<'data> {
+    input: &'data [u8],
+    pos: usize,
+    state: Box<miniz_oxide::inflate::stream::InflateState>,
+    done: bool,
+}
+
+impl core::fmt::Debug for ZlibStream<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ZlibStream")
+            .field("pos", &self.pos)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'data> ZlibStream<'data> {
+    /// A decoder of the zlib stream at the start of `input`.
+    pub fn new(input: &'data [u8]) -> Self {
+        ZlibStream {
+            input,
+            pos: 0,
+            state: miniz_oxide::inflate::stream::InflateState::new_boxed(
+                miniz_oxide::DataFormat::Zlib,
+            ),
+            done: false,
+        }
+    }
+}
+
+impl Decompressor for ZlibStream<'_> {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        use miniz_oxide::inflate::stream::inflate;
+        use miniz_oxide::{MZError, MZFlush, MZStatus};
+        if out.is_empty() || self.done {
+            return Ok(0);
+        }
+        loop {
+            let rest = self.input.get(self.pos..).unwrap_or_default();
+            let r = inflate(&mut self.state, rest, out, MZFlush::None);
+            self.pos = self.pos.saturating_add(r.bytes_consumed);
+            let at = u64_of(self.pos);
+            match r.status {
+                Ok(MZStatus::StreamEnd) => {
+                    self.done = true;
+                    return Ok(r.bytes_written);
+                }
+                Ok(_) if r.bytes_written > 0 => return Ok(r.bytes_written),
+                Ok(_) if r.bytes_consumed > 0 => continue,
+                Ok(_) | Err(MZError::Buf) => {
+                    return Err(Error::new(
+                        ErrorKind::Truncated,
+                        at,
+                        "zlib stream is truncated",
+                    ))
+                }
+                Err(_) => {
+                    return Err(Error::new(
+                        ErrorKind::Decompress,
+                        at,
+                        "zlib stream is corrupt",
+                    ))
+                }
+            }
+        }
+    }
+
+    fn consumed(&self) -> u64 {
+        u64_of(self.pos)
+    }
+}
+
+/// A zstd frame decoded by ruzstd.
+///
+/// ruzstd hands out only bytes older than the frame's window until the frame ends; clang
+/// writes single-segment frames (window = content size), so for real bundles the first
+/// byte comes out after the whole frame is decoded (`STACK.md`).
+pub struct ZstdStream<'data> {
+    src: &'data [u8],
+    total: usize,
+    decoder: Box<ruzstd::decoding::FrameDecoder>,
+}
+
+impl core::fmt::Debug for ZstdStream<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ZstdStream")
+            .field("consumed", &self.consumed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'data> ZstdStream<'data> {
+    /// Reads the frame header at the start of `input` ([`bounded_zstd_header`]: a window
+    /// larger than `declared`, the decompressed size the container states, is narrowed
+    /// to it); a frame content size must equal `declared`.
+    pub fn new(input: &'data [u8], declared: u64, options: &ReadOptions) -> Result<Self> {
+        let mut decoder = Box::new(ruzstd::decoding::FrameDecoder::new());
+        let src = init_zstd(&mut decoder, input, declared, options)?;
+        let fcs = decoder.content_size();
+        if fcs != 0 && fcs != declared {
+            return Err(Error::new(
+                ErrorKind::SizeMismatch,
+                0,
+                "zstd frame content size differs from the declared decompressed size",
+            ));
+        }
+        Ok(ZstdStream {
+            src,
+            total: input.len(),
+            decoder,
+        })
+    }
+}
+
+/// The largest zstd window accepted for a frame whose container declares `declared`
+/// bytes of content: the content rounded up to a window the frame header can state
+/// ([`bounded_zstd_header`] narrows larger claims to that), at least 1 MiB, and no more
+/// than the limit allows. Memory for the window is therefore bounded by the declared
+/// content, never by the frame's own claim.
+pub fn zstd_window_limit(declared: u64, options: &ReadOptions) -> u64 {
+    let max = options.limits.max_decompressed_size;
+    let ceiling = max.saturating_add(max / 8).saturating_add(1 << 10).max(1 << 20);
+    encodable_window(declared).clamp(1 << 20, ceiling)
+}
+
+/// The smallest window a zstd `Window_Descriptor` can state that holds `need` bytes (at
+/// least the format's 1 KiB minimum).
+fn encodable_window(need: u64) -> u64 {
+    window_descriptor(need).map_or(need, |(_, w)| w)
+}
+
+/// The `Window_Descriptor` byte of the smallest window of at least `need` bytes, and that
+/// window (RFC 8878 §3.1.1.1.2: `windowLog = 10 + exponent`, plus `mantissa` eighths).
+fn window_descriptor(need: u64) -> Option<(u8, u64)> {
+    (0u8..32).find_map(|exponent| {
+        let base = 1u64.checked_shl(10 + u32::from(exponent))?;
+        (0u8..8).find_map(|mantissa| {
+            let window = base.saturating_add((base / 8).saturating_mul(u64::from(mantissa)));
+            (window >= need).then_some(((exponent << 3) | mantissa, window))
+        })
+    })
+}
+
+/// The smallest window a frame is narrowed to: a frame whose content turns out larger than
+/// declared then still decodes far enough to be reported as a size mismatch rather than as
+/// a match reaching outside the window.
+const MIN_WINDOW: u64 = 1 << 20;
+
+/// Size of the longest zstd frame header (magic, descriptor, window, dictionary ID, content
+/// size).
+pub const ZSTD_HEADER_MAX: usize = 4 + 1 + 1 + 4 + 8;
+
+/// A copy of the frame header at the start of `input` whose window is narrowed to the
+/// `declared` content size (at least 1 MiB), when the frame states a larger one: (header
+/// bytes, header length). `None` when the header can be used as it is (a single-segment frame, whose
+/// window is its content size; a window no larger than the content; not a zstd frame; a
+/// truncated header, which the decoder reports).
+///
+/// A frame compressed as a stream (the `zstd` command reading standard input, for one)
+/// states the window of its compression level, 8 MiB or more, whatever the size of the
+/// content. No match can reach back before the first byte, so a window of the content's
+/// size decodes the frame to the same bytes; decoders that reserve the stated window up
+/// front (ruzstd, libzstd without a content size) then reserve no more than the content.
+/// Feed the decoder the returned header, then `input[len..]`.
+pub fn bounded_zstd_header(input: &[u8], declared: u64) -> Option<([u8; ZSTD_HEADER_MAX], usize)> {
+    if !input.starts_with(crate::raw::ZSTD_MAGIC) {
+        return None;
+    }
+    let descriptor = *input.get(4)?;
+    if descriptor & 0x20 != 0 {
+        return None; // single segment: no window descriptor
+    }
+    let dictionary = [0usize, 1, 2, 4].get(usize::from(descriptor & 3)).copied()?;
+    let content = [0usize, 2, 4, 8].get(usize::from(descriptor >> 6)).copied()?;
+    let len = 6usize.checked_add(dictionary)?.checked_add(content)?;
+    let header = input.get(..len)?;
+    let stated = *header.get(5)?;
+    let exponent = u32::from(stated >> 3);
+    let base = 1u64.checked_shl(10 + exponent)?;
+    let window = base.saturating_add((base / 8).saturating_mul(u64::from(stated & 7)));
+    let (narrow, narrowed) = window_descriptor(declared.max(MIN_WINDOW))?;
+    if narrowed >= window {
+        return None;
+    }
+    let mut copy = [0u8; ZSTD_HEADER_MAX];
+    copy.get_mut(..len)?.copy_from_slice(header);
+    *copy.get_mut(5)? = narrow;
+    Some((copy, len))
+}
+
+/// Reads the frame header at the start of `input` into `decoder` (narrowed by
+/// [`bounded_zstd_header`]) with the window limit of [`zstd_window_limit`]; returns the
+/// rest of the input (the frame's blocks). Errors are located in `input`.
+fn init_zstd<'i>(
+    decoder: &mut ruzstd::decoding::FrameDecoder,
+    input: &'i [u8],
+    declared: u64,
+    options: &ReadOptions,
+) -> Result<&'i [u8]> {
+    use ruzstd::decoding::errors::FrameDecoderError;
+    decoder.set_max_window_size(zstd_window_limit(declared, options));
+    let mut src = input;
+    let result = match bounded_zstd_header(input, declared) {
+        Some((header, len)) => {
+            let mut head = header.get(..len).unwrap_or_default();
+            src = input.get(len..).unwrap_or_default();
+            decoder.init(&mut head)
+        }
+        None => decoder.init(&mut src),
+    };
+    result.map_err(|e| match e {
+        FrameDecoderError::WindowSizeTooBig { .. } => Error::new(
+            ErrorKind::LimitExceeded,
+            0,
+            "zstd window is larger than the declared content size or the limit",
+        ),
+        _ => Error::new(ErrorKind::Decompress, 0, "zstd frame header is invalid"),
+    })?;
+    Ok(src)
+}
+
+impl Decompressor for ZstdStream<'_> {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
+        use ruzstd::decoding::BlockDecodingStrategy;
+        use ruzstd::io::Read;
+        if out.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let at = self.consumed();
+            let n = self
+                .decoder
+                .read(out)
+                .map_err(|_| Error::new(ErrorKind::Decompress, at, "zstd stream is corrupt"))?;
+            if n > 0 || self.decoder.is_finished() {
+                return Ok(n);
+            }
+            let src_empty = self.src.is_empty();
+            self.decoder
+                .decode_blocks(&mut self.src, BlockDecodingStrategy::UptoBytes(1 << 20))
+                .map_err(|_| {
+                    if src_empty || self.src.is_empty() {
+                        // More bytes were needed than the payload has: the end of it.
+                        let end = u64_of(self.total);
+                        Error::new(ErrorKind::Truncated, end, "zstd stream is truncated")
+                    } else {
+                        Error::new(ErrorKind::Decompress, at, "zstd stream is corrupt")
+                    }
+                })?;
+        }
+    }
+
+    fn consumed(&self) -> u64 {
+        u64_of(self.total.saturating_sub(self.src.len()))
+    }
+}
+
