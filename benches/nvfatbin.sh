@@ -149,4 +149,47 @@ for mode in warm cold; do
       printf "| %s | %s | %.1f ms | %.1f MiB | %.3f | %.3f |\n", l, m, w * 1000, r / 1024, w / rw, r / rr }'
   done
 done
+
+# Large libraries: `select` reads entry headers only (compressed entries are decoded on
+# demand, here only the chosen ones), so its time should not grow with what the library
+# compresses. libcusolver.so.11 (302 MB) and libcusparse.so.12 (487 MB) of CUDA 12's wheels
+# (scripts/fetch-nvidia-libs.sh --large), warm page cache, same rounds side by side.
+LARGE_ROUNDS="${LARGE_ROUNDS:-5}"
+if [ "$LARGE_ROUNDS" -gt 0 ]; then
+  mapfile -t large < <(scripts/fetch-nvidia-libs.sh --large | tail -n2)
+  echo
+  echo "Large libraries ($LARGE_ROUNDS warm rounds, medians):"
+  echo
+  echo "| library | command | wall | peak RSS | wall / cuobjdump | RSS / cuobjdump |"
+  echo "|---|---|---|---|---|---|"
+  for big in "${large[@]}"; do
+    b=$(basename "$big")
+    CMD[big_select]="$LS select $big --target sm_86"
+    CMD[big_sha]="$LS select $big --target sm_86 --sha256"
+    CMD[big_cuobjdump]="$CUOBJDUMP -lelf -lptx $big"
+    rm -f "$work"/times/big_*
+    for c in big_select big_sha big_cuobjdump; do run "$c" untimed; done
+    for ((r = 0; r < LARGE_ROUNDS; r++)); do
+      for c in big_select big_sha big_cuobjdump; do run "$c" warm; done
+    done
+    for f in "$work"/times/big_*.warm; do
+      if awk '$3 != 0 { bad = 1 } END { exit !bad }' "$f"; then
+        echo "FAILED: a run of $(basename "$f") on $b exited with an error"; fail=1
+      fi
+    done
+    # Every fatbinary with an sm_86 cubin gets it (as many choices as cuobjdump lists
+    # sm_86 cubins in distinct fatbinaries is not checked here; tests/nvfatbin.rs and the
+    # corpus tests check the rules).
+    chosen=$("$LS" select "$big" --target sm_86 --json | jq -s '[.[] | select(.selected != null)] | length')
+    cubins=$("$CUOBJDUMP" -lelf "$big" | grep -c '\.sm_86\.cubin$' || true)
+    echo "| $b | ($chosen choices; cuobjdump lists $cubins sm_86 cubins) | | | | |"
+    ref="$work/times/big_cuobjdump.warm"
+    rw=$(med "$ref" 1); rr=$(med "$ref" 2)
+    for c in big_select big_sha big_cuobjdump; do
+      f="$work/times/$c.warm"
+      awk -v b="$b" -v l="${CMD[$c]#"$LS "}" -v w="$(med "$f" 1)" -v r="$(med "$f" 2)" -v rw="$rw" -v rr="$rr" 'BEGIN {
+        sub(/ \/[^ ]*\//, " ", l); printf "| %s | %s | %.1f ms | %.1f MiB | %.3f | %.3f |\n", b, l, w * 1000, r / 1024, w / rw, r / rr }'
+    done
+  done
+fi
 exit $fail

@@ -10,8 +10,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use offload_image::stream::select_in_stream;
 use offload_image::{
-    for_each_unit, identify, select, select_identities, Device, Error, Image, ReadOptions,
-    SelectOptions,
+    for_each_unit, identify, select, Device, Error, Image, ReadOptions, SelectOptions,
 };
 use std::hint::black_box;
 
@@ -90,7 +89,7 @@ fn parse_and_select(data: &[u8], device: &Device) -> usize {
     let mut chosen = 0;
     for_each_unit(data, &read, |unit| {
         let open = unit.open(&read)?;
-        let s = select_identities(open.images().map(|i| identify(&i)), device, &options);
+        let s = select(open.images(), device, &options);
         chosen += s.chosen().unwrap_or(usize::MAX) & 0xFFFF;
         Ok(())
     })

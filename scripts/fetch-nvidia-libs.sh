@@ -27,3 +27,27 @@ open(os.path.join(sys.argv[2], "libcurand.so.10"), "wb").write(data)
 PY
 fi
 echo "$dest/nvidia/libcurand.so.10"
+
+# `--large`: also the two large CUDA 12 libraries of the selection benchmark
+# (benches/nvfatbin.sh): libcusolver.so.11 (nvidia-cusolver-cu12 11.7.5.82, 302 MB) and
+# libcusparse.so.12 (nvidia-cusparse-cu12 12.5.10.65, 487 MB). Printed after libcurand.
+if [ "${1:-}" = "--large" ]; then
+  for spec in "nvidia-cusolver-cu12 11.7.5.82 cusolver libcusolver.so.11" \
+              "nvidia-cusparse-cu12 12.5.10.65 cusparse libcusparse.so.12"; do
+    read -r name version pkg file <<< "$spec"
+    stem="$(echo "$name" | tr - _)-$version"
+    if ! ls "$dest"/nvidia-wheels/"$stem"-*.whl >/dev/null 2>&1; then
+      python3 -m pip download -q --no-deps "$name==$version" -d "$dest/nvidia-wheels"
+    fi
+    if [ ! -e "$dest/nvidia/$file" ]; then
+      whl=$(ls "$dest"/nvidia-wheels/"$stem"-*.whl | head -n1)
+      python3 - "$whl" "$dest/nvidia" "nvidia/$pkg/lib/$file" <<'PY'
+import os, shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[3]) as src:
+    with open(os.path.join(sys.argv[2], os.path.basename(sys.argv[3])), "wb") as out:
+        shutil.copyfileobj(src, out)
+PY
+    fi
+    echo "$dest/nvidia/$file"
+  done
+fi

@@ -484,7 +484,6 @@ impl<D> core::fmt::Debug for ContentReader<'_, D> {
     }
 }
 
-
 impl<'data, D: Decompressor> ContentReader<'data, D> {
     /// Reads `bundle`'s content through `decoder` (which must decode `bundle.payload()`).
     /// The declared size is checked against the limit and the payload first.

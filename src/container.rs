@@ -22,8 +22,8 @@ use crate::bundle::{self, Bundle, BundleEntries};
 pub use crate::bytes::elf_machine;
 use crate::bytes::{self, u64_of};
 use crate::ccob::{self, CompressedBundle};
-use crate::error::{Error, ErrorKind, Result};
 use crate::decompress::Codec;
+use crate::error::{Error, ErrorKind, Result};
 use crate::image::{Encoded, Format, Image, ImageKind};
 use crate::nvfatbin::{self, Fatbin, FatbinEntries};
 use crate::offload_binary::{
@@ -299,7 +299,10 @@ impl<'data> OpenUnit<'data> {
             UnitContent::DeviceElf(d) => State::Elf(Some(d)),
             UnitContent::NvFatbin(f) => State::Fatbin {
                 entries: f.entries(),
-                base: self.unit.offset_of(f.bytes()).unwrap_or(self.unit.location.offset),
+                base: self
+                    .unit
+                    .offset_of(f.bytes())
+                    .unwrap_or(self.unit.location.offset),
             },
         };
         Images {

@@ -144,7 +144,9 @@ pub fn decode(
     options: &ReadOptions,
 ) -> Result<(Vec<u8>, u64)> {
     let mut out = Vec::new();
-    let used = decode_append(codec, payload, payload_at, size, size_field, options, &mut out)?;
+    let used = decode_append(
+        codec, payload, payload_at, size, size_field, options, &mut out,
+    )?;
     Ok((out, used))
 }
 
@@ -577,7 +579,10 @@ impl<'data> ZstdStream<'data> {
 /// content, never by the frame's own claim.
 pub fn zstd_window_limit(declared: u64, options: &ReadOptions) -> u64 {
     let max = options.limits.max_decompressed_size;
-    let ceiling = max.saturating_add(max / 8).saturating_add(1 << 10).max(1 << 20);
+    let ceiling = max
+        .saturating_add(max / 8)
+        .saturating_add(1 << 10)
+        .max(1 << 20);
     encodable_window(declared).clamp(1 << 20, ceiling)
 }
 
@@ -588,7 +593,7 @@ fn encodable_window(need: u64) -> u64 {
 }
 
 /// The `Window_Descriptor` byte of the smallest window of at least `need` bytes, and that
-/// window (RFC 8878 §3.1.1.1.2: `windowLog = 10 + exponent`, plus `mantissa` eighths).
+/// window (RFC 8878, section 3.1.1.1.2: `windowLog = 10 + exponent`, plus `mantissa` eighths).
 fn window_descriptor(need: u64) -> Option<(u8, u64)> {
     (0u8..32).find_map(|exponent| {
         let base = 1u64.checked_shl(10 + u32::from(exponent))?;
@@ -628,8 +633,12 @@ pub fn bounded_zstd_header(input: &[u8], declared: u64) -> Option<([u8; ZSTD_HEA
     if descriptor & 0x20 != 0 {
         return None; // single segment: no window descriptor
     }
-    let dictionary = [0usize, 1, 2, 4].get(usize::from(descriptor & 3)).copied()?;
-    let content = [0usize, 2, 4, 8].get(usize::from(descriptor >> 6)).copied()?;
+    let dictionary = [0usize, 1, 2, 4]
+        .get(usize::from(descriptor & 3))
+        .copied()?;
+    let content = [0usize, 2, 4, 8]
+        .get(usize::from(descriptor >> 6))
+        .copied()?;
     let len = 6usize.checked_add(dictionary)?.checked_add(content)?;
     let header = input.get(..len)?;
     let stated = *header.get(5)?;
@@ -712,4 +721,3 @@ impl Decompressor for ZstdStream<'_> {
         u64_of(self.total.saturating_sub(self.src.len()))
     }
 }
-

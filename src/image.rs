@@ -350,7 +350,11 @@ impl<'a> Image<'a> {
 
     /// An entry of an NVIDIA fatbinary whose payload is compressed, identified from its
     /// header alone: its bytes are decoded (and trimmed) by [`Image::decode`].
-    pub fn from_encoded_fatbin_entry(index: usize, e: &FatbinEntry<'_>, encoded: Encoded<'a>) -> Self {
+    pub fn from_encoded_fatbin_entry(
+        index: usize,
+        e: &FatbinEntry<'_>,
+        encoded: Encoded<'a>,
+    ) -> Self {
         Image {
             encoded: Some(encoded),
             ..Self::from_fatbin_entry(index, e, &[])

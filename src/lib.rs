@@ -55,15 +55,15 @@
 //! let device = Device::parse("gfx90a:xnack-")?;
 //! for unit in units(&b, &options) {           // an iterator; allocation-free
 //!     let unit = unit?;
-//!     let open = unit.open(&options)?;         // decompresses CCOB content once, if any
+//!     let open = unit.open(&options)?;         // headers; CCOB content decompressed once
 //!     for image in open.images() {             // discovery order
 //!         println!("{:?} {} bytes at {:?}", image.entry_id, image.size(), image.offset);
 //!     }
 //!     assert_eq!(open.images().nth(1).unwrap().file_range(), Some(data_at..data_at + 4));
 //!     // The choice for a device, and why: four bytes are not a loadable code object.
-//!     let choice = choose(open.images(), &device, &SelectOptions::default());
-//!     assert!(choice.image.is_none());
-//!     let (index, why) = choice.rejection.unwrap();
+//!     let choices = choose(open.images(), &[device], &SelectOptions::default());
+//!     assert!(choices[0].image.is_none());
+//!     let (index, why) = choices[0].rejection.unwrap();
 //!     println!("nothing for {device}: image {index}: {why}");
 //! }
 //! # Ok::<(), offload_image::Error>(())
@@ -113,8 +113,8 @@ pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent,
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Encoded, Format, Image, ImageKind, OffloadKind};
 pub use select::{
-    check, choose, choose_many, explain, select, select_identities, Choice, KindFilter, Policy,
-    RankKey, Rejection, SelectOptions, Selection, Verdict,
+    check, choose, explain, select, Choice, KindFilter, Loss, Policy, RankKey, Rejection,
+    SelectOptions, Selection, Verdict,
 };
 pub use target::{identify, Device, Identity, Target, TargetId};
 

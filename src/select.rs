@@ -5,10 +5,15 @@
 //! makes them from [`Image`]s, reading at most an ELF header) in **discovery order**, and a
 //! [`Device`]. For each candidate [`check`] gives a [`Verdict`]: compatible with a
 //! [`RankKey`], or rejected with a [`Rejection`] whose `Display` is a sentence a person
-//! understands ("built for xnack+, device has xnack-"). [`choose`] takes any iterator of
-//! images and returns the one with the smallest key under the chosen [`Policy`], with the
-//! key and, when nothing is compatible, the most telling rejection; [`choose_many`] does it
-//! for several devices in one pass; [`select`] is the same over a slice.
+//! understands ("built for xnack+, device has xnack-").
+//!
+//! [`choose`] is the one way to choose: over any iterator of images and for one or many
+//! devices in one pass, it returns per device a [`Choice`]: the image with the smallest key
+//! under the chosen [`Policy`], its key, the counts, the most telling rejection, and for
+//! every other image why it lost ([`Loss`]: rejected, or outranked by the winner). Beneath
+//! it, [`check`] is the single-image predicate. Two thin conveniences stay: [`explain`]
+//! (identify, then [`check`]: the verdict on one image) and [`select`] (one device over a
+//! slice, keeping no verdicts and allocating nothing: what a runtime needs).
 //!
 //! # Ranking (`Policy::Best`)
 //!
@@ -60,7 +65,7 @@
 //! * When the container and the ELF header disagree, the ELF header wins (AMDGPU) unless
 //!   [`SelectOptions::strict`] is set, which rejects the image.
 //!
-//! Nothing here allocates.
+//! Nothing here allocates but [`choose`]'s record of every verdict.
 //!
 //! # Example
 //!
@@ -74,19 +79,21 @@
 //! let options = ReadOptions::default();
 //! for unit in units(data, &options) {
 //!     let open = unit?.open(&options)?;
-//!     let choice = choose(open.images(), &device, &SelectOptions::default());
-//!     let chosen = choice.image.expect("a compatible image");
+//!     let choices = choose(open.images(), &[device], &SelectOptions::default());
+//!     let chosen = choices[0].image.expect("a compatible image");
 //!     assert_eq!(chosen.entry_id, Some("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"));
 //!     // Why the others were not chosen, in words.
-//!     for image in open.images() {
-//!         if let Verdict::Rejected(why) = explain(&image, &device, &SelectOptions::default()) {
-//!             println!("{:?}: {why}", image.entry_id); // "gfx906 code does not run on gfx90a"
-//!         }
+//!     for (index, why) in choices[0].losses() {
+//!         println!("image {index}: {why}"); // "gfx906 code does not run on gfx90a"
 //!     }
+//!     // One image's verdict on its own.
+//!     let first = open.images().next().expect("an image");
+//!     assert!(matches!(explain(&first, &device, &SelectOptions::default()), Verdict::Rejected(_)));
 //! }
 //! # Ok::<(), offload_image::Error>(())
 //! ```
 
+use alloc::vec::Vec;
 use core::fmt;
 
 use crate::image::{Image, OffloadKind};
@@ -619,8 +626,8 @@ impl fmt::Display for Outranked {
     }
 }
 
-/// The result of [`select`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A choice without its images ([`Choice::selection`], [`select`]): what a runtime keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Selection {
     /// The chosen candidate's key; its `index` is the candidate's position in the input
     /// sequence ([`Selection::chosen`]).
@@ -857,44 +864,6 @@ pub fn explain<'a>(image: &Image<'a>, device: &Device, options: &SelectOptions) 
     check(&identify(image), image.index, device, options)
 }
 
-/// Chooses among identified candidates given in discovery order.
-///
-/// The returned `chosen` is the position in `candidates`. Allocation-free.
-pub fn select_identities<'a, I>(
-    candidates: I,
-    device: &Device,
-    options: &SelectOptions,
-) -> Selection
-where
-    I: IntoIterator<Item = Identity<'a>>,
-{
-    let mut best: Option<RankKey> = None;
-    let mut tie = false;
-    let mut compatible = 0usize;
-    for (index, identity) in candidates.into_iter().enumerate() {
-        let Verdict::Compatible(key) = check(&identity, index, device, options) else {
-            continue;
-        };
-        compatible = compatible.saturating_add(1);
-        match &best {
-            None => best = Some(key),
-            Some(b) => {
-                if key.ties_with(b, options.policy) {
-                    tie = true;
-                } else if key.cmp_under(b, options.policy).is_lt() {
-                    best = Some(key);
-                    tie = false;
-                }
-            }
-        }
-    }
-    Selection {
-        key: best,
-        compatible,
-        tie,
-    }
-}
-
 impl Rejection<'_> {
     /// How much the rejection says about the device: 0 for images that were never meant
     /// for it (host entries, other kinds, other architectures, empty or non-code
@@ -924,9 +893,27 @@ impl Rejection<'_> {
     }
 }
 
-/// What [`choose`] found for one device: the chosen image with its key, or the reason
-/// there is none.
-#[derive(Clone, Copy, Debug)]
+/// Why an image was not chosen for a device ([`Choice::loss`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss<'a> {
+    /// It cannot be loaded on the device.
+    Rejected(Rejection<'a>),
+    /// It is compatible, but the chosen image ranks above it.
+    Outranked(Outranked),
+}
+
+impl fmt::Display for Loss<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Loss::Rejected(r) => r.fmt(f),
+            Loss::Outranked(o) => o.fmt(f),
+        }
+    }
+}
+
+/// What [`choose`] found for one device: the chosen image with its rank key, and for every
+/// other image the reason it lost ([`Choice::loss`]).
+#[derive(Clone, Debug)]
 pub struct Choice<'a> {
     /// The chosen image (its [`Image::index`] is its discovery index).
     pub image: Option<Image<'a>>,
@@ -944,6 +931,11 @@ pub struct Choice<'a> {
     /// order among equals) with the rejected image's discovery index: why nothing was
     /// chosen, when nothing was.
     pub rejection: Option<(usize, Rejection<'a>)>,
+    /// The verdict on every image, in discovery order, with its discovery index (empty
+    /// for [`select`], which keeps none).
+    pub verdicts: Vec<(usize, Verdict<'a>)>,
+    /// The policy that ranked the images.
+    pub policy: Policy,
 }
 
 impl<'a> Choice<'a> {
@@ -955,11 +947,59 @@ impl<'a> Choice<'a> {
         compatible: 0,
         tie: false,
         rejection: None,
+        verdicts: Vec::new(),
+        policy: Policy::Best,
     };
 
-    /// Takes one more candidate into account (the ranking of [`select`]).
+    /// Discovery index of the chosen image.
+    pub const fn chosen(&self) -> Option<usize> {
+        match &self.key {
+            Some(k) => Some(k.index),
+            None => None,
+        }
+    }
+
+    /// The choice without the images: what a runtime keeps ([`Selection`]).
+    pub const fn selection(&self) -> Selection {
+        Selection {
+            key: self.key,
+            compatible: self.compatible,
+            tie: self.tie,
+        }
+    }
+
+    /// Why the image of discovery index `index` lost: rejected, or outranked by the chosen
+    /// one. `None` for the chosen image and for indices without a recorded verdict.
+    pub fn loss(&self, index: usize) -> Option<Loss<'a>> {
+        let (_, verdict) = self.verdicts.iter().find(|(i, _)| *i == index)?;
+        self.loss_of(index, *verdict)
+    }
+
+    /// Every image that lost, with why, in discovery order.
+    pub fn losses(&self) -> impl Iterator<Item = (usize, Loss<'a>)> + '_ {
+        self.verdicts
+            .iter()
+            .filter_map(|(i, v)| self.loss_of(*i, *v).map(|l| (*i, l)))
+    }
+
+    fn loss_of(&self, index: usize, verdict: Verdict<'a>) -> Option<Loss<'a>> {
+        if self.chosen() == Some(index) {
+            return None;
+        }
+        match verdict {
+            Verdict::Rejected(r) => Some(Loss::Rejected(r)),
+            Verdict::Compatible(loser) => Some(Loss::Outranked(Outranked {
+                loser,
+                winner: self.key?,
+                policy: self.policy,
+            })),
+        }
+    }
+
+    /// Takes one more candidate into account: the one ranking loop.
     fn offer(&mut self, image: &Image<'a>, verdict: Verdict<'a>, policy: Policy) {
         self.candidates = self.candidates.saturating_add(1);
+        self.policy = policy;
         match verdict {
             Verdict::Compatible(key) => {
                 self.compatible = self.compatible.saturating_add(1);
@@ -992,68 +1032,94 @@ impl<'a> Choice<'a> {
     }
 }
 
-/// Chooses the image to load on `device` among `images` (one unit, in discovery order;
-/// any iterator, for example [`crate::OpenUnit::images`]) in one pass, and says why.
-///
-/// Each image is identified once (at most its ELF header is read) and ranked as
-/// [`select`] ranks it; ranking keys use [`Image::index`]. Allocation-free.
-///
-/// ```
-/// use offload_image::{units, select::choose, Device, ReadOptions, SelectOptions};
-///
-/// let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
-/// let device = Device::parse("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-")?;
-/// let options = ReadOptions::default();
-/// for unit in units(data, &options) {
-///     let open = unit?.open(&options)?;
-///     let choice = choose(open.images(), &device, &SelectOptions::default());
-///     let image = choice.image.expect("a compatible image");
-///     assert_eq!(image.entry_id, Some("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"));
-///     println!("{} bytes at {:?}, {} code", image.size(), image.offset, choice.key.unwrap().class.name());
-/// }
-/// # Ok::<(), offload_image::Error>(())
-/// ```
-pub fn choose<'a, I>(images: I, device: &Device, options: &SelectOptions) -> Choice<'a>
-where
-    I: IntoIterator<Item = Image<'a>>,
-{
-    let mut choice = Choice::EMPTY;
-    for image in images {
-        let verdict = check(&identify(&image), image.index, device, options);
-        choice.offer(&image, verdict, options.policy);
-    }
-    choice
-}
-
-/// [`choose`] for several devices in one pass: `out[i]` receives the choice for
-/// `devices[i]` (extra elements of either slice are left alone). Each image is identified
-/// once. Allocation-free.
-pub fn choose_many<'a, I>(
+/// One pass over `images` for every device: each image is identified once (at most its
+/// ELF header is read) and checked against each device; `out[i]` ranks for `devices[i]`.
+/// With `record`, every verdict is kept (allocates).
+fn rank<'a, I>(
     images: I,
     devices: &[Device],
     options: &SelectOptions,
     out: &mut [Choice<'a>],
+    record: bool,
 ) where
     I: IntoIterator<Item = Image<'a>>,
 {
-    for slot in out.iter_mut() {
-        *slot = Choice::EMPTY;
-    }
     for image in images {
         let identity = identify(&image);
         for (device, slot) in devices.iter().zip(out.iter_mut()) {
             let verdict = check(&identity, image.index, device, options);
+            if record {
+                slot.verdicts.push((image.index, verdict));
+            }
             slot.offer(&image, verdict, options.policy);
         }
     }
 }
 
-/// Chooses the image of `images` (one unit, discovery order) to load on `device`.
+/// Chooses the image to load on each of `devices` among `images` (one unit, in discovery
+/// order; any iterator, for example [`crate::OpenUnit::images`]) in one pass: the
+/// selection rules of `COMPATIBILITY.md` in one function. The result has one [`Choice`]
+/// per device, in the order given: the chosen image with its rank key, and the verdict on
+/// every other image ([`Choice::loss`], [`Choice::losses`]).
 ///
-/// `chosen` is the position in `images`. Reads at most each image's ELF header.
-/// Allocation-free.
-pub fn select(images: &[Image<'_>], device: &Device, options: &SelectOptions) -> Selection {
-    select_identities(images.iter().map(identify), device, options)
+/// Each image is identified once, whatever the number of devices; ranking keys use
+/// [`Image::index`]. Images identified from their headers alone (compressed fatbinary
+/// entries, [`Image::encoded`]) are not decoded.
+///
+/// ```
+/// use offload_image::{units, select::choose, Device, ReadOptions, SelectOptions};
+///
+/// let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
+/// let devices = [
+///     Device::parse("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-")?,
+///     Device::parse("gfx1100")?,
+/// ];
+/// let options = ReadOptions::default();
+/// for unit in units(data, &options) {
+///     let open = unit?.open(&options)?;
+///     let choices = choose(open.images(), &devices, &SelectOptions::default());
+///     let image = choices[0].image.expect("a compatible image");
+///     assert_eq!(image.entry_id, Some("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"));
+///     println!("{} bytes at {:?}, {} code", image.size(), image.offset, choices[0].key.unwrap().class.name());
+///     for (index, why) in choices[1].losses() {
+///         println!("image {index} not for gfx1100: {why}");
+///     }
+/// }
+/// # Ok::<(), offload_image::Error>(())
+/// ```
+pub fn choose<'a, I>(images: I, devices: &[Device], options: &SelectOptions) -> Vec<Choice<'a>>
+where
+    I: IntoIterator<Item = Image<'a>>,
+{
+    let mut out: Vec<Choice<'a>> = devices.iter().map(|_| Choice::EMPTY).collect();
+    rank(images, devices, options, &mut out, true);
+    out
+}
+
+/// [`choose`] for one device, keeping no verdicts: the position of the chosen image in
+/// `images` ([`Selection::chosen`]; a slice or any iterator of images), its key and the
+/// counts. Allocation-free; a convenience for callers that need only the winner (a
+/// runtime).
+pub fn select<'a, I>(images: I, device: &Device, options: &SelectOptions) -> Selection
+where
+    I: IntoIterator,
+    I::Item: core::borrow::Borrow<Image<'a>>,
+{
+    use core::borrow::Borrow;
+    let mut one = [Choice::EMPTY];
+    let positioned = images.into_iter().enumerate().map(|(i, image)| Image {
+        index: i,
+        ..*image.borrow()
+    });
+    rank(
+        positioned,
+        core::slice::from_ref(device),
+        options,
+        &mut one,
+        false,
+    );
+    let [choice] = one;
+    choice.selection()
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use crate::container::{units, Unit, UnitContent};
 use crate::error::{Error, ErrorKind};
 use crate::image::{Image, OffloadKind};
 use crate::raw::{BUNDLE_MAGIC, CCOB_MAGIC};
-use crate::select::{choose, Policy, SelectOptions};
+use crate::select::{select, Policy, SelectOptions};
 use crate::target::amdgpu::{Feature, FeatureState, TargetId};
 use crate::target::elf::{AmdgpuElfProblem, DeviceElf};
 use crate::target::{identify, Device, Target};
@@ -426,11 +426,7 @@ fn runtimes_differ(
     };
     let mut results: Vec<(Device, [Option<usize>; 2])> = Vec::new();
     for device in devices(&images) {
-        let pick = |o: &SelectOptions| {
-            choose(images.iter().copied(), &device, o)
-                .image
-                .map(|i| i.index)
-        };
+        let pick = |o: &SelectOptions| select(&images, &device, o).chosen();
         results.push((
             device,
             [pick(&runtime_options), pick(&SelectOptions::default())],

@@ -12,8 +12,7 @@ use std::fmt::Write as _;
 use offload_image::select::{check, Verdict};
 use offload_image::target::{EntryId, TargetId};
 use offload_image::{
-    for_each_unit, identify, select_identities, Device, KindFilter, Policy, ReadOptions,
-    SelectOptions,
+    for_each_unit, identify, select, Device, KindFilter, Policy, ReadOptions, SelectOptions,
 };
 
 struct Counting;
@@ -136,11 +135,7 @@ fn parse_validate_rank_allocate_nothing() {
                 for_each_unit(data, &read, |unit| {
                     let open = unit.open(&read)?;
                     for options in &policies {
-                        let s = select_identities(
-                            open.images().map(|i| identify(&i)),
-                            &device,
-                            options,
-                        );
+                        let s = select(open.images(), &device, options);
                         selected += u32::from(s.chosen().is_some());
                     }
                     for image in open.images() {

@@ -1,9 +1,9 @@
-//! `choose` and `choose_many` (any iterator of images, one pass) against `select` (a slice)
+//! `choose` (any iterator of images, any number of devices, one pass) against `select` (a slice)
 //! on every corpus container and a set of AMDGPU and NVPTX devices.
 
 mod common;
 
-use offload_image::select::{choose, choose_many, select, Choice, Verdict};
+use offload_image::select::{choose, select, Choice, Loss, Verdict};
 use offload_image::{explain, units, Device, Image, ReadOptions, SelectOptions};
 
 const DEVICES: &[&str] = &[
@@ -40,7 +40,7 @@ fn corpus_files() -> Vec<std::path::PathBuf> {
 }
 
 #[test]
-fn choose_agrees_with_select_and_choose_many_with_choose() {
+fn choose_agrees_with_select_for_one_device_and_many() {
     let devices: Vec<Device> = DEVICES.iter().map(|d| Device::parse(d).unwrap()).collect();
     let read = ReadOptions::default();
     let (mut cells, mut chosen_cells, mut explained) = (0, 0, 0);
@@ -58,12 +58,12 @@ fn choose_agrees_with_select_and_choose_many_with_choose() {
                     ..SelectOptions::default()
                 },
             ] {
-                let mut many = vec![Choice::EMPTY; devices.len()];
-                choose_many(open.images(), &devices, &options, &mut many);
+                let many = choose(open.images(), &devices, &options);
                 for (device, from_many) in devices.iter().zip(&many) {
                     cells += 1;
                     let s = select(&images, device, &options);
-                    let c = choose(open.images(), device, &options);
+                    let c: Choice<'_> =
+                        choose(open.images(), std::slice::from_ref(device), &options).remove(0);
                     let name = path.display();
                     assert_eq!(c.key, s.key, "{name} {device}");
                     assert_eq!(c.image.map(|i| i.index), s.chosen(), "{name} {device}");
@@ -71,6 +71,23 @@ fn choose_agrees_with_select_and_choose_many_with_choose() {
                     assert_eq!(c.candidates, images.len());
                     assert_eq!(from_many.key, c.key, "{name} {device}");
                     assert_eq!(from_many.rejection, c.rejection, "{name} {device}");
+                    assert_eq!(from_many.verdicts, c.verdicts, "{name} {device}");
+                    // Every other image lost, with the verdict `explain` gives on its own,
+                    // or outranked by the winner.
+                    assert_eq!(
+                        c.losses().count() + usize::from(c.image.is_some()),
+                        images.len()
+                    );
+                    for (index, loss) in c.losses() {
+                        match (loss, explain(&images[index], device, &options)) {
+                            (Loss::Rejected(r), Verdict::Rejected(v)) => assert_eq!(r, v),
+                            (Loss::Outranked(o), Verdict::Compatible(k)) => {
+                                assert_eq!((o.loser, Some(o.winner)), (k, c.key));
+                                assert!(!k.cmp_under(&o.winner, options.policy).is_lt());
+                            }
+                            (l, v) => panic!("{name} {device}: {l:?} against {v:?}"),
+                        }
+                    }
                     if let Some(i) = c.image {
                         chosen_cells += 1;
                         // The chosen image is the very image of the slice, with its place.

@@ -25,9 +25,7 @@ use common::external_lib;
 
 use offload_image::container::UnitContent;
 use offload_image::target::{Processor, TargetId};
-use offload_image::{
-    for_each_unit, identify, select_identities, Device, Policy, ReadOptions, SelectOptions,
-};
+use offload_image::{for_each_unit, select, Device, Policy, ReadOptions, SelectOptions};
 
 /// The data size CLR passes to comgr (`FatBinaryInfo::ExtractFatBinaryUsingCOMGR`).
 const CLR_DATA_SIZE: u64 = 4096;
@@ -130,7 +128,7 @@ fn ours(data: &[u8], isas: &[String]) -> Vec<Ours> {
         let open = unit.open(&read)?;
         let start = unit.location.offset;
         let pick = |options: &SelectOptions, device: &Device| {
-            let s = select_identities(open.images().map(|i| identify(&i)), device, options);
+            let s = select(open.images(), device, options);
             s.chosen()
                 .and_then(|i| open.images().nth(i))
                 .map_or((0, 0), |img| {

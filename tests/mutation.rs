@@ -836,7 +836,7 @@ fn register(data: &[u8]) -> Option<Result<usize, Error>> {
         let n = reg.images().len();
         images += n;
         for dev in 0..registry.devices().len() {
-            if let Some(i) = reg.choice(dev).and_then(|c| c.selected) {
+            if let Some(i) = reg.choice(dev).and_then(|c| c.chosen()) {
                 assert!(i < n);
             }
             let _ = registry.explain(reg, dev);

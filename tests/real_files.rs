@@ -99,7 +99,10 @@ fn zstd_frame_with_a_window_larger_than_its_content_decodes() {
     let bundler = common::tool("clang-offload-bundler-22");
     let o = Command::new(&bundler)
         .args(["-list", "-type=o"])
-        .arg(format!("-input={}", real("ccob_v3_zstd_stream.ccob").display()))
+        .arg(format!(
+            "-input={}",
+            real("ccob_v3_zstd_stream.ccob").display()
+        ))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -122,7 +125,10 @@ fn zstd_frame_with_a_window_larger_than_its_content_decodes() {
     let out = dir.join("gfx906.co");
     let o = Command::new(&bundler)
         .args(["-unbundle", "-type=o", &format!("-targets={target}")])
-        .arg(format!("-input={}", real("ccob_v3_zstd_stream.ccob").display()))
+        .arg(format!(
+            "-input={}",
+            real("ccob_v3_zstd_stream.ccob").display()
+        ))
         .arg(format!("-output={}", out.display()))
         .output()
         .unwrap();
@@ -159,7 +165,11 @@ fn table_first(c: &[u8]) -> Vec<u8> {
     let (tlen, plen) = (shentsize * shnum, phentsize * phnum);
     // ptxas writes the section data, then the section header table, then the program
     // header table.
-    assert_eq!(shoff + tlen, phoff, "the program header table follows the section table");
+    assert_eq!(
+        shoff + tlen,
+        phoff,
+        "the program header table follows the section table"
+    );
     assert_eq!(phoff + plen, c.len(), "and ends the file");
     // Where a byte of the original is in the result (PHDR segments point at their table).
     let moved = |o: u64| -> u64 {
@@ -190,7 +200,10 @@ fn table_first(c: &[u8]) -> Vec<u8> {
     for i in 0..phnum {
         let p = 64 + tlen + i * phentsize;
         let (off, filesz) = (u64_at(&out, p + 8), u64_at(&out, p + 0x20));
-        assert!(off >= 64 || filesz == 0, "a segment that covers the ELF header");
+        assert!(
+            off >= 64 || filesz == 0,
+            "a segment that covers the ELF header"
+        );
         if filesz > 0 {
             put_u64(&mut out, p + 8, moved(off));
         }
@@ -217,8 +230,8 @@ fn one_entry_fatbin(entry_header: &[u8], payload: &[u8], pad: usize) -> Vec<u8> 
 #[test]
 fn cubin_with_its_section_table_first_is_not_cut() {
     // The sm_75 cubin of a fatbinary written by NVIDIA's fatbinary (stored uncompressed).
-    let real = std::fs::read(common::root().join("tests/data/nvfatbin/files/mixed.none.fatbin"))
-        .unwrap();
+    let real =
+        std::fs::read(common::root().join("tests/data/nvfatbin/files/mixed.none.fatbin")).unwrap();
     let at = 16usize;
     assert_eq!((u16_at(&real, at), u32_at(&real, at + 0x1C)), (2, 75));
     let header_size = u32_at(&real, at + 4) as usize;
@@ -228,8 +241,8 @@ fn cubin_with_its_section_table_first_is_not_cut() {
     assert_eq!(moved.len(), cubin.len());
     // Both tables now end before the data: the end of the tables (where the reader used to
     // cut) is not the end of the cubin.
-    let tables_end = 64 + u16_at(cubin, 0x3A) * u16_at(cubin, 0x3C)
-        + u16_at(cubin, 0x36) * u16_at(cubin, 0x38);
+    let tables_end =
+        64 + u16_at(cubin, 0x3A) * u16_at(cubin, 0x3C) + u16_at(cubin, 0x36) * u16_at(cubin, 0x38);
     assert!(tables_end < moved.len());
 
     let fatbin = one_entry_fatbin(&real[at..], &moved, 40);
@@ -269,7 +282,14 @@ fn cuda_root() -> PathBuf {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    PathBuf::from(String::from_utf8(o.stdout).unwrap().lines().last().unwrap().trim())
+    PathBuf::from(
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim(),
+    )
 }
 
 static HOOK_CALLS: AtomicUsize = AtomicUsize::new(0);
@@ -281,14 +301,16 @@ fn counting_hook(
     options: &ReadOptions,
 ) -> Option<offload_image::Result<Vec<u8>>> {
     HOOK_CALLS.fetch_add(1, Ordering::SeqCst);
-    Some(
-        offload_image::decompress::decode(codec, stream, 0, size, 0, options).map(|(v, _)| v),
-    )
+    Some(offload_image::decompress::decode(codec, stream, 0, size, 0, options).map(|(v, _)| v))
 }
 
 fn nvfatbin_file(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nvfatbin/files").join(name))
-        .unwrap()
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/nvfatbin/files")
+            .join(name),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -303,7 +325,9 @@ fn compressed_fatbin_entries_are_identified_from_headers_and_decoded_on_demand()
     assert!(!images.is_empty());
     let encoded: Vec<&Image<'_>> = images.iter().filter(|i| !i.is_decoded()).collect();
     assert!(!encoded.is_empty());
-    assert!(encoded.iter().all(|i| i.bytes.is_empty() && i.offset.is_none()));
+    assert!(encoded
+        .iter()
+        .all(|i| i.bytes.is_empty() && i.offset.is_none()));
     // Identified from the headers: every image has its architecture and kind.
     let device = offload_image::Device::parse("sm_86").unwrap();
     let chosen = offload_image::select(&images, &device, &Default::default())
@@ -324,7 +348,11 @@ fn compressed_fatbin_entries_are_identified_from_headers_and_decoded_on_demand()
     for image in &images {
         let bytes = image.decode(&hooked).unwrap();
         assert!(bytes.len() as u64 <= image.size());
-        assert!(manifest.contains(&common::sha256(&bytes)), "{}", image.index);
+        assert!(
+            manifest.contains(&common::sha256(&bytes)),
+            "{}",
+            image.index
+        );
     }
     assert_eq!(HOOK_CALLS.load(Ordering::SeqCst) - before, encoded.len());
     // A damaged stream is an error located in the file, found when decoded.
@@ -339,13 +367,18 @@ fn compressed_fatbin_entries_are_identified_from_headers_and_decoded_on_demand()
     let open = unit.open(&options).unwrap();
     let first = open.images().nth(entry.index).unwrap();
     match first.decode(&options) {
-        Ok(bytes) => assert_ne!(common::sha256(&bytes), common::sha256(&entry.decode(&options).unwrap())),
+        Ok(bytes) => assert_ne!(
+            common::sha256(&bytes),
+            common::sha256(&entry.decode(&options).unwrap())
+        ),
         Err(err) => {
             assert!(matches!(
                 err.kind(),
                 ErrorKind::Decompress | ErrorKind::SizeMismatch | ErrorKind::Truncated
             ));
-            assert!(err.offset() >= e.stream_at && err.offset() <= e.stream_at + e.stream.len() as u64);
+            assert!(
+                err.offset() >= e.stream_at && err.offset() <= e.stream_at + e.stream.len() as u64
+            );
         }
     }
 }

@@ -331,7 +331,7 @@ fn register_lib_unwraps_offload_binaries_and_takes_the_first_compatible_image() 
             "the OffloadBinary's inner image"
         );
         assert_eq!(images[1].target_id, Some("gfx90a:xnack+"));
-        let chosen: Vec<_> = (0..3).map(|d| reg.choice(d).unwrap().selected).collect();
+        let chosen: Vec<_> = (0..3).map(|d| reg.choice(d).unwrap().chosen()).collect();
         match policy {
             // LLVM offload: first compatible in descriptor order (REGISTRATION.md §3.2 step 5).
             None => assert_eq!(chosen, [Some(0), Some(0), None]),
@@ -410,7 +410,7 @@ fn fat_binary_registration_counts_and_binds_globals() {
         .unwrap();
     let reg = r.get(id).unwrap();
     let images = reg.images();
-    let chosen = images[reg.choice(0).unwrap().selected.unwrap()];
+    let chosen = images[reg.choice(0).unwrap().chosen().unwrap()];
     assert_eq!(
         chosen.entry_id,
         Some("hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-")
@@ -449,7 +449,7 @@ fn fat_binary_registration_counts_and_binds_globals() {
     let id = r.register_fat_binary(&bad, 0x100).unwrap();
     let reg = r.get(id).unwrap();
     assert!(reg.error().is_some());
-    assert_eq!(reg.choice(0).unwrap().selected, None);
+    assert_eq!(reg.choice(0).unwrap().chosen(), None);
 }
 
 #[test]
@@ -621,8 +621,8 @@ fn nested_offload_binaries_are_unwrapped_to_the_innermost_image() {
     );
     let id = r.register_lib(&m, desc).unwrap();
     let reg = r.get(id).unwrap();
-    assert_eq!(reg.choice(0).unwrap().selected, None);
-    assert_eq!(reg.choice(1).unwrap().selected, Some(0));
+    assert_eq!(reg.choice(0).unwrap().chosen(), None);
+    assert_eq!(reg.choice(1).unwrap().chosen(), Some(0));
     assert!(matches!(
         unwrap_image(b"\x7fELF", &ReadOptions::default().limits),
         UnwrappedImage::Raw(_)
@@ -894,16 +894,16 @@ fn release_keeps_choices_entries_and_count_but_drops_the_images() {
     r.register_function(id, 0x9000, b"_Z4kernv").unwrap();
     let before = r.get(id).unwrap().clone();
     assert!(!before.images().is_empty());
-    assert!(before.choice(0).unwrap().selected.is_some());
-    assert!(before.choice(1).unwrap().selected.is_some());
+    assert!(before.choice(0).unwrap().chosen().is_some());
+    assert!(before.choice(1).unwrap().chosen().is_some());
     assert!(r.release(id));
     let after = r.get(id).unwrap();
     assert!(after.images().is_empty());
     assert!(r.explain(after, 0).is_empty());
     for d in 0..2 {
         assert_eq!(
-            after.choice(d).unwrap().selected,
-            before.choice(d).unwrap().selected
+            after.choice(d).unwrap().chosen(),
+            before.choice(d).unwrap().chosen()
         );
     }
     assert_eq!(after.entries(), before.entries());

@@ -56,7 +56,8 @@ fn walk_counting(data: &[u8]) -> (usize, usize) {
             // Checked without allocating; reported after counting stops.
             if unit.compressed().is_none()
                 && image.is_decoded()
-                && (p < start || p + image.bytes.len() > end) {
+                && (p < start || p + image.bytes.len() > end)
+            {
                 return Err(offload_image::Error::new(
                     offload_image::ErrorKind::OutOfBounds,
                     0,

@@ -29,8 +29,7 @@ use offload_image::container::UnitContent;
 use offload_image::select::{KindFilter, Policy, SelectOptions};
 use offload_image::stream::{select_in_stream, Kept};
 use offload_image::{
-    identify, select_identities, Device, Encoded, Error, ErrorKind, Format, Image, Limits,
-    OpenUnit,
+    choose, identify, Device, Encoded, Error, ErrorKind, Format, Image, Limits, OpenUnit,
     ReadOptions, Unit,
 };
 
@@ -789,9 +788,9 @@ impl State {
             .get(u)
             .and_then(|s| s.open.as_ref())
             .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"unit not open"))?;
-        Ok(devices
+        Ok(choose(slot.images(), devices, options)
             .iter()
-            .map(|d| select_identities(slot.images().map(|i| identify(&i)), d, options).chosen())
+            .map(|c| c.chosen())
             .collect())
     }
 }

@@ -29,7 +29,7 @@
 //! }
 //! for (id, unit) in registry.registrations() {
 //!     let images = unit.images();
-//!     let chosen = unit.choice(0).and_then(|c| c.selected).map(|i| images[i].entry_id);
+//!     let chosen = unit.choice(0).and_then(|c| c.chosen()).map(|i| images[i].entry_id);
 //!     println!("{id:?}: {chosen:?}");
 //! }
 //! # Ok::<(), offload_image::Error>(())
@@ -42,7 +42,7 @@ pub mod view;
 
 pub use elf::{device_kernels, DeviceSymbol, ElfType, EntrySection, HostElf, WrapperSlot};
 pub use registry::{
-    runtime_policy, BoundEntry, Choice, Registration, RegistrationKind, Registry, RegistryOptions,
+    runtime_policy, BoundEntry, Registration, RegistrationKind, Registry, RegistryOptions,
     SimulatedDevice, UnitId,
 };
 pub use view::{

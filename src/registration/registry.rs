@@ -43,7 +43,7 @@ use crate::container::{units, OpenUnit};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::{Image, OffloadKind};
 use crate::offload_binary::OffloadBinaryEntry;
-use crate::select::{explain, select, KindFilter, Outranked, Policy, SelectOptions, Verdict};
+use crate::select::{self, select, KindFilter, Policy, SelectOptions, Selection};
 use crate::target::Device;
 use crate::ReadOptions;
 
@@ -162,26 +162,10 @@ impl SimulatedDevice {
     }
 }
 
-/// What one device gets from one unit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Choice {
-    /// Index of the chosen image in [`Registration::images`], if any.
-    pub selected: Option<usize>,
-    /// How many images were compatible with the device.
-    pub compatible: usize,
-    /// True when another compatible image ranked equal apart from discovery order.
-    pub tie: bool,
-}
-
-/// The one place that asks the selection rules ([`crate::select`]) which image a device
-/// gets.
-fn choose(images: &[Image<'_>], device: &Device, options: &SelectOptions) -> Choice {
-    let s = select(images, device, options);
-    Choice {
-        selected: s.chosen(),
-        compatible: s.compatible,
-        tie: s.tie,
-    }
+/// What one device gets from one unit: the selection rules' answer ([`select`]) for
+/// the unit's images.
+fn pick(images: &[Image<'_>], device: &Device, options: &SelectOptions) -> Selection {
+    select(images, device, options)
 }
 
 /// An entry bound to a unit: a kernel, variable or other global the unit registered.
@@ -253,7 +237,7 @@ pub struct Registration<'d> {
     count: u32,
     parts: Vec<Part<'d>>,
     entries: Vec<BoundEntry>,
-    choices: Vec<Choice>,
+    choices: Vec<Selection>,
     requires: Option<u64>,
     error: Option<Error>,
 }
@@ -293,7 +277,7 @@ impl<'d> Registration<'d> {
         }
     }
 
-    /// The images, in discovery order, indexed as in [`Choice`].
+    /// The images, in discovery order, indexed as in [`Selection::chosen`].
     pub fn images(&self) -> Vec<Image<'_>> {
         let mut out = Vec::new();
         for part in &self.parts {
@@ -316,7 +300,7 @@ impl<'d> Registration<'d> {
     }
 
     /// What device `device` (an index into [`Registry::devices`]) gets.
-    pub fn choice(&self, device: usize) -> Option<&Choice> {
+    pub fn choice(&self, device: usize) -> Option<&Selection> {
         self.choices.get(device)
     }
 
@@ -384,7 +368,7 @@ impl<'d> Registry<'d> {
 
     /// Drops the images of unit `id` (and with them any content decompressed for it),
     /// keeping everything else: its registration count and key, its entries, and each
-    /// device's [`Choice`]. Afterwards [`Registration::images`] is empty and
+    /// device's [`Selection`]. Afterwards [`Registration::images`] is empty and
     /// [`Registry::explain`] has nothing to say, so a caller reports the unit first. This is
     /// what a runtime keeps of a fat binary once it has loaded its image: a library of many
     /// compressed bundles then holds one bundle's content at a time, not all of them.
@@ -434,9 +418,9 @@ impl<'d> Registry<'d> {
             .iter()
             .map(|d| {
                 if reg.error.is_some() {
-                    Choice::default()
+                    Selection::default()
                 } else {
-                    choose(&images, d.device(), &select)
+                    pick(&images, d.device(), &select)
                 }
             })
             .collect();
@@ -456,28 +440,11 @@ impl<'d> Registry<'d> {
             return Vec::new();
         };
         let options = self.options.select_for(reg.kind);
-        let images = reg.images();
-        let chosen = reg.choice(device).and_then(|c| c.selected);
-        let winner = chosen
-            .and_then(|i| images.get(i))
-            .and_then(|img| explain(img, d.device(), &options).key());
-        images
-            .iter()
-            .filter(|img| Some(img.index) != chosen)
-            .map(|img| {
-                let reason = match (explain(img, d.device(), &options), winner) {
-                    (Verdict::Rejected(r), _) => r.to_string(),
-                    (Verdict::Compatible(loser), Some(winner)) => Outranked {
-                        loser,
-                        winner,
-                        policy: options.policy,
-                    }
-                    .to_string(),
-                    (Verdict::Compatible(_), None) => "compatible".to_string(),
-                };
-                (img.index, reason)
-            })
-            .collect()
+        let choices = select::choose(reg.images(), core::slice::from_ref(d.device()), &options);
+        choices
+            .first()
+            .map(|c| c.losses().map(|(i, why)| (i, why.to_string())).collect())
+            .unwrap_or_default()
     }
 
     /// `__hipRegisterFatBinary(wrapper)` (or CUDA's): reads the wrapper at `wrapper`, bounds

@@ -140,7 +140,7 @@ pub fn unit_records(
             r.entries_from = "device-image".to_string();
         }
         let choice = reg.choice(d);
-        let chosen = choice.and_then(|c| c.selected).and_then(|i| images.get(i));
+        let chosen = choice.and_then(|c| c.chosen()).and_then(|i| images.get(i));
         if let Some(image) = chosen {
             r.selected = Some(image_name(image));
             r.size = Some(image.size());

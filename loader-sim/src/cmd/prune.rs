@@ -427,13 +427,13 @@ fn plan_unit<'a>(
             dropped.push(name);
         }
     };
-    // NVIDIA fatbinary entries are judged by their headers (nothing is decoded: kept
-    // entries are written as stored); other units opened (a compressed bundle's content is
-    // rewritten below).
+    // NVIDIA fatbinaries one decoded entry at a time (a damaged compressed entry is
+    // refused, not written out again); other units opened (a compressed bundle's content
+    // is rewritten below).
     let open = match &unit.content {
         UnitContent::NvFatbin(_) => {
-            let open = unit.open(options).map_err(|e| describe_error(&e))?;
-            open.images().for_each(|image| judge(&image));
+            crate::decode::for_each_image(unit, options, |image| judge(image))
+                .map_err(|e| describe_error(&e))?;
             None
         }
         _ => {

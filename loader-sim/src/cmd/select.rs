@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use offload_image::select::{check, Outranked, Verdict};
+use offload_image::select::Choice;
 use std::fs::File;
 use std::io::Seek;
 
@@ -298,42 +298,19 @@ fn unit_bytes<'data>(unit: &Unit<'data>) -> Option<&'data [u8]> {
 }
 
 /// Why each image other than the chosen one was not chosen.
-fn reasons(
-    images: &[Image<'_>],
-    chosen: Option<usize>,
-    device: &Device,
-    options: &SelectOptions,
-) -> Vec<Rejected> {
-    let winner = chosen.and_then(|i| {
-        images
-            .get(i)
-            .and_then(|img| check(&identify(img), i, device, options).key())
-    });
-    images
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| Some(*i) != chosen)
-        .map(|(i, img)| {
-            let identity = identify(img);
-            let mut reason = match check(&identity, i, device, options) {
-                Verdict::Rejected(r) => r.to_string(),
-                Verdict::Compatible(loser) => match winner {
-                    Some(winner) => Outranked {
-                        loser,
-                        winner,
-                        policy: options.policy,
-                    }
-                    .to_string(),
-                    None => "compatible".to_string(),
-                },
-            };
-            if let (false, Some(d)) = (options.strict, identity.disagreement()) {
+fn reasons(images: &[Image<'_>], choice: &Choice<'_>, options: &SelectOptions) -> Vec<Rejected> {
+    choice
+        .losses()
+        .filter_map(|(i, loss)| {
+            let img = images.get(i)?;
+            let mut reason = loss.to_string();
+            if let (false, Some(d)) = (options.strict, identify(img).disagreement()) {
                 reason += &format!(" (note: {d}; the ELF header wins)");
             }
-            Rejected {
+            Some(Rejected {
                 image: image_name(img),
                 reason,
-            }
+            })
         })
         .collect()
 }
@@ -378,6 +355,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     // reads the zero padding after a bundle before it hands out the next one).
     let mut finished: Option<&[u8]> = None;
     let failed = |e: offload_image::Error| Failure::file(&args.file, e);
+    let probes: Vec<Device> = devices.iter().map(|(_, d)| *d).collect();
     for unit in units(input.bytes(), &read) {
         let unit = unit.map_err(failed)?;
         if let Some(done) = finished.take() {
@@ -430,13 +408,18 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         };
         let open = unit.open(&read).map_err(failed)?;
         let images: Vec<Image<'_>> = open.images().collect();
-        for (given, device) in &devices {
-            let selection = offload_image::select(&images, device, &options);
-            // Images are identified from their headers; the chosen one is decoded, as
-            // the runtime decodes the one it loads.
-            let chosen = selection.chosen().and_then(|i| images.get(i));
-            let bytes = chosen.map(|img| img.decode(&read)).transpose().map_err(failed)?;
-            let chosen = chosen.zip(bytes.as_deref()).map(|(img, b)| img.with_bytes(b));
+        // One pass for every device; images are identified from their headers.
+        let choices = offload_image::choose(images.iter().copied(), &probes, &options);
+        for ((given, _), choice) in devices.iter().zip(&choices) {
+            // The chosen image is decoded, as the runtime decodes the one it loads.
+            let chosen = choice.chosen().and_then(|i| images.get(i));
+            let bytes = chosen
+                .map(|img| img.decode(&read))
+                .transpose()
+                .map_err(failed)?;
+            let chosen = chosen
+                .zip(bytes.as_deref())
+                .map(|(img, b)| img.with_bytes(b));
             let chosen = chosen.as_ref();
             records.push(Record {
                 container: unit.location.to_string(),
@@ -450,9 +433,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 } else {
                     None
                 },
-                rejected: args
-                    .explain
-                    .then(|| reasons(&images, selection.chosen(), device, &options)),
+                rejected: args.explain.then(|| reasons(&images, choice, &options)),
                 disagreement: chosen
                     .filter(|_| args.explain)
                     .and_then(|img| identify(img).disagreement())
