@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The test command of the README: installs what the tests need, then runs every test of the
-# workspace (library, CLI, differential tests against LLVM 22/19 and comgr).
+# workspace (library, CLI, differential tests against LLVM 22/19 and comgr). It turns on the
+# tests that need tools or libraries from outside the repository
+# (OFFLOAD_IMAGE_EXTERNAL_TESTS=1): here a missing one fails the run, it is never skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+export OFFLOAD_IMAGE_EXTERNAL_TESTS=1
 cargo test --workspace --locked "$@"

@@ -13,6 +13,8 @@ use offload_image::{
 };
 use sha2::{Digest, Sha256};
 
+mod common;
+
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nvfatbin")
 }
@@ -348,6 +350,9 @@ fn selection_table() {
 /// (`scripts/setup.sh`, run by `scripts/test.sh` and CI) fetches it.
 #[test]
 fn libcurand_matches_cuobjdump() {
+    if !common::external("libcurand.so.10 (scripts/fetch-nvidia-libs.sh)") {
+        return;
+    }
     let external = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/external"));

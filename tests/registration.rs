@@ -524,6 +524,9 @@ fn pie_wrapper_is_resolved_through_relative_relocations() {
 
 #[test]
 fn openmp_descriptor_is_found_by_structure_even_when_stripped() {
+    if !common::external("llvm-objcopy-22") {
+        return;
+    }
     let data = read_corpus("driver/omp_amd.exe");
     let image = manifest()
         .into_iter()
@@ -581,6 +584,9 @@ fn openmp_descriptor_is_found_by_structure_even_when_stripped() {
 fn nested_offload_binaries_are_unwrapped_to_the_innermost_image() {
     use offload_image::registration::view::unwrap_image;
     use offload_image::registration::UnwrappedImage;
+    if !common::external("clang-offload-packager-22") {
+        return;
+    }
     let dir = common::scratch("registration-nested");
     let inner = common::corpus().join("packager/amdgcn_gfx90a_xnack+.openmp.offbin");
     let outer = dir.join("nested.offbin");

@@ -11,6 +11,8 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+mod common;
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
@@ -383,6 +385,9 @@ fn opt_num(v: &serde_json::Value) -> String {
 /// executables, for AMD and NVIDIA devices at once.
 #[test]
 fn reader_programs_agree_with_loader_sim_and_the_manifest() {
+    if !common::external("c++ (g++) and pkg-config (scripts/setup.sh)") {
+        return;
+    }
     let cli = loader_sim();
     let c = reader_c();
     let cpp = reader_cpp();
@@ -565,6 +570,9 @@ fn reader_programs_agree_with_loader_sim_and_the_manifest() {
 /// The shared library carries its soname, so programs depend on liboffload_image.so.0.
 #[test]
 fn cpp_program_depends_on_the_versioned_shared_library() {
+    if !common::external("c++ (g++), pkg-config and readelf (scripts/setup.sh)") {
+        return;
+    }
     let cpp = reader_cpp();
     let out = Command::new("readelf")
         .arg("-d")

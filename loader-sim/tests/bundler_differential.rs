@@ -373,21 +373,33 @@ fn matrix(types: &[&str], seed: u64, cases_per_cell: usize) {
 
 #[test]
 fn matrix_object_bundles() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     matrix(&["o"], 0x5eed_0001, 10);
 }
 
 #[test]
 fn matrix_bitcode_bundles() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     matrix(&["bc"], 0x5eed_0002, 10);
 }
 
 #[test]
 fn matrix_text_bundles_ll_s() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     matrix(&["ll", "s"], 0x5eed_0003, 5);
 }
 
 #[test]
 fn matrix_text_bundles_i_ii() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     matrix(&["i", "ii"], 0x5eed_0004, 5);
 }
 
@@ -429,6 +441,9 @@ fn host_objects(dir: &TempDir) -> Vec<PathBuf> {
 
 #[test]
 fn elf_host_objects_match_llvm_objcopy() {
+    if !common::external("clang++-22 and clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("elf-hosts");
     let mut rng = Rng::new(0x5eed_0010);
     let hosts = host_objects(&dir);
@@ -505,6 +520,9 @@ fn elf_host_objects_match_llvm_objcopy() {
 /// without the trailing `-` of empty target IDs) give LLVM 22's bytes.
 #[test]
 fn corpus_unbundle_and_list() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("corpus");
     let files = [
         "bundles/hip_3field.bundle",
@@ -598,6 +616,9 @@ fn corpus_unbundle_and_list() {
 /// from bundles of bitcode, code objects and cubins, for many requested targets.
 #[test]
 fn archive_unbundling_matches_llvm() {
+    if !common::external("clang-offload-bundler-22 and llvm-ar-22") {
+        return;
+    }
     let dir = TempDir::new("archives");
     let bundler = llvm("clang-offload-bundler-22");
     // Build member bundles with LLVM itself.
@@ -733,6 +754,9 @@ fn archive_unbundling_matches_llvm() {
 /// Where LLVM 22 crashes or reads out of bounds, loader-sim reports an error (status 2).
 #[test]
 fn llvm_crashes_are_errors() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("crashes");
     let co = corpus("devobj/saxpy.gfx906.co");
     let b = dir.write("b", b"BB");
@@ -884,6 +908,9 @@ fn argv0_dispatch() {
 /// `-inputs=`/`-outputs=`, `@response` files; the results match LLVM 22's.
 #[test]
 fn command_line_spellings() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("spellings");
     dir.write("a", b"host");
     dir.write("b", b"device");
@@ -934,6 +961,9 @@ fn command_line_spellings() {
 /// first, so the bundle is still the one LLVM writes from the original input.
 #[test]
 fn bundling_into_one_of_the_inputs() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("bundle-inplace");
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let small = b"\x7fELF device".to_vec();

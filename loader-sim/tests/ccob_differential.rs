@@ -71,6 +71,9 @@ fn unbundle_all(
 
 #[test]
 fn loader_sim_ccobs_decompress_in_llvm() {
+    if !common::external("clang-offload-bundler-22 and clang-offload-bundler-19") {
+        return;
+    }
     let dir = TempDir::new("ccob-ours");
     let mut rng = Rng::new(0xcc0b_0001);
     let llvm22 = llvm("clang-offload-bundler-22");
@@ -142,6 +145,9 @@ type Case<'a> = (String, &'a Path, Vec<(&'a str, &'a str)>, Vec<String>);
 
 #[test]
 fn llvm_ccobs_read_back() {
+    if !common::external("clang-offload-bundler-22 and clang-offload-bundler-19") {
+        return;
+    }
     let dir = TempDir::new("ccob-llvm");
     let mut rng = Rng::new(0xcc0b_0002);
     let llvm22 = llvm("clang-offload-bundler-22");

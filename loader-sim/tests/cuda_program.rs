@@ -358,6 +358,9 @@ fn check_build(tag: &str, driver_flags: &[&str], table: &[(&'static str, Want)],
 /// no cubin of its major JIT-compiles the newest PTX it can run.
 #[test]
 fn clang_classic_cuda_program_registers_into_the_shim() {
+    if !common::external("clang++-22 and NVIDIA's CUDA wheels (scripts/fetch-nvidia-toolkit.sh)") {
+        return;
+    }
     check_build(
         "classic",
         &["--no-offload-new-driver"],
@@ -379,6 +382,9 @@ fn clang_classic_cuda_program_registers_into_the_shim() {
 /// of another major get nothing.
 #[test]
 fn clang_new_driver_cuda_program_registers_into_the_shim() {
+    if !common::external("clang++-22 and NVIDIA's CUDA wheels (scripts/fetch-nvidia-toolkit.sh)") {
+        return;
+    }
     check_build(
         "new-driver",
         &["--offload-new-driver"],
@@ -412,6 +418,9 @@ int launch_scale(float *x, int n) { scale<<<1, 32>>>(x, 2.0f, n); return (int)cu
 /// lists exactly the kept entries.
 #[test]
 fn pruned_cuda_programs_run_and_register_the_same() {
+    if !common::external("clang++-22 and NVIDIA's CUDA wheels (scripts/fetch-nvidia-toolkit.sh)") {
+        return;
+    }
     let cuda = cuda_tree();
     for (tag, link) in [("pie", &[][..]), ("no-pie", &["-no-pie"][..])] {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))

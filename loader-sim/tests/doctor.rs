@@ -424,6 +424,9 @@ fn bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
 
 #[test]
 fn counts_agree_with_select_on_the_corpus_and_librocrand() {
+    if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh)") {
+        return;
+    }
     let rocrand = external_lib("librocrand.so.1");
     let dirs = [
         "bundles",
@@ -502,6 +505,9 @@ fn counts_agree_with_select_on_the_corpus_and_librocrand() {
 
 #[test]
 fn tree_and_wheel_without_unpacking() {
+    if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh)") {
+        return;
+    }
     let dir = TempDir::new("doctor-tree");
     let root = dir.path("tree");
     let lib = root.join("usr/lib/x86_64-linux-gnu");

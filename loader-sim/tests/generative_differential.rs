@@ -1211,6 +1211,11 @@ fn report(ctx: &Ctx) -> String {
 
 #[test]
 fn generative_differential_against_llvm() {
+    if !common::external(
+        "LLVM 22 and 19 (clang-offload-bundler-22/-19, clang-offload-packager-22, llvm-ar-22)",
+    ) {
+        return;
+    }
     let seed = env_num("OFFLOAD_IMAGE_DIFF_SEED").unwrap_or(DEFAULT_SEED);
     let jobs: Vec<usize> = match env_num("OFFLOAD_IMAGE_DIFF_ONLY") {
         Some(j) => vec![j as usize],
@@ -1304,6 +1309,9 @@ fn generative_differential_against_llvm() {
 /// is a bundled object, as LLVM reads it (`FORMATS.md` §2.5).
 #[test]
 fn device_elf_as_host_object() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("generative-device-host");
     let mut ctx = Ctx {
         seed: 0,

@@ -154,6 +154,9 @@ fn table_output_is_aligned_and_complete() {
 /// `.hip_fatbin` section.
 #[test]
 fn rocrand_lists_what_clang_offload_bundler_extracts() {
+    if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh), llvm-objcopy-22 and clang-offload-bundler-22/-19") {
+        return;
+    }
     let lib = external_lib("librocrand.so.1");
     let out = loader_sim(&["list", lib.to_str().unwrap(), "--json"]);
     assert!(

@@ -125,6 +125,9 @@ fn image_arg(rng: &mut Rng, dir: &TempDir, tag: &str) -> String {
 
 #[test]
 fn packaging_matrix() {
+    if !common::external("clang-offload-packager-22") {
+        return;
+    }
     let dir = TempDir::new("pack");
     let mut rng = Rng::new(0x9ac4_0001);
     let mut packaged = 0;
@@ -150,6 +153,9 @@ fn packaging_matrix() {
 /// Extraction from packaged files and corpus inputs, with random filters.
 #[test]
 fn extraction_matrix() {
+    if !common::external("clang-offload-packager-22") {
+        return;
+    }
     let dir = TempDir::new("extract");
     let mut rng = Rng::new(0x9ac4_0002);
     // A few packaged inputs made by LLVM itself.
@@ -218,6 +224,9 @@ fn extraction_matrix() {
 
 #[test]
 fn packager_errors_and_dispatch() {
+    if !common::external("clang-offload-packager-22") {
+        return;
+    }
     let dir = TempDir::new("pack-errors");
     let f = dir.write("a.o", b"abc");
     for args in [

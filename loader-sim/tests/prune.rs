@@ -102,6 +102,9 @@ const HOST: &str = "host-x86_64-unknown-linux-gnu-";
 /// (same order, -bundle-align=4096) gives the pruned file byte for byte.
 #[test]
 fn bundles_keep_exactly_the_compatible_images() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("prune-bundles");
     let cases: [(&str, &[&str], &[&str]); 7] = [
         (
@@ -222,6 +225,9 @@ fn bundles_keep_exactly_the_compatible_images() {
 #[test]
 fn compressed_bundles_keep_version_codec_and_hash() {
     use offload_image::ccob::{truncated_md5, CompressedBundle};
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("prune-ccob");
     for file in [
         "compressed/hip_6arch.v1-zstd.ccob",
@@ -264,6 +270,9 @@ fn compressed_bundles_keep_version_codec_and_hash() {
 /// entry unchanged. A unit with nothing for any kept device is left whole.
 #[test]
 fn text_bundles() {
+    if !common::external("clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("prune-text");
     let input = corpus("text/omp.ll.bundle");
     let out = dir.path("out.ll");
@@ -306,6 +315,9 @@ fn llvm_list_typed(file: &Path, ty: &str) -> BTreeSet<String> {
 /// and metadata; the result is what LLVM's packager lists.
 #[test]
 fn offload_binaries() {
+    if !common::external("llvm-objdump-22") {
+        return;
+    }
     let dir = TempDir::new("prune-offbin");
     let input = corpus("packager/multi3.offbin");
     let original = images(&input);
@@ -374,6 +386,9 @@ fn dry_run_reports_without_writing() {
 /// not be FILE.
 #[test]
 fn failures_leave_nothing() {
+    if !common::external("llvm-ar-22") {
+        return;
+    }
     let dir = TempDir::new("prune-fail");
     // A thin archive (made here by llvm-ar) whose member would have to change: refused.
     let member = dir.path("hip_rdc.o");
@@ -434,10 +449,13 @@ fn failures_leave_nothing() {
 /// `llvm-readelf -a` and GNU `readelf -a` report nothing on standard error.
 fn readelf_clean(file: &Path) {
     for tool in ["llvm-readelf-22", "readelf"] {
-        let Ok(o) = Command::new(tool).args(["-a", "-W"]).arg(file).output() else {
-            assert_ne!(tool, "llvm-readelf-22", "llvm-readelf-22 missing");
-            continue;
-        };
+        let o = Command::new(tool)
+            .args(["-a", "-W"])
+            .arg(file)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run {tool}: {e} (Debian packages llvm-22 and binutils; scripts/setup.sh installs them)")
+            });
         assert!(
             o.status.success(),
             "{tool} {}: {}",
@@ -485,6 +503,9 @@ fn register(args: &[&str]) -> Vec<Value> {
 /// (the kernel maps it and `ld.so` finds its moved program headers through `PT_PHDR`).
 #[test]
 fn corpus_programs_register_the_same() {
+    if !common::external("llvm-readelf-22 and GNU readelf") {
+        return;
+    }
     let dir = TempDir::new("prune-exe");
     let mut compacted = 0;
     for file in [
@@ -612,6 +633,9 @@ fn pointer_into_a_container_keeps_the_file_in_place() {
 /// for every kept ISA.
 #[test]
 fn librocrand_shrinks_and_registers_the_same() {
+    if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh), comgr, clang-offload-bundler-22/-19 and readelf") {
+        return;
+    }
     let lib = external_lib("librocrand.so.1");
     let dir = TempDir::new("prune-rocrand");
     let cases: [&[&str]; 2] = [
@@ -874,6 +898,9 @@ fn comgr_agrees(a: &Path, b: &Path, keep: &[&str]) {
 /// the object agrees, and so does that of a shared library `ld.lld` links from it.
 #[test]
 fn relocatable_objects_link_and_register_the_same() {
+    if !common::external("ld.lld-22, llvm-readelf-22 and GNU readelf") {
+        return;
+    }
     let dir = TempDir::new("prune-rel");
     for (file, keep, kept_count) in [
         ("driver/hip_nonrdc.o", "gfx906", 2),
@@ -951,6 +978,9 @@ fn relocatable_objects_link_and_register_the_same() {
 /// the members, and each is the object pruned on its own.
 #[test]
 fn bundled_objects_and_archives() {
+    if !common::external("clang-offload-bundler-22, llvm-ar-22, llvm-nm-22, nm and readelf") {
+        return;
+    }
     let dir = TempDir::new("prune-rdc");
     let input = corpus("driver/hip_rdc.o");
     let out = dir.path("hip_rdc.o");
@@ -1080,6 +1110,9 @@ fn malformed_input_is_refused_cleanly() {
 /// the results.
 #[test]
 fn nvptx_containers() {
+    if !common::external("llvm-objdump-22 and clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("prune-nv");
     for file in ["nvptx/cuda_cubins.offbin", "nvptx/omp_nv_cubins.bundle"] {
         let input = corpus(file);
@@ -1208,6 +1241,9 @@ fn nv_loads(kind: &str, arch: &str, device: &str) -> bool {
 /// libk.so registers the same images and kernels; libcurand shrinks.
 #[test]
 fn nv_fatbinaries_checked_with_cuobjdump() {
+    if !common::external("NVIDIA's CUDA wheels (cuobjdump), libcurand.so.10 and readelf") {
+        return;
+    }
     let cuda = cuda_tree();
     let dir = TempDir::new("prune-nvfatbin");
     let curand = Command::new(repo().join("scripts/fetch-nvidia-libs.sh"))
@@ -1385,6 +1421,9 @@ fn readelf_warnings(file: &Path) -> BTreeSet<String> {
 #[ignore]
 fn jax_rocm_plugins() {
     use offload_image::container::UnitContent;
+    if !common::external("the JAX ROCm plugin wheels (scripts/fetch-jax-rocm.sh) and GNU readelf") {
+        return;
+    }
     let keep = "gfx90a:sramecc+:xnack-";
     for (spec, compressed) in [
         ("jax-rocm60-pjrt==0.5.0", false),
@@ -1498,6 +1537,9 @@ extern "C" int host{i}() {{ return {i}; }}
 /// does.
 #[test]
 fn hip_shared_libraries_linked_three_ways() {
+    if !common::external("clang-22, clang++-22, llvm-readelf-22, llvm-strip-22 and GNU readelf") {
+        return;
+    }
     let dir = TempDir::new("prune-hiplib");
     let mut objects = Vec::new();
     for i in 1..=3 {

@@ -306,6 +306,9 @@ fn by_unit(records: &[Value]) -> BTreeMap<Key, (String, BTreeSet<String>)> {
 /// and the kernels it registers are exactly the chosen code object's kernels.
 #[test]
 fn rocrand_registers_into_the_shim_as_found_statically() {
+    if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh)") {
+        return;
+    }
     let lib = external_lib("librocrand.so.1");
     let devices = [
         "gfx90a:xnack-",
@@ -367,6 +370,9 @@ fn rocrand_registers_into_the_shim_as_found_statically() {
 #[test]
 #[ignore = "needs librocsparse0 (scripts/fetch-rocm-libs.sh librocsparse0)"]
 fn rocsparse_registers_111_fat_binaries() {
+    if !common::external("librocsparse.so.0 (scripts/fetch-rocm-libs.sh librocsparse0)") {
+        return;
+    }
     let lib = external_lib("librocsparse.so.0");
     let out = loader_sim(&[
         "register",

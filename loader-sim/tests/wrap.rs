@@ -558,6 +558,9 @@ fn wrap_link_run(
 
 #[test]
 fn openmp_wrapped_images_register_in_programs_and_dlopened_libraries() {
+    if !common::external("clang-22 and ld.lld-22") {
+        return;
+    }
     let chosen = wrap_link_run(RegistrationKind::OpenMp, &OPENMP_IMAGES, "wrap-omp");
     let file = |d: &str| chosen[d].as_deref();
     // The LLVM offload runtime gives each device the first compatible image in descriptor
@@ -578,6 +581,9 @@ fn openmp_wrapped_images_register_in_programs_and_dlopened_libraries() {
 
 #[test]
 fn hip_wrapped_fat_binary_registers_in_programs_and_dlopened_libraries() {
+    if !common::external("clang-22 and ld.lld-22") {
+        return;
+    }
     let chosen = wrap_link_run(RegistrationKind::Hip, &HIP_IMAGES, "wrap-hip");
     let file = |d: &str| chosen[d].as_deref();
     // The ranking (COMPATIBILITY.md §10): exact feature match, native before generic.
@@ -626,6 +632,9 @@ fn openmp_program_without_entries() {
 /// `.offload_arch_list` strings, the bundle as `clang-offload-bundler` writes it.
 #[test]
 fn payloads_are_what_llvm_tools_write() {
+    if !common::external("clang-offload-packager-22 and clang-offload-bundler-22") {
+        return;
+    }
     let dir = TempDir::new("wrap-payload");
     // Copies named `.o`, so that the packager's image kind (by extension) is "object".
     let mut specs = Vec::new();
@@ -838,6 +847,9 @@ fn same_registrations(dir: &TempDir, ours: &Path, theirs: &Path) {
 
 #[test]
 fn openmp_object_matches_llvm_offload_wrapper() {
+    if !common::external("clang-offload-packager-22, llvm-offload-wrapper-22 and llc-22") {
+        return;
+    }
     let dir = TempDir::new("wrap-diff-omp");
     let mut specs = Vec::new();
     let mut binaries = Vec::new();
@@ -911,6 +923,9 @@ fn openmp_object_matches_llvm_offload_wrapper() {
 
 #[test]
 fn hip_object_matches_llvm_offload_wrapper() {
+    if !common::external("llvm-offload-wrapper-22 and llc-22") {
+        return;
+    }
     let dir = TempDir::new("wrap-diff-hip");
     let ours = dir.path("hip.o");
     let mut args = image_args(&HIP_IMAGES);

@@ -34,8 +34,45 @@ pub fn manifest() -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The switch of the tests that need something from outside the repository (LLVM's tools,
+/// comgr, the fetched ROCm and NVIDIA libraries): they run when it is `1`, as
+/// `scripts/test.sh` sets it, and are skipped otherwise.
+pub const EXTERNAL_TESTS: &str = "OFFLOAD_IMAGE_EXTERNAL_TESTS";
+
+/// Whether a test that needs `what` (tools or libraries from outside the repository) runs:
+/// true when `OFFLOAD_IMAGE_EXTERNAL_TESTS=1`, and then a missing tool fails the test;
+/// otherwise prints one `skipped:` line and returns false, and the test returns. The switch
+/// alone decides: no test looks for its tools to decide whether it runs.
+///
+/// ```ignore
+/// if !common::external("clang-offload-bundler-22") {
+///     return;
+/// }
+/// ```
+pub fn external(what: &str) -> bool {
+    if external_tests() {
+        return true;
+    }
+    eprintln!("skipped: needs {what}; set {EXTERNAL_TESTS}=1");
+    false
+}
+
+/// True when `OFFLOAD_IMAGE_EXTERNAL_TESTS=1`.
+fn external_tests() -> bool {
+    std::env::var_os(EXTERNAL_TESTS).is_some_and(|v| v == "1")
+}
+
+/// Panics unless the switch is on: a test that uses `what` must call [`external`] first.
+fn assert_switched_on(what: &str) {
+    assert!(
+        external_tests(),
+        "{what} is used by a test that did not call common::external first"
+    );
+}
+
 /// Directory of real ROCm libraries fetched by `scripts/fetch-rocm-libs.sh`.
 pub fn external_lib_dir() -> PathBuf {
+    assert_switched_on("the fetched ROCm libraries");
     let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target/external"));
@@ -55,6 +92,7 @@ pub fn external_lib(name: &str) -> PathBuf {
 
 /// A tool that `.ci/run` installs, or a panic that says so.
 pub fn tool(name: &str) -> PathBuf {
+    assert_switched_on(name);
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|d| d.join(name))

@@ -16,6 +16,36 @@ pub fn ours() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_loader-sim"))
 }
 
+/// The switch of the tests that need something from outside the repository (LLVM's tools,
+/// comgr, the fetched ROCm and NVIDIA libraries, the CUDA wheels, binutils): they run when it
+/// is `1`, as `scripts/test.sh` sets it, and are skipped otherwise.
+pub const EXTERNAL_TESTS: &str = "OFFLOAD_IMAGE_EXTERNAL_TESTS";
+
+/// Whether a test that needs `what` (tools or libraries from outside the repository) runs:
+/// true when `OFFLOAD_IMAGE_EXTERNAL_TESTS=1`, and then a missing tool fails the test;
+/// otherwise prints one `skipped:` line and returns false, and the test returns. The switch
+/// alone decides: no test looks for its tools to decide whether it runs.
+pub fn external(what: &str) -> bool {
+    if external_tests() {
+        return true;
+    }
+    eprintln!("skipped: needs {what}; set {EXTERNAL_TESTS}=1");
+    false
+}
+
+/// True when `OFFLOAD_IMAGE_EXTERNAL_TESTS=1`.
+fn external_tests() -> bool {
+    std::env::var_os(EXTERNAL_TESTS).is_some_and(|v| v == "1")
+}
+
+/// Panics unless the switch is on: a test that uses `what` must call [`external`] first.
+fn assert_switched_on(what: &str) {
+    assert!(
+        external_tests(),
+        "{what} is used by a test that did not call common::external first"
+    );
+}
+
 /// An LLVM tool from `PATH` (`clang-offload-bundler-22`, ...), with symbolic links
 /// resolved. Panics with an explanation when it is missing: these tests compare against
 /// the real tools, which `.ci/run` installs.
@@ -25,6 +55,7 @@ pub fn ours() -> PathBuf {
 /// it would use whatever `/usr/bin/llvm-objcopy` is (another LLVM release on Debian, with
 /// different output), while `/usr/lib/llvm-22/bin/clang-offload-bundler` uses LLVM 22's.
 pub fn llvm(tool: &str) -> PathBuf {
+    assert_switched_on(tool);
     let path = std::env::var_os("PATH").unwrap_or_default();
     for dir in std::env::split_paths(&path) {
         let p = dir.join(tool);
@@ -303,6 +334,7 @@ pub fn manifest_sha(file: &str, name: &str) -> String {
 
 /// A real ROCm library fetched by `scripts/fetch-rocm-libs.sh`, or a panic that says how.
 pub fn external_lib(name: &str) -> PathBuf {
+    assert_switched_on(name);
     let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("target/external"));
