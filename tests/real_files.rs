@@ -26,15 +26,6 @@ fn real(name: &str) -> PathBuf {
     common::root().join("tests/data/real").join(name)
 }
 
-/// True when the tests that need tools outside the repository are switched on.
-fn external(what: &str) -> bool {
-    let on = std::env::var("OFFLOAD_IMAGE_EXTERNAL_TESTS").as_deref() == Ok("1");
-    if !on {
-        println!("skipped: needs {what}; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1");
-    }
-    on
-}
-
 /// The images of the first unit of `data`, with their bytes decoded.
 fn images_of(data: &[u8], options: &ReadOptions) -> Vec<(String, Vec<u8>)> {
     let unit = units(data, options).next().unwrap().unwrap();
@@ -92,7 +83,7 @@ fn zstd_frame_with_a_window_larger_than_its_content_decodes() {
     };
     assert_eq!(c.decompress(&tight).unwrap(), bundle);
 
-    if !external("clang-offload-bundler-22") {
+    if !common::external("clang-offload-bundler-22") {
         return;
     }
     // LLVM 22 lists and unbundles it too.
@@ -254,7 +245,7 @@ fn cubin_with_its_section_table_first_is_not_cut() {
     assert_eq!(images[0].bytes, &moved[..], "the whole cubin, no padding");
     assert_eq!(images[0].file_range(), Some(80..80 + moved.len() as u64));
 
-    if !external("cuobjdump (NVIDIA's wheel, scripts/fetch-nvidia-toolkit.sh)") {
+    if !common::external("cuobjdump (NVIDIA's wheel, scripts/fetch-nvidia-toolkit.sh)") {
         return;
     }
     let dir = common::scratch("cubin_table_first");
