@@ -17,8 +17,8 @@
 //! * images: [`image`], the format-independent [`Image`];
 //! * candidates: [`target`]: AMDGPU target IDs and processors, NVPTX architectures, device
 //!   ELF headers, devices, and [`identify`] (what an image is built for);
-//! * choice: [`mod@select`] (the compatibility predicate, the ranking, [`choose`] and
-//!   [`choose_many`] over any iterator of images) and [`stream`] (the same choice made in one pass over a
+//! * choice: [`mod@select`] (the compatibility predicate, the ranking, and [`choose`]: any
+//!   iterator of images, any number of devices) and [`stream`] (the same choice made in one pass over a
 //!   compressed bundle's decompressed stream, without holding it);
 //! * checks: [`validate`], every problem of a file with a severity, a code and its offset;
 //! * registration: [`registration`], the runtime records, views that follow their pointers,

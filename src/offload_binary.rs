@@ -421,7 +421,8 @@ impl<'data> OffloadBinary<'data> {
     }
 
     /// Rebuilds the uncompressed binary of a compressed v3 binary (`FORMATS.md` §6.6):
-    /// the header with `size = inflated_size` and `inflated_size = 0`, then the inflated body.
+    /// the header with `size = inflated_size` and `inflated_size = 0`, then the inflated body,
+    /// decoded by the caller's [`crate::ccob::Decoders::raw`] when set, else built in.
     pub fn inflate(&self, options: &ReadOptions) -> Result<Vec<u8>> {
         if !self.is_compressed() {
             return Err(Error::new(
@@ -446,6 +447,29 @@ impl<'data> OffloadBinary<'data> {
         } else {
             Codec::Zlib
         };
+        if options.decoders.raw.is_some() {
+            // The caller's decoder (it may decline the codec, and the built-in one runs).
+            let decoded = crate::decompress::decode_with_hook(
+                codec,
+                body,
+                self.entries_offset,
+                body_len,
+                32,
+                options,
+            )?;
+            let mut out = Vec::new();
+            out.try_reserve_exact(head.len().saturating_add(decoded.len()))
+                .map_err(|_| {
+                    Error::new(
+                        ErrorKind::OutOfMemory,
+                        32,
+                        "cannot reserve memory for the inflated binary",
+                    )
+                })?;
+            out.extend_from_slice(head);
+            out.extend_from_slice(&decoded);
+            return Ok(Self::finish_inflated(out, total));
+        }
         // The header is copied first and the body decoded right behind it, in one buffer
         // that grows only as the stream produces output.
         let mut out = Vec::new();
@@ -466,13 +490,19 @@ impl<'data> OffloadBinary<'data> {
             options,
             &mut out,
         )?;
+        Ok(Self::finish_inflated(out, total))
+    }
+
+    /// The inflated binary's header: its total size, and no inflated size (it is no
+    /// longer compressed).
+    fn finish_inflated(mut out: Vec<u8>, total: u64) -> Vec<u8> {
         if let Some(size) = out.get_mut(8..16) {
             size.copy_from_slice(&total.to_le_bytes());
         }
         if let Some(infl) = out.get_mut(32..40) {
             infl.copy_from_slice(&0u64.to_le_bytes());
         }
-        Ok(out)
+        out
     }
 }
 

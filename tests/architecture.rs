@@ -208,8 +208,10 @@ fn the_checker_sees_a_back_edge() {
 /// The workspace is cut by audience, and its crates depend on each other one way: the
 /// `no_std` core (`offload-image`) depends on none of them; the C API (`offload-image-capi`),
 /// the LLVM drop-in tools (`offload-dropin`) and the runtime shim (`loader-sim-rt`) only on
-/// the core; the simulator and command line (`loader-sim`) on the core, the drop-ins and the
-/// shim. `unsafe` is forbidden everywhere but in the two FFI crates (the C API and the shim).
+/// the core; the operating-system code of the command line (`loader-sim-os`: file maps, the
+/// fill buffer, loading a library) on none; the simulator and command line (`loader-sim`) on
+/// the core, the drop-ins, the shim and the OS crate. `unsafe` is forbidden everywhere but in
+/// the two FFI crates (the C API and the shim) and the OS crate.
 #[test]
 fn workspace_crates_depend_one_way_and_confine_unsafe() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -237,10 +239,11 @@ fn workspace_crates_depend_one_way_and_confine_unsafe() {
             "loader-sim/rt/src/lib.rs",
             true,
         ),
+        ("loader-sim/os/Cargo.toml", "loader-sim-os", &[], "loader-sim/os/src/lib.rs", true),
         (
             "loader-sim/Cargo.toml",
             "loader-sim",
-            &["offload-image", "offload-dropin", "loader-sim-rt"],
+            &["offload-image", "offload-dropin", "loader-sim-rt", "loader-sim-os"],
             "loader-sim/src/main.rs",
             false,
         ),

@@ -68,6 +68,7 @@ fn tool_packages_hold_their_sources_only() {
     for (package, dir) in [
         ("loader-sim", "loader-sim"),
         ("loader-sim-rt", "loader-sim/rt"),
+        ("loader-sim-os", "loader-sim/os"),
         ("offload-dropin", "dropin"),
         ("offload-image-capi", "capi"),
     ] {

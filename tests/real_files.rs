@@ -385,3 +385,46 @@ fn common_manifest(file: &str) -> Vec<String> {
         })
         .collect()
 }
+
+static HOOK_CALLS_2: AtomicUsize = AtomicUsize::new(0);
+
+/// [`counting_hook`] with a counter of its own (tests run in parallel).
+fn counting_hook_2(
+    codec: Codec,
+    stream: &[u8],
+    size: u64,
+    options: &ReadOptions,
+) -> Option<offload_image::Result<Vec<u8>>> {
+    HOOK_CALLS_2.fetch_add(1, Ordering::SeqCst);
+    Some(offload_image::decompress::decode(codec, stream, 0, size, 0, options).map(|(v, _)| v))
+}
+
+#[test]
+fn the_callers_decoder_inflates_compressed_offload_binaries_too() {
+    // A version 3 OffloadBinary of a real code object, compressed with zlib and with zstd.
+    let code_object = images_of(
+        &common::read_corpus("bundles/hip_6arch.bundle"),
+        &ReadOptions::default(),
+    )
+    .into_iter()
+    .find(|(id, _)| id.ends_with("gfx906"))
+    .unwrap()
+    .1;
+    let plain = common::craft::offload_binary_for(3, "gfx906", &code_object);
+    let hooked = ReadOptions {
+        decoders: offload_image::ccob::Decoders {
+            raw: Some(counting_hook_2),
+            ..Default::default()
+        },
+        ..ReadOptions::default()
+    };
+    for method in [0u16, 1] {
+        let packed = common::craft::compress_offload_binary(&plain, method);
+        let before = HOOK_CALLS_2.load(Ordering::SeqCst);
+        let unit = units(&packed, &hooked).next().unwrap().unwrap();
+        let open = unit.open(&hooked).unwrap();
+        let images: Vec<Vec<u8>> = open.images().map(|i| i.bytes.to_vec()).collect();
+        assert!(HOOK_CALLS_2.load(Ordering::SeqCst) > before, "method {method}");
+        assert_eq!(images, vec![code_object.clone()]);
+    }
+}

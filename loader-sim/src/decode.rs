@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::Scope;
 
 #[cfg(feature = "libzstd")]
-use loader_sim_rt::fill::{FillBuffer, FillWriter};
+use loader_sim_os::fill::{FillBuffer, FillWriter};
 
 use offload_image::ccob::Decoders;
 use offload_image::ccob::{CompressedBundle, CompressionMethod, ContentReader, Decompressor};
@@ -626,4 +626,38 @@ pub fn for_each_image(
         f(&image.with_bytes(&bytes));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offload_image::nvfatbin::Fatbin;
+
+    /// The hook decodes the zstd entries of a real fatbinary (device_c.fatbin, written by
+    /// NVIDIA's fatbinary) with libzstd to the bytes the built-in decoder gives, and leaves
+    /// other codecs to the library.
+    #[test]
+    fn fatbinary_entries_decode_through_libzstd() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/nvfatbin/files/device_c.fatbin");
+        let data = std::fs::read(path).unwrap();
+        let options = ReadOptions::default();
+        let fatbin = Fatbin::parse(&data, &options.limits).unwrap();
+        let mut decoded = 0;
+        for e in fatbin.entries().filter(|e| e.codec == Some(Codec::Zstd)) {
+            let stream = e.stream().unwrap();
+            let builtin = e.decompress(&options).unwrap();
+            let hooked = raw_libzstd(Codec::Zstd, stream, e.uncompressed_size, &options);
+            if cfg!(feature = "libzstd") {
+                assert_eq!(hooked.unwrap().unwrap(), builtin);
+                decoded += 1;
+            } else {
+                assert!(hooked.is_none());
+            }
+        }
+        assert_eq!(decoded, if cfg!(feature = "libzstd") { 2 } else { 0 });
+        assert!(raw_libzstd(Codec::Lz4, &[], 0, &options).is_none());
+        // Through the read options `loader-sim` uses, the library calls the hook.
+        let hooked = read_options(ZstdDecoder::Libzstd, true);
+        assert!(hooked.decoders.raw.is_some());
+    }
 }

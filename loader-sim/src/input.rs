@@ -17,7 +17,7 @@ use crate::Failure;
 
 /// The bytes of an input file.
 pub struct Input {
-    map: Option<loader_sim_rt::mapping::Mmap>,
+    map: Option<loader_sim_os::mapping::Mmap>,
 }
 
 impl Input {
@@ -32,7 +32,7 @@ impl Input {
         if len == 0 {
             return Ok(Input { map: None });
         }
-        let map = loader_sim_rt::mapping::map_file(&file)
+        let map = loader_sim_os::mapping::map_file(&file)
             .map_err(|e| Failure::file(path, format!("cannot map: {e}")))?;
         // Advice only; failure changes nothing but speed.
         let _ = map.advise(Advice::Random);
@@ -45,7 +45,7 @@ impl Input {
         if file.metadata()?.len() == 0 {
             return Ok(Input { map: None });
         }
-        let map = loader_sim_rt::mapping::map_file(file)?;
+        let map = loader_sim_os::mapping::map_file(file)?;
         let _ = map.advise(Advice::Sequential);
         Ok(Input { map: Some(map) })
     }
@@ -85,7 +85,7 @@ impl Input {
             return;
         }
         // Advice only: if it fails the pages just stay mapped.
-        let _ = loader_sim_rt::mapping::release(map, off, part.len());
+        let _ = loader_sim_os::mapping::release(map, off, part.len());
     }
 
     /// Writes `len` bytes of the input from offset `at` to a new file at `path`.

@@ -13,7 +13,7 @@
 //! directory and optionally with a version suffix (`clang-offload-bundler-22`), the binary
 //! behaves as the corresponding subcommand.
 //!
-//! No `unsafe` here: mapping files and loading libraries live in the FFI crate `loader-sim-rt`.
+//! No `unsafe` here: mapping files and loading libraries live in `loader-sim-os`.
 
 #![forbid(unsafe_code)]
 

@@ -1,7 +1,10 @@
-//! Output helpers shared by the commands: JSON Lines and aligned tables.
+//! Output helpers shared by the commands: JSON Lines, aligned tables, and the records and
+//! names more than one command prints.
 
 use std::io::Write;
 
+use offload_image::Image;
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 /// Lowercase hex SHA-256 of `bytes`.
@@ -49,4 +52,39 @@ pub fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> std
         line(out, &mut row.iter().map(|s| s.as_str()))?;
     }
     Ok(())
+}
+
+/// Bytes skipped between containers (FORMATS.md §2.4): a `list --json` record of its own
+/// (`{"note": "skipped", ...}`) and a field of `select --explain` records.
+#[derive(Clone, Serialize)]
+pub struct Skipped {
+    /// Always `"skipped"` (tells these records from image records).
+    pub note: &'static str,
+    /// Offset of the first skipped byte in FILE.
+    pub offset: u64,
+    /// How many bytes were skipped.
+    pub size: u64,
+    /// One sentence.
+    pub message: String,
+}
+
+impl Skipped {
+    /// The note for the file range `r`.
+    pub fn new(r: std::ops::Range<u64>) -> Self {
+        let size = r.end.saturating_sub(r.start);
+        Skipped {
+            note: "skipped",
+            offset: r.start,
+            size,
+            message: format!(
+                "{size} bytes at byte {} are neither padding nor an offload container: skipped up to the next container (FORMATS.md §2.4)",
+                r.start
+            ),
+        }
+    }
+}
+
+/// How `list` and `select` name an image (`offload_image::image_name`).
+pub fn image_name(image: &Image<'_>) -> String {
+    offload_image::target::image_name(image).to_string()
 }

@@ -15,43 +15,13 @@
 //! unregistered or the shim is unloaded.
 //!
 //! `unsafe` is confined to this FFI crate, and within it to [`process`] (reading the
-//! process's own mappings), one write in `hipGetDeviceCount`, [`load_library`] and
-//! [`mapping`] (the input files of `loader-sim`) and [`fill`] (a buffer one thread decodes
-//! into while another reads it); every use is commented.
+//! process's own mappings) and one write in `hipGetDeviceCount`; every use is commented.
+//! The operating-system code of the command line (file maps, the fill buffer, loading a
+//! library) is in `loader-sim-os`.
 
 #![warn(missing_docs)]
 
 pub mod exports;
-pub mod fill;
-pub mod mapping;
 pub mod process;
 pub mod report;
 pub mod shim;
-
-use std::ffi::{CStr, CString};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
-
-/// Loads the shared library at `path` (and its dependencies) with `dlopen(RTLD_NOW |
-/// RTLD_GLOBAL)`, running its constructors, and keeps it loaded until the process exits.
-pub fn load_library(path: &Path) -> Result<(), String> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| format!("{}: path contains a NUL byte", path.display()))?;
-    // SAFETY: `c` is a valid NUL-terminated path. Loading a library runs its constructors,
-    // which is the purpose: the caller chose to trust it.
-    let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-    if handle.is_null() {
-        // SAFETY: dlerror returns null or a NUL-terminated string valid until the next
-        // dl* call on this thread; it is copied at once.
-        let msg = unsafe {
-            let e = libc::dlerror();
-            if e.is_null() {
-                "dlopen failed".to_string()
-            } else {
-                CStr::from_ptr(e).to_string_lossy().into_owned()
-            }
-        };
-        return Err(msg);
-    }
-    Ok(())
-}

@@ -56,14 +56,8 @@ use serde::Serialize;
 use crate::decode::{read_options, ZstdDecoder};
 use crate::input::Input;
 use crate::output::{json_line, table};
+use crate::cmd::OnOff;
 use crate::{Failure, Outcome};
-
-/// `--xnack`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum OnOff {
-    On,
-    Off,
-}
 
 /// Arguments of `doctor`.
 #[derive(clap::Args)]
@@ -358,16 +352,6 @@ fn is_zip(head: &[u8]) -> bool {
     head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
 }
 
-/// The input bytes a unit occupies, when it is stored in place (for [`Input::release`]).
-fn unit_bytes<'data>(unit: &Unit<'data>) -> Option<&'data [u8]> {
-    match &unit.content {
-        UnitContent::Bundle(b) => Some(b.data()),
-        UnitContent::Compressed(c) => Some(c.payload()),
-        UnitContent::DeviceElf(d) => Some(d),
-        _ => None,
-    }
-}
-
 /// The entry table of a compressed bundle and the first [`IDENTIFY_LEN`] bytes of every
 /// payload (indexed by entry), read from the start of the decompressed stream. `None` when
 /// the content is not a binary bundle or payloads overlap (then the unit is opened whole).
@@ -481,7 +465,7 @@ fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tall
         if let Err(e) = judge_unit(&unit, &mut tally, ctx) {
             tally.fail(format!("{}: {e}", unit.location));
         }
-        finished = unit_bytes(&unit);
+        finished = unit.bytes(&ctx.read).ok();
     }
     if let (Some(done), Some(input)) = (finished.take(), input) {
         input.release(done);

@@ -9,7 +9,7 @@ use offload_image::{identify, units, Image, Unit};
 use serde::Serialize;
 
 use crate::input::Input;
-use crate::output::{json_line, sha256_hex, table};
+use crate::output::{json_line, sha256_hex, table, Skipped};
 use crate::{Failure, Outcome};
 
 /// Arguments of `list`.
@@ -31,36 +31,6 @@ pub struct Args {
     /// image's ELF header are read, not the bytes of uncompressed images.
     #[arg(long)]
     no_sha256: bool,
-}
-
-/// Bytes skipped between containers (FORMATS.md §2.4): a `list --json` record of its own
-/// (`{"note": "skipped", ...}`) and a field of `select --explain` records.
-#[derive(Clone, Serialize)]
-pub struct Skipped {
-    /// Always `"skipped"` (tells these records from image records).
-    pub note: &'static str,
-    /// Offset of the first skipped byte in FILE.
-    pub offset: u64,
-    /// How many bytes were skipped.
-    pub size: u64,
-    /// One sentence.
-    pub message: String,
-}
-
-impl Skipped {
-    /// The note for the file range `r`.
-    pub fn new(r: std::ops::Range<u64>) -> Self {
-        let size = r.end.saturating_sub(r.start);
-        Skipped {
-            note: "skipped",
-            offset: r.start,
-            size,
-            message: format!(
-                "{size} bytes at byte {} are neither padding nor an offload container: skipped up to the next container (FORMATS.md §2.4)",
-                r.start
-            ),
-        }
-    }
 }
 
 /// A line of `list` output: an image, or a note.
@@ -124,11 +94,6 @@ pub fn identity(image: &Image<'_>) -> (Option<String>, Option<String>) {
         .or_else(|| image.triple.map(str::to_string));
     let target = id.named_target().map(|t| t.to_string());
     (triple, target)
-}
-
-/// How `select` names an image (`offload_image::image_name`).
-pub fn image_name(image: &Image<'_>) -> String {
-    offload_image::target::image_name(image).to_string()
 }
 
 /// Runs `list`.

@@ -8,7 +8,7 @@ pub mod select;
 pub mod validate;
 pub mod wrap;
 
-use offload_image::Device;
+use offload_image::{Device, Policy};
 
 use crate::Failure;
 
@@ -23,4 +23,33 @@ pub fn parse_devices(option: &str, values: &[String]) -> Result<Vec<(String, Dev
                 .map_err(|e| Failure(format!("invalid {option} '{t}': {}", e.what())))
         })
         .collect()
+}
+
+/// `--xnack` (of `select` and `doctor`): the xnack mode of devices read from KFD.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+/// `--policy` of `select`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum PolicyArg {
+    /// The ranking of COMPATIBILITY.md §10 (native, exact, newest generic, then order).
+    Best,
+    /// First compatible image in discovery order (comgr lookup, LLVM offload runtime).
+    First,
+    /// Native, then generic, then JIT code, each in discovery order (ROCm CLR).
+    FirstByClass,
+}
+
+impl PolicyArg {
+    /// The library's policy.
+    pub fn policy(self) -> Policy {
+        match self {
+            PolicyArg::Best => Policy::Best,
+            PolicyArg::First => Policy::First,
+            PolicyArg::FirstByClass => Policy::FirstByClass,
+        }
+    }
 }

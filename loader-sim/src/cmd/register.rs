@@ -421,7 +421,7 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
 
 /// `loader-sim __load LIB` (internal): the child of `register --load`.
 pub fn load_child(lib: &Path) -> Result<Outcome, Failure> {
-    loader_sim_rt::load_library(lib).map_err(|e| Failure::file(lib, e))?;
+    loader_sim_os::load_library(lib).map_err(|e| Failure::file(lib, e))?;
     Ok(Outcome::Ok)
 }
 

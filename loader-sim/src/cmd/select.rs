@@ -15,13 +15,13 @@ use sha2::{Digest, Sha256};
 
 use crate::decode::{decoder, threaded_decoder, ZstdDecoder};
 use offload_image::{
-    identify, units, Device, Image, KindFilter, Policy, ReadOptions, SelectOptions, Unit,
+    identify, units, Device, Image, KindFilter, ReadOptions, SelectOptions,
 };
 use serde::Serialize;
 
-use crate::cmd::list::image_name;
+use crate::cmd::{OnOff, PolicyArg};
 use crate::input::Input;
-use crate::output::{hex, json_line, sha256_hex, table};
+use crate::output::{hex, image_name, json_line, sha256_hex, table, Skipped};
 use crate::{Failure, Outcome};
 
 /// `--kind`.
@@ -30,24 +30,6 @@ enum Kind {
     Hip,
     Openmp,
     Cuda,
-}
-
-/// `--xnack`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum OnOff {
-    On,
-    Off,
-}
-
-/// `--policy`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum PolicyArg {
-    /// The ranking of COMPATIBILITY.md §10 (native, exact, newest generic, then order).
-    Best,
-    /// First compatible image in discovery order (comgr lookup, LLVM offload runtime).
-    First,
-    /// Native, then generic, then JIT code, each in discovery order (ROCm CLR).
-    FirstByClass,
 }
 
 /// Arguments of `select`.
@@ -153,7 +135,7 @@ struct Record {
     disagreement: Option<String>,
     /// With `--explain`: bytes after this unit that were skipped (FORMATS.md §2.4).
     #[serde(skip_serializing_if = "Option::is_none")]
-    skipped: Option<crate::cmd::list::Skipped>,
+    skipped: Option<Skipped>,
 }
 
 /// The image `-o` writes.
@@ -286,17 +268,6 @@ impl Stream<'_> {
     }
 }
 
-/// The input bytes a unit occupies, when it is stored in place (for [`Input::release`]).
-fn unit_bytes<'data>(unit: &Unit<'data>) -> Option<&'data [u8]> {
-    match &unit.content {
-        UnitContent::Bundle(b) => Some(b.data()),
-        UnitContent::Compressed(c) => Some(c.payload()),
-        UnitContent::DeviceElf(d) => Some(d),
-        UnitContent::NvFatbin(f) => Some(f.bytes()),
-        _ => None,
-    }
-}
-
 /// Why each image other than the chosen one was not chosen.
 fn reasons(images: &[Image<'_>], choice: &Choice<'_>, options: &SelectOptions) -> Vec<Rejected> {
     choice
@@ -332,11 +303,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             Some(Kind::Cuda) => KindFilter::Cuda,
         },
         hip_openmp_compatible: args.hip_openmp_compatible,
-        policy: match args.policy {
-            PolicyArg::Best => Policy::Best,
-            PolicyArg::First => Policy::First,
-            PolicyArg::FirstByClass => Policy::FirstByClass,
-        },
+        policy: args.policy.policy(),
         allow_jit: !args.no_jit,
         allow_generic: !args.no_generic,
         allow_spirv: !args.no_spirv,
@@ -398,7 +365,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 if out_path.is_some() {
                     output = Some(Selected::Written);
                 }
-                finished = unit_bytes(&unit);
+                finished = unit.bytes(&read).ok();
                 continue;
             }
         }
@@ -442,7 +409,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                     .skipped
                     .clone()
                     .filter(|_| args.explain)
-                    .map(crate::cmd::list::Skipped::new),
+                    .map(Skipped::new),
             });
             if args.output.is_some() && records.len() == 1 {
                 output = chosen.map(|img| match input.offset_of(img.bytes) {
@@ -451,7 +418,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 });
             }
         }
-        finished = unit_bytes(&unit);
+        finished = unit.bytes(&read).ok();
     }
     if let Some(done) = finished.take() {
         input.release(done);
