@@ -424,7 +424,10 @@ fn the_callers_decoder_inflates_compressed_offload_binaries_too() {
         let unit = units(&packed, &hooked).next().unwrap().unwrap();
         let open = unit.open(&hooked).unwrap();
         let images: Vec<Vec<u8>> = open.images().map(|i| i.bytes.to_vec()).collect();
-        assert!(HOOK_CALLS_2.load(Ordering::SeqCst) > before, "method {method}");
+        assert!(
+            HOOK_CALLS_2.load(Ordering::SeqCst) > before,
+            "method {method}"
+        );
         assert_eq!(images, vec![code_object.clone()]);
     }
 }

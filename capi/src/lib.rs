@@ -29,8 +29,7 @@ use offload_image::container::UnitContent;
 use offload_image::select::{KindFilter, Policy, SelectOptions};
 use offload_image::stream::{select_in_stream, Kept};
 use offload_image::{
-    choose, identify, Device, Encoded, Error, ErrorKind, Format, Image, Limits, OpenUnit,
-    ReadOptions, Unit,
+    choose, identify, Device, Error, ErrorKind, Format, Image, Limits, OpenUnit, ReadOptions, Unit,
 };
 
 // ---- constants (cbindgen writes them as #defines) --------------------------------------
@@ -319,9 +318,9 @@ struct ImageSlot {
     /// Bytes kept by a streaming selection, or decoded on demand from `encoded` (a Vec,
     /// not a Box: handed-out pointers into it must survive moves of the slot).
     kept: Option<Vec<u8>>,
-    /// The compressed payload of an image identified from its header alone (a compressed
-    /// fatbinary entry): decoded when its bytes are first asked for.
-    encoded: Option<Encoded<'static>>,
+    /// An image identified from its header alone (a compressed fatbinary entry): decoded
+    /// when its bytes or its description are first asked for.
+    pending: Option<Image<'static>>,
     /// The description, made once.
     info: Option<Box<Described>>,
 }
@@ -556,10 +555,15 @@ impl State {
             slots.resize_with(images.len(), ImageSlot::default);
         }
         for ((image, offset), s) in images.iter().zip(slots.iter_mut()) {
-            match image.encoded {
-                Some(e) if s.bytes.is_none() => s.encoded = Some(e),
-                _ if s.bytes.is_none() => s.bytes = Some(image.bytes),
-                _ => {}
+            if image.encoded.is_some() {
+                // Described once decoded (its size is the decoded image's).
+                if s.bytes.is_none() {
+                    s.pending = Some(*image);
+                }
+                continue;
+            }
+            if s.bytes.is_none() {
+                s.bytes = Some(image.bytes);
             }
             if s.info.is_none() {
                 s.info = Some(Box::new(describe(image, *offset)));
@@ -614,6 +618,12 @@ impl State {
                 self.open_unit(u)?;
             }
         }
+        let slot = self.slot(u, i)?;
+        if let (true, Some(image)) = (slot.info.is_none(), slot.pending) {
+            let bytes = self.bytes(u, i)?;
+            let slot = self.slot(u, i)?;
+            slot.info = Some(Box::new(describe(&image.with_bytes(bytes), None)));
+        }
         self.slot(u, i)?
             .info
             .as_deref()
@@ -626,18 +636,14 @@ impl State {
         }
         let read = self.read;
         let slot = self.slot(u, i)?;
-        if let (None, Some(encoded)) = (slot.bytes, slot.encoded) {
+        if let (None, Some(encoded)) = (slot.bytes, slot.pending.and_then(|p| p.encoded)) {
             let decoded = encoded.decode(&read)?;
             let kept = slot.kept.insert(decoded);
-            if let Some(info) = slot.info.as_deref_mut() {
-                info.size = kept.len() as u64;
-            }
             // SAFETY: the buffer is owned by this slot, never replaced or resized, and
             // freed only when the reader is dropped.
+            // Not in the reader's statistics, which count compressed bundles (as before
+            // fatbinary entries were decoded lazily).
             slot.bytes = Some(unsafe { extend(kept) });
-            let held = kept.len() as u64;
-            self.stats.held = self.stats.held.saturating_add(held);
-            self.stats.decoded = self.stats.decoded.saturating_add(encoded.size);
         }
         self.slot(u, i)?
             .bytes

@@ -638,7 +638,10 @@ mod tests {
     /// other codecs to the library.
     #[test]
     fn fatbinary_entries_decode_through_libzstd() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/nvfatbin/files/device_c.fatbin");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/nvfatbin/files/device_c.fatbin"
+        );
         let data = std::fs::read(path).unwrap();
         let options = ReadOptions::default();
         let fatbin = Fatbin::parse(&data, &options.limits).unwrap();

@@ -53,10 +53,10 @@ use offload_image::{
 };
 use serde::Serialize;
 
+use crate::cmd::OnOff;
 use crate::decode::{read_options, ZstdDecoder};
 use crate::input::Input;
 use crate::output::{json_line, table};
-use crate::cmd::OnOff;
 use crate::{Failure, Outcome};
 
 /// Arguments of `doctor`.

@@ -14,9 +14,7 @@ use offload_image::stream::{select_in_stream, Kept};
 use sha2::{Digest, Sha256};
 
 use crate::decode::{decoder, threaded_decoder, ZstdDecoder};
-use offload_image::{
-    identify, units, Device, Image, KindFilter, ReadOptions, SelectOptions,
-};
+use offload_image::{identify, units, Device, Image, KindFilter, ReadOptions, SelectOptions};
 use serde::Serialize;
 
 use crate::cmd::{OnOff, PolicyArg};
