@@ -172,22 +172,26 @@ if [ "$LARGE_ROUNDS" -gt 0 ]; then
     for ((r = 0; r < LARGE_ROUNDS; r++)); do
       for c in big_select big_sha big_cuobjdump; do run "$c" warm; done
     done
+    # select exits 1 when some fatbinary has nothing for sm_86 (most of libcusolver's
+    # have only newer code); 2 would be an error.
     for f in "$work"/times/big_*.warm; do
-      if awk '$3 != 0 { bad = 1 } END { exit !bad }' "$f"; then
+      if awk '$3 > 1 { bad = 1 } END { exit !bad }' "$f"; then
         echo "FAILED: a run of $(basename "$f") on $b exited with an error"; fail=1
       fi
     done
-    # Every fatbinary with an sm_86 cubin gets it (as many choices as cuobjdump lists
-    # sm_86 cubins in distinct fatbinaries is not checked here; tests/nvfatbin.rs and the
-    # corpus tests check the rules).
-    chosen=$("$LS" select "$big" --target sm_86 --json | jq -s '[.[] | select(.selected != null)] | length')
+    # How many fatbinaries have an image for sm_86, beside cuobjdump's count of sm_86
+    # cubins (the rules themselves are checked by tests/nvfatbin.rs and the corpus tests).
+    chosen=$({ "$LS" select "$big" --target sm_86 --json || true; } | jq -s '[.[] | select(.selected != null)] | length')
+    units=$({ "$LS" select "$big" --target sm_86 --json || true; } | jq -s 'length')
     cubins=$("$CUOBJDUMP" -lelf "$big" | grep -c '\.sm_86\.cubin$' || true)
-    echo "| $b | ($chosen choices; cuobjdump lists $cubins sm_86 cubins) | | | | |"
+    echo "| $b | ($units fatbinaries, $chosen with an image for sm_86; cuobjdump lists $cubins sm_86 cubins) | | | | |"
     ref="$work/times/big_cuobjdump.warm"
     rw=$(med "$ref" 1); rr=$(med "$ref" 2)
     for c in big_select big_sha big_cuobjdump; do
       f="$work/times/$c.warm"
-      awk -v b="$b" -v l="${CMD[$c]#"$LS "}" -v w="$(med "$f" 1)" -v r="$(med "$f" 2)" -v rw="$rw" -v rr="$rr" 'BEGIN {
+      label="${CMD[$c]#"$LS "}"
+      [ "$c" = big_cuobjdump ] && label="cuobjdump -lelf -lptx $b"
+      awk -v b="$b" -v l="$label" -v w="$(med "$f" 1)" -v r="$(med "$f" 2)" -v rw="$rw" -v rr="$rr" 'BEGIN {
         sub(/ \/[^ ]*\//, " ", l); printf "| %s | %s | %.1f ms | %.1f MiB | %.3f | %.3f |\n", b, l, w * 1000, r / 1024, w / rw, r / rr }'
     done
   done
