@@ -16,8 +16,8 @@
 //!   an archive of those. Without `--image` nothing is extracted (as in LLVM 22).
 //!
 //! Differences: version-2/3 OffloadBinaries are read too (LLVM 22 rejects them); bitcode
-//! inputs (OffloadBinaries embedded as IR globals) are refused with an error; errors exit
-//! with status 2.
+//! inputs (OffloadBinaries embedded as IR globals) are refused with an error. Errors exit
+//! with status 1, as in LLVM.
 
 use offload_image::offload_binary::OffloadBinary;
 use offload_image::write::offload_binary::{v1_to_vec, OffloadImage};
@@ -31,7 +31,7 @@ use crate::llvm::hashmap::DenseStringMap;
 
 fn fail(msg: impl Into<String>) -> ToolError {
     ToolError {
-        code: 2,
+        code: 1,
         msg: msg.into(),
     }
 }
