@@ -50,15 +50,61 @@ use target::{check_bundle_id, conflicting_ids, is_compatible, TargetInfo};
 pub struct ToolError {
     /// Exit status: 1, as LLVM's tools exit on every error.
     pub code: u8,
-    /// One-line message (LLVM's wording where LLVM reports the same problem).
+    /// The message (LLVM's wording where LLVM reports the same problem): one line, or for
+    /// command-line errors one line per problem.
     pub msg: String,
+    /// True for errors of the command line, which LLVM's option parser prints as
+    /// `<program>: <line>` for each line, without `error: `.
+    pub command_line: bool,
+}
+
+impl ToolError {
+    /// A command-line error of the lines `lines` (see [`ToolError::command_line`]).
+    pub fn command_line(lines: Vec<String>) -> Self {
+        ToolError {
+            code: 1,
+            msg: lines.join("\n"),
+            command_line: true,
+        }
+    }
+
+    /// What the tool prints on standard error for this failure, as LLVM's tools print it
+    /// (`prog` is the program name): `<prog>: error: <message>`, or for command-line errors
+    /// `<prog>: <line>` for each line. Ends with a newline.
+    pub fn report(&self, prog: &str) -> String {
+        if !self.command_line {
+            return format!("{prog}: error: {}\n", self.msg);
+        }
+        let mut out = String::new();
+        let mut lines = self.msg.lines();
+        while let Some(line) = lines.next() {
+            out.push_str(prog);
+            out.push_str(": ");
+            out.push_str(line);
+            out.push('\n');
+            // "Too many positional arguments" goes on over a second, unprefixed line.
+            if line.starts_with("Too many positional arguments") {
+                if let Some(next) = lines.next() {
+                    out.push_str(next);
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
 }
 
 fn fail(msg: impl Into<String>) -> ToolError {
     ToolError {
         code: 1,
         msg: msg.into(),
+        command_line: false,
     }
+}
+
+/// A command-line error of one line.
+fn usage(msg: impl Into<String>) -> ToolError {
+    ToolError::command_line(vec![msg.into()])
 }
 
 const SPECS: &[Spec] = &[
@@ -238,7 +284,7 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
 /// [`run`], with `map_file` opening the `-input` files of a bundling run (a memory map
 /// keeps big payloads out of the resident set).
 pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), ToolError> {
-    let p = cl::parse(SPECS, args).map_err(fail)?;
+    let p = cl::parse(SPECS, args, 0, &["type"], prog).map_err(ToolError::command_line)?;
     if p.flag("help") || p.flag("help-list") || p.flag("h") {
         print!("{HELP}");
         return Ok(());
@@ -250,13 +296,8 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
         );
         return Ok(());
     }
-    if let Some(arg) = p.positional.first() {
-        return Err(fail(format!(
-            "Too many positional arguments specified! Can specify at most 0 positional arguments: See: {prog} --help (got '{arg}')"
-        )));
-    }
     let Some(files_type) = p.value("type") else {
-        return Err(fail(
+        return Err(usage(
             "for the --type option: must be specified at least once!",
         ));
     };
@@ -273,7 +314,7 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
         cfg.level = cl::parse_signed(l)
             .filter(|v| i32::try_from(*v).is_ok())
             .ok_or_else(|| {
-                fail(format!(
+                usage(format!(
                     "for the --compression-level option: '{l}' value invalid for integer argument!"
                 ))
             })?;
@@ -283,7 +324,7 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
             "zstd" => Method::Zstd,
             "zlib" => Method::Zlib,
             _ => {
-                return Err(fail(format!(
+                return Err(usage(format!(
                     "for the --compression-method option: '{m}' is neither zstd nor zlib"
                 )))
             }
@@ -293,7 +334,7 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
         cfg.bundle_align = cl::parse_unsigned(a)
             .filter(|v| u32::try_from(*v).is_ok())
             .ok_or_else(|| {
-                fail(format!(
+                usage(format!(
                     "for the --bundle-align option: '{a}' value invalid for uint argument!"
                 ))
             })?;
@@ -983,7 +1024,7 @@ fn unbundle_files(cfg: &Config) -> Result<(), ToolError> {
             }
             msg.push_str(e);
         }
-        return Err(ToolError { code: 1, msg });
+        return Err(fail(msg));
     }
     if worklist.len() == cfg.targets.len() {
         for (k, out) in worklist.iter() {
@@ -1147,12 +1188,9 @@ fn unbundle_archive(cfg: &Config) -> Result<(), ToolError> {
         let members: &[NewMember] = match per_target.get(t) {
             Some(m) => m,
             None if !cfg.allow_missing => {
-                return Err(ToolError {
-                    code: 1,
-                    msg: format!(
-                        "no compatible code object found for the target '{t}' in heterogeneous archive library: {archive_name}"
-                    ),
-                })
+                return Err(fail(format!(
+                    "no compatible code object found for the target '{t}' in heterogeneous archive library: {archive_name}"
+                )))
             }
             None => &[],
         };

@@ -33,6 +33,7 @@ fn fail(msg: impl Into<String>) -> ToolError {
     ToolError {
         code: 1,
         msg: msg.into(),
+        command_line: false,
     }
 }
 
@@ -168,12 +169,7 @@ fn write(name: &str, data: &[u8]) -> Result<(), ToolError> {
 
 /// Runs the tool on `args` (without the program name).
 pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
-    let p = cl::parse(SPECS, args).map_err(fail)?;
-    if p.positional.len() > 1 {
-        return Err(fail(format!(
-            "Too many positional arguments specified! Can specify at most 1 positional arguments: See: {prog} --help"
-        )));
-    }
+    let p = cl::parse(SPECS, args, 1, &[], prog).map_err(ToolError::command_line)?;
     if p.flag("version") {
         println!(
             "loader-sim {} (clang-offload-packager replacement, LLVM 22 compatible)",
