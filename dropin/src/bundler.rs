@@ -1092,7 +1092,13 @@ fn extension(name: &str) -> &str {
 
 /// The members of an `ar` archive: (name, data).
 fn archive_members(data: &[u8], name: &str) -> Result<Vec<(String, Vec<u8>)>, ToolError> {
-    archive::read_members(data).map_err(|e| fail(format!("'{name}': {e}")))
+    archive::read_members(data).map_err(|e| {
+        if archive::is_llvm_archive_error(&e) {
+            fail(e)
+        } else {
+            fail(format!("'{name}': {e}"))
+        }
+    })
 }
 
 /// `CheckHeterogeneousArchive`.

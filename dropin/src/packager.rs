@@ -285,8 +285,11 @@ fn extract_offload_files(
 ) -> Result<(), ToolError> {
     let mut offset = 0usize;
     while offset < data.len() {
+        // LLVM's `OffloadBinary::create` reports every malformed binary as
+        // `object_error::parse_failed`, without the file name or a position (`loader-sim
+        // validate` gives them).
         let b = OffloadBinary::parse(&data[offset..], &Limits::default())
-            .map_err(|e| fail(format!("'{identifier}': {}", e.rebase(offset as u64))))?;
+            .map_err(|_| fail("Invalid data was encountered while parsing the file"))?;
         let len = b.len() as usize;
         let bytes = if b.is_compressed() {
             b.inflate(&ReadOptions::default())

@@ -80,6 +80,13 @@ fn bundler_errors_match_llvm_22() {
         (0..999u32).map(|i| i as u8).collect::<Vec<_>>(),
     )
     .unwrap();
+    std::fs::write(dir.0.join("empty"), b"").unwrap();
+    std::fs::write(
+        dir.0.join("text"),
+        b"not an archive, and longer than its magic\n",
+    )
+    .unwrap();
+    std::fs::write(dir.0.join("cut.a"), b"!<arch>\nxx").unwrap();
     let bundle = format!("-type=bc -targets={HOST},{GFX906} -input=dev -input=dev -output=b.bc");
     let cases: Vec<Vec<String>> = [
         "-foo -bar -typ=o".to_string(),
@@ -124,6 +131,12 @@ fn bundler_errors_match_llvm_22() {
         "-type=o -input=host.o".into(),
         format!("-type=o -input=host.o -output=b -targets={HOST} -type=zz"),
         format!("-type=bc -unbundle -targets={HOST},{GFX906} -input=missing -output=x -output=y"),
+        // Inputs of -type=a that are no archives, or cut short.
+        format!("-type=a -unbundle -targets={GFX906} -input=empty -output=x.a"),
+        format!("-type=a -unbundle -targets={GFX906} -input=text -output=x.a"),
+        format!("-type=a -unbundle -targets={GFX906} -input=host.o -output=x.a"),
+        format!("-type=a -unbundle -check-input-archive -targets={GFX906} -input=text -output=x.a"),
+        format!("-type=a -unbundle -targets={GFX906} -input=cut.a -output=x.a"),
     ]
     .iter()
     .map(|s| line(s))
@@ -184,7 +197,10 @@ fn packager_errors_match_llvm_22() {
     let llvm = llvm("llvm-offload-binary-22");
     let ours = link(&dir.0, llvm.file_name().unwrap().to_str().unwrap());
     std::fs::copy(corpus("devobj/host.x86_64.o"), dir.0.join("host.o")).unwrap();
+    // An OffloadBinary cut short after its magic and version.
+    std::fs::write(dir.0.join("cut.bin"), b"\x10\xff\x10\xad\x01\x00\x00\x00").unwrap();
     let cases: Vec<Vec<String>> = [
+        "cut.bin --image=triple=x",
         "--foo --imag=x",
         "-x",
         "-abcd",
