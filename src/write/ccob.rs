@@ -287,6 +287,39 @@ mod tests {
     use crate::ccob::CompressedBundle;
     use crate::ReadOptions;
 
+    /// The libzstd and zlib codecs write standard streams that the library's pure-Rust
+    /// decoders read back, with the header fields LLVM computes; the level reaches libzstd
+    /// (higher levels give smaller frames here) and zlib (`Z_DEFAULT_COMPRESSION` is 6).
+    #[cfg(feature = "llvm-compress")]
+    #[test]
+    fn c_library_codecs_round_trip() {
+        let mut data: Vec<u8> = (0..20000u32).map(|i| (i * i % 251) as u8).collect();
+        let copy = data.clone();
+        data.extend_from_slice(&copy);
+        let mut zstd_sizes = Vec::new();
+        for level in [1, 3, 9, 19, 22] {
+            let codec = llvm_codec(CompressionMethod::Zstd, level);
+            let opts = CcobOptions { version: 3, codec };
+            let blob = compress(&data, &opts).unwrap();
+            let c = CompressedBundle::parse(&blob).unwrap();
+            assert_eq!(c.method(), CompressionMethod::Zstd);
+            assert_eq!(c.decompress(&ReadOptions::default()).unwrap(), data);
+            zstd_sizes.push(blob.len());
+        }
+        assert!(zstd_sizes[4] < zstd_sizes[0], "{zstd_sizes:?}");
+        for level in [-1, 1, 6, 9] {
+            let codec = llvm_codec(CompressionMethod::Zlib, level);
+            let blob = compress(&data, &CcobOptions { version: 2, codec }).unwrap();
+            let c = CompressedBundle::parse(&blob).unwrap();
+            assert_eq!(c.method(), CompressionMethod::Zlib);
+            assert_eq!(c.decompress(&ReadOptions::default()).unwrap(), data);
+        }
+        assert_eq!(
+            Codec::LibZlib { level: -1 }.compress(&data),
+            Codec::LibZlib { level: 6 }.compress(&data)
+        );
+    }
+
     #[test]
     fn header_fields_and_round_trip() {
         let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
