@@ -24,8 +24,9 @@
 //!   LLVM does (Debian's LLVM 22 links Debian's libzstd 1.5.4 and zlib 1.2.13). A build
 //!   that vendors the libraries instead (`zstd-sys`'s bundled zstd 1.5.7, `libz-sys`'s
 //!   static zlib) writes the payload of *that* version, which equals the output of an LLVM
-//!   linked with that version but can differ from the system LLVM's: zstd's match finders
-//!   and block splitting change between releases. The header and the decompressed content
+//!   linked with that version but differs from the system LLVM's at most levels (1.5.7
+//!   against Debian's 1.5.4: measured in `docs/FINDINGS.md`): zstd's match finders and
+//!   block splitting change between releases. The header and the decompressed content
 //!   never change.
 //! * [`Codec::Zstd`] and [`Codec::Zlib`] are pure Rust (`ruzstd`, `miniz_oxide`) and
 //!   available without C libraries. `ruzstd` only implements an uncompressed mode and a
