@@ -185,6 +185,14 @@ const SPECS: &[Spec] = &[
         kind: Kind::Flag,
     },
     Spec {
+        name: "help-hidden",
+        kind: Kind::Flag,
+    },
+    Spec {
+        name: "help-list-hidden",
+        kind: Kind::Flag,
+    },
+    Spec {
         name: "h",
         kind: Kind::Flag,
     },
@@ -285,7 +293,10 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
 /// keeps big payloads out of the resident set).
 pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), ToolError> {
     let p = cl::parse(SPECS, args, 0, &["type"], prog).map_err(ToolError::command_line)?;
-    if p.flag("help") || p.flag("help-list") || p.flag("h") {
+    if ["help", "help-list", "help-hidden", "help-list-hidden", "h"]
+        .iter()
+        .any(|f| p.flag(f))
+    {
         print!("{HELP}");
         return Ok(());
     }

@@ -59,6 +59,14 @@ const SPECS: &[Spec] = &[
         kind: Kind::Flag,
     },
     Spec {
+        name: "help-hidden",
+        kind: Kind::Flag,
+    },
+    Spec {
+        name: "help-list-hidden",
+        kind: Kind::Flag,
+    },
+    Spec {
         name: "h",
         kind: Kind::Flag,
     },
@@ -179,9 +187,9 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
     }
     let output = p.value("o").unwrap_or("");
     let input = p.positional.first().map(String::as_str).unwrap_or("");
-    if p.flag("help")
-        || p.flag("help-list")
-        || p.flag("h")
+    if ["help", "help-list", "help-hidden", "help-list-hidden", "h"]
+        .iter()
+        .any(|f| p.flag(f))
         || (output.is_empty() && input.is_empty())
     {
         print!("{HELP}");

@@ -105,6 +105,8 @@ fn bundler_errors_match_llvm_22() {
         "-bundle-align=x -type=o".into(),
         "-type".into(),
         "-help=3".into(),
+        "-help-hidden=1 -version=0 -help-list=x".into(),
+        "-print-optionz=1 -help-hiden -versin=2 -lis=1".into(),
         "-type=o".into(),
         format!("-type=o -targets={HOST} -input=host.o -output=b -compression-level=abc"),
         format!("-type=x -targets={HOST} -input=host.o -output=b"),

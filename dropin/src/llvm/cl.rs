@@ -109,10 +109,17 @@ pub fn nearest(specs: &[Spec], arg: &str) -> Option<String> {
     });
     names.dedup();
     // Every option of these tools takes a value or is a `bool` (whose value is optional),
-    // except the generic ones, which take none.
+    // except the help and version printers (`cl::ValueDisallowed`).
+    let disallowed = [
+        "help",
+        "help-hidden",
+        "help-list",
+        "help-list-hidden",
+        "version",
+    ];
     let mut best: Option<(usize, String)> = None;
     for name in names {
-        let permits_value = !GENERIC.contains(&name);
+        let permits_value = !disallowed.contains(&name);
         let flag = if permits_value { lhs } else { arg };
         let d = edit_distance(name, flag);
         if best.as_ref().is_none_or(|(b, _)| d < *b) {
@@ -213,16 +220,21 @@ pub fn parse(
         let shown = dashed(name);
         match spec.kind {
             Kind::Flag => {
+                let printer = matches!(
+                    name,
+                    "help" | "help-list" | "help-hidden" | "help-list-hidden" | "version"
+                );
                 let v = match inline.as_deref() {
-                    None => true,
-                    Some("true" | "TRUE" | "True" | "1") => true,
-                    Some("false" | "FALSE" | "False" | "0") => false,
-                    Some(v) if matches!(name, "help" | "help-list" | "version") => {
+                    // The help and version printers take no value at all.
+                    Some(v) if printer => {
                         errors.push(format!(
                             "for the {shown} option: does not allow a value! '{v}' specified."
                         ));
                         continue;
                     }
+                    None => true,
+                    Some("true" | "TRUE" | "True" | "1") => true,
+                    Some("false" | "FALSE" | "False" | "0") => false,
                     Some(v) => {
                         errors.push(format!(
                             "for the {shown} option: '{v}' is invalid value for boolean argument! Try 0 or 1"
@@ -265,9 +277,16 @@ pub fn parse(
     }
     // `--help` and `--version` print and exit while the command line is parsed, before the
     // required options are checked.
-    let exits = ["help", "help-list", "h", "version"]
-        .iter()
-        .any(|f| out.flag(f));
+    let exits = [
+        "help",
+        "help-list",
+        "help-hidden",
+        "help-list-hidden",
+        "h",
+        "version",
+    ]
+    .iter()
+    .any(|f| out.flag(f));
     for r in required.iter().filter(|_| !exits) {
         if !out.given(r) {
             errors.push(format!(
