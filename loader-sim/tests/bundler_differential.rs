@@ -730,24 +730,10 @@ fn archive_unbundling_matches_llvm() {
     }
 }
 
-/// The project's one switch for tests that need an external tool: unless
-/// `OFFLOAD_IMAGE_EXTERNAL_TESTS` is `1`, prints why the test is skipped and returns false;
-/// when it is `1` the test runs, and a missing tool fails it.
-fn external_tests(needs: &str) -> bool {
-    if std::env::var("OFFLOAD_IMAGE_EXTERNAL_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    println!("skipped: needs {needs}; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1");
-    false
-}
-
 /// Where LLVM 22 crashes or reads out of bounds, loader-sim reports an error (status 1,
 /// the status of every error of LLVM's tools).
 #[test]
 fn llvm_crashes_are_errors() {
-    if !external_tests("clang-offload-bundler-22") {
-        return;
-    }
     let dir = TempDir::new("crashes");
     let co = corpus("devobj/saxpy.gfx906.co");
     let b = dir.write("b", b"BB");

@@ -216,22 +216,8 @@ fn extraction_matrix() {
     );
 }
 
-/// The project's one switch for tests that need an external tool: unless
-/// `OFFLOAD_IMAGE_EXTERNAL_TESTS` is `1`, prints why the test is skipped and returns false;
-/// when it is `1` the test runs, and a missing tool fails it.
-fn external_tests(needs: &str) -> bool {
-    if std::env::var("OFFLOAD_IMAGE_EXTERNAL_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    println!("skipped: needs {needs}; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1");
-    false
-}
-
 #[test]
 fn packager_errors_and_dispatch() {
-    if !external_tests("clang-offload-packager-22") {
-        return;
-    }
     let dir = TempDir::new("pack-errors");
     let f = dir.write("a.o", b"abc");
     for args in [
