@@ -4,21 +4,12 @@
 //! table: none symbolic (PTX text), ELF objects with and without global symbols, LLVM
 //! bitcode, short and long (string-table) names.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use offload_dropin::llvm::archive::{write_gnu, NewMember};
-
-/// The project's one switch for tests that need an external tool: unless
-/// `OFFLOAD_IMAGE_EXTERNAL_TESTS` is `1`, prints why the test is skipped and returns false;
-/// when it is `1` the test runs, and a missing tool fails it.
-fn external_tests(needs: &str) -> bool {
-    if std::env::var("OFFLOAD_IMAGE_EXTERNAL_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    println!("skipped: needs {needs}; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1");
-    false
-}
 
 fn tool(name: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -44,7 +35,7 @@ fn run(prog: &Path, args: &[&str], dir: &Path) {
 
 #[test]
 fn gnu_archives_match_llvm_ar() {
-    if !external_tests("clang-22 and llvm-ar-22") {
+    if !common::external("clang-22 and llvm-ar-22") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("offload-dropin-ar-{}", std::process::id()));

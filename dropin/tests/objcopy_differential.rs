@@ -7,21 +7,12 @@
 //! then `--regex --remove-section=__CLANG_OFFLOAD_BUNDLE__.*` on LLVM's result (what it
 //! runs to unbundle the host).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use offload_dropin::llvm::objcopy;
-
-/// The project's one switch for tests that need an external tool: unless
-/// `OFFLOAD_IMAGE_EXTERNAL_TESTS` is `1`, prints why the test is skipped and returns false;
-/// when it is `1` the test runs, and a missing tool fails it.
-fn external_tests(needs: &str) -> bool {
-    if std::env::var("OFFLOAD_IMAGE_EXTERNAL_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    println!("skipped: needs {needs}; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1");
-    false
-}
 
 /// An LLVM tool from `PATH`; these tests compare with the real tools (scripts/setup.sh
 /// installs clang-22, llvm-22 and lld-22).
@@ -68,7 +59,7 @@ const TARGETS: &[(&str, bool, bool)] = &[
 
 #[test]
 fn objcopy_matches_llvm_objcopy_on_every_class_and_byte_order() {
-    if !external_tests("clang-22, lld-22 and llvm-objcopy-22") {
+    if !common::external("clang-22, lld-22 and llvm-objcopy-22") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("offload-dropin-objcopy-{}", std::process::id()));
@@ -210,7 +201,7 @@ fn llvm_bundler() -> PathBuf {
 /// little-endian ELF, and bundled a big-endian host as an opaque binary).
 #[test]
 fn bundler_with_big_endian_and_32_bit_hosts_matches_llvm() {
-    if !external_tests("clang-22 and clang-offload-bundler-22") {
+    if !common::external("clang-22 and clang-offload-bundler-22") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("offload-dropin-be-{}", std::process::id()));

@@ -16,17 +16,6 @@ mod common;
 
 use common::*;
 
-/// The project's one switch for tests that need an external tool: unless
-/// `OFFLOAD_IMAGE_EXTERNAL_TESTS` is `1`, prints why the test is skipped and returns false;
-/// when it is `1` the test runs, and a missing tool fails it.
-fn external_tests(needs: &str) -> bool {
-    if std::env::var("OFFLOAD_IMAGE_EXTERNAL_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    println!("skipped: needs {needs}; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1");
-    false
-}
-
 const DEVICE: [&str; 3] = [
     "hipv4-amdgcn-amd-amdhsa--gfx906",
     "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
@@ -119,7 +108,7 @@ fn asks() -> Vec<Ask> {
 
 #[test]
 fn compressed_bundles_are_llvm_22s_bytes() {
-    if !external_tests("clang-offload-bundler-22") {
+    if !common::external("clang-offload-bundler-22") {
         return;
     }
     let llvm22 = llvm("clang-offload-bundler-22");
@@ -202,7 +191,7 @@ fn report_shape(stderr: &[u8]) -> Vec<String> {
 
 #[test]
 fn verbose_reports_are_worded_as_llvm_22() {
-    if !external_tests("clang-offload-bundler-22") {
+    if !common::external("clang-offload-bundler-22") {
         return;
     }
     let llvm22 = llvm("clang-offload-bundler-22");

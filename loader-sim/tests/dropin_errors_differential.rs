@@ -15,17 +15,6 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 
-/// The project's one switch for tests that need an external tool: unless
-/// `OFFLOAD_IMAGE_EXTERNAL_TESTS` is `1`, prints why the test is skipped and returns false;
-/// when it is `1` the test runs, and a missing tool fails it.
-fn external_tests(needs: &str) -> bool {
-    if std::env::var("OFFLOAD_IMAGE_EXTERNAL_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    println!("skipped: needs {needs}; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1");
-    false
-}
-
 const HOST: &str = "host-x86_64-unknown-linux-gnu";
 const GFX906: &str = "openmp-amdgcn-amd-amdhsa-gfx906";
 const GFX906_SRAMECC: &str = "openmp-amdgcn-amd-amdhsa-gfx906:sramecc+";
@@ -68,7 +57,7 @@ fn line(s: &str) -> Vec<String> {
 
 #[test]
 fn bundler_errors_match_llvm_22() {
-    if !external_tests("clang-offload-bundler-22") {
+    if !common::external("clang-offload-bundler-22") {
         return;
     }
     let dir = TempDir::new("dropin-errors");
@@ -192,7 +181,7 @@ fn bundler_errors_match_llvm_22() {
 
 #[test]
 fn packager_errors_match_llvm_22() {
-    if !external_tests("llvm-offload-binary-22") {
+    if !common::external("llvm-offload-binary-22") {
         return;
     }
     let dir = TempDir::new("dropin-errors-packager");
