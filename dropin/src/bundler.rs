@@ -8,23 +8,22 @@
 //! `OFFLOAD_BUNDLER_VERBOSE`, `COMPRESSED_BUNDLE_FORMAT_VERSION`,
 //! `OFFLOAD_BUNDLER_IGNORE_ENV_VAR`), and follows LLVM's algorithms step by step — target
 //! normalisation, `StringMap` visiting order, matching rules, archive member naming,
-//! `llvm-objcopy`'s ELF layout — so that its output files are byte-identical.
+//! `llvm-objcopy`'s ELF layout — so that its output files are byte-identical. Compressed
+//! bundles call the C libzstd and zlib with LLVM's parameters
+//! (`offload_image::write::ccob::llvm_codec`), so they are byte-identical too when the
+//! libraries are the versions LLVM links. Every error exits with status 1, as in LLVM.
 //!
 //! Differences, by design:
 //!
-//! * compressed payloads come from pure-Rust encoders (see `offload_image::write::ccob`);
-//!   headers are identical and LLVM decompresses them to the same bundle;
 //! * where LLVM 22 crashes, reads out of bounds or writes a corrupt file (a feature
 //!   without a sign, a bundle alignment of 0, malformed bundle headers, object bundling
 //!   without a host, two targets that normalise to the same entry ID in a binary bundle),
-//!   this tool prints an error and exits with status 2;
+//!   this tool prints an error and exits with status 1;
 //! * compressed inputs are bounded by the total size of their v2/v3 header (LLVM 22 feeds
 //!   every byte after the header to the decompressor, so trailing data makes it fail);
 //! * ELF inputs are handled in-process (32- and 64-bit, either byte order: relocatable
 //!   objects, executables, shared objects); LLVM runs `llvm-objcopy` for them (see
 //!   [`crate::llvm::objcopy`]). Other object formats are treated as non-object input;
-//! * exit status 1 means "no bundle for a requested target" (LLVM's `Can't find bundles
-//!   for ...`), 2 every other error (LLVM exits 1 for all errors);
 //! * `-compression-method=zlib|zstd` is an extension (LLVM always picks zstd when it has
 //!   it).
 
@@ -35,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 
 use offload_image::ccob::CompressedBundle;
-use offload_image::write::ccob::{self as ccob_writer, CcobOptions, Codec, ZstdMode};
+use offload_image::write::ccob::{self as ccob_writer, CcobOptions};
 use offload_image::ReadOptions;
 
 use crate::input::{MapFile, MappedInput};
@@ -49,17 +48,63 @@ use target::{check_bundle_id, conflicting_ids, is_compatible, TargetInfo};
 /// A failed run: message and exit status.
 #[derive(Debug)]
 pub struct ToolError {
-    /// Exit status (1: no bundle for a requested target, 2: anything else).
+    /// Exit status: 1, as LLVM's tools exit on every error.
     pub code: u8,
-    /// One-line message (LLVM's wording where LLVM reports the same problem).
+    /// The message (LLVM's wording where LLVM reports the same problem): one line, or for
+    /// command-line errors one line per problem.
     pub msg: String,
+    /// True for errors of the command line, which LLVM's option parser prints as
+    /// `<program>: <line>` for each line, without `error: `.
+    pub command_line: bool,
+}
+
+impl ToolError {
+    /// A command-line error of the lines `lines` (see [`ToolError::command_line`]).
+    pub fn command_line(lines: Vec<String>) -> Self {
+        ToolError {
+            code: 1,
+            msg: lines.join("\n"),
+            command_line: true,
+        }
+    }
+
+    /// What the tool prints on standard error for this failure, as LLVM's tools print it
+    /// (`prog` is the program name): `<prog>: error: <message>`, or for command-line errors
+    /// `<prog>: <line>` for each line. Ends with a newline.
+    pub fn report(&self, prog: &str) -> String {
+        if !self.command_line {
+            return format!("{prog}: error: {}\n", self.msg);
+        }
+        let mut out = String::new();
+        let mut lines = self.msg.lines();
+        while let Some(line) = lines.next() {
+            out.push_str(prog);
+            out.push_str(": ");
+            out.push_str(line);
+            out.push('\n');
+            // "Too many positional arguments" goes on over a second, unprefixed line.
+            if line.starts_with("Too many positional arguments") {
+                if let Some(next) = lines.next() {
+                    out.push_str(next);
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
 }
 
 fn fail(msg: impl Into<String>) -> ToolError {
     ToolError {
-        code: 2,
+        code: 1,
         msg: msg.into(),
+        command_line: false,
     }
+}
+
+/// A command-line error of one line.
+fn usage(msg: impl Into<String>) -> ToolError {
+    ToolError::command_line(vec![msg.into()])
 }
 
 const SPECS: &[Spec] = &[
@@ -140,6 +185,14 @@ const SPECS: &[Spec] = &[
         kind: Kind::Flag,
     },
     Spec {
+        name: "help-hidden",
+        kind: Kind::Flag,
+    },
+    Spec {
+        name: "help-list-hidden",
+        kind: Kind::Flag,
+    },
+    Spec {
         name: "h",
         kind: Kind::Flag,
     },
@@ -193,7 +246,7 @@ OPTIONS:
 Environment: OFFLOAD_BUNDLER_COMPRESS, OFFLOAD_BUNDLER_COMPRESSION_LEVEL,
 OFFLOAD_BUNDLER_VERBOSE, COMPRESSED_BUNDLE_FORMAT_VERSION (2 or 3, default 3),
 OFFLOAD_BUNDLER_IGNORE_ENV_VAR.
-Exit status: 0 success, 1 no bundle for a requested target, 2 any other error.
+Exit status: 0 success, 1 any error.
 ";
 
 /// The settings LLVM keeps in `OffloadBundlerConfig`.
@@ -239,8 +292,11 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
 /// [`run`], with `map_file` opening the `-input` files of a bundling run (a memory map
 /// keeps big payloads out of the resident set).
 pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), ToolError> {
-    let p = cl::parse(SPECS, args).map_err(fail)?;
-    if p.flag("help") || p.flag("help-list") || p.flag("h") {
+    let p = cl::parse(SPECS, args, 0, &["type"], prog).map_err(ToolError::command_line)?;
+    if ["help", "help-list", "help-hidden", "help-list-hidden", "h"]
+        .iter()
+        .any(|f| p.flag(f))
+    {
         print!("{HELP}");
         return Ok(());
     }
@@ -251,13 +307,8 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
         );
         return Ok(());
     }
-    if let Some(arg) = p.positional.first() {
-        return Err(fail(format!(
-            "Too many positional arguments specified! Can specify at most 0 positional arguments: See: {prog} --help (got '{arg}')"
-        )));
-    }
     let Some(files_type) = p.value("type") else {
-        return Err(fail(
+        return Err(usage(
             "for the --type option: must be specified at least once!",
         ));
     };
@@ -274,7 +325,7 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
         cfg.level = cl::parse_signed(l)
             .filter(|v| i32::try_from(*v).is_ok())
             .ok_or_else(|| {
-                fail(format!(
+                usage(format!(
                     "for the --compression-level option: '{l}' value invalid for integer argument!"
                 ))
             })?;
@@ -284,7 +335,7 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
             "zstd" => Method::Zstd,
             "zlib" => Method::Zlib,
             _ => {
-                return Err(fail(format!(
+                return Err(usage(format!(
                     "for the --compression-method option: '{m}' is neither zstd nor zlib"
                 )))
             }
@@ -294,7 +345,7 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
         cfg.bundle_align = cl::parse_unsigned(a)
             .filter(|v| u32::try_from(*v).is_ok())
             .ok_or_else(|| {
-                fail(format!(
+                usage(format!(
                     "for the --bundle-align option: '{a}' value invalid for uint argument!"
                 ))
             })?;
@@ -560,13 +611,52 @@ fn decompress(data: &[u8], verbose: bool, what: &str) -> Result<Vec<u8>, ToolErr
         limits: offload_image::Limits::UNLIMITED,
         ..ReadOptions::default()
     };
+    let start = std::time::Instant::now();
     let out = c.decompress(&options).map_err(err)?;
-    let ok = offload_image::ccob::truncated_md5(&out) == c.hash();
+    let seconds = start.elapsed().as_secs_f64();
+    let recalculated = offload_image::ccob::truncated_md5(&out);
+    let ok = recalculated == c.hash();
     if verbose {
-        eprintln!("Compressed bundle format version: {}", c.version());
-        eprintln!("Decompression method: {}", c.method().name());
-        eprintln!("Size after decompression: {} bytes", out.len());
-        eprintln!("Hashes match: {}", if ok { "Yes" } else { "No" });
+        let version = c.version();
+        let header = match version {
+            1 => 20,
+            2 => 24,
+            _ => 32,
+        };
+        // LLVM takes `total size - header size` bytes after the header (all of them for
+        // version 1, whose header has no total size).
+        let payload = match c.total_size() {
+            Some(t) => len64(data.len() - header).min(t.saturating_sub(len64(header))),
+            None => len64(data.len() - header),
+        };
+        let size = c.uncompressed_size();
+        let rate = size as f64 / payload as f64;
+        let speed = (size as f64 / (1024.0 * 1024.0)) / seconds;
+        eprintln!("Compressed bundle format version: {version}");
+        if version >= 2 {
+            eprintln!(
+                "Total file size (from header): {} bytes",
+                with_commas(c.total_size().unwrap_or(0))
+            );
+        }
+        eprint!(
+            "Decompression method: {}\n\
+             Size before decompression: {} bytes\n\
+             Size after decompression: {} bytes\n\
+             Compression rate: {rate:.2}\n\
+             Compression ratio: {:.2}%\n\
+             Decompression speed: {speed:.2} MB/s\n\
+             Stored hash: {}\n\
+             Recalculated hash: {}\n\
+             Hashes match: {}\n",
+            c.method().name(),
+            with_commas(payload),
+            with_commas(size),
+            100.0 / rate,
+            format_hex(u64::from_le_bytes(c.hash()), 16),
+            format_hex(u64::from_le_bytes(recalculated), 16),
+            if ok { "Yes" } else { "No" }
+        );
     } else if !ok {
         eprintln!(
             "warning: the truncated MD5 in the compressed bundle header does not match its content"
@@ -759,42 +849,82 @@ fn write_bundle_file(
     out.flush().map_err(io)
 }
 
-/// `CompressedOffloadBundle::compress` with the configured version, codec and level.
+/// `CompressedOffloadBundle::compress` with the configured version, codec and level: the
+/// C libzstd (long-distance matching on) or zlib, called as LLVM calls them.
 fn compress(cfg: &Config, bundle: &[u8]) -> Result<Vec<u8>, ToolError> {
-    let codec = match cfg.method {
-        // ruzstd implements one compressing mode; every level maps to it.
-        Method::Zstd => Codec::Zstd(ZstdMode::Fastest),
-        Method::Zlib => Codec::Zlib {
-            // LLVM's zlib default is zlib's default level, 6.
-            level: if cfg.level < 0 || !cfg.level_set {
-                6
-            } else {
-                cfg.level.min(10) as u8
-            },
-        },
+    use offload_image::ccob::CompressionMethod;
+    let (method, level) = match cfg.method {
+        Method::Zstd => (CompressionMethod::Zstd, cfg.level),
+        // LLVM's default level for zlib is zlib's default, 6.
+        Method::Zlib => (
+            CompressionMethod::Zlib,
+            if cfg.level_set { cfg.level } else { 6 },
+        ),
     };
+    // The level was checked to fit an `int` when it was read.
+    let level = i32::try_from(level).unwrap_or(3);
     let options = CcobOptions {
         version: cfg.ccob_version,
-        codec,
+        codec: ccob_writer::llvm_codec(method, level),
     };
+    let start = std::time::Instant::now();
     let out = ccob_writer::compress(bundle, &options).map_err(|e| fail(e.what()))?;
+    let seconds = start.elapsed().as_secs_f64();
     if cfg.verbose {
-        eprintln!("Compressed bundle format version: {}", cfg.ccob_version);
-        eprintln!("Total file size (including headers): {} bytes", out.len());
-        eprintln!(
-            "Compression method used: {}",
+        let header = if cfg.ccob_version == 2 { 24 } else { 32 };
+        let payload = out.len() - header;
+        let rate = bundle.len() as f64 / payload as f64;
+        let speed = (bundle.len() as f64 / (1024.0 * 1024.0)) / seconds;
+        let hash = offload_image::ccob::truncated_md5(bundle);
+        eprint!(
+            "Compressed bundle format version: {}\n\
+             Total file size (including headers): {} bytes\n\
+             Compression method used: {}\n\
+             Compression level: {level}\n\
+             Binary size before compression: {} bytes\n\
+             Binary size after compression: {} bytes\n\
+             Compression rate: {rate:.2}\n\
+             Compression ratio: {:.2}%\n\
+             Compression speed: {speed:.2} MB/s\n\
+             Truncated MD5 hash: {}\n",
+            cfg.ccob_version,
+            with_commas(len64(out.len())),
             if cfg.method == Method::Zstd {
                 "zstd"
             } else {
                 "zlib"
-            }
+            },
+            with_commas(len64(bundle.len())),
+            with_commas(len64(payload)),
+            100.0 / rate,
+            format_hex(u64::from_le_bytes(hash), 16),
         );
-        eprintln!("Compression level: {}", cfg.level);
-        eprintln!("Binary size before compression: {} bytes", bundle.len());
-        let hash = offload_image::ccob::truncated_md5(bundle);
-        eprintln!("Truncated MD5 hash: {:#018x}", u64::from_le_bytes(hash));
     }
     Ok(out)
+}
+
+/// `usize` to `u64` (lossless on every supported target).
+fn len64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// LLVM's `formatWithCommas`: `1234567` is `1,234,567`.
+pub fn with_commas(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i != 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `llvm::format_hex(n, width)`: `0x` and lower-case digits, zero-padded to `width`
+/// characters in all (the prefix included).
+pub fn format_hex(n: u64, width: usize) -> String {
+    format!("{n:#0width$x}")
 }
 
 /// `ObjectFileHandler::finalizeOutputFile`: the host object plus one section per target,
@@ -829,6 +959,17 @@ fn bundle_object(cfg: &Config, inputs: &[Source], host: usize) -> Result<(), Too
         ));
         eprintln!("{line}");
         return Ok(());
+    }
+    // Two targets that normalise to one entry ID give `llvm-objcopy` the same
+    // `--set-section-flags` twice: it refuses, after the bundler created the (empty)
+    // output file.
+    let mut names = BTreeSet::new();
+    if let Some(t) = cfg.targets.iter().find(|t| !names.insert(t.as_str())) {
+        write_output(&cfg.outputs[0], &[])?;
+        eprintln!(
+            "llvm-objcopy: error: --set-section-flags set multiple times for section '__CLANG_OFFLOAD_BUNDLE__{t}'"
+        );
+        return Err(fail("'llvm-objcopy' tool failed"));
     }
     let out = objcopy::add_sections(&inputs[host], &sections)
         .map_err(|e| fail(format!("'llvm-objcopy' tool failed: {e}")))?;
@@ -894,7 +1035,7 @@ fn unbundle_files(cfg: &Config) -> Result<(), ToolError> {
             }
             msg.push_str(e);
         }
-        return Err(ToolError { code: 1, msg });
+        return Err(fail(msg));
     }
     if worklist.len() == cfg.targets.len() {
         for (k, out) in worklist.iter() {
@@ -962,7 +1103,13 @@ fn extension(name: &str) -> &str {
 
 /// The members of an `ar` archive: (name, data).
 fn archive_members(data: &[u8], name: &str) -> Result<Vec<(String, Vec<u8>)>, ToolError> {
-    archive::read_members(data).map_err(|e| fail(format!("'{name}': {e}")))
+    archive::read_members(data).map_err(|e| {
+        if archive::is_llvm_archive_error(&e) {
+            fail(e)
+        } else {
+            fail(format!("'{name}': {e}"))
+        }
+    })
 }
 
 /// `CheckHeterogeneousArchive`.
@@ -1058,12 +1205,9 @@ fn unbundle_archive(cfg: &Config) -> Result<(), ToolError> {
         let members: &[NewMember] = match per_target.get(t) {
             Some(m) => m,
             None if !cfg.allow_missing => {
-                return Err(ToolError {
-                    code: 1,
-                    msg: format!(
-                        "no compatible code object found for the target '{t}' in heterogeneous archive library: {archive_name}"
-                    ),
-                })
+                return Err(fail(format!(
+                    "no compatible code object found for the target '{t}' in heterogeneous archive library: {archive_name}"
+                )))
             }
             None => &[],
         };

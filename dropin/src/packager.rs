@@ -16,8 +16,8 @@
 //!   an archive of those. Without `--image` nothing is extracted (as in LLVM 22).
 //!
 //! Differences: version-2/3 OffloadBinaries are read too (LLVM 22 rejects them); bitcode
-//! inputs (OffloadBinaries embedded as IR globals) are refused with an error; errors exit
-//! with status 2.
+//! inputs (OffloadBinaries embedded as IR globals) are refused with an error. Errors exit
+//! with status 1, as in LLVM.
 
 use offload_image::offload_binary::OffloadBinary;
 use offload_image::write::offload_binary::{v1_to_vec, OffloadImage};
@@ -31,8 +31,9 @@ use crate::llvm::hashmap::DenseStringMap;
 
 fn fail(msg: impl Into<String>) -> ToolError {
     ToolError {
-        code: 2,
+        code: 1,
         msg: msg.into(),
+        command_line: false,
     }
 }
 
@@ -55,6 +56,14 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "help-list",
+        kind: Kind::Flag,
+    },
+    Spec {
+        name: "help-hidden",
+        kind: Kind::Flag,
+    },
+    Spec {
+        name: "help-list-hidden",
         kind: Kind::Flag,
     },
     Spec {
@@ -168,12 +177,7 @@ fn write(name: &str, data: &[u8]) -> Result<(), ToolError> {
 
 /// Runs the tool on `args` (without the program name).
 pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
-    let p = cl::parse(SPECS, args).map_err(fail)?;
-    if p.positional.len() > 1 {
-        return Err(fail(format!(
-            "Too many positional arguments specified! Can specify at most 1 positional arguments: See: {prog} --help"
-        )));
-    }
+    let p = cl::parse(SPECS, args, 1, &[], prog).map_err(ToolError::command_line)?;
     if p.flag("version") {
         println!(
             "loader-sim {} (clang-offload-packager replacement, LLVM 22 compatible)",
@@ -183,9 +187,9 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
     }
     let output = p.value("o").unwrap_or("");
     let input = p.positional.first().map(String::as_str).unwrap_or("");
-    if p.flag("help")
-        || p.flag("help-list")
-        || p.flag("h")
+    if ["help", "help-list", "help-hidden", "help-list-hidden", "h"]
+        .iter()
+        .any(|f| p.flag(f))
         || (output.is_empty() && input.is_empty())
     {
         print!("{HELP}");
@@ -289,8 +293,11 @@ fn extract_offload_files(
 ) -> Result<(), ToolError> {
     let mut offset = 0usize;
     while offset < data.len() {
+        // LLVM's `OffloadBinary::create` reports every malformed binary as
+        // `object_error::parse_failed`, without the file name or a position (`loader-sim
+        // validate` gives them).
         let b = OffloadBinary::parse(&data[offset..], &Limits::default())
-            .map_err(|e| fail(format!("'{identifier}': {}", e.rebase(offset as u64))))?;
+            .map_err(|_| fail("Invalid data was encountered while parsing the file"))?;
         let len = b.len() as usize;
         let bytes = if b.is_compressed() {
             b.inflate(&ReadOptions::default())

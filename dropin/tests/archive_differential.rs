@@ -4,6 +4,8 @@
 //! table: none symbolic (PTX text), ELF objects with and without global symbols, LLVM
 //! bitcode, short and long (string-table) names.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -33,6 +35,9 @@ fn run(prog: &Path, args: &[&str], dir: &Path) {
 
 #[test]
 fn gnu_archives_match_llvm_ar() {
+    if !common::external("clang-22 and llvm-ar-22") {
+        return;
+    }
     let dir = std::env::temp_dir().join(format!("offload-dropin-ar-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

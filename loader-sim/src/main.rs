@@ -104,7 +104,8 @@ fn tool_of_program_name(argv0: &str) -> Option<&'static str> {
     }
 }
 
-/// Runs a drop-in tool; errors are printed as `<prog>: error: <message>`.
+/// Runs a drop-in tool; errors are printed as LLVM's tools print them
+/// ([`offload_dropin::ToolError::report`]).
 fn run_tool(tool: &str, prog: &str, args: &[String]) -> ExitCode {
     let result = match tool {
         "offload-bundler" => offload_dropin::bundler::run_with(prog, args, input::map_for_tool),
@@ -113,7 +114,7 @@ fn run_tool(tool: &str, prog: &str, args: &[String]) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{prog}: error: {}", e.msg);
+            eprint!("{}", e.report(prog));
             ExitCode::from(e.code)
         }
     }

@@ -24,6 +24,9 @@ pub struct NewMember {
 /// The members of an archive, with LLVM's view of their names (GNU long names resolved,
 /// the trailing `/` removed). Thin archives are not supported.
 pub fn read_members(data: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
+    if let Some(e) = llvm_archive_error(data) {
+        return Err(e);
+    }
     let a = ArchiveFile::parse(data).map_err(|e| format!("not a valid archive: {e}"))?;
     if a.is_thin() {
         return Err("thin archives are not supported".into());
@@ -38,6 +41,43 @@ pub fn read_members(data: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
         out.push((name, bytes.to_vec()));
     }
     Ok(out)
+}
+
+/// The messages of LLVM's `Archive::create` that do not depend on member contents, which
+/// LLVM prints without the file name (see [`is_llvm_archive_error`]): a file without an
+/// archive magic is "file too small to be an archive" (whatever its size), and a member
+/// header cut short is reported at its offset.
+fn llvm_archive_error(data: &[u8]) -> Option<String> {
+    const HEADER: usize = 60;
+    if data.len() < 8
+        || !(data.starts_with(b"!<arch>\n")
+            || data.starts_with(b"!<thin>\n")
+            || data.starts_with(b"<bigaf>\n"))
+    {
+        return Some("file too small to be an archive".into());
+    }
+    if !data.starts_with(b"!<arch>\n") {
+        return None;
+    }
+    let mut offset = 8usize;
+    while offset < data.len() {
+        if data.len() - offset < HEADER {
+            return Some(format!(
+                "truncated or malformed archive (remaining size of archive too small for next archive member header at offset {offset})"
+            ));
+        }
+        let field = std::str::from_utf8(&data[offset + 48..offset + 58]).ok()?;
+        let size: usize = field.trim_end_matches(' ').parse().ok()?;
+        offset = offset.checked_add(HEADER)?.checked_add(size)?;
+        offset = offset.checked_add(offset & 1)?;
+    }
+    None
+}
+
+/// True if `msg` (from [`read_members`]) is one of LLVM's own archive messages, which
+/// LLVM's tools print without the file name.
+pub fn is_llvm_archive_error(msg: &str) -> bool {
+    msg == "file too small to be an archive" || msg.starts_with("truncated or malformed archive (")
 }
 
 /// `getSymbols` + `isArchiveSymbol`: `None` for a file that is not a symbolic file,

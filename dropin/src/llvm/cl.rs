@@ -9,7 +9,13 @@
 //!   and later).
 //! * `--` ends option parsing; `@file` arguments are replaced by the file's contents split
 //!   GNU-style (whitespace, quotes, backslash escapes), like `cl::ExpandResponseFiles`.
-//! * Anything else that starts with `-` is an unknown option.
+//! * Anything else that starts with `-` is an unknown option, and so is a positional
+//!   argument of a tool that takes none.
+//!
+//! Errors are reported as LLVM's parser reports them: parsing goes on after an error, so
+//! every unknown option is reported, each with the `Did you mean` line of
+//! `LookupNearestOption` (the visible option at the least edit distance; of equals, the
+//! first in LLVM's option-map order), then every required option that is missing.
 
 use std::collections::HashMap;
 
@@ -34,6 +40,98 @@ pub struct Spec {
     pub name: &'static str,
     /// What it takes.
     pub kind: Kind,
+}
+
+/// The options every LLVM tool has besides its own (`cl`'s generic category); they are
+/// suggested in `Did you mean` lines too.
+const GENERIC: &[&str] = &[
+    "help",
+    "help-hidden",
+    "help-list",
+    "help-list-hidden",
+    "print-all-options",
+    "print-options",
+    "version",
+];
+
+/// `PrintArg`: `-o` for a one-letter name, `--name` otherwise.
+pub fn dashed(name: &str) -> String {
+    if name.chars().count() == 1 {
+        format!("-{name}")
+    } else {
+        format!("--{name}")
+    }
+}
+
+/// `StringRef::edit_distance` with replacements allowed (Levenshtein distance).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a = a.as_bytes();
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == cb {
+                prev
+            } else {
+                1 + prev.min(row[j]).min(cur)
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// `LookupNearestOption`: the suggestion for the unknown option `arg` (dashes stripped),
+/// spelled as LLVM prints it (`--type=o`), or `None` for an empty `arg`.
+///
+/// Of options at the same distance LLVM suggests the first in its option map's order; for
+/// the option sets of these tools that is the order of `xxh3_64bits(name) & 31`, found
+/// against LLVM 22 (`--help` first, then `--list`, ... for the bundler).
+pub fn nearest(specs: &[Spec], arg: &str) -> Option<String> {
+    if arg.is_empty() {
+        return None;
+    }
+    let (lhs, rhs) = arg.split_once('=').unwrap_or((arg, ""));
+    let mut names: Vec<&str> = specs
+        .iter()
+        .map(|s| s.name)
+        .filter(|n| *n != "h")
+        .chain(GENERIC.iter().copied())
+        .collect();
+    names.sort_by_key(|n| {
+        (
+            crate::llvm::hashmap::llvm_string_hash(n.as_bytes()) & 31,
+            *n,
+        )
+    });
+    names.dedup();
+    // Every option of these tools takes a value or is a `bool` (whose value is optional),
+    // except the help and version printers (`cl::ValueDisallowed`).
+    let disallowed = [
+        "help",
+        "help-hidden",
+        "help-list",
+        "help-list-hidden",
+        "version",
+    ];
+    let mut best: Option<(usize, String)> = None;
+    for name in names {
+        let permits_value = !disallowed.contains(&name);
+        let flag = if permits_value { lhs } else { arg };
+        let d = edit_distance(name, flag);
+        if best.as_ref().is_none_or(|(b, _)| d < *b) {
+            let shown = if rhs.is_empty() || !permits_value {
+                dashed(name)
+            } else {
+                format!("{}={rhs}", dashed(name))
+            };
+            best = Some((d, shown));
+        }
+    }
+    best.map(|(_, s)| s)
 }
 
 /// The parsed command line.
@@ -70,9 +168,19 @@ impl Parsed {
     }
 }
 
-/// Parses `args` (without the program name) against `specs`. Errors are LLVM's messages.
-pub fn parse(specs: &[Spec], args: &[String]) -> Result<Parsed, String> {
-    let args = expand_response_files(args, 0)?;
+/// Parses `args` (without the program name) against `specs`. `positional` is how many
+/// positional arguments the tool takes, `required` the options that must be given. The
+/// errors are LLVM's lines, without the `<program>: ` prefix, in LLVM's order; `prog`
+/// names the program in them.
+pub fn parse(
+    specs: &[Spec],
+    args: &[String],
+    positional: usize,
+    required: &[&str],
+    prog: &str,
+) -> Result<Parsed, Vec<String>> {
+    let args = expand_response_files(args, 0).map_err(|e| vec![e])?;
+    let mut errors = Vec::new();
     let mut out = Parsed::default();
     let mut i = 0;
     let mut only_positional = false;
@@ -80,7 +188,13 @@ pub fn parse(specs: &[Spec], args: &[String]) -> Result<Parsed, String> {
         let arg = &args[i];
         i += 1;
         if only_positional || !arg.starts_with('-') || arg == "-" {
-            out.positional.push(arg.clone());
+            if positional == 0 {
+                errors.push(format!(
+                    "Unknown command line argument '{arg}'.  Try: '{prog} --help'"
+                ));
+            } else {
+                out.positional.push(arg.clone());
+            }
             continue;
         }
         if arg == "--" {
@@ -95,18 +209,37 @@ pub fn parse(specs: &[Spec], args: &[String]) -> Result<Parsed, String> {
             None => (body, None),
         };
         let Some(spec) = specs.iter().find(|s| s.name == name) else {
-            return Err(format!("Unknown command line argument '{arg}'."));
+            errors.push(format!(
+                "Unknown command line argument '{arg}'.  Try: '{prog} --help'"
+            ));
+            if let Some(n) = nearest(specs, body) {
+                errors.push(format!("Did you mean '{n}'?"));
+            }
+            continue;
         };
+        let shown = dashed(name);
         match spec.kind {
             Kind::Flag => {
+                let printer = matches!(
+                    name,
+                    "help" | "help-list" | "help-hidden" | "help-list-hidden" | "version"
+                );
                 let v = match inline.as_deref() {
+                    // The help and version printers take no value at all.
+                    Some(v) if printer => {
+                        errors.push(format!(
+                            "for the {shown} option: does not allow a value! '{v}' specified."
+                        ));
+                        continue;
+                    }
                     None => true,
                     Some("true" | "TRUE" | "True" | "1") => true,
                     Some("false" | "FALSE" | "False" | "0") => false,
                     Some(v) => {
-                        return Err(format!(
-                            "for the --{name} option: '{v}' is invalid value for boolean argument! Try 0 or 1"
-                        ))
+                        errors.push(format!(
+                            "for the {shown} option: '{v}' is invalid value for boolean argument! Try 0 or 1"
+                        ));
+                        continue;
                     }
                 };
                 out.flags.insert(spec.name, v);
@@ -116,7 +249,8 @@ pub fn parse(specs: &[Spec], args: &[String]) -> Result<Parsed, String> {
                     Some(v) => v,
                     None => {
                         let Some(v) = args.get(i) else {
-                            return Err(format!("for the --{name} option: requires a value!"));
+                            errors.push(format!("for the {shown} option: requires a value!"));
+                            continue;
                         };
                         i += 1;
                         v.clone()
@@ -136,7 +270,36 @@ pub fn parse(specs: &[Spec], args: &[String]) -> Result<Parsed, String> {
             }
         }
     }
-    Ok(out)
+    if out.positional.len() > positional && positional > 0 {
+        errors.push(format!(
+            "Too many positional arguments specified!\nCan specify at most {positional} positional arguments: See: {prog} --help"
+        ));
+    }
+    // `--help` and `--version` print and exit while the command line is parsed, before the
+    // required options are checked.
+    let exits = [
+        "help",
+        "help-list",
+        "help-hidden",
+        "help-list-hidden",
+        "h",
+        "version",
+    ]
+    .iter()
+    .any(|f| out.flag(f));
+    for r in required.iter().filter(|_| !exits) {
+        if !out.given(r) {
+            errors.push(format!(
+                "for the {} option: must be specified at least once!",
+                dashed(r)
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
 }
 
 /// Parses an unsigned value the way `cl::parser<unsigned>` does (`getAsInteger` with radix
@@ -266,6 +429,7 @@ mod tests {
 
     #[test]
     fn llvm_spellings() {
+        let parse = |s: &[Spec], a: &[String]| parse(s, a, 1, &[], "tool");
         let p = parse(
             SPECS,
             &args(&[
@@ -287,9 +451,15 @@ mod tests {
         assert_eq!(p.positional, ["-x"]);
         let p = parse(SPECS, &args(&["-type=o", "-type=bc"])).unwrap();
         assert_eq!(p.value("type"), Some("bc"));
-        assert!(parse(SPECS, &args(&["-nope"]))
-            .unwrap_err()
-            .contains("Unknown"));
+        assert_eq!(
+            parse(SPECS, &args(&["-nope", "-typ=x"])).unwrap_err(),
+            [
+                "Unknown command line argument '-nope'.  Try: 'tool --help'",
+                "Did you mean '--type'?",
+                "Unknown command line argument '-typ=x'.  Try: 'tool --help'",
+                "Did you mean '--type=x'?",
+            ]
+        );
         assert!(parse(SPECS, &args(&["-unbundle=maybe"])).is_err());
     }
 
