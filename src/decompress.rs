@@ -409,7 +409,7 @@ fn decode_lz4(input: &[u8], out: &mut Output<'_>) -> core::result::Result<u64, F
 ///
 /// The crate implements it for zlib ([`ZlibStream`], miniz_oxide with a 32 KiB window) and
 /// zstd ([`ZstdStream`], ruzstd); a program with `std` can implement it over a faster
-/// decoder (`loader-sim` does over C libzstd). [`ContentReader`] drives it.
+/// decoder (`loader-sim` does over C libzstd). [`crate::ccob::ContentReader`] drives it.
 pub trait Decompressor {
     /// Decompresses the next bytes into `out` and returns how many it wrote. `Ok(0)` with
     /// a non-empty `out` means the stream has ended. Errors are located in the compressed

@@ -280,7 +280,7 @@ impl<'a> Image<'a> {
             image_kind: ImageKind::sniff(bytes),
             flags: 0,
             strings: None,
-            bytes: bytes,
+            bytes,
             encoded: None,
             offset: None,
         }
@@ -324,7 +324,7 @@ impl<'a> Image<'a> {
             },
             flags: u32::try_from(e.flags & 0xFFFF_FFFF).unwrap_or(0),
             strings: None,
-            bytes: bytes,
+            bytes,
             encoded: None,
             offset: None,
         }
@@ -342,7 +342,7 @@ impl<'a> Image<'a> {
             image_kind: ImageKind::sniff(bytes),
             flags: 0,
             strings: None,
-            bytes: bytes,
+            bytes,
             encoded: None,
             offset: None,
         }
@@ -376,7 +376,7 @@ impl<'a> Image<'a> {
         'a: 'b,
     {
         Image {
-            bytes: bytes,
+            bytes,
             encoded: None,
             ..*self
         }
