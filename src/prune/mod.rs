@@ -440,6 +440,53 @@ mod tests {
         assert_eq!(bundle.unwrap().len(), fatbin.size());
     }
 
+    #[test]
+    fn text_bundle() {
+        let data = corpus("text/omp.ll.bundle");
+        let (out, layout, s) = check(&data, &["sm_80"], &PruneOptions::default());
+        assert_eq!(layout, "standalone");
+        assert!(s.images_dropped > 0 && out.len() < data.len());
+    }
+
+    #[test]
+    fn offload_binaries() {
+        let data = corpus("packager/multi3.offbin");
+        let (out, _, s) = check(&data, &["gfx90a:xnack+"], &PruneOptions::default());
+        assert!(s.images_dropped > 0 && out.len() < data.len());
+        assert!(out.starts_with(crate::raw::OFFLOAD_BINARY_MAGIC));
+    }
+
+    #[test]
+    fn bundled_object_loses_the_sections_of_dropped_entries() {
+        use object::{Object, ObjectSection};
+        let data = corpus("driver/hip_rdc.o");
+        let (out, layout, _) = check(&data, &["gfx906"], &PruneOptions::default());
+        assert!(layout.contains("1 bundle section(s) removed"), "{layout}");
+        let f = object::File::parse(&*out).unwrap();
+        let names: Vec<&str> = f.sections().map(|s| s.name().unwrap()).collect();
+        assert!(names.contains(&"__CLANG_OFFLOAD_BUNDLE__hip-amdgcn-amd-amdhsa--gfx906"));
+        assert!(!names.iter().any(|n| n.contains("gfx90a")), "{names:?}");
+    }
+
+    #[test]
+    fn linked_nvidia_fatbinaries() {
+        let data = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/nvfatbin/files/libk.so"
+        ))
+        .unwrap();
+        let (out, layout, s) = check(&data, &["sm_86"], &PruneOptions::default());
+        assert!(
+            layout.starts_with("compacted: 2 containers in .nv_fatbin"),
+            "{layout}"
+        );
+        assert!(s.images_dropped == 2 && out.len() < data.len());
+        // Nothing for sm_50: both fatbinaries emptied, still wrapped.
+        let (out, _, s) = check(&data, &["sm_50"], &PruneOptions::default());
+        assert_eq!((s.units_emptied, s.images_kept), (2, 0));
+        assert_eq!(crate::units(&out, &ReadOptions::default()).count(), 2);
+    }
+
     /// The address the first fat-binary wrapper of `data` points at.
     fn wrapped(data: &[u8]) -> u64 {
         let elf = HostElf::parse(data).unwrap();
