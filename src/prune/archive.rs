@@ -97,11 +97,10 @@ pub(super) fn plan<'a>(
             pos,
             "archive member runs past the end",
         ))?;
-        let raw = String::from_utf8_lossy(h.get(..16).unwrap_or_default())
+        let raw: String = String::from_utf8_lossy(h.get(..16).unwrap_or_default())
             .trim_end()
             .into();
         let body = slice(data, &(start..stop), "archive member")?;
-        let raw: String = raw;
         if raw == "//" {
             long_names = body;
         }

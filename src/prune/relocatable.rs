@@ -317,9 +317,12 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
         u16::try_from(shnum).map_err(|_| bad(60, "too many sections"))?,
     );
     let mut header = object::pod::bytes_of(&eh).to_vec();
-    if let Some(extra) = data.get(64..usize::try_from(ehsize).unwrap_or(64)) {
+    // Bytes of a longer ELF header than the structure, as they were.
+    let ehsize = usize::try_from(ehsize).unwrap_or(64);
+    if let Some(extra) = data.get(header.len()..ehsize) {
         header.extend_from_slice(extra);
     }
+    header.resize(ehsize, 0);
     pieces.insert(0, Piece::Owned(header));
     Ok((
         pieces,
