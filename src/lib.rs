@@ -24,7 +24,8 @@
 //! * registration: [`registration`], the runtime records, views that follow their pointers,
 //!   static discovery in host ELF files, and the simulated runtime [`registration::Registry`];
 //! * `write` (feature `write`, which implies `std`), beside the road: writers for every format, byte-identical to
-//!   LLVM 22's tools.
+//!   LLVM 22's tools, and `prune` (the same feature): dropping the device images no kept
+//!   device can load, from every container and host file layout.
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
@@ -99,6 +100,8 @@ mod error;
 pub mod image;
 pub mod nvfatbin;
 pub mod offload_binary;
+#[cfg(feature = "write")]
+pub mod prune;
 pub mod raw;
 pub mod registration;
 pub mod select;

@@ -21,7 +21,7 @@ const ROAD: &[&[&str]] = &[
     &["stream"],
     &["validate"],
     &["registration"],
-    &["write"],
+    &["write", "prune"],
 ];
 
 fn step_of(module: &str) -> usize {

@@ -1,0 +1,795 @@
+//! Host ELF files: relocatable objects go to [`super::relocatable`]; linked executables
+//! and shared libraries have the containers of `.hip_fatbin`/`.nv_fatbin` compacted, or
+//! rewritten in place.
+//!
+//! `.hip_fatbin` lies in a `PT_LOAD` segment, and the wrappers (`.hipFatBinSegment`,
+//! `__hip_fatbin_wrapper`) hold the virtual address of each bundle, relocated
+//! (`R_*_RELATIVE` addends in shared libraries and position-independent executables,
+//! absolute values in others). No address outside the fatbinary sections may move, so:
+//!
+//! 1. The units of each section are packed together from its start, in their order, each
+//!    at the alignment its address had (at most the section's), and every pointer to a
+//!    unit is set to its new address: `R_*_RELATIVE` addends of `SHT_RELA` sections (and
+//!    the relocated word when it holds the address too), words that `SHT_REL`/`SHT_RELR`
+//!    relocations relocate, the pointer field of every wrapper
+//!    ([`crate::registration::abi::RawFatbinWrapper`]), and symbols defined in the
+//!    section. A pointer into the middle of a unit, a symbolic relocation against the
+//!    section, or bytes between units that are not zero keep the file in place (3).
+//! 2. The freed bytes leave the file in multiples of the largest `PT_LOAD` alignment, so
+//!    that `p_offset ≡ p_vaddr` holds for everything after them:
+//!    * *pages*: the whole pages after the packed units; the section's `PT_LOAD` is split
+//!      there into a segment that ends on the page boundary (`p_filesz` = `p_memsz`) and
+//!      one that starts where the freed pages end, at the address it had. The program
+//!      header table grows by one entry per split and is written after the packed units
+//!      of the first split section, inside its segment (`PT_PHDR` updated), provided that
+//!      segment maps file offsets as the first `PT_LOAD` does (older kernels compute
+//!      `AT_PHDR` from the first one);
+//!    * *tail*: when that is not possible (a section in a segment of its own whose
+//!      `p_vaddr - p_offset` differs from the first segment's, as patchelf and
+//!      `auditwheel` leave) and the section ends the file part of its segment, which maps
+//!      nothing beyond it, the last whole multiples of the alignment before its end leave
+//!      the file and the segment ends earlier: no segment is added and the program header
+//!      table stays where it is.
+//!
+//!    File offsets after the freed bytes drop by their size; every program header's
+//!    `p_offset`, section's `sh_offset` and `e_shoff` move accordingly.
+//! 3. Otherwise (no shrinking asked for, or a reason the layout line gives), each unit is
+//!    written *at its own start address* and the rest of its old extent filled with zeros:
+//!    no byte outside the units moves and the file keeps its size.
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::ops::Range;
+
+use object::elf::{
+    FileHeader64, ProgramHeader64, SectionHeader64, Sym64, EM_AARCH64, EM_X86_64, ET_DYN, ET_EXEC,
+    ET_REL, PT_LOAD, PT_PHDR, SHF_ALLOC, SHN_XINDEX, SHT_DYNSYM, SHT_PROGBITS, SHT_SYMTAB,
+};
+use object::read::elf::{
+    FileHeader, ProgramHeader, Rel as _, Rela as _, SectionHeader, SectionTable,
+};
+use object::{LittleEndian as LE, U64};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::registration::abi::{RawFatbinWrapper, FATBIN_WRAPPER_SIZE};
+use crate::registration::elf::WRAPPER_SECTIONS;
+
+use super::pieces::{apply_patches, cut, standalone, Piece};
+use super::plan::UnitPlan;
+use super::{diff, err, len64};
+
+/// The sections of linked files whose containers are rewritten (compacted, or in place):
+/// AMD's bundles and NVIDIA's fatbinaries.
+pub const FATBIN_SECTIONS: [&str; 2] = [".hip_fatbin", ".nv_fatbin"];
+
+const PHDR_SIZE: u64 = core::mem::size_of::<ProgramHeader64<LE>>() as u64;
+const RELA_SIZE: u64 = core::mem::size_of::<object::elf::Rela64<LE>>() as u64;
+const SYM_SIZE: u64 = core::mem::size_of::<Sym64<LE>>() as u64;
+const RELA_ADDEND: u64 = core::mem::offset_of!(object::elf::Rela64<LE>, r_addend) as u64;
+const SYM_VALUE: u64 = core::mem::offset_of!(Sym64<LE>, st_value) as u64;
+const SYM_SIZE_FIELD: u64 = core::mem::offset_of!(Sym64<LE>, st_size) as u64;
+const WRAPPER_POINTER: u64 = core::mem::offset_of!(RawFatbinWrapper, binary) as u64;
+
+fn bad(at: u64, what: &'static str) -> Error {
+    err(ErrorKind::BadContainer, at, what)
+}
+
+/// A host ELF file with units to rewrite.
+pub(super) fn host_elf(
+    data: &[u8],
+    plans: &[UnitPlan<'_>],
+    shrink: bool,
+) -> Result<(Vec<Piece>, String)> {
+    let h = FileHeader64::<LE>::parse(data)
+        .map_err(|_| bad(4, "only 64-bit little-endian ELF files are pruned"))?;
+    if !h.is_little_endian() {
+        return Err(bad(5, "only 64-bit little-endian ELF files are pruned"));
+    }
+    let e_type = h.e_type(LE);
+    if e_type == ET_REL {
+        return super::relocatable::rewrite(data, plans);
+    }
+    if e_type != ET_DYN && e_type != ET_EXEC {
+        return Err(bad(
+            16,
+            "ELF file is neither relocatable, an executable nor a shared library",
+        ));
+    }
+    for p in plans {
+        let in_fatbin = FATBIN_SECTIONS
+            .iter()
+            .any(|s| p.location.strip_prefix("section ") == Some(s));
+        if !in_fatbin && !p.dropped.is_empty() {
+            return Err(bad(
+                p.range.start,
+                "device code outside .hip_fatbin and .nv_fatbin is not rewritten in linked files",
+            ));
+        }
+        if p.is_rewritten() && p.len_after > p.len_before {
+            return Err(err(
+                ErrorKind::LimitExceeded,
+                p.range.start,
+                "a rewritten unit would be larger than the original",
+            ));
+        }
+    }
+    let why = if shrink {
+        let first = compact(data, plans, false);
+        match first {
+            Ok(done) => return Ok(done),
+            Err(why) => match compact(data, plans, true) {
+                Ok(done) => return Ok(done),
+                Err(_) => why,
+            },
+        }
+    } else {
+        "--no-shrink".into()
+    };
+    Ok((
+        standalone(data, plans, true),
+        format!("in place, zero-filled, file size unchanged ({why})"),
+    ))
+}
+
+/// One `.hip_fatbin`/`.nv_fatbin` section of a linked file and where its units go.
+struct Packing {
+    /// Section index and name.
+    index: usize,
+    name: &'static str,
+    /// File range and address of the section.
+    off: u64,
+    end: u64,
+    addr: u64,
+    /// `p_vaddr - p_offset` of the segment holding it.
+    delta: u64,
+    /// The section ends the file part of its segment, which maps nothing after it.
+    ends_segment: bool,
+    /// The units in it, in file order.
+    moves: Vec<Move>,
+    /// File offset after the last unit: the new end of the section.
+    packed_end: u64,
+}
+
+/// Where a unit of a [`Packing`] goes.
+struct Move {
+    /// Index of the unit's plan.
+    plan: usize,
+    /// Old and new file offset.
+    old: u64,
+    new: u64,
+    /// Old and new length.
+    old_len: u64,
+    new_len: u64,
+}
+
+impl Packing {
+    /// The address of file offset `off` of the section.
+    fn address(&self, off: u64) -> u64 {
+        self.addr.wrapping_add(diff(off, self.off))
+    }
+
+    /// The bytes of the section that leave the file once its units are packed and `extra`
+    /// more bytes follow them: whole pages (of `align`), or with `tail`, the last whole
+    /// multiples of `align` before the section's end.
+    fn hole(&self, align: u64, extra: u64, tail: bool) -> Option<Range<u64>> {
+        let from = self.packed_end.checked_add(extra)?;
+        if tail {
+            if !self.ends_segment {
+                return None;
+            }
+            let n = diff(self.end, from)
+                .checked_div(align)?
+                .checked_mul(align)?;
+            return (n > 0).then(|| diff(self.end, n)..self.end);
+        }
+        let a = from.checked_next_multiple_of(align)?;
+        let b = self.end.checked_div(align)?.checked_mul(align)?;
+        (b > a).then_some(a..b)
+    }
+}
+
+/// Pointer fields that hold the address of a unit, to be set to where it moves.
+struct Pointers<'p> {
+    packs: &'p [Packing],
+    /// Old address of every unit start → new address.
+    moved: BTreeMap<u64, u64>,
+    /// File offset → new bytes.
+    patches: BTreeMap<u64, Vec<u8>>,
+    /// Old addresses some pointer holds.
+    referenced: BTreeSet<u64>,
+}
+
+impl Pointers<'_> {
+    /// The section (`.hip_fatbin`/`.nv_fatbin`) whose address range holds `v`.
+    fn pack_of(&self, v: u64) -> Option<&Packing> {
+        self.packs
+            .iter()
+            .find(|k| k.addr <= v && diff(v, k.addr) < diff(k.end, k.off))
+    }
+
+    /// The field at `at` holds `old`; if `old` is inside a section being compacted it must
+    /// be the start of a unit, and the field gets the unit's new address.
+    fn repoint(&mut self, at: u64, old: u64, what: &str) -> core::result::Result<(), String> {
+        let Some(pack) = self.pack_of(old) else {
+            return Ok(());
+        };
+        let Some(&new) = self.moved.get(&old) else {
+            return Err(format!(
+                "{what} at offset {at:#x} points into {} ({old:#x}) but not at the start of a container",
+                pack.name
+            ));
+        };
+        self.patches.insert(at, new.to_le_bytes().to_vec());
+        self.referenced.insert(old);
+        Ok(())
+    }
+}
+
+/// Reads a little-endian u64 at file offset `at`.
+fn word(data: &[u8], at: u64) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
+    let b = data.get(at..at.checked_add(8)?)?;
+    Some(u64::from_le_bytes(b.try_into().ok()?))
+}
+
+/// The file offset of the 8 bytes at address `vaddr`, when a `PT_LOAD` segment holds
+/// them in the file.
+fn file_offset(phdrs: &[ProgramHeader64<LE>], vaddr: u64) -> Option<u64> {
+    phdrs
+        .iter()
+        .filter(|p| p.p_type(LE) == PT_LOAD)
+        .find(|p| {
+            p.p_vaddr(LE) <= vaddr
+                && vaddr
+                    .checked_add(8)
+                    .is_some_and(|e| e <= p.p_vaddr(LE).saturating_add(p.p_filesz(LE)))
+        })
+        .map(|p| p.p_offset(LE).saturating_add(diff(vaddr, p.p_vaddr(LE))))
+}
+
+type Sections<'d> = SectionTable<'d, FileHeader64<LE>>;
+
+/// Where the units of every `.hip_fatbin`/`.nv_fatbin` go: back to back from the start of
+/// the section, each at the alignment its address had (at most the section's).
+fn packings(
+    data: &[u8],
+    plans: &[UnitPlan<'_>],
+    sections: &Sections<'_>,
+    loads: &[&ProgramHeader64<LE>],
+) -> core::result::Result<Vec<Packing>, String> {
+    let file_len = len64(data.len());
+    let mut packs: Vec<Packing> = Vec::new();
+    for (index, sh) in sections.iter().enumerate() {
+        let name = sections.section_name(LE, sh).unwrap_or_default();
+        let Some(sname) = FATBIN_SECTIONS.iter().find(|s| s.as_bytes() == name) else {
+            continue;
+        };
+        if sh.sh_type(LE) != SHT_PROGBITS || sh.sh_flags(LE).0 & SHF_ALLOC.0 == 0 {
+            return Err(format!("{sname} is not an allocated PROGBITS section"));
+        }
+        let (off, size, addr) = (sh.sh_offset(LE), sh.sh_size(LE), sh.sh_addr(LE));
+        let end = off
+            .checked_add(size)
+            .filter(|e| *e <= file_len)
+            .ok_or_else(|| format!("{sname} runs past the end of the file"))?;
+        let seg = loads
+            .iter()
+            .find(|p| p.p_offset(LE) <= off && end <= p.p_offset(LE).saturating_add(p.p_filesz(LE)))
+            .ok_or_else(|| format!("{sname} is not inside the file part of one PT_LOAD segment"))?;
+        let delta = seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE));
+        if delta != addr.wrapping_sub(off) {
+            return Err(format!(
+                "{sname}'s address and offset disagree with its segment"
+            ));
+        }
+        let ends_segment = end == seg.p_offset(LE).saturating_add(seg.p_filesz(LE))
+            && seg.p_memsz(LE) == seg.p_filesz(LE);
+        let sec_align = sh.sh_addralign(LE).max(1);
+        if !sec_align.is_power_of_two() {
+            return Err(format!("{sname}'s alignment is not a power of two"));
+        }
+        let mut here: Vec<(usize, &UnitPlan<'_>)> = plans
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| off <= p.range.start && p.range.end <= end)
+            .collect();
+        if here.is_empty() {
+            continue;
+        }
+        here.sort_by_key(|(_, p)| p.range.start);
+        let mut moves = Vec::new();
+        let (mut pos, mut cursor) = (off, off);
+        for (i, p) in here {
+            // Bytes between containers are padding; anything else stays where it is.
+            let gap = super::slice(data, &(pos..p.range.start), "gap").unwrap_or_default();
+            if p.range.start < pos || gap.iter().any(|b| *b != 0) {
+                return Err(format!(
+                    "{sname} holds bytes outside its containers at offset {pos:#x}"
+                ));
+            }
+            let new_len = if p.is_rewritten() {
+                p.len_after
+            } else {
+                p.len_before
+            };
+            let old_addr = addr.wrapping_add(diff(p.range.start, off));
+            let unit_align = if old_addr == 0 {
+                sec_align
+            } else {
+                1u64.wrapping_shl(old_addr.trailing_zeros().min(63))
+                    .min(sec_align)
+            };
+            let new_addr = addr
+                .checked_add(diff(cursor, off))
+                .and_then(|a| a.checked_next_multiple_of(unit_align))
+                .ok_or("address overflow")?;
+            let new = off.saturating_add(diff(new_addr, addr));
+            if new > p.range.start || new < cursor {
+                return Err("a container would move up".into());
+            }
+            moves.push(Move {
+                plan: i,
+                old: p.range.start,
+                new,
+                old_len: p.len_before,
+                new_len,
+            });
+            cursor = new.saturating_add(new_len);
+            pos = p.range.end;
+        }
+        packs.push(Packing {
+            index,
+            name: sname,
+            off,
+            end,
+            addr,
+            delta,
+            ends_segment,
+            moves,
+            packed_end: cursor,
+        });
+    }
+    if packs.is_empty() {
+        return Err("no container in .hip_fatbin or .nv_fatbin".into());
+    }
+    packs.sort_by_key(|k| k.off);
+    Ok(packs)
+}
+
+/// Every pointer to a unit: relative relocations (`RELA` addends, `REL` and `RELR` words
+/// in place), the words they apply to, and the wrappers' pointer fields (absolute in
+/// executables).
+fn find_pointers(
+    data: &[u8],
+    h: &FileHeader64<LE>,
+    sections: &Sections<'_>,
+    phdrs: &[ProgramHeader64<LE>],
+    ptrs: &mut Pointers<'_>,
+) -> core::result::Result<(), String> {
+    let relative = match h.e_machine(LE) {
+        EM_X86_64 => object::elf::R_X86_64_RELATIVE,
+        EM_AARCH64 => object::elf::R_AARCH64_RELATIVE,
+        m => return Err(format!("relocations of machine {m} are not known")),
+    };
+    let packs = ptrs.packs;
+    let pack_section = |shndx: u16| packs.iter().any(|k| k.index == usize::from(shndx));
+    let in_file = |sh: &SectionHeader64<LE>, index: usize| -> core::result::Result<u64, String> {
+        let o = sh.sh_offset(LE);
+        if o.checked_add(sh.sh_size(LE))
+            .is_some_and(|e| e <= len64(data.len()))
+        {
+            Ok(o)
+        } else {
+            Err(format!("section {index} runs past the end of the file"))
+        }
+    };
+    for (index, sh) in sections.iter().enumerate() {
+        let alloc = sh.sh_flags(LE).0 & SHF_ALLOC.0 != 0;
+        let name = sections.section_name(LE, sh).unwrap_or_default();
+        if alloc {
+            if let Some((relas, link)) = sh.rela(LE, data).map_err(|e| format!("{e}"))? {
+                let o = in_file(sh, index)?;
+                // The symbol table the relocations refer to.
+                let symbols: &[Sym64<LE>] = sections
+                    .section(link)
+                    .ok()
+                    .and_then(|s| s.data_as_array(LE, data).ok())
+                    .unwrap_or_default();
+                for (k, r) in (0u64..).zip(relas) {
+                    let at = o.saturating_add(k.saturating_mul(RELA_SIZE));
+                    if r.r_type(LE, false) == relative {
+                        let addend = r.r_addend(LE) as u64;
+                        if ptrs.pack_of(addend).is_some() {
+                            ptrs.repoint(
+                                at.saturating_add(RELA_ADDEND),
+                                addend,
+                                "a relocation addend",
+                            )?;
+                            if let Some(f) = file_offset(phdrs, r.r_offset(LE)) {
+                                if word(data, f) == Some(addend) {
+                                    ptrs.repoint(f, addend, "a relocated word")?;
+                                }
+                            }
+                        }
+                    } else {
+                        let sym = r.r_sym(LE, false);
+                        let shndx = symbols
+                            .get(sym as usize)
+                            .filter(|_| sym != 0)
+                            .map(|s| s.st_shndx.get(LE).0);
+                        if shndx.is_some_and(pack_section) {
+                            return Err(format!(
+                                "relocation {k} of {} refers to a symbol in a fatbinary section",
+                                String::from_utf8_lossy(name)
+                            ));
+                        }
+                    }
+                }
+            }
+            if let Some((rels, _)) = sh.rel(LE, data).map_err(|e| format!("{e}"))? {
+                for r in rels.iter().filter(|r| r.r_type(LE) == relative) {
+                    if let Some(f) = file_offset(phdrs, r.r_offset(LE)) {
+                        if let Some(w) = word(data, f) {
+                            ptrs.repoint(f, w, "a relocated word")?;
+                        }
+                    }
+                }
+            }
+            if let Some(relrs) = sh.relr(LE, data).map_err(|e| format!("{e}"))? {
+                for place in relrs {
+                    if let Some(f) = file_offset(phdrs, place) {
+                        if let Some(w) = word(data, f) {
+                            ptrs.repoint(f, w, "a relocated word")?;
+                        }
+                    }
+                }
+            }
+        }
+        if sh.sh_type(LE) == SHT_PROGBITS && WRAPPER_SECTIONS.contains(&name) {
+            let o = in_file(sh, index)?;
+            for k in 0..sh.sh_size(LE).checked_div(FATBIN_WRAPPER_SIZE).unwrap_or(0) {
+                let at = o.saturating_add(k.saturating_mul(FATBIN_WRAPPER_SIZE));
+                let Ok(w) = crate::bytes::read::<RawFatbinWrapper>(data, at, "wrapper") else {
+                    break;
+                };
+                ptrs.repoint(
+                    at.saturating_add(WRAPPER_POINTER),
+                    w.binary.get(),
+                    "a wrapper's pointer",
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Symbols defined in the packed sections get the new values (and sizes).
+fn patch_symbols(
+    data: &[u8],
+    sections: &Sections<'_>,
+    packs: &[Packing],
+    patches: &mut BTreeMap<u64, Vec<u8>>,
+) {
+    for sh in sections.iter() {
+        if !matches!(sh.sh_type(LE), SHT_SYMTAB | SHT_DYNSYM) {
+            continue;
+        }
+        let Ok(syms) = sh.data_as_array::<Sym64<LE>, _>(LE, data) else {
+            continue;
+        };
+        let o = sh.sh_offset(LE);
+        for (k, sym) in (0u64..).zip(syms) {
+            let at = o.saturating_add(k.saturating_mul(SYM_SIZE));
+            let (shndx, value, size) = (
+                sym.st_shndx.get(LE).0,
+                sym.st_value.get(LE),
+                sym.st_size.get(LE),
+            );
+            let Some(pack) = packs.iter().find(|p| p.index == usize::from(shndx)) else {
+                continue;
+            };
+            let unit = pack.moves.iter().find(|m| {
+                let old = pack.address(m.old);
+                old <= value && diff(value, old) < m.old_len
+            });
+            if let Some(m) = unit {
+                let (old, new) = (pack.address(m.old), pack.address(m.new));
+                let v = new.wrapping_add(diff(value, old).min(m.new_len));
+                patches.insert(at.saturating_add(SYM_VALUE), v.to_le_bytes().to_vec());
+                if value == old && size == m.old_len {
+                    patches.insert(
+                        at.saturating_add(SYM_SIZE_FIELD),
+                        m.new_len.to_le_bytes().to_vec(),
+                    );
+                }
+            } else if value == pack.address(pack.end) {
+                let new_end = pack.address(pack.packed_end);
+                patches.insert(at.saturating_add(SYM_VALUE), new_end.to_le_bytes().to_vec());
+            }
+        }
+    }
+}
+
+/// The program headers once `holes` leave the file: `PT_LOAD` segments holding a hole are
+/// split around it; `map` gives new file offsets.
+fn split(
+    phdrs: &[ProgramHeader64<LE>],
+    holes: &[Range<u64>],
+    map: &dyn Fn(u64) -> u64,
+) -> Vec<ProgramHeader64<LE>> {
+    let mut out = Vec::new();
+    for p in phdrs {
+        let off = p.p_offset(LE);
+        let fend = off.saturating_add(p.p_filesz(LE));
+        let inside: Vec<&Range<u64>> = holes
+            .iter()
+            .filter(|h| off <= h.start && h.end <= fend)
+            .collect();
+        let mut q = *p;
+        q.p_offset = U64::new(LE, map(off));
+        if p.p_type(LE) != PT_LOAD || inside.is_empty() {
+            out.push(q);
+            continue;
+        }
+        let delta = p.p_vaddr(LE).wrapping_sub(off);
+        let pdelta = p.p_paddr(LE).wrapping_sub(off);
+        let mut start = off;
+        for hole in inside {
+            let mut q = *p;
+            q.p_offset = U64::new(LE, map(start));
+            q.p_vaddr = U64::new(LE, start.wrapping_add(delta));
+            q.p_paddr = U64::new(LE, start.wrapping_add(pdelta));
+            q.p_filesz = U64::new(LE, diff(hole.start, start));
+            q.p_memsz = U64::new(LE, diff(hole.start, start));
+            out.push(q);
+            start = hole.end;
+        }
+        let memsz = p.p_memsz(LE).saturating_sub(diff(start, off));
+        if fend > start || memsz > 0 {
+            q.p_offset = U64::new(LE, map(start));
+            q.p_vaddr = U64::new(LE, start.wrapping_add(delta));
+            q.p_paddr = U64::new(LE, start.wrapping_add(pdelta));
+            q.p_filesz = U64::new(LE, diff(fend, start));
+            q.p_memsz = U64::new(LE, memsz);
+            out.push(q);
+        }
+    }
+    out
+}
+
+/// The new file offset of `o` once `holes` leave the file.
+fn mapped(holes: &[Range<u64>], o: u64) -> u64 {
+    diff(
+        o,
+        holes
+            .iter()
+            .filter(|h| h.end <= o)
+            .map(|h| diff(h.end, h.start))
+            .fold(0u64, u64::saturating_add),
+    )
+}
+
+/// Compacts the `.hip_fatbin`/`.nv_fatbin` sections of a linked file (module
+/// documentation), freeing whole pages, or with `tail`, the tails of sections that end
+/// their segment; `Err` says why the file is rewritten in place instead.
+fn compact(
+    data: &[u8],
+    plans: &[UnitPlan<'_>],
+    tail: bool,
+) -> core::result::Result<(Vec<Piece>, String), String> {
+    let h = FileHeader64::<LE>::parse(data).map_err(|e| format!("ELF header: {e}"))?;
+    let phdrs = h
+        .program_headers(LE, data)
+        .map_err(|e| format!("program headers: {e}"))?;
+    let sections = h
+        .sections(LE, data)
+        .map_err(|e| format!("section headers: {e}"))?;
+    if h.e_shnum(LE) == 0 || h.e_shstrndx(LE) == SHN_XINDEX {
+        return Err("extended section numbering".into());
+    }
+    let loads: Vec<&ProgramHeader64<LE>> =
+        phdrs.iter().filter(|p| p.p_type(LE) == PT_LOAD).collect();
+    let first_delta = loads
+        .first()
+        .map(|p| p.p_vaddr(LE).wrapping_sub(p.p_offset(LE)))
+        .ok_or("no PT_LOAD segment")?;
+    let align = loads
+        .iter()
+        .map(|p| p.p_align(LE))
+        .max()
+        .unwrap_or(0)
+        .max(4096);
+    if !align.is_power_of_two() {
+        return Err("PT_LOAD alignment is not a power of two".into());
+    }
+    let file_len = len64(data.len());
+    let packs = packings(data, plans, &sections, &loads)?;
+    let mut ptrs = Pointers {
+        packs: &packs,
+        moved: packs
+            .iter()
+            .flat_map(|k| k.moves.iter().map(|m| (k.address(m.old), k.address(m.new))))
+            .collect(),
+        patches: BTreeMap::new(),
+        referenced: BTreeSet::new(),
+    };
+    find_pointers(data, h, &sections, phdrs, &mut ptrs)?;
+    let units_moved = ptrs.moved.len();
+    let unreferenced = units_moved.saturating_sub(ptrs.referenced.len());
+    let mut patches = ptrs.patches;
+    patch_symbols(data, &sections, &packs, &mut patches);
+
+    // The holes and, when a segment is split, the program header table, which then needs
+    // a place of its own: right after the packed units of the first section with room, in
+    // a segment mapped like the first one (so that `AT_PHDR` is right under every kernel).
+    if u64::from(h.e_phentsize(LE)) != PHDR_SIZE {
+        return Err("unexpected program header size".into());
+    }
+    let mut holes: Vec<Option<Range<u64>>> = packs.iter().map(|k| k.hole(align, 0, tail)).collect();
+    let flat = |holes: &[Option<Range<u64>>]| holes.iter().flatten().cloned().collect::<Vec<_>>();
+    if holes.iter().all(Option::is_none) {
+        let names: Vec<&str> = packs.iter().map(|k| k.name).collect();
+        return Err(format!("no whole page of {} is freed", names.join(" and ")));
+    }
+    for p in phdrs.iter() {
+        if p.p_type(LE) == PT_LOAD || p.p_filesz(LE) == 0 {
+            continue;
+        }
+        let r = p.p_offset(LE)..p.p_offset(LE).saturating_add(p.p_filesz(LE));
+        if flat(&holes)
+            .iter()
+            .any(|h| h.start < r.end && r.start < h.end)
+        {
+            return Err(format!(
+                "a segment of type {:#x} overlaps the freed pages",
+                p.p_type(LE)
+            ));
+        }
+    }
+    let count = {
+        let f = flat(&holes);
+        split(phdrs, &f, &|o| mapped(&f, o)).len()
+    };
+    let old_phoff = h.e_phoff(LE);
+    let table_len = len64(count).saturating_mul(PHDR_SIZE);
+    // (pack number, file offset) of the moved table, if it moves.
+    let mut table_at: Option<(usize, u64)> = None;
+    if count != phdrs.len() {
+        let host = packs.iter().enumerate().find_map(|(i, k)| {
+            let at = k.packed_end.checked_next_multiple_of(8)?;
+            let hole = k.hole(
+                align,
+                diff(at, k.packed_end).saturating_add(table_len),
+                tail,
+            )?;
+            (holes.get(i)?.is_some() && k.delta == first_delta).then_some((i, at, hole))
+        });
+        let Some((i, at, hole)) = host else {
+            return Err("no room for the program header table after the kept containers of a section in a segment mapped like the first PT_LOAD".into());
+        };
+        if let Some(h) = holes.get_mut(i) {
+            *h = Some(hole);
+        }
+        table_at = Some((i, at));
+    }
+    let holes = flat(&holes);
+    let map = |o: u64| mapped(&holes, o);
+    let mut new_phdrs = split(phdrs, &holes, &map);
+    if new_phdrs.len() != count {
+        return Err("the segment count changed".into());
+    }
+    if let Some((i, at)) = table_at {
+        let vaddr = at.wrapping_add(packs.get(i).map_or(0, |k| k.delta));
+        for q in new_phdrs.iter_mut().filter(|q| q.p_type(LE) == PT_PHDR) {
+            let pdelta = q.p_paddr(LE).wrapping_sub(q.p_vaddr(LE));
+            q.p_offset = U64::new(LE, map(at));
+            q.p_vaddr = U64::new(LE, vaddr);
+            q.p_paddr = U64::new(LE, vaddr.wrapping_add(pdelta));
+            q.p_filesz = U64::new(LE, table_len);
+            q.p_memsz = U64::new(LE, table_len);
+        }
+    }
+    let mut table = Vec::new();
+    for q in &new_phdrs {
+        table.extend_from_slice(object::pod::bytes_of(q));
+    }
+    // Section headers: offsets moved, the fatbinary sections end after their units.
+    let mut shdrs = Vec::new();
+    for (index, sh) in sections.iter().enumerate() {
+        let mut s = *sh;
+        if index != 0 {
+            s.sh_offset = U64::new(LE, map(sh.sh_offset(LE)));
+        }
+        if let Some(k) = packs.iter().find(|k| k.index == index) {
+            s.sh_size = U64::new(LE, diff(k.packed_end, k.off));
+        }
+        shdrs.extend_from_slice(object::pod::bytes_of(&s));
+    }
+
+    // The file: everything in place but the packed sections, then the patches, then the
+    // holes cut out; the section header table goes to the end.
+    let mut pieces = Vec::new();
+    let mut pos = 0u64;
+    for (i, k) in packs.iter().enumerate() {
+        if k.off < pos {
+            return Err("fatbinary sections overlap".into());
+        }
+        pieces.push(Piece::Copy(pos..k.off));
+        let mut cur = k.off;
+        for m in &k.moves {
+            pieces.push(Piece::Zeros(diff(m.new, cur)));
+            match plans.get(m.plan) {
+                Some(p) if p.is_rewritten() => pieces.push(Piece::Unit(m.plan)),
+                _ => pieces.push(Piece::Copy(m.old..m.old.saturating_add(m.old_len))),
+            }
+            cur = m.new.saturating_add(m.new_len);
+        }
+        if let Some((_, at)) = table_at.filter(|t| t.0 == i) {
+            pieces.push(Piece::Zeros(diff(at, cur)));
+            pieces.push(Piece::Owned(table.clone()));
+            cur = at.saturating_add(table_len);
+        }
+        pieces.push(Piece::Zeros(diff(k.end, cur)));
+        pos = k.end;
+    }
+    let shoff = h.e_shoff(LE);
+    let shtab_end =
+        shoff.saturating_add(u64::from(h.e_shnum(LE)).saturating_mul(u64::from(h.e_shentsize(LE))));
+    let body_end = if shtab_end == file_len {
+        shoff
+    } else {
+        file_len
+    };
+    if body_end < pos {
+        return Err("the section header table overlaps a fatbinary section".into());
+    }
+    pieces.push(Piece::Copy(pos..body_end));
+    if table_at.is_none() {
+        patches.insert(old_phoff, table);
+    }
+    let new_len = map(body_end);
+    let new_shoff = new_len
+        .checked_next_multiple_of(8)
+        .ok_or("file size overflows")?;
+    let mut eh = *h;
+    if let Some((_, at)) = table_at {
+        eh.e_phoff = U64::new(LE, map(at));
+    }
+    eh.e_phnum = object::U16::new(
+        LE,
+        u16::try_from(count)
+            .ok()
+            .filter(|n| *n < 0xffff)
+            .ok_or("too many segments")?,
+    );
+    eh.e_shoff = U64::new(LE, new_shoff);
+    patches.insert(0, object::pod::bytes_of(&eh).to_vec());
+    let pieces = apply_patches(pieces, plans, &patches).map_err(|e| format!("{e}"))?;
+    let mut out = cut(pieces, plans, &holes, body_end);
+    out.push(Piece::Zeros(diff(new_shoff, new_len)));
+    out.push(Piece::Owned(shdrs));
+    let removed: u64 = holes
+        .iter()
+        .map(|h| diff(h.end, h.start))
+        .fold(0, u64::saturating_add);
+    let moved = packs
+        .iter()
+        .flat_map(|k| &k.moves)
+        .filter(|m| m.old != m.new)
+        .count();
+    let names: Vec<&str> = packs.iter().map(|k| k.name).collect();
+    let mut name = format!(
+        "compacted: {units_moved} containers in {} packed from the section start ({moved} moved, their pointers updated), {removed} bytes of freed {} removed from the file, {count} program headers{}",
+        names.join(" and "),
+        if tail { "section tails" } else { "pages" },
+        if table_at.is_some() { " (table moved after the kept containers)" } else { "" },
+    );
+    if unreferenced > 0 {
+        name.push_str(&format!(
+            "; {unreferenced} container(s) no wrapper or relocation points to"
+        ));
+    }
+    Ok((out, name))
+}
