@@ -13,17 +13,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{describe, json_lines, loader_sim, repo, TempDir};
+use common::{describe, external, json_lines, loader_sim, repo, TempDir};
 use serde_json::Value;
-
-/// Whether the external tests are on; prints why a test is skipped when they are not.
-fn external(what: &str) -> bool {
-    if std::env::var("OFFLOAD_IMAGE_EXTERNAL_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    println!("skipped: needs {what}; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1");
-    false
-}
 
 /// Runs `loader-sim prune FILE --keep K... [EXTRA...] -o OUT --json`; returns the records.
 fn prune(file: &Path, keep: &[&str], extra: &[&str], out: &Path) -> Vec<Value> {
