@@ -116,8 +116,8 @@ pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent,
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Encoded, Format, Image, ImageKind, OffloadKind};
 pub use select::{
-    check, choose, explain, select, Choice, KindFilter, Loss, Policy, RankKey, Rejection,
-    SelectOptions, Selection, Verdict,
+    check, choose, explain, select, Candidate, Choice, KindFilter, Loss, Policy, RankKey,
+    Rejection, SelectOptions, Selection, Verdict,
 };
 pub use target::{identify, Device, Identity, Target, TargetId};
 

@@ -915,7 +915,8 @@ impl fmt::Display for Loss<'_> {
 /// other image the reason it lost ([`Choice::loss`]).
 #[derive(Clone, Debug)]
 pub struct Choice<'a> {
-    /// The chosen image (its [`Image::index`] is its discovery index).
+    /// The chosen image (its [`Image::index`] is its discovery index); `None` also when the
+    /// candidates were identities without images ([`Candidate`]): see [`Choice::chosen`].
     pub image: Option<Image<'a>>,
     /// The chosen image's rank key: its [`RankKey::class`] says why it won (native,
     /// compatible, container, JIT).
@@ -997,7 +998,13 @@ impl<'a> Choice<'a> {
     }
 
     /// Takes one more candidate into account: the one ranking loop.
-    fn offer(&mut self, image: &Image<'a>, verdict: Verdict<'a>, policy: Policy) {
+    fn offer(
+        &mut self,
+        index: usize,
+        image: Option<&Image<'a>>,
+        verdict: Verdict<'a>,
+        policy: Policy,
+    ) {
         self.candidates = self.candidates.saturating_add(1);
         self.policy = policy;
         match verdict {
@@ -1006,14 +1013,14 @@ impl<'a> Choice<'a> {
                 match &self.key {
                     None => {
                         self.key = Some(key);
-                        self.image = Some(*image);
+                        self.image = image.copied();
                     }
                     Some(best) => {
                         if key.ties_with(best, policy) {
                             self.tie = true;
                         } else if key.cmp_under(best, policy).is_lt() {
                             self.key = Some(key);
-                            self.image = Some(*image);
+                            self.image = image.copied();
                             self.tie = false;
                         }
                     }
@@ -1025,40 +1032,79 @@ impl<'a> Choice<'a> {
                     Some((_, r)) => why.relevance() > r.relevance(),
                 };
                 if better {
-                    self.rejection = Some((image.index, why));
+                    self.rejection = Some((index, why));
                 }
             }
         }
     }
 }
 
-/// One pass over `images` for every device: each image is identified once (at most its
-/// ELF header is read) and checked against each device; `out[i]` ranks for `devices[i]`.
+/// What [`choose`] chooses among: an [`Image`], or an entry already identified without
+/// its bytes, `(discovery index, Identity)` (what a reader of a compressed bundle's entry
+/// table knows before it decodes the payloads).
+pub trait Candidate<'a> {
+    /// The discovery index (the last key of the ranking).
+    fn index(&self) -> usize;
+    /// What it is built for ([`identify`]; at most an ELF header is read).
+    fn identity(&self) -> Identity<'a>;
+    /// The image, when the candidate is one ([`Choice::image`]).
+    fn image(&self) -> Option<Image<'a>>;
+}
+
+impl<'a> Candidate<'a> for Image<'a> {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn identity(&self) -> Identity<'a> {
+        identify(self)
+    }
+    fn image(&self) -> Option<Image<'a>> {
+        Some(*self)
+    }
+}
+
+impl<'a> Candidate<'a> for (usize, Identity<'a>) {
+    fn index(&self) -> usize {
+        self.0
+    }
+    fn identity(&self) -> Identity<'a> {
+        self.1
+    }
+    fn image(&self) -> Option<Image<'a>> {
+        None
+    }
+}
+
+/// One pass over `candidates` for every device: each is identified once (at most its ELF
+/// header is read) and checked against each device; `out[i]` ranks for `devices[i]`.
 /// With `record`, every verdict is kept (allocates).
-fn rank<'a, I>(
-    images: I,
+fn rank<'a, C, I>(
+    candidates: I,
     devices: &[Device],
     options: &SelectOptions,
     out: &mut [Choice<'a>],
     record: bool,
 ) where
-    I: IntoIterator<Item = Image<'a>>,
+    C: Candidate<'a>,
+    I: IntoIterator<Item = C>,
 {
-    for image in images {
-        let identity = identify(&image);
+    for candidate in candidates {
+        let (index, identity) = (candidate.index(), candidate.identity());
+        let image = candidate.image();
         for (device, slot) in devices.iter().zip(out.iter_mut()) {
-            let verdict = check(&identity, image.index, device, options);
+            let verdict = check(&identity, index, device, options);
             if record {
-                slot.verdicts.push((image.index, verdict));
+                slot.verdicts.push((index, verdict));
             }
-            slot.offer(&image, verdict, options.policy);
+            slot.offer(index, image.as_ref(), verdict, options.policy);
         }
     }
 }
 
 /// Chooses the image to load on each of `devices` among `images` (one unit, in discovery
-/// order; any iterator, for example [`crate::OpenUnit::images`]) in one pass: the
-/// selection rules of `COMPATIBILITY.md` in one function. The result has one [`Choice`]
+/// order; any iterator, for example [`crate::OpenUnit::images`], or of entries identified
+/// without their bytes: [`Candidate`]) in one pass: the selection rules of
+/// `COMPATIBILITY.md` in one function. The result has one [`Choice`]
 /// per device, in the order given: the chosen image with its rank key, and the verdict on
 /// every other image ([`Choice::loss`], [`Choice::losses`]).
 ///
@@ -1087,9 +1133,10 @@ fn rank<'a, I>(
 /// }
 /// # Ok::<(), offload_image::Error>(())
 /// ```
-pub fn choose<'a, I>(images: I, devices: &[Device], options: &SelectOptions) -> Vec<Choice<'a>>
+pub fn choose<'a, C, I>(images: I, devices: &[Device], options: &SelectOptions) -> Vec<Choice<'a>>
 where
-    I: IntoIterator<Item = Image<'a>>,
+    C: Candidate<'a>,
+    I: IntoIterator<Item = C>,
 {
     let mut out: Vec<Choice<'a>> = devices.iter().map(|_| Choice::EMPTY).collect();
     rank(images, devices, options, &mut out, true);

@@ -48,8 +48,8 @@ use offload_image::stream::IDENTIFY_LEN;
 use offload_image::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
 use offload_image::target::Code;
 use offload_image::{
-    check, identify, Device, ErrorKind, Format, Identity, Image, OffloadKind, ReadOptions,
-    Rejection, SelectOptions, Unit, Verdict,
+    identify, Device, ErrorKind, Format, Identity, Image, OffloadKind, ReadOptions, Rejection,
+    SelectOptions, Unit, Verdict,
 };
 use serde::Serialize;
 
@@ -203,26 +203,30 @@ impl Tally {
             return;
         }
         self.units += 1;
-        for (p, device) in plan.probes.iter().enumerate() {
-            let mut why: Option<(u8, Rejection<'_>)> = None;
-            let mut loads = false;
-            for (index, id) in ids {
-                match check(id, *index, device, options) {
-                    Verdict::Compatible(_) => {
-                        loads = true;
-                        break;
-                    }
-                    // The most telling rejection, first in discovery order among equals.
-                    Verdict::Rejected(r) => {
-                        if why.as_ref().is_none_or(|(best, _)| rank(&r) > *best) {
-                            why = Some((rank(&r), r));
-                        }
-                    }
-                }
-            }
-            if loads {
+        // One pass for every probe (the library's `choose`); the reason kept for a probe
+        // nothing loads on is the rejection that says most about the device.
+        let choices = offload_image::choose(ids.iter().copied(), &plan.probes, options);
+        for (p, choice) in choices.iter().enumerate() {
+            if choice.key.is_some() {
                 self.covered[p] += 1;
-            } else if let (Some(slot), Some((rank, r))) = (self.reason.get_mut(p), why) {
+                continue;
+            }
+            let why = choice
+                .verdicts
+                .iter()
+                .filter_map(|(_, v)| match v {
+                    Verdict::Rejected(r) => Some((rank(r), *r)),
+                    Verdict::Compatible(_) => None,
+                })
+                // The most telling rejection, first in discovery order among equals.
+                .fold(
+                    None,
+                    |best: Option<(u8, Rejection<'_>)>, (k, r)| match best {
+                        Some((b, _)) if b >= k => best,
+                        _ => Some((k, r)),
+                    },
+                );
+            if let (Some(slot), Some((rank, r))) = (self.reason.get_mut(p), why) {
                 if slot.as_ref().is_none_or(|(best, _)| rank > *best) {
                     *slot = Some((rank, r.to_string()));
                 }
