@@ -204,6 +204,32 @@ fn each_damage_of_a_corpus_bundle_has_its_finding() {
     );
 }
 
+/// In a compressed bundle the four are found in the decompressed content: the finding is at
+/// the unit's offset, and the message of the table findings names the place in the content.
+#[cfg(feature = "write")]
+#[test]
+fn each_damage_inside_a_compressed_bundle_has_its_finding() {
+    use offload_image::write::ccob::{compress, CcobOptions};
+    let d = common::read_corpus("bundles/hip_6arch.bundle");
+    for (code, damaged, inner) in damage(&d, 0, GFX906) {
+        // After the undamaged bundle, so that the unit's offset is not 0.
+        let mut file = d.clone();
+        file.extend(compress(&damaged, &CcobOptions::default()).unwrap());
+        let f = findings(&file);
+        let ours: Vec<&Finding> = f.iter().filter(|x| x.code == code).collect();
+        assert_eq!(ours.len(), 1, "{}: {f:?}", code.name());
+        assert_eq!(ours[0].offset, d.len() as u64, "{f:?}");
+        if code != Code::NotCodeObject {
+            assert!(
+                ours[0].message.contains(&inner.to_string()),
+                "{}",
+                ours[0].message
+            );
+            assert!(ours[0].message.contains("decompressed content"));
+        }
+    }
+}
+
 #[test]
 fn each_damage_of_librocrand_has_its_finding() {
     if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh)") {
