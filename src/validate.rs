@@ -99,7 +99,8 @@ pub enum Code {
     /// comgr's lookup skips it.
     UnknownOffloadKind,
     /// A bundle entry with an empty ID (or one of NUL bytes only): no runtime looks it up,
-    /// and LLVM 22's `clang-offload-bundler` cannot unbundle past it.
+    /// LLVM 22's `clang-offload-bundler` stops unbundling when it meets it, and crashes on
+    /// the all-zero descriptor that damage usually leaves.
     EmptyEntryId,
     /// Two entries of a binary bundle whose payloads overlap without being the same range:
     /// LLVM's writers never do this, so one entry's bytes belong to another.
