@@ -13,7 +13,11 @@
 //!   (`id-elf-mismatch`), a generic code object below code object v6
 //!   (`generic-below-cov6`), a code object no HSA runtime loads (`unloadable-elf`), a bundle
 //!   or `CCOB` magic inside a payload (`magic-in-payload`), an entry ID spelling that some
-//!   tools or runtimes reject (`id-spelling`);
+//!   tools or runtimes reject (`id-spelling`), an entry ID with an offload kind LLVM's
+//!   bundler refuses (`unknown-offload-kind`), an empty entry ID (`empty-entry-id`), two
+//!   bundle entries whose payloads overlap (`overlapping-entries`);
+//! * errors found in readable files: a device entry that the runtime loads as an AMDGPU code
+//!   object but whose bytes are not one (`not-code-object`);
 //! * notes: devices for which the runtime that reads a unit (ROCm CLR for bundles, the LLVM
 //!   offload runtime for OffloadBinaries) loads another image than the best match
 //!   (`runtimes-differ`).
@@ -28,7 +32,7 @@ use alloc::vec::Vec;
 use crate::bytes::{self, u64_of};
 use crate::container::{units, Unit, UnitContent};
 use crate::error::{Error, ErrorKind};
-use crate::image::{Image, OffloadKind};
+use crate::image::{Format, Image, OffloadKind};
 use crate::raw::{BUNDLE_MAGIC, CCOB_MAGIC};
 use crate::select::{select, Policy, SelectOptions};
 use crate::target::amdgpu::{Feature, FeatureState, TargetId};
@@ -43,7 +47,8 @@ pub enum Severity {
     Note,
     /// The file reads, but some tool or runtime will mishandle it.
     Warning,
-    /// The file, or part of it, cannot be read.
+    /// The file, or part of it, cannot be read, or a runtime would load an entry that is
+    /// not code.
     Error,
 }
 
@@ -83,12 +88,30 @@ pub enum Code {
     IdSpelling,
     /// The runtimes' rules load different images of one unit on some device.
     RuntimesDiffer,
+    /// A device entry that HIP or OpenMP would load as an AMDGPU code object (kind `hip`,
+    /// `hipv4`, `hcc` or `openmp`, triple `amdgcn-…`, a target named) whose bytes are not
+    /// an ELF code object, bitcode or SPIR-V: comgr still picks it by its ID, and the HSA
+    /// loader then refuses it.
+    NotCodeObject,
+    /// A bundle entry ID whose offload kind LLVM 22's `clang-offload-bundler` refuses
+    /// ("unknown offloading kind"; anything but `host`, `openmp`, `hip`, `hipv4` and the
+    /// legacy `hcc`, which [`Code::IdSpelling`] reports): it cannot unbundle the entry, and
+    /// comgr's lookup skips it.
+    UnknownOffloadKind,
+    /// A bundle entry with an empty ID (or one of NUL bytes only): no runtime looks it up,
+    /// LLVM 22's `clang-offload-bundler` stops unbundling when it meets it, and crashes on
+    /// the all-zero descriptor that damage usually leaves.
+    EmptyEntryId,
+    /// Two entries of a binary bundle whose payloads overlap without being the same range:
+    /// LLVM's writers never do this, so one entry's bytes belong to another.
+    OverlappingEntries,
 }
 
 impl Code {
     /// The stable name: the [`ErrorKind`] name for reader errors, else `skipped-bytes`,
     /// `bundle-header-over-4k`, `id-elf-mismatch`, `generic-below-cov6`, `unloadable-elf`,
-    /// `magic-in-payload`, `id-spelling`, `runtimes-differ`.
+    /// `magic-in-payload`, `id-spelling`, `runtimes-differ`, `not-code-object`,
+    /// `unknown-offload-kind`, `empty-entry-id`, `overlapping-entries`.
     pub const fn name(self) -> &'static str {
         match self {
             Code::Reader(kind) => kind.name(),
@@ -100,13 +123,17 @@ impl Code {
             Code::MagicInPayload => "magic-in-payload",
             Code::IdSpelling => "id-spelling",
             Code::RuntimesDiffer => "runtimes-differ",
+            Code::NotCodeObject => "not-code-object",
+            Code::UnknownOffloadKind => "unknown-offload-kind",
+            Code::EmptyEntryId => "empty-entry-id",
+            Code::OverlappingEntries => "overlapping-entries",
         }
     }
 
     /// The severity findings of this code have.
     pub const fn severity(self) -> Severity {
         match self {
-            Code::Reader(_) => Severity::Error,
+            Code::Reader(_) | Code::NotCodeObject => Severity::Error,
             Code::RuntimesDiffer => Severity::Note,
             _ => Severity::Warning,
         }
@@ -218,6 +245,17 @@ fn check_unit(unit: &Unit<'_>, options: &ReadOptions, out: &mut Vec<Finding>) {
             return;
         }
     };
+    // A binary bundle's table (in the file, or decompressed): its bytes and their offset in
+    // the file (`None` when decompressed).
+    let table: Option<(&[u8], Option<u64>)> = match &unit.content {
+        UnitContent::Bundle(b) => Some((b.data(), Some(at))),
+        UnitContent::Compressed(_) => open
+            .decompressed()
+            .filter(|d| crate::bundle::is_bundle(d))
+            .map(|d| (d, None)),
+        _ => None,
+    };
+    let descriptors = table.map_or_else(Vec::new, |(t, _)| descriptor_offsets(t));
     let mut device_images = 0usize;
     for image in open.images() {
         let place = image.offset.unwrap_or(at);
@@ -231,6 +269,21 @@ fn check_unit(unit: &Unit<'_>, options: &ReadOptions, out: &mut Vec<Finding>) {
         };
         let image = image.with_bytes(&decoded);
         check_image(&image, &container, place, out);
+        // ID findings point at the entry's descriptor where the file holds it.
+        let id_place = match (descriptors.get(image.index), table) {
+            (Some(&d), Some((_, Some(base)))) => base.saturating_add(d),
+            (Some(_), _) => at,
+            (None, _) => place,
+        };
+        let descriptor = descriptors.get(image.index).copied();
+        check_id(
+            &image,
+            &container,
+            id_place,
+            descriptor,
+            table.is_some_and(|t| t.1.is_none()),
+            out,
+        );
         if image.offset.is_some() {
             if let Some(p) = magic_in(image.bytes) {
                 out.push(Finding::new(
@@ -249,6 +302,9 @@ fn check_unit(unit: &Unit<'_>, options: &ReadOptions, out: &mut Vec<Finding>) {
             device_images = device_images.saturating_add(1);
         }
     }
+    if let Some((base, in_file)) = table {
+        overlapping(&open, base, in_file, &container, at, out);
+    }
     if device_images > 1 {
         runtimes_differ(&open, &container, at, out);
     }
@@ -263,6 +319,129 @@ fn check_unit(unit: &Unit<'_>, options: &ReadOptions, out: &mut Vec<Finding>) {
                 unit.index
             ),
         ));
+    }
+}
+
+/// Offsets of the entry descriptors of the binary bundle at the start of `bundle`, in
+/// header order (the table was validated by the reader; reading stops at its end).
+fn descriptor_offsets(bundle: &[u8]) -> Vec<u64> {
+    let word = |at: u64| -> Option<u64> {
+        let at = usize::try_from(at).ok()?;
+        let b = bundle.get(at..at.checked_add(8)?)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    };
+    let mut out = Vec::new();
+    let Some(count) = word(24) else {
+        return out;
+    };
+    let mut pos: u64 = 32;
+    // Each step reads inside `bundle` and moves at least 24 bytes: bounded by its length.
+    for _ in 0..count {
+        let Some(id_len) = word(pos.saturating_add(16)) else {
+            break;
+        };
+        out.push(pos);
+        pos = pos.saturating_add(24).saturating_add(id_len);
+    }
+    out
+}
+
+/// The entry ID findings: an empty ID, an offload kind LLVM's bundler refuses.
+/// `place` is the descriptor's offset in the file (see [`check_unit`]); `descriptor` its
+/// offset in the bundle, named in the message when the bundle was decompressed.
+fn check_id(
+    image: &Image<'_>,
+    container: &str,
+    place: u64,
+    descriptor: Option<u64>,
+    decompressed: bool,
+    out: &mut Vec<Finding>,
+) {
+    let Some(id) = image.entry_id else { return };
+    let inner = match descriptor {
+        Some(d) if decompressed => format!(" (descriptor at byte {d} of the decompressed content)"),
+        _ => String::new(),
+    };
+    if id.is_empty() {
+        out.push(Finding::new(
+            Code::EmptyEntryId,
+            container,
+            place,
+            format!(
+                "entry {} has an empty ID{inner}: no runtime looks it up, LLVM 22's clang-offload-bundler stops unbundling when it meets it (\"invalid bundle id read from the bundle\") and crashes on an all-zero descriptor",
+                image.index
+            ),
+        ));
+        return;
+    }
+    let kind = id.split('-').next().unwrap_or(id);
+    if !matches!(kind, "host" | "openmp" | "hip" | "hipv4" | "hcc") {
+        out.push(Finding::new(
+            Code::UnknownOffloadKind,
+            container,
+            place,
+            format!(
+                "entry {} `{id}`{inner}: LLVM 22's clang-offload-bundler refuses the offload kind `{kind}` (\"unknown offloading kind\") and cannot unbundle the entry; comgr's lookup skips it",
+                image.index
+            ),
+        ));
+    }
+}
+
+/// Entries of a binary bundle whose payloads overlap (identical ranges are a shared
+/// payload, not an overlap). `base` is the bundle (in the file at `in_file`, or
+/// decompressed); each entry is reported once, against the entry that reaches furthest
+/// among those that start before it.
+fn overlapping(
+    open: &crate::container::OpenUnit<'_>,
+    base: &[u8],
+    in_file: Option<u64>,
+    container: &str,
+    at: u64,
+    out: &mut Vec<Finding>,
+) {
+    let images: Vec<Image<'_>> = open.images().collect();
+    let mut ranges: Vec<(u64, u64, usize)> = images
+        .iter()
+        .filter(|i| !i.bytes.is_empty())
+        .filter_map(|i| {
+            let start = bytes::offset_in(base, i.bytes)?;
+            Some((start, start.saturating_add(u64_of(i.bytes.len())), i.index))
+        })
+        .collect();
+    ranges.sort_unstable();
+    let show = |i: usize| images.get(i).map_or_else(String::new, name);
+    let mut reach: Option<(u64, u64, usize)> = None;
+    for r in ranges {
+        let Some(p) = reach else {
+            reach = Some(r);
+            continue;
+        };
+        if r.0 < p.1 && (r.0, r.1) != (p.0, p.1) {
+            let (place, inner) = match in_file {
+                Some(f) => (f.saturating_add(r.0), ""),
+                None => (at, " of the decompressed content"),
+            };
+            out.push(Finding::new(
+                Code::OverlappingEntries,
+                container,
+                place,
+                format!(
+                    "entry {} ({}) takes bytes {}..{} of the bundle{inner}, which overlap entry {} ({}, bytes {}..{}): one of them holds the other's bytes",
+                    r.2,
+                    show(r.2),
+                    r.0,
+                    r.1,
+                    p.2,
+                    show(p.2),
+                    p.0,
+                    p.1
+                ),
+            ));
+        }
+        if r.1 > p.1 {
+            reach = Some(r);
+        }
     }
 }
 
@@ -282,6 +461,18 @@ fn magic_in(bytes: &[u8]) -> Option<(u64, &'static str)> {
 
 fn check_image(image: &Image<'_>, container: &str, place: u64, out: &mut Vec<Finding>) {
     let identity = identify(image);
+    if is_code_object_entry(image, &identity) && identity.code == crate::target::Code::Other {
+        out.push(Finding::new(
+            Code::NotCodeObject,
+            container,
+            place,
+            format!(
+                "{}: its {} bytes are not an AMDGPU code object (nor bitcode or SPIR-V), yet comgr picks the entry by its ID and the HSA loader then fails",
+                name(image),
+                image.bytes.len()
+            ),
+        ));
+    }
     if let Some(d) = identity.disagreement() {
         out.push(Finding::new(
             Code::IdElfMismatch,
@@ -319,6 +510,21 @@ fn check_image(image: &Image<'_>, container: &str, place: u64, out: &mut Vec<Fin
             ));
         }
     }
+}
+
+/// An entry a runtime loads as an AMDGPU code object: a binary bundle entry or an
+/// OffloadBinary image of kind `hip`, `hipv4`, `hcc` or `openmp` for `amdgcn` with a
+/// target, holding bytes (an empty payload is no match for comgr).
+fn is_code_object_entry(image: &Image<'_>, identity: &crate::target::Identity<'_>) -> bool {
+    matches!(image.format, Format::Bundle | Format::OffloadBinary)
+        && image.encoded.is_none()
+        && !image.bytes.is_empty()
+        && matches!(
+            image.offload_kind,
+            OffloadKind::Hip | OffloadKind::HipV4 | OffloadKind::Hcc | OffloadKind::OpenMp
+        )
+        && identity.triple.is_some_and(|t| t.arch == "amdgcn")
+        && identity.stated.is_some()
 }
 
 /// Why some tools or runtimes reject the spelling of a bundle entry ID.

@@ -181,8 +181,9 @@ fn each_warning_code_has_a_file_that_triggers_it() {
     let (_, f) = validate(&[&pal], &[]);
     assert!(codes(&f).contains(&"unloadable-elf"), "{f:?}");
 
-    // magic-in-payload: a payload holding "CCOB", at the offset where it stands.
-    let mut payload = vec![b'x'; 100];
+    // magic-in-payload: a code object followed by "CCOB", at the offset where it stands (a
+    // payload that is not a code object would be `not-code-object` too).
+    let mut payload = std::fs::read(devobj("saxpy.gfx90a.co")).unwrap();
     payload.extend_from_slice(b"CCOB");
     payload.extend_from_slice(&[b'y'; 100]);
     let magic_input = dir.write("magic.bin", &payload);
@@ -279,6 +280,56 @@ fn each_warning_code_has_a_file_that_triggers_it() {
     let (code, f) = validate(&[&dup, &bad], &[]);
     assert_eq!(code, Some(2));
     assert_eq!(codes(&f), vec!["skipped-bytes", "hash-mismatch"]);
+}
+
+/// The four kinds of damage of issue 23, each one edit of the corpus's `hip_6arch.bundle`
+/// (LLVM's bundler made it): the code, severity and offset of its finding and the exit
+/// status. What LLVM 22's bundler and comgr do with them: `tests/validate_damage.rs`.
+#[test]
+fn damage_the_runtime_or_llvm_trips_over_has_its_finding_and_exit_status() {
+    let dir = TempDir::new("validate-damage");
+    let real = std::fs::read(corpus("bundles/hip_6arch.bundle")).unwrap();
+    let put = |d: &mut Vec<u8>, at: usize, v: u64| d[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    // Entry 1 is gfx906: descriptor at 86, payload at 448 (3024 bytes); entry 2's payload
+    // starts at 3472; entry 6 (the last) has its descriptor at 392.
+    assert_eq!(
+        &real[86 + 24..86 + 24 + 31],
+        b"hipv4-amdgcn-amd-amdhsa--gfx906"
+    );
+    assert_eq!(&real[448..452], b"\x7fELF");
+    assert_eq!(u64::from_le_bytes(real[141..149].try_into().unwrap()), 3472);
+    let mut not_elf = real.clone();
+    not_elf[448..452].fill(0);
+    let mut kind = real.clone();
+    kind[86 + 24 + 5] = b'X';
+    let mut overlap = real.clone();
+    put(&mut overlap, 86 + 8, 3472 - 448 + 1024);
+    let mut empty = real.clone();
+    put(&mut empty, 392 + 16, 0);
+    for (name, bytes, code, severity, offset, status) in [
+        ("not_elf", not_elf, "not-code-object", "error", 448, 2),
+        ("kind", kind, "unknown-offload-kind", "warning", 86, 0),
+        (
+            "overlap",
+            overlap,
+            "overlapping-entries",
+            "warning",
+            3472,
+            0,
+        ),
+        ("empty", empty, "empty-entry-id", "warning", 392, 0),
+    ] {
+        let file = dir.write(&format!("{name}.bundle"), &bytes);
+        let (got, f) = validate(&[&file], &[]);
+        assert_eq!(codes(&f), vec![code], "{name}: {f:?}");
+        assert_eq!(
+            (f[0]["severity"].as_str(), f[0]["offset"].as_u64()),
+            (Some(severity), Some(offset))
+        );
+        assert_eq!(got, Some(status), "{name}");
+        let (denied, _) = validate(&[&file], &["--deny-warnings"]);
+        assert_eq!(denied, Some(2), "{name}");
+    }
 }
 
 /// A binary bundle of (entry ID, payload), payloads back to back after the table.
