@@ -457,30 +457,13 @@ impl<'data> OffloadBinary<'data> {
                 32,
                 options,
             )?;
-            let mut out = Vec::new();
-            out.try_reserve_exact(head.len().saturating_add(decoded.len()))
-                .map_err(|_| {
-                    Error::new(
-                        ErrorKind::OutOfMemory,
-                        32,
-                        "cannot reserve memory for the inflated binary",
-                    )
-                })?;
-            out.extend_from_slice(head);
+            let mut out = with_header(head, decoded.len())?;
             out.extend_from_slice(&decoded);
             return Ok(Self::finish_inflated(out, total));
         }
         // The header is copied first and the body decoded right behind it, in one buffer
         // that grows only as the stream produces output.
-        let mut out = Vec::new();
-        out.try_reserve_exact(head.len()).map_err(|_| {
-            Error::new(
-                ErrorKind::OutOfMemory,
-                32,
-                "cannot reserve memory for the inflated binary",
-            )
-        })?;
-        out.extend_from_slice(head);
+        let mut out = with_header(head, 0)?;
         crate::decompress::decode_append(
             codec,
             body,
@@ -504,6 +487,21 @@ impl<'data> OffloadBinary<'data> {
         }
         out
     }
+}
+
+/// A buffer holding `head`, with room reserved (fallibly) for `more` bytes after it.
+fn with_header(head: &[u8], more: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(head.len().saturating_add(more))
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::OutOfMemory,
+                32,
+                "cannot reserve memory for the inflated binary",
+            )
+        })?;
+    out.extend_from_slice(head);
+    Ok(out)
 }
 
 /// Iterator over the entries of an [`OffloadBinary`].

@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 mod common;
 use common::external_lib;
@@ -34,42 +33,13 @@ fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Builds the C harness once.
-fn harness() -> &'static Path {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("comgr-lookup");
-        let src = manifest_dir().join("tests/comgr/lookup.c");
-        // $CC, else the first C compiler found (a fresh Debian with only LLVM has no `cc`).
-        let compilers: Vec<String> = std::env::var("CC")
-            .into_iter()
-            .chain(["cc", "clang-22", "clang-19", "clang", "gcc"].map(String::from))
-            .collect();
-        let status = compilers
-            .iter()
-            .find_map(|cc| {
-                Command::new(cc)
-                    .arg("-O1")
-                    .arg("-o")
-                    .arg(&exe)
-                    .arg(&src)
-                    .arg("-lamd_comgr")
-                    .status()
-                    .ok()
-            })
-            .expect("no C compiler found (tried $CC, cc, clang-22, clang-19, clang, gcc)");
-        assert!(
-            status.success(),
-            "building tests/comgr/lookup.c failed: install Debian's libamd-comgr-dev (amd_comgr.h, libamd_comgr.so)"
-        );
-        exe
-    })
-}
-
 /// Every ISA name comgr knows, each with every combination of its selectable features
 /// (`+`, `-`, unspecified), in canonical order.
 fn device_isas() -> Vec<String> {
-    let out = Command::new(harness()).arg("--isas").output().unwrap();
+    let out = Command::new(common::comgr_lookup())
+        .arg("--isas")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let mut isas = Vec::new();
     for name in String::from_utf8(out.stdout).unwrap().lines() {
@@ -149,7 +119,7 @@ fn ours(data: &[u8], isas: &[String]) -> Vec<Ours> {
 
 /// comgr's answers: per bundle, per ISA.
 fn comgr(file: &Path, offsets: &[u64], isas: &[String]) -> Vec<Vec<(u64, u64)>> {
-    let mut child = Command::new(harness())
+    let mut child = Command::new(common::comgr_lookup())
         .arg(file)
         .arg(CLR_DATA_SIZE.to_string())
         .args(isas)
@@ -299,7 +269,7 @@ fn comgr_gives_an_entry_to_one_query_only() {
         "amdgcn-amd-amdhsa--gfx906:sramecc+:xnack-".to_string(),
         "amdgcn-amd-amdhsa--gfx906:sramecc-:xnack+".to_string(),
     ];
-    let mut child = Command::new(harness())
+    let mut child = Command::new(common::comgr_lookup())
         .arg("--together")
         .arg(&file)
         .arg(CLR_DATA_SIZE.to_string())

@@ -18,9 +18,8 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use offload_image::validate::{validate, Code, Finding, Severity};
 use offload_image::ReadOptions;
@@ -295,42 +294,11 @@ fn segfault(o: &Output) -> bool {
     o.status.signal() == Some(11)
 }
 
-/// Builds `tests/comgr/lookup.c` once (as `tests/comgr_agreement.rs` does).
-fn harness() -> &'static Path {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("comgr-lookup-damage");
-        let src = common::root().join("tests/comgr/lookup.c");
-        let compilers: Vec<String> = std::env::var("CC")
-            .into_iter()
-            .chain(["cc", "clang-22", "clang", "gcc"].map(String::from))
-            .collect();
-        let status = compilers
-            .iter()
-            .find_map(|cc| {
-                Command::new(cc)
-                    .arg("-O1")
-                    .arg("-o")
-                    .arg(&exe)
-                    .arg(&src)
-                    .arg("-lamd_comgr")
-                    .status()
-                    .ok()
-            })
-            .expect("no C compiler found");
-        assert!(
-            status.success(),
-            "building tests/comgr/lookup.c failed: install libamd-comgr-dev"
-        );
-        exe
-    })
-}
-
 /// What comgr picks for `isa` in the bundle at the start of `file`, given the first 4096
 /// bytes as ROCm CLR gives them: (offset, size), (0, 0) for none.
 fn comgr(file: &Path, isa: &str) -> (u64, u64) {
     use std::io::Write;
-    let mut child = Command::new(harness())
+    let mut child = Command::new(common::comgr_lookup())
         .arg(file)
         .arg("4096")
         .arg(format!("amdgcn-amd-amdhsa--{isa}"))

@@ -10,7 +10,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{corpus, describe, external_lib, json_lines, llvm, loader_sim, repo, sha256, TempDir};
+use common::{
+    corpus, describe, external_lib, hip_objects, hip_runtime_stub, json_lines, llvm, loader_sim,
+    repo, sha256, TempDir,
+};
 use serde_json::Value;
 
 /// Runs `loader-sim prune FILE --keep K... -o OUT --json`; returns the records.
@@ -1541,35 +1544,8 @@ fn hip_shared_libraries_linked_three_ways() {
         return;
     }
     let dir = TempDir::new("prune-hiplib");
-    let mut objects = Vec::new();
-    for i in 1..=3 {
-        let src = dir.write(&format!("k{i}.hip"), hip_source(i).as_bytes());
-        let obj = dir.path(&format!("k{i}.o"));
-        let o = Command::new("clang++-22")
-            .args(["-x", "hip", "-nogpulib", "-nogpuinc", "-fPIC", "-O2"])
-            .args([
-                "--offload-arch=gfx906",
-                "--offload-arch=gfx90a",
-                "--offload-arch=gfx1030",
-            ])
-            .arg("-c")
-            .arg(&src)
-            .arg("-o")
-            .arg(&obj)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "clang++-22 -x hip: {}", describe(&o));
-        objects.push(obj);
-    }
-    // The runtime the libraries are linked against: an empty library with ROCm 6's name.
-    let stub = dir.write("stub.c", b"int loader_sim_stub;\n");
-    let o = Command::new("clang-22")
-        .args(["-shared", "-fPIC", "-Wl,-soname,libamdhip64.so.6", "-o"])
-        .arg(dir.path("libamdhip64.so"))
-        .arg(&stub)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", describe(&o));
+    let objects = hip_objects(&dir, 3, hip_source);
+    hip_runtime_stub(&dir);
     let keep = "gfx90a";
     for (name, flags) in [
         (

@@ -13,7 +13,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{describe, external, json_lines, loader_sim, repo, TempDir};
+use common::{
+    describe, external, hip_objects, hip_runtime_stub, json_lines, loader_sim, repo, TempDir,
+};
 use serde_json::Value;
 
 /// Runs `loader-sim prune FILE --keep K... [EXTRA...] -o OUT --json`; returns the records.
@@ -170,34 +172,8 @@ extern "C" char *bss{i}() {{ return zeros{i}; }}
 /// read-only `PT_LOAD` of its own whose `p_vaddr - p_offset` differs from the first
 /// segment's, as in the cyllama-rocm wheel.
 fn hip_library_with_fatbin_after_bss(dir: &TempDir) -> PathBuf {
-    let mut objects = Vec::new();
-    for i in 1..=2 {
-        let src = dir.write(&format!("k{i}.hip"), hip_source(i).as_bytes());
-        let obj = dir.path(&format!("k{i}.o"));
-        let o = Command::new("clang++-22")
-            .args(["-x", "hip", "-nogpulib", "-nogpuinc", "-fPIC", "-O2"])
-            .args([
-                "--offload-arch=gfx906",
-                "--offload-arch=gfx90a",
-                "--offload-arch=gfx1030",
-            ])
-            .arg("-c")
-            .arg(&src)
-            .arg("-o")
-            .arg(&obj)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "clang++-22 -x hip: {}", describe(&o));
-        objects.push(obj);
-    }
-    let stub = dir.write("stub.c", b"int loader_sim_stub;\n");
-    let o = Command::new("clang-22")
-        .args(["-shared", "-fPIC", "-Wl,-soname,libamdhip64.so.6", "-o"])
-        .arg(dir.path("libamdhip64.so"))
-        .arg(&stub)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", describe(&o));
+    let objects = hip_objects(&dir, 2, hip_source);
+    hip_runtime_stub(&dir);
     let script = dir.write(
         "after-bss.ld",
         b"SECTIONS { .hip_fatbin : { *(.hip_fatbin) } } INSERT AFTER .bss;\n",

@@ -4,6 +4,8 @@
 pub mod craft;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
@@ -117,4 +119,37 @@ pub fn scratch(name: &str) -> PathBuf {
 /// True if `p` exists.
 pub fn exists(p: &Path) -> bool {
     p.exists()
+}
+
+/// `tests/comgr/lookup.c` (comgr's `amd_comgr_lookup_code_object` for a bundle), built
+/// once per test binary.
+pub fn comgr_lookup() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("comgr-lookup");
+        let src = root().join("tests/comgr/lookup.c");
+        // $CC, else the first C compiler found (a fresh Debian with only LLVM has no `cc`).
+        let compilers: Vec<String> = std::env::var("CC")
+            .into_iter()
+            .chain(["cc", "clang-22", "clang-19", "clang", "gcc"].map(String::from))
+            .collect();
+        let status = compilers
+            .iter()
+            .find_map(|cc| {
+                Command::new(cc)
+                    .arg("-O1")
+                    .arg("-o")
+                    .arg(&exe)
+                    .arg(&src)
+                    .arg("-lamd_comgr")
+                    .status()
+                    .ok()
+            })
+            .expect("no C compiler found (tried $CC, cc, clang-22, clang-19, clang, gcc)");
+        assert!(
+            status.success(),
+            "building tests/comgr/lookup.c failed: install Debian's libamd-comgr-dev (amd_comgr.h, libamd_comgr.so)"
+        );
+        exe
+    })
 }

@@ -346,3 +346,44 @@ pub fn external_lib(name: &str) -> PathBuf {
     );
     p
 }
+
+/// HIP objects `k1.o` … `kN.o` in `dir` for gfx906, gfx90a and gfx1030, compiled by
+/// clang++-22 from `source(i)`.
+pub fn hip_objects(dir: &TempDir, n: usize, source: fn(usize) -> String) -> Vec<PathBuf> {
+    (1..=n)
+        .map(|i| {
+            let src = dir.write(&format!("k{i}.hip"), source(i).as_bytes());
+            let obj = dir.path(&format!("k{i}.o"));
+            let o = Command::new("clang++-22")
+                .args(["-x", "hip", "-nogpulib", "-nogpuinc", "-fPIC", "-O2"])
+                .args([
+                    "--offload-arch=gfx906",
+                    "--offload-arch=gfx90a",
+                    "--offload-arch=gfx1030",
+                ])
+                .arg("-c")
+                .arg(&src)
+                .arg("-o")
+                .arg(&obj)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "clang++-22 -x hip: {}", describe(&o));
+            obj
+        })
+        .collect()
+}
+
+/// The runtime HIP libraries link against, in `dir`: an empty `libamdhip64.so` with ROCm 6's
+/// soname (`libamdhip64.so.6`).
+pub fn hip_runtime_stub(dir: &TempDir) -> PathBuf {
+    let stub = dir.write("stub.c", b"int loader_sim_stub;\n");
+    let lib = dir.path("libamdhip64.so");
+    let o = Command::new("clang-22")
+        .args(["-shared", "-fPIC", "-Wl,-soname,libamdhip64.so.6", "-o"])
+        .arg(&lib)
+        .arg(&stub)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", describe(&o));
+    lib
+}
