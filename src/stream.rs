@@ -26,7 +26,7 @@ use crate::ccob::{ContentReader, Decompressor};
 use crate::error::Error;
 use crate::image::{Format, Image};
 use crate::select::{check, RankKey, SelectOptions, Verdict};
-use crate::target::{identify, Device};
+use crate::target::{identify, Code, Device};
 use crate::Limits;
 
 /// How many leading bytes of an image [`identify`] and [`crate::ImageKind::sniff`] read
@@ -64,6 +64,9 @@ pub struct StreamSelection {
     /// Per device (in the order given): the chosen entry's key, `key.index` being its
     /// index in the table; `None` if no entry is compatible.
     pub chosen: Vec<Option<RankKey>>,
+    /// Per device: what the chosen entry holds, as [`crate::identify`] saw it from its
+    /// first bytes (code object, bitcode, SPIR-V, ...).
+    pub codes: Vec<Option<Code>>,
     /// True if the whole stream was decoded and its MD5 checked.
     pub verified: bool,
 }
@@ -101,6 +104,9 @@ where
     let mut best: Vec<Option<RankKey>> = Vec::new();
     best.try_reserve_exact(devices.len()).map_err(|_| oom())?;
     best.resize(devices.len(), None);
+    let mut codes: Vec<Option<Code>> = Vec::new();
+    codes.try_reserve_exact(devices.len()).map_err(|_| oom())?;
+    codes.resize(devices.len(), None);
     let mut winners: Vec<usize> = Vec::new();
     winners
         .try_reserve_exact(devices.len())
@@ -131,6 +137,9 @@ where
                 let slot = best.get_mut(d).ok_or_else(oom)?;
                 if slot.is_none_or(|b| key.cmp_under(&b, options.policy).is_lt()) {
                     *slot = Some(key);
+                    if let Some(c) = codes.get_mut(d) {
+                        *c = Some(identity.code);
+                    }
                     winners.push(d);
                 }
             }
@@ -163,6 +172,7 @@ where
     Ok(Some(StreamSelection {
         table,
         chosen: best,
+        codes,
         verified,
     }))
 }

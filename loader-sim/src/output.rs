@@ -3,7 +3,8 @@
 
 use std::io::Write;
 
-use offload_image::Image;
+use offload_image::target::Code;
+use offload_image::{Identity, Image, Target};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -87,4 +88,33 @@ impl Skipped {
 /// How `list` and `select` name an image (`offload_image::image_name`).
 pub fn image_name(image: &Image<'_>) -> String {
     offload_image::target::image_name(image).to_string()
+}
+
+/// What an image holds, as `select` and `list` name it: `cubin` (an NVIDIA device ELF),
+/// `elf` (an AMDGPU code object or other device ELF), `ptx`, `bitcode`, `spirv`,
+/// `fatbinary` or `other`.
+pub fn code_name(identity: &Identity<'_>) -> &'static str {
+    match identity.code {
+        Code::Elf if matches!(identity.target, Target::Nvptx(_)) => "cubin",
+        Code::Elf => "elf",
+        Code::Bitcode => "bitcode",
+        Code::Spirv => "spirv",
+        Code::Ptx => "ptx",
+        Code::Fatbinary => "fatbinary",
+        Code::Other => "other",
+    }
+}
+
+/// The architecture as the toolchain names it: for NVIDIA code, nvcc's (`sm_86` for a
+/// cubin, `compute_86`, the virtual architecture, for PTX; with the `a`/`f` suffix;
+/// `cuobjdump` prints `arch = sm_86` for both); for AMDGPU code, the target ID. `None` when the image names no target.
+pub fn arch_name(identity: &Identity<'_>) -> Option<String> {
+    match identity.target {
+        Target::Nvptx(mut arch) => {
+            arch.virtual_name = identity.code != Code::Elf;
+            Some(arch.to_string())
+        }
+        Target::None | Target::Invalid { .. } => None,
+        t => Some(t.to_string()),
+    }
 }

@@ -640,3 +640,60 @@ fn nvidia_fatbinaries_select_explain_and_write() {
     let manifest = std::fs::read_to_string(dir.join("../MANIFEST")).unwrap();
     assert!(manifest.contains(&format!("mixed.speed.all.fatbin elf sm_90a {want}")));
 }
+
+/// `select` says what it chose: the kind of code and its architecture as the toolchain
+/// names it (PTX as nvcc's virtual architecture), stored in place, decoded, or streamed
+/// from a compressed bundle.
+#[test]
+fn records_say_what_kind_of_image_was_chosen() {
+    let nv = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/nvfatbin/files/mixed.default.fatbin");
+    let out = run(&[
+        "select".into(),
+        nv.to_string_lossy().into_owned(),
+        "--target".into(),
+        "sm_86".into(),
+        "--target".into(),
+        "sm_120".into(),
+        "--json".into(),
+    ]);
+    let recs = json_lines(&out);
+    let got: Vec<(&str, &str, &str)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["selected"].as_str().unwrap(),
+                r["image_kind"].as_str().unwrap(),
+                r["arch"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // sm_86 gets its cubin; sm_120 only the sm_86 PTX (no 12.x cubin), named compute_86.
+    assert_eq!(
+        got,
+        [
+            ("nvptx64-nvidia-cuda--sm_86", "cubin", "sm_86"),
+            ("nvptx64-nvidia-cuda--sm_86", "ptx", "compute_86"),
+        ]
+    );
+    for (file, target, kind, arch) in [
+        (
+            "compressed/hip_6arch.zstd.ccob",
+            "gfx90a:xnack-",
+            "elf",
+            "gfx90a:xnack-",
+        ),
+        ("bundles/hip_bc.bundle", "gfx90a:xnack+", "bitcode", "gfx90a:xnack+"),
+    ] {
+        let out = run(&[
+            "select".into(),
+            corpus(file).to_string_lossy().into_owned(),
+            "--target".into(),
+            target.into(),
+            "--json".into(),
+        ]);
+        let recs = json_lines(&out);
+        assert_eq!(recs[0]["image_kind"], kind, "{file}: {}", recs[0]);
+        assert_eq!(recs[0]["arch"], arch, "{file}: {}", recs[0]);
+    }
+}

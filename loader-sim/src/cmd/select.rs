@@ -14,12 +14,15 @@ use offload_image::stream::{select_in_stream, Kept};
 use sha2::{Digest, Sha256};
 
 use crate::decode::{decoder, threaded_decoder, ZstdDecoder};
-use offload_image::{identify, units, Device, Image, KindFilter, ReadOptions, SelectOptions};
+use offload_image::target::Code;
+use offload_image::{
+    identify, units, Device, Format, Image, KindFilter, ReadOptions, SelectOptions,
+};
 use serde::Serialize;
 
 use crate::cmd::{OnOff, PolicyArg};
 use crate::input::Input;
-use crate::output::{hex, image_name, json_line, sha256_hex, table, Skipped};
+use crate::output::{arch_name, code_name, hex, image_name, json_line, sha256_hex, table, Skipped};
 use crate::{Failure, Outcome};
 
 /// `--kind`.
@@ -122,6 +125,12 @@ struct Record {
     bundle_index: usize,
     target: String,
     selected: Option<String>,
+    /// What the selected image holds: `elf`, `cubin`, `ptx`, `bitcode`, `spirv`,
+    /// `fatbinary` ([`crate::output::code_name`]).
+    image_kind: Option<&'static str>,
+    /// The selected image's architecture as the toolchain names it: `sm_86` for a cubin,
+    /// `compute_86` for PTX (nvcc's virtual architecture), the target ID for AMDGPU code.
+    arch: Option<String>,
     offset: Option<u64>,
     size: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -161,8 +170,19 @@ impl From<offload_image::Error> for SinkError {
 /// What the streaming path found for one device.
 struct Pick {
     id: String,
+    /// What it holds, as the stream's identification saw it.
+    code: Option<Code>,
     size: u64,
     sha256: Option<String>,
+}
+
+impl Pick {
+    /// The chosen entry's identity: its entry ID, and what the stream saw it hold.
+    fn identity(&self) -> Option<offload_image::Identity<'_>> {
+        let mut identity = identify(&Image::from_id(0, Format::Bundle, &self.id, &[]));
+        identity.code = self.code?;
+        Some(identity)
+    }
 }
 
 /// Selection in a compressed bundle in one pass over its decompressed stream
@@ -252,11 +272,13 @@ impl Stream<'_> {
             found
                 .chosen
                 .iter()
+                .zip(&found.codes)
                 .zip(hashes)
-                .map(|(key, hash)| {
+                .map(|((key, code), hash)| {
                     let e = key.and_then(|k| ids.get(k.index))?;
                     Some(Pick {
                         id: e.id.to_string(),
+                        code: *code,
                         size: e.size,
                         sha256: hash.map(|h| hex(&h.finalize())),
                     })
@@ -352,6 +374,12 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                         bundle_index: unit.index,
                         target: given.clone(),
                         selected: pick.as_ref().map(|p| p.id.clone()),
+                        image_kind: pick
+                            .as_ref()
+                            .and_then(|p| p.identity().map(|i| code_name(&i))),
+                        arch: pick
+                            .as_ref()
+                            .and_then(|p| p.identity().and_then(|i| arch_name(&i))),
                         offset: None,
                         size: pick.as_ref().map(|p| p.size),
                         sha256: pick.and_then(|p| p.sha256),
@@ -391,6 +419,8 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 bundle_index: unit.index,
                 target: given.clone(),
                 selected: chosen.map(image_name),
+                image_kind: chosen.map(|img| code_name(&identify(img))),
+                arch: chosen.and_then(|img| arch_name(&identify(img))),
                 offset: chosen.and_then(|img| open.offset_of(img)),
                 size: chosen.map(|img| img.size()),
                 sha256: if args.sha256 {
@@ -468,6 +498,8 @@ fn write_table(out: &mut impl Write, records: &[Record], sha: bool) -> std::io::
                 r.bundle_index.to_string(),
                 r.target.clone(),
                 r.selected.clone().unwrap_or_else(|| "-".to_string()),
+                r.image_kind.unwrap_or("-").to_string(),
+                r.arch.clone().unwrap_or_else(|| "-".to_string()),
                 r.offset.map_or_else(|| "-".to_string(), |o| o.to_string()),
                 r.size.map_or_else(|| "-".to_string(), |o| o.to_string()),
             ];
@@ -477,7 +509,16 @@ fn write_table(out: &mut impl Write, records: &[Record], sha: bool) -> std::io::
             row
         })
         .collect();
-    let mut header = vec!["CONTAINER", "UNIT", "TARGET", "SELECTED", "OFFSET", "SIZE"];
+    let mut header = vec![
+        "CONTAINER",
+        "UNIT",
+        "TARGET",
+        "SELECTED",
+        "KIND",
+        "ARCH",
+        "OFFSET",
+        "SIZE",
+    ];
     if sha {
         header.push("SHA256");
     }
