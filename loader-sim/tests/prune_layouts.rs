@@ -172,8 +172,8 @@ extern "C" char *bss{i}() {{ return zeros{i}; }}
 /// read-only `PT_LOAD` of its own whose `p_vaddr - p_offset` differs from the first
 /// segment's, as in the cyllama-rocm wheel.
 fn hip_library_with_fatbin_after_bss(dir: &TempDir) -> PathBuf {
-    let objects = hip_objects(&dir, 2, hip_source);
-    hip_runtime_stub(&dir);
+    let objects = hip_objects(dir, 2, hip_source);
+    hip_runtime_stub(dir);
     let script = dir.write(
         "after-bss.ld",
         b"SECTIONS { .hip_fatbin : { *(.hip_fatbin) } } INSERT AFTER .bss;\n",
