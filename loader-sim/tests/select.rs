@@ -683,7 +683,12 @@ fn records_say_what_kind_of_image_was_chosen() {
             "elf",
             "gfx90a:xnack-",
         ),
-        ("bundles/hip_bc.bundle", "gfx90a:xnack+", "bitcode", "gfx90a:xnack+"),
+        (
+            "bundles/hip_bc.bundle",
+            "gfx90a:xnack+",
+            "bitcode",
+            "gfx90a:xnack+",
+        ),
     ] {
         let out = run(&[
             "select".into(),
