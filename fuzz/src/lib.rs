@@ -63,6 +63,10 @@ pub fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
         let _ = unit.location.to_string();
         let open = unit.open(options)?;
         for image in open.images() {
+            // `list` decodes every image it hashes (compressed fatbinary entries are
+            // identified from their headers and decoded on demand).
+            let decoded = image.decode(options)?;
+            let image = image.with_bytes(&decoded);
             let inside = within(data, image.bytes);
             match &unit.content {
                 UnitContent::Compressed(_) => {
@@ -303,7 +307,7 @@ pub fn registration_views<'d, S: AddressSpace<'d>>(
             }
             for dev in 0..registry.devices().len() {
                 if let Some(c) = reg.choice(dev) {
-                    if let Some(i) = c.selected {
+                    if let Some(i) = c.chosen() {
                         assert!(i < images.len());
                     }
                 }
@@ -320,8 +324,8 @@ pub fn registration_views<'d, S: AddressSpace<'d>>(
             assert!(a.images().is_empty());
             for dev in 0..registry.devices().len() {
                 assert_eq!(
-                    a.choice(dev).map(|c| c.selected),
-                    b.choice(dev).map(|c| c.selected)
+                    a.choice(dev).map(|c| c.chosen()),
+                    b.choice(dev).map(|c| c.chosen())
                 );
             }
             assert_eq!(a.entries().len(), b.entries().len());
