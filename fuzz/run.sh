@@ -51,10 +51,11 @@ case "$target" in
     ccob) seeds=("$corpus/compressed" "$corpus/nvptx/omp_nv_cubins.v3-zstd.llvm22.ccob") ;;
     offload_binary) seeds=("$corpus/packager" "$corpus/nvptx") ;;
     nvfatbin) seeds=("$corpus/../nvfatbin/files" "$corpus/../nvfatbin/files/malformed") ;;
-    register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o") ;;
+    register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o"
+                     "$corpus/../damage/libthree.so") ;;
     container | select) seeds=("$corpus/bundles" "$corpus/compressed" "$corpus/packager" "$corpus/text"
                                "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed"
-                               "$corpus/../nvfatbin/files") ;;
+                               "$corpus/../nvfatbin/files" "$corpus/../damage/libthree.so") ;;
 esac
 mkdir -p "corpus/$target"
 # libFuzzer takes directories: single seed files are copied into the target's corpus.
