@@ -808,3 +808,185 @@ fn compressed_bundles_by_table_and_deep() {
     );
     assert_eq!(r["reason"], "built for xnack-, device has xnack+");
 }
+
+/// A zip file at `path` holding `members` (name, bytes, deflated?).
+fn write_zip(path: &Path, members: &[(&str, &[u8], bool)]) {
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    for (name, data, deflate) in members {
+        let method = if *deflate {
+            zip::CompressionMethod::Deflated
+        } else {
+            zip::CompressionMethod::Stored
+        };
+        z.start_file(
+            *name,
+            zip::write::SimpleFileOptions::default().compression_method(method),
+        )
+        .unwrap();
+        z.write_all(data).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+/// (member or file name relative to its root, device) -> the verdict fields of a record.
+fn verdicts(recs: &[Value], root: &str) -> std::collections::BTreeMap<(String, String), Value> {
+    recs.iter()
+        .map(|r| {
+            let name = match r["member"].as_str() {
+                Some(m) => m.to_string(),
+                None => {
+                    let f = r["file"].as_str().unwrap();
+                    f.strip_prefix(root)
+                        .unwrap()
+                        .trim_start_matches('/')
+                        .to_string()
+                }
+            };
+            let mut v = r.clone();
+            let o = v.as_object_mut().unwrap();
+            o.remove("file");
+            o.remove("member");
+            ((name, r["device"].as_str().unwrap().to_string()), v)
+        })
+        .collect()
+}
+
+#[test]
+fn wheel_gives_the_verdicts_of_the_unzipped_tree() {
+    // Corpus files, most of them deflated (decoded into a temporary file as a stream), one
+    // stored (read in place), with a damaged one and a file that holds no device code.
+    let files: [(&str, &str, bool); 8] = [
+        ("pkg/bin/hip_nonrdc", "driver/hip_nonrdc.exe", true),
+        ("pkg/bin/hip_compress", "driver/hip_compress.exe", true),
+        ("pkg/bin/omp_amd", "driver/omp_amd.exe", true),
+        ("pkg/lib/libfat.a", "driver/libfat.a", true),
+        ("pkg/kernels/six.hsaco", "bundles/hip_6arch.bundle", false),
+        (
+            "pkg/kernels/six.ccob",
+            "compressed/hip_6arch.zstd.ccob",
+            true,
+        ),
+        (
+            "pkg/kernels/broken.co",
+            "malformed/bundle_trunc_data.bundle",
+            true,
+        ),
+        ("pkg/host.o", "devobj/host.x86_64.o", true),
+    ];
+    let dir = TempDir::new("doctor-wheel");
+    let tree = dir.path("tree");
+    let data: Vec<Vec<u8>> = files
+        .iter()
+        .map(|(_, c, _)| std::fs::read(corpus(c)).unwrap())
+        .collect();
+    let mut members: Vec<(&str, &[u8], bool)> = vec![("pkg/__init__.py", b"\n", true)];
+    for ((name, _, deflate), bytes) in files.iter().zip(&data) {
+        let p = tree.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, bytes).unwrap();
+        members.push((name, bytes, *deflate));
+    }
+    std::fs::write(tree.join("pkg/__init__.py"), b"\n").unwrap();
+    let whl = dir.path("pkg-1.0-py3-none-linux_x86_64.whl");
+    write_zip(&whl, &members);
+
+    let devices = [
+        "gfx90a:sramecc+:xnack+",
+        "gfx906:sramecc-:xnack-",
+        "gfx1101",
+    ];
+    let run = |path: &Path| {
+        let mut args: Vec<std::ffi::OsString> = vec![path.as_os_str().to_owned()];
+        for d in devices {
+            args.extend(["--target".into(), d.into()]);
+        }
+        let out = doctor(&args);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        records(&out)
+    };
+    let (on_tree, tree_summary) = run(&tree);
+    let (on_wheel, wheel_summary) = run(&whl);
+    let a = verdicts(&on_tree, tree.to_str().unwrap());
+    let b = verdicts(&on_wheel, "");
+    // Every library with device code, the damaged one too; the host object and the Python
+    // file hold none.
+    assert_eq!(a.len(), 7 * devices.len(), "{:?}", a.keys());
+    assert_eq!(a, b);
+    for key in ["libraries", "ok", "partial", "none", "damaged"] {
+        assert_eq!(tree_summary[key], wheel_summary[key], "{key}");
+    }
+    assert_eq!(wheel_summary["damaged"], devices.len());
+    let broken = &b[&("pkg/kernels/broken.co".to_string(), devices[0].to_string())];
+    assert_eq!(broken["status"], "damaged");
+    // A member whose CRC-32 does not match is reported as damaged, and the others still
+    // are: flip a bit of the CRC in its central directory record (46 bytes before its
+    // name; the CRC is at 16), which the zip reader checks at the end of the member.
+    let mut bad = std::fs::read(&whl).unwrap();
+    let name = b"pkg/kernels/six.ccob";
+    let cd = bad.windows(name.len()).rposition(|w| w == name).unwrap();
+    assert_eq!(&bad[cd - 46..cd - 42], b"PK\x01\x02");
+    bad[cd - 46 + 16] ^= 1;
+    let bad_whl = dir.write("bad-crc.whl", &bad);
+    let (recs, summary) = run(&bad_whl);
+    let r = find(&recs, ".whl", Some("pkg/kernels/six.ccob"), devices[0]);
+    assert_eq!(r["status"], "damaged", "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("checksum"),
+        "{r}"
+    );
+    assert_eq!(summary["libraries"], 7, "{summary}");
+}
+
+#[test]
+fn cyllama_wheel_as_a_stream() {
+    // The cyllama-rocm 0.2.18 wheel: its 168.8 MB libggml-hip is deflated. Read in place, it
+    // gives what the unzipped library gives, within the memory of the unzipped run.
+    if !common::external("the cyllama-rocm 0.2.18 wheel (scripts/fetch-cyllama-rocm.sh)") {
+        return;
+    }
+    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo().join("target/external"))
+        .join("cyllama-rocm");
+    let whl = std::fs::read_dir(&base)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .expect("the wheel: run scripts/fetch-cyllama-rocm.sh");
+    let lib = base.join("libggml-hip.so");
+    let devices = ["gfx1100", "gfx906", "gfx90a:sramecc+:xnack-"];
+    let run = |path: &Path| {
+        let mut args: Vec<std::ffi::OsString> = vec![path.as_os_str().to_owned()];
+        for d in devices {
+            args.extend(["--target".into(), d.into()]);
+        }
+        records(&doctor(&args)).0
+    };
+    let on_wheel = run(&whl);
+    let on_lib = run(&lib);
+    assert_eq!(on_wheel.len(), devices.len());
+    for (w, l) in on_wheel.iter().zip(&on_lib) {
+        assert!(w["member"]
+            .as_str()
+            .unwrap()
+            .starts_with("cyllama_rocm.libs/libggml-hip-"));
+        for key in [
+            "device",
+            "units",
+            "units_covered",
+            "status",
+            "reason",
+            "hints",
+        ] {
+            assert_eq!(w[key], l[key], "{key}");
+        }
+    }
+    assert_eq!(on_wheel[0]["units"], 130);
+    assert_eq!(on_wheel[0]["status"], "ok");
+    assert_eq!(on_wheel[1]["status"], "none");
+}

@@ -30,8 +30,9 @@
 //! its entries are judged by entry ID as the HIP runtime's code object lookup (comgr) judges
 //! them; `--deep` decodes up to the first bytes of the last image so that the ELF header
 //! wins as in `select`. Hashes of compressed bundles are not verified.
-//! Deflated zip members that hold offload containers are inflated into memory, one at a
-//! time.
+//! Deflated zip members that may hold offload containers are decoded as a stream into an
+//! unlinked temporary file and mapped (`crate::wheel`), so a wheel costs no more memory
+//! than the unpacked tree.
 
 use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
@@ -57,6 +58,7 @@ use crate::cmd::OnOff;
 use crate::decode::{read_options, ZstdDecoder};
 use crate::input::Input;
 use crate::output::{json_line, table};
+use crate::wheel::{Content, Zip};
 use crate::{Failure, Outcome};
 
 /// Arguments of `doctor`.
@@ -510,104 +512,54 @@ fn scan_file(path: &Path, ctx: &Ctx<'_>) -> Found {
         .unwrap_or_default()
 }
 
-/// Probes every member of a zip file (a wheel), without unpacking it to disk: stored
-/// members are read in place from the map, deflated ones are inflated into memory when
-/// their first bytes look like an offload container or a file that holds one.
+/// Probes every member of a zip file (a wheel), without unpacking it: stored members are
+/// read in place from the map, deflated ones whose first bytes look like an offload
+/// container or a file that holds one are decoded into a temporary file and mapped
+/// ([`crate::wheel`]).
 fn scan_zip(path: &Path, ctx: &Ctx<'_>) -> Found {
     let mut found = Found::new();
-    let damaged = |what: String| {
+    let damaged = |member: Option<String>, what: String| {
         let mut t = Tally::new(ctx.plan);
         t.fail(what);
-        vec![(None, t)]
+        (member, t)
     };
-    let input = match Input::open(path) {
-        Ok(i) => i,
-        Err(Failure(e)) => return damaged(e),
-    };
-    let bytes = input.bytes();
-    let mut zip = match zip::ZipArchive::new(std::io::Cursor::new(bytes)) {
+    let mut zip = match Zip::open(path) {
         Ok(z) => z,
-        Err(e) => return damaged(format!("not a readable zip file: {e}")),
+        Err(e) => return vec![damaged(None, e)],
     };
     for i in 0..zip.len() {
-        let (name, stored, range) = match zip.by_index_raw(i) {
-            Ok(f) if f.is_file() => {
-                let name = f.name().map(|n| n.into_owned()).unwrap_or_default();
-                let stored = f.compression() == zip::CompressionMethod::Stored;
-                let range = f.data_start().and_then(|s| {
-                    let s = usize::try_from(s).ok()?;
-                    let len = usize::try_from(f.compressed_size()).ok()?;
-                    Some(s..s.checked_add(len)?)
-                });
-                (name, stored, range)
-            }
-            Ok(_) => continue,
+        let member = match zip.member(i, is_candidate) {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
             Err(e) => {
-                let mut t = Tally::new(ctx.plan);
-                t.fail(format!("member {i}: {e}"));
-                found.push((Some(format!("#{i}")), t));
+                found.push(damaged(
+                    Some(format!("#{i}")),
+                    format!("cannot read member: {e}"),
+                ));
                 continue;
             }
         };
-        let raw = range.as_ref().and_then(|r| bytes.get(r.clone()));
-        let tally = if stored {
-            match raw {
-                Some(data) if is_candidate(data.get(..32).unwrap_or(data)) => {
-                    scan_buffer(data, Some(&input), ctx)
-                }
-                Some(_) => None,
-                None => {
-                    let mut t = Tally::new(ctx.plan);
-                    t.fail("member data lies outside the zip file".to_string());
-                    Some(t)
-                }
+        let tally = match &member.content {
+            Content::Stored(range) => {
+                let input = zip.input();
+                let data = input.bytes().get(range.clone()).unwrap_or_default();
+                let tally = scan_buffer(data, Some(input), ctx);
+                input.release(data);
+                tally
             }
-        } else {
-            // One inflated member in memory at a time, whatever the number of workers.
-            let _one = INFLATING.lock().unwrap_or_else(|e| e.into_inner());
-            match inflate_member(&mut zip, i) {
-                Ok(Some(data)) => scan_buffer(&data, None, ctx),
-                Ok(None) => None,
-                Err(e) => {
-                    let mut t = Tally::new(ctx.plan);
-                    t.fail(format!("cannot read member: {e}"));
-                    Some(t)
-                }
+            Content::Spilled(input) => scan_buffer(input.bytes(), Some(input), ctx),
+            Content::Skipped => None,
+            Content::Unreadable(e) => {
+                let mut t = Tally::new(ctx.plan);
+                t.fail(format!("cannot read member: {e}"));
+                Some(t)
             }
         };
-        if let Some(raw) = raw {
-            input.release(raw);
-        }
         if let Some(t) = tally {
-            found.push((Some(name), t));
+            found.push((Some(member.name), t));
         }
     }
     found
-}
-
-/// Held while a deflated zip member is in memory.
-static INFLATING: Mutex<()> = Mutex::new(());
-
-/// The content of zip member `i` if its first bytes look like an offload container or a
-/// file that holds one; `None` otherwise (only those bytes are inflated).
-fn inflate_member(
-    zip: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>,
-    i: usize,
-) -> Result<Option<Vec<u8>>, String> {
-    let mut f = zip.by_index(i).map_err(|e| e.to_string())?;
-    let size = f.size();
-    let mut data = Vec::new();
-    (&mut f)
-        .take(32)
-        .read_to_end(&mut data)
-        .map_err(|e| e.to_string())?;
-    if !is_candidate(&data) {
-        return Ok(None);
-    }
-    // The declared size is only a hint: a hostile one must not reserve memory up front.
-    data.reserve(usize::try_from(size.min(1 << 30)).unwrap_or(0));
-    f.read_to_end(&mut data).map_err(|e| e.to_string())?;
-    Ok(Some(data))
 }
 
 /// Every regular file under the given paths, in a stable order (directory entries sorted
