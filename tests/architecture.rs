@@ -21,6 +21,7 @@ const ROAD: &[&[&str]] = &[
     &["stream"],
     &["validate"],
     &["registration"],
+    &["doctor"],
     &["write", "prune"],
 ];
 

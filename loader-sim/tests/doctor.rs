@@ -230,7 +230,12 @@ fn corpus_covered_generic_xnack_and_not_at_all() {
     let r = find(&recs, "hip_6arch.bundle", None, "gfx1031");
     assert_eq!(r["status"], "none");
     assert_eq!(r["units_covered"], 0);
-    assert_eq!(r["reason"], "gfx906 code does not run on gfx1031");
+    // The reason names the closest image (gfx1030 code, the same ISA major and minor
+    // version), not the first (gfx906).
+    assert_eq!(
+        r["reason"],
+        "no code object for gfx1031 in 1 of 1 units; closest: gfx1030 code does not run on gfx1031"
+    );
     assert_eq!(
         hints(r),
         vec![
@@ -247,7 +252,10 @@ fn corpus_covered_generic_xnack_and_not_at_all() {
     // Only the xnack mode stands in the way: the reason says so, HSA_XNACK=0 comes first.
     let r = find(&recs, "hip_6arch.bundle", None, "gfx942:sramecc+:xnack+");
     assert_eq!(r["status"], "none");
-    assert_eq!(r["reason"], "built for xnack-, device has xnack+");
+    assert_eq!(
+        r["reason"],
+        "built for xnack-, device has xnack+ in 1 of 1 units"
+    );
     assert_eq!(hints(r)[0], h("xnack", "HSA_XNACK", "0", "", true));
 
     // No generic family: only a rebuild helps.
@@ -276,7 +284,7 @@ fn corpus_covered_generic_xnack_and_not_at_all() {
     let r = find(&recs, "hip_6arch.bundle", None, "sm_80");
     assert_eq!(
         r["reason"],
-        "built for amdgcn-amd-amdhsa, the device is a CUDA GPU (nvptx64-nvidia-cuda)"
+        "built for amdgcn-amd-amdhsa, the device is a CUDA GPU (nvptx64-nvidia-cuda) in 1 of 1 units"
     );
     assert_eq!(hints(r), vec![h("rebuild", "", "", "sm_80", true)]);
 
@@ -383,7 +391,10 @@ fn runtime_hints_must_cover_every_unit() {
         (r["status"].as_str(), r["units_covered"].as_u64()),
         (Some("partial"), Some(1))
     );
-    assert_eq!(r["reason"], "built for xnack+, device has xnack-");
+    assert_eq!(
+        r["reason"],
+        "built for xnack+, device has xnack- in 1 of 2 units"
+    );
     assert_eq!(hints(r), vec![h("rebuild", "", "", "gfx90a", true)]);
     assert_eq!(
         select_units(&xnack, "gfx90a:sramecc+:xnack-"),
@@ -615,7 +626,7 @@ fn tree_and_wheel_without_unpacking() {
     same("kernels.hsaco", "pkg/kernels/kernels.hsaco");
     assert_eq!(
         find(&recs, ".whl", Some("pkg/kernels/ccob.co"), "gfx1031")["reason"],
-        "gfx906 code does not run on gfx1031"
+        "no code object for gfx1031 in 1 of 1 units; closest: gfx1030 code does not run on gfx1031"
     );
     assert_eq!(
         find(
@@ -647,7 +658,7 @@ fn tree_and_wheel_without_unpacking() {
     assert!(
         line.contains("0/1")
             && line.contains("none")
-            && line.contains("gfx906 code does not run on gfx1031"),
+            && line.contains("closest: gfx1030 code does not run on gfx1031"),
         "{line}"
     );
     assert!(text.contains("9 files scanned"), "{text}");
@@ -715,7 +726,7 @@ fn kfd_topology_with_two_gpus() {
     assert_eq!(r["status"], "none");
     assert_eq!(
         r["reason"],
-        "built for xnack+, device has an unknown xnack mode"
+        "built for xnack+, device has an unknown xnack mode in 1 of 1 units"
     );
     assert_eq!(
         &hints(r)[..2],
@@ -806,7 +817,10 @@ fn compressed_bundles_by_table_and_deep() {
         None,
         "gfx942:sramecc+:xnack+",
     );
-    assert_eq!(r["reason"], "built for xnack-, device has xnack+");
+    assert_eq!(
+        r["reason"],
+        "built for xnack-, device has xnack+ in 1 of 1 units"
+    );
 }
 
 /// A zip file at `path` holding `members` (name, bytes, deflated?).
@@ -989,4 +1003,290 @@ fn cyllama_wheel_as_a_stream() {
     assert_eq!(on_wheel[0]["units"], 130);
     assert_eq!(on_wheel[0]["status"], "ok");
     assert_eq!(on_wheel[1]["status"], "none");
+}
+
+/// File offset of section `name` of the host file `data`.
+fn section_offset(data: &[u8], name: &[u8]) -> usize {
+    let elf = offload_image::registration::HostElf::parse(data).unwrap();
+    let s = elf.section_by_name(name).unwrap();
+    s.data.as_ptr() as usize - data.as_ptr() as usize
+}
+
+/// `loader-sim register FILE --device D --json`: (exit status, records, stderr).
+fn register(file: &Path, device: &str) -> (Option<i32>, Vec<Value>, String) {
+    let out = loader_sim(&[
+        "register".as_ref(),
+        file.as_os_str(),
+        "--device".as_ref(),
+        device.as_ref(),
+        "--json".as_ref(),
+    ]);
+    (
+        out.status.code(),
+        json_lines(&out.stdout),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn units_are_what_the_runtime_registers() {
+    // hip_nonrdc.exe (clang-22, PIE): one wrapper in .hipFatBinSegment pointing, through an
+    // R_X86_64_RELATIVE relocation, at the bundle in .hip_fatbin (host + gfx90a:xnack+ +
+    // gfx906). Damaged copies: what __hipRegisterFatBinary refuses does not load.
+    let dir = TempDir::new("doctor-registered");
+    let exe = std::fs::read(corpus("driver/hip_nonrdc.exe")).unwrap();
+    let wrapper = section_offset(&exe, b".hipFatBinSegment");
+    let fatbin = section_offset(&exe, b".hip_fatbin");
+    assert_eq!(&exe[wrapper..wrapper + 4], b"FPIH", "HIPF, little-endian");
+    assert_eq!(&exe[fatbin..fatbin + 24], b"__CLANG_OFFLOAD_BUNDLE__");
+    let device = "gfx90a:xnack+";
+    let judge = |name: &str, data: &[u8]| {
+        let f = dir.write(name, data);
+        let out = doctor(&[f.as_os_str(), "--target".as_ref(), device.as_ref()]);
+        let (recs, _) = records(&out);
+        assert_eq!(recs.len(), 1, "{recs:?}");
+        (f, recs[0].clone())
+    };
+
+    let (f, r) = judge("sound.exe", &exe);
+    assert_eq!(
+        (r["units"].as_u64(), r["status"].as_str()),
+        (Some(1), Some("ok"))
+    );
+    let (code, recs, _) = register(&f, device);
+    assert_eq!(code, Some(0));
+    assert_eq!(recs.len(), 1);
+    assert!(recs[0]["selected"]
+        .as_str()
+        .unwrap()
+        .ends_with("gfx90a:xnack+"));
+
+    // One byte of the wrapper magic: CLR returns no handle; so does `register`.
+    let mut bad = exe.clone();
+    bad[wrapper] ^= 1;
+    let (f, r) = judge("bad-magic.exe", &bad);
+    assert_eq!(
+        (
+            r["units"].as_u64(),
+            r["units_covered"].as_u64(),
+            r["status"].as_str()
+        ),
+        (Some(1), Some(0), Some("none")),
+        "{r}"
+    );
+    let why = "not a HIP (HIPF) or CUDA fat-binary wrapper";
+    assert_eq!(
+        r["reason"],
+        format!("the runtime refuses the fat-binary wrapper ({why}) in 1 of 1 units")
+    );
+    let (code, _, stderr) = register(&f, device);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains(&format!("wrapper at .hipFatBinSegment+0x0: {why}")),
+        "{stderr}"
+    );
+
+    // Version 2: HIP accepts only version 1.
+    let mut bad = exe.clone();
+    bad[wrapper + 4] = 2;
+    let (f, r) = judge("bad-version.exe", &bad);
+    let why = "fat-binary wrapper version is not supported";
+    assert_eq!(
+        r["reason"],
+        format!("the runtime refuses the fat-binary wrapper ({why}) in 1 of 1 units")
+    );
+    let (code, _, stderr) = register(&f, device);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains(why), "{stderr}");
+
+    // The binary pointer (the relocation's addend) outside every mapped section: registered,
+    // but there is nothing to load.
+    let mut rela = Vec::new();
+    rela.extend(0x9020u64.to_le_bytes());
+    rela.extend(8u64.to_le_bytes());
+    rela.extend(0x3000u64.to_le_bytes());
+    let at = exe
+        .windows(24)
+        .position(|w| w == rela.as_slice())
+        .expect("the R_X86_64_RELATIVE relocation of the wrapper's binary pointer");
+    let mut bad = exe.clone();
+    bad[at + 16..at + 24].copy_from_slice(&0x7000_0000u64.to_le_bytes());
+    let (f, r) = judge("bad-pointer.exe", &bad);
+    assert_eq!(r["units_covered"], 0, "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("the registered fat binary cannot be read (")
+            && reason.ends_with(") in 1 of 1 units"),
+        "{reason}"
+    );
+    let (code, recs, _) = register(&f, device);
+    assert_eq!(code, Some(1));
+    assert!(
+        recs[0]["selected"].is_null() && !recs[0]["error"].is_null(),
+        "{recs:?}"
+    );
+
+    // A bundle whose entry count is 0: registered, no image, does not load (it used to drop
+    // out of the count).
+    let mut bad = exe.clone();
+    bad[fatbin + 24..fatbin + 32].copy_from_slice(&0u64.to_le_bytes());
+    let (f, r) = judge("no-entries.exe", &bad);
+    assert_eq!(
+        (r["units"].as_u64(), r["units_covered"].as_u64()),
+        (Some(1), Some(0)),
+        "{r}"
+    );
+    assert_eq!(r["reason"], "no device images in 1 of 1 units");
+    let (code, recs, _) = register(&f, device);
+    assert_eq!(code, Some(1));
+    assert_eq!(recs.len(), 1);
+    assert!(recs[0]["selected"].is_null(), "{recs:?}");
+    assert_eq!(recs[0]["entries"].as_array().unwrap().len(), 0);
+
+    // The same bundle outside a host file is a unit that does not load either.
+    let empty = dir.write("empty.bundle", &bad[fatbin..fatbin + 32]);
+    let (recs, _) = records(&doctor(&[
+        empty.as_os_str(),
+        "--target".as_ref(),
+        device.as_ref(),
+    ]));
+    assert_eq!(recs[0]["units"], 1);
+    assert_eq!(recs[0]["reason"], "no device images in 1 of 1 units");
+}
+
+#[test]
+fn the_reason_names_the_closest_image() {
+    // A gfx906 device and a bundle of gfx1030, gfx90a:xnack+ and gfx1100 code objects
+    // (real ones from the corpus), in that order: gfx90a (ISA 9.0.10) is nearest to gfx906
+    // (9.0.6), whatever the order; `select --explain` gives the same sentence for it.
+    let dir = TempDir::new("doctor-closest");
+    let co = |n: &str| std::fs::read(corpus(&format!("devobj/{n}"))).unwrap();
+    let (a, b, c) = (
+        co("saxpy.gfx1030.co"),
+        co("saxpy.gfx90a_xnack+.co"),
+        co("saxpy.gfx1100.co"),
+    );
+    let ids = [
+        "hipv4-amdgcn-amd-amdhsa--gfx1030",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+        "hipv4-amdgcn-amd-amdhsa--gfx1100",
+    ];
+    for (name, order) in [("abc.bundle", [0, 1, 2]), ("cba.bundle", [2, 1, 0])] {
+        let data = [&a, &b, &c];
+        let entries: Vec<(&str, &[u8])> = order.iter().map(|&i| (ids[i], &data[i][..])).collect();
+        let f = dir.write(name, &bundle(&entries));
+        let (recs, _) = records(&doctor(&[
+            f.as_os_str(),
+            "--target".as_ref(),
+            "gfx906".as_ref(),
+        ]));
+        let sentence = "gfx90a code does not run on gfx906";
+        assert_eq!(
+            recs[0]["reason"],
+            format!("no code object for gfx906 in 1 of 1 units; closest: {sentence}")
+        );
+        let out = loader_sim(&[
+            "select".as_ref(),
+            f.as_os_str(),
+            "--target".as_ref(),
+            "gfx906".as_ref(),
+            "--explain".as_ref(),
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("gfx90a:xnack+: {sentence}")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn damaged_wrapper_and_empty_bundle_in_libggml_hip() {
+    // libggml-hip of the cyllama-rocm 0.2.18 wheel: 130 wrappers, 130 bundles of gfx1100
+    // ... code objects. One byte of the first wrapper's magic, and the entry count of the
+    // bundle the second wrapper points at set to 0: the runtime registers 128 of 130 units
+    // with an image; doctor says which and why, and `register` agrees.
+    if !common::external("libggml-hip of cyllama-rocm 0.2.18 (scripts/fetch-cyllama-rocm.sh)") {
+        return;
+    }
+    let lib = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo().join("target/external"))
+        .join("cyllama-rocm/libggml-hip.so");
+    let data = std::fs::read(&lib).unwrap();
+    let elf = offload_image::registration::HostElf::parse(&data).unwrap();
+    let slots = elf.fat_binary_wrappers();
+    assert_eq!(slots.len(), 130);
+    let view =
+        offload_image::registration::FatbinWrapperView::read(&elf, slots[1].address).unwrap();
+    let (s, off) = elf.section_at(view.binary).unwrap();
+    let second = s.data.as_ptr() as usize - data.as_ptr() as usize + off as usize;
+    let wrapper = section_offset(&data, b".hipFatBinSegment");
+    drop(elf);
+    let mut bad = data.clone();
+    bad[wrapper] ^= 1;
+    assert_eq!(&bad[second..second + 24], b"__CLANG_OFFLOAD_BUNDLE__");
+    bad[second + 24..second + 32].copy_from_slice(&0u64.to_le_bytes());
+    let dir = TempDir::new("doctor-ggml");
+    let f = dir.write("libggml-hip.so", &bad);
+    let (recs, _) = records(&doctor(&[
+        f.as_os_str(),
+        "--target".as_ref(),
+        "gfx1100".as_ref(),
+    ]));
+    let r = &recs[0];
+    assert_eq!(
+        (
+            r["units"].as_u64(),
+            r["units_covered"].as_u64(),
+            r["status"].as_str()
+        ),
+        (Some(130), Some(128), Some("partial")),
+        "{r}"
+    );
+    let gaps: Vec<(String, u64)> = r["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["reason"].as_str().unwrap().to_string(),
+                g["units"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        gaps,
+        vec![
+            (
+                "the runtime refuses the fat-binary wrapper (not a HIP (HIPF) or CUDA fat-binary wrapper)"
+                    .to_string(),
+                1
+            ),
+            ("no device images".to_string(), 1),
+        ]
+    );
+    // `register` refuses the file at the first wrapper; with only the empty bundle it
+    // registers 130 units, 129 with an image for gfx1100.
+    let (code, _, stderr) = register(&f, "gfx1100");
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("wrapper at .hipFatBinSegment+0x0"),
+        "{stderr}"
+    );
+    let mut only_empty = data.clone();
+    only_empty[second + 24..second + 32].copy_from_slice(&0u64.to_le_bytes());
+    let g = dir.write("empty-bundle.so", &only_empty);
+    let (code, regs, _) = register(&g, "gfx1100");
+    assert_eq!(code, Some(1));
+    assert_eq!(regs.len(), 130);
+    let (recs, _) = records(&doctor(&[
+        g.as_os_str(),
+        "--target".as_ref(),
+        "gfx1100".as_ref(),
+    ]));
+    let selected = regs.iter().filter(|r| !r["selected"].is_null()).count() as u64;
+    assert_eq!(recs[0]["units_covered"].as_u64(), Some(selected));
+    assert_eq!(selected, 129);
+    assert_eq!(recs[0]["reason"], "no device images in 1 of 130 units");
 }
