@@ -137,8 +137,9 @@ pub fn registered_unit<'d>(
 pub enum Ptx {
     /// No PTX at all.
     None,
-    /// PTX, none of it for the device: the oldest architecture it is for.
-    NotFor(u16),
+    /// PTX, none of it for the device (too new, or arch- or family-specific code for
+    /// other devices).
+    NotFor,
     /// PTX the device could compile, but the JIT is not allowed.
     NoJit,
 }
@@ -210,10 +211,7 @@ impl fmt::Display for Gap {
                 }
                 match ptx {
                     Ptx::None => f.write_str(" and no PTX"),
-                    Ptx::NotFor(sm) => write!(
-                        f,
-                        " and no PTX for {major}.{minor} (oldest PTX: compute_{sm})"
-                    ),
+                    Ptx::NotFor => write!(f, " and no PTX for {major}.{minor}"),
                     Ptx::NoJit => f.write_str(" and PTX JIT compilation is disabled"),
                 }
             }
@@ -268,16 +266,8 @@ fn nvidia_gap(choice: &Choice<'_>, device: (u8, u8)) -> Gap {
             } => same_major |= image.major() == u16::from(device.0),
             // PTX too new, or arch-specific PTX of another capability.
             Rejection::Nvptx {
-                image,
-                code: Code::Ptx,
-                ..
-            } => {
-                ptx = match ptx {
-                    Ptx::NoJit => Ptx::NoJit,
-                    Ptx::NotFor(old) => Ptx::NotFor(old.min(image.sm)),
-                    Ptx::None => Ptx::NotFor(image.sm),
-                };
-            }
+                code: Code::Ptx, ..
+            } if ptx == Ptx::None => ptx = Ptx::NotFor,
             Rejection::JitNotAllowed(Code::Ptx) => ptx = Ptx::NoJit,
             _ => {}
         }
@@ -296,7 +286,7 @@ pub struct GapCount {
     pub gap: Gap,
     /// Units that have it.
     pub units: usize,
-    /// For [`Gap::NoCode`]: the closest rejection among those units
+    /// For [`Gap::NoCode`] and [`Gap::NoCubin`]: the closest rejection among those units
     /// ([`Rejection::closeness`], first met among equals), as a sentence ("gfx90a code
     /// does not run on gfx906").
     pub closest: Option<String>,
@@ -329,7 +319,7 @@ impl Coverage {
             return;
         };
         let near = closest.map_or(0, Rejection::closeness);
-        let named = matches!(gap, Gap::NoCode { .. });
+        let named = matches!(gap, Gap::NoCode { .. } | Gap::NoCubin { .. });
         match self.gaps.iter_mut().find(|g| g.gap == gap) {
             Some(g) => {
                 g.units = g.units.saturating_add(1);

@@ -1290,3 +1290,232 @@ fn damaged_wrapper_and_empty_bundle_in_libggml_hip() {
     assert_eq!(selected, 129);
     assert_eq!(recs[0]["reason"], "no device images in 1 of 130 units");
 }
+
+/// A unit's images as (is a cubin, is PTX, architecture), and whether the device gets one.
+type UnitImages = (Vec<(bool, bool, String)>, bool);
+
+/// Compute capability major of an NVPTX architecture name (`sm_90a`, `sm_100f`).
+fn nv_major(arch: &str) -> u16 {
+    let digits: String = arch
+        .trim_start_matches("sm_")
+        .trim_start_matches("compute_")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse::<u16>().unwrap() / 10
+}
+
+/// What the units that give CUDA device `major.minor` nothing lack, by NVIDIA's rules,
+/// grouped in the order first met: for each unit its images as (is a cubin, is PTX,
+/// architecture) and whether the device gets one.
+fn expected_cuda_gaps(units: &[UnitImages], (major, minor): (u16, u16)) -> Vec<(String, u64)> {
+    let mut gaps: Vec<(String, u64)> = Vec::new();
+    for (images, covered) in units {
+        if *covered {
+            continue;
+        }
+        let same_major = images
+            .iter()
+            .any(|(cubin, _, arch)| *cubin && nv_major(arch) == major);
+        let ptx = images.iter().any(|(_, ptx, _)| *ptx);
+        let mut gap = if same_major {
+            format!("no cubin for {major}.{minor}")
+        } else {
+            format!("no cubin for {major}.x")
+        };
+        gap.push_str(&if ptx {
+            format!(" and no PTX for {major}.{minor}")
+        } else {
+            " and no PTX".to_string()
+        });
+        match gaps.iter_mut().find(|(g, _)| *g == gap) {
+            Some((_, n)) => *n += 1,
+            None => gaps.push((gap, 1)),
+        }
+    }
+    gaps
+}
+
+/// doctor's `gaps` of a record as (reason, units), and checks that its reason is the gap
+/// most units share (the first met among equals), with its count.
+fn gaps_of(r: &Value) -> Vec<(String, u64)> {
+    let gaps: Vec<(String, u64)> = r["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["reason"].as_str().unwrap().to_string(),
+                g["units"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut top: Option<&(String, u64)> = None;
+    for g in &gaps {
+        if top.is_none_or(|t| g.1 > t.1) {
+            top = Some(g);
+        }
+    }
+    if let Some((gap, n)) = top {
+        let reason = r["reason"].as_str().unwrap();
+        let head = format!("{gap} in {n} of {} units", r["units"]);
+        assert!(reason.starts_with(&head), "{reason} / {head}");
+    } else {
+        assert!(r["reason"].is_null(), "{r}");
+    }
+    gaps
+}
+
+#[test]
+fn library_reason_summarises_the_units() {
+    // Five NVIDIA fatbinaries made by nvcc, back to back: `variants` (sm_90a, sm_100a,
+    // sm_100f cubins; compute_90a, compute_100f, compute_120 PTX), three `cubin_only`
+    // (sm_75, sm_80, sm_86, sm_120 cubins), `saxpy3` (sm_80, sm_90a cubins, compute_80 PTX).
+    // On an 11.0 device the first unit met lacks something else than most units do; the
+    // reason is what most units lack. Expected: `list` (what each unit holds) and `select`
+    // (what the device gets), classified here by NVIDIA's rules.
+    let dir = TempDir::new("doctor-summary");
+    let files = [
+        "variants",
+        "cubin_only",
+        "cubin_only",
+        "cubin_only",
+        "saxpy3",
+    ];
+    let mut data = Vec::new();
+    for f in files {
+        data.extend(
+            std::fs::read(common::repo().join(format!("tests/data/nvfatbin/files/{f}.fatbin")))
+                .unwrap(),
+        );
+    }
+    let multi = dir.write("multi.fatbin", &data);
+    let list =
+        json_lines(&loader_sim(&["list".as_ref(), multi.as_os_str(), "--json".as_ref()]).stdout);
+    let mut units: Vec<UnitImages> = vec![(Vec::new(), false); files.len()];
+    for r in &list {
+        let u = r["bundle_index"].as_u64().unwrap() as usize;
+        let kind = r["image_kind"].as_str().unwrap();
+        units[u].0.push((
+            kind == "cubin",
+            kind == "ptx",
+            r["target_id"].as_str().unwrap().to_string(),
+        ));
+    }
+    for (device, cc) in [
+        ("sm_110", (11, 0)),
+        ("sm_86", (8, 6)),
+        ("sm_60", (6, 0)),
+        ("sm_100", (10, 0)),
+    ] {
+        let select = json_lines(
+            &loader_sim(&[
+                "select".as_ref(),
+                multi.as_os_str(),
+                "--target".as_ref(),
+                device.as_ref(),
+                "--json".as_ref(),
+            ])
+            .stdout,
+        );
+        assert_eq!(select.len(), files.len());
+        for (u, r) in select.iter().enumerate() {
+            units[u].1 = !r["selected"].is_null();
+        }
+        let (recs, _) = records(&doctor(&[
+            multi.as_os_str(),
+            "--target".as_ref(),
+            device.as_ref(),
+        ]));
+        let r = &recs[0];
+        assert_eq!(r["units"], files.len());
+        assert_eq!(r["units_covered"], units.iter().filter(|u| u.1).count());
+        assert_eq!(gaps_of(r), expected_cuda_gaps(&units, cc), "{device}: {r}");
+    }
+    // On 11.0: only saxpy3 loads (its compute_80 PTX), the three cubin-only units lack
+    // cubins and PTX, and they, not the first unit, make the reason.
+    let (recs, _) = records(&doctor(&[
+        multi.as_os_str(),
+        "--target".as_ref(),
+        "sm_110".as_ref(),
+    ]));
+    assert_eq!(recs[0]["units_covered"], 1);
+    assert!(
+        recs[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("no cubin for 11.x and no PTX in 3 of 5 units"),
+        "{}",
+        recs[0]
+    );
+}
+
+#[test]
+fn library_reason_on_real_cuda_libraries() {
+    // libcurand, libcusparse, libcusolver (scripts/fetch-nvidia-libs.sh): the units the CUDA
+    // runtime registers (the `register` model: one per fat-binary wrapper), their images
+    // and what each device gets from the simulated runtime; the gaps classified here.
+    if !common::external("NVIDIA CUDA libraries (scripts/fetch-nvidia-libs.sh)") {
+        return;
+    }
+    use offload_image::registration::{HostElf, Registry, RegistryOptions, SimulatedDevice};
+    use offload_image::ImageKind;
+    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo().join("target/external"))
+        .join("nvidia");
+    let devices = [("sm_60", (6, 0)), ("sm_86", (8, 6)), ("sm_110", (11, 0))];
+    let mut checked = 0;
+    for lib in ["libcurand.so.10", "libcusparse.so.12", "libcusolver.so.11"] {
+        let path = base.join(lib);
+        let data = std::fs::read(&path).unwrap();
+        let elf = HostElf::parse(&data).unwrap();
+        let sims: Vec<SimulatedDevice> = devices
+            .iter()
+            .map(|(d, _)| SimulatedDevice::parse(d).unwrap())
+            .collect();
+        let mut registry = Registry::new(sims, RegistryOptions::default());
+        let mut units: Vec<Vec<UnitImages>> = vec![Vec::new(); devices.len()];
+        let mut seen = std::collections::BTreeSet::new();
+        for slot in elf.fat_binary_wrappers() {
+            let id = registry.register_fat_binary(&elf, slot.address).unwrap();
+            if !seen.insert(id) {
+                continue;
+            }
+            let reg = registry.get(id).unwrap();
+            let images: Vec<(bool, bool, String)> = reg
+                .images()
+                .iter()
+                .map(|i| {
+                    (
+                        i.image_kind == ImageKind::Cubin,
+                        i.image_kind == ImageKind::Ptx,
+                        i.target_id.unwrap().to_string(),
+                    )
+                })
+                .collect();
+            for (k, per_device) in units.iter_mut().enumerate() {
+                per_device.push((images.clone(), reg.choice(k).unwrap().key.is_some()));
+            }
+            registry.release(id);
+        }
+        let mut args: Vec<std::ffi::OsString> = vec![path.clone().into_os_string()];
+        for (d, _) in devices {
+            args.extend(["--target".into(), d.into()]);
+        }
+        let (recs, _) = records(&doctor(&args));
+        for (k, (d, cc)) in devices.iter().enumerate() {
+            let r = find(&recs, lib, None, d);
+            assert_eq!(
+                r["units"].as_u64(),
+                Some(units[k].len() as u64),
+                "{lib} {d}"
+            );
+            let covered = units[k].iter().filter(|u| u.1).count() as u64;
+            assert_eq!(r["units_covered"].as_u64(), Some(covered), "{lib} {d}");
+            assert_eq!(gaps_of(r), expected_cuda_gaps(&units[k], *cc), "{lib} {d}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 9);
+}
