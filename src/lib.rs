@@ -98,6 +98,7 @@ pub mod decompress;
 pub mod doctor;
 pub mod entry_id;
 mod error;
+pub mod host;
 pub mod image;
 pub mod nvfatbin;
 pub mod offload_binary;
