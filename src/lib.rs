@@ -95,6 +95,7 @@ mod bytes;
 pub mod ccob;
 pub mod container;
 pub mod decompress;
+pub mod doctor;
 pub mod entry_id;
 mod error;
 pub mod host;

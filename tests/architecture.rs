@@ -22,6 +22,7 @@ const ROAD: &[&[&str]] = &[
     &["stream"],
     &["validate"],
     &["registration"],
+    &["doctor"],
     &["write", "prune"],
 ];
 
