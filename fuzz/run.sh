@@ -53,10 +53,11 @@ case "$target" in
     nvfatbin) seeds=("$corpus/../nvfatbin/files" "$corpus/../nvfatbin/files/malformed") ;;
     kpack) seeds=("$corpus/../kpack/jax/.kpack" "$corpus/../kpack/jax/none" "$corpus/../kpack/rocrand/ref.msgpack"
                   "$corpus/../kpack/jax/ref.msgpack" "$corpus/../kpack/jax/wrappers.bin") ;;
-    register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o") ;;
+    register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o"
+                     "$corpus/../damage/libthree.so") ;;
     container | select) seeds=("$corpus/bundles" "$corpus/compressed" "$corpus/packager" "$corpus/text"
                                "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed"
-                               "$corpus/../nvfatbin/files") ;;
+                               "$corpus/../nvfatbin/files" "$corpus/../damage/libthree.so") ;;
 esac
 mkdir -p "corpus/$target"
 # libFuzzer takes directories: single seed files are copied into the target's corpus.

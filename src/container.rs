@@ -13,10 +13,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use object::elf::{FileHeader32, FileHeader64};
 use object::read::archive::ArchiveFile;
-use object::read::elf::{FileHeader, SectionHeader, SectionTable};
-use object::Endianness;
 
 use crate::bundle::{self, Bundle, BundleEntries};
 pub use crate::bytes::elf_machine;
@@ -24,6 +21,8 @@ use crate::bytes::{self, u64_of};
 use crate::ccob::{self, CompressedBundle};
 use crate::decompress::Codec;
 use crate::error::{Error, ErrorKind, Result};
+use crate::host::elf::ElfSections;
+use crate::host::{SectionRole, Sections};
 use crate::image::{Encoded, Format, Image, ImageKind};
 use crate::nvfatbin::{self, Fatbin, FatbinEntries};
 use crate::offload_binary::{
@@ -36,9 +35,7 @@ use crate::ReadOptions;
 /// Deepest nesting of containers (archive in archive in ELF ...) a path can record.
 pub const MAX_DEPTH: usize = 8;
 
-/// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`; `object::elf` does not
-/// define it).
-pub const SHT_LLVM_OFFLOADING: u32 = 0x6FFF_4C0B;
+pub use crate::host::elf::SHT_LLVM_OFFLOADING;
 /// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
 const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
 /// `e_machine` of NVIDIA cubins (`object::elf::EM_CUDA`).
@@ -47,8 +44,7 @@ const EM_CUDA: u16 = object::elf::EM_CUDA.0;
 pub const NV_FATBIN_SECTION: &[u8] = b".nv_fatbin";
 /// Section of relocatable-device-code objects (`nvcc -rdc`) holding their fatbinary.
 pub const NV_RELFATBIN_SECTION: &[u8] = b"__nv_relfatbin";
-/// Prefix of the per-entry sections of a bundled host object (`FORMATS.md` §2.5).
-pub const OBJECT_BUNDLE_PREFIX: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
+pub use crate::host::OBJECT_BUNDLE_PREFIX;
 
 /// One step of the path to a unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +121,28 @@ pub enum UnitContent<'data> {
     DeviceElf(&'data [u8]),
     /// One NVIDIA fatbinary (bare, in `.nv_fatbin`, or an OffloadBinary `fatbin` image).
     NvFatbin(Fatbin<'data>),
+    /// A container that does not read, among others that do: the walk reports it and goes
+    /// on at the next container start (see [`Damage`]). Opening it gives its error.
+    Damaged(Damage<'data>),
+}
+
+/// A damaged container of a back-to-back walk (a `.hip_fatbin` or `.nv_fatbin` section,
+/// a file of containers): what failed, and the bytes the walk passed over.
+///
+/// The walk resumes where a runtime would find the next container: the next address a
+/// registration wrapper of the host file points at (what HIP and CUDA register, one
+/// wrapper per container), else the first container start after the extent the damaged
+/// container's header still describes (a `CCOB`'s or fatbinary's total size, a bundle's
+/// entry table), else the first container start after the damaged one's first byte. It
+/// never resumes inside a payload a readable header describes.
+#[derive(Clone, Copy, Debug)]
+pub struct Damage<'data> {
+    /// Why the container does not read (its offset is in the file).
+    pub error: Error,
+    /// The container format its magic (or its section) names.
+    pub format: Format,
+    /// From the damaged container's first byte to where the walk resumed.
+    pub bytes: &'data [u8],
 }
 
 /// A registration/selection unit: see the module documentation.
@@ -155,6 +173,15 @@ impl<'data> Unit<'data> {
             UnitContent::OffloadBinaries(_) => Format::OffloadBinary,
             UnitContent::DeviceElf(_) => Format::Elf,
             UnitContent::NvFatbin(_) => Format::NvFatbin,
+            UnitContent::Damaged(d) => d.format,
+        }
+    }
+
+    /// The damage, if the unit's container does not read ([`UnitContent::Damaged`]).
+    pub fn damage(&self) -> Option<&Damage<'data>> {
+        match &self.content {
+            UnitContent::Damaged(d) => Some(d),
+            _ => None,
         }
     }
 
@@ -181,6 +208,7 @@ impl<'data> Unit<'data> {
             UnitContent::NvFatbin(f) => f.len(),
             UnitContent::ObjectBundle(o) => u64_of(o.elf().len()),
             UnitContent::Text(_) => u64_of(self.file.len()).saturating_sub(start),
+            UnitContent::Damaged(d) => u64_of(d.bytes.len()),
         };
         Ok(start..start.saturating_add(len))
     }
@@ -246,6 +274,7 @@ impl<'data> Unit<'data> {
                     }
                 }
             }
+            UnitContent::Damaged(d) => return Err(d.error),
             // A fatbinary's compressed entries are decoded on demand (`Image::decode`).
             _ => {}
         }
@@ -322,6 +351,7 @@ impl<'data> OpenUnit<'data> {
             },
             UnitContent::ObjectBundle(o) => State::Object(o.sections()),
             UnitContent::DeviceElf(d) => State::Elf(Some(d)),
+            UnitContent::Damaged(_) => State::Done,
             UnitContent::NvFatbin(f) => State::Fatbin {
                 entries: f.entries(),
                 base: self
@@ -437,114 +467,8 @@ impl<'data> ObjectBundle<'data> {
     /// The bundle sections in section order: (entry ID, section contents).
     pub fn sections(&self) -> ObjectSections<'data> {
         ObjectSections {
-            tables: Tables::parse(self.elf).ok(),
+            tables: ElfSections::parse(self.elf).ok(),
             index: 0,
-        }
-    }
-}
-
-/// The section table of a 32- or 64-bit ELF file.
-#[derive(Clone, Copy, Debug)]
-enum Tables<'data> {
-    E32(
-        Endianness,
-        SectionTable<'data, FileHeader32<Endianness>>,
-        &'data [u8],
-    ),
-    E64(
-        Endianness,
-        SectionTable<'data, FileHeader64<Endianness>>,
-        &'data [u8],
-    ),
-}
-
-const BAD_HEADER: &str = "ELF header is malformed";
-const BAD_SECTIONS: &str = "ELF section header table is malformed";
-
-/// What one section header says: (name, type, contents).
-type SectionInfo<'data> = (&'data [u8], u32, &'data [u8]);
-
-/// An `object` error in context (its message is not available as a `&'static str`).
-fn elf_error(what: &'static str) -> impl Fn(object::read::Error) -> Error {
-    move |_| Error::new(ErrorKind::BadContainer, 0, what)
-}
-
-impl<'data> Tables<'data> {
-    fn parse(data: &'data [u8]) -> Result<Self> {
-        match data.get(4) {
-            Some(1) => {
-                let h = FileHeader32::<Endianness>::parse(data).map_err(elf_error(BAD_HEADER))?;
-                let e = h.endian().map_err(elf_error(BAD_HEADER))?;
-                Ok(Tables::E32(
-                    e,
-                    h.sections(e, data).map_err(elf_error(BAD_SECTIONS))?,
-                    data,
-                ))
-            }
-            Some(2) => {
-                let h = FileHeader64::<Endianness>::parse(data).map_err(elf_error(BAD_HEADER))?;
-                let e = h.endian().map_err(elf_error(BAD_HEADER))?;
-                Ok(Tables::E64(
-                    e,
-                    h.sections(e, data).map_err(elf_error(BAD_SECTIONS))?,
-                    data,
-                ))
-            }
-            _ => Err(Error::new(
-                ErrorKind::BadContainer,
-                4,
-                "ELF class is neither 32- nor 64-bit",
-            )),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Tables::E32(_, t, _) => t.len(),
-            Tables::E64(_, t, _) => t.len(),
-        }
-    }
-
-    /// True if a section is named `__CLANG_OFFLOAD_BUNDLE__<id>` (`FORMATS.md` §2.5).
-    fn has_object_bundle(&self) -> bool {
-        (0..self.len()).any(|i| {
-            self.section(i)
-                .is_ok_and(|(name, _, _)| name.starts_with(OBJECT_BUNDLE_PREFIX))
-        })
-    }
-
-    fn section(&self, i: usize) -> Result<SectionInfo<'data>> {
-        fn get<'data, H: FileHeader<Endian = Endianness>>(
-            e: Endianness,
-            t: &SectionTable<'data, H>,
-            data: &'data [u8],
-            i: usize,
-        ) -> Result<SectionInfo<'data>> {
-            let sh = t.iter().as_slice().get(i).ok_or(Error::new(
-                ErrorKind::BadContainer,
-                0,
-                BAD_SECTIONS,
-            ))?;
-            let name = t
-                .section_name(e, sh)
-                .map_err(elf_error("ELF section name is outside the string table"))?;
-            let ty = sh.sh_type(e).0;
-            let contents = sh
-                .data(e, data)
-                .map_err(elf_error("ELF section contents lie outside the file"))?;
-            // `object` hands out a detached `&[]` for empty and NOBITS sections: keep every
-            // slice inside the file (at the section's offset, else at the end of the file).
-            let contents = if contents.is_empty() {
-                bytes::sub(data, sh.sh_offset(e).into(), 0, "section")
-                    .or_else(|_| bytes::rest(data, u64_of(data.len()), "section"))?
-            } else {
-                contents
-            };
-            Ok((name, ty, contents))
-        }
-        match self {
-            Tables::E32(e, t, d) => get(*e, t, d, i),
-            Tables::E64(e, t, d) => get(*e, t, d, i),
         }
     }
 }
@@ -552,7 +476,7 @@ impl<'data> Tables<'data> {
 /// Iterator over the bundle sections of an [`ObjectBundle`].
 #[derive(Clone, Debug)]
 pub struct ObjectSections<'data> {
-    tables: Option<Tables<'data>>,
+    tables: Option<ElfSections<'data>>,
     index: usize,
 }
 
@@ -564,10 +488,10 @@ impl<'data> Iterator for ObjectSections<'data> {
         while self.index < tables.len() {
             let i = self.index;
             self.index = self.index.saturating_add(1);
-            if let Ok((name, _, data)) = tables.section(i) {
-                if let Some(id) = name.strip_prefix(OBJECT_BUNDLE_PREFIX) {
+            if let Ok(section) = tables.section(i) {
+                if let SectionRole::ObjectBundle(id) = section.role() {
                     if let Ok(id) = core::str::from_utf8(id) {
-                        return Some((id, data));
+                        return Some((id, section.data));
                     }
                 }
             }
@@ -582,7 +506,15 @@ impl<'data> Iterator for ObjectSections<'data> {
 /// more OffloadBinaries, a bare device ELF, a host ELF with offload sections, or an `ar`
 /// archive of any of these. Unrecognised bytes at the top level are an error
 /// ([`ErrorKind::BadMagic`]); inside archives, members that hold no offload container are
-/// skipped. After the first error the iterator ends.
+/// skipped.
+///
+/// One broken container hides no other. A container that does not read among others (a
+/// `.hip_fatbin` or `.nv_fatbin` section, a file of containers) is a unit of its own,
+/// [`UnitContent::Damaged`], and the walk resumes at the next container ([`Damage`] says
+/// where). Errors outside any container (a section table entry, an archive member, a
+/// member that does not read) are `Err` items, after which the walk goes on with the next
+/// section or member; an error that leaves nowhere to go on (the top level, an archive
+/// member table) ends it.
 ///
 /// ```
 /// use offload_image::{units, ReadOptions};
@@ -604,6 +536,7 @@ pub fn units<'data>(data: &'data [u8], options: &ReadOptions) -> Units<'data> {
         stack: heapless::Vec::new(),
         path: heapless::Vec::new(),
         done: false,
+        wrapper_starts: None,
     }
 }
 
@@ -668,12 +601,17 @@ fn next_in_walk<'data>(
 /// (never searched for inside the payloads the container describes): `*pos` moves there
 /// and the skipped file range is returned. In strict mode nothing is skipped (the next
 /// step refuses the bytes).
-fn skip_after(
-    data: &[u8],
+///
+/// Where a registration wrapper of the host file points at those bytes, they are a
+/// damaged container, not bytes between containers: nothing is skipped, and the next step
+/// reports the damage ([`Damage`]).
+fn skip_after<'data>(
+    data: &'data [u8],
     pos: &mut usize,
     base: u64,
     options: &ReadOptions,
     starts: fn(&[u8]) -> bool,
+    resume: &mut Resume<'_, 'data>,
 ) -> Option<core::ops::Range<u64>> {
     if options.strict {
         return None;
@@ -682,9 +620,127 @@ fn skip_after(
     if starts(data.get(next..).unwrap_or(&[])) {
         return None;
     }
+    let at = base.saturating_add(u64_of(next));
+    if resume.wrapper_start(at.saturating_sub(1), at.saturating_add(1)) == Some(at) {
+        return None;
+    }
     let resume = next_start(data, next, starts).unwrap_or(data.len());
     *pos = resume;
     Some(base.saturating_add(u64_of(next))..base.saturating_add(u64_of(resume)))
+}
+
+/// What the walk needs to resume after a damaged container: the host file it is in, and
+/// the cache of that file's wrapper targets.
+struct Resume<'a, 'data> {
+    /// The host file and its offset in the walked buffer.
+    host: Option<(&'data [u8], u64)>,
+    cache: &'a mut Option<(u64, Vec<u64>)>,
+}
+
+impl<'data> Resume<'_, 'data> {
+    /// Where the walk of `data` (at file offset `base`) resumes after the damaged
+    /// container at `start` ([`Damage`]): always after `start`, at most `data.len()`.
+    fn after(
+        &mut self,
+        data: &'data [u8],
+        start: usize,
+        base: u64,
+        starts: fn(&[u8]) -> bool,
+    ) -> usize {
+        let at = base.saturating_add(u64_of(start));
+        let end = base.saturating_add(u64_of(data.len()));
+        if let Some(w) = self.wrapper_start(at, end) {
+            if let Ok(w) = usize::try_from(w.saturating_sub(base)) {
+                return w;
+            }
+        }
+        let from = described_end(data.get(start..).unwrap_or_default())
+            .and_then(|len| usize::try_from(len).ok())
+            .and_then(|len| start.checked_add(len))
+            .filter(|e| *e > start && *e <= data.len())
+            .unwrap_or(start.saturating_add(1));
+        next_start(data, from, starts).unwrap_or(data.len())
+    }
+
+    /// The first offset after `at` and before `end` (offsets in the walked buffer) that a
+    /// registration wrapper of the host file points at.
+    fn wrapper_start(&mut self, at: u64, end: u64) -> Option<u64> {
+        let (host, host_base) = self.host?;
+        if self.cache.as_ref().is_none_or(|(k, _)| *k != host_base) {
+            let mut starts = Vec::new();
+            if let Ok(file) = crate::host::HostFile::parse(host) {
+                for w in file.fat_binary_wrappers() {
+                    let target = w
+                        .address
+                        .checked_add(8)
+                        .and_then(|p| file.pointer_at(p).ok())
+                        .and_then(|p| file.file_offset(p));
+                    starts.extend(target.map(|t| t.saturating_add(host_base)));
+                }
+            }
+            starts.sort_unstable();
+            starts.dedup();
+            *self.cache = Some((host_base, starts));
+        }
+        let (_, starts) = self.cache.as_ref()?;
+        let from = starts.partition_point(|s| *s <= at);
+        starts.get(from).copied().filter(|s| *s < end)
+    }
+}
+
+/// The length a container's header still describes when the container does not read: a
+/// `CCOB`'s total size (versions 2 and 3), an OffloadBinary's size, a fatbinary's header
+/// plus payload size, a bundle's furthest entry end. `None` when the header says nothing
+/// readable.
+fn described_end(blob: &[u8]) -> Option<u64> {
+    use crate::raw::{
+        BundleEntryHeader, BundleHeader, CcobHeaderV2, CcobHeaderV3, CcobPrefix, FatbinHeader,
+        OffloadBinaryHeader,
+    };
+    if ccob::is_compressed_bundle(blob) {
+        let p = bytes::read::<CcobPrefix>(blob, 0, "").ok()?;
+        return match p.version.get() {
+            2 => Some(u64::from(
+                bytes::read::<CcobHeaderV2>(blob, 0, "")
+                    .ok()?
+                    .total_size
+                    .get(),
+            )),
+            3 => Some(
+                bytes::read::<CcobHeaderV3>(blob, 0, "")
+                    .ok()?
+                    .total_size
+                    .get(),
+            ),
+            _ => None,
+        };
+    }
+    if offload_binary::is_offload_binary(blob) {
+        return Some(
+            bytes::read::<OffloadBinaryHeader>(blob, 0, "")
+                .ok()?
+                .size
+                .get(),
+        );
+    }
+    if nvfatbin::is_fatbin(blob) {
+        let h = bytes::read::<FatbinHeader>(blob, 0, "").ok()?;
+        return u64::from(h.header_size.get()).checked_add(h.size.get());
+    }
+    if bundle::is_bundle(blob) {
+        let h = bytes::read::<BundleHeader>(blob, 0, "").ok()?;
+        let mut at: u64 = 32;
+        let mut end: Option<u64> = None;
+        // Entries as far as they read; a table that runs off the data ends the walk.
+        for _ in 0..h.num_entries.get().min(4096) {
+            let e = bytes::read::<BundleEntryHeader>(blob, at, "").ok()?;
+            let e_end = e.offset.get().checked_add(e.size.get())?;
+            end = Some(end.map_or(e_end, |x| x.max(e_end)));
+            at = at.checked_add(24)?.checked_add(e.id_len.get())?;
+        }
+        return end;
+    }
+    None
 }
 
 /// Most frames of the walk at once: one per path element, plus the innermost walk.
@@ -692,7 +748,8 @@ const MAX_FRAMES: usize = MAX_DEPTH + 1;
 
 /// Iterator over the units of a buffer ([`units`]): a depth-first walk of archives, ELF
 /// sections and back-to-back containers with an explicit, bounded stack. It allocates
-/// nothing; every unit borrows the buffer.
+/// nothing (unless a container is damaged: then it reads the host file's wrappers to know
+/// where to resume); every unit borrows the buffer.
 #[derive(Debug)]
 pub struct Units<'data> {
     file: &'data [u8],
@@ -701,6 +758,10 @@ pub struct Units<'data> {
     stack: heapless::Vec<Frame<'data>, MAX_FRAMES>,
     path: Path<'data>,
     done: bool,
+    /// The offsets (in the walked buffer) the registration wrappers of a host file point
+    /// at: `(offset of the host file, sorted starts)`. Read only when a container in it is
+    /// damaged.
+    wrapper_starts: Option<(u64, Vec<u64>)>,
 }
 
 /// One container being walked, and the length of the path at which it was entered.
@@ -711,9 +772,9 @@ enum Frame<'data> {
         members: object::read::archive::ArchiveMemberIterator<'data>,
         path_len: usize,
     },
-    Elf {
+    Host {
         data: &'data [u8],
-        tables: Tables<'data>,
+        sections: Sections<'data>,
         next: usize,
         walked: usize,
         object_bundle_seen: bool,
@@ -771,7 +832,10 @@ impl<'data> Iterator for Units<'data> {
                 None
             }
             Err(e) => {
-                self.done = true;
+                // The frames below the failure keep their place: go on with them.
+                if self.stack.is_empty() {
+                    self.done = true;
+                }
                 Some(Err(e))
             }
         }
@@ -828,9 +892,32 @@ impl<'data> Units<'data> {
             }
         }
         loop {
+            // The host file the innermost walk is in, for its wrappers.
+            let host = self.stack.iter().rev().find_map(|f| match f {
+                Frame::Host { data, .. } => Some((*data, self.base(data))),
+                _ => None,
+            });
             let action = match self.stack.last_mut() {
                 None => return Ok(None),
-                Some(frame) => Self::advance(frame, self.file, &self.options)?,
+                Some(frame) => {
+                    let mut ctx = Resume {
+                        host,
+                        cache: &mut self.wrapper_starts,
+                    };
+                    match Self::advance(frame, self.file, &self.options, &mut ctx) {
+                        Ok(step) => step,
+                        Err(e) => {
+                            // A member table that does not read, too many containers in
+                            // one section, or (strict) bytes that are not a container leave
+                            // no place to go on in that frame; a host frame has moved on to
+                            // its next section already.
+                            if !matches!(frame, Frame::Host { .. }) {
+                                self.stack.pop();
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
             };
             match action {
                 Step::Unit(offset, index, content, skipped) => {
@@ -897,7 +984,7 @@ impl<'data> Units<'data> {
         match self.stack.last() {
             Some(
                 Frame::Archive { path_len, .. }
-                | Frame::Elf { path_len, .. }
+                | Frame::Host { path_len, .. }
                 | Frame::Blobs { path_len, .. }
                 | Frame::Fatbins { path_len, .. },
             ) => *path_len,
@@ -953,20 +1040,20 @@ impl<'data> Units<'data> {
             // "host" of a bundled object: then its `__CLANG_OFFLOAD_BUNDLE__` sections are
             // the images, as LLVM reads it (a device ELF whose section table does not read
             // is still one image: the loader reads its program headers, not its sections).
-            let tables = match Tables::parse(data) {
+            let sections = match ElfSections::parse(data) {
                 Ok(t) if device && !t.has_object_bundle() => {
                     return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
                 }
-                Ok(t) => t,
+                Ok(t) => Sections::Elf(t),
                 Err(_) if device => {
                     return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
                 }
                 Err(e) => return Err(e.rebase(base)),
             };
             self.push(
-                Frame::Elf {
+                Frame::Host {
                     data,
-                    tables,
+                    sections,
                     next: 0,
                     walked: 0,
                     object_bundle_seen: false,
@@ -1023,6 +1110,7 @@ impl<'data> Units<'data> {
         frame: &mut Frame<'data>,
         file: &'data [u8],
         options: &ReadOptions,
+        resume: &mut Resume<'_, 'data>,
     ) -> Result<Step<'data>> {
         let base_of = |d: &[u8]| bytes::offset_in(file, d).unwrap_or(0);
         match frame {
@@ -1054,20 +1142,21 @@ impl<'data> Units<'data> {
                     at,
                 ))
             }
-            Frame::Elf {
+            Frame::Host {
                 data,
-                tables,
+                sections,
                 next,
                 walked,
                 object_bundle_seen,
                 ..
             } => {
                 let base = base_of(data);
-                while *next < tables.len() {
+                while *next < sections.len() {
                     let i = *next;
                     *next = next.saturating_add(1);
-                    let (name, ty, contents) = tables.section(i).map_err(|e| e.rebase(base))?;
-                    if name.starts_with(OBJECT_BUNDLE_PREFIX) {
+                    let section = sections.section(i).map_err(|e| e.rebase(base))?;
+                    let role = section.role();
+                    if let SectionRole::ObjectBundle(_) = role {
                         if !*object_bundle_seen {
                             *object_bundle_seen = true;
                             return Ok(Step::Unit(
@@ -1077,12 +1166,8 @@ impl<'data> Units<'data> {
                                 None,
                             ));
                         }
-                    } else if name == b".hip_fatbin"
-                        || name == NV_FATBIN_SECTION
-                        || name == NV_RELFATBIN_SECTION
-                        || ty == SHT_LLVM_OFFLOADING
-                        || name.starts_with(b".llvm.offloading")
-                    {
+                    } else if role.holds_containers() {
+                        let (name, contents) = (section.name, section.data);
                         if contents.is_empty() {
                             continue;
                         }
@@ -1095,7 +1180,7 @@ impl<'data> Units<'data> {
                                 "offload sections overlap (together larger than the file)",
                             ));
                         }
-                        if name == NV_FATBIN_SECTION || name == NV_RELFATBIN_SECTION {
+                        if role.holds_fatbins() {
                             return Ok(Step::Fatbins(
                                 contents,
                                 Some(PathElem::Section(name)),
@@ -1145,29 +1230,57 @@ impl<'data> Units<'data> {
                 else {
                     return Ok(Step::Pop);
                 };
-                let (content, len) = if bundle::is_bundle(blob) {
-                    let b = Bundle::parse(blob, limits).map_err(|e| e.rebase(at))?;
-                    (UnitContent::Bundle(b), b.len())
+                let parsed = if bundle::is_bundle(blob) {
+                    Bundle::parse(blob, limits)
+                        .map(|b| (UnitContent::Bundle(b), b.len()))
+                        .map_err(|e| (e.rebase(at), Format::Bundle))
                 } else if ccob::is_compressed_bundle(blob) {
-                    let c = CompressedBundle::parse(blob).map_err(|e| e.rebase(at))?;
-                    let len = c.len(options).map_err(|e| e.rebase(at))?;
-                    (UnitContent::Compressed(c), len)
+                    CompressedBundle::parse(blob)
+                        .and_then(|c| Ok((UnitContent::Compressed(c), c.len(options)?)))
+                        .map_err(|e| (e.rebase(at), Format::Bundle))
                 } else if offload_binary::is_offload_binary(blob) {
-                    let s = OffloadBinaries::parse(blob, limits).map_err(|e| e.rebase(at))?;
-                    *nested = Some((s, 0));
-                    (UnitContent::OffloadBinaries(s), s.len())
+                    OffloadBinaries::parse(blob, limits)
+                        .map(|s| {
+                            *nested = Some((s, 0));
+                            (UnitContent::OffloadBinaries(s), s.len())
+                        })
+                        .map_err(|e| (e.rebase(at), Format::OffloadBinary))
                 } else {
-                    return Err(Error::new(
-                        ErrorKind::Malformed,
-                        at,
-                        "unexpected bytes where the next offload container should start",
-                    ));
+                    Err((
+                        Error::new(
+                            ErrorKind::Malformed,
+                            at,
+                            "unexpected bytes where the next offload container should start",
+                        ),
+                        Format::Bundle,
+                    ))
+                };
+                let (content, len) = match parsed {
+                    Ok(p) => p,
+                    Err((error, format)) if !options.strict => {
+                        let end = resume.after(data, start, base, starts_blob);
+                        let unit_index = *index;
+                        *index = index.saturating_add(1);
+                        *pos = end;
+                        let damage = Damage {
+                            error,
+                            format,
+                            bytes: data.get(start..end).unwrap_or_default(),
+                        };
+                        return Ok(Step::Unit(
+                            at,
+                            unit_index,
+                            UnitContent::Damaged(damage),
+                            None,
+                        ));
+                    }
+                    Err((error, _)) => return Err(error),
                 };
                 let unit_index = *index;
                 *index = index.saturating_add(1);
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
                 *pos = start.saturating_add(len.max(1));
-                let skipped = skip_after(data, pos, base, options, starts_blob);
+                let skipped = skip_after(data, pos, base, options, starts_blob, resume);
                 Ok(Step::Unit(at, unit_index, content, skipped))
             }
             Frame::Fatbins {
@@ -1179,19 +1292,41 @@ impl<'data> Units<'data> {
                 else {
                     return Ok(Step::Pop);
                 };
-                if !starts_fatbin(blob) {
-                    return Err(Error::new(
+                let parsed = if starts_fatbin(blob) {
+                    Fatbin::parse(blob, limits).map_err(|e| e.rebase(at))
+                } else {
+                    Err(Error::new(
                         ErrorKind::Malformed,
                         at,
                         "unexpected bytes where the next fatbinary should start",
-                    ));
-                }
-                let f = Fatbin::parse(blob, limits).map_err(|e| e.rebase(at))?;
+                    ))
+                };
+                let f = match parsed {
+                    Ok(f) => f,
+                    Err(error) if !options.strict => {
+                        let end = resume.after(data, start, base, starts_fatbin);
+                        let unit_index = *index;
+                        *index = index.saturating_add(1);
+                        *pos = end;
+                        let damage = Damage {
+                            error,
+                            format: Format::NvFatbin,
+                            bytes: data.get(start..end).unwrap_or_default(),
+                        };
+                        return Ok(Step::Unit(
+                            at,
+                            unit_index,
+                            UnitContent::Damaged(damage),
+                            None,
+                        ));
+                    }
+                    Err(error) => return Err(error),
+                };
                 let unit_index = *index;
                 *index = index.saturating_add(1);
                 let len = usize::try_from(f.len()).unwrap_or(usize::MAX);
                 *pos = start.saturating_add(len.max(1));
-                let skipped = skip_after(data, pos, base, options, starts_fatbin);
+                let skipped = skip_after(data, pos, base, options, starts_fatbin, resume);
                 Ok(Step::Unit(
                     at,
                     unit_index,

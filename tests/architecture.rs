@@ -22,12 +22,14 @@ const ROAD: &[&[&str]] = &[
         "kpack",
     ],
     &["image"],
+    &["host"],
     &["container"],
     &["target"],
     &["select"],
     &["stream"],
     &["validate"],
     &["registration"],
+    &["doctor"],
     &["write", "prune"],
 ];
 

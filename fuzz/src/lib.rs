@@ -58,9 +58,43 @@ pub fn touch(image: &Image<'_>) -> usize {
 /// image lies in the input, or in content the library decompressed.
 pub fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
     let mut images = 0usize;
-    for_each_unit(data, options, |unit| {
+    let mut first_error = None;
+    // As `loader-sim list`: a damaged unit (or an error of the walk) costs that unit only,
+    // and the walk goes on.
+    for unit in offload_image::units(data, options) {
+        let unit = match unit {
+            Ok(u) => u,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        if let Err(e) = list_unit(data, options, &unit, &mut images) {
+            first_error.get_or_insert(e);
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(images),
+    }
+}
+
+fn list_unit(
+    data: &[u8],
+    options: &ReadOptions,
+    unit: &offload_image::Unit<'_>,
+    images: &mut usize,
+) -> Result<(), Error> {
+    {
         assert!(unit.location.offset <= data.len() as u64);
         let _ = unit.location.to_string();
+        if let Some(d) = unit.damage() {
+            assert!(within(data, d.bytes));
+            assert_eq!(
+                d.bytes.as_ptr() as usize - data.as_ptr() as usize,
+                unit.location.offset as usize
+            );
+        }
         let open = unit.open(options)?;
         for image in open.images() {
             // `list` decodes every image it hashes (compressed fatbinary entries are
@@ -88,11 +122,10 @@ pub fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
                 assert!(off + image.size() <= data.len() as u64);
             }
             touch(&image);
-            images += 1;
+            *images += 1;
         }
         Ok(())
-    })?;
-    Ok(images)
+    }
 }
 
 /// The devices the selection targets choose for: AMDGPU processors with every feature
@@ -183,8 +216,8 @@ pub fn list_and_select(
 // Registration.
 
 use offload_image::registration::{
-    AddressSpace, Descriptor, EntryTable, FatbinWrapperView, HostElf, Registry, RegistryOptions,
-    SimulatedDevice, UnwrappedImage,
+    descriptors, AddressSpace, Descriptor, EntryTable, FatbinWrapperView, HostFile, Registry,
+    RegistryOptions, SimulatedDevice, UnwrappedImage,
 };
 
 /// Address of region A (the records) in [`Space`].
@@ -341,7 +374,7 @@ pub fn registration_views<'d, S: AddressSpace<'d>>(
 /// `loader-sim register FILE`: a host ELF as an address space, its wrappers, entry tables
 /// and descriptors registered with the simulated runtime.
 pub fn register_elf(data: &[u8]) {
-    let Ok(elf) = HostElf::parse(data) else {
+    let Ok(elf) = HostFile::parse(data) else {
         return;
     };
     let inside = |s: &[u8]| within(data, s);
@@ -349,12 +382,12 @@ pub fn register_elf(data: &[u8]) {
         assert!(s.data.is_empty() || inside(s.data));
     }
     let wrappers = elf.fat_binary_wrappers();
-    let descriptors = elf.descriptors(&options());
-    let first = descriptors.first().copied().unwrap_or(0);
+    let found = descriptors(&elf, &options());
+    let first = found.first().copied().unwrap_or(0);
     for w in wrappers.iter().take(16) {
         registration_views(&elf, first, w.address, &inside);
     }
-    for d in descriptors.iter().take(16) {
+    for d in found.iter().take(16) {
         registration_views(&elf, *d, 0, &inside);
     }
     for t in elf.entry_sections().iter().take(16) {
