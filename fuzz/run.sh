@@ -51,6 +51,8 @@ case "$target" in
     ccob) seeds=("$corpus/compressed" "$corpus/nvptx/omp_nv_cubins.v3-zstd.llvm22.ccob") ;;
     offload_binary) seeds=("$corpus/packager" "$corpus/nvptx") ;;
     nvfatbin) seeds=("$corpus/../nvfatbin/files" "$corpus/../nvfatbin/files/malformed") ;;
+    kpack) seeds=("$corpus/../kpack/jax/.kpack" "$corpus/../kpack/jax/none" "$corpus/../kpack/rocrand/ref.msgpack"
+                  "$corpus/../kpack/jax/ref.msgpack" "$corpus/../kpack/jax/wrappers.bin") ;;
     register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o"
                      "$corpus/../damage/libthree.so") ;;
     container | select) seeds=("$corpus/bundles" "$corpus/compressed" "$corpus/packager" "$corpus/text"
