@@ -96,7 +96,11 @@ pub fn registered_fat_binaries<'d>(
                 what: e.what(),
             }),
             Ok(w) => {
-                if seen.contains(&w.binary) {
+                // Relocatable device code feeds the device link; the runtime registers
+                // the linked fat binary of the version-2 wrapper instead.
+                if seen.contains(&w.binary)
+                    || w.is_link_input(elf.section_at(w.binary).map(|(s, _)| s.role()))
+                {
                     continue;
                 }
                 seen.push(w.binary);
