@@ -573,3 +573,47 @@ fn relocatable_device_code_registers_the_linked_fat_binary_only() {
     assert_eq!(doctor[0]["units"], 2);
     assert_eq!(doctor[0]["status"], "ok");
 }
+
+/// The model of §5.3 against what the library's own constructors (nvcc's registration code
+/// and its link stub) register through the shim: the same two fat binaries, the same bytes.
+#[test]
+fn relocatable_device_code_registers_through_the_shim_as_found_statically() {
+    if !common::external("libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
+        return;
+    }
+    let out = std::process::Command::new(common::repo().join("scripts/fetch-nvidia-toolkit.sh"))
+        .output()
+        .expect("run scripts/fetch-nvidia-toolkit.sh");
+    assert!(out.status.success());
+    let cuda = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let lib = common::repo().join("tests/data/nvrdc/librdc.so");
+    let sha = |recs: &[Value]| -> BTreeSet<String> {
+        recs.iter()
+            .map(|r| r["sha256"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let stat = json_lines(
+        &loader_sim(&[
+            "register",
+            "--json",
+            "--device",
+            "sm_80",
+            lib.to_str().unwrap(),
+        ])
+        .stdout,
+    );
+    let out = std::process::Command::new(common::ours())
+        .args(["register", "--json", "--device", "sm_80", "--load"])
+        .arg(&lib)
+        .env("LD_LIBRARY_PATH", cuda.join("lib"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dynamic = json_lines(&out.stdout);
+    assert_eq!(dynamic.len(), 2, "{dynamic:?}");
+    assert_eq!(sha(&dynamic), sha(&stat));
+}
