@@ -234,6 +234,22 @@ fn plan_unit<'a>(
         plan.whole = true;
         plan.note = Some(note.to_string());
     };
+    // Relocatable device code (`__nv_relfatbin`): link input that the runtime never loads
+    // (`REGISTRATION.md` §5.3). It is left as it is, whole: the linked fat binary in
+    // `.nv_fatbin` is what gets pruned, and the prelinked list the link stub hands
+    // `__cudaRegisterLinkedBinary` keeps pointing at unchanged bytes.
+    let link_input = matches!(
+        unit.location.path().last(),
+        Some(crate::container::PathElem::Section(s))
+            if crate::host::elf::section_role(s, 0) == crate::host::SectionRole::NvRelFatbin
+    );
+    if link_input && !plan.dropped.is_empty() {
+        leave_whole(
+            &mut plan,
+            "relocatable device code (__nv_relfatbin, device-link input the runtime does not load): left as it is",
+        );
+        return Ok(plan);
+    }
     if !covered.iter().any(|c| *c) && device_images > 0 {
         // Units of host files are emptied, as nvprune does; standalone container files,
         // and formats whose empty form no runtime registers, are left whole.

@@ -13,8 +13,8 @@ trap 'rm -rf "$W"' EXIT
 # nvcc links -lcudart; the wheel ships only the versioned name.
 mkdir -p "$W/lib"
 ln -s "$CUDA/lib/libcudart.so.13" "$W/lib/libcudart.so"
-nvcc -rdc=true -arch=sm_80 -Xcompiler -fPIC -c a.cu -o "$W/a.o"
-nvcc -rdc=true -arch=sm_80 -Xcompiler -fPIC -c b.cu -o "$W/b.o"
-nvcc -arch=sm_80 -Xcompiler -fPIC -c c.cu -o "$W/c.o"
-nvcc -shared -rdc=true -cudart shared -L"$W/lib" -arch=sm_80 "$W/a.o" "$W/b.o" "$W/c.o" -o librdc.so
+nvcc -rdc=true -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -Xcompiler -fPIC -c a.cu -o "$W/a.o"
+nvcc -rdc=true -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -Xcompiler -fPIC -c b.cu -o "$W/b.o"
+nvcc -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -Xcompiler -fPIC -c c.cu -o "$W/c.o"
+nvcc -shared -rdc=true -cudart shared -L"$W/lib" -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 "$W/a.o" "$W/b.o" "$W/c.o" -o librdc.so
 sha256sum librdc.so
