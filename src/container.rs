@@ -13,10 +13,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use object::elf::{FileHeader32, FileHeader64};
 use object::read::archive::ArchiveFile;
-use object::read::elf::{FileHeader, SectionHeader, SectionTable};
-use object::Endianness;
 
 use crate::bundle::{self, Bundle, BundleEntries};
 pub use crate::bytes::elf_machine;
@@ -24,6 +21,8 @@ use crate::bytes::{self, u64_of};
 use crate::ccob::{self, CompressedBundle};
 use crate::decompress::Codec;
 use crate::error::{Error, ErrorKind, Result};
+use crate::host::elf::ElfSections;
+use crate::host::{SectionRole, Sections};
 use crate::image::{Encoded, Format, Image, ImageKind};
 use crate::nvfatbin::{self, Fatbin, FatbinEntries};
 use crate::offload_binary::{
@@ -36,9 +35,7 @@ use crate::ReadOptions;
 /// Deepest nesting of containers (archive in archive in ELF ...) a path can record.
 pub const MAX_DEPTH: usize = 8;
 
-/// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`; `object::elf` does not
-/// define it).
-pub const SHT_LLVM_OFFLOADING: u32 = 0x6FFF_4C0B;
+pub use crate::host::elf::SHT_LLVM_OFFLOADING;
 /// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
 const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
 /// `e_machine` of NVIDIA cubins (`object::elf::EM_CUDA`).
@@ -47,8 +44,7 @@ const EM_CUDA: u16 = object::elf::EM_CUDA.0;
 pub const NV_FATBIN_SECTION: &[u8] = b".nv_fatbin";
 /// Section of relocatable-device-code objects (`nvcc -rdc`) holding their fatbinary.
 pub const NV_RELFATBIN_SECTION: &[u8] = b"__nv_relfatbin";
-/// Prefix of the per-entry sections of a bundled host object (`FORMATS.md` §2.5).
-pub const OBJECT_BUNDLE_PREFIX: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
+pub use crate::host::OBJECT_BUNDLE_PREFIX;
 
 /// One step of the path to a unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -437,114 +433,8 @@ impl<'data> ObjectBundle<'data> {
     /// The bundle sections in section order: (entry ID, section contents).
     pub fn sections(&self) -> ObjectSections<'data> {
         ObjectSections {
-            tables: Tables::parse(self.elf).ok(),
+            tables: ElfSections::parse(self.elf).ok(),
             index: 0,
-        }
-    }
-}
-
-/// The section table of a 32- or 64-bit ELF file.
-#[derive(Clone, Copy, Debug)]
-enum Tables<'data> {
-    E32(
-        Endianness,
-        SectionTable<'data, FileHeader32<Endianness>>,
-        &'data [u8],
-    ),
-    E64(
-        Endianness,
-        SectionTable<'data, FileHeader64<Endianness>>,
-        &'data [u8],
-    ),
-}
-
-const BAD_HEADER: &str = "ELF header is malformed";
-const BAD_SECTIONS: &str = "ELF section header table is malformed";
-
-/// What one section header says: (name, type, contents).
-type SectionInfo<'data> = (&'data [u8], u32, &'data [u8]);
-
-/// An `object` error in context (its message is not available as a `&'static str`).
-fn elf_error(what: &'static str) -> impl Fn(object::read::Error) -> Error {
-    move |_| Error::new(ErrorKind::BadContainer, 0, what)
-}
-
-impl<'data> Tables<'data> {
-    fn parse(data: &'data [u8]) -> Result<Self> {
-        match data.get(4) {
-            Some(1) => {
-                let h = FileHeader32::<Endianness>::parse(data).map_err(elf_error(BAD_HEADER))?;
-                let e = h.endian().map_err(elf_error(BAD_HEADER))?;
-                Ok(Tables::E32(
-                    e,
-                    h.sections(e, data).map_err(elf_error(BAD_SECTIONS))?,
-                    data,
-                ))
-            }
-            Some(2) => {
-                let h = FileHeader64::<Endianness>::parse(data).map_err(elf_error(BAD_HEADER))?;
-                let e = h.endian().map_err(elf_error(BAD_HEADER))?;
-                Ok(Tables::E64(
-                    e,
-                    h.sections(e, data).map_err(elf_error(BAD_SECTIONS))?,
-                    data,
-                ))
-            }
-            _ => Err(Error::new(
-                ErrorKind::BadContainer,
-                4,
-                "ELF class is neither 32- nor 64-bit",
-            )),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Tables::E32(_, t, _) => t.len(),
-            Tables::E64(_, t, _) => t.len(),
-        }
-    }
-
-    /// True if a section is named `__CLANG_OFFLOAD_BUNDLE__<id>` (`FORMATS.md` §2.5).
-    fn has_object_bundle(&self) -> bool {
-        (0..self.len()).any(|i| {
-            self.section(i)
-                .is_ok_and(|(name, _, _)| name.starts_with(OBJECT_BUNDLE_PREFIX))
-        })
-    }
-
-    fn section(&self, i: usize) -> Result<SectionInfo<'data>> {
-        fn get<'data, H: FileHeader<Endian = Endianness>>(
-            e: Endianness,
-            t: &SectionTable<'data, H>,
-            data: &'data [u8],
-            i: usize,
-        ) -> Result<SectionInfo<'data>> {
-            let sh = t.iter().as_slice().get(i).ok_or(Error::new(
-                ErrorKind::BadContainer,
-                0,
-                BAD_SECTIONS,
-            ))?;
-            let name = t
-                .section_name(e, sh)
-                .map_err(elf_error("ELF section name is outside the string table"))?;
-            let ty = sh.sh_type(e).0;
-            let contents = sh
-                .data(e, data)
-                .map_err(elf_error("ELF section contents lie outside the file"))?;
-            // `object` hands out a detached `&[]` for empty and NOBITS sections: keep every
-            // slice inside the file (at the section's offset, else at the end of the file).
-            let contents = if contents.is_empty() {
-                bytes::sub(data, sh.sh_offset(e).into(), 0, "section")
-                    .or_else(|_| bytes::rest(data, u64_of(data.len()), "section"))?
-            } else {
-                contents
-            };
-            Ok((name, ty, contents))
-        }
-        match self {
-            Tables::E32(e, t, d) => get(*e, t, d, i),
-            Tables::E64(e, t, d) => get(*e, t, d, i),
         }
     }
 }
@@ -552,7 +442,7 @@ impl<'data> Tables<'data> {
 /// Iterator over the bundle sections of an [`ObjectBundle`].
 #[derive(Clone, Debug)]
 pub struct ObjectSections<'data> {
-    tables: Option<Tables<'data>>,
+    tables: Option<ElfSections<'data>>,
     index: usize,
 }
 
@@ -564,10 +454,10 @@ impl<'data> Iterator for ObjectSections<'data> {
         while self.index < tables.len() {
             let i = self.index;
             self.index = self.index.saturating_add(1);
-            if let Ok((name, _, data)) = tables.section(i) {
-                if let Some(id) = name.strip_prefix(OBJECT_BUNDLE_PREFIX) {
+            if let Ok(section) = tables.section(i) {
+                if let SectionRole::ObjectBundle(id) = section.role() {
                     if let Ok(id) = core::str::from_utf8(id) {
-                        return Some((id, data));
+                        return Some((id, section.data));
                     }
                 }
             }
@@ -711,9 +601,9 @@ enum Frame<'data> {
         members: object::read::archive::ArchiveMemberIterator<'data>,
         path_len: usize,
     },
-    Elf {
+    Host {
         data: &'data [u8],
-        tables: Tables<'data>,
+        sections: Sections<'data>,
         next: usize,
         walked: usize,
         object_bundle_seen: bool,
@@ -897,7 +787,7 @@ impl<'data> Units<'data> {
         match self.stack.last() {
             Some(
                 Frame::Archive { path_len, .. }
-                | Frame::Elf { path_len, .. }
+                | Frame::Host { path_len, .. }
                 | Frame::Blobs { path_len, .. }
                 | Frame::Fatbins { path_len, .. },
             ) => *path_len,
@@ -953,20 +843,20 @@ impl<'data> Units<'data> {
             // "host" of a bundled object: then its `__CLANG_OFFLOAD_BUNDLE__` sections are
             // the images, as LLVM reads it (a device ELF whose section table does not read
             // is still one image: the loader reads its program headers, not its sections).
-            let tables = match Tables::parse(data) {
+            let sections = match ElfSections::parse(data) {
                 Ok(t) if device && !t.has_object_bundle() => {
                     return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
                 }
-                Ok(t) => t,
+                Ok(t) => Sections::Elf(t),
                 Err(_) if device => {
                     return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
                 }
                 Err(e) => return Err(e.rebase(base)),
             };
             self.push(
-                Frame::Elf {
+                Frame::Host {
                     data,
-                    tables,
+                    sections,
                     next: 0,
                     walked: 0,
                     object_bundle_seen: false,
@@ -1054,20 +944,21 @@ impl<'data> Units<'data> {
                     at,
                 ))
             }
-            Frame::Elf {
+            Frame::Host {
                 data,
-                tables,
+                sections,
                 next,
                 walked,
                 object_bundle_seen,
                 ..
             } => {
                 let base = base_of(data);
-                while *next < tables.len() {
+                while *next < sections.len() {
                     let i = *next;
                     *next = next.saturating_add(1);
-                    let (name, ty, contents) = tables.section(i).map_err(|e| e.rebase(base))?;
-                    if name.starts_with(OBJECT_BUNDLE_PREFIX) {
+                    let section = sections.section(i).map_err(|e| e.rebase(base))?;
+                    let role = section.role();
+                    if let SectionRole::ObjectBundle(_) = role {
                         if !*object_bundle_seen {
                             *object_bundle_seen = true;
                             return Ok(Step::Unit(
@@ -1077,12 +968,8 @@ impl<'data> Units<'data> {
                                 None,
                             ));
                         }
-                    } else if name == b".hip_fatbin"
-                        || name == NV_FATBIN_SECTION
-                        || name == NV_RELFATBIN_SECTION
-                        || ty == SHT_LLVM_OFFLOADING
-                        || name.starts_with(b".llvm.offloading")
-                    {
+                    } else if role.holds_containers() {
+                        let (name, contents) = (section.name, section.data);
                         if contents.is_empty() {
                             continue;
                         }
@@ -1095,7 +982,7 @@ impl<'data> Units<'data> {
                                 "offload sections overlap (together larger than the file)",
                             ));
                         }
-                        if name == NV_FATBIN_SECTION || name == NV_RELFATBIN_SECTION {
+                        if role.holds_fatbins() {
                             return Ok(Step::Fatbins(
                                 contents,
                                 Some(PathElem::Section(name)),

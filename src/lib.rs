@@ -97,6 +97,7 @@ pub mod container;
 pub mod decompress;
 pub mod entry_id;
 mod error;
+pub mod host;
 pub mod image;
 pub mod nvfatbin;
 pub mod offload_binary;

@@ -15,6 +15,7 @@ const ROAD: &[&[&str]] = &[
     &["ccob"],
     &["bundle", "text", "offload_binary", "nvfatbin", "entry_id"],
     &["image"],
+    &["host"],
     &["container"],
     &["target"],
     &["select"],

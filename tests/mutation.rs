@@ -25,7 +25,7 @@ use common::craft::*;
 use common::read_corpus;
 use offload_image::container::UnitContent;
 use offload_image::registration::{
-    EntryTable, HostElf, Registry, RegistryOptions, SimulatedDevice,
+    descriptors, EntryTable, HostFile, Registry, RegistryOptions, SimulatedDevice,
 };
 use offload_image::select::{check, Verdict};
 use offload_image::target::{EntryId, Triple};
@@ -791,7 +791,7 @@ fn register(data: &[u8]) -> Option<Result<usize, Error>> {
     if !data.starts_with(b"\x7fELF") {
         return None;
     }
-    let elf = match HostElf::parse(data) {
+    let elf = match HostFile::parse(data) {
         Ok(elf) => elf,
         Err(e) => return Some(Err(e)),
     };
@@ -824,7 +824,7 @@ fn register(data: &[u8]) -> Option<Result<usize, Error>> {
             }
         }
     }
-    for d in elf.descriptors(&options) {
+    for d in descriptors(&elf, &options) {
         match registry.register_lib(&elf, d) {
             Ok(id) => ids.push(id),
             Err(e) => first_error = first_error.or(Some(e)),

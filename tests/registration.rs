@@ -5,10 +5,11 @@
 mod common;
 
 use common::{manifest, read_corpus, sha256, tool};
+use offload_image::host::FileKind;
 use offload_image::registration::view::{blob_len, c_string};
 use offload_image::registration::{
-    AddressSpace, Descriptor, ElfType, EntryLayout, EntryTable, FatbinWrapperView, GlobalKind,
-    HostElf, RegistrationKind, Registry, RegistryOptions, SimulatedDevice, UnitId, WrapperKind,
+    descriptors, AddressSpace, Descriptor, EntryLayout, EntryTable, FatbinWrapperView, GlobalKind,
+    HostFile, RegistrationKind, Registry, RegistryOptions, SimulatedDevice, UnitId, WrapperKind,
 };
 use offload_image::Policy;
 use offload_image::{ErrorKind, ReadOptions};
@@ -455,8 +456,8 @@ fn fat_binary_registration_counts_and_binds_globals() {
 #[test]
 fn hip_object_wrapper_is_resolved_through_its_rela_section() {
     let data = read_corpus("driver/hip_nonrdc.o");
-    let elf = HostElf::parse(&data).unwrap();
-    assert_eq!(elf.elf_type(), ElfType::Relocatable);
+    let elf = HostFile::parse(&data).unwrap();
+    assert_eq!(elf.kind(), FileKind::Relocatable);
     let slots = elf.fat_binary_wrappers();
     assert_eq!(slots.len(), 1);
     assert_eq!(slots[0].symbol, Some(&b"__hip_fatbin_wrapper"[..]));
@@ -474,7 +475,7 @@ fn hip_object_wrapper_is_resolved_through_its_rela_section() {
 #[test]
 fn hip_rdc_object_points_at_a_symbol_the_device_link_defines() {
     let data = read_corpus("driver/hip_rdc.o");
-    let elf = HostElf::parse(&data).unwrap();
+    let elf = HostFile::parse(&data).unwrap();
     let slot = elf.fat_binary_wrappers()[0];
     let e = FatbinWrapperView::read(&elf, slot.address).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::OutOfBounds);
@@ -493,8 +494,8 @@ fn pie_wrapper_is_resolved_through_relative_relocations() {
         ("driver/hip_newdrv_rdc.exe", true),
     ] {
         let data = read_corpus(file);
-        let elf = HostElf::parse(&data).unwrap();
-        assert_eq!(elf.elf_type(), ElfType::Shared);
+        let elf = HostFile::parse(&data).unwrap();
+        assert_eq!(elf.kind(), FileKind::Shared);
         let slot = elf.fat_binary_wrappers()[0];
         assert_eq!(slot.is_new_driver(), new_driver, "{file}");
         // R_X86_64_RELATIVE gives the section's address (load base 0).
@@ -507,7 +508,7 @@ fn pie_wrapper_is_resolved_through_relative_relocations() {
     }
     // The new driver's entry table: one legacy entry naming the kernel's host handle.
     let data = read_corpus("driver/hip_newdrv_rdc.exe");
-    let elf = HostElf::parse(&data).unwrap();
+    let elf = HostFile::parse(&data).unwrap();
     let t = elf.entry_sections();
     assert_eq!(t.len(), 1);
     assert_eq!(t[0].name, b"hip_offloading_entries");
@@ -543,9 +544,9 @@ fn openmp_descriptor_is_found_by_structure_even_when_stripped() {
     assert!(status.success());
     let stripped = std::fs::read(stripped).unwrap();
     for (data, symbols) in [(&data, true), (&stripped, false)] {
-        let elf = HostElf::parse(data).unwrap();
+        let elf = HostFile::parse(data).unwrap();
         let options = ReadOptions::default();
-        let descs = elf.descriptors(&options);
+        let descs = descriptors(&elf, &options);
         assert_eq!(descs.len(), 1);
         if symbols {
             assert_eq!(
@@ -745,10 +746,10 @@ fn descriptors_among_thousands_of_entry_sections_and_a_megabyte_of_data() {
     }
     sections.push((".data", ALLOC_WRITE, DATA, data));
     let file = exec_with_sections(&sections);
-    let elf = HostElf::parse(&file).unwrap();
-    assert_eq!(elf.elf_type(), ElfType::Executable);
+    let elf = HostFile::parse(&file).unwrap();
+    assert_eq!(elf.kind(), FileKind::Executable);
     assert_eq!(elf.entry_sections().len(), TABLES as usize);
-    let found = elf.descriptors(&ReadOptions::default());
+    let found = descriptors(&elf, &ReadOptions::default());
     assert_eq!(found, expected);
     // They register, each with its one entry, through the file as an address space.
     let mut registry = Registry::new(devices(&["gfx90a"]), RegistryOptions::default());
@@ -783,7 +784,7 @@ fn twenty_thousand_fat_binaries_register_as_distinct_units() {
         (".hipFatBinSegment", ALLOC_WRITE, WRAPPERS, wrappers),
         (".hip_fatbin", ALLOC, BUNDLES, bundles),
     ]);
-    let elf = HostElf::parse(&file).unwrap();
+    let elf = HostFile::parse(&file).unwrap();
     let slots = elf.fat_binary_wrappers();
     assert_eq!(slots.len(), N as usize);
     let mut registry = Registry::new(devices(&["gfx90a"]), RegistryOptions::default());

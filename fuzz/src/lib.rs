@@ -183,8 +183,8 @@ pub fn list_and_select(
 // Registration.
 
 use offload_image::registration::{
-    AddressSpace, Descriptor, EntryTable, FatbinWrapperView, HostElf, Registry, RegistryOptions,
-    SimulatedDevice, UnwrappedImage,
+    descriptors, AddressSpace, Descriptor, EntryTable, FatbinWrapperView, HostFile, Registry,
+    RegistryOptions, SimulatedDevice, UnwrappedImage,
 };
 
 /// Address of region A (the records) in [`Space`].
@@ -341,7 +341,7 @@ pub fn registration_views<'d, S: AddressSpace<'d>>(
 /// `loader-sim register FILE`: a host ELF as an address space, its wrappers, entry tables
 /// and descriptors registered with the simulated runtime.
 pub fn register_elf(data: &[u8]) {
-    let Ok(elf) = HostElf::parse(data) else {
+    let Ok(elf) = HostFile::parse(data) else {
         return;
     };
     let inside = |s: &[u8]| within(data, s);
@@ -349,12 +349,12 @@ pub fn register_elf(data: &[u8]) {
         assert!(s.data.is_empty() || inside(s.data));
     }
     let wrappers = elf.fat_binary_wrappers();
-    let descriptors = elf.descriptors(&options());
-    let first = descriptors.first().copied().unwrap_or(0);
+    let found = descriptors(&elf, &options());
+    let first = found.first().copied().unwrap_or(0);
     for w in wrappers.iter().take(16) {
         registration_views(&elf, first, w.address, &inside);
     }
-    for d in descriptors.iter().take(16) {
+    for d in found.iter().take(16) {
         registration_views(&elf, *d, 0, &inside);
     }
     for t in elf.entry_sections().iter().take(16) {

@@ -44,17 +44,16 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use object::elf::{
-    FileHeader64, ProgramHeader64, SectionHeader64, Sym64, EM_AARCH64, EM_X86_64, ET_DYN, ET_EXEC,
-    ET_REL, PT_LOAD, PT_PHDR, SHF_ALLOC, SHN_XINDEX, SHT_DYNSYM, SHT_PROGBITS, SHT_SYMTAB,
+    FileHeader64, ProgramHeader64, Sym64, EM_AARCH64, EM_X86_64, ET_DYN, ET_EXEC, ET_REL, PT_LOAD,
+    PT_PHDR, SHF_ALLOC, SHN_XINDEX, SHT_DYNSYM, SHT_PROGBITS, SHT_SYMTAB,
 };
-use object::read::elf::{
-    FileHeader, ProgramHeader, Rel as _, Rela as _, SectionHeader, SectionTable,
-};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable};
 use object::{LittleEndian as LE, U64};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::host::elf::{Elf64, Encoding, RelocationKind};
+use crate::host::SectionRole;
 use crate::registration::abi::{RawFatbinWrapper, FATBIN_WRAPPER_SIZE};
-use crate::registration::elf::WRAPPER_SECTIONS;
 
 use super::pieces::{apply_patches, cut, standalone, Piece};
 use super::plan::UnitPlan;
@@ -65,7 +64,6 @@ use super::{diff, err, len64};
 pub const FATBIN_SECTIONS: [&str; 2] = [".hip_fatbin", ".nv_fatbin"];
 
 const PHDR_SIZE: u64 = core::mem::size_of::<ProgramHeader64<LE>>() as u64;
-const RELA_SIZE: u64 = core::mem::size_of::<object::elf::Rela64<LE>>() as u64;
 const SYM_SIZE: u64 = core::mem::size_of::<Sym64<LE>>() as u64;
 const RELA_ADDEND: u64 = core::mem::offset_of!(object::elf::Rela64<LE>, r_addend) as u64;
 const SYM_VALUE: u64 = core::mem::offset_of!(Sym64<LE>, st_value) as u64;
@@ -234,21 +232,6 @@ fn word(data: &[u8], at: u64) -> Option<u64> {
     Some(u64::from_le_bytes(b.try_into().ok()?))
 }
 
-/// The file offset of the 8 bytes at address `vaddr`, when a `PT_LOAD` segment holds
-/// them in the file.
-fn file_offset(phdrs: &[ProgramHeader64<LE>], vaddr: u64) -> Option<u64> {
-    phdrs
-        .iter()
-        .filter(|p| p.p_type(LE) == PT_LOAD)
-        .find(|p| {
-            p.p_vaddr(LE) <= vaddr
-                && vaddr
-                    .checked_add(8)
-                    .is_some_and(|e| e <= p.p_vaddr(LE).saturating_add(p.p_filesz(LE)))
-        })
-        .map(|p| p.p_offset(LE).saturating_add(diff(vaddr, p.p_vaddr(LE))))
-}
-
 type Sections<'d> = SectionTable<'d, FileHeader64<LE>>;
 
 /// Where the units of every `.hip_fatbin`/`.nv_fatbin` go: back to back from the start of
@@ -360,106 +343,93 @@ fn packings(
 
 /// Every pointer to a unit: relative relocations (`RELA` addends, `REL` and `RELR` words
 /// in place), the words they apply to, and the wrappers' pointer fields (absolute in
-/// executables).
-fn find_pointers(
-    data: &[u8],
-    h: &FileHeader64<LE>,
-    sections: &Sections<'_>,
-    phdrs: &[ProgramHeader64<LE>],
-    ptrs: &mut Pointers<'_>,
-) -> core::result::Result<(), String> {
-    let relative = match h.e_machine(LE) {
-        EM_X86_64 => object::elf::R_X86_64_RELATIVE,
-        EM_AARCH64 => object::elf::R_AARCH64_RELATIVE,
-        m => return Err(format!("relocations of machine {m} are not known")),
-    };
+/// executables), as the host reader ([`Elf64::relocations`], the wrapper sections)
+/// gives them.
+fn find_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Result<(), String> {
+    let data = elf.data();
+    let machine = elf.machine();
+    if machine != EM_X86_64.0 && machine != EM_AARCH64.0 {
+        return Err(format!("relocations of machine {machine} are not known"));
+    }
+    let sections = elf.section_table();
     let packs = ptrs.packs;
     let pack_section = |shndx: u16| packs.iter().any(|k| k.index == usize::from(shndx));
-    let in_file = |sh: &SectionHeader64<LE>, index: usize| -> core::result::Result<u64, String> {
-        let o = sh.sh_offset(LE);
-        if o.checked_add(sh.sh_size(LE))
-            .is_some_and(|e| e <= len64(data.len()))
-        {
-            Ok(o)
-        } else {
-            Err(format!("section {index} runs past the end of the file"))
+    // The symbol table of the last relocation section read.
+    let mut symbols: (usize, &[Sym64<LE>]) = (usize::MAX, &[]);
+    for r in elf.relocations() {
+        let r = r.map_err(|e| format!("{e}"))?;
+        if !r.dynamic {
+            continue;
         }
-    };
-    for (index, sh) in sections.iter().enumerate() {
-        let alloc = sh.sh_flags(LE).0 & SHF_ALLOC.0 != 0;
-        let name = sections.section_name(LE, sh).unwrap_or_default();
-        if alloc {
-            if let Some((relas, link)) = sh.rela(LE, data).map_err(|e| format!("{e}"))? {
-                let o = in_file(sh, index)?;
-                // The symbol table the relocations refer to.
-                let symbols: &[Sym64<LE>] = sections
-                    .section(link)
-                    .ok()
-                    .and_then(|s| s.data_as_array(LE, data).ok())
-                    .unwrap_or_default();
-                for (k, r) in (0u64..).zip(relas) {
-                    let at = o.saturating_add(k.saturating_mul(RELA_SIZE));
-                    if r.r_type(LE, false) == relative {
-                        let addend = r.r_addend(LE) as u64;
-                        if ptrs.pack_of(addend).is_some() {
-                            ptrs.repoint(
-                                at.saturating_add(RELA_ADDEND),
-                                addend,
-                                "a relocation addend",
-                            )?;
-                            if let Some(f) = file_offset(phdrs, r.r_offset(LE)) {
-                                if word(data, f) == Some(addend) {
-                                    ptrs.repoint(f, addend, "a relocated word")?;
-                                }
-                            }
-                        }
-                    } else {
-                        let sym = r.r_sym(LE, false);
-                        let shndx = symbols
-                            .get(sym as usize)
-                            .filter(|_| sym != 0)
-                            .map(|s| s.st_shndx.get(LE).0);
-                        if shndx.is_some_and(pack_section) {
-                            return Err(format!(
-                                "relocation {k} of {} refers to a symbol in a fatbinary section",
-                                String::from_utf8_lossy(name)
-                            ));
+        match (r.encoding, elf.kind_of(&r)) {
+            (Encoding::Rela(record), RelocationKind::Relative) => {
+                let addend = r.addend.unwrap_or(0) as u64;
+                if ptrs.pack_of(addend).is_some() {
+                    ptrs.repoint(
+                        record.saturating_add(RELA_ADDEND),
+                        addend,
+                        "a relocation addend",
+                    )?;
+                    if let Some(f) = elf.file_offset(r.place, 8) {
+                        if word(data, f) == Some(addend) {
+                            ptrs.repoint(f, addend, "a relocated word")?;
                         }
                     }
                 }
             }
-            if let Some((rels, _)) = sh.rel(LE, data).map_err(|e| format!("{e}"))? {
-                for r in rels.iter().filter(|r| r.r_type(LE) == relative) {
-                    if let Some(f) = file_offset(phdrs, r.r_offset(LE)) {
-                        if let Some(w) = word(data, f) {
-                            ptrs.repoint(f, w, "a relocated word")?;
-                        }
+            (Encoding::Rela(_), _) => {
+                if symbols.0 != r.symbols {
+                    let table: &[Sym64<LE>] = sections
+                        .section(object::SectionIndex(r.symbols))
+                        .ok()
+                        .and_then(|s| s.data_as_array(LE, data).ok())
+                        .unwrap_or_default();
+                    symbols = (r.symbols, table);
+                }
+                let shndx = symbols
+                    .1
+                    .get(r.symbol as usize)
+                    .filter(|_| r.symbol != 0)
+                    .map(|s| s.st_shndx.get(LE).0);
+                if shndx.is_some_and(pack_section) {
+                    let name = sections
+                        .section(object::SectionIndex(r.section))
+                        .ok()
+                        .and_then(|sh| sections.section_name(LE, sh).ok())
+                        .unwrap_or_default();
+                    return Err(format!(
+                        "a relocation of {} refers to a symbol in a fatbinary section",
+                        String::from_utf8_lossy(name)
+                    ));
+                }
+            }
+            (Encoding::Rel(_) | Encoding::Relr, RelocationKind::Relative) => {
+                if let Some(f) = elf.file_offset(r.place, 8) {
+                    if let Some(w) = word(data, f) {
+                        ptrs.repoint(f, w, "a relocated word")?;
                     }
                 }
             }
-            if let Some(relrs) = sh.relr(LE, data).map_err(|e| format!("{e}"))? {
-                for place in relrs {
-                    if let Some(f) = file_offset(phdrs, place) {
-                        if let Some(w) = word(data, f) {
-                            ptrs.repoint(f, w, "a relocated word")?;
-                        }
-                    }
-                }
-            }
+            _ => {}
         }
-        if sh.sh_type(LE) == SHT_PROGBITS && WRAPPER_SECTIONS.contains(&name) {
-            let o = in_file(sh, index)?;
-            for k in 0..sh.sh_size(LE).checked_div(FATBIN_WRAPPER_SIZE).unwrap_or(0) {
-                let at = o.saturating_add(k.saturating_mul(FATBIN_WRAPPER_SIZE));
-                let Ok(w) = crate::bytes::read::<RawFatbinWrapper>(data, at, "wrapper") else {
-                    break;
-                };
-                ptrs.repoint(
-                    at.saturating_add(WRAPPER_POINTER),
-                    w.binary.get(),
-                    "a wrapper's pointer",
-                )?;
-            }
+    }
+    let table = elf.sections().map_err(|e| format!("{e}"))?;
+    for section in crate::host::Sections::Elf(table).iter() {
+        let section = section.map_err(|e| format!("{e}"))?;
+        if section.kind != SHT_PROGBITS.0 || section.role() != SectionRole::Wrappers {
+            continue;
+        }
+        let o = section.offset;
+        for k in 0..len64(section.data.len()) / FATBIN_WRAPPER_SIZE {
+            let at = o.saturating_add(k.saturating_mul(FATBIN_WRAPPER_SIZE));
+            let Ok(w) = crate::bytes::read::<RawFatbinWrapper>(data, at, "wrapper") else {
+                break;
+            };
+            ptrs.repoint(
+                at.saturating_add(WRAPPER_POINTER),
+                w.binary.get(),
+                "a wrapper's pointer",
+            )?;
         }
     }
     Ok(())
@@ -579,18 +549,14 @@ fn compact(
     plans: &[UnitPlan<'_>],
     tail: bool,
 ) -> core::result::Result<(Vec<Piece>, String), String> {
-    let h = FileHeader64::<LE>::parse(data).map_err(|e| format!("ELF header: {e}"))?;
-    let phdrs = h
-        .program_headers(LE, data)
-        .map_err(|e| format!("program headers: {e}"))?;
-    let sections = h
-        .sections(LE, data)
-        .map_err(|e| format!("section headers: {e}"))?;
+    let elf = Elf64::parse(data).map_err(|e| format!("{e}"))?;
+    let h = elf.header();
+    let phdrs = elf.segments().map_err(|e| format!("{e}"))?;
+    let sections = *elf.section_table();
     if h.e_shnum(LE) == 0 || h.e_shstrndx(LE) == SHN_XINDEX {
         return Err("extended section numbering".into());
     }
-    let loads: Vec<&ProgramHeader64<LE>> =
-        phdrs.iter().filter(|p| p.p_type(LE) == PT_LOAD).collect();
+    let loads: Vec<&ProgramHeader64<LE>> = elf.loads().collect();
     let first_delta = loads
         .first()
         .map(|p| p.p_vaddr(LE).wrapping_sub(p.p_offset(LE)))
@@ -615,7 +581,7 @@ fn compact(
         patches: BTreeMap::new(),
         referenced: BTreeSet::new(),
     };
-    find_pointers(data, h, &sections, phdrs, &mut ptrs)?;
+    find_pointers(&elf, &mut ptrs)?;
     let units_moved = ptrs.moved.len();
     let unreferenced = units_moved.saturating_sub(ptrs.referenced.len());
     let mut patches = ptrs.patches;

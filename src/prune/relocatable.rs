@@ -17,13 +17,14 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use object::elf::{
-    FileHeader64, Rel64, Rela64, SectionHeader64, Sym64, SHF_INFO_LINK, SHN_LORESERVE, SHN_XINDEX,
-    SHT_DYNSYM, SHT_GROUP, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB, SHT_SYMTAB_SHNDX,
+    SectionHeader64, Sym64, SHF_INFO_LINK, SHN_LORESERVE, SHN_XINDEX, SHT_DYNSYM, SHT_GROUP,
+    SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB, SHT_SYMTAB_SHNDX,
 };
 use object::read::elf::{FileHeader, SectionHeader};
 use object::{LittleEndian as LE, U64};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::host::elf::{Elf64, Encoding};
 
 use super::pieces::Piece;
 use super::plan::{Body, UnitPlan};
@@ -48,16 +49,15 @@ struct Change {
 
 /// Lays out a relocatable object again (see the module documentation).
 pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, String)> {
-    let h = FileHeader64::<LE>::parse(data).map_err(elf("ELF header is malformed"))?;
+    let file = Elf64::parse(data)?;
+    let h = file.header();
     if h.e_phnum(LE) != 0 {
         return Err(bad(56, "relocatable object with program headers"));
     }
     if h.e_shnum(LE) == 0 || h.e_shstrndx(LE) == SHN_XINDEX {
         return Err(bad(60, "extended section numbering is not handled"));
     }
-    let sections = h
-        .sections(LE, data)
-        .map_err(elf("ELF section headers are malformed"))?;
+    let sections = file.section_table();
     let shdrs: Vec<SectionHeader64<LE>> = sections.iter().copied().collect();
     let file_range = |sh: &SectionHeader64<LE>| -> Range<u64> {
         let off = sh.sh_offset(LE);
@@ -185,26 +185,25 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
             syms.get(sym)
                 .is_some_and(|s| changed(usize::from(s.st_shndx.get(LE).0)).is_some())
         };
-        for rsh in shdrs.iter().filter(|r| r.sh_link(LE) as usize == si) {
-            if rsh.sh_type(LE) == SHT_RELA {
-                let relas: &[Rela64<LE>] =
-                    rsh.data_as_array(LE, data).map_err(elf("relocations"))?;
-                if relas.iter().any(|r| {
-                    targets_changed(r.r_sym(LE, false) as usize) && r.r_addend.get(LE) != 0
-                }) {
+        for r in file.relocations() {
+            let r = r?;
+            if r.symbols != si || !targets_changed(r.symbol as usize) {
+                continue;
+            }
+            match r.encoding {
+                Encoding::Rela(at) if r.addend != Some(0) => {
                     return Err(bad(
-                        rsh.sh_offset(LE),
+                        at,
                         "a relocation points inside a section holding device code",
                     ));
                 }
-            } else if rsh.sh_type(LE) == SHT_REL {
-                let rels: &[Rel64<LE>] = rsh.data_as_array(LE, data).map_err(elf("relocations"))?;
-                if rels.iter().any(|r| targets_changed(r.r_sym(LE) as usize)) {
+                Encoding::Rel(at) => {
                     return Err(bad(
-                        rsh.sh_offset(LE),
+                        at,
                         "REL relocations against device code are not handled",
                     ));
                 }
+                _ => {}
             }
         }
         if patched != original {

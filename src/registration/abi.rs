@@ -40,6 +40,14 @@ pub const BIN_DESC_SIZE: u64 = 32;
 /// Size of the HIP/CUDA fat-binary wrapper (§4.1).
 pub const FATBIN_WRAPPER_SIZE: u64 = 24;
 
+// The host reader walks wrapper sections and names entry tables with its own copies of
+// these numbers (it comes before this module).
+const _: () = assert!(crate::host::WRAPPER_SIZE == FATBIN_WRAPPER_SIZE);
+const _: () = assert!(crate::host::ENTRY_SECTIONS[0].1 == kind::OPENMP);
+const _: () = assert!(crate::host::ENTRY_SECTIONS[1].1 == kind::CUDA);
+const _: () = assert!(crate::host::ENTRY_SECTIONS[2].1 == kind::HIP);
+const _: () = assert!(crate::host::ENTRY_SECTIONS[3].1 == kind::OPENMP);
+
 /// `OffloadKind` values in offload entries (§1.2; both numbering eras of HIP).
 pub mod kind {
     /// No consumer.

@@ -40,7 +40,10 @@ pub mod elf;
 pub mod registry;
 pub mod view;
 
-pub use elf::{device_kernels, DeviceSymbol, ElfType, EntrySection, HostElf, WrapperSlot};
+pub use crate::host::HostFile;
+pub use elf::{
+    descriptors, device_kernels, DeviceSymbol, ElfType, EntrySection, HostElf, WrapperSlot,
+};
 pub use registry::{
     runtime_policy, BoundEntry, Registration, RegistrationKind, Registry, RegistryOptions,
     SimulatedDevice, UnitId,

@@ -2,7 +2,7 @@
 //! `loader-sim register --load LIB --device T... [--json]`.
 //!
 //! Static mode reads FILE (a host executable, shared library or object) as the program
-//! would be in memory ([`HostElf`]) and makes the registration calls its constructors
+//! would be in memory ([`HostFile`]) and makes the registration calls its constructors
 //! would make: `__hipRegisterFatBinary` for every `.hipFatBinSegment` wrapper (in section
 //! order), then `__tgt_register_lib` for every descriptor (in address order).
 //!
@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use loader_sim_rt::report::{unit_records, Record, RecordOptions};
+use offload_image::host::{FileKind, HostFile};
 use offload_image::registration::{
-    ElfType, EntryTable, HostElf, RegistrationKind, Registry, RegistryOptions, SimulatedDevice,
-    UnitId,
+    descriptors, EntryTable, RegistrationKind, Registry, RegistryOptions, SimulatedDevice, UnitId,
 };
 use offload_image::Policy;
 use offload_image::ReadOptions;
@@ -123,7 +123,7 @@ fn read_options(args: &Args) -> ReadOptions {
 }
 
 /// `<section>+<offset>` for an address of `elf`.
-fn place(elf: &HostElf<'_>, addr: u64) -> String {
+fn place(elf: &HostFile<'_>, addr: u64) -> String {
     match elf.section_at(addr) {
         Some((s, off)) => format!("{}+{off:#x}", String::from_utf8_lossy(s.name)),
         None => format!("{addr:#x}"),
@@ -140,7 +140,7 @@ fn statically(
     devices: Vec<SimulatedDevice>,
 ) -> Result<Vec<Record>, Failure> {
     let input = Input::open(file)?;
-    let elf = HostElf::parse(input.bytes()).map_err(|e| {
+    let elf = HostFile::parse(input.bytes()).map_err(|e| {
         Failure::file(
             file,
             format_args!("{e} (register reads host ELF executables, shared libraries and objects)"),
@@ -155,7 +155,7 @@ fn statically(
             ..RegistryOptions::default()
         },
     );
-    let relocatable = elf.elf_type() == ElfType::Relocatable;
+    let relocatable = elf.kind() == FileKind::Relocatable;
     // (unit, label, address, entries come from the device image)
     let mut units: Vec<(UnitId, String, u64, bool)> = Vec::new();
     let mut seen: BTreeSet<UnitId> = BTreeSet::new();
@@ -208,7 +208,7 @@ fn statically(
             report(&mut registry, &mut records, units.last(), args.explain);
         }
     }
-    for desc in elf.descriptors(&read) {
+    for desc in descriptors(&elf, &read) {
         let id = registry.register_lib(&elf, desc).map_err(|e| {
             Failure::file(
                 file,
