@@ -52,6 +52,7 @@ case "$target" in
     offload_binary) seeds=("$corpus/packager" "$corpus/nvptx") ;;
     nvfatbin) seeds=("$corpus/../nvfatbin/files" "$corpus/../nvfatbin/files/malformed") ;;
     register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o") ;;
+    pe) seeds=("$corpus/../pe") ;;
     container | select) seeds=("$corpus/bundles" "$corpus/compressed" "$corpus/packager" "$corpus/text"
                                "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed"
                                "$corpus/../nvfatbin/files") ;;

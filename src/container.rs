@@ -1,4 +1,5 @@
-//! Finding offload containers by content: in files, ELF sections, `ar` members, recursively.
+//! Finding offload containers by content: in files, the sections of host files (ELF, PE
+//! images and COFF objects: [`crate::host`]), `ar` members, recursively.
 //!
 //! The walk ([`for_each_unit`]) hands out [`Unit`]s in discovery order (archive member
 //! order, section order, offset within a section) without allocating. A unit is one bundle
@@ -470,8 +471,8 @@ impl<'data> Iterator for ObjectSections<'data> {
 /// The units of `data` in discovery order, as an allocation-free iterator (see [`Units`]).
 ///
 /// `data` may be any of the formats of `CLI.md`: a bundle, text bundle, `CCOB`, one or
-/// more OffloadBinaries, a bare device ELF, a host ELF with offload sections, or an `ar`
-/// archive of any of these. Unrecognised bytes at the top level are an error
+/// more OffloadBinaries, a bare device ELF, a host ELF, PE image (DLL, EXE, PYD) or COFF
+/// object with offload sections (`PE.md`), or an `ar` archive of any of these. Unrecognised bytes at the top level are an error
 /// ([`ErrorKind::BadMagic`]); inside archives, members that hold no offload container are
 /// skipped. After the first error the iterator ends.
 ///
