@@ -168,16 +168,28 @@ fn err(kind: ErrorKind, at: u64, what: &'static str) -> Error {
     Error::new(kind, at, what)
 }
 
+/// Every header error names a field inside the file; a structure that starts past the end
+/// is reported at the end (a safety net: the readers above locate errors at the field).
+fn within_file(e: Error, data: &[u8]) -> Error {
+    let end = u64_of(data.len());
+    if e.offset() > end {
+        Error::new(e.kind(), end, e.what())
+    } else {
+        e
+    }
+}
+
 impl<'d> PeSections<'d> {
     /// Reads the headers and the section table of `data`, a PE image or a COFF object.
     ///
     /// Every malformed header is an error at the offset of the field that is wrong.
     pub fn parse(data: &'d [u8]) -> Result<Self> {
-        if data.starts_with(b"MZ") {
+        let parsed = if data.starts_with(b"MZ") {
             Self::parse_image(data)
         } else {
             Self::parse_object(data)
-        }
+        };
+        parsed.map_err(|e| within_file(e, data))
     }
 
     fn parse_image(data: &'d [u8]) -> Result<Self> {
@@ -198,7 +210,15 @@ impl<'d> PeSections<'d> {
                 "PE signature is not PE\\0\\0",
             ));
         }
-        let opt_at = nt_at.saturating_add(4).saturating_add(FILE_HEADER_SIZE);
+        let header_at = nt_at.saturating_add(4);
+        data.read_at::<ImageFileHeader>(header_at).map_err(|_| {
+            err(
+                ErrorKind::Truncated,
+                header_at,
+                "PE file header is truncated",
+            )
+        })?;
+        let opt_at = header_at.saturating_add(FILE_HEADER_SIZE);
         let magic = data
             .read_at::<object::U16<LE>>(opt_at)
             .map_err(|_| {
@@ -230,6 +250,9 @@ impl<'d> PeSections<'d> {
         let (nt, directories) = ImageNtHeaders64::parse(data, &mut offset).map_err(|_| {
             let dirs_at = opt_at.saturating_add(NUMBER_OF_RVA_AND_SIZES);
             match nt_header_size(data, nt_at) {
+                Some(size) if opt_at.saturating_add(u64::from(size)) > u64_of(data.len()) => {
+                    err(ErrorKind::Truncated, opt_at, "PE optional header is truncated")
+                }
                 Some(size) if size < 112 => err(
                     ErrorKind::Malformed,
                     nt_at.saturating_add(4 + 16),
@@ -563,6 +586,10 @@ pub struct HostPe<'d> {
 impl<'d> HostPe<'d> {
     /// Reads the headers, the section table and the relocations of `data`.
     pub fn parse(data: &'d [u8]) -> Result<Self> {
+        Self::read(data).map_err(|e| within_file(e, data))
+    }
+
+    fn read(data: &'d [u8]) -> Result<Self> {
         let table = PeSections::parse(data)?;
         let image = table.is_image();
         let mut sections = Vec::with_capacity(table.len());
