@@ -559,6 +559,18 @@ fn malformed_image_headers_are_refused_where_they_are_wrong() {
             (hip + 20) as u64,
         ),
         (
+            "file cut inside the optional header",
+            good[..opt + 50].to_vec(),
+            ErrorKind::Truncated,
+            opt as u64,
+        ),
+        (
+            "file cut inside the COFF file header",
+            good[..nt + 10].to_vec(),
+            ErrorKind::Truncated,
+            (nt + 4) as u64,
+        ),
+        (
             "truncated section table",
             good[..table + 40].to_vec(),
             ErrorKind::Truncated,
