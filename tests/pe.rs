@@ -746,3 +746,87 @@ fn a_bundle_in_an_unnamed_section_is_found_by_its_contents() {
     assert_eq!(seen.len(), 3);
     assert!(seen.iter().all(|x| x.section == ".mydata"));
 }
+
+fn pe_codes(data: &[u8]) -> Vec<(String, u64)> {
+    offload_image::validate::validate(data, &ReadOptions::default())
+        .iter()
+        .filter(|f| f.code.name().starts_with("pe-") || f.severity() == Severity::Error)
+        .map(|f| (f.code.name().to_owned(), f.offset))
+        .collect()
+}
+
+use offload_image::validate::Severity;
+
+#[test]
+fn validate_finds_nothing_wrong_with_the_corpus_dlls() {
+    for f in ["k3.dll", "knr.dll", "kc.dll"] {
+        assert_eq!(pe_codes(&read(f)), vec![], "{f}");
+    }
+}
+
+#[test]
+fn validate_finds_nothing_wrong_with_the_real_dlls() {
+    if !common::external("the Windows wheels of scripts/fetch-windows-wheels.sh") {
+        return;
+    }
+    for f in [
+        "cu12/curand64_10.dll",
+        "cu13/curand64_10.dll",
+        "hip-quant-2.2.4/_C.cp312-win_amd64.pyd",
+    ] {
+        let data = std::fs::read(external_windows().join(f)).unwrap();
+        assert_eq!(pe_codes(&data), vec![], "{f}");
+    }
+}
+
+/// The three Windows checks of `validate` (`VALIDATE.md` §2.15–§2.17) on damaged copies of
+/// `k3.dll`: a DIR64 entry turned into padding, a pointer moved off its container, a wrapper
+/// erased.
+#[test]
+fn validate_finds_damaged_wrappers() {
+    let good = read("k3.dll");
+    let host = HostFile::parse(&good).unwrap();
+    let slots = host.fat_binary_wrappers();
+    assert_eq!(slots.len(), 3);
+    let nt = le32(&good, 0x3C) as usize;
+    let table = nt + 24 + le16(&good, nt + 20) as usize;
+    let count = le16(&good, nt + 6) as usize;
+    let reloc = section_header(&good, table, count, b".reloc");
+    let (at, size) = (
+        le32(&good, reloc + 20) as usize,
+        le32(&good, reloc + 8) as usize,
+    );
+    // The DIR64 entry of wrapper 1's pointer.
+    let want = slots[1].address + 8;
+    let mut entry = None;
+    let mut pos = at;
+    while pos + 8 <= at + size {
+        let (page, len) = (le32(&good, pos) as u64, le32(&good, pos + 4) as usize);
+        for e in (pos + 8..pos + len).step_by(2) {
+            let v = le16(&good, e);
+            if v >> 12 == 10 && page + u64::from(v & 0xFFF) == want {
+                entry = Some(e);
+            }
+        }
+        pos += len;
+    }
+    let mut d = good.clone();
+    let e = entry.expect("DIR64 entry of wrapper 1");
+    d[e..e + 2].copy_from_slice(&0u16.to_le_bytes());
+    assert_eq!(
+        pe_codes(&d),
+        vec![("pe-wrapper-unrelocated".to_owned(), slots[1].offset + 8)]
+    );
+    let mut d = good.clone();
+    let p = slots[2].offset as usize + 8;
+    let moved = u64::from_le_bytes(d[p..p + 8].try_into().unwrap()) + 0x10;
+    d[p..p + 8].copy_from_slice(&moved.to_le_bytes());
+    assert_eq!(
+        pe_codes(&d),
+        vec![("pe-wrapper-not-container".to_owned(), slots[2].offset + 8)]
+    );
+    let mut d = good.clone();
+    let w = slots[0].offset as usize;
+    d[w..w + 24].fill(0);
+    assert_eq!(pe_codes(&d), vec![("pe-wrapper-count".to_owned(), 0)]);
+}
