@@ -9,9 +9,11 @@
 # Inputs: nvidia-curand-cu12 10.3.10.19, both builds: curand64_10.dll (79 MB, `.nv_fatb` of
 # 35.7 MB, 11 fatbinaries, 153 entries; scripts/fetch-windows-wheels.sh) and libcurand.so.10
 # (167 MB, `.nv_fatbin` of 123.8 MB, 11 fatbinaries, 153 entries; scripts/fetch-nvidia-libs.sh).
-# The Windows build compresses its cubins, the Linux one does not, so `list` (which hashes
-# every image, decoding the compressed ones) does different work on the two; `list
-# --no-sha256` and `select` read headers only. Needs a C compiler and jq.
+# The Windows build compresses some of its cubins (LZ4, zstd), the Linux one does not, so
+# the two do not hold the same bytes; to tell the cost of reading the PE file from that of
+# its contents, the same commands also run on the DLL's `.nv_fatb` cut out by
+# `llvm-objcopy-22 --dump-section` (a bare sequence of fatbinaries). Needs a C compiler, jq
+# and llvm-objcopy-22.
 #
 # Every run is one process started by benches/runtime.c (wall time from a monotonic clock,
 # peak RSS from wait4). Each round runs every command once, rotating which goes first, after
@@ -28,7 +30,7 @@ mkdir -p "$work" "$out" "$work/times"
 rm -f "$work"/times/*
 
 die() { echo "pe.sh: $*" >&2; exit 1; }
-for t in cc jq; do
+for t in cc jq llvm-objcopy-22; do
   command -v "$t" >/dev/null || die "$t is missing (apt-get install gcc jq)"
 done
 
@@ -36,7 +38,9 @@ echo "== data"
 so="$(scripts/fetch-nvidia-libs.sh | tail -n1)"
 dll="$(scripts/fetch-windows-wheels.sh | tail -n1)/cu12/curand64_10.dll"
 [ -e "$so" ] && [ -e "$dll" ] || die "inputs missing"
-echo "$so: $(stat -c %s "$so") bytes; $dll: $(stat -c %s "$dll") bytes"
+cut="$work/curand64_10.nv_fatb"
+llvm-objcopy-22 --dump-section ".nv_fatb=$cut" "$dll" "$work/scratch.dll"
+echo "$so: $(stat -c %s "$so") bytes; $dll: $(stat -c %s "$dll") bytes; its .nv_fatb: $(stat -c %s "$cut") bytes"
 
 echo "== binaries"
 cargo build --release --locked -p loader-sim 2>&1 | tail -n1
@@ -45,8 +49,8 @@ cc -O2 -Wall -o "$work/runtime" benches/runtime.c
 RUN="$work/runtime"
 
 declare -A CMD LABEL
-for os in so dll; do
-  f=$so; [ $os = dll ] && f=$dll
+for os in so dll cut; do
+  f=$so; [ $os = dll ] && f=$dll; [ $os = cut ] && f=$cut
   CMD[select_$os]="$LS select $f --target sm_86"
   LABEL[select_$os]="select --target sm_86"
   CMD[nohash_$os]="$LS list --no-sha256 $f"
@@ -54,7 +58,7 @@ for os in so dll; do
   CMD[list_$os]="$LS list $f"
   LABEL[list_$os]="list (hashes every image)"
 done
-names=(select_so select_dll nohash_so nohash_dll list_so list_dll)
+names=(select_so select_dll select_cut nohash_so nohash_dll nohash_cut list_so list_dll list_cut)
 
 run() {
   # shellcheck disable=SC2086
@@ -89,11 +93,11 @@ med() { sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR
 echo
 echo "Machine: $(nproc) vCPU $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1), $(uname -r); $(date -u +%Y-%m-%d); $ROUNDS warm rounds, medians"
 echo
-echo "| command | .so wall | .dll wall | .dll / .so | .so RSS | .dll RSS |"
-echo "|---|---|---|---|---|---|"
+echo "| command | .so wall | .dll wall | .nv_fatb cut out | .dll / .so | .dll / cut out | .so RSS | .dll RSS |"
+echo "|---|---|---|---|---|---|---|---|"
 for c in select nohash list; do
-  a="$work/times/${c}_so.warm"; b="$work/times/${c}_dll.warm"
-  awk -v l="${LABEL[${c}_so]}" -v aw="$(med "$a" 1)" -v bw="$(med "$b" 1)" -v ar="$(med "$a" 2)" -v br="$(med "$b" 2)" 'BEGIN {
-    printf "| %s | %.1f ms | %.1f ms | %.2f | %.1f MiB | %.1f MiB |\n", l, aw * 1000, bw * 1000, bw / aw, ar / 1024, br / 1024 }'
+  a="$work/times/${c}_so.warm"; b="$work/times/${c}_dll.warm"; x="$work/times/${c}_cut.warm"
+  awk -v l="${LABEL[${c}_so]}" -v aw="$(med "$a" 1)" -v bw="$(med "$b" 1)" -v xw="$(med "$x" 1)" -v ar="$(med "$a" 2)" -v br="$(med "$b" 2)" 'BEGIN {
+    printf "| %s | %.1f ms | %.1f ms | %.1f ms | %.2f | %.2f | %.1f MiB | %.1f MiB |\n", l, aw * 1000, bw * 1000, xw * 1000, bw / aw, bw / xw, ar / 1024, br / 1024 }'
 done
 exit $fail
