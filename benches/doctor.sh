@@ -6,6 +6,7 @@
 #   benches/doctor.sh                 # 7 rounds
 #   ROUNDS=11 benches/doctor.sh
 #   WHEELS=0 benches/doctor.sh        # Debian's libraries only (no JAX wheels)
+#   benches/doctor.sh wheel           # issue 23: a wheel read in place against unzip + doctor
 #
 # The tree (hard links, so no copy): librocsparse0 (1.3 GB), librocrand1, libhipsparse0,
 # libhiprand1 from Debian (scripts/fetch-rocm-libs.sh), and with WHEELS=1 (default) the
@@ -21,6 +22,64 @@ ROUNDS="${ROUNDS:-7}"
 WHEELS="${WHEELS:-1}"
 work="${BENCH_DIR:-$here/target/bench-doctor}"
 ext="${OFFLOAD_IMAGE_EXTERNAL:-$here/target/external}"
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+
+if [ "${1:-}" = wheel ]; then
+  # Issue 23: `doctor` on the cyllama-rocm 0.2.18 wheel (47.5 MB; its libggml-hip is a
+  # 168.8 MB deflated member with 130 bundles in .hip_fatbin) against `unzip` of the wheel
+  # followed by `doctor` of the unpacked tree, in one shell (peak RSS: the largest process
+  # of the two). Target: doctor on the wheel at most 1.5x the time of unzip + doctor, peak
+  # RSS at most 64 MiB. Warm cache; each round runs both sides, alternating which goes first.
+  scripts/fetch-cyllama-rocm.sh >/dev/null
+  whl=$(ls "$ext"/cyllama-rocm/cyllama_rocm-0.2.18-*.whl | head -n1)
+  mkdir -p "$work/wtimes"
+  rm -f "$work"/wtimes/*
+  cargo build --quiet --release --locked -p loader-sim
+  cc -O2 -Wall -o "$work/runtime" benches/runtime.c
+  RUN="$work/runtime"
+  bin="${CARGO_TARGET_DIR:-$here/target}/release/loader-sim"
+  devs=(--target gfx1100 --target gfx906 --target gfx90a:sramecc+:xnack- --json)
+  unz="$work/unzipped"
+  onwheel=("$bin" doctor "$whl" "${devs[@]}")
+  unpacked=(sh -c 'rm -rf "$1" && unzip -q "$2" -d "$1" && shift 2 && "$@"; s=$?; [ $s -le 1 ]' sh
+    "$unz" "$whl" "$bin" doctor "$unz" "${devs[@]}")
+  echo "wheel: $(basename "$whl"), $(wc -c <"$whl") bytes"
+  cat "$whl" >/dev/null
+  # Untimed warm-up; the two verdicts must agree.
+  "${onwheel[@]}" >"$work/wheel.jsonl" || [ $? -eq 1 ]
+  "${unpacked[@]}" >/dev/null
+  "$bin" doctor "$unz" "${devs[@]}" >"$work/unzipped.jsonl" || [ $? -eq 1 ]
+  verdicts() { python3 -c 'import json,sys
+for l in sys.stdin:
+    r = json.loads(l)
+    if not r.get("summary"):
+        print(r["device"], r["units"], r["units_covered"], r["status"], r["reason"])' | sort; }
+  if ! diff <(verdicts <"$work/wheel.jsonl") <(verdicts <"$work/unzipped.jsonl"); then
+    echo "FAIL: the wheel and the unpacked tree give different verdicts"
+    exit 1
+  fi
+  for ((r = 0; r < ROUNDS; r++)); do
+    if ((r % 2)); then order="wheel unzip"; else order="unzip wheel"; fi
+    for side in $order; do
+      if [ "$side" = wheel ]; then
+        "$RUN" -- "${onwheel[@]}" >>"$work/wtimes/wheel"
+      else
+        "$RUN" -- "${unpacked[@]}" >>"$work/wtimes/unzip"
+      fi
+    done
+  done
+  rm -rf "$unz"
+  ww=$(cut -d' ' -f1 "$work/wtimes/wheel" | median)
+  uw=$(cut -d' ' -f1 "$work/wtimes/unzip" | median)
+  wr=$(cut -d' ' -f2 "$work/wtimes/wheel" | sort -n | tail -n1)
+  ur=$(cut -d' ' -f2 "$work/wtimes/unzip" | sort -n | tail -n1)
+  printf '%-16s %12s %14s\n' side "median s" "max RSS KiB"
+  printf '%-16s %12.3f %14d\n' "unzip + doctor" "$uw" "$ur" "doctor on wheel" "$ww" "$wr"
+  ratio=$(awk -v d="$ww" -v c="$uw" 'BEGIN {printf "%.3f", d / c}')
+  echo "doctor on wheel / (unzip + doctor) wall time: $ratio (target <= 1.5); peak RSS $((wr / 1024)) MiB (target <= 64)"
+  awk -v r="$ratio" -v m="$wr" 'BEGIN {exit !(r <= 1.5 && m <= 65536)}' && echo "PASS" || { echo "FAIL"; exit 1; }
+  exit 0
+fi
 tree="$work/tree"
 mkdir -p "$work/times"
 rm -f "$work"/times/*
@@ -73,7 +132,6 @@ for ((r = 0; r < ROUNDS; r++)); do
   done
 done
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 dw=$(cut -d' ' -f1 "$work/times/doctor" | median)
 cw=$(cut -d' ' -f1 "$work/times/cat" | median)
 dr=$(cut -d' ' -f2 "$work/times/doctor" | sort -n | tail -n1)

@@ -51,11 +51,14 @@ case "$target" in
     ccob) seeds=("$corpus/compressed" "$corpus/nvptx/omp_nv_cubins.v3-zstd.llvm22.ccob") ;;
     offload_binary) seeds=("$corpus/packager" "$corpus/nvptx") ;;
     nvfatbin) seeds=("$corpus/../nvfatbin/files" "$corpus/../nvfatbin/files/malformed") ;;
-    register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o") ;;
+    kpack) seeds=("$corpus/../kpack/jax/.kpack" "$corpus/../kpack/jax/none" "$corpus/../kpack/rocrand/ref.msgpack"
+                  "$corpus/../kpack/jax/ref.msgpack" "$corpus/../kpack/jax/wrappers.bin") ;;
+    register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o"
+                     "$corpus/../damage/libthree.so") ;;
     pe) seeds=("$corpus/../pe") ;;
     container | select) seeds=("$corpus/bundles" "$corpus/compressed" "$corpus/packager" "$corpus/text"
                                "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed"
-                               "$corpus/../nvfatbin/files") ;;
+                               "$corpus/../nvfatbin/files" "$corpus/../damage/libthree.so") ;;
 esac
 mkdir -p "corpus/$target"
 # libFuzzer takes directories: single seed files are copied into the target's corpus.

@@ -123,6 +123,28 @@ pub enum UnitContent<'data> {
     DeviceElf(&'data [u8]),
     /// One NVIDIA fatbinary (bare, in `.nv_fatbin`, or an OffloadBinary `fatbin` image).
     NvFatbin(Fatbin<'data>),
+    /// A container that does not read, among others that do: the walk reports it and goes
+    /// on at the next container start (see [`Damage`]). Opening it gives its error.
+    Damaged(Damage<'data>),
+}
+
+/// A damaged container of a back-to-back walk (a `.hip_fatbin` or `.nv_fatbin` section,
+/// a file of containers): what failed, and the bytes the walk passed over.
+///
+/// The walk resumes where a runtime would find the next container: the next address a
+/// registration wrapper of the host file points at (what HIP and CUDA register, one
+/// wrapper per container), else the first container start after the extent the damaged
+/// container's header still describes (a `CCOB`'s or fatbinary's total size, a bundle's
+/// entry table), else the first container start after the damaged one's first byte. It
+/// never resumes inside a payload a readable header describes.
+#[derive(Clone, Copy, Debug)]
+pub struct Damage<'data> {
+    /// Why the container does not read (its offset is in the file).
+    pub error: Error,
+    /// The container format its magic (or its section) names.
+    pub format: Format,
+    /// From the damaged container's first byte to where the walk resumed.
+    pub bytes: &'data [u8],
 }
 
 /// A registration/selection unit: see the module documentation.
@@ -153,6 +175,15 @@ impl<'data> Unit<'data> {
             UnitContent::OffloadBinaries(_) => Format::OffloadBinary,
             UnitContent::DeviceElf(_) => Format::Elf,
             UnitContent::NvFatbin(_) => Format::NvFatbin,
+            UnitContent::Damaged(d) => d.format,
+        }
+    }
+
+    /// The damage, if the unit's container does not read ([`UnitContent::Damaged`]).
+    pub fn damage(&self) -> Option<&Damage<'data>> {
+        match &self.content {
+            UnitContent::Damaged(d) => Some(d),
+            _ => None,
         }
     }
 
@@ -179,6 +210,7 @@ impl<'data> Unit<'data> {
             UnitContent::NvFatbin(f) => f.len(),
             UnitContent::ObjectBundle(o) => u64_of(o.elf().len()),
             UnitContent::Text(_) => u64_of(self.file.len()).saturating_sub(start),
+            UnitContent::Damaged(d) => u64_of(d.bytes.len()),
         };
         Ok(start..start.saturating_add(len))
     }
@@ -244,6 +276,7 @@ impl<'data> Unit<'data> {
                     }
                 }
             }
+            UnitContent::Damaged(d) => return Err(d.error),
             // A fatbinary's compressed entries are decoded on demand (`Image::decode`).
             _ => {}
         }
@@ -320,6 +353,7 @@ impl<'data> OpenUnit<'data> {
             },
             UnitContent::ObjectBundle(o) => State::Object(o.sections()),
             UnitContent::DeviceElf(d) => State::Elf(Some(d)),
+            UnitContent::Damaged(_) => State::Done,
             UnitContent::NvFatbin(f) => State::Fatbin {
                 entries: f.entries(),
                 base: self
@@ -474,7 +508,15 @@ impl<'data> Iterator for ObjectSections<'data> {
 /// more OffloadBinaries, a bare device ELF, a host ELF, PE image (DLL, EXE, PYD) or COFF
 /// object with offload sections (`PE.md`), or an `ar` archive of any of these. Unrecognised bytes at the top level are an error
 /// ([`ErrorKind::BadMagic`]); inside archives, members that hold no offload container are
-/// skipped. After the first error the iterator ends.
+/// skipped.
+///
+/// One broken container hides no other. A container that does not read among others (a
+/// `.hip_fatbin` or `.nv_fatbin` section, a file of containers) is a unit of its own,
+/// [`UnitContent::Damaged`], and the walk resumes at the next container ([`Damage`] says
+/// where). Errors outside any container (a section table entry, an archive member, a
+/// member that does not read) are `Err` items, after which the walk goes on with the next
+/// section or member; an error that leaves nowhere to go on (the top level, an archive
+/// member table) ends it.
 ///
 /// ```
 /// use offload_image::{units, ReadOptions};
@@ -496,6 +538,7 @@ pub fn units<'data>(data: &'data [u8], options: &ReadOptions) -> Units<'data> {
         stack: heapless::Vec::new(),
         path: heapless::Vec::new(),
         done: false,
+        wrapper_starts: None,
     }
 }
 
@@ -560,12 +603,17 @@ fn next_in_walk<'data>(
 /// (never searched for inside the payloads the container describes): `*pos` moves there
 /// and the skipped file range is returned. In strict mode nothing is skipped (the next
 /// step refuses the bytes).
-fn skip_after(
-    data: &[u8],
+///
+/// Where a registration wrapper of the host file points at those bytes, they are a
+/// damaged container, not bytes between containers: nothing is skipped, and the next step
+/// reports the damage ([`Damage`]).
+fn skip_after<'data>(
+    data: &'data [u8],
     pos: &mut usize,
     base: u64,
     options: &ReadOptions,
     starts: fn(&[u8]) -> bool,
+    resume: &mut Resume<'_, 'data>,
 ) -> Option<core::ops::Range<u64>> {
     if options.strict {
         return None;
@@ -574,9 +622,127 @@ fn skip_after(
     if starts(data.get(next..).unwrap_or(&[])) {
         return None;
     }
+    let at = base.saturating_add(u64_of(next));
+    if resume.wrapper_start(at.saturating_sub(1), at.saturating_add(1)) == Some(at) {
+        return None;
+    }
     let resume = next_start(data, next, starts).unwrap_or(data.len());
     *pos = resume;
     Some(base.saturating_add(u64_of(next))..base.saturating_add(u64_of(resume)))
+}
+
+/// What the walk needs to resume after a damaged container: the host file it is in, and
+/// the cache of that file's wrapper targets.
+struct Resume<'a, 'data> {
+    /// The host file and its offset in the walked buffer.
+    host: Option<(&'data [u8], u64)>,
+    cache: &'a mut Option<(u64, Vec<u64>)>,
+}
+
+impl<'data> Resume<'_, 'data> {
+    /// Where the walk of `data` (at file offset `base`) resumes after the damaged
+    /// container at `start` ([`Damage`]): always after `start`, at most `data.len()`.
+    fn after(
+        &mut self,
+        data: &'data [u8],
+        start: usize,
+        base: u64,
+        starts: fn(&[u8]) -> bool,
+    ) -> usize {
+        let at = base.saturating_add(u64_of(start));
+        let end = base.saturating_add(u64_of(data.len()));
+        if let Some(w) = self.wrapper_start(at, end) {
+            if let Ok(w) = usize::try_from(w.saturating_sub(base)) {
+                return w;
+            }
+        }
+        let from = described_end(data.get(start..).unwrap_or_default())
+            .and_then(|len| usize::try_from(len).ok())
+            .and_then(|len| start.checked_add(len))
+            .filter(|e| *e > start && *e <= data.len())
+            .unwrap_or(start.saturating_add(1));
+        next_start(data, from, starts).unwrap_or(data.len())
+    }
+
+    /// The first offset after `at` and before `end` (offsets in the walked buffer) that a
+    /// registration wrapper of the host file points at.
+    fn wrapper_start(&mut self, at: u64, end: u64) -> Option<u64> {
+        let (host, host_base) = self.host?;
+        if self.cache.as_ref().is_none_or(|(k, _)| *k != host_base) {
+            let mut starts = Vec::new();
+            if let Ok(file) = crate::host::HostFile::parse(host) {
+                for w in file.fat_binary_wrappers() {
+                    let target = w
+                        .address
+                        .checked_add(8)
+                        .and_then(|p| file.pointer_at(p).ok())
+                        .and_then(|p| file.file_offset(p));
+                    starts.extend(target.map(|t| t.saturating_add(host_base)));
+                }
+            }
+            starts.sort_unstable();
+            starts.dedup();
+            *self.cache = Some((host_base, starts));
+        }
+        let (_, starts) = self.cache.as_ref()?;
+        let from = starts.partition_point(|s| *s <= at);
+        starts.get(from).copied().filter(|s| *s < end)
+    }
+}
+
+/// The length a container's header still describes when the container does not read: a
+/// `CCOB`'s total size (versions 2 and 3), an OffloadBinary's size, a fatbinary's header
+/// plus payload size, a bundle's furthest entry end. `None` when the header says nothing
+/// readable.
+fn described_end(blob: &[u8]) -> Option<u64> {
+    use crate::raw::{
+        BundleEntryHeader, BundleHeader, CcobHeaderV2, CcobHeaderV3, CcobPrefix, FatbinHeader,
+        OffloadBinaryHeader,
+    };
+    if ccob::is_compressed_bundle(blob) {
+        let p = bytes::read::<CcobPrefix>(blob, 0, "").ok()?;
+        return match p.version.get() {
+            2 => Some(u64::from(
+                bytes::read::<CcobHeaderV2>(blob, 0, "")
+                    .ok()?
+                    .total_size
+                    .get(),
+            )),
+            3 => Some(
+                bytes::read::<CcobHeaderV3>(blob, 0, "")
+                    .ok()?
+                    .total_size
+                    .get(),
+            ),
+            _ => None,
+        };
+    }
+    if offload_binary::is_offload_binary(blob) {
+        return Some(
+            bytes::read::<OffloadBinaryHeader>(blob, 0, "")
+                .ok()?
+                .size
+                .get(),
+        );
+    }
+    if nvfatbin::is_fatbin(blob) {
+        let h = bytes::read::<FatbinHeader>(blob, 0, "").ok()?;
+        return u64::from(h.header_size.get()).checked_add(h.size.get());
+    }
+    if bundle::is_bundle(blob) {
+        let h = bytes::read::<BundleHeader>(blob, 0, "").ok()?;
+        let mut at: u64 = 32;
+        let mut end: Option<u64> = None;
+        // Entries as far as they read; a table that runs off the data ends the walk.
+        for _ in 0..h.num_entries.get().min(4096) {
+            let e = bytes::read::<BundleEntryHeader>(blob, at, "").ok()?;
+            let e_end = e.offset.get().checked_add(e.size.get())?;
+            end = Some(end.map_or(e_end, |x| x.max(e_end)));
+            at = at.checked_add(24)?.checked_add(e.id_len.get())?;
+        }
+        return end;
+    }
+    None
 }
 
 /// Most frames of the walk at once: one per path element, plus the innermost walk.
@@ -584,7 +750,8 @@ const MAX_FRAMES: usize = MAX_DEPTH + 1;
 
 /// Iterator over the units of a buffer ([`units`]): a depth-first walk of archives, ELF
 /// sections and back-to-back containers with an explicit, bounded stack. It allocates
-/// nothing; every unit borrows the buffer.
+/// nothing (unless a container is damaged: then it reads the host file's wrappers to know
+/// where to resume); every unit borrows the buffer.
 #[derive(Debug)]
 pub struct Units<'data> {
     file: &'data [u8],
@@ -593,6 +760,10 @@ pub struct Units<'data> {
     stack: heapless::Vec<Frame<'data>, MAX_FRAMES>,
     path: Path<'data>,
     done: bool,
+    /// The offsets (in the walked buffer) the registration wrappers of a host file point
+    /// at: `(offset of the host file, sorted starts)`. Read only when a container in it is
+    /// damaged.
+    wrapper_starts: Option<(u64, Vec<u64>)>,
 }
 
 /// One container being walked, and the length of the path at which it was entered.
@@ -663,7 +834,10 @@ impl<'data> Iterator for Units<'data> {
                 None
             }
             Err(e) => {
-                self.done = true;
+                // The frames below the failure keep their place: go on with them.
+                if self.stack.is_empty() {
+                    self.done = true;
+                }
                 Some(Err(e))
             }
         }
@@ -720,9 +894,32 @@ impl<'data> Units<'data> {
             }
         }
         loop {
+            // The host file the innermost walk is in, for its wrappers.
+            let host = self.stack.iter().rev().find_map(|f| match f {
+                Frame::Host { data, .. } => Some((*data, self.base(data))),
+                _ => None,
+            });
             let action = match self.stack.last_mut() {
                 None => return Ok(None),
-                Some(frame) => Self::advance(frame, self.file, &self.options)?,
+                Some(frame) => {
+                    let mut ctx = Resume {
+                        host,
+                        cache: &mut self.wrapper_starts,
+                    };
+                    match Self::advance(frame, self.file, &self.options, &mut ctx) {
+                        Ok(step) => step,
+                        Err(e) => {
+                            // A member table that does not read, too many containers in
+                            // one section, or (strict) bytes that are not a container leave
+                            // no place to go on in that frame; a host frame has moved on to
+                            // its next section already.
+                            if !matches!(frame, Frame::Host { .. }) {
+                                self.stack.pop();
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
             };
             match action {
                 Step::Unit(offset, index, content, skipped) => {
@@ -930,6 +1127,7 @@ impl<'data> Units<'data> {
         frame: &mut Frame<'data>,
         file: &'data [u8],
         options: &ReadOptions,
+        resume: &mut Resume<'_, 'data>,
     ) -> Result<Step<'data>> {
         let base_of = |d: &[u8]| bytes::offset_in(file, d).unwrap_or(0);
         match frame {
@@ -1049,29 +1247,57 @@ impl<'data> Units<'data> {
                 else {
                     return Ok(Step::Pop);
                 };
-                let (content, len) = if bundle::is_bundle(blob) {
-                    let b = Bundle::parse(blob, limits).map_err(|e| e.rebase(at))?;
-                    (UnitContent::Bundle(b), b.len())
+                let parsed = if bundle::is_bundle(blob) {
+                    Bundle::parse(blob, limits)
+                        .map(|b| (UnitContent::Bundle(b), b.len()))
+                        .map_err(|e| (e.rebase(at), Format::Bundle))
                 } else if ccob::is_compressed_bundle(blob) {
-                    let c = CompressedBundle::parse(blob).map_err(|e| e.rebase(at))?;
-                    let len = c.len(options).map_err(|e| e.rebase(at))?;
-                    (UnitContent::Compressed(c), len)
+                    CompressedBundle::parse(blob)
+                        .and_then(|c| Ok((UnitContent::Compressed(c), c.len(options)?)))
+                        .map_err(|e| (e.rebase(at), Format::Bundle))
                 } else if offload_binary::is_offload_binary(blob) {
-                    let s = OffloadBinaries::parse(blob, limits).map_err(|e| e.rebase(at))?;
-                    *nested = Some((s, 0));
-                    (UnitContent::OffloadBinaries(s), s.len())
+                    OffloadBinaries::parse(blob, limits)
+                        .map(|s| {
+                            *nested = Some((s, 0));
+                            (UnitContent::OffloadBinaries(s), s.len())
+                        })
+                        .map_err(|e| (e.rebase(at), Format::OffloadBinary))
                 } else {
-                    return Err(Error::new(
-                        ErrorKind::Malformed,
-                        at,
-                        "unexpected bytes where the next offload container should start",
-                    ));
+                    Err((
+                        Error::new(
+                            ErrorKind::Malformed,
+                            at,
+                            "unexpected bytes where the next offload container should start",
+                        ),
+                        Format::Bundle,
+                    ))
+                };
+                let (content, len) = match parsed {
+                    Ok(p) => p,
+                    Err((error, format)) if !options.strict => {
+                        let end = resume.after(data, start, base, starts_blob);
+                        let unit_index = *index;
+                        *index = index.saturating_add(1);
+                        *pos = end;
+                        let damage = Damage {
+                            error,
+                            format,
+                            bytes: data.get(start..end).unwrap_or_default(),
+                        };
+                        return Ok(Step::Unit(
+                            at,
+                            unit_index,
+                            UnitContent::Damaged(damage),
+                            None,
+                        ));
+                    }
+                    Err((error, _)) => return Err(error),
                 };
                 let unit_index = *index;
                 *index = index.saturating_add(1);
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
                 *pos = start.saturating_add(len.max(1));
-                let skipped = skip_after(data, pos, base, options, starts_blob);
+                let skipped = skip_after(data, pos, base, options, starts_blob, resume);
                 Ok(Step::Unit(at, unit_index, content, skipped))
             }
             Frame::Fatbins {
@@ -1083,19 +1309,41 @@ impl<'data> Units<'data> {
                 else {
                     return Ok(Step::Pop);
                 };
-                if !starts_fatbin(blob) {
-                    return Err(Error::new(
+                let parsed = if starts_fatbin(blob) {
+                    Fatbin::parse(blob, limits).map_err(|e| e.rebase(at))
+                } else {
+                    Err(Error::new(
                         ErrorKind::Malformed,
                         at,
                         "unexpected bytes where the next fatbinary should start",
-                    ));
-                }
-                let f = Fatbin::parse(blob, limits).map_err(|e| e.rebase(at))?;
+                    ))
+                };
+                let f = match parsed {
+                    Ok(f) => f,
+                    Err(error) if !options.strict => {
+                        let end = resume.after(data, start, base, starts_fatbin);
+                        let unit_index = *index;
+                        *index = index.saturating_add(1);
+                        *pos = end;
+                        let damage = Damage {
+                            error,
+                            format: Format::NvFatbin,
+                            bytes: data.get(start..end).unwrap_or_default(),
+                        };
+                        return Ok(Step::Unit(
+                            at,
+                            unit_index,
+                            UnitContent::Damaged(damage),
+                            None,
+                        ));
+                    }
+                    Err(error) => return Err(error),
+                };
                 let unit_index = *index;
                 *index = index.saturating_add(1);
                 let len = usize::try_from(f.len()).unwrap_or(usize::MAX);
                 *pos = start.saturating_add(len.max(1));
-                let skipped = skip_after(data, pos, base, options, starts_fatbin);
+                let skipped = skip_after(data, pos, base, options, starts_fatbin, resume);
                 Ok(Step::Unit(
                     at,
                     unit_index,

@@ -11,7 +11,8 @@
 //!
 //! * bytes: [`raw`], the on-disk structures (zerocopy, little-endian, alignment 1);
 //! * containers: [`bundle`], [`text`], [`ccob`], [`offload_binary`], [`nvfatbin`] (one
-//!   reader per format),
+//!   reader per format), [`kpack`] (AMD `.kpack` archives, `HIPK` wrappers, ref records and
+//!   the kpack loader's path rules),
 //!   [`entry_id`] (bundle entry IDs split as stored), and [`container`] (finding those inside
 //!   files, ELF sections and archives: [`units`], an iterator of [`Unit`]s);
 //! * images: [`image`], the format-independent [`Image`];
@@ -95,10 +96,12 @@ mod bytes;
 pub mod ccob;
 pub mod container;
 pub mod decompress;
+pub mod doctor;
 pub mod entry_id;
 mod error;
 pub mod host;
 pub mod image;
+pub mod kpack;
 pub mod nvfatbin;
 pub mod offload_binary;
 #[cfg(feature = "write")]

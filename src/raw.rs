@@ -235,6 +235,44 @@ pub struct FatbinWrapper {
     pub data: U64,
 }
 
+/// Magic of a `.kpack` archive (`KPACK.md` §2): `KPAK`.
+pub const KPACK_MAGIC: &[u8; 4] = b"KPAK";
+/// Magic of a HIP wrapper whose device code was moved into `.kpack` archives: `0x4B504948`
+/// (bytes `48 49 50 4B`, "HIPK"; `KPACK.md` §3). The same value as
+/// `registration::abi::HIPK_FATBIN_MAGIC`, repeated here so that the kpack reader needs
+/// nothing from the registration step.
+pub const HIPK_MAGIC: u32 = 0x4B50_4948;
+
+/// Header of a `.kpack` archive (16 bytes; zeros pad it to 64, where the blobs start).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct KpackHeader {
+    /// [`KPACK_MAGIC`].
+    pub magic: [u8; 4],
+    /// 1 (the only version rocm-kpack's loader reads).
+    pub version: U32,
+    /// Absolute offset of the MessagePack table of contents, which runs to the end of the
+    /// file.
+    pub toc_offset: U64,
+}
+
+/// The 24-byte HIP wrapper record of `.hipFatBinSegment` as a file stores it; for a split
+/// library its magic is [`HIPK_MAGIC`] and `ptr` addresses the ref record
+/// (`.rocm_kpack_ref`, PE `.kpackrf`).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub struct HipWrapperRecord {
+    /// `HIPF` (`0x48495046`) or [`HIPK_MAGIC`].
+    pub magic: U32,
+    /// 1.
+    pub version: U32,
+    /// Address of the fat binary (`HIPF`) or of the ref record (`HIPK`); in ELF files the
+    /// splitter zeroes these bytes and the `R_X86_64_RELATIVE` addend holds the address.
+    pub ptr: U64,
+    /// `HIPK`: the wrapper's index, the `co_index` of the `<kernel_name>#<co_index>` key.
+    pub reserved1: U64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,5 +293,7 @@ mod tests {
         assert_eq!(size_of::<FatbinHeader>(), 16);
         assert_eq!(size_of::<FatbinEntryHeader>(), 64);
         assert_eq!(size_of::<FatbinWrapper>(), 24);
+        assert_eq!(size_of::<KpackHeader>(), 16);
+        assert_eq!(size_of::<HipWrapperRecord>(), 24);
     }
 }

@@ -891,6 +891,60 @@ impl Rejection<'_> {
             | Rejection::Nvptx { .. } => 2,
         }
     }
+
+    /// How close the image came to loading on the device: a finer order than
+    /// [`Rejection::relevance`], which it refines (`closeness() / 16 == relevance()`). It
+    /// picks the most telling rejection of a unit ([`Choice::rejection`]), so that the
+    /// reason given for a unit names the image nearest to the device, not the first one met.
+    ///
+    /// Among the images never meant for the device: another architecture, kind or
+    /// unloadable payload says more than an empty image, which says more than the host
+    /// entry. Among the compatibility rules, from far to near: another processor of
+    /// another major ISA version; generic code of another family; another processor of the
+    /// same major version, then of the same major and minor version (gfx908 code is nearer
+    /// to a gfx906 than gfx1030 code); an unloadable ELF or an unknown target; a generic
+    /// version too old, or a cubin of another major version; a feature mode the device
+    /// does not have (the right processor), or another NVIDIA rule (code for the device's
+    /// major version, or PTX).
+    ///
+    /// ```
+    /// use offload_image::{select::Rejection, target::amdgpu::Processor};
+    ///
+    /// let p = |n| Processor::by_name(n).unwrap();
+    /// let far = Rejection::Processor { image: p("gfx1030"), device: p("gfx906") };
+    /// let near = Rejection::Processor { image: p("gfx908"), device: p("gfx906") };
+    /// assert_eq!(far.relevance(), near.relevance());
+    /// assert!(near.closeness() > far.closeness());
+    /// ```
+    pub fn closeness(&self) -> u8 {
+        let within = match self {
+            Rejection::Host => 0,
+            Rejection::Empty => 1,
+            Rejection::Kind { .. }
+            | Rejection::Arch { .. }
+            | Rejection::NotHsa { .. }
+            | Rejection::NotCode => 2,
+            Rejection::JitNotAllowed(_)
+            | Rejection::GenericNotAllowed(_)
+            | Rejection::SpirvNotAllowed
+            | Rejection::Mismatch(_) => 0,
+            Rejection::Processor { image, device } => match (image.isa_version, device.isa_version)
+            {
+                (Some((a, b, _)), Some((c, d, _))) if a == c && b == d => 3,
+                (Some((a, ..)), Some((c, ..))) if a == c => 2,
+                _ => 0,
+            },
+            Rejection::NotInFamily { .. } => 1,
+            Rejection::NoTarget | Rejection::InvalidTarget { .. } | Rejection::Elf(_) => 4,
+            Rejection::GenericVersion { .. }
+            | Rejection::Nvptx {
+                rule: NvRule::CubinMajor,
+                ..
+            } => 5,
+            Rejection::Feature { .. } | Rejection::Nvptx { .. } => 6,
+        };
+        self.relevance().saturating_mul(16).saturating_add(within)
+    }
 }
 
 /// Why an image was not chosen for a device ([`Choice::loss`]).
@@ -928,8 +982,8 @@ pub struct Choice<'a> {
     /// True when another compatible image ties with the chosen one apart from the
     /// discovery index (the choice then depends on order).
     pub tie: bool,
-    /// The most telling rejection (highest [`Rejection::relevance`], first in discovery
-    /// order among equals) with the rejected image's discovery index: why nothing was
+    /// The most telling rejection (highest [`Rejection::closeness`], which orders by
+    /// [`Rejection::relevance`] first; first in discovery order among equals) with the rejected image's discovery index: why nothing was
     /// chosen, when nothing was.
     pub rejection: Option<(usize, Rejection<'a>)>,
     /// The verdict on every image, in discovery order, with its discovery index (empty
@@ -1029,7 +1083,7 @@ impl<'a> Choice<'a> {
             Verdict::Rejected(why) => {
                 let better = match &self.rejection {
                     None => true,
-                    Some((_, r)) => why.relevance() > r.relevance(),
+                    Some((_, r)) => why.closeness() > r.closeness(),
                 };
                 if better {
                     self.rejection = Some((index, why));

@@ -203,8 +203,9 @@ impl Finding {
 pub const CLR_BUNDLE_HEADER_LIMIT: u64 = 4096;
 
 /// Checks `data` and returns every finding in discovery order (see the module
-/// documentation). An error of the walk itself ends it; an error opening one unit (a bad hash,
-/// a corrupt stream) is reported and the walk goes on with the next unit.
+/// documentation). A damaged container, an error of the walk and an error opening one
+/// unit (a bad hash, a corrupt stream) are reported, and the walk goes on where it can
+/// ([`crate::units`]).
 ///
 /// ```
 /// use offload_image::validate::{validate, Severity};
@@ -230,7 +231,6 @@ pub fn validate(data: &[u8], options: &ReadOptions) -> Vec<Finding> {
             Err(e) => {
                 out.push(Finding::error("file", &e));
                 complete = false;
-                break;
             }
         }
     }

@@ -13,7 +13,14 @@ const ROAD: &[&[&str]] = &[
     &["lib", "error", "raw", "bytes"],
     &["decompress"],
     &["ccob"],
-    &["bundle", "text", "offload_binary", "nvfatbin", "entry_id"],
+    &[
+        "bundle",
+        "text",
+        "offload_binary",
+        "nvfatbin",
+        "entry_id",
+        "kpack",
+    ],
     &["image"],
     &["host"],
     &["container"],
@@ -22,6 +29,7 @@ const ROAD: &[&[&str]] = &[
     &["stream"],
     &["validate"],
     &["registration"],
+    &["doctor"],
     &["write", "prune"],
 ];
 

@@ -102,7 +102,7 @@ fn choose_agrees_with_select_for_one_device_and_many() {
                         );
                         for image in &images {
                             if let Verdict::Rejected(r) = explain(image, device, &options) {
-                                assert!(r.relevance() <= why.relevance());
+                                assert!(r.closeness() <= why.closeness());
                             }
                         }
                     } else {

@@ -565,7 +565,10 @@ extern "C" {
  * members, bundles, OffloadBinaries) and checks them; compressed bundles are decoded
  * later, when first needed. `options` may be NULL (defaults).
  *
- * Returns NULL on failure, with the reason in `*error` (when `error` is not NULL).
+ * A damaged container costs its unit only: the reader keeps it as a unit without images
+ * (`oi_reader_unit_status`, `oi_reader_damage`) and reads the others. Returns NULL on
+ * failure (nothing in the data reads), with the reason in `*error` (when `error` is not
+ * NULL).
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -604,6 +607,36 @@ void oi_reader_close(struct oi_reader *reader);
  * `reader` must be NULL or an open reader.
  */
 size_t oi_reader_unit_count(const struct oi_reader *reader);
+
+/**
+ * Whether unit `unit` reads: `OI_OK`, or the error that makes it damaged (its container
+ * does not read, or it does not open: a bad hash, a corrupt stream), with its offset in
+ * `*error`. A damaged unit has no images and no selection (`found` 0); the other units
+ * are unaffected. A compressed bundle that no call has decompressed yet is checked when
+ * it is (`oi_reader_image_count` decompresses every one).
+ *
+ * # Safety
+ * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+ */
+int32_t oi_reader_unit_status(const struct oi_reader *reader, size_t unit, struct oi_error *error);
+
+/**
+ * The number of damages known: damaged units (`oi_reader_unit_status`) and errors of the
+ * walk outside any unit, after which it went on. 0 for a NULL reader.
+ *
+ * # Safety
+ * `reader` must be NULL or an open reader.
+ */
+size_t oi_reader_damage_count(const struct oi_reader *reader);
+
+/**
+ * Damage `index` (in offset order, below `oi_reader_damage_count`): returns its error
+ * code and fills `*error` with it and its offset.
+ *
+ * # Safety
+ * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+ */
+int32_t oi_reader_damage(const struct oi_reader *reader, size_t index, struct oi_error *error);
 
 /**
  * Describes unit `unit` (never decodes anything).

@@ -290,7 +290,24 @@ const _: fn() = || {
 struct State {
     read: ReadOptions,
     units: Vec<UnitSlot>,
+    /// Errors of the walk outside any unit (a section whose contents lie outside the
+    /// file, an archive member that does not read); the walk went on after each.
+    walk_errors: Vec<Fail>,
     stats: Stats,
+}
+
+impl State {
+    /// Every damage known: damaged units and errors of the walk, in offset order.
+    fn damages(&self) -> Vec<Fail> {
+        let mut all: Vec<Fail> = self
+            .units
+            .iter()
+            .filter_map(|s| s.damage)
+            .chain(self.walk_errors.iter().copied())
+            .collect();
+        all.sort_by_key(|f| f.offset);
+        all
+    }
 }
 
 #[derive(Default)]
@@ -303,6 +320,9 @@ struct Stats {
 struct UnitSlot {
     unit: Unit<'static>,
     location: CString,
+    /// Why the unit does not read or open (`UnitContent::Damaged`, a bad hash, a corrupt
+    /// stream): it has no images, and the other units are unaffected.
+    damage: Option<Fail>,
     /// Set when the unit has been opened whole (decompressed content held here).
     open: Option<OpenUnit<'static>>,
     /// One slot per image, once the number of images is known.
@@ -337,6 +357,7 @@ struct Described {
 }
 
 /// A failure on its way to the caller.
+#[derive(Clone, Copy)]
 struct Fail {
     code: i32,
     offset: u64,
@@ -525,9 +546,21 @@ impl State {
         if slot.open.is_some() {
             return Ok(());
         }
+        if let Some(d) = slot.damage {
+            return Err(d);
+        }
         let before = produced();
         let passes = u64::from(slot.unit.compressed().is_some());
-        let open = slot.unit.open(&self.read)?;
+        let open = match slot.unit.open(&self.read) {
+            Ok(open) => open,
+            Err(e) => {
+                let d = Fail::from(e);
+                if let Some(slot) = self.units.get_mut(u) {
+                    slot.damage = Some(d);
+                }
+                return Err(d);
+            }
+        };
         self.stats.passes = self.stats.passes.saturating_add(passes);
         self.stats.decoded = self
             .stats
@@ -577,7 +610,10 @@ impl State {
         if let Some(v) = self.units.get(u).and_then(|s| s.images.as_ref()) {
             return Ok(v.len());
         }
-        self.open_unit(u)?;
+        // A damaged unit has no images; `oi_reader_unit_status` says why.
+        if self.open_unit(u).is_err() && self.units.get(u).is_some_and(|s| s.damage.is_some()) {
+            return Ok(0);
+        }
         Ok(self
             .units
             .get(u)
@@ -755,6 +791,9 @@ impl State {
         devices: &[Device],
         options: &SelectOptions,
     ) -> Result<Vec<Option<usize>>, Fail> {
+        if self.units.get(u).is_some_and(|s| s.damage.is_some()) {
+            return Ok(vec![None; devices.len()]);
+        }
         let streamable = self
             .units
             .get(u)
@@ -964,18 +1003,35 @@ fn build(
     read: ReadOptions,
     map: Option<memmap2::Mmap>,
 ) -> Result<OiReader, Fail> {
-    let units = offload_image::units(data, &read).collect::<Result<Vec<_>, _>>()?;
+    // A damaged container costs its unit only (`offload_image::units`): it is kept, with
+    // its error, and so are the errors of the walk outside any unit. Only a walk that
+    // finds nothing at all fails the open.
+    let mut units = Vec::new();
+    let mut walk_errors = Vec::new();
+    for unit in offload_image::units(data, &read) {
+        match unit {
+            Ok(u) => units.push(u),
+            Err(e) => walk_errors.push(Fail::from(e)),
+        }
+    }
+    if units.is_empty() {
+        if let Some(e) = walk_errors.first() {
+            return Err(*e);
+        }
+    }
     let mut state = State {
         read,
         units: units
             .into_iter()
             .map(|unit| UnitSlot {
                 location: cstring(&unit.location.to_string()),
+                damage: unit.damage().map(|d| Fail::from(d.error)),
                 unit,
                 open: None,
                 images: None,
             })
             .collect(),
+        walk_errors,
         stats: Stats::default(),
     };
     for u in 0..state.units.len() {
@@ -984,7 +1040,8 @@ fn build(
             .get(u)
             .is_some_and(|s| matches!(s.unit.content, UnitContent::Compressed(_)));
         if !compressed {
-            state.open_unit(u)?;
+            // A unit that does not open keeps its error (`oi_reader_unit_status`).
+            let _ = state.open_unit(u);
         }
     }
     Ok(OiReader {
@@ -1013,7 +1070,10 @@ impl OiReader {
 /// members, bundles, OffloadBinaries) and checks them; compressed bundles are decoded
 /// later, when first needed. `options` may be NULL (defaults).
 ///
-/// Returns NULL on failure, with the reason in `*error` (when `error` is not NULL).
+/// A damaged container costs its unit only: the reader keeps it as a unit without images
+/// (`oi_reader_unit_status`, `oi_reader_damage`) and reads the others. Returns NULL on
+/// failure (nothing in the data reads), with the reason in `*error` (when `error` is not
+/// NULL).
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -1120,6 +1180,82 @@ pub unsafe extern "C" fn oi_reader_unit_count(reader: *const OiReader) -> usize 
         r.with(|s| Ok(s.units.len())).unwrap_or(0)
     }))
     .unwrap_or(0)
+}
+
+/// Whether unit `unit` reads: `OI_OK`, or the error that makes it damaged (its container
+/// does not read, or it does not open: a bad hash, a corrupt stream), with its offset in
+/// `*error`. A damaged unit has no images and no selection (`found` 0); the other units
+/// are unaffected. A compressed bundle that no call has decompressed yet is checked when
+/// it is (`oi_reader_image_count` decompresses every one).
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_unit_status(
+    reader: *const OiReader,
+    unit: usize,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            r.with(|s| {
+                let slot = s
+                    .units
+                    .get(unit)
+                    .ok_or_else(|| invalid(c"no unit with that index"))?;
+                match slot.damage {
+                    Some(d) => Err(d),
+                    None => Ok(OI_OK),
+                }
+            })
+        })
+    }
+}
+
+/// The number of damages known: damaged units (`oi_reader_unit_status`) and errors of the
+/// walk outside any unit, after which it went on. 0 for a NULL reader.
+///
+/// # Safety
+/// `reader` must be NULL or an open reader.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_damage_count(reader: *const OiReader) -> usize {
+    // SAFETY: forwarded contract.
+    let Ok(r) = (unsafe { reader_ref(reader) }) else {
+        return 0;
+    };
+    catch_unwind(AssertUnwindSafe(|| {
+        r.with(|s| Ok(s.damages().len())).unwrap_or(0)
+    }))
+    .unwrap_or(0)
+}
+
+/// Damage `index` (in offset order, below `oi_reader_damage_count`): returns its error
+/// code and fills `*error` with it and its offset.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_damage(
+    reader: *const OiReader,
+    index: usize,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            r.with(|s| {
+                let d = s
+                    .damages()
+                    .get(index)
+                    .copied()
+                    .ok_or_else(|| invalid(c"no damage with that index"))?;
+                Err(d)
+            })
+        })
+    }
 }
 
 /// Describes unit `unit` (never decodes anything).
@@ -1686,6 +1822,60 @@ mod tests {
         match unsafe { oi_reader_image_data(r, image, &mut p, &mut n, &mut e) } {
             OI_OK => Ok(unsafe { std::slice::from_raw_parts(p, n) }),
             _ => Err(e),
+        }
+    }
+
+    #[test]
+    fn a_damaged_bundle_costs_its_unit_only() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/data/damage/libthree.so");
+        let original = std::fs::read(path).unwrap();
+        // The second bundle of `.hip_fatbin` (at 24576, `tests/damage.rs` finds it the
+        // same way) loses its magic.
+        let at = original
+            .windows(24)
+            .enumerate()
+            .filter(|(_, w)| *w == b"__CLANG_OFFLOAD_BUNDLE__")
+            .map(|(i, _)| i)
+            .nth(1)
+            .unwrap();
+        let mut damaged = original.clone();
+        damaged[at + 1] ^= 0xFF;
+        let sound = open(&original, 0).unwrap();
+        let r = open(&damaged, 0).unwrap();
+        // SAFETY: valid readers.
+        unsafe {
+            assert_eq!(oi_reader_unit_count(r), 3);
+            assert_eq!(oi_reader_damage_count(sound), 0);
+            assert_eq!(oi_reader_damage_count(r), 1);
+            let mut e = no_error();
+            assert_eq!(oi_reader_unit_status(r, 0, &mut e), OI_OK);
+            assert_eq!(oi_reader_unit_status(r, 1, &mut e), OI_ERR_MALFORMED);
+            assert_eq!(e.offset, at as u64);
+            let mut d = no_error();
+            assert_eq!(oi_reader_damage(r, 0, &mut d), OI_ERR_MALFORMED);
+            assert_eq!(d.offset, at as u64);
+            assert_eq!(oi_reader_damage(r, 1, &mut d), OI_ERR_INVALID_ARGUMENT);
+            let (mut n, mut m) = (0usize, 0usize);
+            assert_eq!(oi_reader_image_count(sound, &mut n, &mut e), OI_OK);
+            assert_eq!(oi_reader_image_count(r, &mut m, &mut e), OI_OK);
+            assert_eq!((n, m), (12, 8));
+        }
+        // The sound units choose as before; the damaged one finds nothing.
+        let (rc, picks, _) = select(r, &["gfx90a:xnack+"]);
+        assert_eq!(rc, OI_NO_MATCH);
+        let (_, sound_picks, _) = select(sound, &["gfx90a:xnack+"]);
+        assert_eq!(picks[1].found, 0);
+        for u in [0, 2] {
+            assert_eq!(picks[u].found, 1);
+            let ours = data(r, picks[u].image).unwrap();
+            let theirs = data(sound, sound_picks[u].image).unwrap();
+            assert_eq!(ours, theirs);
+        }
+        // SAFETY: open readers, closed once.
+        unsafe {
+            oi_reader_close(r);
+            oi_reader_close(sound);
         }
     }
 

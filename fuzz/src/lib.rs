@@ -58,9 +58,43 @@ pub fn touch(image: &Image<'_>) -> usize {
 /// image lies in the input, or in content the library decompressed.
 pub fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
     let mut images = 0usize;
-    for_each_unit(data, options, |unit| {
+    let mut first_error = None;
+    // As `loader-sim list`: a damaged unit (or an error of the walk) costs that unit only,
+    // and the walk goes on.
+    for unit in offload_image::units(data, options) {
+        let unit = match unit {
+            Ok(u) => u,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        if let Err(e) = list_unit(data, options, &unit, &mut images) {
+            first_error.get_or_insert(e);
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(images),
+    }
+}
+
+fn list_unit(
+    data: &[u8],
+    options: &ReadOptions,
+    unit: &offload_image::Unit<'_>,
+    images: &mut usize,
+) -> Result<(), Error> {
+    {
         assert!(unit.location.offset <= data.len() as u64);
         let _ = unit.location.to_string();
+        if let Some(d) = unit.damage() {
+            assert!(within(data, d.bytes));
+            assert_eq!(
+                d.bytes.as_ptr() as usize - data.as_ptr() as usize,
+                unit.location.offset as usize
+            );
+        }
         let open = unit.open(options)?;
         for image in open.images() {
             // `list` decodes every image it hashes (compressed fatbinary entries are
@@ -88,11 +122,10 @@ pub fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
                 assert!(off + image.size() <= data.len() as u64);
             }
             touch(&image);
-            images += 1;
+            *images += 1;
         }
         Ok(())
-    })?;
-    Ok(images)
+    }
 }
 
 /// The devices the selection targets choose for: AMDGPU processors with every feature

@@ -50,6 +50,17 @@ impl Input {
         Ok(Input { map: Some(map) })
     }
 
+    /// Maps a file this process has just written (a zip member decoded to a temporary
+    /// file), for reading it as [`Input::open`] reads a file: page by page, where the
+    /// reader goes.
+    pub fn from_spilled(file: &File) -> std::io::Result<Self> {
+        let input = Input::from_file(file)?;
+        if let Some(map) = &input.map {
+            let _ = map.advise(Advice::Random);
+        }
+        Ok(input)
+    }
+
     /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])

@@ -21,6 +21,7 @@ mod cmd;
 mod decode;
 mod input;
 mod output;
+mod wheel;
 
 use std::process::ExitCode;
 

@@ -85,6 +85,63 @@ impl Skipped {
     }
 }
 
+/// A container that does not read, or an error outside any container: a `list` and
+/// `select` record of its own (`{"note": "damaged", ...}`). The walk goes on after it, and
+/// the command exits with status 2 once it has reported every readable unit.
+#[derive(Clone, Serialize)]
+pub struct Damaged {
+    /// Always `"damaged"`.
+    pub note: &'static str,
+    /// Where the damaged unit is (`null` for an error outside any unit).
+    pub container: Option<String>,
+    /// Its index in its container.
+    pub bundle_index: Option<usize>,
+    /// Offset in FILE of the byte the error names.
+    pub offset: u64,
+    /// The error kind (`CLI.md`).
+    pub error: &'static str,
+    /// One sentence.
+    pub message: String,
+}
+
+impl Damaged {
+    /// The damage of a unit (its container does not read, or opening it failed).
+    pub fn unit(unit: &offload_image::Unit<'_>, e: &offload_image::Error) -> Self {
+        Damaged {
+            note: "damaged",
+            container: Some(unit.location.to_string()),
+            bundle_index: Some(unit.index),
+            offset: e.offset(),
+            error: e.kind().name(),
+            message: e.to_string(),
+        }
+    }
+
+    /// An error of the walk outside any unit.
+    pub fn outside(e: &offload_image::Error) -> Self {
+        Damaged {
+            note: "damaged",
+            container: None,
+            bundle_index: None,
+            offset: e.offset(),
+            error: e.kind().name(),
+            message: e.to_string(),
+        }
+    }
+
+    /// The line `list` and `select` print on standard error for it.
+    pub fn warn(&self, file: &std::path::Path) {
+        match (&self.container, self.bundle_index) {
+            (Some(c), Some(i)) if !c.is_empty() => eprintln!(
+                "loader-sim: error: {}: {c} unit {i} is damaged: {}",
+                file.display(),
+                self.message
+            ),
+            _ => eprintln!("loader-sim: error: {}: {}", file.display(), self.message),
+        }
+    }
+}
+
 /// How `list` and `select` name an image (`offload_image::image_name`).
 pub fn image_name(image: &Image<'_>) -> String {
     offload_image::target::image_name(image).to_string()

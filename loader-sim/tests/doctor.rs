@@ -230,7 +230,12 @@ fn corpus_covered_generic_xnack_and_not_at_all() {
     let r = find(&recs, "hip_6arch.bundle", None, "gfx1031");
     assert_eq!(r["status"], "none");
     assert_eq!(r["units_covered"], 0);
-    assert_eq!(r["reason"], "gfx906 code does not run on gfx1031");
+    // The reason names the closest image (gfx1030 code, the same ISA major and minor
+    // version), not the first (gfx906).
+    assert_eq!(
+        r["reason"],
+        "no code object for gfx1031 in 1 of 1 units; closest: gfx1030 code does not run on gfx1031"
+    );
     assert_eq!(
         hints(r),
         vec![
@@ -247,7 +252,10 @@ fn corpus_covered_generic_xnack_and_not_at_all() {
     // Only the xnack mode stands in the way: the reason says so, HSA_XNACK=0 comes first.
     let r = find(&recs, "hip_6arch.bundle", None, "gfx942:sramecc+:xnack+");
     assert_eq!(r["status"], "none");
-    assert_eq!(r["reason"], "built for xnack-, device has xnack+");
+    assert_eq!(
+        r["reason"],
+        "built for xnack-, device has xnack+ in 1 of 1 units"
+    );
     assert_eq!(hints(r)[0], h("xnack", "HSA_XNACK", "0", "", true));
 
     // No generic family: only a rebuild helps.
@@ -276,7 +284,7 @@ fn corpus_covered_generic_xnack_and_not_at_all() {
     let r = find(&recs, "hip_6arch.bundle", None, "sm_80");
     assert_eq!(
         r["reason"],
-        "built for amdgcn-amd-amdhsa, the device is a CUDA GPU (nvptx64-nvidia-cuda)"
+        "built for amdgcn-amd-amdhsa, the device is a CUDA GPU (nvptx64-nvidia-cuda) in 1 of 1 units"
     );
     assert_eq!(hints(r), vec![h("rebuild", "", "", "sm_80", true)]);
 
@@ -383,7 +391,10 @@ fn runtime_hints_must_cover_every_unit() {
         (r["status"].as_str(), r["units_covered"].as_u64()),
         (Some("partial"), Some(1))
     );
-    assert_eq!(r["reason"], "built for xnack+, device has xnack-");
+    assert_eq!(
+        r["reason"],
+        "built for xnack+, device has xnack- in 1 of 2 units"
+    );
     assert_eq!(hints(r), vec![h("rebuild", "", "", "gfx90a", true)]);
     assert_eq!(
         select_units(&xnack, "gfx90a:sramecc+:xnack-"),
@@ -615,7 +626,7 @@ fn tree_and_wheel_without_unpacking() {
     same("kernels.hsaco", "pkg/kernels/kernels.hsaco");
     assert_eq!(
         find(&recs, ".whl", Some("pkg/kernels/ccob.co"), "gfx1031")["reason"],
-        "gfx906 code does not run on gfx1031"
+        "no code object for gfx1031 in 1 of 1 units; closest: gfx1030 code does not run on gfx1031"
     );
     assert_eq!(
         find(
@@ -647,7 +658,7 @@ fn tree_and_wheel_without_unpacking() {
     assert!(
         line.contains("0/1")
             && line.contains("none")
-            && line.contains("gfx906 code does not run on gfx1031"),
+            && line.contains("closest: gfx1030 code does not run on gfx1031"),
         "{line}"
     );
     assert!(text.contains("9 files scanned"), "{text}");
@@ -715,7 +726,7 @@ fn kfd_topology_with_two_gpus() {
     assert_eq!(r["status"], "none");
     assert_eq!(
         r["reason"],
-        "built for xnack+, device has an unknown xnack mode"
+        "built for xnack+, device has an unknown xnack mode in 1 of 1 units"
     );
     assert_eq!(
         &hints(r)[..2],
@@ -806,5 +817,705 @@ fn compressed_bundles_by_table_and_deep() {
         None,
         "gfx942:sramecc+:xnack+",
     );
-    assert_eq!(r["reason"], "built for xnack-, device has xnack+");
+    assert_eq!(
+        r["reason"],
+        "built for xnack-, device has xnack+ in 1 of 1 units"
+    );
+}
+
+/// A zip file at `path` holding `members` (name, bytes, deflated?).
+fn write_zip(path: &Path, members: &[(&str, &[u8], bool)]) {
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    for (name, data, deflate) in members {
+        let method = if *deflate {
+            zip::CompressionMethod::Deflated
+        } else {
+            zip::CompressionMethod::Stored
+        };
+        z.start_file(
+            *name,
+            zip::write::SimpleFileOptions::default().compression_method(method),
+        )
+        .unwrap();
+        z.write_all(data).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+/// (member or file name relative to its root, device) -> the verdict fields of a record.
+fn verdicts(recs: &[Value], root: &str) -> std::collections::BTreeMap<(String, String), Value> {
+    recs.iter()
+        .map(|r| {
+            let name = match r["member"].as_str() {
+                Some(m) => m.to_string(),
+                None => {
+                    let f = r["file"].as_str().unwrap();
+                    f.strip_prefix(root)
+                        .unwrap()
+                        .trim_start_matches('/')
+                        .to_string()
+                }
+            };
+            let mut v = r.clone();
+            let o = v.as_object_mut().unwrap();
+            o.remove("file");
+            o.remove("member");
+            ((name, r["device"].as_str().unwrap().to_string()), v)
+        })
+        .collect()
+}
+
+#[test]
+fn wheel_gives_the_verdicts_of_the_unzipped_tree() {
+    // Corpus files, most of them deflated (decoded into a temporary file as a stream), one
+    // stored (read in place), with a damaged one and a file that holds no device code.
+    let files: [(&str, &str, bool); 8] = [
+        ("pkg/bin/hip_nonrdc", "driver/hip_nonrdc.exe", true),
+        ("pkg/bin/hip_compress", "driver/hip_compress.exe", true),
+        ("pkg/bin/omp_amd", "driver/omp_amd.exe", true),
+        ("pkg/lib/libfat.a", "driver/libfat.a", true),
+        ("pkg/kernels/six.hsaco", "bundles/hip_6arch.bundle", false),
+        (
+            "pkg/kernels/six.ccob",
+            "compressed/hip_6arch.zstd.ccob",
+            true,
+        ),
+        (
+            "pkg/kernels/broken.co",
+            "malformed/bundle_trunc_data.bundle",
+            true,
+        ),
+        ("pkg/host.o", "devobj/host.x86_64.o", true),
+    ];
+    let dir = TempDir::new("doctor-wheel");
+    let tree = dir.path("tree");
+    let data: Vec<Vec<u8>> = files
+        .iter()
+        .map(|(_, c, _)| std::fs::read(corpus(c)).unwrap())
+        .collect();
+    let mut members: Vec<(&str, &[u8], bool)> = vec![("pkg/__init__.py", b"\n", true)];
+    for ((name, _, deflate), bytes) in files.iter().zip(&data) {
+        let p = tree.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, bytes).unwrap();
+        members.push((name, bytes, *deflate));
+    }
+    std::fs::write(tree.join("pkg/__init__.py"), b"\n").unwrap();
+    let whl = dir.path("pkg-1.0-py3-none-linux_x86_64.whl");
+    write_zip(&whl, &members);
+
+    let devices = [
+        "gfx90a:sramecc+:xnack+",
+        "gfx906:sramecc-:xnack-",
+        "gfx1101",
+    ];
+    let run = |path: &Path| {
+        let mut args: Vec<std::ffi::OsString> = vec![path.as_os_str().to_owned()];
+        for d in devices {
+            args.extend(["--target".into(), d.into()]);
+        }
+        let out = doctor(&args);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        records(&out)
+    };
+    let (on_tree, tree_summary) = run(&tree);
+    let (on_wheel, wheel_summary) = run(&whl);
+    let a = verdicts(&on_tree, tree.to_str().unwrap());
+    let b = verdicts(&on_wheel, "");
+    // Every library with device code, the damaged one too; the host object and the Python
+    // file hold none.
+    assert_eq!(a.len(), 7 * devices.len(), "{:?}", a.keys());
+    assert_eq!(a, b);
+    for key in ["libraries", "ok", "partial", "none", "damaged"] {
+        assert_eq!(tree_summary[key], wheel_summary[key], "{key}");
+    }
+    assert_eq!(wheel_summary["damaged"], devices.len());
+    let broken = &b[&("pkg/kernels/broken.co".to_string(), devices[0].to_string())];
+    assert_eq!(broken["status"], "damaged");
+    // A member whose CRC-32 does not match is reported as damaged, and the others still
+    // are: flip a bit of the CRC in its central directory record (46 bytes before its
+    // name; the CRC is at 16), which the zip reader checks at the end of the member.
+    let mut bad = std::fs::read(&whl).unwrap();
+    let name = b"pkg/kernels/six.ccob";
+    let cd = bad.windows(name.len()).rposition(|w| w == name).unwrap();
+    assert_eq!(&bad[cd - 46..cd - 42], b"PK\x01\x02");
+    bad[cd - 46 + 16] ^= 1;
+    let bad_whl = dir.write("bad-crc.whl", &bad);
+    let (recs, summary) = run(&bad_whl);
+    let r = find(&recs, ".whl", Some("pkg/kernels/six.ccob"), devices[0]);
+    assert_eq!(r["status"], "damaged", "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("checksum"),
+        "{r}"
+    );
+    assert_eq!(summary["libraries"], 7, "{summary}");
+}
+
+#[test]
+fn cyllama_wheel_as_a_stream() {
+    // The cyllama-rocm 0.2.18 wheel: its 168.8 MB libggml-hip is deflated. Read in place, it
+    // gives what the unzipped library gives, within the memory of the unzipped run.
+    if !common::external("the cyllama-rocm 0.2.18 wheel (scripts/fetch-cyllama-rocm.sh)") {
+        return;
+    }
+    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo().join("target/external"))
+        .join("cyllama-rocm");
+    let whl = std::fs::read_dir(&base)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .expect("the wheel: run scripts/fetch-cyllama-rocm.sh");
+    let lib = base.join("libggml-hip.so");
+    let devices = ["gfx1100", "gfx906", "gfx90a:sramecc+:xnack-"];
+    let run = |path: &Path| {
+        let mut args: Vec<std::ffi::OsString> = vec![path.as_os_str().to_owned()];
+        for d in devices {
+            args.extend(["--target".into(), d.into()]);
+        }
+        records(&doctor(&args)).0
+    };
+    let on_wheel = run(&whl);
+    let on_lib = run(&lib);
+    assert_eq!(on_wheel.len(), devices.len());
+    for (w, l) in on_wheel.iter().zip(&on_lib) {
+        assert!(w["member"]
+            .as_str()
+            .unwrap()
+            .starts_with("cyllama_rocm.libs/libggml-hip-"));
+        for key in [
+            "device",
+            "units",
+            "units_covered",
+            "status",
+            "reason",
+            "hints",
+        ] {
+            assert_eq!(w[key], l[key], "{key}");
+        }
+    }
+    assert_eq!(on_wheel[0]["units"], 130);
+    assert_eq!(on_wheel[0]["status"], "ok");
+    assert_eq!(on_wheel[1]["status"], "none");
+}
+
+/// File offset of section `name` of the host file `data`.
+fn section_offset(data: &[u8], name: &[u8]) -> usize {
+    let elf = offload_image::registration::HostElf::parse(data).unwrap();
+    let s = elf.section_by_name(name).unwrap();
+    s.data.as_ptr() as usize - data.as_ptr() as usize
+}
+
+/// `loader-sim register FILE --device D --json`: (exit status, records, stderr).
+fn register(file: &Path, device: &str) -> (Option<i32>, Vec<Value>, String) {
+    let out = loader_sim(&[
+        "register".as_ref(),
+        file.as_os_str(),
+        "--device".as_ref(),
+        device.as_ref(),
+        "--json".as_ref(),
+    ]);
+    (
+        out.status.code(),
+        json_lines(&out.stdout),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn units_are_what_the_runtime_registers() {
+    // hip_nonrdc.exe (clang-22, PIE): one wrapper in .hipFatBinSegment pointing, through an
+    // R_X86_64_RELATIVE relocation, at the bundle in .hip_fatbin (host + gfx90a:xnack+ +
+    // gfx906). Damaged copies: what __hipRegisterFatBinary refuses does not load.
+    let dir = TempDir::new("doctor-registered");
+    let exe = std::fs::read(corpus("driver/hip_nonrdc.exe")).unwrap();
+    let wrapper = section_offset(&exe, b".hipFatBinSegment");
+    let fatbin = section_offset(&exe, b".hip_fatbin");
+    assert_eq!(&exe[wrapper..wrapper + 4], b"FPIH", "HIPF, little-endian");
+    assert_eq!(&exe[fatbin..fatbin + 24], b"__CLANG_OFFLOAD_BUNDLE__");
+    let device = "gfx90a:xnack+";
+    let judge = |name: &str, data: &[u8]| {
+        let f = dir.write(name, data);
+        let out = doctor(&[f.as_os_str(), "--target".as_ref(), device.as_ref()]);
+        let (recs, _) = records(&out);
+        assert_eq!(recs.len(), 1, "{recs:?}");
+        (f, recs[0].clone())
+    };
+
+    let (f, r) = judge("sound.exe", &exe);
+    assert_eq!(
+        (r["units"].as_u64(), r["status"].as_str()),
+        (Some(1), Some("ok"))
+    );
+    let (code, recs, _) = register(&f, device);
+    assert_eq!(code, Some(0));
+    assert_eq!(recs.len(), 1);
+    assert!(recs[0]["selected"]
+        .as_str()
+        .unwrap()
+        .ends_with("gfx90a:xnack+"));
+
+    // One byte of the wrapper magic: CLR returns no handle; so does `register`.
+    let mut bad = exe.clone();
+    bad[wrapper] ^= 1;
+    let (f, r) = judge("bad-magic.exe", &bad);
+    assert_eq!(
+        (
+            r["units"].as_u64(),
+            r["units_covered"].as_u64(),
+            r["status"].as_str()
+        ),
+        (Some(1), Some(0), Some("none")),
+        "{r}"
+    );
+    let why = "not a HIP (HIPF) or CUDA fat-binary wrapper";
+    assert_eq!(
+        r["reason"],
+        format!("the runtime refuses the fat-binary wrapper ({why}) in 1 of 1 units")
+    );
+    let (code, _, stderr) = register(&f, device);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains(&format!("wrapper at .hipFatBinSegment+0x0: {why}")),
+        "{stderr}"
+    );
+
+    // Version 2: HIP accepts only version 1.
+    let mut bad = exe.clone();
+    bad[wrapper + 4] = 2;
+    let (f, r) = judge("bad-version.exe", &bad);
+    let why = "fat-binary wrapper version is not supported";
+    assert_eq!(
+        r["reason"],
+        format!("the runtime refuses the fat-binary wrapper ({why}) in 1 of 1 units")
+    );
+    let (code, _, stderr) = register(&f, device);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains(why), "{stderr}");
+
+    // The binary pointer (the relocation's addend) outside every mapped section: registered,
+    // but there is nothing to load.
+    let mut rela = Vec::new();
+    rela.extend(0x9020u64.to_le_bytes());
+    rela.extend(8u64.to_le_bytes());
+    rela.extend(0x3000u64.to_le_bytes());
+    let at = exe
+        .windows(24)
+        .position(|w| w == rela.as_slice())
+        .expect("the R_X86_64_RELATIVE relocation of the wrapper's binary pointer");
+    let mut bad = exe.clone();
+    bad[at + 16..at + 24].copy_from_slice(&0x7000_0000u64.to_le_bytes());
+    let (f, r) = judge("bad-pointer.exe", &bad);
+    assert_eq!(r["units_covered"], 0, "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("the registered fat binary cannot be read (")
+            && reason.ends_with(") in 1 of 1 units"),
+        "{reason}"
+    );
+    let (code, recs, _) = register(&f, device);
+    assert_eq!(code, Some(1));
+    assert!(
+        recs[0]["selected"].is_null() && !recs[0]["error"].is_null(),
+        "{recs:?}"
+    );
+
+    // A bundle whose entry count is 0: registered, no image, does not load (it used to drop
+    // out of the count).
+    let mut bad = exe.clone();
+    bad[fatbin + 24..fatbin + 32].copy_from_slice(&0u64.to_le_bytes());
+    let (f, r) = judge("no-entries.exe", &bad);
+    assert_eq!(
+        (r["units"].as_u64(), r["units_covered"].as_u64()),
+        (Some(1), Some(0)),
+        "{r}"
+    );
+    assert_eq!(r["reason"], "no device images in 1 of 1 units");
+    let (code, recs, _) = register(&f, device);
+    assert_eq!(code, Some(1));
+    assert_eq!(recs.len(), 1);
+    assert!(recs[0]["selected"].is_null(), "{recs:?}");
+    assert_eq!(recs[0]["entries"].as_array().unwrap().len(), 0);
+
+    // The same bundle outside a host file is a unit that does not load either.
+    let empty = dir.write("empty.bundle", &bad[fatbin..fatbin + 32]);
+    let (recs, _) = records(&doctor(&[
+        empty.as_os_str(),
+        "--target".as_ref(),
+        device.as_ref(),
+    ]));
+    assert_eq!(recs[0]["units"], 1);
+    assert_eq!(recs[0]["reason"], "no device images in 1 of 1 units");
+}
+
+#[test]
+fn the_reason_names_the_closest_image() {
+    // A gfx906 device and a bundle of gfx1030, gfx90a:xnack+ and gfx1100 code objects
+    // (real ones from the corpus), in that order: gfx90a (ISA 9.0.10) is nearest to gfx906
+    // (9.0.6), whatever the order; `select --explain` gives the same sentence for it.
+    let dir = TempDir::new("doctor-closest");
+    let co = |n: &str| std::fs::read(corpus(&format!("devobj/{n}"))).unwrap();
+    let (a, b, c) = (
+        co("saxpy.gfx1030.co"),
+        co("saxpy.gfx90a_xnack+.co"),
+        co("saxpy.gfx1100.co"),
+    );
+    let ids = [
+        "hipv4-amdgcn-amd-amdhsa--gfx1030",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+        "hipv4-amdgcn-amd-amdhsa--gfx1100",
+    ];
+    for (name, order) in [("abc.bundle", [0, 1, 2]), ("cba.bundle", [2, 1, 0])] {
+        let data = [&a, &b, &c];
+        let entries: Vec<(&str, &[u8])> = order.iter().map(|&i| (ids[i], &data[i][..])).collect();
+        let f = dir.write(name, &bundle(&entries));
+        let (recs, _) = records(&doctor(&[
+            f.as_os_str(),
+            "--target".as_ref(),
+            "gfx906".as_ref(),
+        ]));
+        let sentence = "gfx90a code does not run on gfx906";
+        assert_eq!(
+            recs[0]["reason"],
+            format!("no code object for gfx906 in 1 of 1 units; closest: {sentence}")
+        );
+        let out = loader_sim(&[
+            "select".as_ref(),
+            f.as_os_str(),
+            "--target".as_ref(),
+            "gfx906".as_ref(),
+            "--explain".as_ref(),
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("gfx90a:xnack+: {sentence}")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn damaged_wrapper_and_empty_bundle_in_libggml_hip() {
+    // libggml-hip of the cyllama-rocm 0.2.18 wheel: 130 wrappers, 130 bundles of gfx1100
+    // ... code objects. One byte of the first wrapper's magic, and the entry count of the
+    // bundle the second wrapper points at set to 0: the runtime registers 128 of 130 units
+    // with an image; doctor says which and why, and `register` agrees.
+    if !common::external("libggml-hip of cyllama-rocm 0.2.18 (scripts/fetch-cyllama-rocm.sh)") {
+        return;
+    }
+    let lib = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo().join("target/external"))
+        .join("cyllama-rocm/libggml-hip.so");
+    let data = std::fs::read(&lib).unwrap();
+    let elf = offload_image::registration::HostElf::parse(&data).unwrap();
+    let slots = elf.fat_binary_wrappers();
+    assert_eq!(slots.len(), 130);
+    let view =
+        offload_image::registration::FatbinWrapperView::read(&elf, slots[1].address).unwrap();
+    let (s, off) = elf.section_at(view.binary).unwrap();
+    let second = s.data.as_ptr() as usize - data.as_ptr() as usize + off as usize;
+    let wrapper = section_offset(&data, b".hipFatBinSegment");
+    drop(elf);
+    let mut bad = data.clone();
+    bad[wrapper] ^= 1;
+    assert_eq!(&bad[second..second + 24], b"__CLANG_OFFLOAD_BUNDLE__");
+    bad[second + 24..second + 32].copy_from_slice(&0u64.to_le_bytes());
+    let dir = TempDir::new("doctor-ggml");
+    let f = dir.write("libggml-hip.so", &bad);
+    let (recs, _) = records(&doctor(&[
+        f.as_os_str(),
+        "--target".as_ref(),
+        "gfx1100".as_ref(),
+    ]));
+    let r = &recs[0];
+    assert_eq!(
+        (
+            r["units"].as_u64(),
+            r["units_covered"].as_u64(),
+            r["status"].as_str()
+        ),
+        (Some(130), Some(128), Some("partial")),
+        "{r}"
+    );
+    let gaps: Vec<(String, u64)> = r["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["reason"].as_str().unwrap().to_string(),
+                g["units"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        gaps,
+        vec![
+            (
+                "the runtime refuses the fat-binary wrapper (not a HIP (HIPF) or CUDA fat-binary wrapper)"
+                    .to_string(),
+                1
+            ),
+            ("no device images".to_string(), 1),
+        ]
+    );
+    // `register` refuses the file at the first wrapper; with only the empty bundle it
+    // registers 130 units, 129 with an image for gfx1100.
+    let (code, _, stderr) = register(&f, "gfx1100");
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("wrapper at .hipFatBinSegment+0x0"),
+        "{stderr}"
+    );
+    let mut only_empty = data.clone();
+    only_empty[second + 24..second + 32].copy_from_slice(&0u64.to_le_bytes());
+    let g = dir.write("empty-bundle.so", &only_empty);
+    let (code, regs, _) = register(&g, "gfx1100");
+    assert_eq!(code, Some(1));
+    assert_eq!(regs.len(), 130);
+    let (recs, _) = records(&doctor(&[
+        g.as_os_str(),
+        "--target".as_ref(),
+        "gfx1100".as_ref(),
+    ]));
+    let selected = regs.iter().filter(|r| !r["selected"].is_null()).count() as u64;
+    assert_eq!(recs[0]["units_covered"].as_u64(), Some(selected));
+    assert_eq!(selected, 129);
+    assert_eq!(recs[0]["reason"], "no device images in 1 of 130 units");
+}
+
+/// A unit's images as (is a cubin, is PTX, architecture), and whether the device gets one.
+type UnitImages = (Vec<(bool, bool, String)>, bool);
+
+/// Compute capability major of an NVPTX architecture name (`sm_90a`, `sm_100f`).
+fn nv_major(arch: &str) -> u16 {
+    let digits: String = arch
+        .trim_start_matches("sm_")
+        .trim_start_matches("compute_")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse::<u16>().unwrap() / 10
+}
+
+/// What the units that give CUDA device `major.minor` nothing lack, by NVIDIA's rules,
+/// grouped in the order first met: for each unit its images as (is a cubin, is PTX,
+/// architecture) and whether the device gets one.
+fn expected_cuda_gaps(units: &[UnitImages], (major, minor): (u16, u16)) -> Vec<(String, u64)> {
+    let mut gaps: Vec<(String, u64)> = Vec::new();
+    for (images, covered) in units {
+        if *covered {
+            continue;
+        }
+        let same_major = images
+            .iter()
+            .any(|(cubin, _, arch)| *cubin && nv_major(arch) == major);
+        let ptx = images.iter().any(|(_, ptx, _)| *ptx);
+        let mut gap = if same_major {
+            format!("no cubin for {major}.{minor}")
+        } else {
+            format!("no cubin for {major}.x")
+        };
+        gap.push_str(&if ptx {
+            format!(" and no PTX for {major}.{minor}")
+        } else {
+            " and no PTX".to_string()
+        });
+        match gaps.iter_mut().find(|(g, _)| *g == gap) {
+            Some((_, n)) => *n += 1,
+            None => gaps.push((gap, 1)),
+        }
+    }
+    gaps
+}
+
+/// doctor's `gaps` of a record as (reason, units), and checks that its reason is the gap
+/// most units share (the first met among equals), with its count.
+fn gaps_of(r: &Value) -> Vec<(String, u64)> {
+    let gaps: Vec<(String, u64)> = r["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["reason"].as_str().unwrap().to_string(),
+                g["units"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut top: Option<&(String, u64)> = None;
+    for g in &gaps {
+        if top.is_none_or(|t| g.1 > t.1) {
+            top = Some(g);
+        }
+    }
+    if let Some((gap, n)) = top {
+        let reason = r["reason"].as_str().unwrap();
+        let head = format!("{gap} in {n} of {} units", r["units"]);
+        assert!(reason.starts_with(&head), "{reason} / {head}");
+    } else {
+        assert!(r["reason"].is_null(), "{r}");
+    }
+    gaps
+}
+
+#[test]
+fn library_reason_summarises_the_units() {
+    // Five NVIDIA fatbinaries made by nvcc, back to back: `variants` (sm_90a, sm_100a,
+    // sm_100f cubins; compute_90a, compute_100f, compute_120 PTX), three `cubin_only`
+    // (sm_75, sm_80, sm_86, sm_120 cubins), `saxpy3` (sm_80, sm_90a cubins, compute_80 PTX).
+    // On an 11.0 device the first unit met lacks something else than most units do; the
+    // reason is what most units lack. Expected: `list` (what each unit holds) and `select`
+    // (what the device gets), classified here by NVIDIA's rules.
+    let dir = TempDir::new("doctor-summary");
+    let files = [
+        "variants",
+        "cubin_only",
+        "cubin_only",
+        "cubin_only",
+        "saxpy3",
+    ];
+    let mut data = Vec::new();
+    for f in files {
+        data.extend(
+            std::fs::read(common::repo().join(format!("tests/data/nvfatbin/files/{f}.fatbin")))
+                .unwrap(),
+        );
+    }
+    let multi = dir.write("multi.fatbin", &data);
+    let list =
+        json_lines(&loader_sim(&["list".as_ref(), multi.as_os_str(), "--json".as_ref()]).stdout);
+    let mut units: Vec<UnitImages> = vec![(Vec::new(), false); files.len()];
+    for r in &list {
+        let u = r["bundle_index"].as_u64().unwrap() as usize;
+        let kind = r["image_kind"].as_str().unwrap();
+        units[u].0.push((
+            kind == "cubin",
+            kind == "ptx",
+            r["target_id"].as_str().unwrap().to_string(),
+        ));
+    }
+    for (device, cc) in [
+        ("sm_110", (11, 0)),
+        ("sm_86", (8, 6)),
+        ("sm_60", (6, 0)),
+        ("sm_100", (10, 0)),
+    ] {
+        let select = json_lines(
+            &loader_sim(&[
+                "select".as_ref(),
+                multi.as_os_str(),
+                "--target".as_ref(),
+                device.as_ref(),
+                "--json".as_ref(),
+            ])
+            .stdout,
+        );
+        assert_eq!(select.len(), files.len());
+        for (u, r) in select.iter().enumerate() {
+            units[u].1 = !r["selected"].is_null();
+        }
+        let (recs, _) = records(&doctor(&[
+            multi.as_os_str(),
+            "--target".as_ref(),
+            device.as_ref(),
+        ]));
+        let r = &recs[0];
+        assert_eq!(r["units"], files.len());
+        assert_eq!(r["units_covered"], units.iter().filter(|u| u.1).count());
+        assert_eq!(gaps_of(r), expected_cuda_gaps(&units, cc), "{device}: {r}");
+    }
+    // On 11.0: only saxpy3 loads (its compute_80 PTX), the three cubin-only units lack
+    // cubins and PTX, and they, not the first unit, make the reason.
+    let (recs, _) = records(&doctor(&[
+        multi.as_os_str(),
+        "--target".as_ref(),
+        "sm_110".as_ref(),
+    ]));
+    assert_eq!(recs[0]["units_covered"], 1);
+    assert!(
+        recs[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("no cubin for 11.x and no PTX in 3 of 5 units"),
+        "{}",
+        recs[0]
+    );
+}
+
+#[test]
+fn library_reason_on_real_cuda_libraries() {
+    // libcurand, libcusparse, libcusolver (scripts/fetch-nvidia-libs.sh): the units the CUDA
+    // runtime registers (the `register` model: one per fat-binary wrapper), their images
+    // and what each device gets from the simulated runtime; the gaps classified here.
+    if !common::external("NVIDIA CUDA libraries (scripts/fetch-nvidia-libs.sh)") {
+        return;
+    }
+    use offload_image::registration::{HostElf, Registry, RegistryOptions, SimulatedDevice};
+    use offload_image::ImageKind;
+    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo().join("target/external"))
+        .join("nvidia");
+    let devices = [("sm_60", (6, 0)), ("sm_86", (8, 6)), ("sm_110", (11, 0))];
+    let mut checked = 0;
+    for lib in ["libcurand.so.10", "libcusparse.so.12", "libcusolver.so.11"] {
+        let path = base.join(lib);
+        let data = std::fs::read(&path).unwrap();
+        let elf = HostElf::parse(&data).unwrap();
+        let sims: Vec<SimulatedDevice> = devices
+            .iter()
+            .map(|(d, _)| SimulatedDevice::parse(d).unwrap())
+            .collect();
+        let mut registry = Registry::new(sims, RegistryOptions::default());
+        let mut units: Vec<Vec<UnitImages>> = vec![Vec::new(); devices.len()];
+        let mut seen = std::collections::BTreeSet::new();
+        for slot in elf.fat_binary_wrappers() {
+            let id = registry.register_fat_binary(&elf, slot.address).unwrap();
+            if !seen.insert(id) {
+                continue;
+            }
+            let reg = registry.get(id).unwrap();
+            let images: Vec<(bool, bool, String)> = reg
+                .images()
+                .iter()
+                .map(|i| {
+                    (
+                        i.image_kind == ImageKind::Cubin,
+                        i.image_kind == ImageKind::Ptx,
+                        i.target_id.unwrap().to_string(),
+                    )
+                })
+                .collect();
+            for (k, per_device) in units.iter_mut().enumerate() {
+                per_device.push((images.clone(), reg.choice(k).unwrap().key.is_some()));
+            }
+            registry.release(id);
+        }
+        let mut args: Vec<std::ffi::OsString> = vec![path.clone().into_os_string()];
+        for (d, _) in devices {
+            args.extend(["--target".into(), d.into()]);
+        }
+        let (recs, _) = records(&doctor(&args));
+        for (k, (d, cc)) in devices.iter().enumerate() {
+            let r = find(&recs, lib, None, d);
+            assert_eq!(
+                r["units"].as_u64(),
+                Some(units[k].len() as u64),
+                "{lib} {d}"
+            );
+            let covered = units[k].iter().filter(|u| u.1).count() as u64;
+            assert_eq!(r["units_covered"].as_u64(), Some(covered), "{lib} {d}");
+            assert_eq!(gaps_of(r), expected_cuda_gaps(&units[k], *cc), "{lib} {d}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 9);
 }

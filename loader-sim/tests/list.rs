@@ -369,3 +369,95 @@ fn no_sha256_lists_the_same_images_without_hashes() {
         }
     }
 }
+
+/// A damaged bundle costs its unit only: `list` and `select` report every other bundle
+/// of the linked library as before, add a `damaged` record, and exit with status 2.
+#[test]
+fn a_damaged_bundle_is_reported_and_the_others_listed() {
+    let lib = common::repo().join("tests/data/damage/libthree.so");
+    let original = std::fs::read(&lib).unwrap();
+    let listed = |path: &Path| -> (Option<i32>, Vec<serde_json::Value>, String) {
+        let out = loader_sim(&["list", "--json", path.to_str().unwrap()]);
+        let recs = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (
+            out.status.code(),
+            recs,
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (code, sound, _) = listed(&lib);
+    assert_eq!(code, Some(0));
+    let offsets: Vec<u64> = sound
+        .iter()
+        .filter(|r| {
+            r["entry_id"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("host-"))
+        })
+        .map(|r| {
+            // The bundle's header: the last bundle magic before its host entry's payload.
+            let payload = r["offset"].as_u64().unwrap() as usize;
+            original[..payload]
+                .windows(24)
+                .rposition(|w| w == b"__CLANG_OFFLOAD_BUNDLE__")
+                .unwrap() as u64
+        })
+        .collect();
+    assert_eq!(offsets.len(), 3);
+    let mut data = original.clone();
+    data[offsets[1] as usize + 2] ^= 0xFF;
+    let dir = common::TempDir::new("list-damaged");
+    let path = dir.0.join("libthree-damaged.so");
+    std::fs::write(&path, &data).unwrap();
+    let (code, recs, err) = listed(&path);
+    assert_eq!(code, Some(2), "{err}");
+    let damaged: Vec<_> = recs.iter().filter(|r| r["note"] == "damaged").collect();
+    assert_eq!(damaged.len(), 1, "{recs:?}");
+    assert_eq!(damaged[0]["bundle_index"], 1);
+    assert_eq!(damaged[0]["offset"].as_u64(), Some(offsets[1]));
+    assert_eq!(damaged[0]["error"], "malformed");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("section .hip_fatbin unit 1 is damaged"),
+        "{err}"
+    );
+    let images = |recs: &[serde_json::Value], unit: u64| -> Vec<serde_json::Value> {
+        recs.iter()
+            .filter(|r| r["note"].is_null() && r["bundle_index"] == unit)
+            .cloned()
+            .collect()
+    };
+    for unit in [0, 2] {
+        assert_eq!(images(&recs, unit), images(&sound, unit), "unit {unit}");
+        assert_eq!(images(&recs, unit).len(), 4);
+    }
+    // select chooses in the sound units as before, reports the damaged one, exits 2.
+    let out = loader_sim(&[
+        "select",
+        "--json",
+        "--target",
+        "gfx90a:xnack+",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let recs: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let chosen: Vec<_> = recs
+        .iter()
+        .filter(|r| r["note"].is_null())
+        .map(|r| (r["bundle_index"].as_u64().unwrap(), r["selected"].clone()))
+        .collect();
+    assert_eq!(chosen.len(), 2, "{recs:?}");
+    for (unit, selected) in chosen {
+        assert_ne!(unit, 1);
+        assert_eq!(selected, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+");
+    }
+    assert_eq!(recs.iter().filter(|r| r["note"] == "damaged").count(), 1);
+}

@@ -575,6 +575,10 @@ struct Reloc<'d> {
 
 /// A host ELF file read as the address space its program would see (see the module
 /// documentation).
+///
+/// `.symtab` is read only when a name is asked for ([`HostElf::symbol_at`], the wrappers'
+/// symbols), and then only the names of the sections asked about: large libraries carry
+/// tens of megabytes of symbol names that registration does not need.
 #[derive(Clone, Debug)]
 pub struct HostElf<'d> {
     elf: Elf64<'d>,
@@ -582,9 +586,6 @@ pub struct HostElf<'d> {
     /// Indices into `sections` of the mapped ones, sorted by address.
     mapped: Vec<usize>,
     relocs: Vec<Reloc<'d>>,
-    /// (address, name, section index) of defined symbols, from `.symtab`, sorted by
-    /// address.
-    symbols: Vec<(u64, &'d [u8], usize)>,
 }
 
 impl<'d> HostElf<'d> {
@@ -624,10 +625,8 @@ impl<'d> HostElf<'d> {
             sections,
             mapped,
             relocs: Vec::new(),
-            symbols: Vec::new(),
         };
         host.read_relocations()?;
-        host.read_symbols();
         Ok(host)
     }
 
@@ -735,16 +734,23 @@ impl<'d> HostElf<'d> {
         }
     }
 
-    fn read_symbols(&mut self) {
+    /// The defined, named `.symtab` symbols of the sections in `sections` (every section
+    /// with `None`), as (address, name, section index), sorted by address. Names are read
+    /// only for those symbols.
+    fn symbols_in(&self, sections: Option<&[usize]>) -> Vec<(u64, &'d [u8], usize)> {
         let table = self.elf.section_table();
         let Ok(symtab) = table.symbols(LE, self.elf.data(), object::elf::SHT_SYMTAB) else {
-            return;
+            return Vec::new();
         };
         let mut symbols = Vec::new();
         for sym in symtab.iter() {
             let sym: &Sym64<LE> = sym;
             let shndx = sym.st_shndx(LE).0;
             if shndx == 0 || shndx >= 0xff00 {
+                continue;
+            }
+            let index = usize::from(shndx);
+            if sections.is_some_and(|want| !want.contains(&index)) {
                 continue;
             }
             let Ok(name) = sym.name(LE, symtab.strings()) else {
@@ -754,16 +760,28 @@ impl<'d> HostElf<'d> {
                 continue;
             }
             let addr = match self.elf.kind() {
-                FileKind::Relocatable => match self.base_of(usize::from(shndx)) {
+                FileKind::Relocatable => match self.base_of(index) {
                     Some(b) => b.wrapping_add(sym.st_value(LE)),
                     None => continue,
                 },
                 _ => sym.st_value(LE),
             };
-            symbols.push((addr, name, usize::from(shndx)));
+            symbols.push((addr, name, index));
         }
         symbols.sort_by_key(|s| s.0);
-        self.symbols = symbols;
+        symbols
+    }
+
+    /// The first name of `symbols` (sorted by address) defined at `addr`, bounds markers
+    /// aside.
+    fn name_at(symbols: &[(u64, &'d [u8], usize)], addr: u64) -> Option<&'d [u8]> {
+        let pos = symbols.partition_point(|s| s.0 < addr);
+        symbols
+            .get(pos..)?
+            .iter()
+            .take_while(|s| s.0 == addr)
+            .map(|s| s.1)
+            .find(|n| !n.starts_with(b"__start_") && !n.starts_with(b"__stop_"))
     }
 
     fn raw_u64(&self, addr: u64) -> Option<u64> {
@@ -818,15 +836,10 @@ impl<'d> HostElf<'d> {
     /// (the wrapper's `__dummy.llvm_offload_entries`, a `__stop_` bound) has the same
     /// address but names nothing there.
     pub fn symbol_at(&self, addr: u64) -> Option<&'d [u8]> {
-        let section = self.section_at(addr).map(|(s, _)| s.index);
-        let pos = self.symbols.partition_point(|s| s.0 < addr);
-        self.symbols
-            .get(pos..)?
-            .iter()
-            .take_while(|s| s.0 == addr)
-            .filter(|s| section.is_none_or(|i| s.2 == i))
-            .map(|s| s.1)
-            .find(|n| !n.starts_with(b"__start_") && !n.starts_with(b"__stop_"))
+        match self.section_at(addr).map(|(s, _)| s.index) {
+            Some(i) => Self::name_at(&self.symbols_in(Some(&[i])), addr),
+            None => Self::name_at(&self.symbols_in(None), addr),
+        }
     }
 
     /// The name of the undefined symbol the slot at `addr` is relocated against, if it is.
@@ -845,6 +858,16 @@ impl<'d> HostElf<'d> {
     /// Every 24-byte slot of the fat-binary wrapper sections, in section order.
     pub fn fat_binary_wrappers(&self) -> Vec<WrapperSlot<'d>> {
         let mut out = Vec::new();
+        let wrapper_sections: Vec<usize> = self
+            .sections
+            .iter()
+            .filter(|s| s.role() == SectionRole::Wrappers)
+            .map(|s| s.index)
+            .collect();
+        if wrapper_sections.is_empty() {
+            return out;
+        }
+        let symbols = self.symbols_in(Some(&wrapper_sections));
         for s in &self.sections {
             if s.role() != SectionRole::Wrappers {
                 continue;
@@ -862,7 +885,7 @@ impl<'d> HostElf<'d> {
                     offset: s.offset.saturating_add(i.saturating_mul(WRAPPER_SIZE)),
                     section: s.name,
                     index: usize::try_from(i).unwrap_or(usize::MAX),
-                    symbol: self.symbol_at(address),
+                    symbol: Self::name_at(&symbols, address),
                 });
             }
         }

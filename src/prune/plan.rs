@@ -307,6 +307,8 @@ fn plan_unit<'a>(
             }
             Body::Owned(out)
         }
+        // Opening the unit gave its error already; a damaged file is not pruned.
+        UnitContent::Damaged(d) => return Err(d.error),
         UnitContent::DeviceElf(_) => {
             // One image, which no kept device can load (else nothing would be dropped).
             leave_whole(&mut plan, "a bare device ELF is one image: left whole");

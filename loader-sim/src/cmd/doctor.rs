@@ -15,13 +15,20 @@
 //! images are identified once and checked (`select::check`) against the real devices and
 //! all their variants, and a setting is offered only when its variant loads every unit.
 //!
-//! Output: a table per device (one line per library: covered/total units, status, the most
-//! telling rejection in `select --explain`'s words, the first hint) and a summary; with
-//! `--json`, one record per (library, device) — `file`, `member` (path inside a zip, or
-//! null), `device`, `units`, `units_covered`, `status` (`ok`, `partial`, `none`, or
-//! `damaged` with an `error` field), `reason`, `hints` ({`kind`, `env`, `value`,
-//! `offload_arch`, `safe`}) — then one summary record. Exit status 0 when every library
-//! loads on every device, 1 otherwise (also for a damaged library), 2 on bad usage.
+//! Units and reasons come from the library (`offload_image::doctor`): in a linked host file
+//! with fat-binary wrappers the units are what the runtime registers (a refused wrapper,
+//! an unreadable fat binary or a unit without images loads nowhere), elsewhere those of
+//! the container walk; a library's reason is what most of its failing units lack, with the
+//! count.
+//!
+//! Output: a table per device (one line per library: covered/total units, status, the
+//! reason, the first hint) and a summary; with `--json`, one record per (library, device)
+//! — `file`, `member` (path inside a zip, or null), `device`, `units`, `units_covered`,
+//! `status` (`ok`, `partial`, `none`, or `damaged` with an `error` field), `reason`,
+//! `gaps` ({`reason`, `units`, `closest`}: every reason with its count), `hints` ({`kind`,
+//! `env`, `value`, `offload_arch`, `safe`}) — then one summary record. Exit status 0 when
+//! every library loads on every device, 1 otherwise (also for a damaged library), 2 on
+//! bad usage.
 //!
 //! Speed and memory: files are probed by their first bytes and mapped; only container
 //! headers and the first [`IDENTIFY_LEN`] bytes of each image are read, and the pages of a
@@ -30,8 +37,9 @@
 //! its entries are judged by entry ID as the HIP runtime's code object lookup (comgr) judges
 //! them; `--deep` decodes up to the first bytes of the last image so that the ELF header
 //! wins as in `select`. Hashes of compressed bundles are not verified.
-//! Deflated zip members that hold offload containers are inflated into memory, one at a
-//! time.
+//! Deflated zip members that may hold offload containers are decoded as a stream into an
+//! unlinked temporary file and mapped (`crate::wheel`), so a wheel costs no more memory
+//! than the unpacked tree.
 
 use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
@@ -43,13 +51,14 @@ use std::time::{Duration, Instant};
 use offload_image::bundle::BundleTable;
 use offload_image::ccob::CompressedBundle;
 use offload_image::container::UnitContent;
-use offload_image::select::NvRule;
+use offload_image::doctor::{self, Coverage, Gap};
+use offload_image::registration::HostElf;
 use offload_image::stream::IDENTIFY_LEN;
 use offload_image::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
 use offload_image::target::Code;
 use offload_image::{
-    identify, Device, ErrorKind, Format, Identity, Image, OffloadKind, ReadOptions, Rejection,
-    SelectOptions, Unit, Verdict,
+    identify, Device, ErrorKind, Format, Identity, Image, OffloadKind, ReadOptions, SelectOptions,
+    Unit,
 };
 use serde::Serialize;
 
@@ -57,6 +66,7 @@ use crate::cmd::OnOff;
 use crate::decode::{read_options, ZstdDecoder};
 use crate::input::Input;
 use crate::output::{json_line, table};
+use crate::wheel::{Content, Zip};
 use crate::{Failure, Outcome};
 
 /// Arguments of `doctor`.
@@ -173,13 +183,12 @@ impl Plan {
 
 /// What one library (a file or a zip member) holds for every probe.
 struct Tally {
-    /// Units with device code.
+    /// Units: what the runtime registers (see [`offload_image::doctor`]).
     units: usize,
     /// Per probe: units with an image it loads.
     covered: Vec<usize>,
-    /// Per real device: the most telling rejection among the units it does not cover
-    /// (relevance, sentence).
-    reason: Vec<Option<(u8, String)>>,
+    /// Per real device: the units, and why those that do not load do not.
+    coverage: Vec<Coverage>,
     /// The first problem reading the library.
     error: Option<String>,
 }
@@ -189,83 +198,52 @@ impl Tally {
         Tally {
             units: 0,
             covered: vec![0; plan.probes.len()],
-            reason: vec![None; plan.real.len()],
+            coverage: vec![Coverage::default(); plan.real.len()],
             error: None,
         }
     }
 
     /// Counts one unit's images (discovery order), identified: (discovery index, identity).
-    fn offer(&mut self, ids: &[(usize, Identity<'_>)], plan: &Plan, options: &SelectOptions) {
+    /// A unit of the container walk with no device code (only a host entry, or empty
+    /// images) is not counted, unless it has no entries at all; a unit the runtime
+    /// registers always is.
+    fn offer(
+        &mut self,
+        ids: &[(usize, Identity<'_>)],
+        plan: &Plan,
+        options: &SelectOptions,
+        registered: bool,
+    ) {
         let device_code = ids
             .iter()
             .any(|(_, i)| i.offload_kind != OffloadKind::Host && i.size > 0);
-        if !device_code {
+        if !device_code && !registered && !ids.is_empty() {
             return;
         }
         self.units += 1;
-        // One pass for every probe (the library's `choose`); the reason kept for a probe
-        // nothing loads on is the rejection that says most about the device.
+        // One pass for every probe (the library's `choose`).
         let choices = offload_image::choose(ids.iter().copied(), &plan.probes, options);
         for (p, choice) in choices.iter().enumerate() {
             if choice.key.is_some() {
                 self.covered[p] += 1;
-                continue;
             }
-            let why = choice
-                .verdicts
-                .iter()
-                .filter_map(|(_, v)| match v {
-                    Verdict::Rejected(r) => Some((rank(r), *r)),
-                    Verdict::Compatible(_) => None,
-                })
-                // The most telling rejection, first in discovery order among equals.
-                .fold(
-                    None,
-                    |best: Option<(u8, Rejection<'_>)>, (k, r)| match best {
-                        Some((b, _)) if b >= k => best,
-                        _ => Some((k, r)),
-                    },
-                );
-            if let (Some(slot), Some((rank, r))) = (self.reason.get_mut(p), why) {
-                if slot.as_ref().is_none_or(|(best, _)| rank > *best) {
-                    *slot = Some((rank, r.to_string()));
-                }
+            if let (Some(c), Some(device)) = (self.coverage.get_mut(p), plan.probes.get(p)) {
+                c.add_choice(choice, device);
             }
+        }
+    }
+
+    /// Counts one unit that loads nowhere, because of `gap`.
+    fn refuse(&mut self, gap: Gap) {
+        self.units += 1;
+        for c in &mut self.coverage {
+            c.add(Some(gap.clone()));
         }
     }
 
     fn fail(&mut self, what: String) {
         self.error.get_or_insert(what);
     }
-}
-
-/// How telling a rejection is: [`Rejection::relevance`] first. Among the images never
-/// meant for the device, another architecture says more than an unloadable payload, which
-/// says more than an empty image or the host entry; among the compatibility rules, a
-/// feature mode (the right processor) says more than a generic version, an unloadable ELF
-/// or a generic family, which say more than another processor (for NVIDIA, code for the
-/// device's major version says more than a cubin of another major).
-fn rank(why: &Rejection<'_>) -> u8 {
-    let within = match why {
-        Rejection::Host | Rejection::Processor { .. } => 0,
-        Rejection::Empty | Rejection::NotInFamily { .. } => 1,
-        Rejection::Kind { .. }
-        | Rejection::NotCode
-        | Rejection::NotHsa { .. }
-        | Rejection::Elf(_)
-        | Rejection::NoTarget
-        | Rejection::InvalidTarget { .. } => 2,
-        Rejection::GenericVersion { .. } => 3,
-        Rejection::Feature { .. } => 4,
-        // A cubin of another major version says less than code for the right major.
-        Rejection::Nvptx {
-            rule: NvRule::CubinMajor,
-            ..
-        } => 3,
-        Rejection::Nvptx { .. } => 4,
-        _ => 3,
-    };
-    why.relevance() * 8 + within
 }
 
 /// One hint (JSON field names are part of the command's contract).
@@ -301,10 +279,22 @@ struct Record {
     units_covered: usize,
     status: &'static str,
     reason: Option<String>,
+    /// Why the units that do not load do not: one entry per reason, with its count.
+    gaps: Vec<GapRecord>,
     hints: Vec<Hint>,
     /// Set when the library is damaged (status `damaged`): the first problem found.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+}
+
+/// One reason of a library, with the number of units it holds for.
+#[derive(Serialize)]
+struct GapRecord {
+    reason: String,
+    units: usize,
+    /// The closest rejection among those units, for missing code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    closest: Option<String>,
 }
 
 /// The summary record.
@@ -406,7 +396,12 @@ fn identify_by_id<'a>(index: usize, id: &'a str, size: u64) -> Identity<'a> {
 }
 
 /// Judges one unit.
-fn judge_unit(unit: &Unit<'_>, tally: &mut Tally, ctx: &Ctx<'_>) -> offload_image::Result<()> {
+fn judge_unit(
+    unit: &Unit<'_>,
+    tally: &mut Tally,
+    ctx: &Ctx<'_>,
+    registered: bool,
+) -> offload_image::Result<()> {
     let at = unit.location.offset;
     if let UnitContent::Compressed(c) = &unit.content {
         if !ctx.deep {
@@ -420,7 +415,7 @@ fn judge_unit(unit: &Unit<'_>, tally: &mut Tally, ctx: &Ctx<'_>) -> offload_imag
                     .entries()
                     .map(|e| (e.index, identify_by_id(e.index, e.id, e.size)))
                     .collect();
-                tally.offer(&ids, ctx.plan, &ctx.select);
+                tally.offer(&ids, ctx.plan, &ctx.select, registered);
                 return Ok(());
             }
         } else if let Some((table, heads)) = stream_heads(c, &ctx.read).map_err(|e| e.rebase(at))? {
@@ -433,20 +428,41 @@ fn judge_unit(unit: &Unit<'_>, tally: &mut Tally, ctx: &Ctx<'_>) -> offload_imag
                     (e.index, id)
                 })
                 .collect();
-            tally.offer(&ids, ctx.plan, &ctx.select);
+            tally.offer(&ids, ctx.plan, &ctx.select, registered);
             return Ok(());
         }
     }
     let open = unit.open(&ctx.read)?;
     let ids: Vec<(usize, Identity<'_>)> = open.images().map(|i| (i.index, identify(&i))).collect();
-    tally.offer(&ids, ctx.plan, &ctx.select);
+    tally.offer(&ids, ctx.plan, &ctx.select, registered);
     Ok(())
 }
 
 /// Judges every unit of `data` (a file, or a zip member); `None` when it holds no device
-/// code and nothing is wrong with it.
+/// code and nothing is wrong with it. In a linked host file with HIP or CUDA fat-binary
+/// wrappers, the units are what the runtime registers (`offload_image::doctor`); otherwise
+/// those of the container walk.
 fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tally> {
+    if data.starts_with(b"\x7fELF") {
+        if let Ok(elf) = HostElf::parse(data) {
+            let registered = doctor::registered_fat_binaries(&elf, &ctx.read);
+            if !registered.is_empty() {
+                let tally = scan_registered(&elf, &registered, input, ctx);
+                if let Some(input) = input {
+                    input.release(data);
+                }
+                return Some(tally);
+            }
+        }
+    }
     let mut tally = Tally::new(ctx.plan);
+    let found = scan_units(data, input, ctx, &mut tally);
+    (found && (tally.units > 0 || tally.error.is_some())).then_some(tally)
+}
+
+/// Judges the units of the container walk over `data` into `tally`; false when `data` is
+/// not an offload file after all.
+fn scan_units(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>, tally: &mut Tally) -> bool {
     let mut finished: Option<&[u8]> = None;
     for (seen, unit) in offload_image::units(data, &ctx.read).enumerate() {
         if let (Some(done), Some(input)) = (finished.take(), input) {
@@ -456,7 +472,7 @@ fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tall
             Ok(u) => u,
             Err(e) if seen == 0 && e.kind() == ErrorKind::BadMagic && e.offset() == 0 => {
                 // Not an offload file after all (a text file starting with a newline).
-                return None;
+                return false;
             }
             Err(e) => {
                 tally.fail(e.to_string());
@@ -466,7 +482,7 @@ fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tall
         if let (UnitContent::Compressed(c), Some(input)) = (&unit.content, input) {
             input.will_read(c.payload());
         }
-        if let Err(e) = judge_unit(&unit, &mut tally, ctx) {
+        if let Err(e) = judge_unit(&unit, tally, ctx, false) {
             tally.fail(format!("{}: {e}", unit.location));
         }
         finished = unit.bytes(&ctx.read).ok();
@@ -474,7 +490,49 @@ fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tall
     if let (Some(done), Some(input)) = (finished.take(), input) {
         input.release(done);
     }
-    (tally.units > 0 || tally.error.is_some()).then_some(tally)
+    true
+}
+
+/// Judges what the runtime registers from a linked host file: one unit per fat binary of
+/// its wrappers (a refused or unreadable one loads nowhere), and the units of its
+/// `.llvm.offloading` sections (registered through `__tgt_bin_desc` descriptors).
+fn scan_registered(
+    elf: &HostElf<'_>,
+    registered: &[doctor::Registered<'_>],
+    input: Option<&Input>,
+    ctx: &Ctx<'_>,
+) -> Tally {
+    let mut tally = Tally::new(ctx.plan);
+    for r in registered {
+        let blob = match &r.fat_binary {
+            Ok(blob) => *blob,
+            Err(gap) => {
+                tally.refuse(gap.clone());
+                continue;
+            }
+        };
+        match doctor::registered_unit(blob, &ctx.read) {
+            Ok(unit) => {
+                if let (UnitContent::Compressed(c), Some(input)) = (&unit.content, input) {
+                    input.will_read(c.payload());
+                }
+                if let Err(e) = judge_unit(&unit, &mut tally, ctx, true) {
+                    tally.refuse(Gap::Unreadable {
+                        kind: e.kind(),
+                        what: e.what(),
+                    });
+                }
+            }
+            Err(gap) => tally.refuse(gap),
+        }
+        if let Some(input) = input {
+            input.release(blob);
+        }
+    }
+    for s in elf.offloading_sections() {
+        scan_units(s.data, input, ctx, &mut tally);
+    }
+    tally
 }
 
 /// The first bytes of `file` (up to 32).
@@ -510,104 +568,54 @@ fn scan_file(path: &Path, ctx: &Ctx<'_>) -> Found {
         .unwrap_or_default()
 }
 
-/// Probes every member of a zip file (a wheel), without unpacking it to disk: stored
-/// members are read in place from the map, deflated ones are inflated into memory when
-/// their first bytes look like an offload container or a file that holds one.
+/// Probes every member of a zip file (a wheel), without unpacking it: stored members are
+/// read in place from the map, deflated ones whose first bytes look like an offload
+/// container or a file that holds one are decoded into a temporary file and mapped
+/// ([`crate::wheel`]).
 fn scan_zip(path: &Path, ctx: &Ctx<'_>) -> Found {
     let mut found = Found::new();
-    let damaged = |what: String| {
+    let damaged = |member: Option<String>, what: String| {
         let mut t = Tally::new(ctx.plan);
         t.fail(what);
-        vec![(None, t)]
+        (member, t)
     };
-    let input = match Input::open(path) {
-        Ok(i) => i,
-        Err(Failure(e)) => return damaged(e),
-    };
-    let bytes = input.bytes();
-    let mut zip = match zip::ZipArchive::new(std::io::Cursor::new(bytes)) {
+    let mut zip = match Zip::open(path) {
         Ok(z) => z,
-        Err(e) => return damaged(format!("not a readable zip file: {e}")),
+        Err(e) => return vec![damaged(None, e)],
     };
     for i in 0..zip.len() {
-        let (name, stored, range) = match zip.by_index_raw(i) {
-            Ok(f) if f.is_file() => {
-                let name = f.name().map(|n| n.into_owned()).unwrap_or_default();
-                let stored = f.compression() == zip::CompressionMethod::Stored;
-                let range = f.data_start().and_then(|s| {
-                    let s = usize::try_from(s).ok()?;
-                    let len = usize::try_from(f.compressed_size()).ok()?;
-                    Some(s..s.checked_add(len)?)
-                });
-                (name, stored, range)
-            }
-            Ok(_) => continue,
+        let member = match zip.member(i, is_candidate) {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
             Err(e) => {
-                let mut t = Tally::new(ctx.plan);
-                t.fail(format!("member {i}: {e}"));
-                found.push((Some(format!("#{i}")), t));
+                found.push(damaged(
+                    Some(format!("#{i}")),
+                    format!("cannot read member: {e}"),
+                ));
                 continue;
             }
         };
-        let raw = range.as_ref().and_then(|r| bytes.get(r.clone()));
-        let tally = if stored {
-            match raw {
-                Some(data) if is_candidate(data.get(..32).unwrap_or(data)) => {
-                    scan_buffer(data, Some(&input), ctx)
-                }
-                Some(_) => None,
-                None => {
-                    let mut t = Tally::new(ctx.plan);
-                    t.fail("member data lies outside the zip file".to_string());
-                    Some(t)
-                }
+        let tally = match &member.content {
+            Content::Stored(range) => {
+                let input = zip.input();
+                let data = input.bytes().get(range.clone()).unwrap_or_default();
+                let tally = scan_buffer(data, Some(input), ctx);
+                input.release(data);
+                tally
             }
-        } else {
-            // One inflated member in memory at a time, whatever the number of workers.
-            let _one = INFLATING.lock().unwrap_or_else(|e| e.into_inner());
-            match inflate_member(&mut zip, i) {
-                Ok(Some(data)) => scan_buffer(&data, None, ctx),
-                Ok(None) => None,
-                Err(e) => {
-                    let mut t = Tally::new(ctx.plan);
-                    t.fail(format!("cannot read member: {e}"));
-                    Some(t)
-                }
+            Content::Spilled(input) => scan_buffer(input.bytes(), Some(input), ctx),
+            Content::Skipped => None,
+            Content::Unreadable(e) => {
+                let mut t = Tally::new(ctx.plan);
+                t.fail(format!("cannot read member: {e}"));
+                Some(t)
             }
         };
-        if let Some(raw) = raw {
-            input.release(raw);
-        }
         if let Some(t) = tally {
-            found.push((Some(name), t));
+            found.push((Some(member.name), t));
         }
     }
     found
-}
-
-/// Held while a deflated zip member is in memory.
-static INFLATING: Mutex<()> = Mutex::new(());
-
-/// The content of zip member `i` if its first bytes look like an offload container or a
-/// file that holds one; `None` otherwise (only those bytes are inflated).
-fn inflate_member(
-    zip: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>,
-    i: usize,
-) -> Result<Option<Vec<u8>>, String> {
-    let mut f = zip.by_index(i).map_err(|e| e.to_string())?;
-    let size = f.size();
-    let mut data = Vec::new();
-    (&mut f)
-        .take(32)
-        .read_to_end(&mut data)
-        .map_err(|e| e.to_string())?;
-    if !is_candidate(&data) {
-        return Ok(None);
-    }
-    // The declared size is only a hint: a hostile one must not reserve memory up front.
-    data.reserve(usize::try_from(size.min(1 << 30)).unwrap_or(0));
-    f.read_to_end(&mut data).map_err(|e| e.to_string())?;
-    Ok(Some(data))
 }
 
 /// Every regular file under the given paths, in a stable order (directory entries sorted
@@ -828,8 +836,17 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                     reason: match &tally.error {
                         Some(e) => Some(format!("damaged: {e}")),
                         None if ok => None,
-                        None => tally.reason[k].as_ref().map(|(_, r)| r.clone()),
+                        None => tally.coverage[k].reason().map(|r| r.to_string()),
                     },
+                    gaps: tally.coverage[k]
+                        .gaps()
+                        .iter()
+                        .map(|g| GapRecord {
+                            reason: g.gap.to_string(),
+                            units: g.units,
+                            closest: g.closest.clone(),
+                        })
+                        .collect(),
                     hints: if ok || tally.error.is_some() {
                         Vec::new()
                     } else {

@@ -9,7 +9,7 @@ use offload_image::{identify, units, Image, Unit};
 use serde::Serialize;
 
 use crate::input::Input;
-use crate::output::{json_line, sha256_hex, table, Skipped};
+use crate::output::{json_line, sha256_hex, table, Damaged, Skipped};
 use crate::{Failure, Outcome};
 
 /// Arguments of `list`.
@@ -44,6 +44,7 @@ enum Line {
         #[serde(flatten)]
         skipped: Skipped,
     },
+    Damaged(Damaged),
 }
 
 /// One `list` record (field names are part of the CLI contract).
@@ -104,10 +105,20 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         ..crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash)
     };
     let mut records = Vec::new();
-    let failed = |e: offload_image::Error| Failure::file(&args.file, e);
     for unit in units(input.bytes(), &options) {
-        let unit = unit.map_err(failed)?;
-        crate::decode::for_each_image(&unit, &options, |image| {
+        // A damaged container costs its unit only: report it and go on.
+        let unit = match unit {
+            Ok(unit) => unit,
+            Err(e) => {
+                records.push(Line::Damaged(Damaged::outside(&e)));
+                continue;
+            }
+        };
+        if let Some(d) = unit.damage() {
+            records.push(Line::Damaged(Damaged::unit(&unit, &d.error)));
+            continue;
+        }
+        let listed = crate::decode::for_each_image(&unit, &options, |image| {
             // Hashing reads the whole image: read ahead, and drop its pages afterwards so
             // that listing a 1.3 GB library does not keep it all mapped.
             let sha256 = (!args.no_sha256).then(|| {
@@ -143,8 +154,10 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 size: image.size(),
                 sha256,
             }));
-        })
-        .map_err(failed)?;
+        });
+        if let Err(e) = listed {
+            records.push(Line::Damaged(Damaged::unit(&unit, &e)));
+        }
         if let UnitContent::NvFatbin(f) = &unit.content {
             // Decoding read the compressed entries: drop their pages too.
             input.release(f.bytes());
@@ -160,6 +173,11 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let written = if args.json {
+        for line in &records {
+            if let Line::Damaged(d) = line {
+                d.warn(&args.file);
+            }
+        }
         records.iter().try_for_each(|r| json_line(&mut out, r))
     } else {
         for line in &records {
@@ -175,12 +193,15 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                     skipped.message
                 );
             }
+            if let Line::Damaged(d) = line {
+                d.warn(&args.file);
+            }
         }
         let rows: Vec<Vec<String>> = records
             .iter()
             .filter_map(|line| match line {
                 Line::Image(r) => Some(r),
-                Line::Skipped { .. } => None,
+                Line::Skipped { .. } | Line::Damaged(_) => None,
             })
             .map(|r| {
                 vec![
@@ -204,6 +225,11 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 ]
             })
             .collect();
+        // Nothing read at all: the error lines say it all.
+        let all_damaged = rows.is_empty() && records.iter().any(|r| matches!(r, Line::Damaged(_)));
+        if all_damaged {
+            return Ok(Outcome::Invalid);
+        }
         table(
             &mut out,
             &[
@@ -222,5 +248,9 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     written
         .and_then(|_| out.flush())
         .map_err(|e| Failure(format!("cannot write output: {e}")))?;
+    // Every readable unit is listed; the status still says that something was damaged.
+    if records.iter().any(|r| matches!(r, Line::Damaged(_))) {
+        return Ok(Outcome::Invalid);
+    }
     Ok(Outcome::Ok)
 }

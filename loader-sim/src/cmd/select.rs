@@ -22,7 +22,9 @@ use serde::Serialize;
 
 use crate::cmd::{OnOff, PolicyArg};
 use crate::input::Input;
-use crate::output::{arch_name, code_name, hex, image_name, json_line, sha256_hex, table, Skipped};
+use crate::output::{
+    arch_name, code_name, hex, image_name, json_line, sha256_hex, table, Damaged, Skipped,
+};
 use crate::{Failure, Outcome};
 
 /// `--kind`.
@@ -341,10 +343,21 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     // The bytes of the previous unit, released when the walk has moved past them (the walk
     // reads the zero padding after a bundle before it hands out the next one).
     let mut finished: Option<&[u8]> = None;
-    let failed = |e: offload_image::Error| Failure::file(&args.file, e);
     let probes: Vec<Device> = devices.iter().map(|(_, d)| *d).collect();
+    // Damaged containers cost their unit only: reported, and the walk goes on.
+    let mut damaged: Vec<Damaged> = Vec::new();
     for unit in units(input.bytes(), &read) {
-        let unit = unit.map_err(failed)?;
+        let unit = match unit {
+            Ok(unit) => unit,
+            Err(e) => {
+                damaged.push(Damaged::outside(&e));
+                continue;
+            }
+        };
+        if let Some(d) = unit.damage() {
+            damaged.push(Damaged::unit(&unit, &d.error));
+            continue;
+        }
         if let Some(done) = finished.take() {
             input.release(done);
         }
@@ -359,14 +372,20 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 read: &read,
                 out_path,
             }
-            .run(c)
-            .map_err(|e| match e {
-                SinkError::Read(e) => failed(e.rebase(unit.location.offset)),
-                SinkError::Io(e) => Failure::file(
-                    args.output.as_deref().unwrap_or(std::path::Path::new("-")),
-                    format!("cannot write: {e}"),
-                ),
-            })?;
+            .run(c);
+            let streamed = match streamed {
+                Ok(s) => s,
+                Err(SinkError::Read(e)) => {
+                    damaged.push(Damaged::unit(&unit, &e.rebase(unit.location.offset)));
+                    continue;
+                }
+                Err(SinkError::Io(e)) => {
+                    return Err(Failure::file(
+                        args.output.as_deref().unwrap_or(std::path::Path::new("-")),
+                        format!("cannot write: {e}"),
+                    ))
+                }
+            };
             if let Some(found) = streamed {
                 for ((given, _), pick) in devices.iter().zip(found) {
                     records.push(Record {
@@ -399,17 +418,26 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             decoders: crate::decode::decoders(args.zstd_decoder),
             ..read
         };
-        let open = unit.open(&read).map_err(failed)?;
+        let open = match unit.open(&read) {
+            Ok(open) => open,
+            Err(e) => {
+                damaged.push(Damaged::unit(&unit, &e));
+                continue;
+            }
+        };
         let images: Vec<Image<'_>> = open.images().collect();
         // One pass for every device; images are identified from their headers.
         let choices = offload_image::choose(images.iter().copied(), &probes, &options);
         for ((given, _), choice) in devices.iter().zip(&choices) {
             // The chosen image is decoded, as the runtime decodes the one it loads.
             let chosen = choice.chosen().and_then(|i| images.get(i));
-            let bytes = chosen
-                .map(|img| img.decode(&read))
-                .transpose()
-                .map_err(failed)?;
+            let bytes = match chosen.map(|img| img.decode(&read)).transpose() {
+                Ok(b) => b,
+                Err(e) => {
+                    damaged.push(Damaged::unit(&unit, &e));
+                    continue;
+                }
+            };
             let chosen = chosen
                 .zip(bytes.as_deref())
                 .map(|(img, b)| img.with_bytes(b));
@@ -474,15 +502,26 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
 
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    for d in &damaged {
+        d.warn(&args.file);
+    }
     let written = if args.json {
-        records.iter().try_for_each(|r| json_line(&mut out, r))
+        records
+            .iter()
+            .try_for_each(|r| json_line(&mut out, r))
+            .and_then(|_| damaged.iter().try_for_each(|d| json_line(&mut out, d)))
+    } else if records.is_empty() && !damaged.is_empty() {
+        // Nothing read at all: the error lines say it all.
+        Ok(())
     } else {
         write_table(&mut out, &records, args.sha256)
     };
     written
         .and_then(|_| out.flush())
         .map_err(|e| Failure(format!("cannot write output: {e}")))?;
-    if records.is_empty() || records.iter().any(|r| r.selected.is_none()) {
+    if !damaged.is_empty() {
+        Ok(Outcome::Invalid)
+    } else if records.is_empty() || records.iter().any(|r| r.selected.is_none()) {
         Ok(Outcome::NoMatch)
     } else {
         Ok(Outcome::Ok)

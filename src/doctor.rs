@@ -1,0 +1,393 @@
+//! Will a library run on a device, and if not, why: the judgement `loader-sim doctor`
+//! prints, here so that every front end (the command line, the C API) gives the same
+//! answer.
+//!
+//! * **Units are what the runtime registers.** In a linked host file with HIP or CUDA
+//!   fat-binary wrappers, [`registered_fat_binaries`] gives one unit per wrapper the way
+//!   `__hipRegisterFatBinary` / `__cudaRegisterFatBinary` receive them ([`Registry`]'s
+//!   model, `REGISTRATION.md` §4): a wrapper the runtime refuses (bad magic, unsupported
+//!   version, unreadable) is a unit that does not load ([`Gap::Refused`]), a wrapper whose
+//!   fat binary cannot be read (a pointer outside the mapped file, a damaged container) is
+//!   registered but gives every device nothing ([`Gap::Unreadable`]), and a fat binary
+//!   registered twice (same `binary` pointer) is one unit. Without wrappers (objects,
+//!   archives, bare containers), the units are those of the container walk
+//!   ([`crate::units`]).
+//! * **A unit gives a device nothing for one reason, a [`Gap`]**, which units share, so that
+//!   a library's reason can count them: [`gap`] derives it from the unit's [`Choice`] for
+//!   the device (its closest rejection, [`Rejection::closeness`], and for NVIDIA devices
+//!   every verdict: which cubins and PTX the unit has). A unit with no device image does
+//!   not load either ([`Gap::NoImages`]).
+//! * **A library's reason summarises its units** ([`Coverage`]): the gap most units share,
+//!   with the count ("no cubin for 11.x and no PTX in 107 of 107 units"), not the first
+//!   rejection met; every gap with its count is kept ([`Coverage::gaps`]).
+//!
+//! ```
+//! use offload_image::doctor::Coverage;
+//! use offload_image::{choose, units, Device, ReadOptions, SelectOptions};
+//!
+//! // A bundle of code for six processors, none of them a gfx1031.
+//! let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
+//! let device = Device::parse("gfx1031")?;
+//! let options = ReadOptions::default();
+//! let mut coverage = Coverage::default();
+//! for unit in units(data, &options) {
+//!     let open = unit?.open(&options)?;
+//!     let choice = choose(open.images(), &[device], &SelectOptions::default()).remove(0);
+//!     coverage.add_choice(&choice, &device);
+//! }
+//! assert_eq!((coverage.units, coverage.covered), (1, 0));
+//! let reason = coverage.reason().unwrap().to_string();
+//! assert_eq!(
+//!     reason,
+//!     "no code object for gfx1031 in 1 of 1 units; closest: gfx1030 code does not run on gfx1031"
+//! );
+//! # Ok::<(), offload_image::Error>(())
+//! ```
+//!
+//! [`Registry`]: crate::registration::Registry
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::container::units;
+use crate::error::ErrorKind;
+use crate::registration::{ElfType, FatbinWrapperView, HostElf};
+use crate::select::{Choice, Rejection, Verdict};
+use crate::target::amdgpu::Processor;
+use crate::target::{Code, Device};
+use crate::ReadOptions;
+
+/// One unit as the runtime registers it from a linked host file's fat-binary wrapper.
+#[derive(Clone, Debug)]
+pub struct Registered<'d> {
+    /// Address of the wrapper (in the host file's address space).
+    pub wrapper: u64,
+    /// The wrapper section (`.hipFatBinSegment`, `.nvFatBinSegment`).
+    pub section: &'d [u8],
+    /// The fat binary, bounded by its own header, or why the runtime does not load it.
+    pub fat_binary: Result<&'d [u8], Gap>,
+}
+
+/// The units a runtime registers from the HIP and CUDA fat-binary wrappers of `elf`, in
+/// wrapper order, each fat binary once (the runtime keys its registrations on the
+/// `binary` pointer: a second wrapper pointing at the same fat binary registers the same
+/// unit again). Each wrapper is read and checked as the runtime checks it
+/// ([`FatbinWrapperView::read`]) and its fat binary bounded by its header
+/// ([`FatbinWrapperView::fat_binary`]), as [`Registry::register_fat_binary`] does.
+///
+/// Empty for a relocatable object, whose wrappers point at what the link provides, and for
+/// a file without wrappers: then the units are those of the container walk.
+///
+/// [`Registry::register_fat_binary`]: crate::registration::Registry::register_fat_binary
+pub fn registered_fat_binaries<'d>(
+    elf: &HostElf<'d>,
+    options: &ReadOptions,
+) -> Vec<Registered<'d>> {
+    let mut out = Vec::new();
+    if elf.elf_type() == ElfType::Relocatable {
+        return out;
+    }
+    let mut seen: Vec<u64> = Vec::new();
+    for slot in elf.fat_binary_wrappers() {
+        let fat_binary = match FatbinWrapperView::read(elf, slot.address) {
+            Err(e) => Err(Gap::Refused {
+                kind: e.kind(),
+                what: e.what(),
+            }),
+            Ok(w) => {
+                // Relocatable device code feeds the device link; the runtime registers
+                // the linked fat binary of the version-2 wrapper instead.
+                if seen.contains(&w.binary)
+                    || w.is_link_input(elf.section_at(w.binary).map(|(s, _)| s.role()))
+                {
+                    continue;
+                }
+                seen.push(w.binary);
+                w.fat_binary(elf, options).map_err(|e| Gap::Unreadable {
+                    kind: e.kind(),
+                    what: e.what(),
+                })
+            }
+        };
+        out.push(Registered {
+            wrapper: slot.address,
+            section: slot.section,
+            fat_binary,
+        });
+    }
+    out
+}
+
+/// The first unit of a registered fat binary, as the runtime opens it: what
+/// [`Registry`](crate::registration::Registry) registers. A fat binary with no container
+/// in it is [`Gap::Unreadable`].
+pub fn registered_unit<'d>(
+    fat_binary: &'d [u8],
+    options: &ReadOptions,
+) -> Result<crate::Unit<'d>, Gap> {
+    match units(fat_binary, options).next() {
+        Some(Ok(unit)) => Ok(unit),
+        Some(Err(e)) => Err(Gap::Unreadable {
+            kind: e.kind(),
+            what: e.what(),
+        }),
+        None => Err(Gap::NoImages),
+    }
+}
+
+/// What an NVIDIA unit has in place of PTX the device could compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ptx {
+    /// No PTX at all.
+    None,
+    /// PTX, none of it for the device (too new, or arch- or family-specific code for
+    /// other devices).
+    NotFor,
+    /// PTX the device could compile, but the JIT is not allowed.
+    NoJit,
+}
+
+/// Why a unit gives a device nothing, as a key units share (see the module
+/// documentation). `Display` is a phrase for people.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Gap {
+    /// The runtime refuses the unit's fat-binary wrapper: `__hipRegisterFatBinary` returns
+    /// no handle for a bad magic or a version other than 1 (CUDA: versions 1 and 2), and
+    /// the unit's kernels never load.
+    Refused {
+        /// The reader's error kind.
+        kind: ErrorKind,
+        /// The reader's sentence.
+        what: &'static str,
+    },
+    /// The wrapper is accepted but its fat binary cannot be read (its pointer lies outside
+    /// the mapped file, the container is damaged): registered, every launch fails.
+    Unreadable {
+        /// The reader's error kind.
+        kind: ErrorKind,
+        /// The reader's sentence.
+        what: &'static str,
+    },
+    /// The unit holds no device image (a bundle with no entries, or only a host entry).
+    NoImages,
+    /// No AMDGPU code object runs on the device's processor (other processors, other
+    /// generic families, generic versions too old).
+    NoCode {
+        /// The device's processor.
+        device: &'static Processor,
+    },
+    /// No cubin runs on the NVIDIA device and no PTX can be compiled for it.
+    NoCubin {
+        /// The device's compute capability.
+        device: (u8, u8),
+        /// True when the unit has cubins of the device's major version (none of which
+        /// runs on it: a later minor, or arch-specific code for another minor).
+        same_major: bool,
+        /// The PTX the unit has instead.
+        ptx: Ptx,
+    },
+    /// Any other reason: the sentence of the unit's closest rejection
+    /// ([`Rejection`]'s `Display`), for example a feature mode the device lacks.
+    Other(String),
+}
+
+impl fmt::Display for Gap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Gap::Refused { what, .. } => {
+                write!(f, "the runtime refuses the fat-binary wrapper ({what})")
+            }
+            Gap::Unreadable { what, .. } => {
+                write!(f, "the registered fat binary cannot be read ({what})")
+            }
+            Gap::NoImages => f.write_str("no device images"),
+            Gap::NoCode { device } => write!(f, "no code object for {device}"),
+            Gap::NoCubin {
+                device: (major, minor),
+                same_major,
+                ptx,
+            } => {
+                if *same_major {
+                    write!(f, "no cubin for {major}.{minor}")?;
+                } else {
+                    write!(f, "no cubin for {major}.x")?;
+                }
+                match ptx {
+                    Ptx::None => f.write_str(" and no PTX"),
+                    Ptx::NotFor => write!(f, " and no PTX for {major}.{minor}"),
+                    Ptx::NoJit => f.write_str(" and PTX JIT compilation is disabled"),
+                }
+            }
+            Gap::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Why `device` gets nothing from a unit, given the unit's [`Choice`] for it (from
+/// [`choose`](crate::choose), which keeps every verdict); `None` when it gets an image.
+pub fn gap(choice: &Choice<'_>, device: &Device) -> Option<Gap> {
+    if choice.key.is_some() {
+        return None;
+    }
+    let Some((_, closest)) = choice.rejection else {
+        return Some(Gap::NoImages);
+    };
+    if matches!(closest, Rejection::Host | Rejection::Empty) {
+        return Some(Gap::NoImages);
+    }
+    Some(match (device, closest) {
+        (
+            Device::Amdgpu(t),
+            Rejection::Processor { .. }
+            | Rejection::NotInFamily { .. }
+            | Rejection::GenericVersion { .. },
+        ) => Gap::NoCode {
+            device: t.processor,
+        },
+        (
+            Device::Cuda { major, minor },
+            Rejection::Nvptx { .. } | Rejection::JitNotAllowed(Code::Ptx),
+        ) => nvidia_gap(choice, (*major, *minor)),
+        (_, r) => Gap::Other(r.to_string()),
+    })
+}
+
+/// What an NVIDIA unit lacks for a device of compute capability `device`: from every
+/// verdict, which cubins and PTX it has.
+fn nvidia_gap(choice: &Choice<'_>, device: (u8, u8)) -> Gap {
+    let mut same_major = false;
+    let mut ptx = Ptx::None;
+    for (_, verdict) in &choice.verdicts {
+        let Verdict::Rejected(r) = verdict else {
+            continue;
+        };
+        match r {
+            Rejection::Nvptx {
+                image,
+                code: Code::Elf,
+                ..
+            } => same_major |= image.major() == u16::from(device.0),
+            // PTX too new, or arch-specific PTX of another capability.
+            Rejection::Nvptx {
+                code: Code::Ptx, ..
+            } if ptx == Ptx::None => ptx = Ptx::NotFor,
+            Rejection::JitNotAllowed(Code::Ptx) => ptx = Ptx::NoJit,
+            _ => {}
+        }
+    }
+    Gap::NoCubin {
+        device,
+        same_major,
+        ptx,
+    }
+}
+
+/// One [`Gap`] of a library and how many of its units have it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GapCount {
+    /// The gap.
+    pub gap: Gap,
+    /// Units that have it.
+    pub units: usize,
+    /// For [`Gap::NoCode`] and [`Gap::NoCubin`]: the closest rejection among those units
+    /// ([`Rejection::closeness`], first met among equals), as a sentence ("gfx90a code
+    /// does not run on gfx906").
+    pub closest: Option<String>,
+    closeness: u8,
+}
+
+/// What one library holds for one device: its units, how many load, and why the others do
+/// not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Units judged.
+    pub units: usize,
+    /// Units with an image the device loads.
+    pub covered: usize,
+    gaps: Vec<GapCount>,
+}
+
+impl Coverage {
+    /// Counts one unit: `None` when it loads, else its gap ([`gap`]).
+    pub fn add(&mut self, gap: Option<Gap>) {
+        self.add_with(gap, None);
+    }
+
+    /// Counts one unit that does not load because of `gap`, whose closest rejection
+    /// (when it has images) is `closest`; [`Coverage::add`] for one that loads (`None`).
+    pub fn add_with(&mut self, gap: Option<Gap>, closest: Option<&Rejection<'_>>) {
+        self.units = self.units.saturating_add(1);
+        let Some(gap) = gap else {
+            self.covered = self.covered.saturating_add(1);
+            return;
+        };
+        let near = closest.map_or(0, Rejection::closeness);
+        let named = matches!(gap, Gap::NoCode { .. } | Gap::NoCubin { .. });
+        match self.gaps.iter_mut().find(|g| g.gap == gap) {
+            Some(g) => {
+                g.units = g.units.saturating_add(1);
+                if let (true, Some(r)) = (named && near > g.closeness, closest) {
+                    g.closest = Some(r.to_string());
+                    g.closeness = near;
+                }
+            }
+            None => self.gaps.push(GapCount {
+                gap,
+                units: 1,
+                closest: closest.filter(|_| named).map(ToString::to_string),
+                closeness: near,
+            }),
+        }
+    }
+
+    /// Counts one unit from its [`Choice`] for `device`.
+    pub fn add_choice(&mut self, choice: &Choice<'_>, device: &Device) {
+        let closest = choice.rejection.map(|(_, r)| r);
+        self.add_with(gap(choice, device), closest.as_ref());
+    }
+
+    /// Every gap with its count, in the order first met.
+    pub fn gaps(&self) -> &[GapCount] {
+        &self.gaps
+    }
+
+    /// The library's reason: the gap most units share (the first met among equals), with
+    /// its count; `None` when every unit loads.
+    pub fn reason(&self) -> Option<Reason<'_>> {
+        let mut best: Option<&GapCount> = None;
+        for g in &self.gaps {
+            if best.is_none_or(|b| g.units > b.units) {
+                best = Some(g);
+            }
+        }
+        best.map(|gap| Reason {
+            gap,
+            units: self.units,
+        })
+    }
+}
+
+/// A library's reason ([`Coverage::reason`]). `Display`: "no cubin for 11.x and no PTX in
+/// 107 of 107 units", with "; closest: ..." for missing code.
+#[derive(Clone, Copy, Debug)]
+pub struct Reason<'c> {
+    /// The representative gap.
+    pub gap: &'c GapCount,
+    /// The library's units.
+    pub units: usize,
+}
+
+impl fmt::Display for Reason<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} in {} of {} units",
+            self.gap.gap, self.gap.units, self.units
+        )?;
+        if let Some(c) = &self.gap.closest {
+            write!(f, "; closest: {c}")?;
+        }
+        Ok(())
+    }
+}
