@@ -1014,9 +1014,16 @@ fn build(
             Err(e) => walk_errors.push(Fail::from(e)),
         }
     }
-    if units.is_empty() {
-        if let Some(e) = walk_errors.first() {
-            return Err(*e);
+    // Nothing that reads (every unit damaged, or only errors): the open fails with the
+    // first problem, as `loader-sim list` prints only its errors then.
+    if units.iter().all(|u| u.damage().is_some()) {
+        let first = units
+            .first()
+            .and_then(|u| u.damage())
+            .map(|d| Fail::from(d.error))
+            .or_else(|| walk_errors.first().copied());
+        if let Some(e) = first {
+            return Err(e);
         }
     }
     let mut state = State {

@@ -193,14 +193,14 @@ fn plan_unit<'a>(
             if crate::host::elf::section_role(s, 0) == crate::host::SectionRole::NvRelFatbin
     );
     // NVIDIA fatbinary entries are judged by their headers and written as stored; each
-    // compressed one that is kept is decoded once, one at a time, to check it (a damaged
-    // entry is refused, not written out again; a dropped one is not written at all). A
-    // compressed bundle's content is rewritten below.
+    // compressed one is decoded once, one at a time, to check it (a damaged entry is
+    // refused, not written out again). Relocatable device code, left as it is, is not
+    // checked. A compressed bundle's content is rewritten below.
     let open = unit.open(&options.read)?;
     let mut device_images = 0usize;
     for image in open.images() {
         let k = covers(&image, devices, &mut covered);
-        if k && !link_input && image.encoded.is_some() {
+        if !link_input && image.encoded.is_some() {
             drop(image.decode(&options.read)?);
         }
         if image.offload_kind != OffloadKind::Host {
