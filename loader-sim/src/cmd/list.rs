@@ -134,7 +134,10 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 container: container_of(&unit, image),
                 bundle_index: unit.index,
                 format: image.format.name(),
-                compression: if fatbin {
+                compression: if let UnitContent::Kpack(k) = &unit.content {
+                    (k.compression() == offload_image::kpack::Compression::ZstdPerKernel)
+                        .then_some("zstd")
+                } else if fatbin {
                     // Per entry: the codec its flags name.
                     Codec::from_flags(u64::from(image.flags)).map(Codec::name)
                 } else {

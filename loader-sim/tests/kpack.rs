@@ -1,0 +1,241 @@
+//! `.kpack` archives and split host libraries through the command line
+//! (`tests/data/kpack`, made by rocm-kpack's own splitter; see its PROVENANCE.md):
+//!
+//! * `list` on each committed archive gives the code objects of `expected.json` (sha256,
+//!   size, architecture), which `clang-offload-bundler` unbundled from the unsplit original;
+//! * `select` picks the entry of the device's architecture, from an archive file and from
+//!   archives that are members of an `ar` archive;
+//! * a malformed archive gives a located error.
+
+mod common;
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use common::{json_lines, loader_sim, sha256};
+
+fn data_dir() -> PathBuf {
+    common::repo().join("tests/data/kpack")
+}
+
+fn expected() -> Value {
+    serde_json::from_slice(&std::fs::read(data_dir().join("expected.json")).unwrap()).unwrap()
+}
+
+fn archives() -> Vec<Value> {
+    expected()["archives"].as_array().unwrap().clone()
+}
+
+/// A GNU `ar` archive of `(name, bytes)` members (names of at most 15 bytes are stored in
+/// the member header).
+fn ar(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = b"!<arch>\n".to_vec();
+    for (name, data) in members {
+        assert!(name.len() < 16);
+        let header = format!(
+            "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+            format!("{name}/"),
+            0,
+            0,
+            0,
+            644,
+            data.len()
+        );
+        assert_eq!(header.len(), 60);
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(data);
+        if data.len() % 2 == 1 {
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn list_gives_the_archives_code_objects() {
+    let mut listed = 0;
+    for want in archives() {
+        let file = want["file"].as_str().unwrap();
+        let path = data_dir().join(file);
+        let data = std::fs::read(&path).unwrap();
+        let out = loader_sim(&["list", "--json", path.to_str().unwrap()]);
+        assert!(out.status.success(), "{file}: {}", common::describe(&out));
+        let recs = json_lines(&out.stdout);
+        let zstd = want["compression_scheme"] == "zstd-per-kernel";
+        let mut got: Vec<(String, u64, String)> = Vec::new();
+        for r in &recs {
+            assert_eq!(r["format"], "kpack", "{file}");
+            assert_eq!(r["container"], "file");
+            assert_eq!(r["triple"], "amdgcn-amd-amdhsa");
+            assert_eq!(r["offload_kind"], "hip");
+            assert_eq!(r["image_kind"], "elf");
+            if zstd {
+                assert_eq!(r["compression"], "zstd", "{file}");
+            } else {
+                assert!(r["compression"].is_null(), "{file}");
+            }
+            let sha = r["sha256"].as_str().unwrap().to_string();
+            let size = r["size"].as_u64().unwrap();
+            // A plain blob is listed in place: its bytes are at the offset given.
+            match r["offset"].as_u64() {
+                Some(at) => {
+                    assert!(!zstd, "{file}: a zstd entry has no offset");
+                    let at = at as usize;
+                    assert_eq!(sha256(&data[at..at + size as usize]), sha);
+                }
+                None => assert!(zstd, "{file}: a plain entry is in place"),
+            }
+            got.push((r["target_id"].as_str().unwrap().to_string(), size, sha));
+        }
+        let mut wanted: Vec<(String, u64, String)> = want["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["arch"].as_str().unwrap().to_string(),
+                    e["original_size"].as_u64().unwrap(),
+                    e["original_sha256"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        got.sort();
+        wanted.sort();
+        assert_eq!(got, wanted, "{file}");
+        listed += got.len();
+    }
+    assert_eq!(listed, 3 + 4 * 4 + 8);
+}
+
+#[test]
+fn select_picks_the_entry_of_the_device() {
+    let all = archives();
+    let dir = common::TempDir::new("kpack-select");
+    // The three librocrand archives (zstd), as members of one `ar` archive: one unit each.
+    let rocrand: Vec<&Value> = all
+        .iter()
+        .filter(|a| a["file"].as_str().unwrap().starts_with("rocrand/"))
+        .collect();
+    assert_eq!(rocrand.len(), 3);
+    let datas: Vec<(String, Vec<u8>)> = rocrand
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let file = a["file"].as_str().unwrap();
+            (
+                format!("a{i}.kpack"),
+                std::fs::read(data_dir().join(file)).unwrap(),
+            )
+        })
+        .collect();
+    let members: Vec<(&str, &[u8])> = datas
+        .iter()
+        .map(|(n, d)| (n.as_str(), d.as_slice()))
+        .collect();
+    let lib = dir.write("rand.a", &ar(&members));
+    for (device, arch) in [
+        ("gfx90a:xnack+", "gfx90a:xnack+"),
+        ("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-", "gfx90a:xnack-"),
+        ("gfx1030", "gfx1030"),
+    ] {
+        let out = loader_sim(&[
+            "select",
+            "--json",
+            "--sha256",
+            "--target",
+            device,
+            lib.to_str().unwrap(),
+        ]);
+        // Exit status 1: two of the three units have no image for the device.
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{device}: {}",
+            common::describe(&out)
+        );
+        let recs = json_lines(&out.stdout);
+        assert_eq!(recs.len(), 3, "{device}");
+        let chosen: Vec<&Value> = recs.iter().filter(|r| !r["selected"].is_null()).collect();
+        assert_eq!(
+            chosen.len(),
+            1,
+            "{device}: one archive has the architecture"
+        );
+        let want = rocrand.iter().find(|a| a["gfx_arches"][0] == arch).unwrap();
+        let entry = &want["entries"][0];
+        let index = rocrand
+            .iter()
+            .position(|a| a["gfx_arches"][0] == arch)
+            .unwrap();
+        assert_eq!(chosen[0]["container"], format!("member a{index}.kpack"));
+        assert_eq!(chosen[0]["arch"], arch);
+        assert_eq!(chosen[0]["size"], entry["original_size"]);
+        assert_eq!(chosen[0]["sha256"], entry["original_sha256"], "{device}");
+    }
+    // The two-architecture archive: the device's entry, not the other architecture's.
+    let path = data_dir().join("jax/none/jax_lib_gfx110X.kpack");
+    let gfx110x = all
+        .iter()
+        .find(|a| a["file"] == "jax/none/jax_lib_gfx110X.kpack")
+        .unwrap();
+    for device in ["gfx1100", "gfx1101"] {
+        let out = loader_sim(&[
+            "select",
+            "--json",
+            "--sha256",
+            "--target",
+            device,
+            path.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{device}: {}", common::describe(&out));
+        let recs = json_lines(&out.stdout);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0]["arch"], device);
+        let of_device: Vec<&Value> = gfx110x["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["arch"] == device)
+            .map(|e| &e["original_sha256"])
+            .collect();
+        assert_eq!(of_device.len(), 4);
+        assert!(of_device.contains(&&recs[0]["sha256"]), "{device}");
+    }
+}
+
+#[test]
+fn a_malformed_archive_gives_a_located_error() {
+    let good = std::fs::read(data_dir().join("jax/none/jax_lib_gfx110X.kpack")).unwrap();
+    let dir = common::TempDir::new("kpack-bad");
+    let toc = u64::from_le_bytes(good[8..16].try_into().unwrap()) as usize;
+    let mut cases: Vec<(&str, Vec<u8>, u64, &str)> = Vec::new();
+    let mut v = good.clone();
+    v[4] = 2;
+    cases.push(("version", v, 4, "unsupported-version"));
+    let mut v = good.clone();
+    v[8..16].copy_from_slice(&(good.len() as u64 + 5).to_le_bytes());
+    cases.push(("toc-offset", v, 8, "out-of-bounds"));
+    cases.push(("short", good[..10].to_vec(), 0, "truncated"));
+    // The TOC is a map: make its first byte an integer.
+    let mut v = good.clone();
+    v[toc] = 0x05;
+    cases.push(("toc-not-a-map", v, toc as u64, "malformed"));
+    for (name, data, offset, kind) in cases {
+        let path = dir.write(&format!("{name}.kpack"), &data);
+        let out = loader_sim(&["list", "--json", path.to_str().unwrap()]);
+        assert!(!out.status.success(), "{name}");
+        let recs = json_lines(&out.stdout);
+        assert_eq!(recs.len(), 1, "{name}");
+        assert_eq!(recs[0]["note"], "damaged", "{name}");
+        assert_eq!(recs[0]["error"], kind, "{name}: {}", recs[0]);
+        assert_eq!(recs[0]["offset"], offset, "{name}");
+        // In an `ar` archive the error is located in the file.
+        let lib = dir.write(&format!("{name}.a"), &ar(&[("x.kpack", &data)]));
+        let out = loader_sim(&["list", "--json", lib.to_str().unwrap()]);
+        let recs = json_lines(&out.stdout);
+        let damaged: Vec<&Value> = recs.iter().filter(|r| r["note"] == "damaged").collect();
+        assert_eq!(damaged.len(), 1, "{name}: {recs:?}");
+        assert_eq!(damaged[0]["offset"], offset + 68, "{name}");
+    }
+}
