@@ -239,3 +239,168 @@ fn a_malformed_archive_gives_a_located_error() {
         assert_eq!(damaged[0]["offset"], offset + 68, "{name}");
     }
 }
+
+/// The committed minimal split host of `host` (`tests/data/kpack/split`, made by its
+/// `make.sh` from the real split libraries' wrapper and ref sections).
+fn split_host(host: &str) -> Vec<u8> {
+    let name = match host {
+        "rocrand" => "librocrand.so.1.1",
+        "jax" => "xla_rocm_plugin.so",
+        other => panic!("{other}"),
+    };
+    std::fs::read(data_dir().join("split").join(name)).unwrap()
+}
+
+/// Lays out an oracle case's install tree under `root`: its archives (patched as the case
+/// says) and the split host at the case's library path. Returns the library's path.
+fn build_tree(root: &std::path::Path, case: &Value) -> PathBuf {
+    for (rel, f) in case["files"].as_object().unwrap() {
+        let mut data = std::fs::read(data_dir().join(f["from"].as_str().unwrap())).unwrap();
+        for p in f["patch"].as_array().unwrap() {
+            let at = p[0].as_u64().unwrap() as usize;
+            let hex = p[1].as_str().unwrap();
+            for (i, b) in (0..hex.len()).step_by(2).enumerate() {
+                data[at + i] = u8::from_str_radix(&hex[b..b + 2], 16).unwrap();
+            }
+        }
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, data).unwrap();
+    }
+    let lib = PathBuf::from(
+        case["lib"]
+            .as_str()
+            .unwrap()
+            .replace("$ROOT", root.to_str().unwrap()),
+    );
+    std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+    std::fs::write(&lib, split_host(case["host"].as_str().unwrap())).unwrap();
+    lib
+}
+
+fn run_env(cwd: &std::path::Path, args: &[&str], env: &[(String, String)]) -> std::process::Output {
+    let mut c = std::process::Command::new(common::ours());
+    c.args(args).current_dir(cwd);
+    for v in [
+        "ROCM_KPACK_PATH",
+        "ROCM_KPACK_PATH_PREFIX",
+        "ROCM_KPACK_DISABLE",
+    ] {
+        c.env_remove(v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// The split host libraries give, per wrapper, the ref record and TOC key the real split
+/// libraries' sections hold.
+#[test]
+fn split_hosts_read_as_the_runtime_reads_them() {
+    use offload_image::host::HostFile;
+    use offload_image::kpack::KpackRef;
+    use offload_image::split::split_wrappers;
+    for (host, wrappers) in [("rocrand", 1), ("jax", 45)] {
+        let data = split_host(host);
+        let file = HostFile::parse(&data).unwrap();
+        let refs = std::fs::read(data_dir().join(host).join("ref.msgpack")).unwrap();
+        let want = KpackRef::parse(&refs).unwrap();
+        let got = split_wrappers(&file);
+        assert_eq!(got.len(), wrappers, "{host}");
+        for (i, w) in got.iter().enumerate() {
+            let w = w.as_ref().unwrap();
+            assert_eq!(w.reference, want);
+            assert_eq!(w.lookup_key, format!("{}#{i}", want.kernel_name));
+            let at = w.ref_offset as usize;
+            assert_eq!(&data[at..at + refs.len()], refs.as_slice());
+        }
+    }
+}
+
+/// Every oracle case with one ISA name that `--target` takes: `loader-sim select` on the
+/// split host in the case's tree, with its environment, gives rocm-kpack's C loader's
+/// answer: the archive and architecture matched and the code object's sha256, or the error
+/// code; and tries the archive paths the loader tried, in its order.
+#[test]
+fn select_on_split_libraries_answers_as_the_c_loader() {
+    let oracle: Value =
+        serde_json::from_slice(&std::fs::read(data_dir().join("oracle.json")).unwrap()).unwrap();
+    let mut replayed = 0;
+    for case in oracle["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let arches = case["arches"].as_array().unwrap();
+        let arch = arches[0].as_str().unwrap();
+        // `--target` takes one device, named as a target ID.
+        if arches.len() != 1 || arch.contains("::") || arch.contains("foo") || arch.ends_with("--")
+        {
+            continue;
+        }
+        let dir = common::TempDir::new("kpack-oracle");
+        let root = std::fs::canonicalize(&dir.0).unwrap();
+        let lib = build_tree(&root, case);
+        let sub = |s: &str| s.replace("$ROOT", root.to_str().unwrap());
+        let env: Vec<(String, String)> = case["env"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), sub(v.as_str().unwrap())))
+            .collect();
+        let out = run_env(
+            &root,
+            &[
+                "select",
+                "--json",
+                "--explain",
+                "--target",
+                arch,
+                lib.to_str().unwrap(),
+            ],
+            &env,
+        );
+        let recs = json_lines(&out.stdout);
+        let wrapper = case["wrapper"].as_u64().unwrap();
+        let rec = recs
+            .iter()
+            .find(|r| r["bundle_index"] == wrapper)
+            .unwrap_or_else(|| panic!("{name}: {}", common::describe(&out)));
+        let tried: Vec<String> = rec["tried"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|p| p[0].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let probed: Vec<String> = case["probed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| sub(p[0].as_str().unwrap()))
+            .collect();
+        assert_eq!(tried, probed, "{name}");
+        match (&case["result"]["ok"], &case["result"]["error"]) {
+            (ok, _) if ok.is_object() => {
+                assert_eq!(rec["sha256"], ok["sha256"], "{name}: {rec}");
+                assert_eq!(rec["size"], ok["size"], "{name}");
+                // The C loader names the archive by its absolute path; loader-sim as the
+                // candidate path gave it (relative to the working directory for a relative
+                // `ROCM_KPACK_PATH` item).
+                assert_eq!(
+                    root.join(rec["archive"].as_str().unwrap()),
+                    PathBuf::from(sub(case["matched"]["archive"].as_str().unwrap())),
+                    "{name}"
+                );
+                assert_eq!(rec["arch"], case["matched"]["arch"], "{name}");
+                assert!(rec["kpack_error"].is_null());
+            }
+            (_, code) => {
+                assert_eq!(rec["kpack_error"], *code, "{name}: {rec}");
+                assert!(rec["selected"].is_null());
+                assert_eq!(out.status.code(), Some(1), "{name}");
+            }
+        }
+        replayed += 1;
+    }
+    assert_eq!(replayed, 25);
+}
