@@ -129,6 +129,11 @@ impl<'d> Library<'d> {
         })
     }
 
+    /// Number of `HIPK` wrappers.
+    pub fn wrappers(&self) -> usize {
+        self.wrappers.len()
+    }
+
     /// What the loader gives each wrapper for the ISA names `arches` (in the runtime's
     /// order).
     pub fn resolve(

@@ -404,3 +404,160 @@ fn select_on_split_libraries_answers_as_the_c_loader() {
     }
     assert_eq!(replayed, 25);
 }
+
+/// The librocrand tree of KPACK.md §5 under `root`, with the split host and the archives
+/// of `keep` (all three committed ones when `None`). Returns the library's path.
+fn rocrand_tree(root: &std::path::Path, keep: &[&str]) -> PathBuf {
+    let stage = root.join("math-libs/rocRAND/stage");
+    std::fs::create_dir_all(stage.join("lib")).unwrap();
+    std::fs::create_dir_all(stage.join(".kpack")).unwrap();
+    for arch in keep {
+        let name = format!("rand_lib_{arch}.kpack");
+        std::fs::copy(
+            data_dir().join("rocrand/.kpack").join(&name),
+            stage.join(".kpack").join(&name),
+        )
+        .unwrap();
+    }
+    let lib = stage.join("lib/librocrand.so.1.1");
+    std::fs::write(&lib, split_host("rocrand")).unwrap();
+    lib
+}
+
+const ROCRAND_ARCHES: [&str; 3] = ["gfx1030", "gfx90a:xnack+", "gfx90a:xnack-"];
+
+/// With every archive installed, `select` on the split library gives, per device, the code
+/// object `clang-offload-bundler` unbundles from the unsplit librocrand for that
+/// architecture (`expected.json`), and `doctor` finds that every device loads it.
+#[test]
+fn split_library_with_its_archives_loads_the_originals_code() {
+    let dir = common::TempDir::new("kpack-split-ok");
+    let root = std::fs::canonicalize(&dir.0).unwrap();
+    let lib = rocrand_tree(&root, &ROCRAND_ARCHES);
+    let all = archives();
+    let devices = [
+        ("gfx1030", "gfx1030"),
+        ("gfx90a:sramecc+:xnack+", "gfx90a:xnack+"),
+        ("gfx90a:sramecc-:xnack-", "gfx90a:xnack-"),
+    ];
+    for (device, arch) in devices {
+        let out = run_env(
+            &root,
+            &[
+                "select",
+                "--json",
+                "--target",
+                device,
+                lib.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert!(out.status.success(), "{device}: {}", common::describe(&out));
+        let recs = json_lines(&out.stdout);
+        assert_eq!(recs.len(), 1);
+        let want = all.iter().find(|a| a["gfx_arches"][0] == arch).unwrap();
+        assert_eq!(recs[0]["sha256"], want["entries"][0]["original_sha256"]);
+        assert_eq!(recs[0]["arch"], arch);
+        assert_eq!(
+            recs[0]["toc_key"],
+            "math-libs/rocRAND/stage/lib/librocrand.so.1.1#0"
+        );
+        assert_eq!(
+            PathBuf::from(recs[0]["archive"].as_str().unwrap()),
+            root.join(format!(
+                "math-libs/rocRAND/stage/.kpack/rand_lib_{arch}.kpack"
+            ))
+        );
+    }
+    let mut args = vec!["doctor", "--json"];
+    for (device, _) in devices {
+        args.extend(["--target", device]);
+    }
+    let path = root.to_str().unwrap().to_string();
+    args.push(&path);
+    let out = run_env(&root, &args, &[]);
+    assert!(out.status.success(), "{}", common::describe(&out));
+    let recs = json_lines(&out.stdout);
+    let libs: Vec<&Value> = recs.iter().filter(|r| r["summary"].is_null()).collect();
+    assert_eq!(libs.len(), 3);
+    for r in libs {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["units"], 1);
+    }
+}
+
+/// One archive missing: `doctor` gives kpack error 13, names the archive file the loader
+/// looked for first and the device package that carries it; `select` gives 13 too. An
+/// archive of another architecture named by `ROCM_KPACK_PATH`: 14, with its `gfx_arches`.
+#[test]
+fn split_library_missing_or_wrong_archive_is_explained() {
+    let dir = common::TempDir::new("kpack-split-missing");
+    let root = std::fs::canonicalize(&dir.0).unwrap();
+    let lib = rocrand_tree(&root, &["gfx1030", "gfx90a:xnack-"]);
+    let lib_s = lib.to_str().unwrap();
+    let out = run_env(
+        &root,
+        &["doctor", "--json", "--target", "gfx90a:xnack+", lib_s],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", common::describe(&out));
+    let recs = json_lines(&out.stdout);
+    let r = &recs[0];
+    assert_eq!(r["status"], "none");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("kpack error 13 (KPACK_ERROR_ARCHIVE_NOT_FOUND)"),
+        "{reason}"
+    );
+    let expected = root.join("math-libs/rocRAND/stage/.kpack/rand_lib_gfx90a:xnack+.kpack");
+    assert!(
+        reason.contains(&format!("expected {}", expected.display())),
+        "{reason}"
+    );
+    assert_eq!(r["hints"][0]["kind"], "install");
+    assert_eq!(r["hints"][0]["value"], "rocm-sdk-device-gfx90a");
+    let out = run_env(
+        &root,
+        &["select", "--json", "--target", "gfx90a:xnack+", lib_s],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_lines(&out.stdout)[0]["kpack_error"], 13);
+    // The archives that are there still load.
+    let out = run_env(
+        &root,
+        &["doctor", "--json", "--target", "gfx1030", lib_s],
+        &[],
+    );
+    assert!(out.status.success());
+    assert_eq!(json_lines(&out.stdout)[0]["status"], "ok");
+
+    // Wrong architecture: ROCM_KPACK_PATH names the gfx1030 archive for a gfx1100 device.
+    let other = root.join("math-libs/rocRAND/stage/.kpack/rand_lib_gfx1030.kpack");
+    let env = [(
+        "ROCM_KPACK_PATH".to_string(),
+        other.to_str().unwrap().to_string(),
+    )];
+    let out = run_env(
+        &root,
+        &["doctor", "--json", "--target", "gfx1100", lib_s],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let r = &json_lines(&out.stdout)[0];
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("kpack error 14 (KPACK_ERROR_ARCH_NOT_FOUND)"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains(&format!("{} has gfx_arches gfx1030", other.display())),
+        "{reason}"
+    );
+    let out = run_env(
+        &root,
+        &["select", "--json", "--target", "gfx1100", lib_s],
+        &env,
+    );
+    assert_eq!(json_lines(&out.stdout)[0]["kpack_error"], 14);
+}
