@@ -10,7 +10,10 @@ use std::io::Write;
 use std::path::Path;
 
 use offload_image::host::HostFile;
-use offload_image::kpack::{candidate_paths, find_entry, KpackArchive, LoaderEnv, LoaderError};
+use offload_image::kpack::{
+    candidate_paths, find_entry, resolve_embedded, split_path_list, Compression, KpackArchive,
+    LoaderEnv, LoaderError, Stored, GFXARCH_PLACEHOLDER,
+};
 use offload_image::split::{is_split, split_wrappers, SplitWrapper};
 use offload_image::{Device, ReadOptions};
 use serde::Serialize;
@@ -82,6 +85,24 @@ pub struct Resolution {
     pub outcome: Result<Picked, Refusal>,
 }
 
+/// A code object of an installed archive, for one wrapper ([`Library::listing`]).
+pub struct Listed {
+    /// The wrapper's index.
+    pub wrapper: usize,
+    /// The TOC key.
+    pub key: String,
+    /// The archive's path.
+    pub archive: String,
+    /// The TOC architecture.
+    pub arch: String,
+    /// Stored as a zstd frame.
+    pub zstd: bool,
+    /// Offset of a plain blob in the archive.
+    pub offset: Option<u64>,
+    /// The code object, or why it does not read.
+    pub code: Result<Vec<u8>, String>,
+}
+
 /// The code object the loader takes.
 pub struct Picked {
     /// The archive's path.
@@ -132,6 +153,104 @@ impl<'d> Library<'d> {
     /// Number of `HIPK` wrappers.
     pub fn wrappers(&self) -> usize {
         self.wrappers.len()
+    }
+
+    /// The archive files installed for the wrappers, whatever the device: each ref search
+    /// path resolved against the library's directory, with `@GFXARCH@` matched against the
+    /// file names of its directory (every architecture), or the `ROCM_KPACK_PATH` items
+    /// (replacing them) and the `ROCM_KPACK_PATH_PREFIX` items (before them), that are
+    /// regular files; sorted within each search path, each listed once.
+    fn installed(&self, search_paths: &[&str], env: &Env) -> Vec<String> {
+        let loader = env.loader();
+        let items = |v: &Option<String>| -> Vec<String> {
+            v.as_deref()
+                .map(|v| {
+                    split_path_list(v, loader.separator)
+                        .into_iter()
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let path_items = items(&env.path);
+        let mut out: Vec<String> = Vec::new();
+        let mut push = |p: String| {
+            if std::fs::metadata(&p).is_ok_and(|m| m.is_file()) && !out.contains(&p) {
+                out.push(p);
+            }
+        };
+        if !path_items.is_empty() {
+            path_items.into_iter().for_each(&mut push);
+            return out;
+        }
+        items(&env.path_prefix).into_iter().for_each(&mut push);
+        for sp in search_paths {
+            let resolved = resolve_embedded(&self.dir, sp);
+            let Some((before, after)) = resolved.split_once(GFXARCH_PLACEHOLDER) else {
+                push(resolved);
+                continue;
+            };
+            let (dir, prefix) = before.rsplit_once('/').unwrap_or((".", before));
+            let Ok(entries) = std::fs::read_dir(if dir.is_empty() { "/" } else { dir }) else {
+                continue;
+            };
+            let mut found: Vec<String> = entries
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| {
+                    n.len() > prefix.len() + after.len()
+                        && n.starts_with(prefix)
+                        && n.ends_with(after)
+                })
+                .map(|n| format!("{dir}/{n}"))
+                .collect();
+            found.sort();
+            found.into_iter().for_each(&mut push);
+        }
+        out
+    }
+
+    /// Every code object the installed archives ([`Library::installed`]) hold for the
+    /// wrappers: per wrapper, per archive, its TOC entries for the wrapper's key.
+    pub fn listing(&self, env: &Env, options: &ReadOptions) -> Vec<Listed> {
+        let mut out = Vec::new();
+        let mut files: HashMap<String, Option<Vec<u8>>> = HashMap::new();
+        for (i, w) in self.wrappers.iter().enumerate() {
+            let Ok(w) = w else { continue };
+            for path in self.installed(&w.reference.search_paths, env) {
+                let data = files
+                    .entry(path.clone())
+                    .or_insert_with(|| std::fs::read(&path).ok());
+                let Some(data) = data.as_deref() else {
+                    continue;
+                };
+                let Ok(archive) = KpackArchive::parse(data, &options.limits) else {
+                    continue;
+                };
+                for e in archive.entries().filter(|e| e.binary_key == w.lookup_key) {
+                    let offset = match archive.stored(e) {
+                        // A plain blob is a slice of the archive's bytes.
+                        Ok(Stored::Plain(b)) => (b.as_ptr() as usize)
+                            .checked_sub(data.as_ptr() as usize)
+                            .map(|o| o as u64),
+                        _ => None,
+                    };
+                    out.push(Listed {
+                        wrapper: i,
+                        key: w.lookup_key.clone(),
+                        archive: path.clone(),
+                        arch: e.arch.to_string(),
+                        zstd: archive.compression() == Compression::ZstdPerKernel,
+                        offset,
+                        code: archive
+                            .code_object(e, options)
+                            .map(|c| c.into_owned())
+                            .map_err(|e| e.to_string()),
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// What the loader gives each wrapper for the ISA names `arches` (in the runtime's

@@ -561,3 +561,56 @@ fn split_library_missing_or_wrong_archive_is_explained() {
     );
     assert_eq!(json_lines(&out.stdout)[0]["kpack_error"], 14);
 }
+
+/// `list` on a split library lists, per wrapper, the code objects of its installed
+/// archives, each with the archive (`source`) and TOC key: the same code objects as
+/// `expected.json` (the unsplit original's).
+#[test]
+fn list_on_a_split_library_lists_its_archives() {
+    let all = archives();
+    let dir = common::TempDir::new("kpack-split-list");
+    let root = std::fs::canonicalize(&dir.0).unwrap();
+    let lib = rocrand_tree(&root, &ROCRAND_ARCHES);
+    // The JAX plugin beside it, with its two zstd archives (KPACK.md §5's layout).
+    let jax = root.join("jax_plugins/xla_rocm7");
+    std::fs::create_dir_all(jax.join(".kpack")).unwrap();
+    for a in ["gfx90a", "gfx1100"] {
+        let name = format!("jax_lib_{a}.kpack");
+        std::fs::copy(
+            data_dir().join("jax/.kpack").join(&name),
+            jax.join(".kpack").join(&name),
+        )
+        .unwrap();
+    }
+    let jax_lib = jax.join("xla_rocm_plugin.so");
+    std::fs::write(&jax_lib, split_host("jax")).unwrap();
+    for (lib, prefix, count) in [(&lib, "rocrand/", 3), (&jax_lib, "jax/.kpack/", 8)] {
+        let out = run_env(&root, &["list", "--json", lib.to_str().unwrap()], &[]);
+        assert!(out.status.success(), "{}", common::describe(&out));
+        let recs = json_lines(&out.stdout);
+        assert_eq!(recs.len(), count, "{}", lib.display());
+        for r in &recs {
+            assert_eq!(r["format"], "kpack");
+            let source = PathBuf::from(r["source"].as_str().unwrap());
+            let file = source.file_name().unwrap().to_str().unwrap();
+            let want = all
+                .iter()
+                .find(|a| {
+                    let f = a["file"].as_str().unwrap();
+                    f.starts_with(prefix) && f.ends_with(&format!("/{file}"))
+                })
+                .unwrap_or_else(|| panic!("{file}"));
+            let key = r["toc_key"].as_str().unwrap();
+            let (_, index) = key.rsplit_once('#').unwrap();
+            assert_eq!(r["container"], format!("wrapper {index}"));
+            let entry = want["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["binary_key"] == key && e["arch"] == r["target_id"])
+                .unwrap_or_else(|| panic!("{key} in {file}"));
+            assert_eq!(r["sha256"], entry["original_sha256"]);
+            assert_eq!(r["size"], entry["original_size"]);
+        }
+    }
+}
