@@ -105,13 +105,22 @@ pub enum Code {
     /// Two entries of a binary bundle whose payloads overlap without being the same range:
     /// LLVM's writers never do this, so one entry's bytes belong to another.
     OverlappingEntries,
+    /// A split library's `HIPK` wrapper whose code object has no `.kpack` archive
+    /// installed where the loader looks (`KPACK.md` §4): it loads on no device. Found by a
+    /// caller with a filesystem (`loader-sim validate`); [`validate`] never reports it.
+    KpackArchiveMissing,
+    /// A `.kpack` archive whose file name holds a `:` (every `xnack±` archive): Windows
+    /// file systems refuse the name, and `ROCM_KPACK_PATH` cannot name it on Linux (its
+    /// items are split at `:`). Found by a caller that knows the file name.
+    KpackArchiveName,
 }
 
 impl Code {
     /// The stable name: the [`ErrorKind`] name for reader errors, else `skipped-bytes`,
     /// `bundle-header-over-4k`, `id-elf-mismatch`, `generic-below-cov6`, `unloadable-elf`,
     /// `magic-in-payload`, `id-spelling`, `runtimes-differ`, `not-code-object`,
-    /// `unknown-offload-kind`, `empty-entry-id`, `overlapping-entries`.
+    /// `unknown-offload-kind`, `empty-entry-id`, `overlapping-entries`,
+    /// `kpack-archive-missing`, `kpack-archive-name`.
     pub const fn name(self) -> &'static str {
         match self {
             Code::Reader(kind) => kind.name(),
@@ -127,6 +136,8 @@ impl Code {
             Code::UnknownOffloadKind => "unknown-offload-kind",
             Code::EmptyEntryId => "empty-entry-id",
             Code::OverlappingEntries => "overlapping-entries",
+            Code::KpackArchiveMissing => "kpack-archive-missing",
+            Code::KpackArchiveName => "kpack-archive-name",
         }
     }
 
@@ -196,6 +207,19 @@ pub const CLR_BUNDLE_HEADER_LIMIT: u64 = 4096;
 /// ```
 pub fn validate(data: &[u8], options: &ReadOptions) -> Vec<Finding> {
     let mut out = Vec::new();
+    // A split library: every `HIPK` wrapper's ref record must read (`KPACK.md` §3).
+    if data.starts_with(crate::raw::ELF_MAGIC) {
+        if let Ok(host) = crate::host::HostFile::parse(data) {
+            for (i, w) in crate::split::split_wrappers(&host).iter().enumerate() {
+                if let Err((code, e)) = w {
+                    let mut f = Finding::error(&format!("wrapper {i}"), e);
+                    f.message
+                        .push_str(&format!(": the kpack loader answers {}", code.code()));
+                    out.push(f);
+                }
+            }
+        }
+    }
     for unit in units(data, options) {
         match unit {
             Ok(unit) => check_unit(&unit, options, &mut out),

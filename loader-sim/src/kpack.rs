@@ -210,6 +210,23 @@ impl<'d> Library<'d> {
         out
     }
 
+    /// Per wrapper whose ref record reads: its index, the file offset of the ref record and
+    /// the installed archives ([`Library::installed`]).
+    pub fn installed_per_wrapper(&self, env: &Env) -> Vec<(usize, u64, Vec<String>)> {
+        self.wrappers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| {
+                let w = w.as_ref().ok()?;
+                Some((
+                    i,
+                    w.ref_offset,
+                    self.installed(&w.reference.search_paths, env),
+                ))
+            })
+            .collect()
+    }
+
     /// Every code object the installed archives ([`Library::installed`]) hold for the
     /// wrappers: per wrapper, per archive, its TOC entries for the wrapper's key.
     pub fn listing(&self, env: &Env, options: &ReadOptions) -> Vec<Listed> {

@@ -614,3 +614,118 @@ fn list_on_a_split_library_lists_its_archives() {
         }
     }
 }
+
+/// `validate` (`VALIDATE.md` §2.15): a broken ref record is an error at the record, a
+/// wrapper with no archive installed and archive names with `:` are warnings, and a TOC
+/// architecture the code object's ELF header contradicts is `id-elf-mismatch`.
+#[test]
+fn validate_checks_split_libraries_and_archives() {
+    let dir = common::TempDir::new("kpack-validate");
+    let root = std::fs::canonicalize(&dir.0).unwrap();
+    let host = split_host("rocrand");
+    let refs = std::fs::read(data_dir().join("rocrand/ref.msgpack")).unwrap();
+    let ref_at = host
+        .windows(refs.len())
+        .position(|w| w == refs.as_slice())
+        .unwrap() as u64;
+    let validate = |path: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["validate", "--json"];
+        args.extend(extra);
+        args.push(path.to_str().unwrap());
+        let out = run_env(&root, &args, &[]);
+        (out.status.code(), json_lines(&out.stdout))
+    };
+
+    // All three archives: two names with `:` (the xnack archives), nothing else.
+    let lib = rocrand_tree(&root, &ROCRAND_ARCHES);
+    let (code, recs) = validate(&lib, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    for (r, arch) in recs.iter().zip(["gfx90a:xnack+", "gfx90a:xnack-"]) {
+        assert_eq!(r["code"], "kpack-archive-name");
+        assert_eq!(r["severity"], "warning");
+        assert_eq!(r["offset"], ref_at);
+        assert!(r["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("rand_lib_{arch}.kpack")));
+    }
+    assert_eq!(validate(&lib, &["--deny-warnings"]).0, Some(2));
+
+    // No archive installed: each wrapper is `kpack-archive-missing` at its ref record.
+    for (host, wrappers) in [("rocrand", 1), ("jax", 45)] {
+        let bare = root.join(format!("bare-{host}.so"));
+        std::fs::write(&bare, split_host(host)).unwrap();
+        let (code, recs) = validate(&bare, &[]);
+        assert_eq!(code, Some(0));
+        assert_eq!(recs.len(), wrappers);
+        for (i, r) in recs.iter().enumerate() {
+            assert_eq!(r["code"], "kpack-archive-missing");
+            assert_eq!(r["container"], format!("wrapper {i}"));
+        }
+    }
+
+    // A ref record that is not a map: the loader's 12, an error at the record.
+    let mut broken = host.clone();
+    broken[ref_at as usize] = 0x05;
+    let bad = root.join("broken.so");
+    std::fs::write(&bad, &broken).unwrap();
+    let (code, recs) = validate(&bad, &[]);
+    assert_eq!(code, Some(2));
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["severity"], "error");
+    assert_eq!(recs[0]["container"], "wrapper 0");
+    assert_eq!(recs[0]["offset"], ref_at);
+    assert!(recs[0]["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("the kpack loader answers 12"));
+
+    // An archive named with a `:` on its own.
+    let (_, recs) = validate(
+        &data_dir().join("rocrand/.kpack/rand_lib_gfx90a:xnack+.kpack"),
+        &[],
+    );
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["code"], "kpack-archive-name");
+
+    // The TOC files gfx1100 code under gfx1102: one finding per entry, at its blob.
+    let good = std::fs::read(data_dir().join("jax/none/jax_lib_gfx1100.kpack")).unwrap();
+    let toc = u64::from_le_bytes(good[8..16].try_into().unwrap()) as usize;
+    let mut patched = good[..toc].to_vec();
+    let mut rest = good[toc..].to_vec();
+    let mut renamed = 0;
+    for i in 0..rest.len() - 7 {
+        if &rest[i..i + 7] == b"gfx1100" {
+            rest[i + 6] = b'2';
+            renamed += 1;
+        }
+    }
+    assert_eq!(renamed, 10);
+    patched.extend(rest);
+    let mis = root.join("mislabelled.kpack");
+    std::fs::write(&mis, &patched).unwrap();
+    let (code, recs) = validate(&mis, &[]);
+    assert_eq!(code, Some(0));
+    let offsets: Vec<u64> = recs
+        .iter()
+        .filter(|r| r["code"] == "id-elf-mismatch")
+        .map(|r| r["offset"].as_u64().unwrap())
+        .collect();
+    let listed = json_lines(
+        &loader_sim(&[
+            "list",
+            "--json",
+            data_dir()
+                .join("jax/none/jax_lib_gfx1100.kpack")
+                .to_str()
+                .unwrap(),
+        ])
+        .stdout,
+    );
+    let blobs: Vec<u64> = listed
+        .iter()
+        .map(|r| r["offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(offsets, blobs);
+}
