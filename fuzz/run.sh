@@ -55,6 +55,7 @@ case "$target" in
                   "$corpus/../kpack/jax/ref.msgpack" "$corpus/../kpack/jax/wrappers.bin") ;;
     register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o"
                      "$corpus/../damage/libthree.so") ;;
+    pe) seeds=("$corpus/../pe") ;;
     container | select) seeds=("$corpus/bundles" "$corpus/compressed" "$corpus/packager" "$corpus/text"
                                "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed"
                                "$corpus/../nvfatbin/files" "$corpus/../damage/libthree.so") ;;

@@ -1,4 +1,5 @@
-//! Finding offload containers by content: in files, ELF sections, `ar` members, recursively.
+//! Finding offload containers by content: in files, the sections of host files (ELF, PE
+//! images and COFF objects: [`crate::host`]), `ar` members, recursively.
 //!
 //! The walk ([`for_each_unit`]) hands out [`Unit`]s in discovery order (archive member
 //! order, section order, offset within a section) without allocating. A unit is one bundle
@@ -22,6 +23,7 @@ use crate::ccob::{self, CompressedBundle};
 use crate::decompress::Codec;
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::elf::ElfSections;
+use crate::host::pe::{self, PeSections};
 use crate::host::{SectionRole, Sections};
 use crate::image::{Encoded, Format, Image, ImageKind};
 use crate::kpack::{KpackArchive, KpackEntry, Stored};
@@ -503,7 +505,7 @@ pub struct ObjectBundle<'data> {
 }
 
 impl<'data> ObjectBundle<'data> {
-    /// The ELF file holding the sections.
+    /// The host file (ELF, or COFF object) holding the sections.
     pub fn elf(&self) -> &'data [u8] {
         self.elf
     }
@@ -511,7 +513,7 @@ impl<'data> ObjectBundle<'data> {
     /// The bundle sections in section order: (entry ID, section contents).
     pub fn sections(&self) -> ObjectSections<'data> {
         ObjectSections {
-            tables: ElfSections::parse(self.elf).ok(),
+            tables: Sections::parse(self.elf).and_then(|s| s.ok()),
             index: 0,
         }
     }
@@ -520,7 +522,7 @@ impl<'data> ObjectBundle<'data> {
 /// Iterator over the bundle sections of an [`ObjectBundle`].
 #[derive(Clone, Debug)]
 pub struct ObjectSections<'data> {
-    tables: Option<ElfSections<'data>>,
+    tables: Option<Sections<'data>>,
     index: usize,
 }
 
@@ -547,8 +549,8 @@ impl<'data> Iterator for ObjectSections<'data> {
 /// The units of `data` in discovery order, as an allocation-free iterator (see [`Units`]).
 ///
 /// `data` may be any of the formats of `CLI.md`: a bundle, text bundle, `CCOB`, one or
-/// more OffloadBinaries, a bare device ELF, a host ELF with offload sections, or an `ar`
-/// archive of any of these. Unrecognised bytes at the top level are an error
+/// more OffloadBinaries, a bare device ELF, a host ELF, PE image (DLL, EXE, PYD) or COFF
+/// object with offload sections (`PE.md`), or an `ar` archive of any of these. Unrecognised bytes at the top level are an error
 /// ([`ErrorKind::BadMagic`]); inside archives, members that hold no offload container are
 /// skipped.
 ///
@@ -1106,6 +1108,21 @@ impl<'data> Units<'data> {
                 base,
             )?;
             Ok(None)
+        } else if pe::is_pe_or_coff(data) {
+            // A PE image or COFF object: its sections are walked as an ELF file's are.
+            let sections = PeSections::parse(data).map_err(|e| e.rebase(base))?;
+            self.push(
+                Frame::Host {
+                    data,
+                    sections: Sections::Pe(sections),
+                    next: 0,
+                    walked: 0,
+                    object_bundle_seen: false,
+                    path_len,
+                },
+                base,
+            )?;
+            Ok(None)
         } else if bundle::is_bundle(data)
             || ccob::is_compressed_bundle(data)
             || offload_binary::is_offload_binary(data)
@@ -1144,7 +1161,7 @@ impl<'data> Units<'data> {
             {
                 "LLVM bitcode is not an offload container (offloading metadata in bitcode is not read)"
             } else {
-                "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, text bundle, kpack or archive)"
+                "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, PE/COFF, text bundle, kpack or archive)"
             };
             Err(Error::new(ErrorKind::BadMagic, base, what))
         } else {

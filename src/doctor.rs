@@ -52,7 +52,8 @@ use core::fmt;
 
 use crate::container::units;
 use crate::error::ErrorKind;
-use crate::registration::{ElfType, FatbinWrapperView, HostElf};
+use crate::host::{FileKind, HostFile};
+use crate::registration::FatbinWrapperView;
 use crate::select::{Choice, Rejection, Verdict};
 use crate::target::amdgpu::Processor;
 use crate::target::{Code, Device};
@@ -81,11 +82,11 @@ pub struct Registered<'d> {
 ///
 /// [`Registry::register_fat_binary`]: crate::registration::Registry::register_fat_binary
 pub fn registered_fat_binaries<'d>(
-    elf: &HostElf<'d>,
+    elf: &HostFile<'d>,
     options: &ReadOptions,
 ) -> Vec<Registered<'d>> {
     let mut out = Vec::new();
-    if elf.elf_type() == ElfType::Relocatable {
+    if elf.kind() == FileKind::Relocatable {
         return out;
     }
     let mut seen: Vec<u64> = Vec::new();
@@ -96,7 +97,11 @@ pub fn registered_fat_binaries<'d>(
                 what: e.what(),
             }),
             Ok(w) => {
-                if seen.contains(&w.binary) {
+                // Relocatable device code feeds the device link; the runtime registers
+                // the linked fat binary of the version-2 wrapper instead.
+                if seen.contains(&w.binary)
+                    || w.is_link_input(elf.section_at(w.binary).map(|(s, _)| s.role()))
+                {
                     continue;
                 }
                 seen.push(w.binary);

@@ -18,6 +18,10 @@
 //!   bundle entries whose payloads overlap (`overlapping-entries`);
 //! * errors found in readable files: a device entry that the runtime loads as an AMDGPU code
 //!   object but whose bytes are not one (`not-code-object`);
+//! * in PE images (`PE.md` §3): a wrapper pointer without a DIR64 base relocation
+//!   (`pe-wrapper-unrelocated`, error), one that is not a container start
+//!   (`pe-wrapper-not-container`, error), a wrapper count that differs from the container
+//!   count (`pe-wrapper-count`, warning);
 //! * notes: devices for which the runtime that reads a unit (ROCm CLR for bundles, the LLVM
 //!   offload runtime for OffloadBinaries) loads another image than the best match
 //!   (`runtimes-differ`).
@@ -33,7 +37,7 @@ use crate::bytes::{self, u64_of};
 use crate::container::{units, Unit, UnitContent};
 use crate::error::{Error, ErrorKind};
 use crate::image::{Format, Image, OffloadKind};
-use crate::raw::{BUNDLE_MAGIC, CCOB_MAGIC};
+use crate::raw::{BUNDLE_MAGIC, CCOB_MAGIC, NVFATBIN_WRAPPER_MAGIC};
 use crate::select::{select, Policy, SelectOptions};
 use crate::target::amdgpu::{Feature, FeatureState, TargetId};
 use crate::target::elf::{AmdgpuElfProblem, DeviceElf};
@@ -105,6 +109,16 @@ pub enum Code {
     /// Two entries of a binary bundle whose payloads overlap without being the same range:
     /// LLVM's writers never do this, so one entry's bytes belong to another.
     OverlappingEntries,
+    /// A HIP/CUDA wrapper of a PE image whose container pointer has no DIR64 base
+    /// relocation: loaded at another base (ASLR), the runtime reads the wrong address.
+    PeWrapperUnrelocated,
+    /// A HIP/CUDA wrapper of a PE image whose container pointer (`value − ImageBase`) is not
+    /// the start of a container.
+    PeWrapperNotContainer,
+    /// A PE image with another number of HIP/CUDA wrappers than containers in its
+    /// `.hip_fat` / `.nv_fatb` sections: some container is never registered, or a wrapper
+    /// registers one twice.
+    PeWrapperCount,
     /// A split library's `HIPK` wrapper whose code object has no `.kpack` archive
     /// installed where the loader looks (`KPACK.md` §4): it loads on no device. Found by a
     /// caller with a filesystem (`loader-sim validate`); [`validate`] never reports it.
@@ -120,6 +134,7 @@ impl Code {
     /// `bundle-header-over-4k`, `id-elf-mismatch`, `generic-below-cov6`, `unloadable-elf`,
     /// `magic-in-payload`, `id-spelling`, `runtimes-differ`, `not-code-object`,
     /// `unknown-offload-kind`, `empty-entry-id`, `overlapping-entries`,
+    /// `pe-wrapper-unrelocated`, `pe-wrapper-not-container`, `pe-wrapper-count`,
     /// `kpack-archive-missing`, `kpack-archive-name`.
     pub const fn name(self) -> &'static str {
         match self {
@@ -136,6 +151,9 @@ impl Code {
             Code::UnknownOffloadKind => "unknown-offload-kind",
             Code::EmptyEntryId => "empty-entry-id",
             Code::OverlappingEntries => "overlapping-entries",
+            Code::PeWrapperUnrelocated => "pe-wrapper-unrelocated",
+            Code::PeWrapperNotContainer => "pe-wrapper-not-container",
+            Code::PeWrapperCount => "pe-wrapper-count",
             Code::KpackArchiveMissing => "kpack-archive-missing",
             Code::KpackArchiveName => "kpack-archive-name",
         }
@@ -144,7 +162,10 @@ impl Code {
     /// The severity findings of this code have.
     pub const fn severity(self) -> Severity {
         match self {
-            Code::Reader(_) | Code::NotCodeObject => Severity::Error,
+            Code::Reader(_)
+            | Code::NotCodeObject
+            | Code::PeWrapperUnrelocated
+            | Code::PeWrapperNotContainer => Severity::Error,
             Code::RuntimesDiffer => Severity::Note,
             _ => Severity::Warning,
         }
@@ -207,8 +228,11 @@ pub const CLR_BUNDLE_HEADER_LIMIT: u64 = 4096;
 /// ```
 pub fn validate(data: &[u8], options: &ReadOptions) -> Vec<Finding> {
     let mut out = Vec::new();
+    // The offsets of the units of the file itself (not of archive members).
+    let mut starts = Vec::new();
+    let mut complete = true;
     // A split library: every `HIPK` wrapper's ref record must read (`KPACK.md` §3).
-    if data.starts_with(crate::raw::ELF_MAGIC) {
+    if data.starts_with(crate::raw::ELF_MAGIC) || data.starts_with(b"MZ") {
         if let Ok(host) = crate::host::HostFile::parse(data) {
             for (i, w) in crate::split::split_wrappers(&host).iter().enumerate() {
                 if let Err((code, e)) = w {
@@ -222,12 +246,107 @@ pub fn validate(data: &[u8], options: &ReadOptions) -> Vec<Finding> {
     }
     for unit in units(data, options) {
         match unit {
-            Ok(unit) => check_unit(&unit, options, &mut out),
-            Err(e) => out.push(Finding::error("file", &e)),
+            Ok(unit) => {
+                if unit.location.path().len() <= 1 {
+                    starts.push(unit.location.offset);
+                }
+                check_unit(&unit, options, &mut out);
+            }
+            Err(e) => {
+                out.push(Finding::error("file", &e));
+                complete = false;
+            }
         }
+    }
+    if complete && data.starts_with(b"MZ") {
+        check_pe_wrappers(data, &starts, &mut out);
     }
     out
 }
+
+/// The wrappers of a PE image against its containers (`PE.md` §3): each container pointer
+/// covered by a DIR64 base relocation and pointing at a container start, as many wrappers
+/// as containers.
+fn check_pe_wrappers(data: &[u8], starts: &[u64], out: &mut Vec<Finding>) {
+    use crate::host::{HostFile, SectionRole};
+    let host = match HostFile::parse(data) {
+        Ok(HostFile::Pe(pe)) => pe,
+        Ok(_) => return,
+        Err(e) => {
+            out.push(Finding::error("file", &e));
+            return;
+        }
+    };
+    let mut wrappers = 0usize;
+    for slot in host.fat_binary_wrappers() {
+        let record = host.bytes_from(slot.address).and_then(|b| b.get(..8));
+        let magic = record
+            .and_then(|b| b.get(..4))
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, u32::from_le_bytes);
+        if magic != HIP_WRAPPER_MAGIC && magic != NVFATBIN_WRAPPER_MAGIC {
+            continue;
+        }
+        wrappers = wrappers.saturating_add(1);
+        let container = format!("section {}", String::from_utf8_lossy(slot.section));
+        let field = slot.address.saturating_add(8);
+        let at = slot.offset.saturating_add(8);
+        if !host.is_relocated(field) {
+            out.push(Finding::new(
+                Code::PeWrapperUnrelocated,
+                &container,
+                at,
+                format!(
+                    "wrapper {} holds its container pointer without a DIR64 base relocation: when Windows loads the image at another base, the runtime reads the container at the wrong address",
+                    slot.index
+                ),
+            ));
+            continue;
+        }
+        let target = host.pointer_at(field).ok();
+        let offset = target.and_then(|p| {
+            let (s, off) = host.section_at(p)?;
+            s.offset.checked_add(off)
+        });
+        if !offset.is_some_and(|o| starts.contains(&o)) {
+            out.push(Finding::new(
+                Code::PeWrapperNotContainer,
+                &container,
+                at,
+                match target {
+                    Some(rva) => format!(
+                        "wrapper {} points at RVA {rva:#x}, which is not the start of a container",
+                        slot.index
+                    ),
+                    None => format!("wrapper {}'s container pointer does not read", slot.index),
+                },
+            ));
+        }
+    }
+    let containers = host
+        .sections()
+        .iter()
+        .filter(|s| matches!(s.role(), SectionRole::HipFatbin | SectionRole::NvFatbin))
+        .map(|s| {
+            let end = s.offset.saturating_add(u64_of(s.data.len()));
+            starts.iter().filter(|&&o| o >= s.offset && o < end).count()
+        })
+        .sum::<usize>();
+    if (wrappers > 0 || containers > 0) && wrappers != containers {
+        out.push(Finding::new(
+            Code::PeWrapperCount,
+            "file",
+            0,
+            format!(
+                "{wrappers} HIP/CUDA wrappers for {containers} containers: a container without a wrapper is never registered"
+            ),
+        ));
+    }
+}
+
+/// Magic of a HIP fat-binary wrapper (`REGISTRATION.md` §4.1; `registration::abi` has it
+/// too, further down the road).
+const HIP_WRAPPER_MAGIC: u32 = 0x4849_5046;
 
 fn check_unit(unit: &Unit<'_>, options: &ReadOptions, out: &mut Vec<Finding>) {
     let container = unit.location.to_string();

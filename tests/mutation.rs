@@ -247,6 +247,27 @@ fn subjects() -> Vec<Subject> {
             data: std::fs::read(path).unwrap(),
         });
     }
+    // PE images and COFF objects (tests/data/pe, made by clang-22 and lld-link-22).
+    for (f, class) in [
+        ("k3.dll", "PE image"),
+        ("knr.dll", "PE image"),
+        ("kc.dll", "PE image"),
+        ("k.obj", "COFF object"),
+        ("k3z.obj", "COFF object"),
+        ("knr.obj", "COFF object"),
+        ("kc.obj", "COFF object"),
+        ("fat.obj", "COFF object"),
+        ("fat.lib", "archive"),
+    ] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/pe")
+            .join(f);
+        s.push(Subject {
+            name: format!("pe/{f}"),
+            class,
+            data: std::fs::read(path).unwrap(),
+        });
+    }
     s.extend(corpus(
         "device ELF",
         &[
@@ -448,6 +469,7 @@ fn fields(d: &[u8]) -> (Vec<Field>, Vec<(Field, Field)>) {
             pairs.push((f(sh + 24, U64), f(sh + 32, U64)));
         }
     }
+    pe_fields(d, &mut out, &mut pairs);
     if d.starts_with(b"!<arch>\n") {
         let mut pos = 8usize;
         while pos + 60 <= d.len() {
@@ -463,6 +485,68 @@ fn fields(d: &[u8]) -> (Vec<Field>, Vec<(Field, Field)>) {
         }
     }
     (out, pairs)
+}
+
+/// The header fields of a PE image (`MZ`) or x86-64 COFF object at the start of `d`
+/// (`PE.md` §1, §2): the DOS header's `e_lfanew`, the COFF header's counts and pointers,
+/// the optional header's directory count and base relocation directory, every section
+/// header's sizes, addresses and pointers, and the size of every base relocation block.
+fn pe_fields(d: &[u8], out: &mut Vec<Field>, pairs: &mut Vec<(Field, Field)>) {
+    use Width::*;
+    let (coff, image) = if d.starts_with(b"MZ") {
+        out.push(f(0x3C, U32));
+        match u32_at(d, 0x3C) {
+            Some(nt) if (nt as usize) + 24 <= d.len() => (nt as usize + 4, true),
+            _ => return,
+        }
+    } else if u16_at(d, 0) == Some(0x8664) && u16_at(d, 16) == Some(0) {
+        (0, false)
+    } else {
+        return;
+    };
+    out.extend([
+        f(coff + 2, U16),
+        f(coff + 8, U32),
+        f(coff + 12, U32),
+        f(coff + 16, U16),
+    ]);
+    let (Some(count), Some(opt_size)) = (u16_at(d, coff + 2), u16_at(d, coff + 16)) else {
+        return;
+    };
+    let opt = coff + 20;
+    if image {
+        out.extend([f(opt + 108, U32), f(opt + 152, U32), f(opt + 156, U32)]);
+    }
+    let table = opt + usize::from(opt_size);
+    for i in 0..usize::from(count).min(64) {
+        let h = table + 40 * i;
+        if h + 40 > d.len() {
+            break;
+        }
+        out.extend([
+            f(h + 8, U32),
+            f(h + 12, U32),
+            f(h + 16, U32),
+            f(h + 20, U32),
+            f(h + 24, U32),
+            f(h + 32, U16),
+        ]);
+        pairs.push((f(h + 20, U32), f(h + 16, U32)));
+        // The base relocation blocks of `.reloc`.
+        if image && &d[h..h + 8] == b".reloc\0\0" {
+            let (Some(at), Some(size)) = (u32_at(d, h + 20), u32_at(d, h + 8)) else {
+                continue;
+            };
+            let (mut pos, end) = (at as usize, (at as usize).saturating_add(size as usize));
+            while pos + 8 <= end.min(d.len()) {
+                out.push(f(pos + 4, U32));
+                match u32_at(d, pos + 4) {
+                    Some(n) if n >= 8 => pos += n as usize,
+                    _ => break,
+                }
+            }
+        }
+    }
 }
 
 /// Writes `value` into field `fd` (truncated to its width).
@@ -788,7 +872,8 @@ fn exercise(data: &[u8]) -> Result<usize, Error> {
 /// wrappers, entry tables and descriptors registered with the simulated runtime, a choice
 /// and an explanation per device. Its errors are not the walk's: they are counted apart.
 fn register(data: &[u8]) -> Option<Result<usize, Error>> {
-    if !data.starts_with(b"\x7fELF") {
+    let pe = data.starts_with(b"MZ") || data.starts_with(&[0x64, 0x86]);
+    if !data.starts_with(b"\x7fELF") && !pe {
         return None;
     }
     let elf = match HostFile::parse(data) {
@@ -927,12 +1012,15 @@ fn mutants_never_panic_and_every_error_has_a_kind() {
                         }
                         local.push(((subject.class, outcome), format!("{} round {round} mutant {m} ({what})", subject.name), took));
                         // Host ELF files also go through the static registration path.
-                        if subject.class == "host ELF" || subject.class == "bundled host object" {
+                        if matches!(
+                            subject.class,
+                            "host ELF" | "bundled host object" | "PE image" | "COFF object"
+                        ) {
                             let t0 = Instant::now();
                             let r = catch_unwind(AssertUnwindSafe(|| register(&data)));
                             let took = t0.elapsed();
                             let outcome = match r {
-                                Ok(None) => "not-elf",
+                                Ok(None) => "not-host",
                                 Ok(Some(Ok(_))) => "ok",
                                 Ok(Some(Err(e))) => e.kind().name(),
                                 Err(_) => {
@@ -943,10 +1031,11 @@ fn mutants_never_panic_and_every_error_has_a_kind() {
                                     "PANIC"
                                 }
                             };
-                            let class = if subject.class == "host ELF" {
-                                "register: host ELF"
-                            } else {
-                                "register: bundled obj"
+                            let class = match subject.class {
+                                "host ELF" => "register: host ELF",
+                                "PE image" => "register: PE image",
+                                "COFF object" => "register: COFF object",
+                                _ => "register: bundled obj",
                             };
                             local.push(((class, outcome), format!("{} round {round} mutant {m} ({what}), register", subject.name), took));
                         }

@@ -247,7 +247,10 @@ fn bad_input_in_a_section_is_located_in_the_file() {
         .position(|w| w == [0x50, 0xED, 0x55, 0xBA])
         .unwrap();
     bytes[at + 16] = 9;
-    let err = for_each_unit(&bytes, &ReadOptions::default(), |_| Ok(())).unwrap_err();
+    // The damaged fatbinary is a unit of its own (`UnitContent::Damaged`): opening it gives
+    // the error, located in the file.
+    let options = ReadOptions::default();
+    let err = for_each_unit(&bytes, &options, |u| u.open(&options).map(drop)).unwrap_err();
     assert_eq!(
         (err.kind(), err.offset()),
         (ErrorKind::UnsupportedMethod, at as u64 + 16)

@@ -497,3 +497,30 @@ fn stream_vs_memory_with(data: &[u8], devices: &[offload_image::Device], options
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// PE images and COFF objects.
+
+/// A PE image or COFF object: the section table in place (names, bounds, roles, the DIR64
+/// base relocations), then the whole `list` path over it and `register`'s address space
+/// (wrappers through ImageBase and the relocations, entry tables).
+pub fn pe(data: &[u8]) {
+    use offload_image::host::pe::PeSections;
+    if let Ok(table) = PeSections::parse(data) {
+        for i in 0..table.len() {
+            let Ok(s) = table.section(i) else {
+                continue;
+            };
+            assert!(within(data, s.data), "section contents lie in the file");
+            let _ = s.role();
+        }
+        let mut n = 0usize;
+        let _ = table.for_each_dir64(|_| n += 1);
+        assert!(
+            n <= data.len() / 2,
+            "at most one base relocation per two bytes"
+        );
+    }
+    let _ = list(data, &options());
+    register_elf(data);
+}

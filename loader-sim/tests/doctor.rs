@@ -1519,3 +1519,41 @@ fn library_reason_on_real_cuda_libraries() {
     }
     assert_eq!(checked, 9);
 }
+
+/// Windows DLLs are judged as the runtime registers them, as Linux libraries are: one unit
+/// per wrapper of `.hipFatB`/`.nvFatBi`, and every verdict equal to `select`'s on the
+/// same file (the DLLs of `tests/data/pe/`, made by clang-22 and lld-link-22).
+#[test]
+fn windows_dlls_are_judged_like_linux_libraries() {
+    let pe = common::repo().join("tests/data/pe");
+    for (dll, device, wrappers) in [("k3.dll", "gfx90a", 3u64), ("kc.dll", "sm_86", 2)] {
+        let file = pe.join(dll);
+        let recs = json_lines(
+            &loader_sim(&[
+                "doctor",
+                "--json",
+                "--target",
+                device,
+                file.to_str().unwrap(),
+            ])
+            .stdout,
+        );
+        assert_eq!(recs[0]["units"].as_u64(), Some(wrappers), "{dll}: {recs:?}");
+        let selected = json_lines(
+            &loader_sim(&[
+                "select",
+                "--json",
+                "--target",
+                device,
+                file.to_str().unwrap(),
+            ])
+            .stdout,
+        );
+        let loading = selected.iter().filter(|r| !r["selected"].is_null()).count() as u64;
+        assert_eq!(recs[0]["units_covered"].as_u64(), Some(loading), "{dll}");
+        assert_eq!(
+            recs[0]["status"],
+            if loading == wrappers { "ok" } else { "partial" }
+        );
+    }
+}

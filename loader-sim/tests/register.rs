@@ -502,3 +502,211 @@ fn cuda_runtime_shim_registers_what_the_constructors_call() {
         .collect();
     assert_eq!(kernels, want);
 }
+
+/// Relocatable device code (`REGISTRATION.md` §5.3): of the four wrappers of an nvcc
+/// `-rdc` library, the two version-1 wrappers into `__nv_relfatbin` feed the device link
+/// and are not registered; the version-2 wrapper (nvlink's linked fat binary) and the
+/// non-RDC unit's wrapper are. Every kernel is then registered exactly once, as the CUDA
+/// runtime resolves launches, and doctor counts the same two units.
+#[test]
+fn relocatable_device_code_registers_the_linked_fat_binary_only() {
+    let lib = common::repo().join("tests/data/nvrdc/librdc.so");
+    let out = loader_sim(&[
+        "register",
+        "--json",
+        "--device",
+        "sm_80",
+        lib.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = json_lines(&out.stdout);
+    let units: Vec<&str> = recs.iter().map(|r| r["unit"].as_str().unwrap()).collect();
+    assert_eq!(units.len(), 2, "{units:?}");
+    assert_eq!(units[0], ".nv_fatbin+0x0");
+    assert!(units[1].starts_with(".nv_fatbin+0x"), "{units:?}");
+    let mut kernels: Vec<&str> = recs
+        .iter()
+        .flat_map(|r| r["entries"].as_array().unwrap())
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    kernels.sort();
+    assert_eq!(kernels, ["_Z2kaPf", "_Z2kbPf", "_Z2kcPf"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err.matches("points at relocatable device code (__nv_relfatbin+")
+            .count(),
+        2,
+        "{err}"
+    );
+    // `list` still shows all four fat binaries, the link inputs in `__nv_relfatbin`.
+    let listed = json_lines(&loader_sim(&["list", "--json", lib.to_str().unwrap()]).stdout);
+    let mut containers: Vec<(String, u64)> = listed
+        .iter()
+        .map(|r| {
+            (
+                r["container"].as_str().unwrap().to_string(),
+                r["bundle_index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    containers.dedup();
+    assert_eq!(containers.len(), 4, "{containers:?}");
+    assert_eq!(
+        containers
+            .iter()
+            .filter(|c| c.0 == "section __nv_relfatbin")
+            .count(),
+        2
+    );
+    let doctor = json_lines(
+        &loader_sim(&[
+            "doctor",
+            "--json",
+            "--target",
+            "sm_80",
+            lib.to_str().unwrap(),
+        ])
+        .stdout,
+    );
+    assert_eq!(doctor[0]["units"], 2);
+    assert_eq!(doctor[0]["status"], "ok");
+}
+
+/// The model of §5.3 against what the library's own constructors (nvcc's registration code
+/// and its link stub) register through the shim: the same two fat binaries, the same bytes.
+#[test]
+fn relocatable_device_code_registers_through_the_shim_as_found_statically() {
+    if !common::external("libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
+        return;
+    }
+    let out = std::process::Command::new(common::repo().join("scripts/fetch-nvidia-toolkit.sh"))
+        .output()
+        .expect("run scripts/fetch-nvidia-toolkit.sh");
+    assert!(out.status.success());
+    let cuda = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let lib = common::repo().join("tests/data/nvrdc/librdc.so");
+    let sha = |recs: &[Value]| -> BTreeSet<String> {
+        recs.iter()
+            .map(|r| r["sha256"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let stat = json_lines(
+        &loader_sim(&[
+            "register",
+            "--json",
+            "--device",
+            "sm_80",
+            lib.to_str().unwrap(),
+        ])
+        .stdout,
+    );
+    let out = std::process::Command::new(common::ours())
+        .args(["register", "--json", "--device", "sm_80", "--load"])
+        .arg(&lib)
+        .env("LD_LIBRARY_PATH", cuda.join("lib"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dynamic = json_lines(&out.stdout);
+    assert_eq!(dynamic.len(), 2, "{dynamic:?}");
+    assert_eq!(sha(&dynamic), sha(&stat));
+}
+
+/// prune on a library with relocatable device code: the registered fat binaries of
+/// `.nv_fatbin` are pruned, the link inputs of `__nv_relfatbin` left as they are; cuobjdump
+/// extracts every kept entry byte for byte as from the original, and the library registers
+/// the same images through the shim.
+#[test]
+fn pruning_a_relocatable_device_code_library() {
+    if !common::external("cuobjdump and libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
+        return;
+    }
+    let out = std::process::Command::new(common::repo().join("scripts/fetch-nvidia-toolkit.sh"))
+        .output()
+        .expect("run scripts/fetch-nvidia-toolkit.sh");
+    assert!(out.status.success());
+    let cuda = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let lib = common::repo().join("tests/data/nvrdc/librdc.so");
+    let dir = common::TempDir::new("prune-rdc");
+    let pruned = dir.path("librdc.so");
+    let out = loader_sim(&[
+        "prune",
+        "--keep",
+        "sm_80",
+        lib.to_str().unwrap(),
+        "-o",
+        pruned.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("left as it is").count(), 2, "{text}");
+    assert!(std::fs::metadata(&pruned).unwrap().len() < std::fs::metadata(&lib).unwrap().len());
+    // cuobjdump -all -xelf all: every cubin of the pruned file is one of the original's.
+    let extract = |file: &Path, tag: &str| -> BTreeMap<String, String> {
+        let d = dir.path(tag);
+        std::fs::create_dir_all(&d).unwrap();
+        let out = std::process::Command::new(cuda.join("bin/cuobjdump"))
+            .args(["-all", "-xelf", "all"])
+            .arg(file)
+            .current_dir(&d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                let name = p.file_name().unwrap().to_str().unwrap().to_string();
+                (name, common::sha256(&std::fs::read(&p).unwrap()))
+            })
+            .collect()
+    };
+    let before = extract(&lib, "before");
+    let after = extract(&pruned, "after");
+    assert_eq!(before.len(), 8);
+    assert_eq!(after.len(), 6, "{after:?}");
+    let originals: BTreeSet<&String> = before.values().collect();
+    for (name, sha) in &after {
+        assert!(
+            originals.contains(sha),
+            "{name} is not byte-identical to an original entry"
+        );
+    }
+    assert_eq!(after.keys().filter(|n| n.contains("sm_90")).count(), 2);
+    let load = |file: &Path| -> BTreeSet<String> {
+        let out = std::process::Command::new(common::ours())
+            .args(["register", "--json", "--device", "sm_80", "--load"])
+            .arg(file)
+            .env("LD_LIBRARY_PATH", cuda.join("lib"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json_lines(&out.stdout)
+            .iter()
+            .map(|r| r["sha256"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let registered = load(&lib);
+    assert_eq!(registered.len(), 2);
+    assert_eq!(load(&pruned), registered);
+}

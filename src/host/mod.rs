@@ -13,8 +13,8 @@
 //!   segments and relocations ([`elf::Elf64`], [`elf::Relocation`]).
 //!
 //! Each host format is a module of its own behind the format-neutral types of this one:
-//! [`elf`] for ELF. A second format (PE/COFF) is a sibling module and one more arm of
-//! [`Sections`] and [`HostFile`], not a branch inside the ELF code.
+//! [`elf`] for ELF, [`pe`] for PE images and COFF objects: each is one arm of
+//! [`Sections`] and [`HostFile`].
 
 use alloc::vec::Vec;
 
@@ -22,8 +22,10 @@ use crate::error::Result;
 use crate::raw::ELF_MAGIC;
 
 pub mod elf;
+pub mod pe;
 
 pub use elf::HostElf;
+pub use pe::HostPe;
 
 /// The kind of a host file, in the terms every host format shares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -164,6 +166,8 @@ impl<'d> Section<'d> {
 pub enum Sections<'d> {
     /// An ELF file's sections.
     Elf(elf::ElfSections<'d>),
+    /// A PE image's or COFF object's sections.
+    Pe(pe::PeSections<'d>),
 }
 
 impl<'d> Sections<'d> {
@@ -172,6 +176,8 @@ impl<'d> Sections<'d> {
     pub fn parse(data: &'d [u8]) -> Option<Result<Self>> {
         if data.starts_with(ELF_MAGIC) {
             Some(elf::ElfSections::parse(data).map(Sections::Elf))
+        } else if pe::is_pe_or_coff(data) {
+            Some(pe::PeSections::parse(data).map(Sections::Pe))
         } else {
             None
         }
@@ -181,6 +187,7 @@ impl<'d> Sections<'d> {
     pub fn len(&self) -> usize {
         match self {
             Sections::Elf(s) => s.len(),
+            Sections::Pe(s) => s.len(),
         }
     }
 
@@ -193,6 +200,7 @@ impl<'d> Sections<'d> {
     pub fn section(&self, index: usize) -> Result<Section<'d>> {
         match self {
             Sections::Elf(s) => s.section(index),
+            Sections::Pe(s) => s.section(index),
         }
     }
 
@@ -277,11 +285,16 @@ impl WrapperSlot<'_> {
 pub enum HostFile<'d> {
     /// An ELF executable, shared library or relocatable object.
     Elf(HostElf<'d>),
+    /// A PE image (DLL, EXE, PYD) or COFF object.
+    Pe(HostPe<'d>),
 }
 
 impl<'d> HostFile<'d> {
     /// Reads `data` as a host file of any format this module knows.
     pub fn parse(data: &'d [u8]) -> Result<Self> {
+        if !data.starts_with(ELF_MAGIC) && pe::is_pe_or_coff(data) {
+            return HostPe::parse(data).map(HostFile::Pe);
+        }
         HostElf::parse(data).map(HostFile::Elf)
     }
 
@@ -289,6 +302,7 @@ impl<'d> HostFile<'d> {
     pub fn data(&self) -> &'d [u8] {
         match self {
             HostFile::Elf(e) => e.data(),
+            HostFile::Pe(p) => p.data(),
         }
     }
 
@@ -296,6 +310,7 @@ impl<'d> HostFile<'d> {
     pub fn kind(&self) -> FileKind {
         match self {
             HostFile::Elf(e) => e.elf_type(),
+            HostFile::Pe(p) => p.kind(),
         }
     }
 
@@ -303,6 +318,7 @@ impl<'d> HostFile<'d> {
     pub fn sections(&self) -> &[Section<'d>] {
         match self {
             HostFile::Elf(e) => e.sections(),
+            HostFile::Pe(p) => p.sections(),
         }
     }
 
@@ -315,6 +331,7 @@ impl<'d> HostFile<'d> {
     pub fn section_at(&self, addr: u64) -> Option<(&Section<'d>, u64)> {
         match self {
             HostFile::Elf(e) => e.section_at(addr),
+            HostFile::Pe(p) => p.section_at(addr),
         }
     }
 
@@ -322,6 +339,7 @@ impl<'d> HostFile<'d> {
     pub fn fat_binary_wrappers(&self) -> Vec<WrapperSlot<'d>> {
         match self {
             HostFile::Elf(e) => e.fat_binary_wrappers(),
+            HostFile::Pe(p) => p.fat_binary_wrappers(),
         }
     }
 
@@ -329,6 +347,7 @@ impl<'d> HostFile<'d> {
     pub fn entry_sections(&self) -> Vec<EntrySection<'d>> {
         match self {
             HostFile::Elf(e) => e.entry_sections(),
+            HostFile::Pe(p) => p.entry_sections(),
         }
     }
 
@@ -345,6 +364,7 @@ impl<'d> HostFile<'d> {
     pub fn pointer_slots(&self) -> Vec<(u64, u64)> {
         match self {
             HostFile::Elf(e) => e.pointer_slots(),
+            HostFile::Pe(p) => p.pointer_slots(),
         }
     }
 
@@ -352,6 +372,7 @@ impl<'d> HostFile<'d> {
     pub fn undefined_target(&self, addr: u64) -> Option<&'d [u8]> {
         match self {
             HostFile::Elf(e) => e.undefined_target(addr),
+            HostFile::Pe(p) => p.undefined_target(addr),
         }
     }
 
@@ -359,6 +380,7 @@ impl<'d> HostFile<'d> {
     pub fn symbol_at(&self, addr: u64) -> Option<&'d [u8]> {
         match self {
             HostFile::Elf(e) => e.symbol_at(addr),
+            HostFile::Pe(p) => p.symbol_at(addr),
         }
     }
 
@@ -366,6 +388,7 @@ impl<'d> HostFile<'d> {
     pub fn bytes_from(&self, addr: u64) -> Option<&'d [u8]> {
         match self {
             HostFile::Elf(e) => e.bytes_from(addr),
+            HostFile::Pe(p) => p.bytes_from(addr),
         }
     }
 
@@ -373,6 +396,7 @@ impl<'d> HostFile<'d> {
     pub fn pointer_at(&self, addr: u64) -> Result<u64> {
         match self {
             HostFile::Elf(e) => e.pointer_at(addr),
+            HostFile::Pe(p) => p.pointer_at(addr),
         }
     }
 

@@ -113,13 +113,15 @@ pub(super) fn host_elf(
             ));
         }
     }
+    // The tail layout first: it adds no program header, so the file keeps a layout GNU
+    // strip/objcopy (BFD) can rewrite; whole pages (a split segment, a moved program
+    // header table) where the tail frees nothing.
     let why = if shrink {
-        let first = compact(data, plans, false);
-        match first {
-            Ok(done) => return Ok(done),
-            Err(why) => match compact(data, plans, true) {
+        match compact(data, plans, true) {
+            Ok(done) if !done.0.is_empty() => return Ok(done),
+            _ => match compact(data, plans, false) {
                 Ok(done) => return Ok(done),
-                Err(_) => why,
+                Err(why) => why,
             },
         }
     } else {

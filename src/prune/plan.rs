@@ -185,16 +185,24 @@ fn plan_unit<'a>(
     let mut keep = Vec::new();
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
+    // Relocatable device code (`__nv_relfatbin`): link input that the runtime never loads
+    // (`REGISTRATION.md` §5.3); left as it is below, so its entries are not checked.
+    let link_input = matches!(
+        unit.location.path().last(),
+        Some(crate::container::PathElem::Section(s))
+            if crate::host::elf::section_role(s, 0) == crate::host::SectionRole::NvRelFatbin
+    );
     // NVIDIA fatbinary entries are judged by their headers and written as stored; each
-    // compressed one is decoded once, one at a time, to check it (a damaged entry is
-    // refused, not written out again). A compressed bundle's content is rewritten below.
+    // compressed one that is kept is decoded once, one at a time, to check it (a damaged
+    // entry is refused, not written out again; a dropped one is not written at all). A
+    // compressed bundle's content is rewritten below.
     let open = unit.open(&options.read)?;
     let mut device_images = 0usize;
     for image in open.images() {
-        if image.encoded.is_some() {
+        let k = covers(&image, devices, &mut covered);
+        if k && !link_input && image.encoded.is_some() {
             drop(image.decode(&options.read)?);
         }
-        let k = covers(&image, devices, &mut covered);
         if image.offload_kind != OffloadKind::Host {
             device_images = device_images.saturating_add(1);
         }
@@ -234,6 +242,16 @@ fn plan_unit<'a>(
         plan.whole = true;
         plan.note = Some(note.to_string());
     };
+    // Relocatable device code is left as it is, whole: the linked fat binary in
+    // `.nv_fatbin` is what gets pruned, and the prelinked list the link stub hands
+    // `__cudaRegisterLinkedBinary` keeps pointing at unchanged bytes.
+    if link_input && !plan.dropped.is_empty() {
+        leave_whole(
+            &mut plan,
+            "relocatable device code (__nv_relfatbin, device-link input the runtime does not load): left as it is",
+        );
+        return Ok(plan);
+    }
     if !covered.iter().any(|c| *c) && device_images > 0 {
         // Units of host files are emptied, as nvprune does; standalone container files,
         // and formats whose empty form no runtime registers, are left whole.

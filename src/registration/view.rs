@@ -739,6 +739,18 @@ impl FatbinWrapperView {
         })
     }
 
+    /// True for a CUDA wrapper of relocatable device code (`nvcc -rdc`, clang
+    /// `-fgpu-rdc`): version 1, its fat binary in `__nv_relfatbin` (`binary_section`, the
+    /// role of the section its pointer lands in). Its translation unit's constructor hands
+    /// it to `__cudaRegisterLinkedBinary_<id>`, which only records it for the device link:
+    /// the runtime registers the linked result instead, the fat binary of the version-2
+    /// wrapper in `.nv_fatbin` (`REGISTRATION.md` §5.3).
+    pub fn is_link_input(&self, binary_section: Option<crate::host::SectionRole<'_>>) -> bool {
+        self.kind == WrapperKind::Cuda
+            && self.version == 1
+            && binary_section == Some(crate::host::SectionRole::NvRelFatbin)
+    }
+
     /// The fat binary the wrapper points at, bounded by its own header (§4.2): a bundle
     /// ends at max(offset + size) of its entries, a `CCOB` at its total size, an NVIDIA
     /// fatbinary at `header_size + fat_size`, a bare ELF at the end of its furthest header

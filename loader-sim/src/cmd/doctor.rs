@@ -52,7 +52,7 @@ use offload_image::bundle::BundleTable;
 use offload_image::ccob::CompressedBundle;
 use offload_image::container::UnitContent;
 use offload_image::doctor::{self, Coverage, Gap};
-use offload_image::registration::HostElf;
+use offload_image::host::HostFile;
 use offload_image::stream::IDENTIFY_LEN;
 use offload_image::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
 use offload_image::target::Code;
@@ -331,8 +331,13 @@ struct Ctx<'a> {
 /// that holds one (an NVIDIA fatbinary too). Thin archives are left out: their members
 /// are other files.
 fn is_candidate(head: &[u8]) -> bool {
-    const PREFIXES: [&[u8]; 6] = [
+    const PREFIXES: [&[u8]; 10] = [
         b"\x7fELF",
+        // PE images (DLL, EXE, PYD), and COFF objects by machine (x86-64, ARM64).
+        b"MZ",
+        b"\x64\x86",
+        b"\x64\xaa",
+        b"KPAK",
         b"\x50\xed\x55\xba",
         b"!<arch>\n",
         b"CCOB",
@@ -447,8 +452,9 @@ fn judge_unit(
 /// wrappers, the units are what the runtime registers (`offload_image::doctor`); otherwise
 /// those of the container walk.
 fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tally> {
-    if data.starts_with(b"\x7fELF") {
-        if let Ok(elf) = HostElf::parse(data) {
+    {
+        // ELF, PE image or COFF object: whatever the host-file reader reads.
+        if let Ok(elf) = HostFile::parse(data) {
             let registered = doctor::registered_fat_binaries(&elf, &ctx.read);
             if !registered.is_empty() {
                 let tally = scan_registered(&elf, &registered, input, ctx);
@@ -501,7 +507,7 @@ fn scan_units(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>, tally: &mut Tal
 /// its wrappers (a refused or unreadable one loads nowhere), and the units of its
 /// `.llvm.offloading` sections (registered through `__tgt_bin_desc` descriptors).
 fn scan_registered(
-    elf: &HostElf<'_>,
+    elf: &HostFile<'_>,
     registered: &[doctor::Registered<'_>],
     input: Option<&Input>,
     ctx: &Ctx<'_>,

@@ -20,7 +20,8 @@ use std::process::Command;
 use loader_sim_rt::report::{unit_records, Record, RecordOptions};
 use offload_image::host::{FileKind, HostFile};
 use offload_image::registration::{
-    descriptors, EntryTable, RegistrationKind, Registry, RegistryOptions, SimulatedDevice, UnitId,
+    descriptors, EntryTable, FatbinWrapperView, RegistrationKind, Registry, RegistryOptions,
+    SimulatedDevice, UnitId,
 };
 use offload_image::Policy;
 use offload_image::ReadOptions;
@@ -167,6 +168,18 @@ fn statically(
         .collect();
     for slot in elf.fat_binary_wrappers() {
         let at = place(&elf, slot.address);
+        if let Ok(w) = FatbinWrapperView::read(&elf, slot.address) {
+            if w.is_link_input(elf.section_at(w.binary).map(|(s, _)| s.role())) {
+                note(
+                    file,
+                    format_args!(
+                        "fat-binary wrapper at {at} points at relocatable device code ({}): its constructor hands it to __cudaRegisterLinkedBinary, which keeps it for the device link; the runtime registers the linked fat binary instead",
+                        place(&elf, w.binary)
+                    ),
+                );
+                continue;
+            }
+        }
         let id = match registry.register_fat_binary(&elf, slot.address) {
             Ok(id) => id,
             Err(e) => {

@@ -40,7 +40,7 @@ struct Record<'a> {
     message: &'a str,
 }
 
-/// What needs the filesystem (`VALIDATE.md` §2.15): a split library's wrappers with no
+/// What needs the filesystem (`VALIDATE.md` §2.18): a split library's wrappers with no
 /// archive installed, and `.kpack` archive names with a `:` (the file itself, or the
 /// archives a split library finds).
 fn kpack_findings(file: &std::path::Path, data: &[u8]) -> Vec<Finding> {
