@@ -733,3 +733,41 @@ fn validate_checks_split_libraries_and_archives() {
         .collect();
     assert_eq!(offsets, blobs);
 }
+
+/// With the external tests on: `select` on the split library with its archives chooses, per
+/// device, the code object `select` chooses from Debian's unsplit librocrand.
+#[test]
+fn split_library_selects_what_the_unsplit_original_selects() {
+    if !common::external("librocrand.so.1.1 (scripts/fetch-rocm-libs.sh)") {
+        return;
+    }
+    let original = common::external_lib("librocrand.so.1.1");
+    let dir = common::TempDir::new("kpack-unsplit");
+    let root = std::fs::canonicalize(&dir.0).unwrap();
+    let lib = rocrand_tree(&root, &ROCRAND_ARCHES);
+    for device in [
+        "gfx1030",
+        "gfx90a:sramecc+:xnack+",
+        "gfx90a:sramecc+:xnack-",
+    ] {
+        let pick = |file: &std::path::Path| {
+            let out = run_env(
+                &root,
+                &[
+                    "select",
+                    "--json",
+                    "--sha256",
+                    "--target",
+                    device,
+                    file.to_str().unwrap(),
+                ],
+                &[],
+            );
+            assert!(out.status.success(), "{device}: {}", common::describe(&out));
+            let recs = json_lines(&out.stdout);
+            assert_eq!(recs.len(), 1);
+            (recs[0]["sha256"].clone(), recs[0]["arch"].clone())
+        };
+        assert_eq!(pick(&lib), pick(&original), "{device}");
+    }
+}
