@@ -48,8 +48,8 @@ use crate::bytes::{self, u64_of};
 use crate::error::{Error, ErrorKind, Result};
 
 use super::{
-    EntrySection, FileKind, Section, SectionRole, WrapperSlot, ENTRY_SECTIONS,
-    OBJECT_BUNDLE_PREFIX, WRAPPER_SECTIONS, WRAPPER_SIZE,
+    EntrySection, FileKind, Section, SectionMap, SectionRole, WrapperSlot, ENTRY_SECTIONS,
+    OBJECT_BUNDLE_PREFIX, WRAPPER_SECTIONS,
 };
 
 /// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`; `object::elf` does not
@@ -582,9 +582,7 @@ struct Reloc<'d> {
 #[derive(Clone, Debug)]
 pub struct HostElf<'d> {
     elf: Elf64<'d>,
-    sections: Vec<Section<'d>>,
-    /// Indices into `sections` of the mapped ones, sorted by address.
-    mapped: Vec<usize>,
+    map: SectionMap<'d>,
     relocs: Vec<Reloc<'d>>,
 }
 
@@ -607,23 +605,16 @@ impl<'d> HostElf<'d> {
             }
             sections.push(s);
         }
-        let mut mapped: Vec<usize> = sections
-            .iter()
-            .filter(|s| {
-                !s.data.is_empty()
-                    && s.index != 0
-                    && match kind {
-                        FileKind::Relocatable => true,
-                        _ => s.flags & SHF_ALLOC != 0 && s.address != 0,
-                    }
-            })
-            .map(|s| s.index)
-            .collect();
-        mapped.sort_by_key(|&i| sections.get(i).map_or(0, |s| s.address));
+        let map = SectionMap::new(sections, |s| {
+            s.index != 0
+                && match kind {
+                    FileKind::Relocatable => true,
+                    _ => s.flags & SHF_ALLOC != 0 && s.address != 0,
+                }
+        });
         let mut host = HostElf {
             elf,
-            sections,
-            mapped,
+            map,
             relocs: Vec::new(),
         };
         host.read_relocations()?;
@@ -631,7 +622,7 @@ impl<'d> HostElf<'d> {
     }
 
     fn base_of(&self, section: usize) -> Option<u64> {
-        self.sections.get(section).map(|s| s.address)
+        self.sections().get(section).map(|s| s.address)
     }
 
     fn read_relocations(&mut self) -> Result<()> {
@@ -785,8 +776,7 @@ impl<'d> HostElf<'d> {
     }
 
     fn raw_u64(&self, addr: u64) -> Option<u64> {
-        let b = self.bytes_from(addr)?.get(..8)?;
-        Some(u64::from_le_bytes(b.try_into().ok()?))
+        self.map.raw_u64(addr)
     }
 
     /// The file type.
@@ -811,23 +801,17 @@ impl<'d> HostElf<'d> {
 
     /// Every section, in section-table order.
     pub fn sections(&self) -> &[Section<'d>] {
-        &self.sections
+        self.map.sections()
     }
 
     /// The mapped section containing `addr`, and the offset of `addr` in it.
     pub fn section_at(&self, addr: u64) -> Option<(&Section<'d>, u64)> {
-        let pos = self
-            .mapped
-            .partition_point(|&i| self.sections.get(i).is_some_and(|s| s.address <= addr));
-        let i = *self.mapped.get(pos.checked_sub(1)?)?;
-        let s = self.sections.get(i)?;
-        let off = addr.checked_sub(s.address)?;
-        s.holds(addr).then_some((s, off))
+        self.map.section_at(addr)
     }
 
     /// The first section named `name`.
     pub fn section_by_name(&self, name: &[u8]) -> Option<&Section<'d>> {
-        self.sections.iter().find(|s| s.name == name)
+        self.sections().iter().find(|s| s.name == name)
     }
 
     /// The name of a symbol defined at `addr` (from `.symtab`), if any. Section symbols and
@@ -857,44 +841,23 @@ impl<'d> HostElf<'d> {
 
     /// Every 24-byte slot of the fat-binary wrapper sections, in section order.
     pub fn fat_binary_wrappers(&self) -> Vec<WrapperSlot<'d>> {
-        let mut out = Vec::new();
         let wrapper_sections: Vec<usize> = self
-            .sections
+            .sections()
             .iter()
             .filter(|s| s.role() == SectionRole::Wrappers)
             .map(|s| s.index)
             .collect();
         if wrapper_sections.is_empty() {
-            return out;
+            return Vec::new();
         }
         let symbols = self.symbols_in(Some(&wrapper_sections));
-        for s in &self.sections {
-            if s.role() != SectionRole::Wrappers {
-                continue;
-            }
-            let n = u64_of(s.data.len()) / WRAPPER_SIZE;
-            for i in 0..n {
-                let Some(address) = i
-                    .checked_mul(WRAPPER_SIZE)
-                    .and_then(|o| s.address.checked_add(o))
-                else {
-                    break;
-                };
-                out.push(WrapperSlot {
-                    address,
-                    offset: s.offset.saturating_add(i.saturating_mul(WRAPPER_SIZE)),
-                    section: s.name,
-                    index: usize::try_from(i).unwrap_or(usize::MAX),
-                    symbol: Self::name_at(&symbols, address),
-                });
-            }
-        }
-        out
+        self.map
+            .wrapper_slots(|address| Self::name_at(&symbols, address))
     }
 
     /// The offload-entry sections, in section order.
     pub fn entry_sections(&self) -> Vec<EntrySection<'d>> {
-        self.sections
+        self.sections()
             .iter()
             .filter_map(|s| match s.role() {
                 SectionRole::Entries(kind) => Some(EntrySection {
@@ -912,7 +875,7 @@ impl<'d> HostElf<'d> {
     /// whether they are loaded with the program (`SHF_ALLOC`; per-TU sections of objects
     /// are `SHF_EXCLUDE` link inputs).
     pub fn offloading_sections(&self) -> Vec<&Section<'d>> {
-        self.sections
+        self.sections()
             .iter()
             .filter(|s| s.role() == SectionRole::Offloading)
             .collect()
@@ -931,7 +894,7 @@ impl<'d> HostElf<'d> {
             })
             .collect();
         if self.elf.kind() == FileKind::Executable {
-            for s in &self.sections {
+            for s in self.sections() {
                 if s.flags & SHF_ALLOC == 0 || s.flags & SHF_WRITE == 0 {
                     continue;
                 }
@@ -954,8 +917,7 @@ impl<'d> HostElf<'d> {
 
     /// The bytes from `addr` to the end of the mapped section holding it.
     pub fn bytes_from(&self, addr: u64) -> Option<&'d [u8]> {
-        let (s, off) = self.section_at(addr)?;
-        s.data.get(usize::try_from(off).ok()?..)
+        self.map.bytes_from(addr)
     }
 
     /// The pointer the program sees at `addr` once relocated (see the module

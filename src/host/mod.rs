@@ -160,6 +160,87 @@ impl<'d> Section<'d> {
     }
 }
 
+/// The sections of a host file placed at their addresses, with an index of those the
+/// address space holds (sorted by address): what both formats' address spaces look
+/// addresses up in.
+#[derive(Clone, Debug)]
+pub(crate) struct SectionMap<'d> {
+    sections: Vec<Section<'d>>,
+    /// Indices into `sections` of the ones in the address space, sorted by address.
+    mapped: Vec<usize>,
+}
+
+impl<'d> SectionMap<'d> {
+    /// The map of `sections`, holding those with contents for which `in_space` is true.
+    pub(crate) fn new(sections: Vec<Section<'d>>, in_space: impl Fn(&Section<'d>) -> bool) -> Self {
+        let mut mapped: Vec<usize> = sections
+            .iter()
+            .filter(|s| !s.data.is_empty() && in_space(s))
+            .map(|s| s.index)
+            .collect();
+        mapped.sort_by_key(|&i| sections.get(i).map_or(0, |s| s.address));
+        SectionMap { sections, mapped }
+    }
+
+    /// Every section, in section-table order.
+    pub(crate) fn sections(&self) -> &[Section<'d>] {
+        &self.sections
+    }
+
+    /// The section in the space containing `addr`, and the offset of `addr` in it.
+    pub(crate) fn section_at(&self, addr: u64) -> Option<(&Section<'d>, u64)> {
+        let pos = self
+            .mapped
+            .partition_point(|&i| self.sections.get(i).is_some_and(|s| s.address <= addr));
+        let i = *self.mapped.get(pos.checked_sub(1)?)?;
+        let s = self.sections.get(i)?;
+        let off = addr.checked_sub(s.address)?;
+        s.holds(addr).then_some((s, off))
+    }
+
+    /// The bytes from `addr` to the end of the section holding it.
+    pub(crate) fn bytes_from(&self, addr: u64) -> Option<&'d [u8]> {
+        let (s, off) = self.section_at(addr)?;
+        s.data.get(usize::try_from(off).ok()?..)
+    }
+
+    /// The little-endian u64 stored at `addr`.
+    pub(crate) fn raw_u64(&self, addr: u64) -> Option<u64> {
+        let b = self.bytes_from(addr)?.get(..8)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+
+    /// Every 24-byte slot of the wrapper sections, in section order, named by `symbol_at`.
+    pub(crate) fn wrapper_slots(
+        &self,
+        symbol_at: impl Fn(u64) -> Option<&'d [u8]>,
+    ) -> Vec<WrapperSlot<'d>> {
+        let mut out = Vec::new();
+        for s in &self.sections {
+            if s.role() != SectionRole::Wrappers {
+                continue;
+            }
+            let n = crate::bytes::u64_of(s.data.len()) / WRAPPER_SIZE;
+            for i in 0..n {
+                let Some(address) = i
+                    .checked_mul(WRAPPER_SIZE)
+                    .and_then(|o| s.address.checked_add(o))
+                else {
+                    break;
+                };
+                out.push(WrapperSlot {
+                    address,
+                    offset: s.offset.saturating_add(i.saturating_mul(WRAPPER_SIZE)),
+                    section: s.name,
+                    index: usize::try_from(i).unwrap_or(usize::MAX),
+                    symbol: symbol_at(address),
+                });
+            }
+        }
+        out
+    }
+}
+
 /// The section table of a host file, read in place: `Copy`, indexable and allocation-free
 /// (the container walk keeps one per host file it is in).
 #[derive(Clone, Copy, Debug)]

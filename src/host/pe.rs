@@ -41,8 +41,8 @@ use crate::ccob;
 use crate::error::{Error, ErrorKind, Result};
 
 use super::{
-    EntrySection, FileKind, Section, SectionRole, WrapperSlot, ENTRY_SECTIONS,
-    OBJECT_BUNDLE_PREFIX, WRAPPER_SECTIONS, WRAPPER_SIZE,
+    EntrySection, FileKind, Section, SectionMap, SectionRole, WrapperSlot, ENTRY_SECTIONS,
+    OBJECT_BUNDLE_PREFIX, WRAPPER_SECTIONS,
 };
 
 /// `IMAGE_FILE_MACHINE_AMD64`.
@@ -575,9 +575,7 @@ struct Reloc<'d> {
 #[derive(Clone, Debug)]
 pub struct HostPe<'d> {
     table: PeSections<'d>,
-    sections: Vec<Section<'d>>,
-    /// Indices into `sections` of the ones with contents, sorted by address.
-    mapped: Vec<usize>,
+    map: SectionMap<'d>,
     relocs: Vec<Reloc<'d>>,
     /// (address, name, section index) of an object's defined symbols, sorted by address.
     symbols: Vec<(u64, &'d [u8], usize)>,
@@ -602,16 +600,10 @@ impl<'d> HostPe<'d> {
             }
             sections.push(s);
         }
-        let mut mapped: Vec<usize> = sections
-            .iter()
-            .filter(|s| !s.data.is_empty())
-            .map(|s| s.index)
-            .collect();
-        mapped.sort_by_key(|&i| sections.get(i).map_or(0, |s| s.address));
+        let map = SectionMap::new(sections, |_| true);
         let mut host = HostPe {
             table,
-            sections,
-            mapped,
+            map,
             relocs: Vec::new(),
             symbols: Vec::new(),
         };
@@ -632,7 +624,7 @@ impl<'d> HostPe<'d> {
     }
 
     fn base_of(&self, section: usize) -> Option<u64> {
-        self.sections.get(section).map(|s| s.address)
+        self.sections().get(section).map(|s| s.address)
     }
 
     /// The `ADDR64` relocations of every section of an object, and its defined symbols.
@@ -719,8 +711,7 @@ impl<'d> HostPe<'d> {
     }
 
     fn raw_u64(&self, addr: u64) -> Option<u64> {
-        let b = self.bytes_from(addr)?.get(..8)?;
-        Some(u64::from_le_bytes(b.try_into().ok()?))
+        self.map.raw_u64(addr)
     }
 
     fn reloc(&self, addr: u64) -> Option<&Reloc<'d>> {
@@ -762,18 +753,12 @@ impl<'d> HostPe<'d> {
 
     /// Every section, in section-table order.
     pub fn sections(&self) -> &[Section<'d>] {
-        &self.sections
+        self.map.sections()
     }
 
     /// The section with contents holding `addr`, and the offset of `addr` in it.
     pub fn section_at(&self, addr: u64) -> Option<(&Section<'d>, u64)> {
-        let pos = self
-            .mapped
-            .partition_point(|&i| self.sections.get(i).is_some_and(|s| s.address <= addr));
-        let i = *self.mapped.get(pos.checked_sub(1)?)?;
-        let s = self.sections.get(i)?;
-        let off = addr.checked_sub(s.address)?;
-        s.holds(addr).then_some((s, off))
+        self.map.section_at(addr)
     }
 
     /// The name of a symbol an object defines at `addr` (section symbols excluded); images
@@ -801,29 +786,7 @@ impl<'d> HostPe<'d> {
     /// Every 24-byte slot of the wrapper sections (`.hipFatB`/`.nvFatBi` in images,
     /// `.hipFatBinSegment`/`.nvFatBinSegment` in objects), in section order.
     pub fn fat_binary_wrappers(&self) -> Vec<WrapperSlot<'d>> {
-        let mut out = Vec::new();
-        for s in &self.sections {
-            if s.role() != SectionRole::Wrappers {
-                continue;
-            }
-            let n = u64_of(s.data.len()) / WRAPPER_SIZE;
-            for i in 0..n {
-                let Some(address) = i
-                    .checked_mul(WRAPPER_SIZE)
-                    .and_then(|o| s.address.checked_add(o))
-                else {
-                    break;
-                };
-                out.push(WrapperSlot {
-                    address,
-                    offset: s.offset.saturating_add(i.saturating_mul(WRAPPER_SIZE)),
-                    section: s.name,
-                    index: usize::try_from(i).unwrap_or(usize::MAX),
-                    symbol: self.symbol_at(address),
-                });
-            }
-        }
-        out
+        self.map.wrapper_slots(|address| self.symbol_at(address))
     }
 
     /// Every relocated pointer slot whose value the file gives, as `(value, slot
@@ -844,7 +807,7 @@ impl<'d> HostPe<'d> {
     /// The offload-entry sections (`llvm_off` in images), in section order: an image's
     /// by its `VirtualSize`, an object's by its raw size.
     pub fn entry_sections(&self) -> Vec<EntrySection<'d>> {
-        self.sections
+        self.sections()
             .iter()
             .filter_map(|s| match s.role() {
                 SectionRole::Entries(kind) => Some(EntrySection {
@@ -862,8 +825,7 @@ impl<'d> HostPe<'d> {
 impl<'d> HostPe<'d> {
     /// The bytes from `addr` to the end of the section holding it.
     pub fn bytes_from(&self, addr: u64) -> Option<&'d [u8]> {
-        let (s, off) = self.section_at(addr)?;
-        s.data.get(usize::try_from(off).ok()?..)
+        self.map.bytes_from(addr)
     }
 
     /// The pointer the program sees at `addr` once relocated: an image's DIR64 slot as

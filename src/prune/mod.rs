@@ -80,6 +80,7 @@
 
 mod archive;
 mod linked;
+mod pe;
 mod pieces;
 mod plan;
 mod relocatable;
@@ -114,6 +115,9 @@ pub struct PruneOptions {
     pub keep_unloadable_units: bool,
     /// The zstd compressor for compressed bundles (default: the library's encoder).
     pub zstd: Option<ZstdCompressor>,
+    /// Refuse a signed PE image (an Authenticode certificate table) instead of removing
+    /// its certificate table, which no longer matches once the file changes (default: off).
+    pub refuse_signed: bool,
 }
 
 impl Default for PruneOptions {
@@ -123,6 +127,7 @@ impl Default for PruneOptions {
             shrink: true,
             keep_unloadable_units: false,
             zstd: None,
+            refuse_signed: false,
         }
     }
 }
@@ -135,6 +140,7 @@ pub struct Plan<'d> {
     /// For an `ar` archive, its members (units are numbered across them).
     members: Option<Vec<archive::Member>>,
     shrink: bool,
+    refuse_signed: bool,
 }
 
 impl<'d> Plan<'d> {
@@ -256,6 +262,7 @@ pub fn plan_with<'d>(
             units,
             members: Some(members),
             shrink: options.shrink,
+            refuse_signed: options.refuse_signed,
         });
     }
     let units = plan::plan_units(data, keep, options, &mut |r| planned(r))?;
@@ -264,6 +271,7 @@ pub fn plan_with<'d>(
         units,
         members: None,
         shrink: options.shrink,
+        refuse_signed: options.refuse_signed,
     })
 }
 
@@ -274,7 +282,7 @@ pub fn plan_with<'d>(
 pub fn rewrite<'p, 'd>(plan: &'p Plan<'d>) -> Result<Pruned<'p, 'd>> {
     let (pieces, layout) = match &plan.members {
         Some(members) => archive::assemble(plan.data, &plan.units, members, plan.shrink)?,
-        None => pieces::assemble(plan.data, &plan.units, plan.shrink)?,
+        None => pieces::assemble(plan.data, &plan.units, plan.shrink, plan.refuse_signed)?,
     };
     let len = pieces::total_len(&pieces, &plan.units)?;
     if len > crate::bytes::u64_of(plan.data.len()) {

@@ -30,6 +30,7 @@ pub(super) fn assemble(
     data: &[u8],
     plans: &[UnitPlan<'_>],
     shrink: bool,
+    refuse_signed: bool,
 ) -> Result<(Vec<Piece>, String)> {
     if plans.iter().all(|p| !p.is_rewritten()) {
         return Ok((
@@ -43,6 +44,9 @@ pub(super) fn assemble(
             0,
             "thin archives are not pruned (their members are other files)",
         ));
+    }
+    if crate::host::pe::is_pe_or_coff(data) {
+        return super::pe::host_pe(data, plans, refuse_signed);
     }
     let is_host_elf = data.starts_with(crate::raw::ELF_MAGIC)
         && !plans

@@ -52,6 +52,10 @@ pub struct Args {
     /// default they are emptied: bundles keep their host entries, fatbinaries no entry).
     #[arg(long)]
     keep_unloadable_units: bool,
+    /// Refuse a signed Windows image instead of removing its certificate table (the
+    /// Authenticode signature no longer matches once the file changes).
+    #[arg(long)]
+    refuse_signed: bool,
 }
 
 /// One `prune` record per unit (JSON Lines).
@@ -120,6 +124,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         read: crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, true),
         shrink: !args.no_shrink,
         keep_unloadable_units: args.keep_unloadable_units,
+        refuse_signed: args.refuse_signed,
         #[cfg(feature = "libzstd")]
         zstd: Some(zstd_compress),
         #[cfg(not(feature = "libzstd"))]
