@@ -26,11 +26,12 @@ use crate::host::elf::ElfSections;
 use crate::host::pe::{self, PeSections};
 use crate::host::{SectionRole, Sections};
 use crate::image::{Encoded, Format, Image, ImageKind};
+use crate::kpack::{KpackArchive, KpackEntry, Stored};
 use crate::nvfatbin::{self, Fatbin, FatbinEntries};
 use crate::offload_binary::{
     self, OffloadBinaries, OffloadBinary, OffloadBinaryEntries, OffloadBinaryIter,
 };
-use crate::raw::{AR_MAGIC, AR_THIN_MAGIC, ELF_MAGIC};
+use crate::raw::{AR_MAGIC, AR_THIN_MAGIC, ELF_MAGIC, KPACK_MAGIC};
 use crate::text::{self, TextBundle, TextEntries};
 use crate::ReadOptions;
 
@@ -107,7 +108,7 @@ impl fmt::Display for Location<'_> {
 }
 
 /// What a unit holds.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum UnitContent<'data> {
     /// An uncompressed binary bundle.
     Bundle(Bundle<'data>),
@@ -123,6 +124,9 @@ pub enum UnitContent<'data> {
     DeviceElf(&'data [u8]),
     /// One NVIDIA fatbinary (bare, in `.nv_fatbin`, or an OffloadBinary `fatbin` image).
     NvFatbin(Fatbin<'data>),
+    /// An AMD `.kpack` archive (a file of its own, or an archive member): one image per
+    /// TOC entry (`KPACK.md`).
+    Kpack(KpackArchive<'data>),
     /// A container that does not read, among others that do: the walk reports it and goes
     /// on at the next container start (see [`Damage`]). Opening it gives its error.
     Damaged(Damage<'data>),
@@ -175,6 +179,7 @@ impl<'data> Unit<'data> {
             UnitContent::OffloadBinaries(_) => Format::OffloadBinary,
             UnitContent::DeviceElf(_) => Format::Elf,
             UnitContent::NvFatbin(_) => Format::NvFatbin,
+            UnitContent::Kpack(_) => Format::Kpack,
             UnitContent::Damaged(d) => d.format,
         }
     }
@@ -208,6 +213,7 @@ impl<'data> Unit<'data> {
             UnitContent::OffloadBinaries(s) => s.len(),
             UnitContent::DeviceElf(d) => u64_of(d.len()),
             UnitContent::NvFatbin(f) => f.len(),
+            UnitContent::Kpack(k) => u64_of(k.data().len()),
             UnitContent::ObjectBundle(o) => u64_of(o.elf().len()),
             UnitContent::Text(_) => u64_of(self.file.len()).saturating_sub(start),
             UnitContent::Damaged(d) => u64_of(d.bytes.len()),
@@ -277,6 +283,13 @@ impl<'data> Unit<'data> {
                 }
             }
             UnitContent::Damaged(d) => return Err(d.error),
+            UnitContent::Kpack(k) => {
+                // Each entry's blob or frame must exist: an entry that would fail in the
+                // loader (`kpack_get_kernel`) makes the unit fail, located in the file.
+                for e in k.entries() {
+                    k.stored(e).map_err(|e| e.rebase(at))?;
+                }
+            }
             // A fatbinary's compressed entries are decoded on demand (`Image::decode`).
             _ => {}
         }
@@ -354,6 +367,11 @@ impl<'data> OpenUnit<'data> {
             UnitContent::ObjectBundle(o) => State::Object(o.sections()),
             UnitContent::DeviceElf(d) => State::Elf(Some(d)),
             UnitContent::Damaged(_) => State::Done,
+            UnitContent::Kpack(k) => State::Kpack {
+                archive: k,
+                entries: k.entries(),
+                base: self.unit.location.offset,
+            },
             UnitContent::NvFatbin(f) => State::Fatbin {
                 entries: f.entries(),
                 base: self
@@ -392,6 +410,12 @@ enum State<'a> {
     Fatbin {
         entries: FatbinEntries<'a>,
         /// Offset of the fatbinary in the walked buffer.
+        base: u64,
+    },
+    Kpack {
+        archive: &'a KpackArchive<'a>,
+        entries: core::slice::Iter<'a, KpackEntry<'a>>,
+        /// Offset of the archive in the walked buffer.
         base: u64,
     },
     Done,
@@ -442,6 +466,26 @@ impl<'a> Iterator for Images<'a> {
                     };
                     Image::from_encoded_fatbin_entry(i, &e, encoded)
                 }
+            }),
+            State::Kpack {
+                archive,
+                entries,
+                base,
+            } => entries.next().map(|e| match archive.stored(e) {
+                Ok(Stored::Zstd { frame, offset }) => {
+                    let encoded = Encoded {
+                        codec: Codec::Zstd,
+                        stream: frame,
+                        size: e.original_size,
+                        stream_at: base.saturating_add(offset),
+                        size_field: base.saturating_add(e.original_size_at),
+                        entry_kind: None,
+                    };
+                    Image::from_kpack_entry(i, e, &[], Some(encoded))
+                }
+                Ok(Stored::Plain(bytes)) => Image::from_kpack_entry(i, e, bytes, None),
+                // `OpenUnit` checked every entry's storage.
+                Err(_) => Image::from_kpack_entry(i, e, &[], None),
             }),
             State::Done => None,
         };
@@ -1094,6 +1138,9 @@ impl<'data> Units<'data> {
                 base,
             )?;
             Ok(None)
+        } else if data.starts_with(KPACK_MAGIC) {
+            let k = KpackArchive::parse(data, &self.options.limits).map_err(|e| e.rebase(base))?;
+            Ok(Some(self.unit(data, 0, UnitContent::Kpack(k))))
         } else if nvfatbin::is_fatbin(data) {
             self.push(
                 Frame::Fatbins {
@@ -1114,7 +1161,7 @@ impl<'data> Units<'data> {
             {
                 "LLVM bitcode is not an offload container (offloading metadata in bitcode is not read)"
             } else {
-                "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, PE/COFF, text bundle or archive)"
+                "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, PE/COFF, text bundle, kpack or archive)"
             };
             Err(Error::new(ErrorKind::BadMagic, base, what))
         } else {

@@ -24,6 +24,8 @@ pub enum Format {
     Elf,
     /// An NVIDIA fatbinary entry (cubin or PTX).
     NvFatbin,
+    /// An entry of an AMD `.kpack` archive (`KPACK.md`).
+    Kpack,
 }
 
 impl Format {
@@ -35,6 +37,7 @@ impl Format {
             Format::OffloadBinary => "offload-binary",
             Format::Elf => "elf",
             Format::NvFatbin => "nvidia-fatbin",
+            Format::Kpack => "kpack",
         }
     }
 }
@@ -344,6 +347,36 @@ impl<'a> Image<'a> {
             strings: None,
             bytes,
             encoded: None,
+            offset: None,
+        }
+    }
+
+    /// An entry of a `.kpack` archive: a HIP code object for `amdgcn-amd-amdhsa`, its target
+    /// the architecture the TOC files it under (e.g. `gfx90a:xnack+`). `bytes` is the
+    /// code object when it is stored plain; a zstd entry is made with `encoded` set and
+    /// empty bytes (see [`Image::decode`]).
+    pub fn from_kpack_entry(
+        index: usize,
+        e: &crate::kpack::KpackEntry<'a>,
+        bytes: &'a [u8],
+        encoded: Option<Encoded<'a>>,
+    ) -> Self {
+        Image {
+            index,
+            format: Format::Kpack,
+            entry_id: None,
+            offload_kind: OffloadKind::Hip,
+            triple: Some("amdgcn-amd-amdhsa"),
+            target_id: Some(e.arch),
+            image_kind: if encoded.is_some() {
+                ImageKind::Object
+            } else {
+                ImageKind::sniff(bytes)
+            },
+            flags: 0,
+            strings: None,
+            bytes,
+            encoded,
             offset: None,
         }
     }

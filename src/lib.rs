@@ -16,6 +16,8 @@
 //!   [`entry_id`] (bundle entry IDs split as stored), and [`container`] (finding those inside
 //!   files, ELF sections and archives: [`units`], an iterator of [`Unit`]s);
 //! * images: [`image`], the format-independent [`Image`];
+//! * host files: [`host`], the address space a host file gives its program, and [`split`]
+//!   (per `HIPK` wrapper of a split library, its ref record and TOC key);
 //! * candidates: [`target`]: AMDGPU target IDs and processors, NVPTX architectures, device
 //!   ELF headers, devices, and [`identify`] (what an image is built for);
 //! * choice: [`mod@select`] (the compatibility predicate, the ranking, and [`choose`]: any
@@ -109,6 +111,7 @@ pub mod prune;
 pub mod raw;
 pub mod registration;
 pub mod select;
+pub mod split;
 pub mod stream;
 pub mod target;
 pub mod text;

@@ -119,6 +119,14 @@ pub enum Code {
     /// `.hip_fat` / `.nv_fatb` sections: some container is never registered, or a wrapper
     /// registers one twice.
     PeWrapperCount,
+    /// A split library's `HIPK` wrapper whose code object has no `.kpack` archive
+    /// installed where the loader looks (`KPACK.md` §4): it loads on no device. Found by a
+    /// caller with a filesystem (`loader-sim validate`); [`validate`] never reports it.
+    KpackArchiveMissing,
+    /// A `.kpack` archive whose file name holds a `:` (every `xnack±` archive): Windows
+    /// file systems refuse the name, and `ROCM_KPACK_PATH` cannot name it on Linux (its
+    /// items are split at `:`). Found by a caller that knows the file name.
+    KpackArchiveName,
 }
 
 impl Code {
@@ -126,7 +134,8 @@ impl Code {
     /// `bundle-header-over-4k`, `id-elf-mismatch`, `generic-below-cov6`, `unloadable-elf`,
     /// `magic-in-payload`, `id-spelling`, `runtimes-differ`, `not-code-object`,
     /// `unknown-offload-kind`, `empty-entry-id`, `overlapping-entries`,
-    /// `pe-wrapper-unrelocated`, `pe-wrapper-not-container`, `pe-wrapper-count`.
+    /// `pe-wrapper-unrelocated`, `pe-wrapper-not-container`, `pe-wrapper-count`,
+    /// `kpack-archive-missing`, `kpack-archive-name`.
     pub const fn name(self) -> &'static str {
         match self {
             Code::Reader(kind) => kind.name(),
@@ -145,6 +154,8 @@ impl Code {
             Code::PeWrapperUnrelocated => "pe-wrapper-unrelocated",
             Code::PeWrapperNotContainer => "pe-wrapper-not-container",
             Code::PeWrapperCount => "pe-wrapper-count",
+            Code::KpackArchiveMissing => "kpack-archive-missing",
+            Code::KpackArchiveName => "kpack-archive-name",
         }
     }
 
@@ -220,6 +231,19 @@ pub fn validate(data: &[u8], options: &ReadOptions) -> Vec<Finding> {
     // The offsets of the units of the file itself (not of archive members).
     let mut starts = Vec::new();
     let mut complete = true;
+    // A split library: every `HIPK` wrapper's ref record must read (`KPACK.md` §3).
+    if data.starts_with(crate::raw::ELF_MAGIC) || data.starts_with(b"MZ") {
+        if let Ok(host) = crate::host::HostFile::parse(data) {
+            for (i, w) in crate::split::split_wrappers(&host).iter().enumerate() {
+                if let Err((code, e)) = w {
+                    let mut f = Finding::error(&format!("wrapper {i}"), e);
+                    f.message
+                        .push_str(&format!(": the kpack loader answers {}", code.code()));
+                    out.push(f);
+                }
+            }
+        }
+    }
     for unit in units(data, options) {
         match unit {
             Ok(unit) => {

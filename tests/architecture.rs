@@ -22,7 +22,7 @@ const ROAD: &[&[&str]] = &[
         "kpack",
     ],
     &["image"],
-    &["host"],
+    &["host", "split"],
     &["container"],
     &["target"],
     &["select"],

@@ -268,6 +268,37 @@ fn subjects() -> Vec<Subject> {
             data: std::fs::read(path).unwrap(),
         });
     }
+    // `.kpack` archives (rocm-kpack's writer, tests/data/kpack) and the minimal split hosts
+    // that point at them (`HIPK` wrappers, ref records: also through `validate`).
+    let kpack = |class: &'static str, files: &[&str]| -> Vec<Subject> {
+        files
+            .iter()
+            .map(|f| Subject {
+                name: format!("kpack/{f}"),
+                class,
+                data: std::fs::read(common::root().join("tests/data/kpack").join(f))
+                    .unwrap_or_else(|e| panic!("{f}: {e}")),
+            })
+            .collect()
+    };
+    s.extend(kpack(
+        "kpack none",
+        &[
+            "jax/none/jax_lib_gfx1100.kpack",
+            "jax/none/jax_lib_gfx110X.kpack",
+        ],
+    ));
+    s.extend(kpack(
+        "kpack zstd",
+        &[
+            "jax/.kpack/jax_lib_gfx1100.kpack",
+            "jax/.kpack/jax_lib_gfx90a.kpack",
+        ],
+    ));
+    s.extend(kpack(
+        "split host",
+        &["split/librocrand.so.1.1", "split/xla_rocm_plugin.so"],
+    ));
     s.extend(corpus(
         "device ELF",
         &[
@@ -345,6 +376,10 @@ fn fields(d: &[u8]) -> (Vec<Field>, Vec<(Field, Field)>) {
                 None => break,
             };
         }
+    }
+    // A `.kpack` header: version, TOC offset.
+    if d.starts_with(b"KPAK") {
+        out.extend([f(4, U32), f(8, U64)]);
     }
     for p in positions(d, b"CCOB") {
         out.extend([f(p + 4, U16), f(p + 6, U16)]);
@@ -695,6 +730,12 @@ fn list(data: &[u8], options: &ReadOptions) -> Result<usize, Error> {
                 UnitContent::NvFatbin(fb) => {
                     assert!(inside || fb.entries().any(|e| e.codec.is_some()));
                 }
+                UnitContent::Kpack(k) => {
+                    assert!(
+                        inside
+                            || k.compression() == offload_image::kpack::Compression::ZstdPerKernel
+                    );
+                }
                 _ => assert!(inside, "image outside the input"),
             }
             if inside {
@@ -834,6 +875,15 @@ fn stream_select(data: &[u8]) {
 /// compressed bundle also the streaming one).
 fn exercise(data: &[u8]) -> Result<usize, Error> {
     stream_select(data);
+    // A split host: every `HIPK` wrapper's ref record, or its located error.
+    if let Ok(host) = HostFile::parse(data) {
+        for w in offload_image::split::split_wrappers(&host) {
+            match w {
+                Ok(w) => assert!(w.lookup_key.starts_with(w.reference.kernel_name)),
+                Err((_, e)) => assert!(e.offset() <= data.len() as u64, "{e}"),
+            }
+        }
+    }
     let options = ReadOptions::default();
     let listed = list_then_select(data, &options);
     // `loader-sim validate`: every finding has a code and lies inside the input, and what
@@ -1014,7 +1064,11 @@ fn mutants_never_panic_and_every_error_has_a_kind() {
                         // Host ELF files also go through the static registration path.
                         if matches!(
                             subject.class,
-                            "host ELF" | "bundled host object" | "PE image" | "COFF object"
+                            "host ELF"
+                                | "bundled host object"
+                                | "PE image"
+                                | "COFF object"
+                                | "split host"
                         ) {
                             let t0 = Instant::now();
                             let r = catch_unwind(AssertUnwindSafe(|| register(&data)));
@@ -1035,6 +1089,7 @@ fn mutants_never_panic_and_every_error_has_a_kind() {
                                 "host ELF" => "register: host ELF",
                                 "PE image" => "register: PE image",
                                 "COFF object" => "register: COFF object",
+                                "split host" => "register: split host",
                                 _ => "register: bundled obj",
                             };
                             local.push(((class, outcome), format!("{} round {round} mutant {m} ({what}), register", subject.name), took));

@@ -182,6 +182,11 @@
 #define OI_FORMAT_NVIDIA_FATBIN 4
 
 /**
+ * An entry of an AMD `.kpack` archive (a HIP code object).
+ */
+#define OI_FORMAT_KPACK 5
+
+/**
  * `compression`: stored uncompressed.
  */
 #define OI_COMPRESSION_NONE 0

@@ -93,6 +93,8 @@ pub const OI_FORMAT_OFFLOAD_BINARY: u32 = 2;
 pub const OI_FORMAT_ELF: u32 = 3;
 /// An entry of an NVIDIA fatbinary (cubin or PTX).
 pub const OI_FORMAT_NVIDIA_FATBIN: u32 = 4;
+/// An entry of an AMD `.kpack` archive (a HIP code object).
+pub const OI_FORMAT_KPACK: u32 = 5;
 
 /// `compression`: stored uncompressed.
 pub const OI_COMPRESSION_NONE: u32 = 0;
@@ -460,6 +462,7 @@ fn format_code(format: Format) -> u32 {
         Format::OffloadBinary => OI_FORMAT_OFFLOAD_BINARY,
         Format::Elf => OI_FORMAT_ELF,
         Format::NvFatbin => OI_FORMAT_NVIDIA_FATBIN,
+        Format::Kpack => OI_FORMAT_KPACK,
     }
 }
 

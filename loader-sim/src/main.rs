@@ -20,6 +20,7 @@
 mod cmd;
 mod decode;
 mod input;
+mod kpack;
 mod output;
 mod wheel;
 

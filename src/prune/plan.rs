@@ -327,6 +327,11 @@ fn plan_unit<'a>(
         }
         // Opening the unit gave its error already; a damaged file is not pruned.
         UnitContent::Damaged(d) => return Err(d.error),
+        UnitContent::Kpack(_) => {
+            // Archives are per architecture: pruning one is deleting the file.
+            leave_whole(&mut plan, "a kpack archive is not rewritten: left whole");
+            return Ok(plan);
+        }
         UnitContent::DeviceElf(_) => {
             // One image, which no kept device can load (else nothing would be dropped).
             leave_whole(&mut plan, "a bare device ELF is one image: left whole");

@@ -289,6 +289,8 @@ pub fn identify<'a>(image: &Image<'a>) -> Identity<'a> {
         (None, ImageKind::Ptx) => Code::Ptx,
         // A compressed fatbinary cubin not decoded yet: its entry header says ELF.
         (None, ImageKind::Cubin) if image.encoded.is_some() => Code::Elf,
+        // A zstd `.kpack` entry not decoded yet: its TOC files it as a code object.
+        (None, ImageKind::Object) if image.encoded.is_some() => Code::Elf,
         (None, ImageKind::Fatbinary) => Code::Fatbinary,
         (None, ImageKind::None) => code_from_magic(image.bytes),
         (None, _) => Code::Other,

@@ -191,6 +191,8 @@ struct Tally {
     coverage: Vec<Coverage>,
     /// The first problem reading the library.
     error: Option<String>,
+    /// Per probe of a split library: the device package that would carry its archives.
+    packages: Vec<Option<String>>,
 }
 
 impl Tally {
@@ -200,6 +202,7 @@ impl Tally {
             covered: vec![0; plan.probes.len()],
             coverage: vec![Coverage::default(); plan.real.len()],
             error: None,
+            packages: vec![None; plan.probes.len()],
         }
     }
 
@@ -264,6 +267,7 @@ impl Hint {
             }
             (Some(env), Some(v), _) => format!("{env}={v}"),
             (_, _, Some(arch)) => format!("rebuild with --offload-arch={arch}"),
+            (None, Some(package), None) => format!("install {package}"),
             _ => self.kind.to_string(),
         }
     }
@@ -541,6 +545,40 @@ fn scan_registered(
     tally
 }
 
+/// Judges a split library (`KPACK.md`) from its archives on disk: one unit per `HIPK`
+/// wrapper, loaded where rocm-kpack's loader finds its code object for the probe, else
+/// refused with the loader's error code (13: no archive, with the path expected; 14: the
+/// archives found and their architectures).
+fn scan_split(path: &Path, data: &[u8], ctx: &Ctx<'_>) -> Option<Tally> {
+    let library = crate::kpack::Library::open(path, data)?;
+    let env = crate::kpack::Env::from_process();
+    let mut archives = crate::kpack::Archives::default();
+    let mut tally = Tally::new(ctx.plan);
+    tally.units = library.wrappers();
+    for (p, device) in ctx.plan.probes.iter().enumerate() {
+        let isa = crate::kpack::isa_name(device);
+        let arches: Vec<&str> = isa.as_deref().into_iter().collect();
+        for r in library.resolve(&arches, &env, &mut archives, &ctx.read) {
+            let gap = match &r.outcome {
+                Ok(_) => {
+                    tally.covered[p] += 1;
+                    None
+                }
+                Err(e) => {
+                    if e.package.is_some() {
+                        tally.packages[p] = e.package.clone();
+                    }
+                    Some(Gap::Other(crate::kpack::sentence(e)))
+                }
+            };
+            if let Some(c) = tally.coverage.get_mut(p) {
+                c.add(gap);
+            }
+        }
+    }
+    Some(tally)
+}
+
 /// The first bytes of `file` (up to 32).
 fn head_of(file: &mut File) -> std::io::Result<Vec<u8>> {
     let mut head = Vec::with_capacity(32);
@@ -569,6 +607,9 @@ fn scan_file(path: &Path, ctx: &Ctx<'_>) -> Found {
         Ok(i) => i,
         Err(Failure(e)) => return damaged(e),
     };
+    if let Some(tally) = scan_split(path, input.bytes(), ctx) {
+        return vec![(None, tally)];
+    }
     scan_buffer(input.bytes(), Some(&input), ctx)
         .map(|t| vec![(None, t)])
         .unwrap_or_default()
@@ -696,6 +737,16 @@ fn hints(plan: &Plan, k: usize, tally: &Tally) -> Vec<Hint> {
     let n = plan.real.len();
     let works = |i: usize| tally.covered.get(n + i).is_some_and(|c| *c == tally.units);
     let mut out = Vec::new();
+    if let Some(Some(package)) = tally.packages.get(k) {
+        // A split library: the archive for the device is not installed (kpack 13, 14).
+        out.push(Hint {
+            kind: "install",
+            env: None,
+            value: Some(package.clone()),
+            offload_arch: None,
+            safe: true,
+        });
+    }
     for (i, (of, v)) in plan.variants.iter().enumerate() {
         if let (true, Variant::Xnack(on)) = (*of == k, v) {
             if works(i) {

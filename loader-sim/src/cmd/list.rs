@@ -66,6 +66,12 @@ pub struct Record {
     offset: Option<u64>,
     size: u64,
     sha256: Option<String>,
+    /// For a split library: the archive the code object is in (`offset` is in it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+    /// For a split library: the TOC key of the wrapper's code object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    toc_key: Option<String>,
 }
 
 /// Where an image was found, as `CLI.md` spells it.
@@ -105,6 +111,33 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         ..crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash)
     };
     let mut records = Vec::new();
+    if let Some(library) = crate::kpack::Library::open(&args.file, input.bytes()) {
+        // A split library: what its installed archives hold for its wrappers.
+        let env = crate::kpack::Env::from_process();
+        for l in library.listing(&env, &options) {
+            let code = l
+                .code
+                .map_err(|e| Failure::file(std::path::Path::new(&l.archive), e))?;
+            records.push(Line::Image(Record {
+                container: format!("wrapper {}", l.wrapper),
+                bundle_index: l.wrapper,
+                format: offload_image::Format::Kpack.name(),
+                compression: l.zstd.then_some("zstd"),
+                ccob_version: None,
+                entry_id: None,
+                offload_kind: Some("hip"),
+                triple: Some("amdgcn-amd-amdhsa".into()),
+                target_id: Some(l.arch),
+                image_kind: offload_image::ImageKind::sniff(&code).name(),
+                disagreement: None,
+                offset: l.offset,
+                size: code.len() as u64,
+                sha256: (!args.no_sha256).then(|| sha256_hex(&code)),
+                source: Some(l.archive),
+                toc_key: Some(l.key),
+            }));
+        }
+    }
     for unit in units(input.bytes(), &options) {
         // A damaged container costs its unit only: report it and go on.
         let unit = match unit {
@@ -134,7 +167,10 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 container: container_of(&unit, image),
                 bundle_index: unit.index,
                 format: image.format.name(),
-                compression: if fatbin {
+                compression: if let UnitContent::Kpack(k) = &unit.content {
+                    (k.compression() == offload_image::kpack::Compression::ZstdPerKernel)
+                        .then_some("zstd")
+                } else if fatbin {
                     // Per entry: the codec its flags name.
                     Codec::from_flags(u64::from(image.flags)).map(Codec::name)
                 } else {
@@ -153,6 +189,8 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 offset: image.offset.or_else(|| unit.offset_of(image.bytes)),
                 size: image.size(),
                 sha256,
+                source: None,
+                toc_key: None,
             }));
         });
         if let Err(e) = listed {

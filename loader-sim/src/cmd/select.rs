@@ -337,6 +337,18 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         strict: args.strict,
         ..ReadOptions::default()
     };
+    // A split library: its code objects are in the `.kpack` archives (KPACK.md).
+    if let Some(done) = crate::kpack::select(
+        &args.file,
+        input.bytes(),
+        &devices,
+        &read,
+        args.json,
+        args.explain,
+        args.output.as_deref(),
+    ) {
+        return done;
+    }
     let mut records = Vec::new();
     let mut output: Option<Selected> = None;
     let targets: Vec<Device> = devices.iter().map(|(_, d)| *d).collect();

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use offload_image::validate::{validate, Finding, Severity};
+use offload_image::validate::{validate, Code, Finding, Severity};
 use serde::Serialize;
 
 use crate::input::Input;
@@ -40,6 +40,55 @@ struct Record<'a> {
     message: &'a str,
 }
 
+/// What needs the filesystem (`VALIDATE.md` §2.18): a split library's wrappers with no
+/// archive installed, and `.kpack` archive names with a `:` (the file itself, or the
+/// archives a split library finds).
+fn kpack_findings(file: &std::path::Path, data: &[u8]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let colon = |path: &str, container: &str, offset: u64| {
+        Finding {
+        code: Code::KpackArchiveName,
+        container: container.to_string(),
+        offset,
+        message: format!(
+            "the kpack archive {path} has a ':' in its file name: Windows cannot store it, and ROCM_KPACK_PATH cannot name it (its items are split at ':')"
+        ),
+    }
+    };
+    if data.starts_with(offload_image::kpack::KPACK_MAGIC) {
+        if let Some(name) = file.file_name().and_then(|n| n.to_str()) {
+            if name.contains(':') {
+                out.push(colon(name, "file", 0));
+            }
+        }
+        return out;
+    }
+    let Some(library) = crate::kpack::Library::open(file, data) else {
+        return out;
+    };
+    let env = crate::kpack::Env::from_process();
+    let mut named: Vec<String> = Vec::new();
+    for (i, offset, archives) in library.installed_per_wrapper(&env) {
+        let container = format!("wrapper {i}");
+        if archives.is_empty() {
+            out.push(Finding {
+                code: Code::KpackArchiveMissing,
+                container: container.clone(),
+                offset,
+                message: "no .kpack archive for this wrapper is installed where the kpack loader looks: it loads on no device (kpack error 13)".to_string(),
+            });
+        }
+        for a in archives {
+            let name = a.rsplit('/').next().unwrap_or(&a);
+            if name.contains(':') && !named.contains(&a) {
+                out.push(colon(&a, &container, offset));
+                named.push(a);
+            }
+        }
+    }
+    out
+}
+
 /// Runs `validate`.
 pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let read =
@@ -49,7 +98,11 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let mut worst: Option<Severity> = None;
     for file in &args.files {
         let findings: Vec<Finding> = match Input::open(file) {
-            Ok(input) => validate(input.bytes(), &read),
+            Ok(input) => {
+                let mut findings = validate(input.bytes(), &read);
+                findings.extend(kpack_findings(file, input.bytes()));
+                findings
+            }
             Err(Failure(msg)) => {
                 // An unreadable file is an error finding of its own; the others are checked.
                 vec![Finding {
