@@ -331,13 +331,13 @@ struct Ctx<'a> {
 /// that holds one (an NVIDIA fatbinary too). Thin archives are left out: their members
 /// are other files.
 fn is_candidate(head: &[u8]) -> bool {
-    const PREFIXES: [&[u8]; 10] = [
+    // `.kpack` archives are not libraries: doctor judges a split library from them.
+    const PREFIXES: [&[u8]; 9] = [
         b"\x7fELF",
         // PE images (DLL, EXE, PYD), and COFF objects by machine (x86-64, ARM64).
         b"MZ",
         b"\x64\x86",
         b"\x64\xaa",
-        b"KPAK",
         b"\x50\xed\x55\xba",
         b"!<arch>\n",
         b"CCOB",
