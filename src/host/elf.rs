@@ -626,9 +626,8 @@ impl<'d> HostElf<'d> {
     }
 
     fn read_relocations(&mut self) -> Result<()> {
-        if self.elf.relocation_kind(0) == RelocationKind::Other
-            && !matches!(self.elf.machine(), EM_X86_64 | EM_AARCH64)
-        {
+        // Pointer relocations are decoded for x86-64 and AArch64 only.
+        if !matches!(self.elf.machine(), EM_X86_64 | EM_AARCH64) {
             return Ok(());
         }
         let data = self.elf.data();
