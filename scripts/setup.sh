@@ -4,7 +4,8 @@
 # ROCm library librocrand1 from Debian's archive (into target/external/), and a CUDA 13 tree
 # from NVIDIA's Python wheels (into target/external/nvidia-venv: clang's CUDA driver and
 # cuobjdump for loader-sim/tests/cuda_program.rs and benches/nvfatbin.sh), and the Windows
-# wheels whose PE DLLs and .pyd hold device code (into target/external/windows: tests/pe.rs).
+# wheels whose PE DLLs and .pyd hold device code (into target/external/windows: tests/pe.rs),
+# and libggml-hip of the cyllama-rocm wheel (tests/damage.rs, loader-sim's doctor and prune tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(clang-22 clang-tools-22 llvm-22 lld-22 clang-19 clang-tools-19 llvm-19 libamd-comgr-dev
@@ -21,3 +22,4 @@ scripts/fetch-rocm-libs.sh >/dev/null
 scripts/fetch-nvidia-toolkit.sh >/dev/null
 scripts/fetch-nvidia-libs.sh >/dev/null
 scripts/fetch-windows-wheels.sh >/dev/null
+scripts/fetch-cyllama-rocm.sh >/dev/null
