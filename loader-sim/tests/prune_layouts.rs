@@ -370,3 +370,94 @@ fn cyllama_libggml_hip_keeps_gfx1100() {
         .all(|r| r["selected"] == "hipv4-amdgcn-amd-amdhsa--gfx1100"));
     assert_eq!(registered(&out, "gfx1100", false), want);
 }
+
+/// A HIP library of two translation units linked by ld.lld-22 with its default layout:
+/// `.hip_fatbin` in the middle of the first read-only `PT_LOAD`, and the first section right
+/// after the program header table, or with `extra` link options.
+fn hip_library(dir: &TempDir, name: &str, extra: &[&str]) -> PathBuf {
+    let objects = hip_objects(dir, 2, hip_source);
+    hip_runtime_stub(dir);
+    let lib = dir.path(name);
+    let o = Command::new("clang++-22")
+        .args(["-shared", "-fuse-ld=lld"])
+        .args(extra)
+        .args(&objects)
+        .arg(format!("-L{}", dir.path("").display()))
+        .args(["-lamdhip64", "-o"])
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "link: {}", describe(&o));
+    lib
+}
+
+/// Issue 28: a compacted library that splits its segment needs one more program header.
+/// The table grows where it is: over free bytes after it, or, where the first sections
+/// follow it directly, after moving those sections (the build-id note and the dynamic
+/// symbol table here, with `.dynamic` and `PT_NOTE` following them) behind the kept
+/// containers. GNU `strip` and `objcopy` (BFD, which always writes the table right after
+/// the ELF header) and `llvm-strip-22` then rewrite the file without a warning, and the
+/// result loads and registers what the unstripped pruned file registers through the
+/// runtime shim.
+#[test]
+fn compacted_libraries_survive_strip() {
+    if !external("clang++-22, ld.lld-22, binutils' strip and objcopy, llvm-strip-22") {
+        return;
+    }
+    let dir = TempDir::new("prune-strip");
+    for (name, extra, moved) in [
+        ("libmid.so", &[][..], true),
+        (
+            "libroom.so",
+            &["-Wl,--section-start=.dynsym=0x400"][..],
+            false,
+        ),
+    ] {
+        let lib = hip_library(&dir, name, extra);
+        let out = dir.path(&format!("pruned-{name}"));
+        let records = prune(&lib, &["gfx90a"], &[], &out);
+        let layout = records.last().unwrap()["layout"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(layout.contains("bytes of freed pages removed"), "{layout}");
+        if moved {
+            assert!(
+                layout.contains("(table grown in place; .note.gnu.build-id, .dynsym moved"),
+                "{layout}"
+            );
+        } else {
+            assert!(layout.contains("(table grown in place)"), "{layout}");
+        }
+        assert_eq!(
+            loads(&out).len(),
+            loads(&lib).len() + 1,
+            "{name}: one more PT_LOAD"
+        );
+        readelf_clean(&out);
+        let want = registered(&out, "gfx90a", true);
+        assert_eq!(want.len(), 2, "{want:?}");
+        assert_eq!(want, registered(&lib, "gfx90a", true), "{name}");
+        for tool in ["strip", "objcopy", "llvm-strip-22"] {
+            let stripped = dir.path(&format!("{tool}-{name}"));
+            let mut cmd = Command::new(tool);
+            if tool == "objcopy" {
+                cmd.arg(&out).arg(&stripped);
+            } else {
+                cmd.arg("-o").arg(&stripped).arg(&out);
+            }
+            let o = cmd.output().unwrap();
+            assert!(
+                o.status.success() && o.stderr.is_empty(),
+                "{tool} {name}: {}",
+                describe(&o)
+            );
+            readelf_clean(&stripped);
+            assert_eq!(
+                registered(&stripped, "gfx90a", true),
+                want,
+                "{name} after {tool}"
+            );
+        }
+    }
+}

@@ -183,8 +183,8 @@ pub(super) fn assemble(
             ));
         }
         let body = slice(data, &m.data, "archive member")?;
-        let (p, _) =
-            pieces::assemble(body, these, shrink, false).map_err(|e| e.rebase(m.data.start))?;
+        let (p, _) = pieces::assemble(body, these, shrink, false, false)
+            .map_err(|e| e.rebase(m.data.start))?;
         let size = pieces::total_len(&p, these)?;
         pruned.push(Some((pieces::rebase(p, m.data.start, m.units.start), size)));
     }

@@ -20,10 +20,17 @@
 //!    * *pages*: the whole pages after the packed units; the section's `PT_LOAD` is split
 //!      there into a segment that ends on the page boundary (`p_filesz` = `p_memsz`) and
 //!      one that starts where the freed pages end, at the address it had. The program
-//!      header table grows by one entry per split and is written after the packed units
-//!      of the first split section, inside its segment (`PT_PHDR` updated), provided that
-//!      segment maps file offsets as the first `PT_LOAD` does (older kernels compute
-//!      `AT_PHDR` from the first one);
+//!      header table grows by one entry per split, *where it is*, so that GNU
+//!      `strip`/`objcopy` (BFD, which always writes the table right after the ELF header)
+//!      can rewrite the file: over free bytes after it, or else after the sections that
+//!      follow it directly move behind the packed units of a split section (notes, the
+//!      interpreter name, the dynamic symbol, string, hash and version tables: nothing but
+//!      program headers, `.dynamic` entries and symbols refer to where they are, and those
+//!      follow them). Only with [`super::PruneOptions::move_program_headers`], where
+//!      neither is possible, the table itself moves after the packed units of the first
+//!      split section, inside its segment (`PT_PHDR` updated), provided that segment maps
+//!      file offsets as the first `PT_LOAD` does (older kernels compute `AT_PHDR` from
+//!      the first one); BFD cannot rewrite that layout;
 //!    * *tail*: when that is not possible (a section in a segment of its own whose
 //!      `p_vaddr - p_offset` differs from the first segment's, as patchelf and
 //!      `auditwheel` leave) and the section ends the file part of its segment, which maps
@@ -44,8 +51,11 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use object::elf::{
-    FileHeader64, ProgramHeader64, Sym64, EM_AARCH64, EM_X86_64, ET_DYN, ET_EXEC, ET_REL, PT_LOAD,
-    PT_PHDR, SHF_ALLOC, SHN_XINDEX, SHT_DYNSYM, SHT_PROGBITS, SHT_SYMTAB,
+    Dyn64, DynamicTag, FileHeader64, ProgramHeader64, SectionHeader64, Sym64, DT_GNU_HASH, DT_HASH,
+    DT_STRTAB, DT_SYMTAB, DT_VERDEF, DT_VERNEED, DT_VERSYM, EM_AARCH64, EM_X86_64, ET_DYN, ET_EXEC,
+    ET_REL, PT_LOAD, PT_PHDR, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_XINDEX, SHT_DYNAMIC,
+    SHT_DYNSYM, SHT_GNU_HASH, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM, SHT_HASH,
+    SHT_NOBITS, SHT_NOTE, SHT_PROGBITS, SHT_STRTAB, SHT_SYMTAB,
 };
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable};
 use object::{LittleEndian as LE, U64};
@@ -65,6 +75,7 @@ pub const FATBIN_SECTIONS: [&str; 2] = [".hip_fatbin", ".nv_fatbin"];
 
 const PHDR_SIZE: u64 = core::mem::size_of::<ProgramHeader64<LE>>() as u64;
 const SYM_SIZE: u64 = core::mem::size_of::<Sym64<LE>>() as u64;
+const DYN_SIZE: u64 = core::mem::size_of::<Dyn64<LE>>() as u64;
 const RELA_ADDEND: u64 = core::mem::offset_of!(object::elf::Rela64<LE>, r_addend) as u64;
 const SYM_VALUE: u64 = core::mem::offset_of!(Sym64<LE>, st_value) as u64;
 const SYM_SIZE_FIELD: u64 = core::mem::offset_of!(Sym64<LE>, st_size) as u64;
@@ -79,6 +90,7 @@ pub(super) fn host_elf(
     data: &[u8],
     plans: &[UnitPlan<'_>],
     shrink: bool,
+    move_table: bool,
 ) -> Result<(Vec<Piece>, String)> {
     let h = FileHeader64::<LE>::parse(data)
         .map_err(|_| bad(4, "only 64-bit little-endian ELF files are pruned"))?;
@@ -117,9 +129,9 @@ pub(super) fn host_elf(
     // strip/objcopy (BFD) can rewrite; whole pages (a split segment, a moved program
     // header table) where the tail frees nothing.
     let why = if shrink {
-        match compact(data, plans, true) {
+        match compact(data, plans, true, move_table) {
             Ok(done) if !done.0.is_empty() => return Ok(done),
-            _ => match compact(data, plans, false) {
+            _ => match compact(data, plans, false, move_table) {
                 Ok(done) => return Ok(done),
                 Err(why) => why,
             },
@@ -550,6 +562,7 @@ fn compact(
     data: &[u8],
     plans: &[UnitPlan<'_>],
     tail: bool,
+    move_table: bool,
 ) -> core::result::Result<(Vec<Piece>, String), String> {
     let elf = Elf64::parse(data).map_err(|e| format!("{e}"))?;
     let h = elf.header();
@@ -624,23 +637,61 @@ fn compact(
     let table_len = len64(count).saturating_mul(PHDR_SIZE);
     // (pack number, file offset) of the moved table, if it moves.
     let mut table_at: Option<(usize, u64)> = None;
-    if count != phdrs.len() {
-        let host = packs.iter().enumerate().find_map(|(i, k)| {
-            let at = k.packed_end.checked_next_multiple_of(8)?;
-            let hole = k.hole(
-                align,
-                diff(at, k.packed_end).saturating_add(table_len),
-                tail,
-            )?;
-            (holes.get(i)?.is_some() && k.delta == first_delta).then_some((i, at, hole))
-        });
-        let Some((i, at, hole)) = host else {
-            return Err("no room for the program header table after the kept containers of a section in a segment mapped like the first PT_LOAD".into());
-        };
-        if let Some(h) = holes.get_mut(i) {
-            *h = Some(hole);
+    // The table grows where it is; (pack number, file offset, block) of the leading
+    // sections that move after the kept containers to make room for it.
+    let mut grown = false;
+    let mut block_at: Option<(usize, u64, Block)> = None;
+    let room = if count == phdrs.len() {
+        Ok(None)
+    } else {
+        room_for_table(&elf, phdrs, table_len)
+    };
+    match room {
+        _ if count == phdrs.len() => {}
+        Ok(None) => grown = true,
+        Ok(Some(block)) => {
+            let len = diff(block.range.end, block.range.start);
+            let host = packs.iter().enumerate().find_map(|(i, k)| {
+                holes.get(i)?.as_ref()?;
+                let at = k
+                    .packed_end
+                    .checked_next_multiple_of(block.align)?
+                    .checked_add(block.range.start.checked_rem(block.align)?)?;
+                let hole = k.hole(align, diff(at, k.packed_end).saturating_add(len), tail)?;
+                Some((i, at, hole))
+            });
+            let Some((i, at, hole)) = host else {
+                return Err("no room after the kept containers for the sections that must make room for one more program header".into());
+            };
+            if let Some(h) = holes.get_mut(i) {
+                *h = Some(hole);
+            }
+            block_at = Some((i, at, block));
+            grown = true;
         }
-        table_at = Some((i, at));
+        Err(why) if !move_table => {
+            return Err(format!(
+                "{why}; the program header table would have to move, which GNU strip/objcopy cannot rewrite (--move-program-headers allows it)"
+            ));
+        }
+        Err(_) => {
+            let host = packs.iter().enumerate().find_map(|(i, k)| {
+                let at = k.packed_end.checked_next_multiple_of(8)?;
+                let hole = k.hole(
+                    align,
+                    diff(at, k.packed_end).saturating_add(table_len),
+                    tail,
+                )?;
+                (holes.get(i)?.is_some() && k.delta == first_delta).then_some((i, at, hole))
+            });
+            let Some((i, at, hole)) = host else {
+                return Err("no room for the program header table after the kept containers of a section in a segment mapped like the first PT_LOAD".into());
+            };
+            if let Some(h) = holes.get_mut(i) {
+                *h = Some(hole);
+            }
+            table_at = Some((i, at));
+        }
     }
     let holes = flat(&holes);
     let map = |o: u64| mapped(&holes, o);
@@ -659,6 +710,60 @@ fn compact(
             q.p_memsz = U64::new(LE, table_len);
         }
     }
+    if grown {
+        for q in new_phdrs.iter_mut().filter(|q| q.p_type(LE) == PT_PHDR) {
+            q.p_filesz = U64::new(LE, table_len);
+            q.p_memsz = U64::new(LE, table_len);
+        }
+    }
+    // The moved block: its sections, the segments inside it, `.dynamic` entries and
+    // symbols follow it; the bytes of its new place are its own with their patches.
+    let mut block_bytes = Vec::new();
+    let mut moved_sections: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut shift = 0u64;
+    if let Some((i, at, block)) = &block_at {
+        let k = packs.get(*i).ok_or("no section")?;
+        shift = at
+            .wrapping_add(k.delta)
+            .wrapping_sub(block.range.start.wrapping_add(block.delta));
+        let new_off = |o: u64| map(at.saturating_add(diff(o, block.range.start)));
+        for q in new_phdrs.iter_mut() {
+            let o = q.p_offset(LE);
+            if matches!(q.p_type(LE), PT_LOAD | PT_PHDR)
+                || q.p_filesz(LE) == 0
+                || !(block.range.start <= o && o < block.range.end)
+            {
+                continue;
+            }
+            q.p_offset = U64::new(LE, new_off(o));
+            q.p_vaddr = U64::new(LE, q.p_vaddr(LE).wrapping_add(shift));
+            q.p_paddr = U64::new(LE, q.p_paddr(LE).wrapping_add(shift));
+        }
+        for &index in &block.sections {
+            if let Ok(sh) = sections.section(object::SectionIndex(index)) {
+                moved_sections.insert(index, new_off(sh.sh_offset(LE)));
+            }
+        }
+        let addrs =
+            block.range.start.wrapping_add(block.delta)..block.range.end.wrapping_add(block.delta);
+        patch_dynamic(data, &sections, &addrs, shift, &mut patches)?;
+        patch_moved_symbols(data, &sections, &moved_sections, shift, &mut patches);
+        block_bytes = super::slice(data, &block.range, "sections")
+            .map_err(|e| format!("{e}"))?
+            .to_vec();
+        let inside: Vec<u64> = patches
+            .range(block.range.clone())
+            .map(|(a, _)| *a)
+            .collect();
+        for a in inside {
+            let bytes = patches.remove(&a).unwrap_or_default();
+            let from = usize::try_from(diff(a, block.range.start)).unwrap_or(usize::MAX);
+            block_bytes
+                .get_mut(from..from.saturating_add(bytes.len()))
+                .ok_or("a patch crosses the moved sections")?
+                .copy_from_slice(&bytes);
+        }
+    }
     let mut table = Vec::new();
     for q in &new_phdrs {
         table.extend_from_slice(object::pod::bytes_of(q));
@@ -673,6 +778,10 @@ fn compact(
         if let Some(k) = packs.iter().find(|k| k.index == index) {
             s.sh_size = U64::new(LE, diff(k.packed_end, k.off));
         }
+        if let Some(&off) = moved_sections.get(&index) {
+            s.sh_offset = U64::new(LE, off);
+            s.sh_addr = U64::new(LE, sh.sh_addr(LE).wrapping_add(shift));
+        }
         shdrs.extend_from_slice(object::pod::bytes_of(&s));
     }
 
@@ -684,7 +793,22 @@ fn compact(
         if k.off < pos {
             return Err("fatbinary sections overlap".into());
         }
-        pieces.push(Piece::Copy(pos..k.off));
+        if grown && pos == 0 {
+            // The table grows where it is, over the padding or the moved block after it.
+            let table_end = old_phoff.saturating_add(table_len);
+            let region_end = block_at
+                .as_ref()
+                .map_or(table_end, |b| b.2.range.end.max(table_end));
+            if region_end > k.off {
+                return Err("the program header table would reach a fatbinary section".into());
+            }
+            pieces.push(Piece::Copy(0..old_phoff));
+            pieces.push(Piece::Owned(table.clone()));
+            pieces.push(Piece::Zeros(diff(region_end, table_end)));
+            pieces.push(Piece::Copy(region_end..k.off));
+        } else {
+            pieces.push(Piece::Copy(pos..k.off));
+        }
         let mut cur = k.off;
         for m in &k.moves {
             pieces.push(Piece::Zeros(diff(m.new, cur)));
@@ -698,6 +822,11 @@ fn compact(
             pieces.push(Piece::Zeros(diff(at, cur)));
             pieces.push(Piece::Owned(table.clone()));
             cur = at.saturating_add(table_len);
+        }
+        if let Some((_, at, b)) = block_at.as_ref().filter(|b| b.0 == i) {
+            pieces.push(Piece::Zeros(diff(*at, cur)));
+            pieces.push(Piece::Owned(core::mem::take(&mut block_bytes)));
+            cur = at.saturating_add(diff(b.range.end, b.range.start));
         }
         pieces.push(Piece::Zeros(diff(k.end, cur)));
         pos = k.end;
@@ -714,7 +843,7 @@ fn compact(
         return Err("the section header table overlaps a fatbinary section".into());
     }
     pieces.push(Piece::Copy(pos..body_end));
-    if table_at.is_none() {
+    if table_at.is_none() && !grown {
         patches.insert(old_phoff, table);
     }
     let new_len = map(body_end);
@@ -752,7 +881,24 @@ fn compact(
         "compacted: {units_moved} containers in {} packed from the section start ({moved} moved, their pointers updated), {removed} bytes of freed {} removed from the file, {count} program headers{}",
         names.join(" and "),
         if tail { "section tails" } else { "pages" },
-        if table_at.is_some() { " (table moved after the kept containers)" } else { "" },
+        if table_at.is_some() {
+            String::from(" (table moved after the kept containers: GNU strip/objcopy cannot rewrite this file)")
+        } else if let Some((_, _, b)) = &block_at {
+            let names: Vec<String> = b
+                .sections
+                .iter()
+                .filter_map(|i| sections.section(object::SectionIndex(*i)).ok())
+                .map(|sh| String::from_utf8_lossy(sections.section_name(LE, sh).unwrap_or_default()).into_owned())
+                .collect();
+            format!(
+                " (table grown in place; {} moved after the kept containers to make room)",
+                names.join(", ")
+            )
+        } else if grown {
+            String::from(" (table grown in place)")
+        } else {
+            String::new()
+        },
     );
     if unreferenced > 0 {
         name.push_str(&format!(
@@ -760,4 +906,213 @@ fn compact(
         ));
     }
     Ok((out, name))
+}
+
+/// Sections that may leave the start of the file to make room for a longer program header
+/// table: nothing but program headers, `.dynamic` entries and symbols refer to where they
+/// are (notes, the program interpreter's name, the dynamic symbol, string, hash and
+/// version tables).
+fn movable(sections: &Sections<'_>, sh: &SectionHeader64<LE>) -> bool {
+    let name = sections.section_name(LE, sh).unwrap_or_default();
+    let flags = sh.sh_flags(LE);
+    if flags.0 & (SHF_WRITE.0 | SHF_EXECINSTR.0) != 0 {
+        return false;
+    }
+    match sh.sh_type(LE) {
+        SHT_NOTE | SHT_GNU_HASH | SHT_HASH | SHT_DYNSYM | SHT_GNU_VERSYM | SHT_GNU_VERNEED
+        | SHT_GNU_VERDEF => true,
+        SHT_STRTAB => name == b".dynstr",
+        SHT_PROGBITS => name == b".interp",
+        _ => false,
+    }
+}
+
+/// `.dynamic` tags whose value is an address.
+const DYNAMIC_POINTERS: [DynamicTag; 7] = [
+    DT_HASH,
+    DT_STRTAB,
+    DT_SYMTAB,
+    DT_GNU_HASH,
+    DT_VERSYM,
+    DT_VERNEED,
+    DT_VERDEF,
+];
+
+/// The leading sections that leave their place for the program header table.
+struct Block {
+    /// File range (the sections and the padding between them).
+    range: Range<u64>,
+    /// `p_vaddr - p_offset` of the segment holding it.
+    delta: u64,
+    /// Largest alignment of its sections.
+    align: u64,
+    /// Section indices.
+    sections: Vec<usize>,
+}
+
+/// Where a program header table of `table_len` bytes fits at its own offset: `Ok(None)`
+/// when nothing is in the way, `Ok(Some(block))` when the sections of `block` must make
+/// room, `Err` with the reason when neither.
+fn room_for_table(
+    elf: &Elf64<'_>,
+    phdrs: &[ProgramHeader64<LE>],
+    table_len: u64,
+) -> core::result::Result<Option<Block>, String> {
+    let h = elf.header();
+    let sections = elf.section_table();
+    let phoff = h.e_phoff(LE);
+    let old_end = phoff.saturating_add(len64(phdrs.len()).saturating_mul(PHDR_SIZE));
+    let need_end = phoff.saturating_add(table_len);
+    let seg = elf.loads().find(|p| {
+        p.p_offset(LE) <= phoff && old_end <= p.p_offset(LE).saturating_add(p.p_filesz(LE))
+    });
+    if seg.is_none() && phdrs.iter().any(|p| p.p_type(LE) == PT_PHDR) {
+        return Err("the program header table is not in a PT_LOAD segment".into());
+    }
+    let mut after: Vec<(usize, &SectionHeader64<LE>)> = sections
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| {
+            *i != 0 && s.sh_type(LE) != SHT_NOBITS && s.sh_size(LE) > 0 && s.sh_offset(LE) >= phoff
+        })
+        .collect();
+    after.sort_by_key(|(_, s)| s.sh_offset(LE));
+    if after.iter().any(|(_, s)| s.sh_offset(LE) < old_end) {
+        return Err("a section overlaps the program header table".into());
+    }
+    let moved: Vec<(usize, &SectionHeader64<LE>)> = after
+        .iter()
+        .copied()
+        .take_while(|(_, s)| s.sh_offset(LE) < need_end)
+        .collect();
+    let region_end = moved
+        .iter()
+        .map(|(_, s)| s.sh_offset(LE).saturating_add(s.sh_size(LE)))
+        .fold(need_end, u64::max);
+    if let Some(seg) = seg {
+        if region_end > seg.p_offset(LE).saturating_add(seg.p_filesz(LE)) {
+            return Err("no room for the program header table in its segment".into());
+        }
+    }
+    let Some(&(_, first)) = moved.first() else {
+        // Nothing but padding after the table: it grows where it is, unless a segment
+        // without a section lies there.
+        return match phdrs.iter().find(|p| {
+            !matches!(p.p_type(LE), PT_LOAD | PT_PHDR)
+                && p.p_filesz(LE) > 0
+                && p.p_offset(LE) < need_end
+                && old_end < p.p_offset(LE).saturating_add(p.p_filesz(LE))
+        }) {
+            Some(p) => Err(format!(
+                "a segment of type {:#x} lies after the program header table",
+                p.p_type(LE)
+            )),
+            None => Ok(None),
+        };
+    };
+    let seg = seg.ok_or("the program header table is not in a PT_LOAD segment")?;
+    if let Some(&(i, s)) = moved.iter().find(|(_, s)| !movable(sections, s)) {
+        let name = sections.section_name(LE, s).unwrap_or_default();
+        return Err(format!(
+            "section {i} ({}) follows the program header table and cannot make room for one more entry",
+            String::from_utf8_lossy(name)
+        ));
+    }
+    let moved_end = moved
+        .iter()
+        .map(|(_, s)| s.sh_offset(LE).saturating_add(s.sh_size(LE)))
+        .fold(0, u64::max);
+    let range = first.sh_offset(LE)..moved_end;
+    // Segments other than PT_LOAD there must lie inside the block (they move with it).
+    for p in phdrs {
+        let r = p.p_offset(LE)..p.p_offset(LE).saturating_add(p.p_filesz(LE));
+        if matches!(p.p_type(LE), PT_LOAD | PT_PHDR) || p.p_filesz(LE) == 0 {
+            continue;
+        }
+        let overlaps = r.start < region_end && old_end < r.end;
+        if overlaps && !(range.start <= r.start && r.end <= range.end) {
+            return Err(format!(
+                "a segment of type {:#x} covers part of the sections after the program header table",
+                p.p_type(LE)
+            ));
+        }
+    }
+    let align = moved
+        .iter()
+        .map(|(_, s)| s.sh_addralign(LE).max(1))
+        .max()
+        .unwrap_or(1);
+    if !align.is_power_of_two() || align > 4096 {
+        return Err("a section after the program header table has an unusual alignment".into());
+    }
+    // Nothing relocated lies in the block, and no relocated pointer points into it.
+    let delta = seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE));
+    let addrs = range.start.wrapping_add(delta)..range.end.wrapping_add(delta);
+    for r in elf.relocations() {
+        let r = r.map_err(|e| format!("{e}"))?;
+        let addend = r.addend.unwrap_or(0) as u64;
+        if addrs.contains(&r.place) || (r.dynamic && addrs.contains(&addend)) {
+            return Err(
+                "a relocation refers to the sections after the program header table".into(),
+            );
+        }
+    }
+    Ok(Some(Block {
+        range,
+        delta,
+        align,
+        sections: moved.iter().map(|(i, _)| *i).collect(),
+    }))
+}
+
+/// `.dynamic` entries that hold an address in `addrs` get it moved by `shift`.
+fn patch_dynamic(
+    data: &[u8],
+    sections: &Sections<'_>,
+    addrs: &Range<u64>,
+    shift: u64,
+    patches: &mut BTreeMap<u64, Vec<u8>>,
+) -> core::result::Result<(), String> {
+    for sh in sections.iter().filter(|s| s.sh_type(LE) == SHT_DYNAMIC) {
+        let entries: &[Dyn64<LE>] = sh
+            .data_as_array(LE, data)
+            .map_err(|_| String::from("the dynamic section does not read"))?;
+        let o = sh.sh_offset(LE);
+        for (k, d) in (0u64..).zip(entries) {
+            let (tag, value) = (d.d_tag.get(LE), d.d_val.get(LE));
+            if DYNAMIC_POINTERS.contains(&tag) && addrs.contains(&value) {
+                let at = o
+                    .saturating_add(k.saturating_mul(DYN_SIZE))
+                    .saturating_add(8);
+                patches.insert(at, value.wrapping_add(shift).to_le_bytes().to_vec());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Symbols defined in moved sections follow them.
+fn patch_moved_symbols(
+    data: &[u8],
+    sections: &Sections<'_>,
+    moved: &BTreeMap<usize, u64>,
+    shift: u64,
+    patches: &mut BTreeMap<u64, Vec<u8>>,
+) {
+    for sh in sections.iter() {
+        if !matches!(sh.sh_type(LE), SHT_SYMTAB | SHT_DYNSYM) {
+            continue;
+        }
+        let Ok(syms) = sh.data_as_array::<Sym64<LE>, _>(LE, data) else {
+            continue;
+        };
+        let o = sh.sh_offset(LE);
+        for (k, sym) in (0u64..).zip(syms) {
+            if moved.contains_key(&usize::from(sym.st_shndx.get(LE).0)) {
+                let at = o.saturating_add(k.saturating_mul(SYM_SIZE));
+                let v = sym.st_value.get(LE).wrapping_add(shift);
+                patches.insert(at.saturating_add(SYM_VALUE), v.to_le_bytes().to_vec());
+            }
+        }
+    }
 }

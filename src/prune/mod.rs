@@ -50,9 +50,12 @@
 //!   tables, symbols) is set to the new address, and the freed pages leave the file: a
 //!   section that ends its segment is cut at its end, which keeps every program header;
 //!   otherwise its `PT_LOAD` segment is split around the freed pages and the program
-//!   header table, one entry longer, moves after the kept containers. When neither can be
-//!   done, each unit is written at its own address and zero-filled (the file keeps its
-//!   size); [`Pruned::layout`] says which layout was made and why.
+//!   header table, one entry longer, grows where it is (the sections right after it move
+//!   behind the kept containers when they must make room), so that GNU `strip`/`objcopy`
+//!   can still rewrite the file. When none of this can be done, each unit is written at
+//!   its own address and zero-filled (the file keeps its size);
+//!   [`PruneOptions::move_program_headers`] moves the table instead. [`Pruned::layout`]
+//!   says which layout was made and why.
 //!
 //! # Example
 //!
@@ -118,6 +121,12 @@ pub struct PruneOptions {
     /// Refuse a signed PE image (an Authenticode certificate table) instead of removing
     /// its certificate table, which no longer matches once the file changes (default: off).
     pub refuse_signed: bool,
+    /// Linked ELF files: allow the layout that moves the program header table after the
+    /// kept containers when a split segment needs one more program header and the table
+    /// cannot grow where it is (default: off). GNU `strip`/`objcopy` (BFD) cannot rewrite
+    /// that layout (they exit 0 and the result no longer loads); off, such a file is
+    /// rewritten in place instead.
+    pub move_program_headers: bool,
 }
 
 impl Default for PruneOptions {
@@ -128,6 +137,7 @@ impl Default for PruneOptions {
             keep_unloadable_units: false,
             zstd: None,
             refuse_signed: false,
+            move_program_headers: false,
         }
     }
 }
@@ -140,6 +150,7 @@ pub struct Plan<'d> {
     /// For an `ar` archive, its members (units are numbered across them).
     members: Option<Vec<archive::Member>>,
     shrink: bool,
+    move_table: bool,
     refuse_signed: bool,
 }
 
@@ -262,6 +273,7 @@ pub fn plan_with<'d>(
             units,
             members: Some(members),
             shrink: options.shrink,
+            move_table: options.move_program_headers,
             refuse_signed: options.refuse_signed,
         });
     }
@@ -271,6 +283,7 @@ pub fn plan_with<'d>(
         units,
         members: None,
         shrink: options.shrink,
+        move_table: options.move_program_headers,
         refuse_signed: options.refuse_signed,
     })
 }
@@ -282,7 +295,13 @@ pub fn plan_with<'d>(
 pub fn rewrite<'p, 'd>(plan: &'p Plan<'d>) -> Result<Pruned<'p, 'd>> {
     let (pieces, layout) = match &plan.members {
         Some(members) => archive::assemble(plan.data, &plan.units, members, plan.shrink)?,
-        None => pieces::assemble(plan.data, &plan.units, plan.shrink, plan.refuse_signed)?,
+        None => pieces::assemble(
+            plan.data,
+            &plan.units,
+            plan.shrink,
+            plan.move_table,
+            plan.refuse_signed,
+        )?,
     };
     let len = pieces::total_len(&pieces, &plan.units)?;
     if len > crate::bytes::u64_of(plan.data.len()) {

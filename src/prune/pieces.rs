@@ -30,6 +30,7 @@ pub(super) fn assemble(
     data: &[u8],
     plans: &[UnitPlan<'_>],
     shrink: bool,
+    move_table: bool,
     refuse_signed: bool,
 ) -> Result<(Vec<Piece>, String)> {
     if plans.iter().all(|p| !p.is_rewritten()) {
@@ -55,7 +56,7 @@ pub(super) fn assemble(
     if !is_host_elf {
         return Ok((standalone(data, plans, false), "standalone".into()));
     }
-    super::linked::host_elf(data, plans, shrink)
+    super::linked::host_elf(data, plans, shrink, move_table)
 }
 
 /// Pieces that write each unit where it is; with `pad`, each is zero-filled to its old

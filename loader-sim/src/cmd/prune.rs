@@ -56,6 +56,12 @@ pub struct Args {
     /// Authenticode signature no longer matches once the file changes).
     #[arg(long)]
     refuse_signed: bool,
+    /// Linked ELF files: where one more program header is needed and the table cannot grow
+    /// where it is, move it after the kept containers (the smallest file) instead of
+    /// rewriting the file in place. GNU strip/objcopy cannot rewrite such a file: strip
+    /// before pruning, or use llvm-strip.
+    #[arg(long)]
+    move_program_headers: bool,
 }
 
 /// One `prune` record per unit (JSON Lines).
@@ -125,6 +131,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         shrink: !args.no_shrink,
         keep_unloadable_units: args.keep_unloadable_units,
         refuse_signed: args.refuse_signed,
+        move_program_headers: args.move_program_headers,
         #[cfg(feature = "libzstd")]
         zstd: Some(zstd_compress),
         #[cfg(not(feature = "libzstd"))]
