@@ -18,6 +18,8 @@ use crate::Failure;
 /// The bytes of an input file.
 pub struct Input {
     map: Option<loader_sim_os::mapping::Mmap>,
+    /// The file opened by [`Input::open`], for copying parts of it kernel-side.
+    file: Option<File>,
 }
 
 impl Input {
@@ -30,24 +32,36 @@ impl Input {
             .map_err(|e| Failure::file(path, format!("cannot stat: {e}")))?
             .len();
         if len == 0 {
-            return Ok(Input { map: None });
+            return Ok(Input {
+                map: None,
+                file: None,
+            });
         }
         let map = loader_sim_os::mapping::map_file(&file)
             .map_err(|e| Failure::file(path, format!("cannot map: {e}")))?;
         // Advice only; failure changes nothing but speed.
         let _ = map.advise(Advice::Random);
-        Ok(Input { map: Some(map) })
+        Ok(Input {
+            map: Some(map),
+            file: Some(file),
+        })
     }
 
     /// Maps an open file read-only, for reading it front to back (an empty file is not
     /// mapped).
     pub fn from_file(file: &File) -> std::io::Result<Self> {
         if file.metadata()?.len() == 0 {
-            return Ok(Input { map: None });
+            return Ok(Input {
+                map: None,
+                file: None,
+            });
         }
         let map = loader_sim_os::mapping::map_file(file)?;
         let _ = map.advise(Advice::Sequential);
-        Ok(Input { map: Some(map) })
+        Ok(Input {
+            map: Some(map),
+            file: None,
+        })
     }
 
     /// Maps a file this process has just written (a zip member decoded to a temporary
@@ -59,6 +73,23 @@ impl Input {
             let _ = map.advise(Advice::Random);
         }
         Ok(input)
+    }
+
+    /// Copies `part`, a slice of [`Input::bytes`], from the file to `out` without reading
+    /// it through the map (`copy_file_range` where the kernel offers it). `Ok(false)` when
+    /// `part` is not a slice of the file.
+    pub fn copy_part(&self, part: &[u8], out: &mut File) -> std::io::Result<bool> {
+        use std::io::{Read, Seek, SeekFrom};
+        let (Some(mut file), Some(off)) = (self.file.as_ref(), self.offset_of(part)) else {
+            return Ok(false);
+        };
+        file.seek(SeekFrom::Start(off as u64))?;
+        let len = part.len() as u64;
+        let copied = std::io::copy(&mut file.take(len), out)?;
+        if copied != len {
+            return Err(std::io::Error::other("the input file became shorter"));
+        }
+        Ok(true)
     }
 
     /// The file's bytes.
@@ -107,6 +138,9 @@ impl Input {
             .bytes()
             .get(at..at.saturating_add(len))
             .ok_or_else(|| std::io::Error::other("range outside the input"))?;
+        if part.len() >= 1 << 20 && self.copy_part(part, &mut out)? {
+            return Ok(());
+        }
         self.will_read(part);
         for chunk in part.chunks(CHUNK) {
             out.write_all(chunk)?;

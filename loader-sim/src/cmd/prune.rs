@@ -177,19 +177,29 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// A writer that releases the input pages of what it has written from the map.
-struct Releasing<'i, W: Write> {
-    out: W,
+/// A writer that copies large parts of the input kernel-side, and releases the input
+/// pages of what it has written from the map.
+struct Releasing<'i, 'f> {
+    out: BufWriter<&'f mut File>,
     input: &'i Input,
 }
 
-impl<W: Write> Write for Releasing<'_, W> {
+/// Parts of the input at least this long are copied by the kernel (`copy_file_range`).
+const KERNEL_COPY: usize = 1 << 20;
+
+impl Write for Releasing<'_, '_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.write_all(buf)?;
         Ok(buf.len())
     }
 
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        if buf.len() >= KERNEL_COPY && self.input.offset_of(buf).is_some() {
+            self.out.flush()?;
+            if self.input.copy_part(buf, self.out.get_mut())? {
+                return Ok(());
+            }
+        }
         let mapped = self.input.offset_of(buf).is_some();
         if mapped {
             self.input.will_read(buf);
@@ -234,7 +244,9 @@ fn write_atomically(
             let _ = file.set_permissions(meta.permissions());
         }
         f(&mut file)?;
-        file.sync_all()?;
+        // No fsync: like cp, strip and nvprune, prune leaves writeback to the kernel (waiting
+        // for it took twice as long as the rest of pruning libnccl); the rename still
+        // replaces OUT in one step for anyone reading it.
         drop(file);
         std::fs::rename(&tmp, path)
     })();
