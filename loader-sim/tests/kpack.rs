@@ -771,3 +771,110 @@ fn split_library_selects_what_the_unsplit_original_selects() {
         assert_eq!(pick(&lib), pick(&original), "{device}");
     }
 }
+
+/// A loadable split library: the wrapper and ref record of the real split librocrand (the
+/// splitter's `HIPK` wrapper, version 1, pointing at `.rocm_kpack_ref` through an
+/// `R_X86_64_RELATIVE` relocation) and the constructor the HIP compiler emits, which hands
+/// the wrapper to `__hipRegisterFatBinary` and registers one kernel on the handle.
+/// Built by clang-22 against an empty `libamdhip64.so.6` in `dir`.
+fn loadable_split_rocrand(dir: &common::TempDir, out: &std::path::Path) {
+    let ref_record = data_dir().join("rocrand/ref.msgpack");
+    let src = format!(
+        r#"
+__asm__(".section .rocm_kpack_ref,\"a\",@progbits\nkpack_ref:\n.incbin \"{}\"\n.previous");
+extern const char kpack_ref[];
+struct hipk {{ unsigned magic, version; const void *ref; unsigned long long reserved1; }};
+__attribute__((section(".hipFatBinSegment"), used, aligned(8)))
+static const struct hipk wrapper = {{ 0x4B504948, 1, kpack_ref, 0 }};
+extern void **__hipRegisterFatBinary(const void *);
+extern void __hipRegisterFunction(void **, const void *, char *, const char *, int, void *,
+                                  void *, void *, void *, int *);
+extern void __hipUnregisterFatBinary(void **);
+static void **handle;
+static void kernel_stub(void) {{}}
+__attribute__((constructor)) static void reg(void) {{
+  handle = __hipRegisterFatBinary(&wrapper);
+  __hipRegisterFunction(handle, (const void *)kernel_stub, "rocrand_kernel", "rocrand_kernel",
+                        -1, 0, 0, 0, 0, 0);
+}}
+__attribute__((destructor)) static void unreg(void) {{ __hipUnregisterFatBinary(handle); }}
+"#,
+        ref_record.display()
+    );
+    let c = dir.write("split.c", src.as_bytes());
+    common::hip_runtime_stub(dir);
+    let o = std::process::Command::new("clang-22")
+        .args(["-shared", "-fPIC", "-fuse-ld=lld", "-o"])
+        .arg(out)
+        .arg(&c)
+        .arg(format!("-L{}", dir.path("").display()))
+        .arg("-lamdhip64")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::describe(&o));
+}
+
+/// `register`, statically and with the library loaded through the runtime shim, on a
+/// split library in the librocrand tree with two of its three archives: for each device
+/// whose archive is installed, the code object the unsplit original registers
+/// (`expected.json`: its sha256, and its 80 kernels statically); for the third, kpack
+/// error 13 naming the archive and the device package, exit status 1. At run time the
+/// kernel the constructor registers is bound to the unit.
+#[test]
+fn register_on_a_split_library_takes_the_archives_code_objects() {
+    if !common::external("clang-22 and ld.lld-22") {
+        return;
+    }
+    let dir = common::TempDir::new("kpack-register");
+    let root = std::fs::canonicalize(&dir.0).unwrap();
+    let lib = rocrand_tree(&root, &["gfx1030", "gfx90a:xnack-"]);
+    loadable_split_rocrand(&dir, &lib);
+    let all = archives();
+    let sha = |arch: &str| {
+        all.iter().find(|a| a["gfx_arches"][0] == arch).unwrap()["entries"][0]["original_sha256"]
+            .clone()
+    };
+    let lib_s = lib.to_str().unwrap();
+    for load in [false, true] {
+        let mut args = vec!["register", "--json"];
+        if load {
+            args.push("--load");
+        }
+        args.push(lib_s);
+        for d in ["gfx1030", "gfx90a:sramecc-:xnack-", "gfx90a:xnack+"] {
+            args.extend(["--device", d]);
+        }
+        let out = run_env(&root, &args, &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", common::describe(&out));
+        let recs = json_lines(&out.stdout);
+        assert_eq!(recs.len(), 3, "{recs:?}");
+        for r in &recs {
+            assert_eq!(r["registration"], "hip");
+            assert!(r["unit"].as_str().unwrap().ends_with("(kpack)"), "{r}");
+        }
+        let by = |d: &str| recs.iter().find(|r| r["device"] == d).unwrap();
+        assert_eq!(by("gfx1030")["sha256"], sha("gfx1030"), "load {load}");
+        assert_eq!(by("gfx1030")["selected"], "amdgcn-amd-amdhsa--gfx1030");
+        assert_eq!(by("gfx90a:sramecc-:xnack-")["sha256"], sha("gfx90a:xnack-"));
+        let missing = by("gfx90a:xnack+");
+        assert!(missing["selected"].is_null());
+        let error = missing["error"].as_str().unwrap();
+        assert!(
+            error.starts_with("kpack error 13 (KPACK_ERROR_ARCHIVE_NOT_FOUND)")
+                && error.contains("rand_lib_gfx90a:xnack+.kpack")
+                && error.ends_with("install rocm-sdk-device-gfx90a"),
+            "{error}"
+        );
+        let entries = by("gfx1030")["entries"].as_array().unwrap().clone();
+        if load {
+            assert_eq!(by("gfx1030")["entries_from"], "registration");
+            assert_eq!(entries.len(), 1);
+            assert_eq!(entries[0]["name"], "rocrand_kernel");
+            assert_eq!(entries[0]["kind"], "kernel");
+            assert_eq!(by("gfx1030")["unregistered"], true);
+        } else {
+            assert_eq!(by("gfx1030")["entries_from"], "device-image");
+            assert_eq!(entries.len(), 80, "the kernels of the gfx1030 code object");
+        }
+    }
+}

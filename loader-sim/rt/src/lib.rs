@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod exports;
+pub mod kpack;
 pub mod process;
 pub mod report;
 pub mod shim;

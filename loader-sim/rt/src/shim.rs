@@ -23,7 +23,17 @@ use offload_image::registration::{GlobalKind, Registry, RegistryOptions, Simulat
 use offload_image::Policy;
 
 use crate::process::{object_of, ProcessSpace};
-use crate::report::{entry_records, unit_records, Record, RecordOptions};
+use crate::report::{entry_records, unit_records, EntryRecord, Record, RecordOptions};
+
+/// True when the wrapper at `addr` of this process has the `HIPK` magic of a split
+/// library.
+fn is_hipk(addr: u64) -> bool {
+    use offload_image::registration::AddressSpace;
+    ProcessSpace
+        .bytes_from(addr)
+        .and_then(|b| b.get(..4))
+        .is_some_and(|m| m == offload_image::kpack::HIPK_MAGIC.to_le_bytes())
+}
 
 /// Prefix of the shim's diagnostics on standard error.
 const TAG: &str = "loader-sim-rt";
@@ -47,6 +57,12 @@ pub struct Shim {
     /// The inverse: unit → its handle.
     handle_of: HashMap<UnitId, usize>,
     labels: HashMap<UnitId, Label>,
+    /// Handles of the `HIPK` wrappers of split libraries → their records (rocm-kpack's
+    /// loader gives their code objects; the registry does not hold them) and how often
+    /// they were registered.
+    split: HashMap<usize, (Vec<Record>, u32)>,
+    /// Handle by `HIPK` wrapper address.
+    split_handle_of: HashMap<u64, usize>,
     report: Option<PathBuf>,
 }
 
@@ -69,6 +85,10 @@ pub fn finish() {
         let ids: Vec<UnitId> = shim.registry.registrations().map(|(id, _)| id).collect();
         for id in ids {
             shim.flush(id, false);
+        }
+        let handles: Vec<usize> = shim.split.keys().copied().collect();
+        for h in handles {
+            shim.flush_split(h, false);
         }
     }
 }
@@ -105,6 +125,8 @@ impl Shim {
             handles: HashMap::new(),
             handle_of: HashMap::new(),
             labels: HashMap::new(),
+            split: HashMap::new(),
+            split_handle_of: HashMap::new(),
             report: std::env::var_os("LOADER_SIM_REPORT").map(PathBuf::from),
         }
     }
@@ -153,9 +175,112 @@ impl Shim {
                 self.handle_of.insert(id, handle);
                 handle
             }
+            Err(_) if is_hipk(wrapper) => self.register_split(call, wrapper),
             Err(e) => {
                 eprintln!("{TAG}: {call}({wrapper:#x}) refused: {}", describe(&e));
                 0
+            }
+        }
+    }
+
+    /// A `HIPK` wrapper of a split library: as the HIP runtime does, find the library that
+    /// holds it and ask rocm-kpack's loader ([`crate::kpack`]) for each device's code
+    /// object, relative to the library's real directory.
+    fn register_split(&mut self, call: &str, wrapper: u64) -> usize {
+        if let Some(&h) = self.split_handle_of.get(&wrapper) {
+            if let Some(unit) = self.split.get_mut(&h) {
+                unit.1 = unit.1.saturating_add(1);
+            }
+            return h;
+        }
+        let Some(object) = object_of(wrapper) else {
+            eprintln!("{TAG}: {call}({wrapper:#x}): no loaded object holds the HIPK wrapper");
+            return 0;
+        };
+        let data = match std::fs::read(&object.path) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("{TAG}: {call}: cannot read {}: {e}", object.path.display());
+                return 0;
+            }
+        };
+        let vaddr = wrapper.wrapping_sub(object.base);
+        let library = crate::kpack::Library::open(&object.path, &data);
+        let Some((library, i)) = library
+            .as_ref()
+            .and_then(|l| Some((l, l.wrapper_at(vaddr)?)))
+        else {
+            eprintln!(
+                "{TAG}: {call}({wrapper:#x}): {} has no HIPK wrapper at {vaddr:#x}",
+                object.path.display()
+            );
+            return 0;
+        };
+        let name = object
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| object.path.display().to_string());
+        let address = library.ref_address(i).unwrap_or(vaddr);
+        let unit = format!("{name}+{address:#x} (kpack)");
+        let env = crate::kpack::Env::from_process();
+        let mut archives = crate::kpack::Archives::default();
+        let read = self.registry.options().read;
+        let records: Vec<Record> = self
+            .registry
+            .devices()
+            .iter()
+            .map(|d| {
+                let isa = crate::kpack::isa_name(d.device());
+                let arches: Vec<&str> = isa.as_deref().into_iter().collect();
+                let r = library.resolve_wrapper(i, &arches, &env, &mut archives, &read);
+                crate::kpack::record(&r, d.name(), &unit, address, false)
+            })
+            .collect();
+        let handle = Box::into_raw(Box::new(wrapper)) as usize;
+        self.split.insert(handle, (records, 1));
+        self.split_handle_of.insert(wrapper, handle);
+        handle
+    }
+
+    /// A `__hipRegister*` call on the handle of a split library's wrapper: the entry goes
+    /// to its records.
+    fn register_split_global(&mut self, handle: usize, name: Option<&[u8]>, global: Global) {
+        let Some((records, _)) = self.split.get_mut(&handle) else {
+            return;
+        };
+        let Some(name) = name else {
+            eprintln!("{TAG}: __hipRegister*: null name");
+            return;
+        };
+        let (kind, size) = match global {
+            Global::Function => ("kernel", 0),
+            Global::Var { size, .. } => ("variable", size),
+            Global::Managed { size, .. } => ("managed", size),
+            Global::Reference { kind, .. } => (kind.name(), 0),
+        };
+        for r in records.iter_mut() {
+            r.entries.push(EntryRecord {
+                name: String::from_utf8_lossy(name).into_owned(),
+                kind: kind.to_string(),
+                size,
+                flags: 0,
+            });
+        }
+    }
+
+    /// Writes and forgets the records of a split library's wrapper.
+    fn flush_split(&mut self, handle: usize, unregistered: bool) {
+        let Some((mut records, _)) = self.split.remove(&handle) else {
+            return;
+        };
+        self.split_handle_of.retain(|_, h| *h != handle);
+        for r in &mut records {
+            r.unregistered = Some(unregistered);
+        }
+        if let Some(path) = &self.report {
+            if let Err(e) = append(path, &records) {
+                eprintln!("{TAG}: cannot write {}: {e}", path.display());
             }
         }
     }
@@ -177,6 +302,10 @@ impl Shim {
         name: Option<&[u8]>,
         global: Global,
     ) {
+        if self.split.contains_key(&handle) {
+            self.register_split_global(handle, name, global);
+            return;
+        }
         let Some(id) = self.unit(handle, call) else {
             return;
         };
@@ -212,6 +341,13 @@ impl Shim {
 
     /// `__hipUnregisterFatBinary`.
     pub fn unregister_fat_binary(&mut self, handle: usize) {
+        if let Some(unit) = self.split.get_mut(&handle) {
+            unit.1 = unit.1.saturating_sub(1);
+            if unit.1 == 0 {
+                self.flush_split(handle, true);
+            }
+            return;
+        }
         let Some(id) = self.unit(handle, "__hipUnregisterFatBinary") else {
             return;
         };

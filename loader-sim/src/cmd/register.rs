@@ -148,6 +148,10 @@ fn statically(
         )
     })?;
     let read = read_options(args);
+    let targets: Vec<(String, Option<String>)> = devices
+        .iter()
+        .map(|d| (d.name().to_string(), crate::kpack::isa_name(d.device())))
+        .collect();
     let mut registry = Registry::new(
         devices,
         RegistryOptions {
@@ -156,7 +160,13 @@ fn statically(
             ..RegistryOptions::default()
         },
     );
+    // A split library's `HIPK` wrappers: the runtime hands each to rocm-kpack's loader,
+    // which finds the code object in the archives installed beside the library.
+    let split = crate::kpack::Library::open(file, input.bytes());
+    let env = crate::kpack::Env::from_process();
+    let mut archives = crate::kpack::Archives::default();
     let relocatable = elf.kind() == FileKind::Relocatable;
+    let mut split_units = 0usize;
     // (unit, label, address, entries come from the device image)
     let mut units: Vec<(UnitId, String, u64, bool)> = Vec::new();
     let mut seen: BTreeSet<UnitId> = BTreeSet::new();
@@ -168,6 +178,20 @@ fn statically(
         .collect();
     for slot in elf.fat_binary_wrappers() {
         let at = place(&elf, slot.address);
+        if let Some((lib, i)) = split
+            .as_ref()
+            .and_then(|l| Some((l, l.wrapper_at(slot.address)?)))
+        {
+            let address = lib.ref_address(i).unwrap_or(slot.address);
+            let unit = format!("{} (kpack)", place(&elf, address));
+            for (name, isa) in &targets {
+                let arches: Vec<&str> = isa.as_deref().into_iter().collect();
+                let r = lib.resolve_wrapper(i, &arches, &env, &mut archives, &read);
+                records.push(crate::kpack::record(&r, name, &unit, address, true));
+            }
+            split_units += 1;
+            continue;
+        }
         if let Ok(w) = FatbinWrapperView::read(&elf, slot.address) {
             if w.is_link_input(elf.section_at(w.binary).map(|(s, _)| s.role())) {
                 note(
@@ -272,7 +296,7 @@ fn statically(
             );
         }
     }
-    if units.is_empty() {
+    if units.is_empty() && split_units == 0 {
         note(file, "no registration units found");
     }
     Ok(records)

@@ -1,0 +1,537 @@
+//! Split host libraries (`KPACK.md`): what rocm-kpack's loader finds on disk for each
+//! `HIPK` wrapper and device. The library reads the wrappers and ref records
+//! ([`offload_image::split::split_wrappers`]) and models the loader's choices
+//! ([`candidate_paths`], [`find_entry`]); this module gives them the filesystem: the
+//! library's canonical directory, the `ROCM_KPACK_*` variables of the process, and the
+//! archive files.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use offload_image::host::HostFile;
+use offload_image::kpack::{
+    candidate_paths, find_entry, resolve_embedded, split_path_list, Compression, KpackArchive,
+    LoaderEnv, LoaderError, Stored, GFXARCH_PLACEHOLDER,
+};
+use offload_image::registration::device_kernels;
+use offload_image::split::{is_split, split_wrappers, SplitWrapper};
+use offload_image::{Device, ReadOptions};
+
+use crate::report::{sha256_hex, EntryRecord, Record};
+
+/// The `ROCM_KPACK_*` variables of this process, as the loader reads them.
+pub struct Env {
+    path: Option<String>,
+    path_prefix: Option<String>,
+    disable: Option<String>,
+}
+
+impl Env {
+    /// Reads the variables.
+    pub fn from_process() -> Self {
+        let var = |n: &str| std::env::var(n).ok();
+        Env {
+            path: var("ROCM_KPACK_PATH"),
+            path_prefix: var("ROCM_KPACK_PATH_PREFIX"),
+            disable: var("ROCM_KPACK_DISABLE"),
+        }
+    }
+
+    fn loader(&self) -> LoaderEnv<'_> {
+        LoaderEnv::linux(
+            self.path.as_deref(),
+            self.path_prefix.as_deref(),
+            self.disable.as_deref(),
+        )
+    }
+}
+
+/// The archive files read so far: `None` where the loader's `kpack_open` would fail (not a
+/// regular file, unreadable, or not an archive that parses).
+#[derive(Default)]
+pub struct Archives {
+    files: HashMap<String, Option<Vec<u8>>>,
+}
+
+impl Archives {
+    fn load(&mut self, path: &str, options: &ReadOptions) -> bool {
+        self.files
+            .entry(path.to_string())
+            .or_insert_with(|| {
+                let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+                let data = regular.then(|| std::fs::read(path).ok()).flatten()?;
+                KpackArchive::parse(&data, &options.limits).ok()?;
+                Some(data)
+            })
+            .is_some()
+    }
+
+    fn get(&self, path: &str) -> Option<&[u8]> {
+        self.files.get(path).and_then(|d| d.as_deref())
+    }
+}
+
+/// What the loader gives one wrapper for one device.
+pub struct Resolution {
+    /// The wrapper's index among the library's `HIPK` wrappers.
+    pub wrapper: usize,
+    /// The TOC key (`kernel_name#co_index`); `None` when the ref record does not read.
+    pub key: Option<String>,
+    /// The candidate archive paths in order, and whether each opened.
+    pub tried: Vec<(String, bool)>,
+    /// The answer.
+    pub outcome: Result<Picked, Refusal>,
+}
+
+/// A code object of an installed archive, for one wrapper ([`Library::listing`]).
+pub struct Listed {
+    /// The wrapper's index.
+    pub wrapper: usize,
+    /// The TOC key.
+    pub key: String,
+    /// The archive's path.
+    pub archive: String,
+    /// The TOC architecture.
+    pub arch: String,
+    /// Stored as a zstd frame.
+    pub zstd: bool,
+    /// Offset of a plain blob in the archive.
+    pub offset: Option<u64>,
+    /// The code object, or why it does not read.
+    pub code: Result<Vec<u8>, String>,
+}
+
+/// The code object the loader takes.
+pub struct Picked {
+    /// The archive's path.
+    pub archive: String,
+    /// The architecture of the TOC entry.
+    pub target: String,
+    /// The code object.
+    pub code: Vec<u8>,
+}
+
+/// Why the loader gives nothing.
+pub struct Refusal {
+    /// The loader's code.
+    pub error: LoaderError,
+    /// A sentence with the details (the archive expected, the architectures found, the
+    /// located read error).
+    pub detail: String,
+    /// The device package that would carry the archive, for 13 and 14.
+    pub package: Option<String>,
+}
+
+/// A split library: its canonical directory and its `HIPK` wrappers.
+pub struct Library<'d> {
+    dir: String,
+    wrappers: Vec<Result<SplitWrapper<'d>, (LoaderError, offload_image::Error)>>,
+    /// The virtual address of each `HIPK` wrapper, in the same order.
+    addresses: Vec<u64>,
+}
+
+impl<'d> Library<'d> {
+    /// The split library in `data` (the file at `path`), or `None` when it has no `HIPK`
+    /// wrapper.
+    pub fn open(path: &Path, data: &'d [u8]) -> Option<Self> {
+        let host = HostFile::parse(data).ok()?;
+        if !is_split(&host) {
+            return None;
+        }
+        // The loader resolves the ref's paths against the library's real path.
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let dir = real
+            .parent()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let addresses = host
+            .fat_binary_wrappers()
+            .iter()
+            .filter(|slot| {
+                usize::try_from(slot.offset)
+                    .ok()
+                    .and_then(|o| data.get(o..o.checked_add(4)?))
+                    .is_some_and(|m| m == offload_image::kpack::HIPK_MAGIC.to_le_bytes())
+            })
+            .map(|slot| slot.address)
+            .collect();
+        Some(Library {
+            dir,
+            wrappers: split_wrappers(&host),
+            addresses,
+        })
+    }
+
+    /// Number of `HIPK` wrappers.
+    pub fn wrappers(&self) -> usize {
+        self.wrappers.len()
+    }
+
+    /// The archive files installed for the wrappers, whatever the device: each ref search
+    /// path resolved against the library's directory, with `@GFXARCH@` matched against the
+    /// file names of its directory (every architecture), or the `ROCM_KPACK_PATH` items
+    /// (replacing them) and the `ROCM_KPACK_PATH_PREFIX` items (before them), that are
+    /// regular files; sorted within each search path, each listed once.
+    fn installed(&self, search_paths: &[&str], env: &Env) -> Vec<String> {
+        let loader = env.loader();
+        let items = |v: &Option<String>| -> Vec<String> {
+            v.as_deref()
+                .map(|v| {
+                    split_path_list(v, loader.separator)
+                        .into_iter()
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let path_items = items(&env.path);
+        let mut out: Vec<String> = Vec::new();
+        let mut push = |p: String| {
+            if std::fs::metadata(&p).is_ok_and(|m| m.is_file()) && !out.contains(&p) {
+                out.push(p);
+            }
+        };
+        if !path_items.is_empty() {
+            path_items.into_iter().for_each(&mut push);
+            return out;
+        }
+        items(&env.path_prefix).into_iter().for_each(&mut push);
+        for sp in search_paths {
+            let resolved = resolve_embedded(&self.dir, sp);
+            let Some((before, after)) = resolved.split_once(GFXARCH_PLACEHOLDER) else {
+                push(resolved);
+                continue;
+            };
+            let (dir, prefix) = before.rsplit_once('/').unwrap_or((".", before));
+            let Ok(entries) = std::fs::read_dir(if dir.is_empty() { "/" } else { dir }) else {
+                continue;
+            };
+            let mut found: Vec<String> = entries
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| {
+                    n.len() > prefix.len() + after.len()
+                        && n.starts_with(prefix)
+                        && n.ends_with(after)
+                })
+                .map(|n| format!("{dir}/{n}"))
+                .collect();
+            found.sort();
+            found.into_iter().for_each(&mut push);
+        }
+        out
+    }
+
+    /// Per wrapper whose ref record reads: its index, the file offset of the ref record and
+    /// the installed archives ([`Library::installed`]).
+    pub fn installed_per_wrapper(&self, env: &Env) -> Vec<(usize, u64, Vec<String>)> {
+        self.wrappers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| {
+                let w = w.as_ref().ok()?;
+                Some((
+                    i,
+                    w.ref_offset,
+                    self.installed(&w.reference.search_paths, env),
+                ))
+            })
+            .collect()
+    }
+
+    /// Every code object the installed archives ([`Library::installed`]) hold for the
+    /// wrappers: per wrapper, per archive, its TOC entries for the wrapper's key.
+    pub fn listing(&self, env: &Env, options: &ReadOptions) -> Vec<Listed> {
+        let mut out = Vec::new();
+        let mut files: HashMap<String, Option<Vec<u8>>> = HashMap::new();
+        for (i, w) in self.wrappers.iter().enumerate() {
+            let Ok(w) = w else { continue };
+            for path in self.installed(&w.reference.search_paths, env) {
+                let data = files
+                    .entry(path.clone())
+                    .or_insert_with(|| std::fs::read(&path).ok());
+                let Some(data) = data.as_deref() else {
+                    continue;
+                };
+                let Ok(archive) = KpackArchive::parse(data, &options.limits) else {
+                    continue;
+                };
+                for e in archive.entries().filter(|e| e.binary_key == w.lookup_key) {
+                    let offset = match archive.stored(e) {
+                        // A plain blob is a slice of the archive's bytes.
+                        Ok(Stored::Plain(b)) => (b.as_ptr() as usize)
+                            .checked_sub(data.as_ptr() as usize)
+                            .map(|o| o as u64),
+                        _ => None,
+                    };
+                    out.push(Listed {
+                        wrapper: i,
+                        key: w.lookup_key.clone(),
+                        archive: path.clone(),
+                        arch: e.arch.to_string(),
+                        zstd: archive.compression() == Compression::ZstdPerKernel,
+                        offset,
+                        code: archive
+                            .code_object(e, options)
+                            .map(|c| c.into_owned())
+                            .map_err(|e| e.to_string()),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// What the loader gives each wrapper for the ISA names `arches` (in the runtime's
+    /// order).
+    pub fn resolve(
+        &self,
+        arches: &[&str],
+        env: &Env,
+        archives: &mut Archives,
+        options: &ReadOptions,
+    ) -> Vec<Resolution> {
+        (0..self.wrappers.len())
+            .map(|i| self.resolve_wrapper(i, arches, env, archives, options))
+            .collect()
+    }
+
+    /// What the loader gives wrapper `i` ([`Library::wrapper_at`]) for the ISA names
+    /// `arches`.
+    pub fn resolve_wrapper(
+        &self,
+        i: usize,
+        arches: &[&str],
+        env: &Env,
+        archives: &mut Archives,
+        options: &ReadOptions,
+    ) -> Resolution {
+        let loader = env.loader();
+        let Some(w) = self.wrappers.get(i) else {
+            return Resolution {
+                wrapper: i,
+                key: None,
+                tried: Vec::new(),
+                outcome: Err(Refusal {
+                    error: LoaderError::InvalidArgument,
+                    detail: "no such wrapper".into(),
+                    package: None,
+                }),
+            };
+        };
+        let w = match w {
+            Ok(w) => w,
+            Err((code, e)) => {
+                return Resolution {
+                    wrapper: i,
+                    key: None,
+                    tried: Vec::new(),
+                    outcome: Err(Refusal {
+                        error: *code,
+                        detail: e.to_string(),
+                        package: None,
+                    }),
+                }
+            }
+        };
+        let mut r = Resolution {
+            wrapper: i,
+            key: Some(w.lookup_key.clone()),
+            tried: Vec::new(),
+            outcome: Err(Refusal {
+                error: LoaderError::NotImplemented,
+                detail: "ROCM_KPACK_DISABLE is set".into(),
+                package: None,
+            }),
+        };
+        if loader.disabled() {
+            return r;
+        }
+        let candidates =
+            match candidate_paths(&self.dir, &w.reference.search_paths, arches, &loader) {
+                Ok(c) => c,
+                Err(e) => {
+                    r.outcome = Err(Refusal {
+                        error: LoaderError::InvalidArgument,
+                        detail: e.to_string(),
+                        package: None,
+                    });
+                    return r;
+                }
+            };
+        for c in &candidates {
+            let opened = archives.load(&c.path, options);
+            r.tried.push((c.path.clone(), opened));
+        }
+        let parsed: Vec<Option<KpackArchive<'_>>> = candidates
+            .iter()
+            .map(|c| {
+                archives
+                    .get(&c.path)
+                    .and_then(|d| KpackArchive::parse(d, &options.limits).ok())
+            })
+            .collect();
+        let package = arches.first().map(|a| device_package(a));
+        r.outcome = match find_entry(&parsed, arches, &w.lookup_key) {
+            Err(e) => Err(Refusal {
+                error: LoaderError::InvalidArgument,
+                detail: e.to_string(),
+                package: None,
+            }),
+            Ok(Ok(found)) => {
+                let archive = parsed[found.archive].as_ref();
+                match archive.map(|a| a.code_object_coded(found.entry, options)) {
+                    Some(Ok(code)) => Ok(Picked {
+                        archive: candidates[found.archive].path.clone(),
+                        target: found.target.clone(),
+                        code: code.into_owned(),
+                    }),
+                    Some(Err((code, e))) => Err(Refusal {
+                        error: code,
+                        detail: format!("{}: {e}", candidates[found.archive].path),
+                        package: None,
+                    }),
+                    None => Err(Refusal {
+                        error: LoaderError::IoError,
+                        detail: String::new(),
+                        package: None,
+                    }),
+                }
+            }
+            Ok(Err(error)) => {
+                let detail = match error {
+                    LoaderError::ArchiveNotFound => format!(
+                        "expected {}",
+                        candidates
+                            .first()
+                            .map(|c| c.path.as_str())
+                            .unwrap_or("an archive (the ref record names no path)")
+                    ),
+                    LoaderError::ArchNotFound => {
+                        let mut found: Vec<String> = Vec::new();
+                        for (c, a) in candidates.iter().zip(&parsed) {
+                            if let Some(a) = a {
+                                found.push(format!(
+                                    "{} has gfx_arches {}",
+                                    c.path,
+                                    a.gfx_arches().join(", ")
+                                ));
+                            }
+                        }
+                        found.dedup();
+                        found.join("; ")
+                    }
+                    LoaderError::KernelNotFound => {
+                        format!("no TOC entry {}", w.lookup_key)
+                    }
+                    _ => String::new(),
+                };
+                let package = matches!(
+                    error,
+                    LoaderError::ArchiveNotFound | LoaderError::ArchNotFound
+                )
+                .then_some(package)
+                .flatten();
+                Err(Refusal {
+                    error,
+                    detail,
+                    package,
+                })
+            }
+        };
+        r
+    }
+
+    /// The address of wrapper `i`'s ref record (what its pointer holds), when it reads.
+    pub fn ref_address(&self, i: usize) -> Option<u64> {
+        self.wrappers.get(i)?.as_ref().ok().map(|w| w.ref_address)
+    }
+
+    /// The index of the `HIPK` wrapper at virtual address `address` of the library.
+    pub fn wrapper_at(&self, address: u64) -> Option<usize> {
+        self.addresses.iter().position(|a| *a == address)
+    }
+}
+
+/// The ISA name the HIP runtime passes for a device (`amdgcn-amd-amdhsa--gfx90a:xnack+`),
+/// or `None` for a device that is not an AMD GPU.
+pub fn isa_name(device: &Device) -> Option<String> {
+    match device {
+        Device::Amdgpu(t) => Some(format!("amdgcn-amd-amdhsa--{t}")),
+        _ => None,
+    }
+}
+
+/// The TheRock device package that carries the archives of an architecture:
+/// `rocm-sdk-device-<processor>`.
+pub fn device_package(isa: &str) -> String {
+    let target = offload_image::kpack::strip_target_prefix(isa);
+    let processor = target.split(':').next().unwrap_or(target);
+    format!("rocm-sdk-device-{processor}")
+}
+
+/// The refusal as one sentence: `kpack error 13 (...): meaning (detail)`.
+pub fn sentence(r: &Refusal) -> String {
+    if r.detail.is_empty() {
+        r.error.to_string()
+    } else {
+        format!("{} ({})", r.error, r.detail)
+    }
+}
+
+/// The `register` record of a `HIPK` wrapper for one device: the code object the loader
+/// gives (its kernels as the entries when `device_entries`), or the loader's error.
+pub fn record(
+    resolution: &Resolution,
+    device: &str,
+    unit: &str,
+    address: u64,
+    device_entries: bool,
+) -> Record {
+    let mut r = Record {
+        device: Some(device.to_string()),
+        unit: unit.to_string(),
+        registration: "hip".to_string(),
+        address,
+        selected: None,
+        size: None,
+        sha256: None,
+        entries: Vec::new(),
+        entries_from: if device_entries {
+            "device-image"
+        } else {
+            "registration"
+        }
+        .to_string(),
+        rejected: None,
+        error: None,
+        unregistered: None,
+    };
+    match &resolution.outcome {
+        Ok(p) => {
+            r.selected = Some(format!("amdgcn-amd-amdhsa--{}", p.target));
+            r.size = Some(p.code.len() as u64);
+            r.sha256 = Some(sha256_hex(&p.code));
+            if device_entries {
+                r.entries = device_kernels(&p.code)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|k| EntryRecord {
+                        name: String::from_utf8_lossy(k.name).into_owned(),
+                        kind: "kernel".to_string(),
+                        size: 0,
+                        flags: 0,
+                    })
+                    .collect();
+            }
+        }
+        Err(e) => {
+            let mut reason = sentence(e);
+            if let Some(p) = &e.package {
+                reason.push_str(&format!("; install {p}"));
+            }
+            r.error = Some(reason);
+        }
+    }
+    r
+}
