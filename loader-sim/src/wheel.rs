@@ -79,6 +79,26 @@ impl Zip {
         self.archive.len()
     }
 
+    /// The names of the file members, with their indices.
+    pub fn file_names(&mut self) -> Vec<(usize, String)> {
+        (0..self.archive.len())
+            .filter_map(|i| {
+                let f = self.archive.by_index_raw(i).ok()?;
+                f.is_file()
+                    .then(|| (i, f.name().map(|n| n.into_owned()).unwrap_or_default()))
+            })
+            .collect()
+    }
+
+    /// The bytes of member `i`, decoded (a whole member in memory: for `.kpack` archives
+    /// read as installed files).
+    pub fn read(&mut self, i: usize) -> std::io::Result<Vec<u8>> {
+        let mut f = self.archive.by_index(i)?;
+        let mut out = Vec::new();
+        f.read_to_end(&mut out)?;
+        Ok(out)
+    }
+
     /// Member `i`: `None` for a directory; otherwise its name and, when its first
     /// [`HEAD_LEN`] bytes (fewer if it is shorter) pass `wanted`, its content. An error
     /// when even its central directory record cannot be read.

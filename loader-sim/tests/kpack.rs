@@ -878,3 +878,86 @@ fn register_on_a_split_library_takes_the_archives_code_objects() {
         }
     }
 }
+
+/// A zip file (a wheel) at `path` of `(name, bytes)` members, deflated.
+fn write_wheel(path: &std::path::Path, members: &[(&str, Vec<u8>)]) {
+    use std::io::Write;
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    for (name, data) in members {
+        z.start_file(*name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        z.write_all(data).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+/// `doctor` on a set of wheels judges them as installed together: the split librocrand of
+/// a host wheel finds its archives in the device wheels given beside it (each member at
+/// its place under one `site-packages`). With the gfx1030 device wheel, gfx1030 loads;
+/// gfx90a:xnack- gets kpack error 13 naming the archive the loader looks for and the
+/// device package that carries it, until its device wheel is given too. The host wheel
+/// alone loads nowhere.
+#[test]
+fn doctor_on_a_host_wheel_and_device_wheels() {
+    let dir = common::TempDir::new("kpack-wheels");
+    let root = std::fs::canonicalize(&dir.0).unwrap();
+    let lib = "math-libs/rocRAND/stage/lib/librocrand.so.1.1";
+    let host = root.join("rocm_sdk_libraries-7.0-py3-none-linux_x86_64.whl");
+    write_wheel(&host, &[(lib, split_host("rocrand"))]);
+    let device = |arch: &str| {
+        let name = format!("rand_lib_{arch}.kpack");
+        let whl = root.join(format!(
+            "rocm_sdk_device_{}-7.0-py3-none-linux_x86_64.whl",
+            arch.replace(':', "_")
+        ));
+        let data = std::fs::read(data_dir().join("rocrand/.kpack").join(&name)).unwrap();
+        write_wheel(
+            &whl,
+            &[(&format!("math-libs/rocRAND/stage/.kpack/{name}"), data)],
+        );
+        whl
+    };
+    let (gfx1030, gfx90a) = (device("gfx1030"), device("gfx90a:xnack-"));
+    let doctor = |wheels: &[&PathBuf]| {
+        let mut args = vec![
+            "doctor",
+            "--json",
+            "--target",
+            "gfx1030",
+            "--target",
+            "gfx90a:xnack-",
+        ];
+        let paths: Vec<String> = wheels
+            .iter()
+            .map(|w| w.to_str().unwrap().to_string())
+            .collect();
+        args.extend(paths.iter().map(String::as_str));
+        let out = run_env(&root, &args, &[]);
+        let recs = json_lines(&out.stdout);
+        let libs: Vec<Value> = recs.into_iter().filter(|r| r["member"] == lib).collect();
+        assert_eq!(libs.len(), 2, "{}", common::describe(&out));
+        (out.status.code(), libs)
+    };
+    let (code, libs) = doctor(&[&host, &gfx1030]);
+    assert_eq!(code, Some(1));
+    assert_eq!(libs[0]["device"], "gfx1030");
+    assert_eq!(libs[0]["status"], "ok", "{}", libs[0]);
+    assert_eq!(libs[1]["status"], "none");
+    let reason = libs[1]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("kpack error 13 (KPACK_ERROR_ARCHIVE_NOT_FOUND)")
+            && reason.contains(
+                "expected /site-packages/math-libs/rocRAND/stage/.kpack/rand_lib_gfx90a:xnack-.kpack"
+            ),
+        "{reason}"
+    );
+    assert_eq!(libs[1]["hints"][0]["kind"], "install");
+    assert_eq!(libs[1]["hints"][0]["value"], "rocm-sdk-device-gfx90a");
+
+    let (code, libs) = doctor(&[&host, &gfx1030, &gfx90a]);
+    assert_eq!(code, Some(0));
+    assert!(libs.iter().all(|r| r["status"] == "ok"), "{libs:?}");
+
+    let (_, libs) = doctor(&[&host]);
+    assert!(libs.iter().all(|r| r["status"] == "none"), "{libs:?}");
+}

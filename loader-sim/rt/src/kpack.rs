@@ -48,18 +48,43 @@ impl Env {
 
 /// The archive files read so far: `None` where the loader's `kpack_open` would fail (not a
 /// regular file, unreadable, or not an archive that parses).
+///
+/// The files come from the filesystem, or from a [`FileSource`] (the members of a set of
+/// wheels, read as if they were installed).
 #[derive(Default)]
-pub struct Archives {
+pub struct Archives<'s> {
     files: HashMap<String, Option<Vec<u8>>>,
+    source: Option<&'s dyn FileSource>,
 }
 
-impl Archives {
+/// Where archive files come from when they are not on disk: the bytes of the regular file
+/// at a path, `None` when there is none.
+pub trait FileSource: Sync {
+    /// The file at `path`.
+    fn read(&self, path: &str) -> Option<Vec<u8>>;
+}
+
+impl<'s> Archives<'s> {
+    /// Archives read from `source` instead of the filesystem.
+    pub fn from_source(source: &'s dyn FileSource) -> Self {
+        Archives {
+            files: HashMap::new(),
+            source: Some(source),
+        }
+    }
+
     fn load(&mut self, path: &str, options: &ReadOptions) -> bool {
+        let source = self.source;
         self.files
             .entry(path.to_string())
             .or_insert_with(|| {
-                let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
-                let data = regular.then(|| std::fs::read(path).ok()).flatten()?;
+                let data = match source {
+                    Some(s) => s.read(path)?,
+                    None => {
+                        let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+                        regular.then(|| std::fs::read(path).ok()).flatten()?
+                    }
+                };
                 KpackArchive::parse(&data, &options.limits).ok()?;
                 Some(data)
             })
@@ -160,6 +185,15 @@ impl<'d> Library<'d> {
             wrappers: split_wrappers(&host),
             addresses,
         })
+    }
+
+    /// The split library in `data` as if its real directory were `dir` (a library inside a
+    /// wheel: `dir` is where it would be installed), or `None` when it has no `HIPK`
+    /// wrapper.
+    pub fn open_in(dir: String, data: &'d [u8]) -> Option<Self> {
+        let mut library = Library::open(Path::new(""), data)?;
+        library.dir = dir;
+        Some(library)
     }
 
     /// Number of `HIPK` wrappers.
@@ -288,7 +322,7 @@ impl<'d> Library<'d> {
         &self,
         arches: &[&str],
         env: &Env,
-        archives: &mut Archives,
+        archives: &mut Archives<'_>,
         options: &ReadOptions,
     ) -> Vec<Resolution> {
         (0..self.wrappers.len())
@@ -303,7 +337,7 @@ impl<'d> Library<'d> {
         i: usize,
         arches: &[&str],
         env: &Env,
-        archives: &mut Archives,
+        archives: &mut Archives<'_>,
         options: &ReadOptions,
     ) -> Resolution {
         let loader = env.loader();

@@ -325,6 +325,50 @@ struct Ctx<'a> {
     read: ReadOptions,
     /// `--deep`.
     deep: bool,
+    /// The `.kpack` archives of the wheels given, as installed.
+    wheels: &'a WheelArchives,
+}
+
+/// Where the wheels given would be installed: their members lie under one root,
+/// `site-packages`, as pip puts them.
+const SITE_PACKAGES: &str = "/site-packages";
+
+/// The `.kpack` archives of every wheel given (host wheel and device wheels together): a
+/// split library in one of them finds its archives in the others, as it would once they
+/// are installed side by side.
+#[derive(Default)]
+struct WheelArchives {
+    /// Installed path → (wheel, member index).
+    files: std::collections::HashMap<String, (PathBuf, usize)>,
+}
+
+impl WheelArchives {
+    fn new(files: &[PathBuf]) -> Self {
+        let mut out = WheelArchives::default();
+        for path in files {
+            let zip = File::open(path)
+                .and_then(|mut f| head_of(&mut f))
+                .is_ok_and(|h| is_zip(&h));
+            let Some(mut zip) = zip.then(|| Zip::open(path).ok()).flatten() else {
+                continue;
+            };
+            for (i, name) in zip.file_names() {
+                if name.ends_with(".kpack") {
+                    let installed =
+                        offload_image::kpack::lexically_normal(&format!("{SITE_PACKAGES}/{name}"));
+                    out.files.entry(installed).or_insert((path.clone(), i));
+                }
+            }
+        }
+        out
+    }
+}
+
+impl crate::kpack::FileSource for WheelArchives {
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        let (wheel, i) = self.files.get(path)?;
+        Zip::open(wheel).ok()?.read(*i).ok()
+    }
 }
 
 /// True when `head` (the first bytes of a file) may start an offload container or a file
@@ -551,8 +595,34 @@ fn scan_registered(
 /// archives found and their architectures).
 fn scan_split(path: &Path, data: &[u8], ctx: &Ctx<'_>) -> Option<Tally> {
     let library = crate::kpack::Library::open(path, data)?;
+    Some(judge_split(
+        &library,
+        crate::kpack::Archives::default(),
+        ctx,
+    ))
+}
+
+/// [`scan_split`] for a library inside a wheel: its archives are looked for among the
+/// members of every wheel given, installed together under one `site-packages`.
+fn scan_split_member(member: &str, data: &[u8], ctx: &Ctx<'_>) -> Option<Tally> {
+    let dir = match member.rsplit_once('/') {
+        Some((dir, _)) => format!("{SITE_PACKAGES}/{dir}"),
+        None => SITE_PACKAGES.to_string(),
+    };
+    let library = crate::kpack::Library::open_in(dir, data)?;
+    Some(judge_split(
+        &library,
+        crate::kpack::Archives::from_source(ctx.wheels),
+        ctx,
+    ))
+}
+
+fn judge_split(
+    library: &crate::kpack::Library<'_>,
+    mut archives: crate::kpack::Archives<'_>,
+    ctx: &Ctx<'_>,
+) -> Tally {
     let env = crate::kpack::Env::from_process();
-    let mut archives = crate::kpack::Archives::default();
     let mut tally = Tally::new(ctx.plan);
     tally.units = library.wrappers();
     for (p, device) in ctx.plan.probes.iter().enumerate() {
@@ -576,7 +646,7 @@ fn scan_split(path: &Path, data: &[u8], ctx: &Ctx<'_>) -> Option<Tally> {
             }
         }
     }
-    Some(tally)
+    tally
 }
 
 /// The first bytes of `file` (up to 32).
@@ -646,11 +716,13 @@ fn scan_zip(path: &Path, ctx: &Ctx<'_>) -> Found {
             Content::Stored(range) => {
                 let input = zip.input();
                 let data = input.bytes().get(range.clone()).unwrap_or_default();
-                let tally = scan_buffer(data, Some(input), ctx);
+                let tally = scan_split_member(&member.name, data, ctx)
+                    .or_else(|| scan_buffer(data, Some(input), ctx));
                 input.release(data);
                 tally
             }
-            Content::Spilled(input) => scan_buffer(input.bytes(), Some(input), ctx),
+            Content::Spilled(input) => scan_split_member(&member.name, input.bytes(), ctx)
+                .or_else(|| scan_buffer(input.bytes(), Some(input), ctx)),
             Content::Skipped => None,
             Content::Unreadable(e) => {
                 let mut t = Tally::new(ctx.plan);
@@ -818,11 +890,13 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let start = Instant::now();
     let plan = Plan::new(devices(args)?);
     let files = collect_files(&args.paths)?;
+    let wheels = WheelArchives::new(&files);
     let ctx = Ctx {
         plan: &plan,
         select: SelectOptions::default(),
         read: read_options(ZstdDecoder::DEFAULT, false),
         deep: args.deep,
+        wheels: &wheels,
     };
     let jobs = args
         .jobs
