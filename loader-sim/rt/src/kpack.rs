@@ -206,7 +206,7 @@ impl<'d> Library<'d> {
     /// file names of its directory (every architecture), or the `ROCM_KPACK_PATH` items
     /// (replacing them) and the `ROCM_KPACK_PATH_PREFIX` items (before them), that are
     /// regular files; sorted within each search path, each listed once.
-    fn installed(&self, search_paths: &[&str], env: &Env) -> Vec<String> {
+    pub fn installed(&self, search_paths: &[&str], env: &Env) -> Vec<String> {
         let loader = env.loader();
         let items = |v: &Option<String>| -> Vec<String> {
             v.as_deref()
