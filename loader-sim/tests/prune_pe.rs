@@ -1,6 +1,7 @@
 //! `prune` on Windows files (`src/prune/pe.rs`): the DLLs of `tests/data/pe/` (made by
 //! clang-22 and lld-link-22) and, with the external switch, the CUDA 12 and CUDA 13
-//! (signed) `curand64_10.dll`.
+//! (signed) `curand64_10.dll`, compacted (no RVA changes, later sections' raw data moves
+//! down) and read by `llvm-readobj-22` and binutils' `objdump -p` without a warning.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -9,8 +10,9 @@ use std::process::Command;
 mod common;
 use common::{json_lines, loader_sim, TempDir};
 
-/// (unit, selected image sha256) of static `register` for `device`.
-fn registered(file: &Path, device: &str) -> BTreeSet<(String, String)> {
+/// The selected image's sha256 of every unit static `register` gives for `device`, in
+/// registration (wrapper) order: the units' addresses move when the file is compacted.
+fn registered(file: &Path, device: &str) -> Vec<String> {
     let out = loader_sim(&[
         "register",
         "--json",
@@ -20,22 +22,28 @@ fn registered(file: &Path, device: &str) -> BTreeSet<(String, String)> {
     ]);
     json_lines(&out.stdout)
         .iter()
-        .map(|r| {
-            (
-                r["unit"].as_str().unwrap_or("").to_string(),
-                r["sha256"].as_str().unwrap_or("").to_string(),
-            )
-        })
+        .map(|r| r["sha256"].as_str().unwrap_or("").to_string())
         .collect()
 }
 
-/// Prunes `file` for `device` and checks the result: the same size (less a removed
-/// certificate table), only images the device loads, every one byte-identical to the
-/// original's, and static registration unchanged.
-fn check(file: &Path, device: &str, dir: &TempDir) -> (u64, u64) {
+/// What a prune did: sizes before and after, the layout line, and the bytes the dropped
+/// images took in the file (per unit, bytes before less bytes after).
+struct Pruned {
+    before: u64,
+    after: u64,
+    layout: String,
+    dropped: u64,
+}
+
+/// Prunes `file` for `device` and checks the result: only images the device loads, every
+/// one byte-identical to the original's, and static registration unchanged; compacted, the
+/// file is shorter by whole `FileAlignment` units (512) plus a removed certificate table,
+/// in place it keeps its size.
+fn check(file: &Path, device: &str, dir: &TempDir) -> Pruned {
     let out_file = dir.path(file.file_name().unwrap().to_str().unwrap());
     let out = loader_sim(&[
         "prune",
+        "--json",
         "--keep",
         device,
         file.to_str().unwrap(),
@@ -47,8 +55,13 @@ fn check(file: &Path, device: &str, dir: &TempDir) -> (u64, u64) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(text.contains("in place, zero-filled"), "{text}");
+    let records = json_lines(&out.stdout);
+    let (summary, units) = records.split_last().unwrap();
+    let layout = summary["layout"].as_str().unwrap().to_string();
+    let dropped = units
+        .iter()
+        .map(|r| r["bytes_before"].as_u64().unwrap() - r["bytes_after"].as_u64().unwrap())
+        .sum();
     let (before, after) = (
         std::fs::metadata(file).unwrap().len(),
         std::fs::metadata(&out_file).unwrap().len(),
@@ -86,17 +99,72 @@ fn check(file: &Path, device: &str, dir: &TempDir) -> (u64, u64) {
         }
     }
     assert_eq!(registered(&out_file, device), registered(file, device));
-    (before, after)
+    assert_eq!(summary["size_after"], after);
+    if layout.starts_with("compacted") {
+        assert!(after < before, "{layout}");
+    } else {
+        assert!(layout.starts_with("in place, zero-filled"), "{layout}");
+    }
+    Pruned {
+        before,
+        after,
+        layout,
+        dropped,
+    }
+}
+
+/// The PE checksum of `data` (the `CheckSum` field read as zero), as Windows'
+/// `CheckSumMappedFile` computes it: 16-bit words summed with the carries folded back,
+/// plus the file length.
+fn pe_checksum(data: &[u8]) -> u32 {
+    let pe = u32::from_le_bytes(data[0x3c..0x40].try_into().unwrap()) as usize;
+    let field = pe + 24 + 64;
+    let mut sum: u64 = 0;
+    for (i, w) in data.chunks(2).enumerate() {
+        if i * 2 == field || i * 2 == field + 2 {
+            continue;
+        }
+        sum += u64::from(w[0]) | (u64::from(*w.get(1).unwrap_or(&0)) << 8);
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum = (sum & 0xffff) + (sum >> 16);
+    (sum + data.len() as u64) as u32
+}
+
+/// The `CheckSum` field of a PE image.
+fn stored_checksum(data: &[u8]) -> u32 {
+    let pe = u32::from_le_bytes(data[0x3c..0x40].try_into().unwrap()) as usize;
+    u32::from_le_bytes(data[pe + 88..pe + 92].try_into().unwrap())
 }
 
 #[test]
-fn windows_dlls_are_pruned_in_place() {
+fn windows_dlls_are_pruned() {
     let pe = common::repo().join("tests/data/pe");
     let dir = TempDir::new("prune-pe");
     for (dll, device) in [("kc.dll", "sm_86"), ("k3.dll", "gfx1100")] {
-        let (before, after) = check(&pe.join(dll), device, &dir);
-        assert_eq!(before, after, "{dll}");
+        let p = check(&pe.join(dll), device, &dir);
+        if p.layout.starts_with("compacted") {
+            assert_eq!((p.before - p.after) % 512, 0, "{dll}: {}", p.layout);
+        } else {
+            assert_eq!(p.before, p.after, "{dll}");
+        }
     }
+    // --no-shrink keeps every byte outside the units where it is.
+    let out = loader_sim(&[
+        "prune",
+        "--keep",
+        "sm_86",
+        "--no-shrink",
+        pe.join("kc.dll").to_str().unwrap(),
+        "-o",
+        dir.path("kc.inplace.dll").to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("in place, zero-filled (--no-shrink)"));
+    assert_eq!(
+        std::fs::metadata(dir.path("kc.inplace.dll")).unwrap().len(),
+        std::fs::metadata(pe.join("kc.dll")).unwrap().len()
+    );
     if !common::external("llvm-readobj-22") {
         return;
     }
@@ -122,14 +190,34 @@ fn real_curand_dlls_are_pruned_and_a_signature_is_removed() {
     for (sub, signed) in [("cu12", false), ("cu13", true)] {
         let dll = windows.join(sub).join("curand64_10.dll");
         let sub_dir = TempDir::new(sub);
-        let (before, after) = check(&dll, "sm_86", &sub_dir);
+        let p = check(&dll, "sm_86", &sub_dir);
+        // Compacted: the file shrinks by at least 80 % of the bytes the dropped entries took
+        // in `.nv_fatb` (issue 24's goal), in whole FileAlignment units.
+        assert!(p.layout.starts_with("compacted"), "{sub}: {}", p.layout);
+        assert!(p.dropped > 0);
+        assert!(
+            (p.before - p.after) * 10 >= p.dropped * 8,
+            "{sub}: {} -> {}, {} dropped",
+            p.before,
+            p.after,
+            p.dropped
+        );
+        let pruned_bytes = std::fs::read(sub_dir.path("curand64_10.dll")).unwrap();
+        let original = std::fs::read(&dll).unwrap();
+        if stored_checksum(&original) != 0 {
+            // The checksum this test computes is the original's, and the pruned file's is
+            // computed again.
+            assert_eq!(pe_checksum(&original), stored_checksum(&original));
+            assert_eq!(
+                pe_checksum(&pruned_bytes),
+                stored_checksum(&pruned_bytes),
+                "{sub}"
+            );
+        }
         if signed {
             // CUDA 13's DLL is Authenticode-signed: its certificate table ends the file and
             // is removed; --refuse-signed refuses instead.
-            assert!(
-                after < before && before - after < 64 * 1024,
-                "{before} -> {after}"
-            );
+            assert!(p.layout.contains("certificate table"), "{}", p.layout);
             let refused = loader_sim(&[
                 "prune",
                 "--keep",
@@ -141,13 +229,20 @@ fn real_curand_dlls_are_pruned_and_a_signature_is_removed() {
             ]);
             assert_eq!(refused.status.code(), Some(2));
             assert!(String::from_utf8_lossy(&refused.stderr).contains("signed"));
-        } else {
-            assert_eq!(before, after);
         }
         let pruned = sub_dir.path("curand64_10.dll");
-        for tool in [["llvm-readobj-22", "--file-headers"], ["objdump", "-p"]] {
+        for tool in [
+            &[
+                "llvm-readobj-22",
+                "--file-headers",
+                "--sections",
+                "--coff-basereloc",
+                "--coff-debug-directory",
+            ][..],
+            &["objdump", "-p"][..],
+        ] {
             let out = Command::new(tool[0])
-                .arg(tool[1])
+                .args(&tool[1..])
                 .arg(&pruned)
                 .output()
                 .unwrap();

@@ -1,8 +1,20 @@
-//! PE images and COFF objects (Windows DLLs, EXEs, `.pyd`s, `.obj`s): every unit is
+//! PE images and COFF objects (Windows DLLs, EXEs, `.pyd`s, `.obj`s).
+//!
+//! Images (64-bit, PE32+) are compacted when they can be: the containers of each fatbinary
+//! section (`.hip_fat`, `.nv_fatb`) are packed from the section's start, each at the
+//! alignment its RVA had (at most 4096), and the section's raw data ends after them,
+//! rounded up to `FileAlignment`. No RVA changes: the section keeps its place in memory
+//! (its `VirtualSize` shrinks to the packed length), and the raw data of the sections after
+//! it moves down in the file (`PointerToRawData`, the debug directory's file offsets and
+//! `PointerToSymbolTable` follow). Every pointer to a container moves with it: the wrapper
+//! records' pointer fields (`.hipFatB`, `.nvFatBi`) and any other DIR64 base-relocated
+//! word that points into the section, whose base relocations stay where they are (they
+//! address the pointer fields, which do not move). `SizeOfInitializedData` drops by the
+//! bytes removed, and a non-zero `CheckSum` is computed again over the new file. A pointer
+//! into the middle of a container, non-zero bytes between containers, or a file this
+//! reader does not lay out (PE32, an object) keeps the file in place instead: every unit
 //! written at its own start and the rest of its old extent filled with zeros, so no byte
-//! outside the units moves, no RVA, wrapper pointer or base relocation changes, and the
-//! file keeps its size (compacting the sections, which moves later sections' raw data, is
-//! not implemented: the layout line says so).
+//! outside the units moves and the file keeps its size; the layout line says why.
 //!
 //! A signed image (a certificate table, data directory 4, which holds a file offset) no
 //! longer matches its Authenticode signature once a byte changes. Its certificate table is
@@ -14,6 +26,8 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+
+use core::ops::Range;
 
 use object::pe::{
     ImageDosHeader, ImageNtHeaders32, ImageNtHeaders64, IMAGE_DIRECTORY_ENTRY_SECURITY,
@@ -57,13 +71,29 @@ fn certificate(data: &[u8]) -> Option<(u64, u64, u64)> {
 pub(super) fn host_pe(
     data: &[u8],
     plans: &[UnitPlan<'_>],
+    shrink: bool,
     refuse_signed: bool,
 ) -> Result<(Vec<Piece>, String)> {
+    let cert = certificate(data);
+    if let (Some((_, at, _)), true) = (cert, refuse_signed) {
+        return Err(err(
+            ErrorKind::BadContainer,
+            at,
+            "the image is signed (Authenticode certificate table): pruning would invalidate the signature",
+        ));
+    }
+    let why = if shrink {
+        match compact(data, plans, cert) {
+            Ok(done) => return Ok(done),
+            Err(why) => why,
+        }
+    } else {
+        "--no-shrink".into()
+    };
     let mut pieces = standalone(data, plans, true);
-    let mut layout =
-        String::from("in place, zero-filled (compacting PE/COFF sections is not implemented)");
+    let mut layout = format!("in place, zero-filled ({why})");
     let mut cut_at = None;
-    if let Some((entry_at, at, len)) = certificate(data) {
+    if let Some((entry_at, at, len)) = cert {
         if refuse_signed {
             return Err(err(
                 ErrorKind::BadContainer,
@@ -92,4 +122,425 @@ pub(super) fn host_pe(
         layout.push_str(", file size unchanged");
     }
     Ok((pieces, layout))
+}
+
+/// One fatbinary section of an image and where its units go.
+struct Packing {
+    /// Offset of its section header.
+    header_at: u64,
+    /// File offset of its raw data, old raw size, and its RVA.
+    raw_at: u64,
+    raw_len: u64,
+    rva: u64,
+    /// Where the packed units end (file offset).
+    packed_end: u64,
+    /// `IMAGE_SCN_CNT_INITIALIZED_DATA`.
+    initialized: bool,
+    /// (plan index, old file offset, new file offset, new length) of each unit.
+    moves: Vec<(usize, u64, u64, u64)>,
+}
+
+const SECTION_HEADER_SIZE: u64 = 40;
+const VIRTUAL_SIZE: u64 = 8;
+const SIZE_OF_RAW_DATA: u64 = 16;
+const POINTER_TO_RAW_DATA: u64 = 20;
+const SCN_CNT_INITIALIZED_DATA: u32 = 0x40;
+const DEBUG_ENTRY_SIZE: u64 = 28;
+const DEBUG_POINTER_TO_RAW_DATA: u64 = 24;
+
+fn u32_at(data: &[u8], at: u64) -> Option<u32> {
+    let at = usize::try_from(at).ok()?;
+    Some(u32::from_le_bytes(
+        data.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+fn u64_at(data: &[u8], at: u64) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
+    Some(u64::from_le_bytes(
+        data.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+/// Compacts the fatbinary sections of a PE32+ image (module documentation); `Err` says
+/// why the file is rewritten in place instead.
+fn compact(
+    data: &[u8],
+    plans: &[UnitPlan<'_>],
+    cert: Option<(u64, u64, u64)>,
+) -> core::result::Result<(Vec<Piece>, String), String> {
+    use crate::host::pe::{image_section_role, HostPe};
+    use crate::host::SectionRole;
+    use object::pe::{ImageSectionHeader, IMAGE_DIRECTORY_ENTRY_DEBUG};
+    use object::read::pe::SectionTable;
+
+    if !data.starts_with(b"MZ") {
+        return Err("COFF objects are not laid out again".into());
+    }
+    let dos = ImageDosHeader::parse(data).map_err(|_| String::from("no DOS header"))?;
+    let nt_at = u64::from(dos.nt_headers_offset());
+    let mut offset = nt_at;
+    let (nt, dirs) = ImageNtHeaders64::parse(data, &mut offset)
+        .map_err(|_| String::from("only PE32+ images are compacted"))?;
+    let table_at = offset;
+    let sections = SectionTable::parse(nt.file_header(), data, offset)
+        .map_err(|_| String::from("the section table does not read"))?;
+    let opt = nt.optional_header();
+    let file_align = u64::from(opt.file_alignment.get(LE));
+    if !file_align.is_power_of_two() || !(512..=65536).contains(&file_align) {
+        return Err("unusual FileAlignment".into());
+    }
+    let image_base = opt.image_base.get(LE);
+    let host = HostPe::parse(data).map_err(|e| format!("{e}"))?;
+    let file_len = len64(data.len());
+
+    // The fatbinary sections and their packing.
+    let mut packs: Vec<Packing> = Vec::new();
+    let headers: &[ImageSectionHeader] = sections.iter().as_slice();
+    for (i, h) in headers.iter().enumerate() {
+        let role = image_section_role(h.raw_name(), 0);
+        if !matches!(role, SectionRole::HipFatbin | SectionRole::NvFatbin) {
+            continue;
+        }
+        let raw_at = u64::from(h.pointer_to_raw_data.get(LE));
+        let raw_len = u64::from(h.size_of_raw_data.get(LE));
+        let vsize = u64::from(h.virtual_size.get(LE));
+        let end = raw_at.saturating_add(raw_len.min(vsize));
+        let mut here: Vec<(usize, &UnitPlan<'_>)> = plans
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| raw_at <= p.range.start && p.range.end <= end)
+            .collect();
+        if here.is_empty() {
+            continue;
+        }
+        if raw_at.checked_add(raw_len).is_none_or(|e| e > file_len) {
+            return Err("a fatbinary section's raw data runs past the end of the file".into());
+        }
+        here.sort_by_key(|(_, p)| p.range.start);
+        let rva = u64::from(h.virtual_address.get(LE));
+        let (mut pos, mut cursor) = (raw_at, raw_at);
+        let mut moves = Vec::new();
+        for (k, p) in here {
+            let gap = super::slice(data, &(pos..p.range.start), "gap").unwrap_or_default();
+            if p.range.start < pos || gap.iter().any(|b| *b != 0) {
+                return Err(format!("bytes outside the containers at offset {pos:#x}"));
+            }
+            let old_rva = rva.saturating_add(p.range.start.saturating_sub(raw_at));
+            let align = if old_rva == 0 {
+                4096
+            } else {
+                1u64.wrapping_shl(old_rva.trailing_zeros().min(12))
+            };
+            let new = raw_at.saturating_add(
+                cursor
+                    .saturating_sub(raw_at)
+                    .checked_next_multiple_of(align)
+                    .ok_or("offset overflow")?,
+            );
+            if new > p.range.start {
+                return Err("a container would move up".into());
+            }
+            let len = if p.is_rewritten() {
+                p.len_after
+            } else {
+                p.len_before
+            };
+            moves.push((k, p.range.start, new, len));
+            cursor = new.saturating_add(len);
+            pos = p.range.end;
+        }
+        packs.push(Packing {
+            header_at: table_at.saturating_add(len64(i).saturating_mul(SECTION_HEADER_SIZE)),
+            raw_at,
+            raw_len,
+            rva,
+            packed_end: cursor,
+            initialized: h.characteristics.get(LE).0 & SCN_CNT_INITIALIZED_DATA != 0,
+            moves,
+        });
+    }
+    if packs.is_empty() {
+        return Err("no container in .hip_fat or .nv_fatb".into());
+    }
+    packs.sort_by_key(|k| k.raw_at);
+
+    // Holes: the raw data after the packed units, in whole FileAlignment units.
+    let holes: Vec<Range<u64>> = packs
+        .iter()
+        .filter_map(|k| {
+            let keep = k
+                .packed_end
+                .saturating_sub(k.raw_at)
+                .checked_next_multiple_of(file_align)?;
+            let start = k.raw_at.saturating_add(keep);
+            let end = k.raw_at.saturating_add(k.raw_len);
+            (end > start).then_some(start..end)
+        })
+        .collect();
+    if holes.is_empty() {
+        return Err("no whole FileAlignment unit is freed".into());
+    }
+    let map = |o: u64| -> u64 {
+        o.saturating_sub(
+            holes
+                .iter()
+                .filter(|h| h.end <= o)
+                .map(|h| h.end.saturating_sub(h.start))
+                .fold(0u64, u64::saturating_add),
+        )
+    };
+    let removed: u64 = holes
+        .iter()
+        .map(|h| h.end.saturating_sub(h.start))
+        .fold(0, u64::saturating_add);
+
+    // Every pointer to a unit: the wrappers' pointer fields and every DIR64-relocated word.
+    let moved: BTreeMap<u64, u64> = packs
+        .iter()
+        .flat_map(|k| {
+            k.moves.iter().map(move |&(_, old, new, _)| {
+                (
+                    k.rva.saturating_add(old.saturating_sub(k.raw_at)),
+                    k.rva.saturating_add(new.saturating_sub(k.raw_at)),
+                )
+            })
+        })
+        .collect();
+    let inside = |rva: u64| {
+        packs
+            .iter()
+            .any(|k| k.rva <= rva && rva < k.rva.saturating_add(k.raw_len.max(1)))
+    };
+    let mut patches: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut fields: Vec<u64> = host
+        .fat_binary_wrappers()
+        .iter()
+        .map(|w| w.offset.saturating_add(8))
+        .collect();
+    let mut relocated = Vec::new();
+    host.table()
+        .for_each_dir64(|rva| relocated.push(u64::from(rva)))
+        .map_err(|e| format!("{e}"))?;
+    for rva in relocated {
+        if let Some((s, off)) = host.section_at(rva) {
+            if off.saturating_add(8) <= len64(s.data.len()) {
+                fields.push(s.offset.saturating_add(off));
+            }
+        }
+    }
+    fields.sort_unstable();
+    fields.dedup();
+    let mut repointed = 0usize;
+    for at in fields {
+        let Some(va) = u64_at(data, at) else { continue };
+        let rva = va.wrapping_sub(image_base);
+        if !inside(rva) {
+            continue;
+        }
+        let Some(&new) = moved.get(&rva) else {
+            return Err(format!(
+                "a pointer at offset {at:#x} points into a fatbinary section ({rva:#x}) but not at the start of a container"
+            ));
+        };
+        if packs
+            .iter()
+            .any(|k| k.raw_at <= at && at < k.raw_at.saturating_add(k.raw_len))
+        {
+            return Err("a pointer lies inside a fatbinary section".into());
+        }
+        patches.insert(at, image_base.wrapping_add(new).to_le_bytes().to_vec());
+        repointed = repointed.saturating_add(1);
+    }
+
+    // Headers: the packed sections' sizes, later sections' raw data pointers, the debug
+    // directory's file offsets, the symbol table pointer, SizeOfInitializedData.
+    for (i, h) in headers.iter().enumerate() {
+        let at = table_at.saturating_add(len64(i).saturating_mul(SECTION_HEADER_SIZE));
+        let ptr = u64::from(h.pointer_to_raw_data.get(LE));
+        if let Some(k) = packs.iter().find(|k| k.header_at == at) {
+            let packed = k.packed_end.saturating_sub(k.raw_at);
+            let raw = map(k.raw_at.saturating_add(k.raw_len)).saturating_sub(k.raw_at);
+            let v = u32::try_from(packed).map_err(|_| "section too large")?;
+            let r = u32::try_from(raw).map_err(|_| "section too large")?;
+            patches.insert(at.saturating_add(VIRTUAL_SIZE), v.to_le_bytes().to_vec());
+            patches.insert(
+                at.saturating_add(SIZE_OF_RAW_DATA),
+                r.to_le_bytes().to_vec(),
+            );
+        } else if ptr != 0 && map(ptr) != ptr {
+            let p = u32::try_from(map(ptr)).map_err(|_| "offset too large")?;
+            patches.insert(
+                at.saturating_add(POINTER_TO_RAW_DATA),
+                p.to_le_bytes().to_vec(),
+            );
+        }
+    }
+    let initialized: u64 = packs
+        .iter()
+        .filter(|k| k.initialized)
+        .map(|k| {
+            holes
+                .iter()
+                .filter(|h| k.raw_at <= h.start && h.end <= k.raw_at.saturating_add(k.raw_len))
+                .map(|h| h.end.saturating_sub(h.start))
+                .fold(0u64, u64::saturating_add)
+        })
+        .fold(0, u64::saturating_add);
+    let opt_at = nt_at.saturating_add(24);
+    let init_at = opt_at.saturating_add(8);
+    let old_init = u32_at(data, init_at).ok_or("no optional header")?;
+    let new_init = u64::from(old_init).saturating_sub(initialized);
+    patches.insert(
+        init_at,
+        u32::try_from(new_init).unwrap_or(0).to_le_bytes().to_vec(),
+    );
+    let symtab_at = nt_at.saturating_add(4).saturating_add(8);
+    if let Some(sym) = u32_at(data, symtab_at).filter(|s| *s != 0) {
+        let p = u32::try_from(map(u64::from(sym))).map_err(|_| "offset too large")?;
+        patches.insert(symtab_at, p.to_le_bytes().to_vec());
+    }
+    if let Some(debug) = dirs.get(IMAGE_DIRECTORY_ENTRY_DEBUG) {
+        let (rva, size) = (
+            u64::from(debug.virtual_address.get(LE)),
+            u64::from(debug.size.get(LE)),
+        );
+        if size > 0 {
+            let (s, off) = host
+                .section_at(rva)
+                .ok_or("the debug directory is not in a section")?;
+            let at = s.offset.saturating_add(off);
+            for n in 0..size / DEBUG_ENTRY_SIZE {
+                let field = at
+                    .saturating_add(n.saturating_mul(DEBUG_ENTRY_SIZE))
+                    .saturating_add(DEBUG_POINTER_TO_RAW_DATA);
+                let ptr = u64::from(u32_at(data, field).ok_or("the debug directory is truncated")?);
+                if ptr != 0 && map(ptr) != ptr {
+                    let p = u32::try_from(map(ptr)).map_err(|_| "offset too large")?;
+                    patches.insert(field, p.to_le_bytes().to_vec());
+                }
+            }
+        }
+    }
+    // The certificate table: its directory entry zeroed, and cut when it ends the file.
+    let mut end = file_len;
+    let mut cert_note = String::new();
+    if let Some((entry_at, at, len)) = cert {
+        patches.insert(entry_at, alloc::vec![0u8; 8]);
+        if at.checked_add(len) == Some(file_len) && holes.iter().all(|h| h.end <= at) {
+            end = at;
+            cert_note = format!(
+                "; the Authenticode signature no longer matches: its certificate table ({len} bytes) was removed"
+            );
+        } else {
+            cert_note =
+                "; the Authenticode signature no longer matches: its certificate table is no longer referenced".into();
+        }
+    }
+    let checksum_at = opt_at.saturating_add(64);
+    let old_checksum = u32_at(data, checksum_at).ok_or("no optional header")?;
+    if old_checksum != 0 {
+        patches.insert(checksum_at, alloc::vec![0u8; 4]);
+    }
+
+    // The file: each packed section's units back to back, the rest copied.
+    let mut pieces = Vec::new();
+    let mut pos = 0u64;
+    for k in &packs {
+        pieces.push(Piece::Copy(pos..k.raw_at));
+        let mut cur = k.raw_at;
+        for &(plan, old, new, len) in &k.moves {
+            pieces.push(Piece::Zeros(new.saturating_sub(cur)));
+            match plans.get(plan) {
+                Some(p) if p.is_rewritten() => pieces.push(Piece::Unit(plan)),
+                _ => pieces.push(Piece::Copy(old..old.saturating_add(len))),
+            }
+            cur = new.saturating_add(len);
+        }
+        let section_end = k.raw_at.saturating_add(k.raw_len);
+        pieces.push(Piece::Zeros(section_end.saturating_sub(cur)));
+        pos = section_end;
+    }
+    pieces.push(Piece::Copy(pos..file_len));
+    let pieces = apply_patches(pieces, plans, &patches).map_err(|e| format!("{e}"))?;
+    let mut pieces = cut(pieces, plans, &holes, end);
+    if old_checksum != 0 {
+        let sum = checksum(data, plans, &pieces, checksum_at)?;
+        let mut fix = BTreeMap::new();
+        fix.insert(checksum_at, sum.to_le_bytes().to_vec());
+        pieces = apply_patches(pieces, plans, &fix).map_err(|e| format!("{e}"))?;
+    }
+    let units: usize = packs.iter().map(|k| k.moves.len()).sum();
+    let moved_units = packs
+        .iter()
+        .flat_map(|k| &k.moves)
+        .filter(|m| m.1 != m.2)
+        .count();
+    Ok((
+        pieces,
+        format!(
+            "compacted: {units} containers packed from the start of their sections ({moved_units} moved, {repointed} pointers updated), {removed} bytes of raw data removed from the file, no RVA changed{}{cert_note}",
+            if old_checksum != 0 { ", CheckSum computed again" } else { "" }
+        ),
+    ))
+}
+
+/// The PE checksum of the output of `pieces` (the `CheckSum` field at `checksum_at` read
+/// as zero): 16-bit one's-complement-style sum with carries folded, plus the file length.
+fn checksum(
+    data: &[u8],
+    plans: &[UnitPlan<'_>],
+    pieces: &[Piece],
+    checksum_at: u64,
+) -> core::result::Result<u32, String> {
+    struct Sum {
+        sum: u64,
+        len: u64,
+        odd: Option<u8>,
+    }
+    impl Sum {
+        fn add(&mut self, bytes: &[u8]) {
+            let mut b = bytes;
+            if let (Some(lo), Some((&hi, rest))) = (self.odd, b.split_first()) {
+                self.word(u16::from_le_bytes([lo, hi]));
+                self.odd = None;
+                b = rest;
+            }
+            let mut chunks = b.chunks_exact(2);
+            for c in &mut chunks {
+                if let [a, b] = c {
+                    self.word(u16::from_le_bytes([*a, *b]));
+                }
+            }
+            if let [last] = chunks.remainder() {
+                self.odd = Some(*last);
+            }
+            self.len = self.len.saturating_add(len64(bytes.len()));
+        }
+        fn word(&mut self, w: u16) {
+            self.sum = self.sum.wrapping_add(u64::from(w));
+            self.sum = (self.sum & 0xffff).wrapping_add(self.sum >> 16);
+        }
+    }
+    impl std::io::Write for Sum {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.add(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let _ = checksum_at; // the field is zero in `pieces`
+    let mut s = Sum {
+        sum: 0,
+        len: 0,
+        odd: None,
+    };
+    super::pieces::write_parts(&mut s, data, plans, pieces).map_err(|e| format!("{e:?}"))?;
+    if let Some(lo) = s.odd.take() {
+        s.word(u16::from(lo));
+    }
+    let folded = (s.sum & 0xffff).wrapping_add(s.sum >> 16) & 0xffff;
+    u32::try_from(folded.wrapping_add(s.len)).map_err(|_| String::from("file too large"))
 }

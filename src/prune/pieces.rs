@@ -47,7 +47,7 @@ pub(super) fn assemble(
         ));
     }
     if crate::host::pe::is_pe_or_coff(data) {
-        return super::pe::host_pe(data, plans, refuse_signed);
+        return super::pe::host_pe(data, plans, shrink, refuse_signed);
     }
     let is_host_elf = data.starts_with(crate::raw::ELF_MAGIC)
         && !plans
@@ -246,18 +246,26 @@ pub(super) fn write<W: std::io::Write + ?Sized>(
     plan: &Plan<'_>,
     pieces: &[Piece],
 ) -> core::result::Result<(), WriteError> {
-    let data = plan.data;
+    write_parts(out, plan.data, &plan.units, pieces)
+}
+
+/// [`write`] from the input bytes and the unit plans.
+pub(super) fn write_parts<W: std::io::Write + ?Sized>(
+    out: &mut W,
+    data: &[u8],
+    units: &[UnitPlan<'_>],
+    pieces: &[Piece],
+) -> core::result::Result<(), WriteError> {
     for piece in pieces {
         match piece {
             Piece::Copy(r) => out.write_all(super::slice(data, r, "range outside the input")?)?,
             Piece::Zeros(n) => crate::write::write_zeros(out, *n)?,
             Piece::Owned(v) => out.write_all(v)?,
             Piece::Unit(i) => {
-                let p = plan.units.get(*i).ok_or(err(
-                    ErrorKind::Malformed,
-                    0,
-                    "a piece names no unit",
-                ))?;
+                let p =
+                    units
+                        .get(*i)
+                        .ok_or(err(ErrorKind::Malformed, 0, "a piece names no unit"))?;
                 match &p.body {
                     Body::Same | Body::DropSections(_) => {}
                     Body::Owned(v) => out.write_all(v)?,
