@@ -615,13 +615,25 @@ impl Decompressor for Threaded {
 /// Calls `f` with every image of `unit`, in discovery order, its bytes at hand: images
 /// that the library identified from their headers (compressed fatbinary entries) are
 /// decoded one at a time, handed to `f` and dropped, so memory holds one decoded entry.
-pub fn for_each_image(
+/// Without `decode`, compressed cubins are passed as they are stored
+/// ([`offload_image::Image::encoded`] set, their size from the entry header, which is the
+/// decoded ELF file's); compressed PTX is still decoded (its header counts the padding
+/// NULs that the decoded text drops).
+pub fn for_each_image_with(
     unit: &offload_image::Unit<'_>,
     options: &ReadOptions,
+    decode: bool,
     mut f: impl FnMut(&offload_image::Image<'_>),
 ) -> Result<(), Error> {
     let open = unit.open(options)?;
     for image in open.images() {
+        if !decode
+            && image.encoded.is_some()
+            && image.image_kind != offload_image::ImageKind::Ptx
+        {
+            f(&image);
+            continue;
+        }
         let bytes = image.decode(options)?;
         f(&image.with_bytes(&bytes));
     }

@@ -151,48 +151,55 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             records.push(Line::Damaged(Damaged::unit(&unit, &d.error)));
             continue;
         }
-        let listed = crate::decode::for_each_image(&unit, &options, |image| {
-            // Hashing reads the whole image: read ahead, and drop its pages afterwards so
-            // that listing a 1.3 GB library does not keep it all mapped.
-            let sha256 = (!args.no_sha256).then(|| {
-                input.will_read(image.bytes);
-                let sha256 = sha256_hex(image.bytes);
-                input.release(image.bytes);
-                sha256
+        // Without hashes, compressed entries are not decoded: what their headers say.
+        let listed =
+            crate::decode::for_each_image_with(&unit, &options, !args.no_sha256, |image| {
+                let stored = image.encoded.is_some();
+                // Hashing reads the whole image: read ahead, and drop its pages afterwards so
+                // that listing a 1.3 GB library does not keep it all mapped.
+                let sha256 = (!args.no_sha256).then(|| {
+                    input.will_read(image.bytes);
+                    let sha256 = sha256_hex(image.bytes);
+                    input.release(image.bytes);
+                    sha256
+                });
+                let (triple, target_id) = identity(image);
+                let compressed = unit.compressed();
+                let fatbin = matches!(unit.content, UnitContent::NvFatbin(_));
+                records.push(Line::Image(Record {
+                    container: container_of(&unit, image),
+                    bundle_index: unit.index,
+                    format: image.format.name(),
+                    compression: if let UnitContent::Kpack(k) = &unit.content {
+                        (k.compression() == offload_image::kpack::Compression::ZstdPerKernel)
+                            .then_some("zstd")
+                    } else if fatbin {
+                        // Per entry: the codec its flags name.
+                        Codec::from_flags(u64::from(image.flags)).map(Codec::name)
+                    } else {
+                        compressed.map(|c| c.method().name())
+                    },
+                    ccob_version: compressed.map(|c| c.version()),
+                    entry_id: image.entry_id.map(str::to_string),
+                    offload_kind: match image.format {
+                        offload_image::Format::Elf if !fatbin => None,
+                        _ => Some(image.offload_kind.name()),
+                    },
+                    triple,
+                    target_id,
+                    image_kind: image.image_kind.name(),
+                    disagreement: (!stored)
+                        .then(|| identify(image).disagreement().map(|d| d.to_string()))
+                        .flatten(),
+                    offset: image
+                        .offset
+                        .or_else(|| (!stored).then(|| unit.offset_of(image.bytes)).flatten()),
+                    size: image.size(),
+                    sha256,
+                    source: None,
+                    toc_key: None,
+                }));
             });
-            let (triple, target_id) = identity(image);
-            let compressed = unit.compressed();
-            let fatbin = matches!(unit.content, UnitContent::NvFatbin(_));
-            records.push(Line::Image(Record {
-                container: container_of(&unit, image),
-                bundle_index: unit.index,
-                format: image.format.name(),
-                compression: if let UnitContent::Kpack(k) = &unit.content {
-                    (k.compression() == offload_image::kpack::Compression::ZstdPerKernel)
-                        .then_some("zstd")
-                } else if fatbin {
-                    // Per entry: the codec its flags name.
-                    Codec::from_flags(u64::from(image.flags)).map(Codec::name)
-                } else {
-                    compressed.map(|c| c.method().name())
-                },
-                ccob_version: compressed.map(|c| c.version()),
-                entry_id: image.entry_id.map(str::to_string),
-                offload_kind: match image.format {
-                    offload_image::Format::Elf if !fatbin => None,
-                    _ => Some(image.offload_kind.name()),
-                },
-                triple,
-                target_id,
-                image_kind: image.image_kind.name(),
-                disagreement: identify(image).disagreement().map(|d| d.to_string()),
-                offset: image.offset.or_else(|| unit.offset_of(image.bytes)),
-                size: image.size(),
-                sha256,
-                source: None,
-                toc_key: None,
-            }));
-        });
         if let Err(e) = listed {
             records.push(Line::Damaged(Damaged::unit(&unit, &e)));
         }
