@@ -627,10 +627,7 @@ pub fn for_each_image_with(
 ) -> Result<(), Error> {
     let open = unit.open(options)?;
     for image in open.images() {
-        if !decode
-            && image.encoded.is_some()
-            && image.image_kind != offload_image::ImageKind::Ptx
-        {
+        if !decode && image.encoded.is_some() && image.image_kind != offload_image::ImageKind::Ptx {
             f(&image);
             continue;
         }
