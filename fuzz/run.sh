@@ -56,6 +56,8 @@ case "$target" in
     register) seeds=("$corpus/driver" "$corpus/bundles/host_elf.bundle.o" "$corpus/devobj/host.x86_64.o"
                      "$corpus/../damage/libthree.so") ;;
     pe) seeds=("$corpus/../pe") ;;
+    prune) seeds=("$corpus/driver" "$corpus/bundles" "$corpus/compressed" "$corpus/../pe"
+                  "$corpus/../nvfatbin/files" "$corpus/../damage/libthree.so" "$corpus/../nvrdc/librdc.so") ;;
     container | select) seeds=("$corpus/bundles" "$corpus/compressed" "$corpus/packager" "$corpus/text"
                                "$corpus/driver" "$corpus/nvptx" "$corpus/devobj" "$corpus/malformed"
                                "$corpus/../nvfatbin/files" "$corpus/../damage/libthree.so") ;;

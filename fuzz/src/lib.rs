@@ -524,3 +524,37 @@ pub fn pe(data: &[u8]) {
     let _ = list(data, &options());
     register_elf(data);
 }
+
+/// `prune` of any file for an AMD and an NVIDIA device, compacting or in place: planning
+/// and the layout either fail with an error or give an output of the length they report,
+/// never longer than the input (the ELF and PE rewrites move sections, pointers, program
+/// headers and checksums).
+pub fn prune(data: &[u8]) {
+    use offload_image::prune::{plan, rewrite, PruneOptions};
+    let keep = [
+        offload_image::Device::parse("gfx90a:xnack-").expect("a target"),
+        offload_image::Device::parse("sm_86").expect("a target"),
+    ];
+    for shrink in [true, false] {
+        let options = PruneOptions {
+            read: options(),
+            shrink,
+            move_program_headers: shrink,
+            ..PruneOptions::default()
+        };
+        let Ok(p) = plan(data, &keep, &options) else {
+            continue;
+        };
+        let Ok(pruned) = rewrite(&p) else {
+            continue;
+        };
+        if let Ok(out) = pruned.to_vec() {
+            assert!(out.len() <= data.len(), "prune never grows a file");
+            assert_eq!(
+                out.len() as u64,
+                pruned.summary().size_after,
+                "the reported size"
+            );
+        }
+    }
+}

@@ -255,3 +255,31 @@ fn real_curand_dlls_are_pruned_and_a_signature_is_removed() {
         }
     }
 }
+
+/// A bundled COFF object (`fat.obj`: `__CLANG_OFFLOAD_BUNDLE__<id>` sections, and the same
+/// object as a member of `fat.lib`) cannot lose sections: prune refuses it with a located
+/// error (exit 2) and writes nothing, instead of a file whose size disagrees with its
+/// layout (found by the `prune` fuzz target).
+#[test]
+fn bundled_coff_objects_are_refused() {
+    let pe = common::repo().join("tests/data/pe");
+    let dir = TempDir::new("prune-coff-bundle");
+    for file in ["fat.obj", "fat.lib"] {
+        let out = dir.path(&format!("{file}.out"));
+        let o = loader_sim(&[
+            "prune",
+            "--keep",
+            "gfx90a",
+            pe.join(file).to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{file}: {}", common::describe(&o));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains("bundled COFF object") && stderr.contains(", at byte "),
+            "{file}: {stderr}"
+        );
+        assert!(!out.exists());
+    }
+}

@@ -47,6 +47,13 @@ pub(super) fn assemble(
         ));
     }
     if crate::host::pe::is_pe_or_coff(data) {
+        if let Some(p) = plans.iter().find(|p| p.drops_sections()) {
+            return Err(err(
+                ErrorKind::BadContainer,
+                p.range.start,
+                "a bundled COFF object (__CLANG_OFFLOAD_BUNDLE__ sections) is not pruned: its sections cannot be removed",
+            ));
+        }
         return super::pe::host_pe(data, plans, shrink, refuse_signed);
     }
     let is_host_elf = data.starts_with(crate::raw::ELF_MAGIC)
@@ -54,6 +61,13 @@ pub(super) fn assemble(
             .iter()
             .any(|p| p.format == "elf" && p.range.start == 0);
     if !is_host_elf {
+        if let Some(p) = plans.iter().find(|p| p.drops_sections()) {
+            return Err(err(
+                ErrorKind::BadContainer,
+                p.range.start,
+                "the entry sections of a bundled object are removed only from an ELF relocatable object",
+            ));
+        }
         return Ok((standalone(data, plans, false), "standalone".into()));
     }
     super::linked::host_elf(data, plans, shrink, move_table)

@@ -77,6 +77,12 @@ impl UnitPlan<'_> {
     pub fn is_rewritten(&self) -> bool {
         !matches!(self.body, Body::Same)
     }
+
+    /// True when the unit is a bundled host object's entry sections, of which some go:
+    /// only the ELF relocatable-object rewrite can remove sections.
+    pub(super) fn drops_sections(&self) -> bool {
+        matches!(self.body, Body::DropSections(_))
+    }
 }
 
 /// Plans every unit of `data` (a file, or an archive member).
