@@ -19,6 +19,7 @@
 
 mod cmd;
 mod decode;
+mod gpus;
 mod input;
 mod kpack;
 mod output;

@@ -7,7 +7,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 
 use offload_image::target::amdgpu::{Feature, FeatureState, Processor};
 use offload_image::Device;
@@ -1569,6 +1569,191 @@ fn windows_dlls_are_judged_like_linux_libraries() {
         assert_eq!(
             recs[0]["status"],
             if loading == wrappers { "ok" } else { "partial" }
+        );
+    }
+}
+
+/// `doctor` with a recorded KFD topology (gfx90a with SRAM ECC on GPU 0, gfx1031 on GPU 1)
+/// and the variables ROCr and HIP read: `ROCR_VISIBLE_DEVICES` picks GPUs of the
+/// topology, `HIP_VISIBLE_DEVICES` indexes what ROCr left, a list ends at its first bad
+/// item, and `HSA_OVERRIDE_GFX_VERSION` turns every GPU into the processor it names.
+#[test]
+fn kfd_detection_applies_the_runtime_variables() {
+    let dir = TempDir::new("doctor-kfd-env");
+    let topo = dir.path("topology");
+    for (n, text) in [
+        (
+            0,
+            String::from("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n"),
+        ),
+        (
+            1,
+            format!(
+                "simd_count 416\ncapability {}\ngfx_target_version 90010\n",
+                0x0400_0000u32 | 0x0008_4280
+            ),
+        ),
+        (
+            2,
+            String::from("simd_count 80\ncapability 0\ngfx_target_version 100301\n"),
+        ),
+    ] {
+        let d = topo.join(format!("nodes/{n}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("properties"), text).unwrap();
+    }
+    let six = corpus("bundles/hip_6arch.bundle");
+    let devices = |env: &[(&str, &str)]| {
+        let mut c = Command::new(common::ours());
+        c.args(["doctor", "--json", "--xnack", "off", "--kfd-topology"])
+            .arg(&topo)
+            .arg(&six);
+        for v in [
+            "ROCR_VISIBLE_DEVICES",
+            "HIP_VISIBLE_DEVICES",
+            "HSA_OVERRIDE_GFX_VERSION",
+        ] {
+            c.env_remove(v);
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        let mut seen: Vec<(String, String)> = json_lines(&out.stdout)
+            .iter()
+            .filter(|r| r["summary"].is_null())
+            .map(|r| {
+                (
+                    r["device"].as_str().unwrap().to_string(),
+                    r["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        seen.sort();
+        (out.status.code(), seen)
+    };
+    let both = devices(&[]);
+    assert_eq!(
+        both.1,
+        [
+            ("gfx1031".to_string(), "none".to_string()),
+            ("gfx90a:sramecc+:xnack-".to_string(), "ok".to_string())
+        ]
+    );
+    assert_eq!(
+        devices(&[("ROCR_VISIBLE_DEVICES", "1")]).1,
+        [both.1[0].clone()]
+    );
+    assert_eq!(
+        devices(&[
+            ("ROCR_VISIBLE_DEVICES", "1,0"),
+            ("HIP_VISIBLE_DEVICES", "1")
+        ])
+        .1,
+        [both.1[1].clone()]
+    );
+    assert_eq!(
+        devices(&[("HIP_VISIBLE_DEVICES", "0,5,1")]).1,
+        [both.1[1].clone()]
+    );
+    // gfx1031 under 10.3.0 is gfx1030, which the bundle has; so is gfx90a (no xnack).
+    let (code, over) = devices(&[("HSA_OVERRIDE_GFX_VERSION", "10.3.0")]);
+    assert_eq!(over, [("gfx1030".to_string(), "ok".to_string())]);
+    assert_eq!(code, Some(0));
+    let (code, none) = devices(&[("HIP_VISIBLE_DEVICES", "")]);
+    assert_eq!(code, Some(2));
+    assert!(none.is_empty());
+}
+
+/// A stand-in `libnvidia-ml.so.1` (two GPUs: compute capability 8.6 and 9.0, driver
+/// 550.54.14) built here: `doctor` without `--target` finds both through NVML, and
+/// `CUDA_VISIBLE_DEVICES` (an index, or a UUID prefix) narrows them as the CUDA runtime
+/// does. Without NVML and without KFD it says what it looked for.
+#[test]
+fn nvml_detection_with_a_stub_library() {
+    if !common::external("a C compiler (cc)") {
+        return;
+    }
+    let dir = TempDir::new("doctor-nvml");
+    let src = dir.write(
+        "nvml.c",
+        br#"#include <stdio.h>
+#include <stdint.h>
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+const char *nvmlErrorString(int r) { (void)r; return "stub"; }
+int nvmlSystemGetDriverVersion(char *v, unsigned n) { snprintf(v, n, "550.54.14"); return 0; }
+int nvmlDeviceGetCount_v2(unsigned *c) { *c = 2; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) { *h = (void *)(uintptr_t)(i + 1); return 0; }
+int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) {
+  if ((uintptr_t)h == 1) { *major = 8; *minor = 6; } else { *major = 9; *minor = 0; }
+  return 0;
+}
+int nvmlDeviceGetUUID(void *h, char *u, unsigned n) {
+  snprintf(u, n, (uintptr_t)h == 1 ? "GPU-aaaa1111" : "GPU-bbbb2222"); return 0;
+}
+int nvmlDeviceGetName(void *h, char *s, unsigned n) {
+  snprintf(s, n, (uintptr_t)h == 1 ? "Stub RTX 3090" : "Stub H100"); return 0;
+}
+"#,
+    );
+    let lib = dir.path("libnvidia-ml.so.1");
+    let o = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::describe(&o));
+    let libk = common::repo().join("tests/data/nvfatbin/files/libk.so");
+    let run = |visible: Option<&str>, with_nvml: bool| {
+        let mut c = Command::new(common::ours());
+        c.args(["doctor", "--json"]).arg(&libk);
+        c.env_remove("CUDA_VISIBLE_DEVICES");
+        if with_nvml {
+            c.env("LD_LIBRARY_PATH", dir.path(""));
+        } else {
+            c.env_remove("LD_LIBRARY_PATH");
+        }
+        if let Some(v) = visible {
+            c.env("CUDA_VISIBLE_DEVICES", v);
+        }
+        c.output().unwrap()
+    };
+    let nvidia = |out: &std::process::Output| {
+        let mut d: Vec<String> = json_lines(&out.stdout)
+            .iter()
+            .filter_map(|r| r["device"].as_str().map(str::to_string))
+            .filter(|d| d.starts_with("sm_"))
+            .collect();
+        d.sort();
+        d.dedup();
+        d
+    };
+    let out = run(None, true);
+    assert_eq!(
+        nvidia(&out),
+        ["sm_86", "sm_90"],
+        "{}",
+        common::describe(&out)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("detected sm_86 (NVML 0: Stub RTX 3090)"),
+        "{stderr}"
+    );
+    assert_eq!(nvidia(&run(Some("1"), true)), ["sm_90"]);
+    assert_eq!(nvidia(&run(Some("GPU-aaaa"), true)), ["sm_86"]);
+    assert_eq!(nvidia(&run(Some("1,0"), true)), ["sm_86", "sm_90"]);
+    if !Path::new("/sys/class/kfd/kfd/topology").exists() {
+        let out = run(None, false);
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("no device to check")
+                && stderr.contains("KFD topology at /sys/class/kfd/kfd/topology: not present")
+                && stderr.contains("NVML (libnvidia-ml.so.1)"),
+            "{stderr}"
         );
     }
 }

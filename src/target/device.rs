@@ -306,3 +306,59 @@ mod tests {
         assert!(Device::from_kfd_properties("gfx_target_version 99999\n").is_err());
     }
 }
+
+/// Which of `count` enumerated devices a `*_VISIBLE_DEVICES` list leaves visible, in the
+/// order the list gives them (`CUDA_VISIBLE_DEVICES`, `ROCR_VISIBLE_DEVICES`,
+/// `HIP_VISIBLE_DEVICES`; `COMPATIBILITY.md` §6).
+///
+/// `value` is `None` when the variable is not set (every device, in order). Otherwise its
+/// comma-separated items are read in order: a decimal index below `count`, or a UUID that
+/// `uuids` (the devices' UUIDs, as their runtime prints them; may be empty) starts with.
+/// The list ends at the first item that is neither, or that names a device already listed,
+/// as the CUDA runtime and CLR read it: the devices before it stay visible. An empty value
+/// leaves no device.
+pub fn visible_devices(
+    value: Option<&str>,
+    count: usize,
+    uuids: &[&str],
+) -> alloc::vec::Vec<usize> {
+    let Some(value) = value else {
+        return (0..count).collect();
+    };
+    let mut out = alloc::vec::Vec::new();
+    for item in value.split(',') {
+        let item = item.trim();
+        let index = match item.parse::<usize>() {
+            Ok(i) if i < count => Some(i),
+            Ok(_) => None,
+            Err(_) if !item.is_empty() => uuids
+                .iter()
+                .position(|u| !u.is_empty() && u.starts_with(item)),
+            Err(_) => None,
+        };
+        match index {
+            Some(i) if !out.contains(&i) => out.push(i),
+            _ => break,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod visible_tests {
+    use super::visible_devices;
+
+    #[test]
+    fn lists_end_at_the_first_invalid_item() {
+        assert_eq!(visible_devices(None, 3, &[]), [0, 1, 2]);
+        assert_eq!(visible_devices(Some(""), 3, &[]), [] as [usize; 0]);
+        assert_eq!(visible_devices(Some("2,0"), 3, &[]), [2, 0]);
+        assert_eq!(visible_devices(Some("1,7,0"), 3, &[]), [1]);
+        assert_eq!(visible_devices(Some("-1"), 3, &[]), [] as [usize; 0]);
+        assert_eq!(visible_devices(Some("0,0,1"), 3, &[]), [0]);
+        assert_eq!(
+            visible_devices(Some("GPU-5e1b,0"), 2, &["GPU-aa", "GPU-5e1b2f"]),
+            [1, 0]
+        );
+    }
+}

@@ -194,13 +194,18 @@ impl Shim {
             return h;
         }
         let Some(object) = object_of(wrapper) else {
-            eprintln!("{TAG}: {call}({wrapper:#x}): no loaded object holds the HIPK wrapper");
+            eprintln!(
+                "{TAG}: {call}({wrapper:#x}) refused: no loaded object holds the HIPK wrapper"
+            );
             return 0;
         };
         let data = match std::fs::read(&object.path) {
             Ok(d) => d,
             Err(e) => {
-                eprintln!("{TAG}: {call}: cannot read {}: {e}", object.path.display());
+                eprintln!(
+                    "{TAG}: {call}({wrapper:#x}) refused: cannot read {}: {e}",
+                    object.path.display()
+                );
                 return 0;
             }
         };
@@ -211,7 +216,7 @@ impl Shim {
             .and_then(|l| Some((l, l.wrapper_at(vaddr)?)))
         else {
             eprintln!(
-                "{TAG}: {call}({wrapper:#x}): {} has no HIPK wrapper at {vaddr:#x}",
+                "{TAG}: {call}({wrapper:#x}) refused: {} has no HIPK wrapper of a split library at {vaddr:#x}",
                 object.path.display()
             );
             return 0;

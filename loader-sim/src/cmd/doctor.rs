@@ -769,22 +769,36 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-/// The devices: every --target, then every GPU of the KFD topology (the machine's when
-/// neither is given), without duplicates.
+/// The devices: every --target, then every GPU of --kfd-topology; with neither, the GPUs
+/// of this machine as the runtimes see them (`crate::gpus`: KFD and NVML, narrowed by the
+/// `*_VISIBLE_DEVICES` variables, `HSA_OVERRIDE_GFX_VERSION` applied); without duplicates.
 fn devices(args: &Args) -> Result<Vec<(String, Device)>, Failure> {
     let mut devices = crate::cmd::parse_devices("--target", &args.targets)?;
-    let kfd = match &args.kfd_topology {
-        Some(dir) => Some(dir.clone()),
-        None if args.targets.is_empty() && Path::new(SYSTEM_KFD).is_dir() => {
-            Some(PathBuf::from(SYSTEM_KFD))
-        }
-        None => None,
-    };
-    if let Some(dir) = &kfd {
-        let xnack = args.xnack.map(|x| matches!(x, OnOff::On));
-        let found = Device::from_kfd_topology(dir, xnack)
+    let xnack = args.xnack.map(|x| matches!(x, OnOff::On));
+    let detect = args.targets.is_empty() && args.kfd_topology.is_none();
+    let mut looked = Vec::new();
+    if let Some(dir) = &args.kfd_topology {
+        // Given explicitly: a topology that does not read is an error.
+        Device::from_kfd_topology(dir, xnack)
             .map_err(|e| Failure::file(dir, format!("cannot read the KFD topology: {e}")))?;
-        devices.extend(found.into_iter().map(|d| (d.to_string(), d)));
+    }
+    if detect || args.kfd_topology.is_some() {
+        let env = |k: &str| std::env::var(k).ok();
+        let kfd = args
+            .kfd_topology
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(SYSTEM_KFD));
+        let found = crate::gpus::detect(Some(&kfd), detect, xnack, &env);
+        for f in &found.devices {
+            eprintln!("loader-sim: doctor: detected {} ({})", f.device, f.source);
+        }
+        looked = found.looked;
+        devices.extend(
+            found
+                .devices
+                .into_iter()
+                .map(|f| (f.device.to_string(), f.device)),
+        );
     }
     let mut unique: Vec<(String, Device)> = Vec::new();
     for (name, d) in devices {
@@ -793,11 +807,15 @@ fn devices(args: &Args) -> Result<Vec<(String, Device)>, Failure> {
         }
     }
     if unique.is_empty() {
-        return Err(Failure(match kfd {
-            Some(dir) => format!("{}: the KFD topology has no GPU node", dir.display()),
+        return Err(Failure(match &args.kfd_topology {
+            Some(dir) => format!(
+                "{}: the KFD topology has no visible GPU node ({})",
+                dir.display(),
+                looked.join("; ")
+            ),
             None => format!(
-                "no device to check: give --target TARGET or --kfd-topology DIR \
-                 (this machine has no KFD topology at {SYSTEM_KFD})"
+                "no device to check: give --target TARGET or --kfd-topology DIR (looked for this machine's GPUs: {})",
+                looked.join("; ")
             ),
         }));
     }
