@@ -23,6 +23,7 @@ mod gpus;
 mod input;
 mod kpack;
 mod output;
+mod python;
 mod wheel;
 
 use std::process::ExitCode;

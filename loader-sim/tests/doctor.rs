@@ -1757,3 +1757,110 @@ int nvmlDeviceGetName(void *h, char *s, unsigned n) {
         );
     }
 }
+
+/// Files that start like a Windows program but are no 64-bit PE image (a 32-bit PE such as
+/// setuptools' `cli-32.exe` launcher, a DOS program) hold no device code a runtime loads:
+/// `doctor` passes over them, as over any other file, instead of calling them damaged.
+#[test]
+fn dos_programs_and_pe32_images_are_not_libraries() {
+    let dir = TempDir::new("doctor-pe32");
+    let mut pe32 = vec![0u8; 0x200];
+    pe32[..2].copy_from_slice(b"MZ");
+    pe32[0x3c..0x40].copy_from_slice(&0x40u32.to_le_bytes());
+    pe32[0x40..0x44].copy_from_slice(b"PE\0\0");
+    pe32[0x44..0x46].copy_from_slice(&0x14cu16.to_le_bytes()); // i386
+    pe32[0x54..0x56].copy_from_slice(&224u16.to_le_bytes()); // SizeOfOptionalHeader
+    pe32[0x58..0x5a].copy_from_slice(&0x10bu16.to_le_bytes()); // PE32
+    dir.write("cli-32.exe", &pe32);
+    let mut dos = vec![0u8; 0x80];
+    dos[..2].copy_from_slice(b"MZ");
+    dos[0x3c..0x40].copy_from_slice(&0x1000u32.to_le_bytes());
+    dir.write("old.exe", &dos);
+    std::fs::copy(
+        common::repo().join("tests/data/nvfatbin/files/libk.so"),
+        dir.path("libk.so"),
+    )
+    .unwrap();
+    let out = doctor(&[
+        dir.path("").as_os_str(),
+        "--target".as_ref(),
+        "sm_86".as_ref(),
+    ]);
+    let (recs, summary) = records(&out);
+    assert_eq!(summary["libraries"], 1, "{}", common::describe(&out));
+    assert_eq!(summary["damaged"], 0);
+    assert!(recs[0]["file"].as_str().unwrap().ends_with("libk.so"));
+}
+
+/// `doctor --python` scans the site-packages of an interpreter's `sys.path` (here a
+/// directory that NVIDIA's curand wheel was installed into with `pip install --target`,
+/// put on `PYTHONPATH`) and names the installed distribution that owns each library, from
+/// its `RECORD`.
+#[test]
+fn python_environment_with_an_installed_cuda_wheel() {
+    if !common::external("python3 with pip and the curand wheel (scripts/fetch-nvidia-libs.sh)") {
+        return;
+    }
+    let wheels = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo().join("target/external"))
+        .join("nvidia-wheels");
+    let wheel = std::fs::read_dir(&wheels)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("nvidia_curand_cu12-10.3.10.19-")
+        })
+        .expect("the curand wheel");
+    let dir = TempDir::new("doctor-python");
+    let site = dir.path("site");
+    let o = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+        ])
+        .arg(&site)
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::describe(&o));
+    let out = Command::new(common::ours())
+        .args([
+            "doctor", "--python", "python3", "--json", "--target", "sm_86", "--target", "sm_60",
+        ])
+        .env("PYTHONPATH", &site)
+        .output()
+        .unwrap();
+    let (recs, _) = records(&out);
+    let lib = site.join("nvidia/curand/lib/libcurand.so.10");
+    let mine: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["file"].as_str() == lib.to_str())
+        .collect();
+    assert_eq!(mine.len(), 2, "{}", common::describe(&out));
+    for r in &mine {
+        assert_eq!(r["package"], "nvidia_curand_cu12 10.3.10.19", "{r}");
+    }
+    // The verdicts are those of the library itself.
+    let direct = doctor(&[
+        lib.as_os_str(),
+        "--target".as_ref(),
+        "sm_86".as_ref(),
+        "--target".as_ref(),
+        "sm_60".as_ref(),
+    ]);
+    let (direct, _) = records(&direct);
+    for (a, b) in mine.iter().zip(&direct) {
+        assert_eq!(a["status"], b["status"]);
+        assert_eq!(a["units_covered"], b["units_covered"]);
+    }
+}

@@ -74,8 +74,13 @@ use crate::{Failure, Outcome};
 pub struct Args {
     /// Files, directories (walked recursively, symbolic links inside not followed), wheels
     /// and other zip files.
-    #[arg(required = true, value_name = "PATH")]
+    #[arg(required_unless_present = "python", value_name = "PATH")]
     paths: Vec<PathBuf>,
+    /// Scan the site-packages of a Python environment instead (INTERPRETER, default
+    /// `python3`): every directory of its `sys.path` but the standard library's, each
+    /// library attributed to the installed distribution whose `RECORD` lists it.
+    #[arg(long, value_name = "INTERPRETER", num_args = 0..=1, default_missing_value = "python3")]
+    python: Option<PathBuf>,
     /// A device: AMDGPU target ID with its feature states (`gfx90a:sramecc+:xnack-`) or an
     /// NVPTX architecture (`sm_80`).
     #[arg(long = "target", value_name = "TARGET")]
@@ -278,6 +283,9 @@ impl Hint {
 struct Record {
     file: String,
     member: Option<String>,
+    /// With `--python`: the installed distribution that owns the file (`name version`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    package: Option<String>,
     device: String,
     units: usize,
     units_covered: usize,
@@ -528,6 +536,11 @@ fn scan_units(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>, tally: &mut Tal
                 // Not an offload file after all (a text file starting with a newline).
                 return false;
             }
+            Err(e) if seen == 0 && data.starts_with(b"MZ") && not_pe32_plus(&e) => {
+                // A DOS program, or a 32-bit PE image (setuptools' `cli-32.exe` launchers):
+                // HIP and CUDA on Windows are 64-bit only, so no device code to judge.
+                return false;
+            }
             Err(e) => {
                 tally.fail(e.to_string());
                 break;
@@ -545,6 +558,17 @@ fn scan_units(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>, tally: &mut Tal
         input.release(done);
     }
     true
+}
+
+/// True for the reader's answer on an `MZ` file that is not a PE32+ image: no `PE\0\0`
+/// signature (a DOS program), its offset outside the file, or a PE32 optional header.
+fn not_pe32_plus(e: &offload_image::Error) -> bool {
+    const E_LFANEW: u64 = 0x3c;
+    match e.kind() {
+        ErrorKind::UnsupportedVersion | ErrorKind::BadMagic => true,
+        ErrorKind::OutOfBounds => e.offset() == E_LFANEW,
+        _ => false,
+    }
 }
 
 /// Judges what the runtime registers from a linked host file: one unit per fat binary of
@@ -907,7 +931,15 @@ fn progress(done: &AtomicUsize, total: usize, libraries: &AtomicUsize, stop: &At
 pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let start = Instant::now();
     let plan = Plan::new(devices(args)?);
-    let files = collect_files(&args.paths)?;
+    let (paths, owners) = match &args.python {
+        Some(python) => {
+            let dirs = crate::python::site_dirs(python)?;
+            let owners = crate::python::owners(&dirs);
+            (dirs, owners)
+        }
+        None => (args.paths.clone(), Default::default()),
+    };
+    let files = collect_files(&paths)?;
     let wheels = WheelArchives::new(&files);
     let ctx = Ctx {
         plan: &plan,
@@ -978,6 +1010,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 records.push(Record {
                     file: files[*i].display().to_string(),
                     member: member.clone(),
+                    package: owners.get(&files[*i]).cloned(),
                     device: name.clone(),
                     units: tally.units,
                     units_covered: covered,
@@ -1064,10 +1097,13 @@ fn write_tables(
         let rows: Vec<Vec<String>> = mine
             .iter()
             .map(|r| {
-                let library = match &r.member {
+                let mut library = match &r.member {
                     Some(m) => format!("{}!{m}", r.file),
                     None => r.file.clone(),
                 };
+                if let Some(p) = &r.package {
+                    library = format!("[{p}] {library}");
+                }
                 let hint = match r.hints.split_first() {
                     None => "-".to_string(),
                     Some((h, [])) => h.text(),

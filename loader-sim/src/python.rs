@@ -1,0 +1,123 @@
+//! A Python environment for `doctor --python`: the directories of its `sys.path` that hold
+//! installed packages, and which installed distribution owns each file (the `RECORD` of
+//! its `.dist-info`, `PEP 376`/`PEP 627`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::Failure;
+
+/// What the interpreter is asked: its `sys.path` directories, less the standard library's
+/// and the current directory, one per line.
+const SITE_DIRS: &str = r#"
+import os, sys, sysconfig
+std = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")}
+seen = set()
+for p in sys.path:
+    if not p or not os.path.isdir(p):
+        continue
+    r = os.path.realpath(p)
+    if r in seen or r in std or any(r.startswith(s + os.sep) and "site-packages" not in r and "dist-packages" not in r for s in std):
+        continue
+    seen.add(r)
+    print(r)
+"#;
+
+/// The package directories of the interpreter `python`'s `sys.path`.
+pub fn site_dirs(python: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let out = Command::new(python)
+        .args(["-c", SITE_DIRS])
+        .env_remove("PYTHONHOME")
+        .output()
+        .map_err(|e| Failure::file(python, format!("cannot run the interpreter: {e}")))?;
+    if !out.status.success() {
+        return Err(Failure::file(
+            python,
+            format!(
+                "the interpreter failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    let dirs: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    if dirs.is_empty() {
+        return Err(Failure::file(
+            python,
+            "its sys.path has no package directory",
+        ));
+    }
+    Ok(dirs)
+}
+
+/// Every file the `RECORD` of a distribution in `dirs` lists → `name version` of that
+/// distribution (paths as `collect_files` gives them: joined to the directory, `..` kept
+/// out).
+pub fn owners(dirs: &[PathBuf]) -> HashMap<PathBuf, String> {
+    let mut out = HashMap::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(stem) = name.strip_suffix(".dist-info") else {
+                continue;
+            };
+            let Some((dist, version)) = stem.split_once('-') else {
+                continue;
+            };
+            let owner = format!("{dist} {version}");
+            let Ok(record) = std::fs::read_to_string(e.path().join("RECORD")) else {
+                continue;
+            };
+            for line in record.lines() {
+                let path = record_path(line);
+                if path.is_empty() || path.split('/').any(|c| c == "..") {
+                    continue;
+                }
+                out.insert(dir.join(path), owner.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The path of a `RECORD` line (CSV: `path,hash,size`; a path with a comma is quoted).
+fn record_path(line: &str) -> String {
+    if let Some(rest) = line.strip_prefix('"') {
+        let mut path = String::new();
+        let mut chars = rest.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    path.push('"');
+                    chars.next();
+                } else {
+                    break;
+                }
+            } else {
+                path.push(c);
+            }
+        }
+        path
+    } else {
+        line.split(',').next().unwrap_or_default().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::record_path;
+
+    #[test]
+    fn record_lines_are_csv() {
+        assert_eq!(record_path("pkg/lib.so,sha256=abc,123"), "pkg/lib.so");
+        assert_eq!(record_path("\"pkg/a,b.so\",sha256=abc,1"), "pkg/a,b.so");
+        assert_eq!(record_path("\"pkg/a\"\"b\",,"), "pkg/a\"b");
+    }
+}
