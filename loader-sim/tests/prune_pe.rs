@@ -102,6 +102,14 @@ fn check(file: &Path, device: &str, dir: &TempDir) -> Pruned {
     assert_eq!(summary["size_after"], after);
     if layout.starts_with("compacted") {
         assert!(after < before, "{layout}");
+        // No RVA or VirtualSize changes, so the sections stay back to back in memory as
+        // the Windows loader requires (each starts where the previous one's VirtualSize
+        // ends, rounded up to SectionAlignment).
+        let (a, b) = (
+            pe_sections(&std::fs::read(file).unwrap()),
+            pe_sections(&std::fs::read(&out_file).unwrap()),
+        );
+        assert_eq!(a, b, "{layout}");
     } else {
         assert!(layout.starts_with("in place, zero-filled"), "{layout}");
     }
@@ -111,6 +119,28 @@ fn check(file: &Path, device: &str, dir: &TempDir) -> Pruned {
         layout,
         dropped,
     }
+}
+
+/// (VirtualAddress, VirtualSize) of every section of a PE image, checked to be back to back
+/// in memory.
+fn pe_sections(data: &[u8]) -> Vec<(u32, u32)> {
+    let u16_at = |o: usize| u16::from_le_bytes(data[o..o + 2].try_into().unwrap()) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(data[o..o + 4].try_into().unwrap());
+    let pe = u32_at(0x3c) as usize;
+    let count = u16_at(pe + 6);
+    let table = pe + 24 + u16_at(pe + 20);
+    let align = u32_at(pe + 24 + 32);
+    let sections: Vec<(u32, u32)> = (0..count)
+        .map(|i| (u32_at(table + 40 * i + 12), u32_at(table + 40 * i + 8)))
+        .collect();
+    for w in sections.windows(2) {
+        assert_eq!(
+            w[1].0,
+            (w[0].0 + w[0].1).next_multiple_of(align),
+            "{sections:x?}"
+        );
+    }
+    sections
 }
 
 /// The PE checksum of `data` (the `CheckSum` field read as zero), as Windows'

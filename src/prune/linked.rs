@@ -336,6 +336,13 @@ fn packings(
             cursor = new.saturating_add(new_len);
             pos = p.range.end;
         }
+        // Past the last container up to the section's end: padding only.
+        let tail = super::slice(data, &(pos..end), "section tail").unwrap_or_default();
+        if tail.iter().any(|b| *b != 0) {
+            return Err(format!(
+                "{sname} holds bytes outside its containers at offset {pos:#x}"
+            ));
+        }
         packs.push(Packing {
             index,
             name: sname,
@@ -653,6 +660,11 @@ fn compact(
             let len = diff(block.range.end, block.range.start);
             let host = packs.iter().enumerate().find_map(|(i, k)| {
                 holes.get(i)?.as_ref()?;
+                // The block's addresses keep their alignment only if both segments map
+                // offsets alike modulo it.
+                if k.delta.wrapping_sub(block.delta).checked_rem(block.align)? != 0 {
+                    return None;
+                }
                 let at = k
                     .packed_end
                     .checked_next_multiple_of(block.align)?
@@ -915,7 +927,7 @@ fn compact(
 fn movable(sections: &Sections<'_>, sh: &SectionHeader64<LE>) -> bool {
     let name = sections.section_name(LE, sh).unwrap_or_default();
     let flags = sh.sh_flags(LE);
-    if flags.0 & (SHF_WRITE.0 | SHF_EXECINSTR.0) != 0 {
+    if flags.0 & SHF_ALLOC.0 == 0 || flags.0 & (SHF_WRITE.0 | SHF_EXECINSTR.0) != 0 {
         return false;
     }
     match sh.sh_type(LE) {
@@ -1048,13 +1060,52 @@ fn room_for_table(
     // Nothing relocated lies in the block, and no relocated pointer points into it.
     let delta = seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE));
     let addrs = range.start.wrapping_add(delta)..range.end.wrapping_add(delta);
+    let data = elf.data();
     for r in elf.relocations() {
         let r = r.map_err(|e| format!("{e}"))?;
-        let addend = r.addend.unwrap_or(0) as u64;
-        if addrs.contains(&r.place) || (r.dynamic && addrs.contains(&addend)) {
+        // RELA: the addend; REL and RELR: the word at the place.
+        let target = match r.addend {
+            Some(a) => Some(a as u64),
+            None => elf.file_offset(r.place, 8).and_then(|f| word(data, f)),
+        };
+        if addrs.contains(&r.place) || (r.dynamic && target.is_some_and(|t| addrs.contains(&t))) {
             return Err(
                 "a relocation refers to the sections after the program header table".into(),
             );
+        }
+    }
+    // A named symbol there may be reached by code through a PC-relative address no
+    // relocation shows (`__start_<section>`): such a block stays. glibc's `__abi_tag`, a
+    // label on the ABI note of executables that nothing reads, is the exception.
+    for sh in sections.iter() {
+        if !matches!(sh.sh_type(LE), SHT_SYMTAB | SHT_DYNSYM) {
+            continue;
+        }
+        let Ok(syms) = sh.data_as_array::<Sym64<LE>, _>(LE, data) else {
+            continue;
+        };
+        let strings = sections
+            .strings(LE, data, object::SectionIndex(sh.sh_link(LE) as usize))
+            .ok();
+        for sym in syms {
+            let value = sym.st_value.get(LE);
+            let shndx = usize::from(sym.st_shndx.get(LE).0);
+            let inside = moved.iter().any(|(i, _)| *i == shndx) || addrs.contains(&value);
+            if !inside
+                || sym.st_info.st_type() == object::elf::STT_SECTION
+                || sym.st_name.get(LE) == 0
+            {
+                continue;
+            }
+            let name = strings
+                .and_then(|t| t.get(sym.st_name.get(LE)).ok())
+                .unwrap_or_default();
+            if name != b"__abi_tag" {
+                return Err(format!(
+                    "symbol {} lies in the sections after the program header table",
+                    String::from_utf8_lossy(name)
+                ));
+            }
         }
     }
     Ok(Some(Block {

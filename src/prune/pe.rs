@@ -3,8 +3,9 @@
 //! Images (64-bit, PE32+) are compacted when they can be: the containers of each fatbinary
 //! section (`.hip_fat`, `.nv_fatb`) are packed from the section's start, each at the
 //! alignment its RVA had (at most 4096), and the section's raw data ends after them,
-//! rounded up to `FileAlignment`. No RVA changes: the section keeps its place in memory
-//! (its `VirtualSize` shrinks to the packed length), and the raw data of the sections after
+//! rounded up to `FileAlignment`. No RVA changes: the section keeps its place and its
+//! `VirtualSize` in memory (Windows maps sections back to back; the memory past the raw
+//! data is zero-filled), and the raw data of the sections after
 //! it moves down in the file (`PointerToRawData`, the debug directory's file offsets and
 //! `PointerToSymbolTable` follow). Every pointer to a container moves with it: the wrapper
 //! records' pointer fields (`.hipFatB`, `.nvFatBi`) and any other DIR64 base-relocated
@@ -141,7 +142,6 @@ struct Packing {
 }
 
 const SECTION_HEADER_SIZE: u64 = 40;
-const VIRTUAL_SIZE: u64 = 8;
 const SIZE_OF_RAW_DATA: u64 = 16;
 const POINTER_TO_RAW_DATA: u64 = 20;
 const SCN_CNT_INITIALIZED_DATA: u32 = 0x40;
@@ -217,6 +217,12 @@ fn compact(
         if raw_at.checked_add(raw_len).is_none_or(|e| e > file_len) {
             return Err("a fatbinary section's raw data runs past the end of the file".into());
         }
+        if raw_at % file_align != 0 || raw_len % file_align != 0 {
+            return Err("a fatbinary section's raw data is not aligned to FileAlignment".into());
+        }
+        if h.pointer_to_relocations.get(LE) != 0 || h.pointer_to_linenumbers.get(LE) != 0 {
+            return Err("a fatbinary section has relocations or line numbers".into());
+        }
         here.sort_by_key(|(_, p)| p.range.start);
         let rva = u64::from(h.virtual_address.get(LE));
         let (mut pos, mut cursor) = (raw_at, raw_at);
@@ -250,6 +256,11 @@ fn compact(
             cursor = new.saturating_add(len);
             pos = p.range.end;
         }
+        let tail = super::slice(data, &(pos..raw_at.saturating_add(raw_len)), "section tail")
+            .unwrap_or_default();
+        if tail.iter().any(|b| *b != 0) {
+            return Err(format!("bytes outside the containers at offset {pos:#x}"));
+        }
         packs.push(Packing {
             header_at: table_at.saturating_add(len64(i).saturating_mul(SECTION_HEADER_SIZE)),
             raw_at,
@@ -264,6 +275,12 @@ fn compact(
         return Err("no container in .hip_fat or .nv_fatb".into());
     }
     packs.sort_by_key(|k| k.raw_at);
+    if packs
+        .windows(2)
+        .any(|w| matches!(w, [a, b] if a.raw_at.saturating_add(a.raw_len) > b.raw_at))
+    {
+        return Err("fatbinary sections overlap in the file".into());
+    }
 
     // Holes: the raw data after the packed units, in whole FileAlignment units.
     let holes: Vec<Range<u64>> = packs
@@ -359,15 +376,22 @@ fn compact(
         let at = table_at.saturating_add(len64(i).saturating_mul(SECTION_HEADER_SIZE));
         let ptr = u64::from(h.pointer_to_raw_data.get(LE));
         if let Some(k) = packs.iter().find(|k| k.header_at == at) {
-            let packed = k.packed_end.saturating_sub(k.raw_at);
-            let raw = map(k.raw_at.saturating_add(k.raw_len)).saturating_sub(k.raw_at);
-            let v = u32::try_from(packed).map_err(|_| "section too large")?;
+            // VirtualSize stays: Windows maps the sections back to back (each one's
+            // VirtualAddress follows the previous one's VirtualSize), and the memory past
+            // the raw data is zero-filled.
+            let raw = map(k.raw_at.saturating_add(k.raw_len)).saturating_sub(map(k.raw_at));
             let r = u32::try_from(raw).map_err(|_| "section too large")?;
-            patches.insert(at.saturating_add(VIRTUAL_SIZE), v.to_le_bytes().to_vec());
             patches.insert(
                 at.saturating_add(SIZE_OF_RAW_DATA),
                 r.to_le_bytes().to_vec(),
             );
+            if map(ptr) != ptr {
+                let p = u32::try_from(map(ptr)).map_err(|_| "offset too large")?;
+                patches.insert(
+                    at.saturating_add(POINTER_TO_RAW_DATA),
+                    p.to_le_bytes().to_vec(),
+                );
+            }
         } else if ptr != 0 && map(ptr) != ptr {
             let p = u32::try_from(map(ptr)).map_err(|_| "offset too large")?;
             patches.insert(
