@@ -217,7 +217,7 @@ fn compact(
         if raw_at.checked_add(raw_len).is_none_or(|e| e > file_len) {
             return Err("a fatbinary section's raw data runs past the end of the file".into());
         }
-        if raw_at % file_align != 0 || raw_len % file_align != 0 {
+        if raw_at.checked_rem(file_align) != Some(0) || raw_len.checked_rem(file_align) != Some(0) {
             return Err("a fatbinary section's raw data is not aligned to FileAlignment".into());
         }
         if h.pointer_to_relocations.get(LE) != 0 || h.pointer_to_linenumbers.get(LE) != 0 {
