@@ -54,7 +54,7 @@ use offload_image::container::UnitContent;
 use offload_image::doctor::{self, Coverage, Gap};
 use offload_image::host::HostFile;
 use offload_image::stream::IDENTIFY_LEN;
-use offload_image::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use offload_image::target::amdgpu::{FeatureState, Processor};
 use offload_image::target::Code;
 use offload_image::{
     identify, Device, ErrorKind, Format, Identity, Image, OffloadKind, ReadOptions, SelectOptions,
@@ -130,26 +130,7 @@ struct Plan {
     variants: Vec<(usize, Variant)>,
 }
 
-/// The device `device` would be under `HSA_OVERRIDE_GFX_VERSION` naming `p`: ROCr builds
-/// the ISA from the override version and the agent's own feature modes. A mode the device
-/// has but `p` cannot select is dropped; one `p` can select but the device cannot is
-/// unknown.
-fn overridden(device: &TargetId, p: &'static Processor) -> TargetId {
-    let state = |f: Feature| {
-        if !p.support(f).is_selectable() {
-            FeatureState::Unsupported
-        } else if device.processor.support(f).is_selectable() {
-            device.state(f)
-        } else {
-            FeatureState::Any
-        }
-    };
-    TargetId {
-        processor: p,
-        sramecc: state(Feature::Sramecc),
-        xnack: state(Feature::Xnack),
-    }
-}
+use crate::gpus::overridden;
 
 impl Plan {
     fn new(real: Vec<(String, Device)>) -> Self {
