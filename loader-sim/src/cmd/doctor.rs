@@ -64,6 +64,7 @@ use serde::Serialize;
 
 use crate::cmd::OnOff;
 use crate::decode::{read_options, ZstdDecoder};
+use crate::gpus::overridden;
 use crate::input::Input;
 use crate::output::{json_line, table};
 use crate::wheel::{Content, Zip};
@@ -129,8 +130,6 @@ struct Plan {
     /// For `probes[real.len() + i]`: the real device's position and the variant.
     variants: Vec<(usize, Variant)>,
 }
-
-use crate::gpus::overridden;
 
 impl Plan {
     fn new(real: Vec<(String, Device)>) -> Self {
