@@ -1835,7 +1835,7 @@ fn python_environment_with_an_installed_cuda_wheel() {
     assert!(o.status.success(), "{}", common::describe(&o));
     let out = Command::new(common::ours())
         .args([
-            "doctor", "--python", "python3", "--json", "--target", "sm_86", "--target", "sm_60",
+            "doctor", "--python", "python3", "--json", "--target", "sm_86", "--target", "sm_35",
         ])
         .env("PYTHONPATH", &site)
         .output()
@@ -1850,13 +1850,18 @@ fn python_environment_with_an_installed_cuda_wheel() {
     for r in &mine {
         assert_eq!(r["package"], "nvidia_curand_cu12 10.3.10.19", "{r}");
     }
+    // sm_35 gets nothing from this build: the first hint names the distribution to change.
+    let sm35 = mine.iter().find(|r| r["device"] == "sm_35").unwrap();
+    assert_eq!(sm35["status"], "none", "{sm35}");
+    assert_eq!(sm35["hints"][0]["kind"], "package");
+    assert_eq!(sm35["hints"][0]["value"], "nvidia_curand_cu12 10.3.10.19");
     // The verdicts are those of the library itself.
     let direct = doctor(&[
         lib.as_os_str(),
         "--target".as_ref(),
         "sm_86".as_ref(),
         "--target".as_ref(),
-        "sm_60".as_ref(),
+        "sm_35".as_ref(),
     ]);
     let (direct, _) = records(&direct);
     for (a, b) in mine.iter().zip(&direct) {

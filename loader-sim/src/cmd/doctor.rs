@@ -246,6 +246,9 @@ struct Hint {
 
 impl Hint {
     fn text(&self) -> String {
+        if let ("package", Some(p)) = (self.kind, &self.value) {
+            return format!("a build of {p} with code for this device");
+        }
         match (self.env, &self.value, &self.offload_arch) {
             (Some(env), Some(v), _) if !self.safe => {
                 format!("{env}={v} (unsupported: may fail or miscompute)")
@@ -1012,7 +1015,25 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                     hints: if ok || tally.error.is_some() {
                         Vec::new()
                     } else {
-                        hints(&plan, k, tally)
+                        let mut h = hints(&plan, k, tally);
+                        // In a Python environment the fix is another build of the
+                        // distribution that owns the library, unless a device package is
+                        // missing (kpack), which the first hint names.
+                        if let Some(p) = owners.get(&files[*i]) {
+                            if !h.first().is_some_and(|h| h.kind == "install") {
+                                h.insert(
+                                    0,
+                                    Hint {
+                                        kind: "package",
+                                        env: None,
+                                        value: Some(p.clone()),
+                                        offload_arch: None,
+                                        safe: true,
+                                    },
+                                );
+                            }
+                        }
+                        h
                     },
                     error: tally.error.clone(),
                 });
