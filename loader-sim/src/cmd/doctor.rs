@@ -1020,7 +1020,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                         // distribution that owns the library, unless a device package is
                         // missing (kpack), which the first hint names.
                         if let Some(p) = owners.get(&files[*i]) {
-                            if !h.first().is_some_and(|h| h.kind == "install") {
+                            if h.first().is_none_or(|h| h.kind != "install") {
                                 h.insert(
                                     0,
                                     Hint {
