@@ -42,11 +42,19 @@ pub struct SplitWrapper<'d> {
 pub fn split_wrappers<'d>(
     host: &HostFile<'d>,
 ) -> Vec<core::result::Result<SplitWrapper<'d>, (LoaderError, Error)>> {
+    hipk_slots(host)
+        .into_iter()
+        .map(|slot| read_one(host, slot))
+        .collect()
+}
+
+/// The wrapper slots of a host file that hold a `HIPK` wrapper, in wrapper-section order:
+/// the slots of [`split_wrappers`]' items, readable or not.
+pub fn hipk_slots<'d>(host: &HostFile<'d>) -> Vec<WrapperSlot<'d>> {
     let data = host.data();
     host.fat_binary_wrappers()
         .into_iter()
         .filter(|slot| is_hipk(data, slot.offset))
-        .map(|slot| read_one(host, slot))
         .collect()
 }
 

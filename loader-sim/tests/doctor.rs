@@ -962,10 +962,7 @@ fn cyllama_wheel_as_a_stream() {
     if !common::external("the cyllama-rocm 0.2.18 wheel (scripts/fetch-cyllama-rocm.sh)") {
         return;
     }
-    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo().join("target/external"))
-        .join("cyllama-rocm");
+    let base = common::external_dir().join("cyllama-rocm");
     let whl = std::fs::read_dir(&base)
         .unwrap()
         .filter_map(Result::ok)
@@ -1209,10 +1206,7 @@ fn damaged_wrapper_and_empty_bundle_in_libggml_hip() {
     if !common::external("libggml-hip of cyllama-rocm 0.2.18 (scripts/fetch-cyllama-rocm.sh)") {
         return;
     }
-    let lib = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo().join("target/external"))
-        .join("cyllama-rocm/libggml-hip.so");
+    let lib = common::external_dir().join("cyllama-rocm/libggml-hip.so");
     let data = std::fs::read(&lib).unwrap();
     let elf = offload_image::registration::HostElf::parse(&data).unwrap();
     let slots = elf.fat_binary_wrappers();
@@ -1475,10 +1469,7 @@ fn library_reason_on_large_cuda_libraries() {
 fn library_reasons(libs: &[&str]) {
     use offload_image::registration::{HostElf, Registry, RegistryOptions, SimulatedDevice};
     use offload_image::ImageKind;
-    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo().join("target/external"))
-        .join("nvidia");
+    let base = common::external_dir().join("nvidia");
     let devices = [("sm_60", (6, 0)), ("sm_86", (8, 6)), ("sm_110", (11, 0))];
     let mut checked = 0;
     for &lib in libs {
@@ -1801,10 +1792,7 @@ fn python_environment_with_an_installed_cuda_wheel() {
     if !common::external("python3 with pip and the curand wheel (scripts/fetch-nvidia-libs.sh)") {
         return;
     }
-    let wheels = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo().join("target/external"))
-        .join("nvidia-wheels");
+    let wheels = common::external_dir().join("nvidia-wheels");
     let wheel = std::fs::read_dir(&wheels)
         .unwrap()
         .filter_map(Result::ok)

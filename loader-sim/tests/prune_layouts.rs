@@ -172,24 +172,15 @@ extern "C" char *bss{i}() {{ return zeros{i}; }}
 /// read-only `PT_LOAD` of its own whose `p_vaddr - p_offset` differs from the first
 /// segment's, as in the cyllama-rocm wheel.
 fn hip_library_with_fatbin_after_bss(dir: &TempDir) -> PathBuf {
-    let objects = hip_objects(dir, 2, hip_source);
-    hip_runtime_stub(dir);
     let script = dir.write(
         "after-bss.ld",
         b"SECTIONS { .hip_fatbin : { *(.hip_fatbin) } } INSERT AFTER .bss;\n",
     );
-    let lib = dir.path("libtail.so");
-    let o = Command::new("clang++-22")
-        .args(["-shared", "-fuse-ld=lld"])
-        .arg(format!("-Wl,-T,{}", script.display()))
-        .args(&objects)
-        .arg(format!("-L{}", dir.path("").display()))
-        .args(["-lamdhip64", "-o"])
-        .arg(&lib)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "link: {}", describe(&o));
-    lib
+    hip_library(
+        dir,
+        "libtail.so",
+        &[&format!("-Wl,-T,{}", script.display())],
+    )
 }
 
 /// The library above, pruned to gfx90a: compacted by cutting the tail of `.hip_fatbin`

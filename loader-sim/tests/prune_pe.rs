@@ -4,7 +4,7 @@
 //! down) and read by `llvm-readobj-22` and binutils' `objdump -p` without a warning.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 mod common;
@@ -212,10 +212,7 @@ fn real_curand_dlls_are_pruned_and_a_signature_is_removed() {
     if !common::external("the win_amd64 curand wheels (scripts/fetch-windows-wheels.sh)") {
         return;
     }
-    let windows = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo().join("target/external"))
-        .join("windows");
+    let windows = common::external_dir().join("windows");
     let dir = TempDir::new("prune-pe-real");
     for (sub, signed) in [("cu12", false), ("cu13", true)] {
         let dll = windows.join(sub).join("curand64_10.dll");

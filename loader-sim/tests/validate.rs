@@ -101,10 +101,7 @@ fn real_libraries_of_the_test_set_up_have_no_error() {
     }
     let rocrand = external_lib("librocrand.so.1");
     // libcurand of nvidia-curand-cu12 (scripts/fetch-nvidia-libs.sh, run by the set-up).
-    let curand = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo().join("target/external"))
-        .join("nvidia/libcurand.so.10");
+    let curand = common::external_dir().join("nvidia/libcurand.so.10");
     assert!(
         curand.exists(),
         "{}: run scripts/setup.sh",

@@ -67,7 +67,7 @@ use crate::registration::abi::{RawFatbinWrapper, FATBIN_WRAPPER_SIZE};
 
 use super::pieces::{apply_patches, cut, standalone, Piece};
 use super::plan::UnitPlan;
-use super::{diff, err, len64};
+use super::{diff, err, len64, u64_at};
 
 /// The sections of linked files whose containers are rewritten (compacted, or in place):
 /// AMD's bundles and NVIDIA's fatbinaries.
@@ -239,13 +239,6 @@ impl Pointers<'_> {
     }
 }
 
-/// Reads a little-endian u64 at file offset `at`.
-fn word(data: &[u8], at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    let b = data.get(at..at.checked_add(8)?)?;
-    Some(u64::from_le_bytes(b.try_into().ok()?))
-}
-
 type Sections<'d> = SectionTable<'d, FileHeader64<LE>>;
 
 /// Where the units of every `.hip_fatbin`/`.nv_fatbin` go: back to back from the start of
@@ -392,7 +385,7 @@ fn find_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Resu
                         "a relocation addend",
                     )?;
                     if let Some(f) = elf.file_offset(r.place, 8) {
-                        if word(data, f) == Some(addend) {
+                        if u64_at(data, f) == Some(addend) {
                             ptrs.repoint(f, addend, "a relocated word")?;
                         }
                     }
@@ -426,7 +419,7 @@ fn find_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Resu
             }
             (Encoding::Rel(_) | Encoding::Relr, RelocationKind::Relative) => {
                 if let Some(f) = elf.file_offset(r.place, 8) {
-                    if let Some(w) = word(data, f) {
+                    if let Some(w) = u64_at(data, f) {
                         ptrs.repoint(f, w, "a relocated word")?;
                     }
                 }
@@ -1066,7 +1059,7 @@ fn room_for_table(
         // RELA: the addend; REL and RELR: the word at the place.
         let target = match r.addend {
             Some(a) => Some(a as u64),
-            None => elf.file_offset(r.place, 8).and_then(|f| word(data, f)),
+            None => elf.file_offset(r.place, 8).and_then(|f| u64_at(data, f)),
         };
         if addrs.contains(&r.place) || (r.dynamic && target.is_some_and(|t| addrs.contains(&t))) {
             return Err(

@@ -337,6 +337,22 @@ fn diff(a: u64, b: u64) -> u64 {
 }
 
 /// `usize` → `u64`.
+/// The little-endian `u32` at file offset `at`.
+fn u32_at(data: &[u8], at: u64) -> Option<u32> {
+    let at = usize::try_from(at).ok()?;
+    Some(u32::from_le_bytes(
+        data.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+/// The little-endian `u64` at file offset `at`.
+fn u64_at(data: &[u8], at: u64) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
+    Some(u64::from_le_bytes(
+        data.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
 fn len64(n: usize) -> u64 {
     crate::bytes::u64_of(n)
 }

@@ -40,7 +40,7 @@ use crate::error::{ErrorKind, Result};
 
 use super::pieces::{apply_patches, cut, standalone, Piece};
 use super::plan::UnitPlan;
-use super::{err, len64};
+use super::{err, len64, u32_at, u64_at};
 
 /// The certificate table of a PE image: (file offset of its data-directory entry, file
 /// offset of the table, its length); `None` for an image without one and for COFF objects.
@@ -147,20 +147,6 @@ const POINTER_TO_RAW_DATA: u64 = 20;
 const SCN_CNT_INITIALIZED_DATA: u32 = 0x40;
 const DEBUG_ENTRY_SIZE: u64 = 28;
 const DEBUG_POINTER_TO_RAW_DATA: u64 = 24;
-
-fn u32_at(data: &[u8], at: u64) -> Option<u32> {
-    let at = usize::try_from(at).ok()?;
-    Some(u32::from_le_bytes(
-        data.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-
-fn u64_at(data: &[u8], at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    Some(u64::from_le_bytes(
-        data.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
-}
 
 /// Compacts the fatbinary sections of a PE32+ image (module documentation); `Err` says
 /// why the file is rewritten in place instead.

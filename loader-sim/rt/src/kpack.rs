@@ -14,7 +14,7 @@ use offload_image::kpack::{
     LoaderEnv, LoaderError, Stored, GFXARCH_PLACEHOLDER,
 };
 use offload_image::registration::device_kernels;
-use offload_image::split::{is_split, split_wrappers, SplitWrapper};
+use offload_image::split::{hipk_slots, is_split, split_wrappers, SplitWrapper};
 use offload_image::{Device, ReadOptions};
 
 use crate::report::{sha256_hex, EntryRecord, Record};
@@ -169,17 +169,7 @@ impl<'d> Library<'d> {
             .parent()
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let addresses = host
-            .fat_binary_wrappers()
-            .iter()
-            .filter(|slot| {
-                usize::try_from(slot.offset)
-                    .ok()
-                    .and_then(|o| data.get(o..o.checked_add(4)?))
-                    .is_some_and(|m| m == offload_image::kpack::HIPK_MAGIC.to_le_bytes())
-            })
-            .map(|slot| slot.address)
-            .collect();
+        let addresses = hipk_slots(&host).iter().map(|slot| slot.address).collect();
         Some(Library {
             dir,
             wrappers: split_wrappers(&host),

@@ -332,13 +332,20 @@ pub fn manifest_sha(file: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("{file}: {name} not in the manifest"))
 }
 
+/// Where the test set-up puts files from outside the repository: `OFFLOAD_IMAGE_EXTERNAL`,
+/// else `target/external` (callers must have called [`external`] first).
+pub fn external_dir() -> PathBuf {
+    std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/external"))
+}
+
 /// A real ROCm library fetched by `scripts/fetch-rocm-libs.sh`, or a panic that says how.
 pub fn external_lib(name: &str) -> PathBuf {
     assert_switched_on(name);
-    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/external"));
-    let p = base.join("unpacked/usr/lib/x86_64-linux-gnu").join(name);
+    let p = external_dir()
+        .join("unpacked/usr/lib/x86_64-linux-gnu")
+        .join(name);
     assert!(
         p.exists(),
         "{} is missing: run scripts/fetch-rocm-libs.sh (.ci/run does) or set OFFLOAD_IMAGE_EXTERNAL",
