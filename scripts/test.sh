@@ -8,3 +8,5 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 export OFFLOAD_IMAGE_EXTERNAL_TESTS=1
 cargo test --workspace --locked "$@"
+# The Python wheel, installed into a fresh virtual environment, under pytest.
+scripts/test-python.sh

@@ -51,6 +51,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::container::units;
+use crate::decompress::Codec;
 use crate::error::ErrorKind;
 use crate::host::{FileKind, HostFile};
 use crate::registration::FatbinWrapperView;
@@ -188,6 +189,16 @@ pub enum Gap {
         /// The PTX the unit has instead.
         ptx: Ptx,
     },
+    /// The image chosen for an NVIDIA device is stored compressed with a codec the device's
+    /// driver cannot decode ([`DriverVersion::gap`]): the module does not load.
+    Driver {
+        /// The codec of the chosen entry.
+        codec: Codec,
+        /// The oldest driver that decodes it.
+        needs: DriverVersion,
+        /// The device's driver.
+        has: DriverVersion,
+    },
     /// Any other reason: the sentence of the unit's closest rejection
     /// ([`Rejection`]'s `Display`), for example a feature mode the device lacks.
     Other(String),
@@ -220,6 +231,12 @@ impl fmt::Display for Gap {
                     Ptx::NoJit => f.write_str(" and PTX JIT compilation is disabled"),
                 }
             }
+            Gap::Driver { codec, needs, has } => write!(
+                f,
+                "the chosen entry is {codec}-compressed, which needs NVIDIA driver {needs} or \
+                 later (driver {has})",
+                codec = codec.name()
+            ),
             Gap::Other(s) => f.write_str(s),
         }
     }
@@ -390,5 +407,101 @@ impl fmt::Display for Reason<'_> {
             write!(f, "; closest: {c}")?;
         }
         Ok(())
+    }
+}
+
+/// An NVIDIA driver version as NVML and `nvidia-smi` print it (`550.54.14`, `580.65`):
+/// compared field by field, a missing field counting as 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DriverVersion {
+    /// The branch (`550`).
+    pub major: u32,
+    /// The minor version (`54`).
+    pub minor: u32,
+    /// The patch (`14`; 0 when not printed).
+    pub patch: u32,
+}
+
+impl DriverVersion {
+    /// The oldest Linux driver that loads zstd-compressed fatbinary entries (flag `0x8000`,
+    /// `nvcc --compress-mode=size|balance` on CUDA 12; CUDA 13's default): 550.54.14, the
+    /// driver of CUDA 12.4. LZ4 entries (`0x2000`, `-Xfatbin=-compress-all`) load with every
+    /// CUDA 12 driver (525.60.13 on), so they add no requirement of their own. Source:
+    /// RAPIDS' `rapids_cuda_enable_fatbin_compression` documentation (NVIDIA's own pages
+    /// state no number); not measured here (docs/NVFATBIN.md).
+    pub const ZSTD_FATBIN: DriverVersion = DriverVersion {
+        major: 550,
+        minor: 54,
+        patch: 14,
+    };
+
+    /// Parses `major.minor[.patch]` (decimal fields); `None` for anything else.
+    pub fn parse(text: &str) -> Option<DriverVersion> {
+        let mut fields = text.trim().split('.');
+        let mut next = |required: bool| -> Option<u32> {
+            match fields.next() {
+                Some(f) if !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) => f.parse().ok(),
+                None if !required => Some(0),
+                _ => None,
+            }
+        };
+        let version = DriverVersion {
+            major: next(true)?,
+            minor: next(true)?,
+            patch: next(false)?,
+        };
+        fields.next().is_none().then_some(version)
+    }
+
+    /// The oldest driver that decodes fatbinary entries stored with `codec` (`None`: no
+    /// requirement beyond the toolkit's own).
+    pub const fn needed_for(codec: Codec) -> Option<DriverVersion> {
+        match codec {
+            Codec::Zstd => Some(DriverVersion::ZSTD_FATBIN),
+            Codec::Lz4 | Codec::Zlib => None,
+        }
+    }
+
+    /// Why a fatbinary entry stored with `codec` does not load on this driver
+    /// ([`Gap::Driver`]); `None` when it decodes.
+    pub fn gap(self, codec: Codec) -> Option<Gap> {
+        let needs = DriverVersion::needed_for(codec)?;
+        (self < needs).then_some(Gap::Driver {
+            codec,
+            needs,
+            has: self,
+        })
+    }
+}
+
+impl fmt::Display for DriverVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{:02}", self.major, self.minor, self.patch)
+    }
+}
+
+#[cfg(test)]
+mod driver_tests {
+    use super::*;
+
+    #[test]
+    fn driver_versions_parse_and_order_as_nvml_prints_them() {
+        let v = DriverVersion::parse("550.54.14").unwrap();
+        assert_eq!((v.major, v.minor, v.patch), (550, 54, 14));
+        assert_eq!(v.to_string(), "550.54.14");
+        assert_eq!(DriverVersion::parse("580.65").unwrap().patch, 0);
+        for bad in ["", "550", "550.", "550.54.14.1", "r550.54", "550.-1"] {
+            assert_eq!(DriverVersion::parse(bad), None, "{bad}");
+        }
+        let old = DriverVersion::parse("535.183.01").unwrap();
+        assert!(old < DriverVersion::ZSTD_FATBIN);
+        assert!(DriverVersion::parse("550.54.15").unwrap() > DriverVersion::ZSTD_FATBIN);
+        assert_eq!(
+            old.gap(Codec::Zstd).unwrap().to_string(),
+            "the chosen entry is zstd-compressed, which needs NVIDIA driver 550.54.14 or later \
+             (driver 535.183.01)"
+        );
+        assert_eq!(old.gap(Codec::Lz4), None);
+        assert_eq!(DriverVersion::ZSTD_FATBIN.gap(Codec::Zstd), None);
     }
 }

@@ -264,8 +264,15 @@ fn workspace_crates_depend_one_way_and_confine_unsafe() {
                 "loader-sim-rt",
                 "loader-sim-os",
             ],
-            "loader-sim/src/main.rs",
+            "loader-sim/src/lib.rs",
             false,
+        ),
+        (
+            "python/Cargo.toml",
+            "offload-image-python",
+            &["loader-sim"],
+            "python/src/lib.rs",
+            true,
         ),
     ];
     let names: Vec<&str> = crates.iter().map(|c| c.1).collect();

@@ -46,10 +46,10 @@ pub fn select(
     data: &[u8],
     devices: &[(String, Device)],
     options: &ReadOptions,
-    json: bool,
-    explain: bool,
-    output: Option<&Path>,
+    args: &crate::cmd::select::Args,
+    out: &mut dyn Write,
 ) -> Option<Result<Outcome, Failure>> {
+    let (json, explain, output) = (args.json, args.explain, args.output.as_deref());
     let library = Library::open(file, data)?;
     let env = Env::from_process();
     let mut archives = Archives::default();
@@ -97,7 +97,7 @@ pub fn select(
             records.push(rec);
         }
     }
-    Some(write(file, &records, &chosen, json, output))
+    Some(write(file, &records, &chosen, json, output, out))
 }
 
 fn write(
@@ -106,20 +106,19 @@ fn write(
     chosen: &[Vec<u8>],
     json: bool,
     output: Option<&Path>,
+    mut out: &mut dyn Write,
 ) -> Result<Outcome, Failure> {
-    if let Some(out) = output {
+    if let Some(path) = output {
         if records.len() != 1 || chosen.len() != 1 {
-            return Err(Failure(format!(
+            return Err(Failure::msg(format!(
                 "-o needs exactly one unit and one target with a code object, {} gives {} record(s)",
                 file.display(),
                 records.len()
             )));
         }
-        std::fs::write(out, &chosen[0])
-            .map_err(|e| Failure::file(out, format!("cannot write: {e}")))?;
+        std::fs::write(path, &chosen[0])
+            .map_err(|e| Failure::file(path, format!("cannot write: {e}")))?;
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
     let written = if json {
         records.iter().try_for_each(|r| json_line(&mut out, r))
     } else {
@@ -151,7 +150,7 @@ fn write(
     };
     written
         .and_then(|_| out.flush())
-        .map_err(|e| Failure(format!("cannot write output: {e}")))?;
+        .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
     Ok(
         if records.is_empty() || records.iter().any(|r| r.selected.is_none()) {
             Outcome::NoMatch

@@ -71,6 +71,12 @@ pub fn owners(dirs: &[PathBuf]) -> HashMap<PathBuf, String> {
             let Some((dist, version)) = stem.split_once('-') else {
                 continue;
             };
+            // The name as the distribution spells it (`METADATA`'s `Name:`, as pip shows
+            // it); the directory has the normalised form (`nvidia_curand_cu12`).
+            let dist = std::fs::read_to_string(e.path().join("METADATA"))
+                .ok()
+                .and_then(|m| metadata_name(&m))
+                .unwrap_or_else(|| dist.to_string());
             let owner = format!("{dist} {version}");
             let Ok(record) = std::fs::read_to_string(e.path().join("RECORD")) else {
                 continue;
@@ -85,6 +91,16 @@ pub fn owners(dirs: &[PathBuf]) -> HashMap<PathBuf, String> {
         }
     }
     out
+}
+
+/// The `Name:` field of a `METADATA` file (its header ends at the first empty line).
+fn metadata_name(metadata: &str) -> Option<String> {
+    metadata
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .find_map(|l| l.strip_prefix("Name:"))
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
 }
 
 /// The path of a `RECORD` line (CSV: `path,hash,size`; a path with a comma is quoted).

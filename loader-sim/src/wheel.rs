@@ -62,7 +62,7 @@ impl Zip {
     /// Opens `path` (mapped, and opened again for decoding) and reads its central
     /// directory.
     pub fn open(path: &Path) -> Result<Zip, String> {
-        let input = Input::open(path).map_err(|e| e.0)?;
+        let input = Input::open(path).map_err(|e| e.message)?;
         let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
         let archive = zip::ZipArchive::new(BufReader::with_capacity(CHUNK, file))
             .map_err(|e| format!("not a readable zip file: {e}"))?;

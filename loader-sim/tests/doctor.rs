@@ -1659,7 +1659,8 @@ fn kfd_detection_applies_the_runtime_variables() {
 /// A stand-in `libnvidia-ml.so.1` (two GPUs: compute capability 8.6 and 9.0, driver
 /// 550.54.14) built here: `doctor` without `--target` finds both through NVML, and
 /// `CUDA_VISIBLE_DEVICES` (an index, or a UUID prefix) narrows them as the CUDA runtime
-/// does. Without NVML and without KFD it says what it looked for.
+/// does. The driver version NVML reports judges compressed entries (below). Without NVML
+/// and without KFD it says what it looked for.
 #[test]
 fn nvml_detection_with_a_stub_library() {
     if !common::external("a C compiler (cc)") {
@@ -1670,10 +1671,14 @@ fn nvml_detection_with_a_stub_library() {
         "nvml.c",
         br#"#include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 int nvmlInit_v2(void) { return 0; }
 int nvmlShutdown(void) { return 0; }
 const char *nvmlErrorString(int r) { (void)r; return "stub"; }
-int nvmlSystemGetDriverVersion(char *v, unsigned n) { snprintf(v, n, "550.54.14"); return 0; }
+int nvmlSystemGetDriverVersion(char *v, unsigned n) {
+  const char *d = getenv("STUB_NVML_DRIVER");
+  snprintf(v, n, "%s", d ? d : "550.54.14"); return 0;
+}
 int nvmlDeviceGetCount_v2(unsigned *c) { *c = 2; return 0; }
 int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) { *h = (void *)(uintptr_t)(i + 1); return 0; }
 int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) {
@@ -1736,6 +1741,59 @@ int nvmlDeviceGetName(void *h, char *s, unsigned n) {
     assert_eq!(nvidia(&run(Some("1"), true)), ["sm_90"]);
     assert_eq!(nvidia(&run(Some("GPU-aaaa"), true)), ["sm_86"]);
     assert_eq!(nvidia(&run(Some("1,0"), true)), ["sm_86", "sm_90"]);
+
+    // NVIDIA's fatbinary with --compress-mode=size stores every entry as zstd, which a
+    // driver older than 550.54.14 cannot decode; --compress-mode=speed stores LZ4.
+    let files = common::repo().join("tests/data/nvfatbin/files");
+    let judge = |driver: &str| {
+        let out = Command::new(common::ours())
+            .args(["doctor", "--json"])
+            .arg(files.join("mixed.size.fatbin"))
+            .arg(files.join("mixed.speed.all.fatbin"))
+            .env_remove("CUDA_VISIBLE_DEVICES")
+            .env("LD_LIBRARY_PATH", dir.path(""))
+            .env("STUB_NVML_DRIVER", driver)
+            .output()
+            .unwrap();
+        let mut v: Vec<(String, String, String, String)> = json_lines(&out.stdout)
+            .iter()
+            .filter(|r| r["device"] == "sm_86")
+            .map(|r| {
+                let file = r["file"].as_str().unwrap();
+                let name = file.rsplit('/').next().unwrap().to_string();
+                let hint = r["hints"][0]["kind"].as_str().unwrap_or("-").to_string();
+                let reason = r["reason"].as_str().unwrap_or("-").to_string();
+                (
+                    name,
+                    r["status"].as_str().unwrap().to_string(),
+                    hint,
+                    reason,
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let old = judge("535.183.01");
+    assert_eq!(
+        old.iter()
+            .map(|(f, s, h, _)| (f.as_str(), s.as_str(), h.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("mixed.size.fatbin", "none", "driver"),
+            ("mixed.speed.all.fatbin", "ok", "-")
+        ],
+        "{old:?}"
+    );
+    assert!(
+        old[0].3.starts_with(
+            "the chosen entry is zstd-compressed, which needs NVIDIA driver 550.54.14 or later \
+             (driver 535.183.01)"
+        ),
+        "{old:?}"
+    );
+    let new = judge("550.54.14");
+    assert!(new.iter().all(|(_, s, _, _)| s == "ok"), "{new:?}");
     if !Path::new("/sys/class/kfd/kfd/topology").exists() {
         let out = run(None, false);
         assert_eq!(out.status.code(), Some(2));
@@ -1836,13 +1894,13 @@ fn python_environment_with_an_installed_cuda_wheel() {
         .collect();
     assert_eq!(mine.len(), 2, "{}", common::describe(&out));
     for r in &mine {
-        assert_eq!(r["package"], "nvidia_curand_cu12 10.3.10.19", "{r}");
+        assert_eq!(r["package"], "nvidia-curand-cu12 10.3.10.19", "{r}");
     }
     // sm_35 gets nothing from this build: the first hint names the distribution to change.
     let sm35 = mine.iter().find(|r| r["device"] == "sm_35").unwrap();
     assert_eq!(sm35["status"], "none", "{sm35}");
     assert_eq!(sm35["hints"][0]["kind"], "package");
-    assert_eq!(sm35["hints"][0]["value"], "nvidia_curand_cu12 10.3.10.19");
+    assert_eq!(sm35["hints"][0]["value"], "nvidia-curand-cu12 10.3.10.19");
     // The verdicts are those of the library itself.
     let direct = doctor(&[
         lib.as_os_str(),

@@ -51,7 +51,8 @@ use std::time::{Duration, Instant};
 use offload_image::bundle::BundleTable;
 use offload_image::ccob::CompressedBundle;
 use offload_image::container::UnitContent;
-use offload_image::doctor::{self, Coverage, Gap};
+use offload_image::decompress::Codec;
+use offload_image::doctor::{self, Coverage, DriverVersion, Gap};
 use offload_image::host::HostFile;
 use offload_image::stream::IDENTIFY_LEN;
 use offload_image::target::amdgpu::{FeatureState, Processor};
@@ -106,6 +107,18 @@ pub struct Args {
     /// Files probed in parallel (default: the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     jobs: Option<u32>,
+    /// The NVIDIA driver version (`535.183.01`) that NVIDIA devices have: a chosen entry
+    /// stored compressed with a codec this driver cannot decode does not load (zstd needs
+    /// 550.54.14). Default: the version NVML reports when it detects the GPUs; none
+    /// (compression not judged) with --target alone.
+    #[arg(long, value_name = "VERSION", value_parser = parse_driver)]
+    nvidia_driver: Option<DriverVersion>,
+}
+
+/// `--nvidia-driver`'s parser.
+fn parse_driver(text: &str) -> Result<DriverVersion, String> {
+    DriverVersion::parse(text)
+        .ok_or_else(|| format!("'{text}' is not a driver version (550.54.14)"))
 }
 
 /// The machine's KFD topology, used when neither --target nor --kfd-topology is given.
@@ -129,10 +142,12 @@ struct Plan {
     probes: Vec<Device>,
     /// For `probes[real.len() + i]`: the real device's position and the variant.
     variants: Vec<(usize, Variant)>,
+    /// The NVIDIA driver the NVIDIA devices have, when known.
+    nvidia_driver: Option<DriverVersion>,
 }
 
 impl Plan {
-    fn new(real: Vec<(String, Device)>) -> Self {
+    fn new(real: Vec<(String, Device)>, nvidia_driver: Option<DriverVersion>) -> Self {
         let mut probes: Vec<Device> = real.iter().map(|(_, d)| *d).collect();
         let mut variants = Vec::new();
         for (k, (_, device)) in real.iter().enumerate() {
@@ -162,6 +177,7 @@ impl Plan {
             real,
             probes,
             variants,
+            nvidia_driver,
         }
     }
 }
@@ -198,6 +214,7 @@ impl Tally {
     fn offer(
         &mut self,
         ids: &[(usize, Identity<'_>)],
+        codecs: &[(usize, Codec)],
         plan: &Plan,
         options: &SelectOptions,
         registered: bool,
@@ -212,11 +229,22 @@ impl Tally {
         // One pass for every probe (the library's `choose`).
         let choices = offload_image::choose(ids.iter().copied(), &plan.probes, options);
         for (p, choice) in choices.iter().enumerate() {
-            if choice.key.is_some() {
+            // An NVIDIA device whose driver cannot decode the chosen entry gets nothing.
+            let undecodable = match (plan.probes.get(p), plan.nvidia_driver, choice.key) {
+                (Some(Device::Cuda { .. }), Some(driver), Some(key)) => codecs
+                    .iter()
+                    .find(|(i, _)| *i == key.index)
+                    .and_then(|(_, codec)| driver.gap(*codec)),
+                _ => None,
+            };
+            if choice.key.is_some() && undecodable.is_none() {
                 self.covered[p] += 1;
             }
             if let (Some(c), Some(device)) = (self.coverage.get_mut(p), plan.probes.get(p)) {
-                c.add_choice(choice, device);
+                match undecodable {
+                    Some(gap) => c.add(Some(gap)),
+                    None => c.add_choice(choice, device),
+                }
             }
         }
     }
@@ -246,8 +274,10 @@ struct Hint {
 
 impl Hint {
     fn text(&self) -> String {
-        if let ("package", Some(p)) = (self.kind, &self.value) {
-            return format!("a build of {p} with code for this device");
+        match (self.kind, &self.value) {
+            ("package", Some(p)) => return format!("a build of {p} with code for this device"),
+            ("driver", Some(v)) => return format!("NVIDIA driver {v} or later"),
+            _ => {}
         }
         match (self.env, &self.value, &self.offload_arch) {
             (Some(env), Some(v), _) if !self.safe => {
@@ -459,7 +489,7 @@ fn judge_unit(
                     .entries()
                     .map(|e| (e.index, identify_by_id(e.index, e.id, e.size)))
                     .collect();
-                tally.offer(&ids, ctx.plan, &ctx.select, registered);
+                tally.offer(&ids, &[], ctx.plan, &ctx.select, registered);
                 return Ok(());
             }
         } else if let Some((table, heads)) = stream_heads(c, &ctx.read).map_err(|e| e.rebase(at))? {
@@ -472,13 +502,17 @@ fn judge_unit(
                     (e.index, id)
                 })
                 .collect();
-            tally.offer(&ids, ctx.plan, &ctx.select, registered);
+            tally.offer(&ids, &[], ctx.plan, &ctx.select, registered);
             return Ok(());
         }
     }
     let open = unit.open(&ctx.read)?;
     let ids: Vec<(usize, Identity<'_>)> = open.images().map(|i| (i.index, identify(&i))).collect();
-    tally.offer(&ids, ctx.plan, &ctx.select, registered);
+    let codecs: Vec<(usize, Codec)> = open
+        .images()
+        .filter_map(|i| Some((i.index, i.encoded?.codec)))
+        .collect();
+    tally.offer(&ids, &codecs, ctx.plan, &ctx.select, registered);
     Ok(())
 }
 
@@ -682,7 +716,7 @@ fn scan_file(path: &Path, ctx: &Ctx<'_>) -> Found {
     }
     let input = match Input::open(path) {
         Ok(i) => i,
-        Err(Failure(e)) => return damaged(e),
+        Err(f) => return damaged(f.message),
     };
     if let Some(tally) = scan_split(path, input.bytes(), ctx) {
         return vec![(None, tally)];
@@ -779,7 +813,12 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
 /// The devices: every --target, then every GPU of --kfd-topology; with neither, the GPUs
 /// of this machine as the runtimes see them (`crate::gpus`: KFD and NVML, narrowed by the
 /// `*_VISIBLE_DEVICES` variables, `HSA_OVERRIDE_GFX_VERSION` applied); without duplicates.
-fn devices(args: &Args) -> Result<Vec<(String, Device)>, Failure> {
+/// The devices to judge (name as given, device) and the NVIDIA driver they have.
+type Devices = (Vec<(String, Device)>, Option<DriverVersion>);
+
+/// The devices to judge, and the NVIDIA driver they have (`--nvidia-driver`, else NVML's).
+fn devices(args: &Args) -> Result<Devices, Failure> {
+    let mut driver = args.nvidia_driver;
     let mut devices = crate::cmd::parse_devices("--target", &args.targets)?;
     let xnack = args.xnack.map(|x| matches!(x, OnOff::On));
     let detect = args.targets.is_empty() && args.kfd_topology.is_none();
@@ -800,6 +839,10 @@ fn devices(args: &Args) -> Result<Vec<(String, Device)>, Failure> {
             eprintln!("loader-sim: doctor: detected {} ({})", f.device, f.source);
         }
         looked = found.looked;
+        driver = driver.or(found
+            .nvidia_driver
+            .as_deref()
+            .and_then(DriverVersion::parse));
         devices.extend(
             found
                 .devices
@@ -814,7 +857,7 @@ fn devices(args: &Args) -> Result<Vec<(String, Device)>, Failure> {
         }
     }
     if unique.is_empty() {
-        return Err(Failure(match &args.kfd_topology {
+        return Err(Failure::msg(match &args.kfd_topology {
             Some(dir) => format!(
                 "{}: the KFD topology has no visible GPU node ({})",
                 dir.display(),
@@ -826,7 +869,7 @@ fn devices(args: &Args) -> Result<Vec<(String, Device)>, Failure> {
             ),
         }));
     }
-    Ok(unique)
+    Ok((unique, driver))
 }
 
 /// The hints for real device `k` of a library that does not cover it.
@@ -864,6 +907,22 @@ fn hints(plan: &Plan, k: usize, tally: &Tally) -> Vec<Hint> {
         offload_arch: Some(arch),
         safe: true,
     };
+    // Entries the driver cannot decode: a newer driver loads them as they are.
+    let driver = tally.coverage.get(k).and_then(|c| {
+        c.gaps().iter().find_map(|g| match g.gap {
+            Gap::Driver { needs, .. } => Some(needs),
+            _ => None,
+        })
+    });
+    if let Some(needs) = driver {
+        out.push(Hint {
+            kind: "driver",
+            env: None,
+            value: Some(needs.to_string()),
+            offload_arch: None,
+            safe: true,
+        });
+    }
     match &plan.real[k].1 {
         Device::Amdgpu(t) => {
             out.push(rebuild(t.processor.name.to_string()));
@@ -911,9 +970,10 @@ fn progress(done: &AtomicUsize, total: usize, libraries: &AtomicUsize, stop: &At
 }
 
 /// Runs `doctor`.
-pub fn run(args: &Args) -> Result<Outcome, Failure> {
+pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
     let start = Instant::now();
-    let plan = Plan::new(devices(args)?);
+    let (devices, nvidia_driver) = devices(args)?;
+    let plan = Plan::new(devices, nvidia_driver);
     let (paths, owners) = match &args.python {
         Some(python) => {
             let dirs = crate::python::site_dirs(python)?;
@@ -1052,8 +1112,6 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         damaged: count("damaged"),
         seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
     };
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
     let written = if args.json {
         records
             .iter()
@@ -1064,7 +1122,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     };
     written
         .and_then(|()| out.flush())
-        .map_err(|e| Failure(format!("cannot write output: {e}")))?;
+        .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
     if records.iter().all(|r| r.status == "ok") {
         Ok(Outcome::Ok)
     } else {

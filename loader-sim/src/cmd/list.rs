@@ -1,6 +1,5 @@
 //! `loader-sim list FILE [--json]`: every image, in discovery order.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use offload_image::container::UnitContent;
@@ -104,7 +103,7 @@ pub fn identity(image: &Image<'_>) -> (Option<String>, Option<String>) {
 }
 
 /// Runs `list`.
-pub fn run(args: &Args) -> Result<Outcome, Failure> {
+pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
     let input = Input::open(&args.file)?;
     let options = offload_image::ReadOptions {
         strict: args.strict,
@@ -215,8 +214,6 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             });
         }
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
     let written = if args.json {
         for line in &records {
             if let Line::Damaged(d) = line {
@@ -292,7 +289,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     };
     written
         .and_then(|_| out.flush())
-        .map_err(|e| Failure(format!("cannot write output: {e}")))?;
+        .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
     // Every readable unit is listed; the status still says that something was damaged.
     if records.iter().any(|r| matches!(r, Line::Damaged(_))) {
         return Ok(Outcome::Invalid);

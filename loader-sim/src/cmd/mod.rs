@@ -20,7 +20,10 @@ pub fn parse_devices(option: &str, values: &[String]) -> Result<Vec<(String, Dev
         .map(|t| {
             Device::parse(t)
                 .map(|d| (t.clone(), d))
-                .map_err(|e| Failure(format!("invalid {option} '{t}': {}", e.what())))
+                .map_err(|e| Failure {
+                    kind: Some(e.kind().name()),
+                    ..Failure::msg(format!("invalid {option} '{t}': {}", e.what()))
+                })
         })
         .collect()
 }

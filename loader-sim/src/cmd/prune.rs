@@ -113,7 +113,7 @@ fn zstd_compress(content: &[u8], budget: u64) -> Option<Vec<u8>> {
 }
 
 /// Runs `prune`.
-pub fn run(args: &Args) -> Result<Outcome, Failure> {
+pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
     let devices = crate::cmd::parse_devices("--keep", &args.keep)?;
     let keep: Vec<_> = devices.iter().map(|(_, d)| *d).collect();
     if let Some(out) = &args.output {
@@ -148,14 +148,13 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         .map_err(|e| Failure::file(&args.file, e))?;
     let pruned = prune::rewrite(&plan).map_err(|e| Failure::file(&args.file, e))?;
 
-    let mut out = std::io::stdout().lock();
     report(args, &plan, &pruned, &mut out)
-        .map_err(|e| Failure(format!("cannot write the report: {e}")))?;
+        .map_err(|e| Failure::msg(format!("cannot write the report: {e}")))?;
     if args.dry_run {
         return Ok(Outcome::Ok);
     }
     let Some(path) = &args.output else {
-        return Err(Failure("-o OUT is required without --dry-run".into()));
+        return Err(Failure::msg("-o OUT is required without --dry-run".into()));
     };
     write_atomically(path, &args.file, |file| {
         let mut w = Releasing {

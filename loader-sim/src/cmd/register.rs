@@ -13,7 +13,6 @@
 //! reported at unregistration / exit.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -97,21 +96,21 @@ impl PolicyArg {
 }
 
 /// Runs `register`.
-pub fn run(args: &Args) -> Result<Outcome, Failure> {
+pub fn run(args: &Args, out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
     let devices = args
         .devices
         .iter()
         .map(|d| {
             SimulatedDevice::parse(d)
-                .map_err(|e| Failure(format!("invalid --device '{d}': {}", e.what())))
+                .map_err(|e| Failure::msg(format!("invalid --device '{d}': {}", e.what())))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let records = match (&args.load, &args.file) {
         (Some(lib), _) => load(args, lib)?,
         (None, Some(file)) => statically(args, file, devices)?,
-        (None, None) => return Err(Failure("give FILE or --load LIB".into())),
+        (None, None) => return Err(Failure::msg("give FILE or --load LIB".into())),
     };
-    print(args, &records)?;
+    print(args, &records, out)?;
     Ok(if records.iter().any(|r| r.selected.is_none()) {
         Outcome::NoMatch
     } else {
@@ -144,7 +143,7 @@ fn statically(
     let elf = HostFile::parse(input.bytes()).map_err(|e| {
         Failure::file(
             file,
-            format_args!("{e} (register reads host ELF executables, shared libraries and objects)"),
+            format!("{e} (register reads host ELF executables, shared libraries and objects)"),
         )
     })?;
     let read = read_options(args);
@@ -196,7 +195,7 @@ fn statically(
             if w.is_link_input(elf.section_at(w.binary).map(|(s, _)| s.role())) {
                 note(
                     file,
-                    format_args!(
+                    format!(
                         "fat-binary wrapper at {at} points at relocatable device code ({}): its constructor hands it to __cudaRegisterLinkedBinary, which keeps it for the device link; the runtime registers the linked fat binary instead",
                         place(&elf, w.binary)
                     ),
@@ -210,14 +209,14 @@ fn statically(
                 if let Some(sym) = elf.undefined_target(slot.address + 8) {
                     note(
                         file,
-                        format_args!(
+                        format!(
                             "fat-binary wrapper at {at} points at {}, which this file does not define (the device link provides it); not registered",
                             String::from_utf8_lossy(sym)
                         ),
                     );
                     continue;
                 }
-                return Err(Failure::file(file, format_args!("wrapper at {at}: {e}")));
+                return Err(Failure::file(file, format!("wrapper at {at}: {e}")));
             }
         };
         let Some(reg) = registry.get(id) else {
@@ -235,7 +234,7 @@ fn statically(
                 if let Err(e) = table {
                     return Err(Failure::file(
                         file,
-                        format_args!("entry table {}: {e}", String::from_utf8_lossy(t.name)),
+                        format!("entry table {}: {e}", String::from_utf8_lossy(t.name)),
                     ));
                 }
             }
@@ -249,7 +248,7 @@ fn statically(
         let id = registry.register_lib(&elf, desc).map_err(|e| {
             Failure::file(
                 file,
-                format_args!("__tgt_bin_desc at {}: {e}", place(&elf, desc)),
+                format!("__tgt_bin_desc at {}: {e}", place(&elf, desc)),
             )
         })?;
         if seen.insert(id) {
@@ -281,7 +280,7 @@ fn statically(
             };
             note(
                 file,
-                format_args!(
+                format!(
                     "section {} {what}; it is registered only once linked",
                     String::from_utf8_lossy(s.name)
                 ),
@@ -289,7 +288,7 @@ fn statically(
         } else if !has_descriptor {
             note(
                 file,
-                format_args!(
+                format!(
                     "section {} is not referenced by any __tgt_bin_desc found",
                     String::from_utf8_lossy(s.name)
                 ),
@@ -334,8 +333,8 @@ fn find_shim(args: &Args) -> Result<PathBuf, Failure> {
     if let Some(s) = &args.shim {
         return Ok(s.clone());
     }
-    let exe =
-        std::env::current_exe().map_err(|e| Failure(format!("cannot locate this program: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::msg(format!("cannot locate this program: {e}")))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
     // Inside a cargo target directory the first two may exist; the newer one is this
     // build's. An installation (scripts/install.sh) puts it in <prefix>/lib.
@@ -349,7 +348,7 @@ fn find_shim(args: &Args) -> Result<PathBuf, Failure> {
         .max_by_key(|(t, _)| *t)
         .map(|(_, p)| p)
         .ok_or_else(|| {
-            Failure(format!(
+            Failure::msg(format!(
                 "runtime shim libloader_sim_rt.so not found next to {} or in ../lib (build the workspace: cargo build --release, or install with scripts/install.sh), or give --shim",
                 exe.display()
             ))
@@ -367,7 +366,7 @@ impl TempDir {
         let dir =
             std::env::temp_dir().join(format!("loader-sim-load-{}-{nanos}", std::process::id()));
         std::fs::create_dir(&dir)
-            .map_err(|e| Failure(format!("cannot create {}: {e}", dir.display())))?;
+            .map_err(|e| Failure::msg(format!("cannot create {}: {e}", dir.display())))?;
         Ok(TempDir(dir))
     }
 }
@@ -392,15 +391,15 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
     let shim = find_shim(args)?;
     let shim = shim
         .canonicalize()
-        .map_err(|e| Failure::file(&shim, format_args!("cannot open: {e}")))?;
+        .map_err(|e| Failure::file(&shim, format!("cannot open: {e}")))?;
     // An absolute path: dlopen searches the library path for a name without a slash.
     let lib_abs = lib
         .canonicalize()
-        .map_err(|e| Failure::file(lib, format_args!("cannot open: {e}")))?;
+        .map_err(|e| Failure::file(lib, format!("cannot open: {e}")))?;
     let tmp = TempDir::new()?;
     for name in SHIM_NAMES {
         std::os::unix::fs::symlink(&shim, tmp.0.join(name))
-            .map_err(|e| Failure(format!("cannot link the shim as {name}: {e}")))?;
+            .map_err(|e| Failure::msg(format!("cannot link the shim as {name}: {e}")))?;
     }
     let report = tmp.0.join("report.jsonl");
     let mut path = std::ffi::OsString::from(&tmp.0);
@@ -408,8 +407,8 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
         path.push(":");
         path.push(old);
     }
-    let exe =
-        std::env::current_exe().map_err(|e| Failure(format!("cannot locate this program: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::msg(format!("cannot locate this program: {e}")))?;
     let child = Command::new(exe)
         .arg("__load")
         .arg(&lib_abs)
@@ -420,7 +419,7 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .output()
-        .map_err(|e| Failure(format!("cannot start the loader process: {e}")))?;
+        .map_err(|e| Failure::msg(format!("cannot start the loader process: {e}")))?;
     let stderr = String::from_utf8_lossy(&child.stderr);
     if !child.status.success() {
         // The child's own one-line error (dlopen's message), else its exit status.
@@ -434,20 +433,20 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
                 l.strip_prefix(&abs).unwrap_or(l).to_string()
             })
             .unwrap_or_else(|| format!("the loader process failed ({})", child.status));
-        return Err(Failure::file(lib, format_args!("cannot load: {why}")));
+        return Err(Failure::file(lib, format!("cannot load: {why}")));
     }
     // The shim's diagnostics (refused registrations, ...) pass through.
     eprint!("{stderr}");
     let text = match std::fs::read_to_string(&report) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(Failure::file(&report, format_args!("cannot read: {e}"))),
+        Err(e) => return Err(Failure::file(&report, format!("cannot read: {e}"))),
     };
     let records = text
         .lines()
         .map(|l| {
             serde_json::from_str::<Record>(l)
-                .map_err(|e| Failure::file(&report, format_args!("bad record: {e}")))
+                .map_err(|e| Failure::file(&report, format!("bad record: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
     if records.is_empty() {
@@ -462,9 +461,7 @@ pub fn load_child(lib: &Path) -> Result<Outcome, Failure> {
     Ok(Outcome::Ok)
 }
 
-fn print(args: &Args, records: &[Record]) -> Result<(), Failure> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+fn print(args: &Args, records: &[Record], mut out: &mut dyn std::io::Write) -> Result<(), Failure> {
     let written = if args.json {
         records.iter().try_for_each(|r| json_line(&mut out, r))
     } else {
@@ -502,7 +499,7 @@ fn print(args: &Args, records: &[Record]) -> Result<(), Failure> {
     };
     written
         .and_then(|_| out.flush())
-        .map_err(|e| Failure(format!("cannot write output: {e}")))
+        .map_err(|e| Failure::msg(format!("cannot write output: {e}")))
 }
 
 fn entries_cell(r: &Record) -> String {

@@ -82,16 +82,16 @@ pub struct Args {
     strict: bool,
     /// List every image not selected, with the reason.
     #[arg(long)]
-    explain: bool,
+    pub(crate) explain: bool,
     /// Add the SHA-256 of the selected image (reads its bytes).
     #[arg(long)]
     sha256: bool,
     /// Write the selected image to OUT (one unit and one target only).
     #[arg(short = 'o', value_name = "OUT")]
-    output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// Write JSON Lines instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Do not verify the truncated MD5 of compressed bundles (then decoding stops as soon
     /// as the selected image and the first bytes of every image have been read).
     #[arg(long)]
@@ -309,7 +309,7 @@ fn reasons(images: &[Image<'_>], choice: &Choice<'_>, options: &SelectOptions) -
 }
 
 /// Runs `select`.
-pub fn run(args: &Args) -> Result<Outcome, Failure> {
+pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
     let mut devices = crate::cmd::parse_devices("--target", &args.targets)?;
     if let Some(dir) = &args.kfd_topology {
         let xnack = args.xnack.map(|x| matches!(x, OnOff::On));
@@ -338,15 +338,8 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         ..ReadOptions::default()
     };
     // A split library: its code objects are in the `.kpack` archives (KPACK.md).
-    if let Some(done) = crate::kpack::select(
-        &args.file,
-        input.bytes(),
-        &devices,
-        &read,
-        args.json,
-        args.explain,
-        args.output.as_deref(),
-    ) {
+    if let Some(done) = crate::kpack::select(&args.file, input.bytes(), &devices, &read, args, out)
+    {
         return done;
     }
     let mut records = Vec::new();
@@ -497,7 +490,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
             if matches!(output, Some(Selected::Written)) {
                 let _ = std::fs::remove_file(out);
             }
-            return Err(Failure(format!(
+            return Err(Failure::msg(format!(
                 "-o needs exactly one unit and one target, {} has {} unit(s) and {} target(s)",
                 args.file.display(),
                 records.len() / devices.len().max(1),
@@ -512,8 +505,6 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         .map_err(|e| Failure::file(out, format!("cannot write: {e}")))?;
     }
 
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
     for d in &damaged {
         d.warn(&args.file);
     }
@@ -530,7 +521,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
     };
     written
         .and_then(|_| out.flush())
-        .map_err(|e| Failure(format!("cannot write output: {e}")))?;
+        .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
     if !damaged.is_empty() {
         Ok(Outcome::Invalid)
     } else if records.is_empty() || records.iter().any(|r| r.selected.is_none()) {

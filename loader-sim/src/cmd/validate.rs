@@ -2,7 +2,6 @@
 //! offload containers, with a severity, a stable code, the container and the byte offset
 //! (`offload_image::validate`, `docs/VALIDATE.md`).
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use offload_image::validate::{validate, Code, Finding, Severity};
@@ -90,11 +89,9 @@ fn kpack_findings(file: &std::path::Path, data: &[u8]) -> Vec<Finding> {
 }
 
 /// Runs `validate`.
-pub fn run(args: &Args) -> Result<Outcome, Failure> {
+pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
     let read =
         crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash);
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
     let mut worst: Option<Severity> = None;
     for file in &args.files {
         let findings: Vec<Finding> = match Input::open(file) {
@@ -103,7 +100,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                 findings.extend(kpack_findings(file, input.bytes()));
                 findings
             }
-            Err(Failure(msg)) => {
+            Err(Failure { message: msg, .. }) => {
                 // An unreadable file is an error finding of its own; the others are checked.
                 vec![Finding {
                     code: offload_image::validate::Code::Reader(
@@ -144,11 +141,11 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
                     f.offset
                 )
             };
-            written.map_err(|e| Failure(format!("cannot write output: {e}")))?;
+            written.map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
         }
     }
     out.flush()
-        .map_err(|e| Failure(format!("cannot write output: {e}")))?;
+        .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
     Ok(match worst {
         Some(Severity::Error) => Outcome::Invalid,
         Some(Severity::Warning) if args.deny_warnings => Outcome::Invalid,

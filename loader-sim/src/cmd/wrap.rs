@@ -106,7 +106,7 @@ struct Spec {
 }
 
 fn bad(spec: &str, what: impl std::fmt::Display) -> Failure {
-    Failure(format!("--image '{spec}': {what}"))
+    Failure::msg(format!("--image '{spec}': {what}"))
 }
 
 fn parse_spec(text: &str) -> Result<Spec, Failure> {
@@ -197,7 +197,7 @@ fn wrap_kind(given: Option<WrapKind>, specs: &[Spec]) -> Result<WrapKind, Failur
 
 fn read(spec: &Spec) -> Result<Vec<u8>, Failure> {
     let data = std::fs::read(&spec.file)
-        .map_err(|e| Failure::file(&spec.file, format_args!("cannot read: {e}")))?;
+        .map_err(|e| Failure::file(&spec.file, format!("cannot read: {e}")))?;
     if data.is_empty() {
         return Err(Failure::file(&spec.file, "the image is empty"));
     }
@@ -229,7 +229,7 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         WrapKind::Hip => hip(&specs, &data)?,
     };
     std::fs::write(&args.output, object)
-        .map_err(|e| Failure::file(&args.output, format_args!("cannot write: {e}")))?;
+        .map_err(|e| Failure::file(&args.output, format!("cannot write: {e}")))?;
     Ok(Outcome::Ok)
 }
 
@@ -291,7 +291,7 @@ fn openmp(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
             arch: &spec.arch,
         });
     }
-    emit::openmp(&images).map_err(Failure)
+    emit::openmp(&images).map_err(Failure::msg)
 }
 
 /// The bundle entry ID `clang-offload-bundler` stores for `hip-<triple>-<arch>`.
@@ -319,7 +319,7 @@ fn hip_entry_id(spec: &Spec) -> Result<String, Failure> {
 fn hip(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
     let host = TargetInfo::new("host-x86_64-unknown-linux-gnu")
         .map(|i| i.str())
-        .ok_or_else(|| Failure("internal error: host entry ID".into()))?;
+        .ok_or_else(|| Failure::msg("internal error: host entry ID".into()))?;
     let ids = specs
         .iter()
         .map(hip_entry_id)
@@ -337,11 +337,11 @@ fn hip(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
     match conflicting_ids(&target_ids) {
         Ok(None) => {}
         Ok(Some((a, b))) => {
-            return Err(Failure(format!(
+            return Err(Failure::msg(format!(
                 "--image: conflicting targets '{a}' and '{b}' (clang-offload-bundler refuses to bundle them: a runtime could not tell which one a device wants)"
             )))
         }
-        Err(e) => return Err(Failure(format!("--image: {e}"))),
+        Err(e) => return Err(Failure::msg(format!("--image: {e}"))),
     }
     let mut entries: Vec<(&str, &[u8])> = vec![(host.as_str(), &[])];
     entries.extend(
@@ -350,7 +350,7 @@ fn hip(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
             .zip(data.iter().map(Vec::as_slice)),
     );
     let bundle = offload_image::write::bundle::bundle_to_vec(&entries, 4096)
-        .map_err(|e| Failure(format!("cannot bundle the images: {}", e.what())))?;
+        .map_err(|e| Failure::msg(format!("cannot bundle the images: {}", e.what())))?;
     let options = ReadOptions::default();
     if let Some(open) = units(&bundle, &options)
         .next()
@@ -361,5 +361,5 @@ fn hip(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
             check_elf(spec, &image);
         }
     }
-    emit::hip(&bundle).map_err(Failure)
+    emit::hip(&bundle).map_err(Failure::msg)
 }

@@ -1,0 +1,239 @@
+"""Find, choose and check the GPU device code inside host binaries, in place.
+
+Each function runs the ``loader-sim`` command of the same name inside this process and
+returns its ``--json`` records as dicts (docs/CLI.md gives every field). Failures raise
+:class:`Error`, which carries the error kind and the byte offset where the library
+located the problem.
+
+>>> import offload_image
+>>> images = offload_image.list("libfoo.so")            # doctest: +SKIP
+>>> offload_image.select("libfoo.so", ["gfx90a:xnack-"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+
+from . import _native
+
+__all__ = [
+    "Error",
+    "Record",
+    "list",
+    "select",
+    "validate",
+    "doctor",
+    "prune",
+    "run",
+    "__version__",
+]
+
+__version__: str = _native.__version__
+
+#: One JSON record of a command, as a dict.
+Record = Dict[str, Any]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_list = list  # `list` below is the module's function
+
+
+class Error(Exception):
+    """A command failed.
+
+    Attributes:
+        message: the command's one-line error (``FILE: what, at byte N``).
+        kind: the library's error kind (``"truncated"``, ``"bad-magic"``,
+            ``"out-of-bounds"``, ...; docs/CLI.md lists them), ``"usage"`` for arguments
+            the command does not take, or None (a file that cannot be opened, for example).
+        offset: the byte offset of the problem in the file, or None.
+        records: what the command reported before it failed (``list`` and ``select`` on
+            a damaged file: the images read, then the ``"damaged"`` records).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        kind: Optional[str] = None,
+        offset: Optional[int] = None,
+        records: Optional[List[Record]] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.offset = offset
+        self.records: List[Record] = records if records is not None else []
+
+    def __repr__(self) -> str:
+        return f"Error({self.message!r}, kind={self.kind!r}, offset={self.offset!r})"
+
+
+def run(args: Sequence[str]) -> "tuple[int, str]":
+    """Runs a ``loader-sim`` command line (without the program name) in this process.
+
+    Returns the exit status the command would have (0 ok, 1 no compatible image for a
+    requested target, 2 problems reported in its output) and what it printed.
+    """
+    try:
+        return _native.run(_list(args))
+    except _native.Failure as e:
+        message, kind, offset = e.args
+        raise Error(message, kind, offset) from None
+
+
+def _records(args: Sequence[str]) -> "tuple[int, List[Record]]":
+    status, out = run(args)
+    return status, [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def _raise_damaged(status: int, records: List[Record]) -> None:
+    """``list`` and ``select`` exit 2 when a container is damaged: the first damaged
+    record becomes the exception."""
+    if status != 2:
+        return
+    for r in records:
+        if r.get("note") == "damaged":
+            raise Error(r.get("message", "damaged"), r.get("error"), r.get("offset"), records)
+    raise Error("the command reported a problem", None, None, records)
+
+
+def _path(p: PathLike) -> str:
+    return os.fspath(p)
+
+
+def list(path: PathLike, *, sha256: bool = True, strict: bool = False) -> List[Record]:  # noqa: A001
+    """Every device image in ``path``, in discovery order (``loader-sim list --json``).
+
+    With ``sha256=False`` the images are not hashed (compressed cubins are not decoded).
+    A damaged container raises :class:`Error`; what was read before it is in
+    ``Error.records``.
+    """
+    args = ["list", _path(path), "--json"]
+    if not sha256:
+        args.append("--no-sha256")
+    if strict:
+        args.append("--strict")
+    status, records = _records(args)
+    _raise_damaged(status, records)
+    return records
+
+
+def select(
+    path: PathLike,
+    targets: Union[str, Iterable[str]],
+    *,
+    kind: Optional[str] = None,
+    policy: str = "best",
+    jit: bool = True,
+    explain: bool = False,
+    sha256: bool = False,
+) -> List[Record]:
+    """The image a runtime would load for each target, per unit (``loader-sim select
+    --json``): one record per unit and target; ``selected`` is None where no image is
+    compatible.
+
+    ``targets`` are AMDGPU target IDs (``"gfx90a:sramecc+:xnack-"``) or NVPTX
+    architectures (``"sm_86"``); ``kind`` is ``"hip"``, ``"openmp"`` or ``"cuda"``;
+    ``policy`` is ``"best"``, ``"first"`` or ``"first-by-class"``.
+    """
+    if isinstance(targets, str):
+        targets = [targets]
+    args = ["select", _path(path), "--json", "--policy", policy]
+    for t in targets:
+        args += ["--target", t]
+    if kind is not None:
+        args += ["--kind", kind]
+    if not jit:
+        args.append("--no-jit")
+    if explain:
+        args.append("--explain")
+    if sha256:
+        args.append("--sha256")
+    status, records = _records(args)
+    _raise_damaged(status, records)
+    return records
+
+
+def validate(
+    paths: Union[PathLike, Iterable[PathLike]], *, verify_hash: bool = True
+) -> List[Record]:
+    """Every problem in the offload containers of ``paths`` (``loader-sim validate
+    --json``): one finding per record, with severity, code and byte offset. An empty list
+    means no problem was found."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    args = ["validate", "--json"] + [_path(p) for p in paths]
+    if not verify_hash:
+        args.append("--no-verify-hash")
+    return _records(args)[1]
+
+
+def doctor(
+    paths: Union[None, PathLike, Iterable[PathLike]] = None,
+    targets: Union[None, str, Iterable[str]] = None,
+    *,
+    python: Optional[PathLike] = None,
+    nvidia_driver: Optional[str] = None,
+    deep: bool = False,
+) -> List[Record]:
+    """For every library with device code and every device: which units load, why the
+    others do not, and what would make them run (``loader-sim doctor --json``). The last
+    record is the summary.
+
+    With no ``paths``, the site-packages of ``python`` are scanned (default: this
+    interpreter, ``sys.executable``), and each library names the distribution that owns
+    it. With no ``targets``, the GPUs of this machine are detected (KFD, NVML); without a
+    GPU this raises :class:`Error` asking for targets. ``nvidia_driver`` (``"535.183.01"``)
+    judges compressed NVIDIA entries against that driver (default: NVML's, when the GPUs
+    are detected): zstd needs 550.54.14.
+    """
+    args = ["doctor", "--json"]
+    if paths is None:
+        args += ["--python", _path(python) if python is not None else sys.executable]
+    else:
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        args += [_path(p) for p in paths]
+    if isinstance(targets, str):
+        targets = [targets]
+    for t in targets or ():
+        args += ["--target", t]
+    if nvidia_driver is not None:
+        args += ["--nvidia-driver", nvidia_driver]
+    if deep:
+        args.append("--deep")
+    return _records(args)[1]
+
+
+def prune(
+    path: PathLike,
+    keep: Union[str, Iterable[str]],
+    output: Optional[PathLike] = None,
+    *,
+    dry_run: bool = False,
+    shrink: bool = True,
+    refuse_signed: bool = False,
+) -> List[Record]:
+    """Writes ``path`` to ``output`` without the device images no ``keep`` device can
+    load (``loader-sim prune --json``), and returns the report: what was kept and dropped,
+    and the bytes saved. ``path`` is never modified. With ``dry_run=True`` nothing is
+    written and ``output`` may be None."""
+    if isinstance(keep, str):
+        keep = [keep]
+    args = ["prune", _path(path), "--json"]
+    for k in keep:
+        args += ["--keep", k]
+    if dry_run:
+        args.append("--dry-run")
+    elif output is None:
+        raise Error("prune needs an output path (or dry_run=True)", "usage", None)
+    if output is not None:
+        args += ["-o", _path(output)]
+    if not shrink:
+        args.append("--no-shrink")
+    if refuse_signed:
+        args.append("--refuse-signed")
+    return _records(args)[1]

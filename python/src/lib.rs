@@ -1,0 +1,51 @@
+//! `offload_image._native`: the extension module under the `offload_image` Python package.
+//!
+//! One function, `run`, runs a `loader-sim` command line in this process and returns what
+//! the command printed; `offload_image/__init__.py` builds the command lines (always with
+//! `--json`) and turns the lines into dicts, so that the module's records are the command's.
+//! A failure is raised as `offload_image._native.Failure(message, kind, offset)`.
+//!
+//! (`unsafe` is not forbidden here as in the other crates: PyO3's macros expand to it.)
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(
+    _native,
+    Failure,
+    PyException,
+    "A command failed: args are (message, kind, offset); kind and offset may be None."
+);
+
+/// Runs the `loader-sim` command line `argv` (without the program name) and returns the
+/// exit status the command would have (0 ok, 1 no compatible image, 2 problems reported in
+/// the output) and what it printed.
+#[pyfunction]
+fn run(py: Python<'_>, argv: Vec<String>) -> PyResult<(u8, String)> {
+    let result = py.detach(|| {
+        let mut out = Vec::new();
+        let argv = std::iter::once("loader-sim".to_string()).chain(argv);
+        loader_sim::run(argv, &mut out).map(|outcome| (outcome, out))
+    });
+    match result {
+        Ok((outcome, out)) => {
+            let status = match outcome {
+                loader_sim::Outcome::Ok => 0,
+                loader_sim::Outcome::NoMatch => 1,
+                loader_sim::Outcome::Invalid => 2,
+            };
+            Ok((status, String::from_utf8_lossy(&out).into_owned()))
+        }
+        Err(f) => Err(Failure::new_err((f.message, f.kind, f.offset))),
+    }
+}
+
+/// The module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add("Failure", m.py().get_type::<Failure>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

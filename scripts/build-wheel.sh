@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the Python wheel (python/pyproject.toml): the offload_image module (PyO3, stable ABI,
+# CPython 3.9+) and the loader-sim command, both linked with zig against glibc 2.17 so that
+# the wheel is manylinux_2_17 (manylinux2014) and installs on common distributions.
+#
+#   scripts/build-wheel.sh [OUT_DIR]      (default: target/wheels)
+#
+# The build tools (maturin, zig) come from the package index into
+# target/wheel-tools. The script checks that no file of the wheel needs a glibc symbol
+# newer than 2.17, and prints the wheel's path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-target/wheels}"
+tools=target/wheel-tools
+if [ ! -x "$tools/bin/maturin" ]; then
+    python3 -m venv "$tools"
+    "$tools/bin/pip" install -q --disable-pip-version-check \
+        maturin==1.16.0 ziglang==0.17.1
+fi
+export PATH="$PWD/$tools/bin:$PATH"
+glibc=2.17
+triple=x86_64-unknown-linux-gnu
+# No debug information and no symbol table in the wheel (the dynamic symbols stay).
+export CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols
+
+# The command, installed by pip into the environment's bin directory (wheel .data/scripts).
+# Built by maturin as a binary wheel first, so that both builds share one set of compiler
+# wrappers and flags (and the module's build reuses what this one compiled).
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+maturin build --release --locked --features vendored-zstd --zig --compatibility manylinux2014 \
+    --target "$triple" -b bin -m loader-sim/Cargo.toml -o "$bin" >&2
+python3 -m zipfile -e "$bin"/*.whl "$bin/x"
+mkdir -p python/offload_image.data/scripts
+install -m 755 "$bin"/x/*.data/scripts/loader-sim python/offload_image.data/scripts/loader-sim
+
+# The module.
+rm -f "$out"/offload_image-*.whl
+maturin build --release --locked --features vendored-zstd --zig --compatibility manylinux2014 --target "$triple" \
+    -m python/Cargo.toml -o "$out" >&2
+wheel=$(ls "$out"/offload_image-*.whl)
+
+# No file may need a newer glibc than the tag says.
+check="$bin/check"
+python3 -m zipfile -e "$wheel" "$check"
+newest=$(find "$check" -type f \( -name '*.so' -o -name loader-sim \) -exec objdump -T {} + |
+    grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+if [ "$(printf '%s\n%s\n' "$newest" "$glibc" | sort -V | tail -1)" != "$glibc" ]; then
+    echo "build-wheel: a file of the wheel needs glibc $newest (the tag says $glibc)" >&2
+    exit 1
+fi
+echo "$wheel"
