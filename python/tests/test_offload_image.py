@@ -194,6 +194,14 @@ def test_doctor_python_on_an_environment_with_a_gpu_wheel(tmp_path):
     # The hint for the device it does not run on names that package.
     failing = next(r for r in libs if r["device"] == "sm_35")
     assert "nvidia-curand-cu12" in json.dumps(failing["hints"])
+    # The command's table groups by distribution: PACKAGE is its first column.
+    table = subprocess.run(
+        ["loader-sim", "doctor", "--python", str(python), "--target", "sm_35"],
+        capture_output=True, text=True,
+    ).stdout.splitlines()
+    assert table[1].split()[:2] == ["PACKAGE", "LIBRARY"], table
+    row = next(l for l in table if "libcurand.so.10" in l)
+    assert row.startswith(f"nvidia-curand-cu12 {version} "), row
     # The command says the same.
     assert records[:-1] == command(
         "doctor", "--json", "--python", str(python), "--target", "sm_86", "--target", "sm_35"

@@ -1100,6 +1100,13 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             }
         }
     }
+    if args.python.is_some() {
+        // Grouped by the installed distribution that owns each library (`package`; files
+        // no distribution lists last), in scan order within each.
+        records.sort_by(|a, b| {
+            (a.package.is_none(), &a.package).cmp(&(b.package.is_none(), &b.package))
+        });
+    }
     let count = |s: &str| records.iter().filter(|r| r.status == s).count();
     let summary = Summary {
         summary: true,
@@ -1153,35 +1160,35 @@ fn write_tables(
             writeln!(out)?;
             continue;
         }
+        // In a Python environment the first column is the distribution.
+        let packaged = mine.iter().any(|r| r.package.is_some());
         let rows: Vec<Vec<String>> = mine
             .iter()
             .map(|r| {
-                let mut library = match &r.member {
+                let library = match &r.member {
                     Some(m) => format!("{}!{m}", r.file),
                     None => r.file.clone(),
                 };
-                if let Some(p) = &r.package {
-                    library = format!("[{p}] {library}");
-                }
                 let hint = match r.hints.split_first() {
                     None => "-".to_string(),
                     Some((h, [])) => h.text(),
                     Some((h, rest)) => format!("{} (+{} more)", h.text(), rest.len()),
                 };
-                vec![
-                    library,
-                    format!("{}/{}", r.units_covered, r.units),
-                    r.status.to_string(),
-                    r.reason.clone().unwrap_or_else(|| "-".to_string()),
-                    hint,
-                ]
+                let package = packaged.then(|| r.package.clone().unwrap_or_else(|| "-".into()));
+                package
+                    .into_iter()
+                    .chain([
+                        library,
+                        format!("{}/{}", r.units_covered, r.units),
+                        r.status.to_string(),
+                        r.reason.clone().unwrap_or_else(|| "-".to_string()),
+                        hint,
+                    ])
+                    .collect()
             })
             .collect();
-        table(
-            out,
-            &["LIBRARY", "UNITS", "STATUS", "REASON", "HINT"],
-            &rows,
-        )?;
+        let header = ["PACKAGE", "LIBRARY", "UNITS", "STATUS", "REASON", "HINT"];
+        table(out, &header[usize::from(!packaged)..], &rows)?;
         writeln!(out)?;
     }
     writeln!(
