@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds the Python wheel (python/pyproject.toml): the offload_image module (PyO3, stable ABI,
-# CPython 3.9+) and the loader-sim command, both linked with zig against glibc 2.17 so that
-# the wheel is manylinux_2_17 (manylinux2014) and installs on common distributions.
+# CPython 3.9+), the loader-sim command and its runtime shim (for `register --load`), all
+# linked with zig against glibc 2.17 so that the wheel is manylinux_2_17 (manylinux2014) and
+# installs on common distributions.
 #
 #   scripts/build-wheel.sh [OUT_DIR]      (default: target/wheels)
 #
 # The build tools (maturin, zig) come from the package index into
 # target/wheel-tools. The script checks that no file of the wheel needs a glibc symbol
-# newer than 2.17, and prints the wheel's path.
+# newer than 2.17 or a library other than glibc's and libgcc_s, and prints the wheel's path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-target/wheels}"
@@ -31,8 +32,12 @@ trap 'rm -rf "$bin"' EXIT
 maturin build --release --locked --features vendored-zstd --zig --compatibility manylinux2014 \
     --target "$triple" -b bin -m loader-sim/Cargo.toml -o "$bin" >&2
 python3 -m zipfile -e "$bin"/*.whl "$bin/x"
-mkdir -p python/offload_image.data/scripts
+mkdir -p python/offload_image.data/scripts python/offload_image.data/data/lib
 install -m 755 "$bin"/x/*.data/scripts/loader-sim python/offload_image.data/scripts/loader-sim
+# The runtime shim, built with the command: pip puts wheel data under the environment's
+# prefix, so it lands in <prefix>/lib, the ../lib where `register --load` looks for it
+# beside <prefix>/bin/loader-sim.
+install -m 755 "target/$triple/release/deps/libloader_sim_rt.so" python/offload_image.data/data/lib/
 
 # The module.
 rm -f "$out"/offload_image-*.whl
@@ -49,4 +54,16 @@ if [ "$(printf '%s\n%s\n' "$newest" "$glibc" | sort -V | tail -1)" != "$glibc" ]
     echo "build-wheel: a file of the wheel needs glibc $newest (the tag says $glibc)" >&2
     exit 1
 fi
+# ... and it may load only the libraries manylinux2014 lets a wheel assume (glibc's, libgcc_s).
+needed=$(find "$check" -type f \( -name '*.so' -o -name loader-sim \) -exec objdump -p {} + |
+    awk '/NEEDED/ {print $2}' | sort -u)
+for lib in $needed; do
+    case "$lib" in
+    libc.so.6 | libm.so.6 | libdl.so.2 | librt.so.1 | libpthread.so.0 | libgcc_s.so.1 | ld-linux-x86-64.so.2) ;;
+    *)
+        echo "build-wheel: a file of the wheel needs $lib, which manylinux2014 does not provide" >&2
+        exit 1
+        ;;
+    esac
+done
 echo "$wheel"

@@ -21,8 +21,23 @@ create_exception!(
 /// Runs the `loader-sim` command line `argv` (without the program name) and returns the
 /// exit status the command would have (0 ok, 1 no compatible image, 2 problems reported in
 /// the output) and what it printed.
+///
+/// `register --load` is refused: it starts the running executable as the loader process,
+/// which in here is the Python interpreter; the `loader-sim` command does it.
 #[pyfunction]
 fn run(py: Python<'_>, argv: Vec<String>) -> PyResult<(u8, String)> {
+    let register = argv.first().is_some_and(|c| c == "register");
+    if argv.first().is_some_and(|c| c == "__load")
+        || (register && argv.iter().any(|a| a == "--load" || a.starts_with("--load=")))
+    {
+        return Err(Failure::new_err((
+            "register --load starts its own loader process with the runtime shim: run the \
+             loader-sim command for it"
+                .to_string(),
+            Some("usage"),
+            None::<u64>,
+        )));
+    }
     let result = py.detach(|| {
         let mut out = Vec::new();
         let argv = std::iter::once("loader-sim".to_string()).chain(argv);

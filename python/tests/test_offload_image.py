@@ -111,6 +111,28 @@ def test_errors_carry_kind_and_offset(tmp_path):
     with pytest.raises(offload_image.Error) as e:
         offload_image.run(["list", "--no-such-option"])
     assert e.value.kind == "usage"
+    # register --load starts a process of its own: the command does that, not the module.
+    with pytest.raises(offload_image.Error) as e:
+        offload_image.run(["register", "--load", str(BUNDLE), "--device", "gfx90a"])
+    assert e.value.kind == "usage" and "loader-sim command" in e.value.message
+
+
+def test_register_load_uses_the_shim_the_wheel_installed():
+    # librocrand's constructor registers its fat binary with the shim the wheel put in
+    # <prefix>/lib: the code objects chosen at run time are those found statically.
+    lib = external_file("unpacked", "usr", "lib", "x86_64-linux-gnu", "librocrand.so.1")
+    shim = pathlib.Path(sys.prefix) / "lib" / "libloader_sim_rt.so"
+    assert shim.exists()
+    devices = ["--device", "gfx90a:xnack-", "--device", "gfx1030"]
+    code_s, static = command("register", str(lib), "--json", *devices)
+    code_d, loaded = command("register", "--load", str(lib), "--json", *devices)
+    assert (code_s, code_d) == (0, 0)
+    pick = lambda rs: sorted((r["device"], r["selected"], r["sha256"]) for r in rs)
+    assert pick(loaded) == pick(static)
+    assert {r["selected"] for r in loaded} == {
+        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
+        "hipv4-amdgcn-amd-amdhsa--gfx1030",
+    }
 
 
 def test_validate_reports_findings_with_offsets():
