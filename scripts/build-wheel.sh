@@ -13,10 +13,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-target/wheels}"
 tools=target/wheel-tools
-if [ ! -x "$tools/bin/maturin" ]; then
+pins="maturin==1.16.0 ziglang==0.17.1"
+if [ "$(cat "$tools/pins" 2>/dev/null)" != "$pins" ]; then
+    rm -rf "$tools"
     python3 -m venv "$tools"
-    "$tools/bin/pip" install -q --disable-pip-version-check \
-        maturin==1.16.0 ziglang==0.17.1
+    # shellcheck disable=SC2086
+    "$tools/bin/pip" install -q --disable-pip-version-check $pins
+    echo "$pins" >"$tools/pins"
 fi
 export PATH="$PWD/$tools/bin:$PATH"
 glibc=2.17
@@ -37,7 +40,8 @@ install -m 755 "$bin"/x/*.data/scripts/loader-sim python/offload_image.data/scri
 # The runtime shim, built with the command: pip puts wheel data under the environment's
 # prefix, so it lands in <prefix>/lib, the ../lib where `register --load` looks for it
 # beside <prefix>/bin/loader-sim.
-install -m 755 "target/$triple/release/deps/libloader_sim_rt.so" python/offload_image.data/data/lib/
+install -m 755 "${CARGO_TARGET_DIR:-target}/$triple/release/deps/libloader_sim_rt.so" \
+    python/offload_image.data/data/lib/
 
 # The module.
 rm -f "$out"/offload_image-*.whl
@@ -49,7 +53,8 @@ wheel=$(ls "$out"/offload_image-*.whl)
 check="$bin/check"
 python3 -m zipfile -e "$wheel" "$check"
 newest=$(find "$check" -type f \( -name '*.so' -o -name loader-sim \) -exec objdump -T {} + |
-    grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+    { grep -o 'GLIBC_[0-9.]*' || true; } | sed 's/GLIBC_//' | sort -V | tail -1)
+[ -n "$newest" ] || { echo "build-wheel: no glibc symbol versions found in the wheel" >&2; exit 1; }
 if [ "$(printf '%s\n%s\n' "$newest" "$glibc" | sort -V | tail -1)" != "$glibc" ]; then
     echo "build-wheel: a file of the wheel needs glibc $newest (the tag says $glibc)" >&2
     exit 1

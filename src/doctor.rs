@@ -410,16 +410,22 @@ impl fmt::Display for Reason<'_> {
     }
 }
 
-/// An NVIDIA driver version as NVML and `nvidia-smi` print it (`550.54.14`, `580.65`):
-/// compared field by field, a missing field counting as 0.
+/// An NVIDIA driver version as NVML and `nvidia-smi` print it: `550.54.14`, `535.183.01`
+/// (Linux), `551.61` (Windows). Ordered field by field; a version without a patch sorts just
+/// before the same version with patch 0. Displayed as NVIDIA prints it: the minor version
+/// and the patch with at least two digits.
+///
+/// Linux and Windows drivers of one release have different numbers (CUDA 12.4: 550.54.14
+/// and 551.61); the thresholds here are the Linux ones, which the Windows numbers of the
+/// same release exceed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DriverVersion {
     /// The branch (`550`).
     pub major: u32,
     /// The minor version (`54`).
     pub minor: u32,
-    /// The patch (`14`; 0 when not printed).
-    pub patch: u32,
+    /// The patch (`14`; `None` when not printed, as on Windows).
+    pub patch: Option<u32>,
 }
 
 impl DriverVersion {
@@ -432,25 +438,28 @@ impl DriverVersion {
     pub const ZSTD_FATBIN: DriverVersion = DriverVersion {
         major: 550,
         minor: 54,
-        patch: 14,
+        patch: Some(14),
     };
 
     /// Parses `major.minor[.patch]` (decimal fields); `None` for anything else.
     pub fn parse(text: &str) -> Option<DriverVersion> {
+        let number = |f: &str| -> Option<u32> {
+            (!f.is_empty() && f.len() <= 9 && f.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| f.parse().ok())
+                .flatten()
+        };
         let mut fields = text.trim().split('.');
-        let mut next = |required: bool| -> Option<u32> {
-            match fields.next() {
-                Some(f) if !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) => f.parse().ok(),
-                None if !required => Some(0),
-                _ => None,
-            }
+        let major = number(fields.next()?)?;
+        let minor = number(fields.next()?)?;
+        let patch = match fields.next() {
+            None => None,
+            Some(f) => Some(number(f)?),
         };
-        let version = DriverVersion {
-            major: next(true)?,
-            minor: next(true)?,
-            patch: next(false)?,
-        };
-        fields.next().is_none().then_some(version)
+        fields.next().is_none().then_some(DriverVersion {
+            major,
+            minor,
+            patch,
+        })
     }
 
     /// The oldest driver that decodes fatbinary entries stored with `codec` (`None`: no
@@ -476,7 +485,11 @@ impl DriverVersion {
 
 impl fmt::Display for DriverVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{:02}", self.major, self.minor, self.patch)
+        write!(f, "{}.{:02}", self.major, self.minor)?;
+        match self.patch {
+            Some(p) => write!(f, ".{p:02}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -487,10 +500,27 @@ mod driver_tests {
     #[test]
     fn driver_versions_parse_and_order_as_nvml_prints_them() {
         let v = DriverVersion::parse("550.54.14").unwrap();
-        assert_eq!((v.major, v.minor, v.patch), (550, 54, 14));
-        assert_eq!(v.to_string(), "550.54.14");
-        assert_eq!(DriverVersion::parse("580.65").unwrap().patch, 0);
-        for bad in ["", "550", "550.", "550.54.14.1", "r550.54", "550.-1"] {
+        assert_eq!((v.major, v.minor, v.patch), (550, 54, Some(14)));
+        // Printed back as NVIDIA prints them (Linux, Windows).
+        for text in ["550.54.14", "535.183.01", "580.65.06", "551.61", "546.01"] {
+            assert_eq!(DriverVersion::parse(text).unwrap().to_string(), text);
+        }
+        assert_eq!(DriverVersion::parse("580.65").unwrap().patch, None);
+        // The Windows driver of CUDA 12.4 decodes zstd too.
+        assert_eq!(
+            DriverVersion::parse("551.61").unwrap().gap(Codec::Zstd),
+            None
+        );
+        assert!(DriverVersion::parse("550.100").unwrap() > DriverVersion::ZSTD_FATBIN);
+        for bad in [
+            "",
+            "550",
+            "550.",
+            "550.54.14.1",
+            "r550.54",
+            "550.-1",
+            "99999999999.1",
+        ] {
             assert_eq!(DriverVersion::parse(bad), None, "{bad}");
         }
         let old = DriverVersion::parse("535.183.01").unwrap();

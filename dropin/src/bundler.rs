@@ -694,6 +694,19 @@ fn map_input(name: &str, map_file: MapFile) -> Result<Source, ToolError> {
 
 /// True if `output` names the same file as one of `inputs` (then the inputs must be read
 /// before the output is truncated, not mapped).
+#[cfg(not(unix))]
+fn output_is_an_input(output: &str, inputs: &[String]) -> bool {
+    let Ok(o) = std::fs::canonicalize(output) else {
+        return false;
+    };
+    inputs
+        .iter()
+        .any(|i| std::fs::canonicalize(i).is_ok_and(|i| i == o))
+}
+
+/// True if `output` names the same file as one of `inputs` (then the inputs must be read
+/// before the output is truncated, not mapped).
+#[cfg(unix)]
 fn output_is_an_input(output: &str, inputs: &[String]) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(o) = std::fs::metadata(output) else {

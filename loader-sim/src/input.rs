@@ -11,6 +11,7 @@
 use std::fs::File;
 use std::path::Path;
 
+#[cfg(unix)]
 use memmap2::Advice;
 
 use crate::Failure;
@@ -40,6 +41,7 @@ impl Input {
         let map = loader_sim_os::mapping::map_file(&file)
             .map_err(|e| Failure::file(path, format!("cannot map: {e}")))?;
         // Advice only; failure changes nothing but speed.
+        #[cfg(unix)]
         let _ = map.advise(Advice::Random);
         Ok(Input {
             map: Some(map),
@@ -57,6 +59,7 @@ impl Input {
             });
         }
         let map = loader_sim_os::mapping::map_file(file)?;
+        #[cfg(unix)]
         let _ = map.advise(Advice::Sequential);
         Ok(Input {
             map: Some(map),
@@ -69,6 +72,7 @@ impl Input {
     /// reader goes.
     pub fn from_spilled(file: &File) -> std::io::Result<Self> {
         let input = Input::from_file(file)?;
+        #[cfg(unix)]
         if let Some(map) = &input.map {
             let _ = map.advise(Advice::Random);
         }
@@ -111,7 +115,11 @@ impl Input {
         let (Some(map), Some(off)) = (&self.map, self.offset_of(part)) else {
             return;
         };
+        #[cfg(not(unix))]
+        let _ = (map, off);
+        #[cfg(unix)]
         let _ = map.advise_range(Advice::Sequential, off, part.len());
+        #[cfg(unix)]
         let _ = map.advise_range(Advice::WillNeed, off, part.len());
     }
 

@@ -165,6 +165,14 @@ impl Failure {
         }
     }
 
+    /// The kind and offset of the library error `e` (for a message that quotes it).
+    #[must_use]
+    pub fn at(mut self, e: &offload_image::Error) -> Self {
+        self.kind = Some(e.kind().name());
+        self.offset = Some(e.offset());
+        self
+    }
+
     /// A problem with `file`. When `what` is an [`offload_image::Error`], its kind and
     /// offset are kept.
     pub fn file<W: std::fmt::Display + 'static>(file: &std::path::Path, what: W) -> Self {
@@ -199,10 +207,12 @@ fn man_pages(dir: &std::path::Path) -> Result<Outcome, Failure> {
     Ok(Outcome::Ok)
 }
 
-/// Runs the command line `argv` (`argv[0]` is the program name; the drop-in tools are not
-/// dispatched here: see [`tool_of_program_name`] and [`run_tool`]), writing what the command
+/// Runs the command line `argv` (`argv[0]` is the program name), writing what the command
 /// prints to `out`. A command line that cannot be parsed is a [`Failure`] of kind
-/// `"usage"` whose message is clap's (help and version requests included).
+/// `"usage"` whose message is clap's (help and version requests included). Warnings and
+/// progress go to the process's standard error. The drop-in tools (`offload-bundler`,
+/// `offload-packager`) write to the process's standard output as LLVM's do; the program
+/// names that select them are [`tool_of_program_name`]'s ([`run_tool`]).
 pub fn run<I, T>(argv: I, out: &mut dyn Write) -> Result<Outcome, Failure>
 where
     I: IntoIterator<Item = T>,

@@ -45,7 +45,8 @@ class Error(Exception):
     """A command failed.
 
     Attributes:
-        message: the command's one-line error (``FILE: what, at byte N``).
+        message: the command's one-line error (``FILE: what, at byte N``); for a damaged
+            container met by ``list`` or ``select``, that record's ``message``.
         kind: the library's error kind (``"truncated"``, ``"bad-magic"``,
             ``"out-of-bounds"``, ...; docs/CLI.md lists them), ``"usage"`` for arguments
             the command does not take, or None (a file that cannot be opened, for example).
@@ -75,7 +76,10 @@ def run(args: Sequence[str]) -> "tuple[int, str]":
     """Runs a ``loader-sim`` command line (without the program name) in this process.
 
     Returns the exit status the command would have (0 ok, 1 no compatible image for a
-    requested target, 2 problems reported in its output) and what it printed.
+    requested target, 2 problems reported in its output) and what it printed. Arguments
+    the command refuses, and ``--help``/``--version``, raise :class:`Error` of kind
+    ``"usage"`` (with clap's text); so do ``register --load`` and the drop-in tools, which
+    the ``loader-sim`` command runs. Warnings go to the process's standard error.
     """
     try:
         return _native.run(_list(args))

@@ -22,13 +22,26 @@ create_exception!(
 /// exit status the command would have (0 ok, 1 no compatible image, 2 problems reported in
 /// the output) and what it printed.
 ///
-/// `register --load` is refused: it starts the running executable as the loader process,
-/// which in here is the Python interpreter; the `loader-sim` command does it.
+/// Refused, as `usage`: `register --load`, which starts the running executable as the loader
+/// process (in here the Python interpreter), and the drop-in tools, which print to the
+/// process's standard output; the `loader-sim` command runs both.
 #[pyfunction]
 fn run(py: Python<'_>, argv: Vec<String>) -> PyResult<(u8, String)> {
-    let register = argv.first().is_some_and(|c| c == "register");
-    if argv.first().is_some_and(|c| c == "__load")
-        || (register && argv.iter().any(|a| a == "--load" || a.starts_with("--load=")))
+    let command = argv.first().map(String::as_str);
+    if matches!(command, Some("offload-bundler" | "offload-packager")) {
+        return Err(Failure::new_err((
+            "the drop-in tools write to standard output as LLVM's do: run the loader-sim \
+             command for them"
+                .to_string(),
+            Some("usage"),
+            None::<u64>,
+        )));
+    }
+    if command == Some("__load")
+        || (command == Some("register")
+            && argv
+                .iter()
+                .any(|a| a == "--load" || a.starts_with("--load=")))
     {
         return Err(Failure::new_err((
             "register --load starts its own loader process with the runtime shim: run the \

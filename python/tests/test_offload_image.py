@@ -115,6 +115,13 @@ def test_errors_carry_kind_and_offset(tmp_path):
     with pytest.raises(offload_image.Error) as e:
         offload_image.run(["register", "--load", str(BUNDLE), "--device", "gfx90a"])
     assert e.value.kind == "usage" and "loader-sim command" in e.value.message
+    with pytest.raises(offload_image.Error) as e:
+        offload_image.run(["offload-bundler", "-list", "-type=o", f"-input={BUNDLE}"])
+    assert e.value.kind == "usage"
+    # A host file whose reader error the command quotes keeps the library's kind.
+    with pytest.raises(offload_image.Error) as e:
+        offload_image.run(["register", str(BUNDLE), "--device", "gfx90a"])
+    assert e.value.kind is not None and e.value.offset is not None, e.value
 
 
 def test_register_load_uses_the_shim_the_wheel_installed():

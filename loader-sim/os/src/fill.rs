@@ -13,7 +13,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use memmap2::{Advice, MmapMut};
+use memmap2::MmapMut;
 
 /// See the module documentation.
 pub struct FillBuffer {
@@ -36,7 +36,8 @@ impl FillBuffer {
     /// A zero-filled buffer of `len` bytes (at least 1 byte is mapped).
     pub fn new(len: usize) -> io::Result<FillBuffer> {
         let mut map = MmapMut::map_anon(len.max(1))?;
-        let _ = map.advise(Advice::HugePage);
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::HugePage);
         let ptr = map.as_mut_ptr();
         Ok(FillBuffer {
             _map: map,

@@ -8,13 +8,25 @@
 pub mod fill;
 pub mod mapping;
 
-use std::ffi::{CStr, CString};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// Loads the shared library at `path` (and its dependencies) with `dlopen(RTLD_NOW |
 /// RTLD_GLOBAL)`, running its constructors, and keeps it loaded until the process exits.
+/// Unix only: elsewhere an error (the runtime shim is an ELF library).
+#[cfg(not(unix))]
 pub fn load_library(path: &Path) -> Result<(), String> {
+    Err(format!(
+        "{}: loading a library with the runtime shim needs Linux",
+        path.display()
+    ))
+}
+
+/// Loads the shared library at `path` (and its dependencies) with `dlopen(RTLD_NOW |
+/// RTLD_GLOBAL)`, running its constructors, and keeps it loaded until the process exits.
+#[cfg(unix)]
+pub fn load_library(path: &Path) -> Result<(), String> {
+    use std::ffi::{CStr, CString};
+    use std::os::unix::ffi::OsStrExt;
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| format!("{}: path contains a NUL byte", path.display()))?;
     // SAFETY: `c` is a valid NUL-terminated path. Loading a library runs its constructors,

@@ -19,10 +19,19 @@ pub fn map_file(file: &File) -> std::io::Result<memmap2::Mmap> {
 /// process's page tables (`MADV_DONTNEED`), keeping the peak resident set of a walk over a
 /// big file small. The bytes stay readable: touching them again maps the same file pages
 /// back in from the page cache.
+/// Elsewhere than on Unix, nothing is dropped.
 pub fn release(map: &Mmap, offset: usize, len: usize) -> std::io::Result<()> {
+    #[cfg(not(unix))]
+    {
+        let _ = (map, offset, len);
+        Ok(())
+    }
+    #[cfg(unix)]
     // SAFETY: `MADV_DONTNEED` on a read-only file mapping, which nobody can write through,
     // only removes page-table entries: the next access maps the same file page again, so
     // every `&[u8]` into the map keeps its contents (the one hazard of DONTNEED, losing
     // private modifications of the pages, cannot arise without writes).
-    unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) }
+    unsafe {
+        map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
+    }
 }

@@ -21,8 +21,13 @@
 
 #![warn(missing_docs)]
 
+// The shim itself is an ELF library for Linux processes; the kpack model and the record
+// types are shared with `loader-sim` on every platform.
+#[cfg(target_os = "linux")]
 pub mod exports;
 pub mod kpack;
+#[cfg(target_os = "linux")]
 pub mod process;
 pub mod report;
+#[cfg(target_os = "linux")]
 pub mod shim;

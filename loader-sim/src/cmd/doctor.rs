@@ -1078,9 +1078,12 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                         let mut h = hints(&plan, k, tally);
                         // In a Python environment the fix is another build of the
                         // distribution that owns the library, unless a device package is
-                        // missing (kpack), which the first hint names.
+                        // missing (kpack) or the driver is too old for the code it has,
+                        // which the first hint then names.
                         if let Some(p) = owners.get(&files[*i]) {
-                            if h.first().is_none_or(|h| h.kind != "install") {
+                            if h.first()
+                                .is_none_or(|h| !matches!(h.kind, "install" | "driver"))
+                            {
                                 h.insert(
                                     0,
                                     Hint {

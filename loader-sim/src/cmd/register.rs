@@ -145,6 +145,7 @@ fn statically(
             file,
             format!("{e} (register reads host ELF executables, shared libraries and objects)"),
         )
+        .at(&e)
     })?;
     let read = read_options(args);
     let targets: Vec<(String, Option<String>)> = devices
@@ -216,7 +217,7 @@ fn statically(
                     );
                     continue;
                 }
-                return Err(Failure::file(file, format!("wrapper at {at}: {e}")));
+                return Err(Failure::file(file, format!("wrapper at {at}: {e}")).at(&e));
             }
         };
         let Some(reg) = registry.get(id) else {
@@ -235,7 +236,8 @@ fn statically(
                     return Err(Failure::file(
                         file,
                         format!("entry table {}: {e}", String::from_utf8_lossy(t.name)),
-                    ));
+                    )
+                    .at(&e));
                 }
             }
         }
@@ -250,6 +252,7 @@ fn statically(
                 file,
                 format!("__tgt_bin_desc at {}: {e}", place(&elf, desc)),
             )
+            .at(&e)
         })?;
         if seen.insert(id) {
             units.push((
@@ -398,8 +401,11 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
         .map_err(|e| Failure::file(lib, format!("cannot open: {e}")))?;
     let tmp = TempDir::new()?;
     for name in SHIM_NAMES {
-        std::os::unix::fs::symlink(&shim, tmp.0.join(name))
-            .map_err(|e| Failure::msg(format!("cannot link the shim as {name}: {e}")))?;
+        #[cfg(unix)]
+        let linked = std::os::unix::fs::symlink(&shim, tmp.0.join(name));
+        #[cfg(not(unix))]
+        let linked = std::fs::copy(&shim, tmp.0.join(name)).map(|_| ());
+        linked.map_err(|e| Failure::msg(format!("cannot link the shim as {name}: {e}")))?;
     }
     let report = tmp.0.join("report.jsonl");
     let mut path = std::ffi::OsString::from(&tmp.0);
