@@ -443,10 +443,11 @@ impl DriverVersion {
 
     /// Parses `major.minor[.patch]` (decimal fields); `None` for anything else.
     pub fn parse(text: &str) -> Option<DriverVersion> {
+        // Digits only (`parse` alone would take a leading `+`); overflow is `None`.
         let number = |f: &str| -> Option<u32> {
-            (!f.is_empty() && f.len() <= 9 && f.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| f.parse().ok())
-                .flatten()
+            f.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| f.parse().ok())?
         };
         let mut fields = text.trim().split('.');
         let major = number(fields.next()?)?;
@@ -493,6 +494,21 @@ impl fmt::Display for DriverVersion {
     }
 }
 
+/// Why a unit gives `device` nothing although it has an entry for it: the entry chosen is
+/// stored with `chosen_codec` and the device is an NVIDIA GPU whose `driver` cannot decode
+/// it ([`DriverVersion::gap`]). `None` when the driver is unknown, the entry is stored
+/// plainly or the device is not NVIDIA's.
+pub fn driver_gap(
+    device: &Device,
+    driver: Option<DriverVersion>,
+    chosen_codec: Option<Codec>,
+) -> Option<Gap> {
+    match (device, driver, chosen_codec) {
+        (Device::Cuda { .. }, Some(driver), Some(codec)) => driver.gap(codec),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod driver_tests {
     use super::*;
@@ -533,5 +549,12 @@ mod driver_tests {
         );
         assert_eq!(old.gap(Codec::Lz4), None);
         assert_eq!(DriverVersion::ZSTD_FATBIN.gap(Codec::Zstd), None);
+        // Only NVIDIA devices, with a known driver, and a compressed chosen entry.
+        let sm86 = Device::parse("sm_86").unwrap();
+        let gfx = Device::parse("gfx90a").unwrap();
+        assert!(driver_gap(&sm86, Some(old), Some(Codec::Zstd)).is_some());
+        assert_eq!(driver_gap(&gfx, Some(old), Some(Codec::Zstd)), None);
+        assert_eq!(driver_gap(&sm86, None, Some(Codec::Zstd)), None);
+        assert_eq!(driver_gap(&sm86, Some(old), None), None);
     }
 }

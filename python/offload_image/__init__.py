@@ -93,11 +93,12 @@ def _records(args: Sequence[str]) -> "tuple[int, List[Record]]":
     return status, [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def _raise_damaged(status: int, records: List[Record]) -> None:
-    """``list`` and ``select`` exit 2 when a container is damaged: the first damaged
-    record becomes the exception."""
+def _images(args: Sequence[str]) -> List[Record]:
+    """The records of ``list`` or ``select``, which exit 2 when a container is damaged:
+    the first damaged record then becomes the exception."""
+    status, records = _records(args)
     if status != 2:
-        return
+        return records
     for r in records:
         if r.get("note") == "damaged":
             raise Error(r.get("message", "damaged"), r.get("error"), r.get("offset"), records)
@@ -106,6 +107,13 @@ def _raise_damaged(status: int, records: List[Record]) -> None:
 
 def _path(p: PathLike) -> str:
     return os.fspath(p)
+
+
+def _many(values: Union[str, "os.PathLike[str]", Iterable[Any]]) -> List[Any]:
+    """One value (a string or a path) or several, as a list."""
+    if isinstance(values, (str, os.PathLike)):
+        return [values]
+    return _list(values)
 
 
 def list(path: PathLike, *, sha256: bool = True, strict: bool = False) -> List[Record]:  # noqa: A001
@@ -120,9 +128,7 @@ def list(path: PathLike, *, sha256: bool = True, strict: bool = False) -> List[R
         args.append("--no-sha256")
     if strict:
         args.append("--strict")
-    status, records = _records(args)
-    _raise_damaged(status, records)
-    return records
+    return _images(args)
 
 
 def select(
@@ -143,10 +149,8 @@ def select(
     architectures (``"sm_86"``); ``kind`` is ``"hip"``, ``"openmp"`` or ``"cuda"``;
     ``policy`` is ``"best"``, ``"first"`` or ``"first-by-class"``.
     """
-    if isinstance(targets, str):
-        targets = [targets]
     args = ["select", _path(path), "--json", "--policy", policy]
-    for t in targets:
+    for t in _many(targets):
         args += ["--target", t]
     if kind is not None:
         args += ["--kind", kind]
@@ -156,9 +160,7 @@ def select(
         args.append("--explain")
     if sha256:
         args.append("--sha256")
-    status, records = _records(args)
-    _raise_damaged(status, records)
-    return records
+    return _images(args)
 
 
 def validate(
@@ -167,9 +169,7 @@ def validate(
     """Every problem in the offload containers of ``paths`` (``loader-sim validate
     --json``): one finding per record, with severity, code and byte offset. An empty list
     means no problem was found."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    args = ["validate", "--json"] + [_path(p) for p in paths]
+    args = ["validate", "--json"] + [_path(p) for p in _many(paths)]
     if not verify_hash:
         args.append("--no-verify-hash")
     return _records(args)[1]
@@ -198,12 +198,8 @@ def doctor(
     if paths is None:
         args += ["--python", _path(python) if python is not None else sys.executable]
     else:
-        if isinstance(paths, (str, os.PathLike)):
-            paths = [paths]
-        args += [_path(p) for p in paths]
-    if isinstance(targets, str):
-        targets = [targets]
-    for t in targets or ():
+        args += [_path(p) for p in _many(paths)]
+    for t in _many(targets) if targets is not None else ():
         args += ["--target", t]
     if nvidia_driver is not None:
         args += ["--nvidia-driver", nvidia_driver]
@@ -225,10 +221,8 @@ def prune(
     load (``loader-sim prune --json``), and returns the report: what was kept and dropped,
     and the bytes saved. ``path`` is never modified. With ``dry_run=True`` nothing is
     written and ``output`` may be None."""
-    if isinstance(keep, str):
-        keep = [keep]
     args = ["prune", _path(path), "--json"]
-    for k in keep:
+    for k in _many(keep):
         args += ["--keep", k]
     if dry_run:
         args.append("--dry-run")

@@ -229,14 +229,15 @@ impl Tally {
         // One pass for every probe (the library's `choose`).
         let choices = offload_image::choose(ids.iter().copied(), &plan.probes, options);
         for (p, choice) in choices.iter().enumerate() {
-            // An NVIDIA device whose driver cannot decode the chosen entry gets nothing.
-            let undecodable = match (plan.probes.get(p), plan.nvidia_driver, choice.key) {
-                (Some(Device::Cuda { .. }), Some(driver), Some(key)) => codecs
-                    .iter()
-                    .find(|(i, _)| *i == key.index)
-                    .and_then(|(_, codec)| driver.gap(*codec)),
-                _ => None,
-            };
+            // A device whose driver cannot decode the chosen entry gets nothing.
+            let chosen_codec = choice
+                .key
+                .and_then(|key| codecs.iter().find(|(i, _)| *i == key.index))
+                .map(|(_, codec)| *codec);
+            let undecodable = plan
+                .probes
+                .get(p)
+                .and_then(|device| doctor::driver_gap(device, plan.nvidia_driver, chosen_codec));
             if choice.key.is_some() && undecodable.is_none() {
                 self.covered[p] += 1;
             }
@@ -507,11 +508,14 @@ fn judge_unit(
         }
     }
     let open = unit.open(&ctx.read)?;
-    let ids: Vec<(usize, Identity<'_>)> = open.images().map(|i| (i.index, identify(&i))).collect();
-    let codecs: Vec<(usize, Codec)> = open
-        .images()
-        .filter_map(|i| Some((i.index, i.encoded?.codec)))
-        .collect();
+    let mut ids: Vec<(usize, Identity<'_>)> = Vec::new();
+    let mut codecs: Vec<(usize, Codec)> = Vec::new();
+    for image in open.images() {
+        if let Some(encoded) = image.encoded {
+            codecs.push((image.index, encoded.codec));
+        }
+        ids.push((image.index, identify(&image)));
+    }
     tally.offer(&ids, &codecs, ctx.plan, &ctx.select, registered);
     Ok(())
 }
