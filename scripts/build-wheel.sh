@@ -18,7 +18,7 @@ if [ "$(cat "$tools/pins" 2>/dev/null)" != "$pins" ]; then
     rm -rf "$tools"
     python3 -m venv "$tools"
     # shellcheck disable=SC2086
-    "$tools/bin/pip" install -q --disable-pip-version-check $pins
+    "$tools/bin/pip" install -q --disable-pip-version-check --no-cache-dir $pins
     echo "$pins" >"$tools/pins"
 fi
 export PATH="$PWD/$tools/bin:$PATH"

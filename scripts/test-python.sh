@@ -19,8 +19,9 @@ for py in "${pythons[@]}"; do
     env="$root/target/py-test-env"
     rm -rf "$env"
     "$py" -m venv "$env"
-    "$env/bin/pip" install -q --disable-pip-version-check pytest==8.4.2 "$wheel"
+    "$env/bin/pip" install -q --disable-pip-version-check --no-cache-dir pytest==8.4.2 "$wheel"
     echo "== python tests under $("$env/bin/python" --version)"
     # From outside the source tree, so that `import offload_image` finds the installed one.
     (cd python/tests && PATH="$env/bin:$PATH" "$env/bin/python" -m pytest -q -p no:cacheprovider "$@" .)
 done
+rm -rf "$root/target/py-test-env"
