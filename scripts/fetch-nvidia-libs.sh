@@ -31,9 +31,16 @@ echo "$dest/nvidia/libcurand.so.10"
 # `--large`: also the two large CUDA 12 libraries of the selection benchmark
 # (benches/nvfatbin.sh): libcusolver.so.11 (nvidia-cusolver-cu12 11.7.5.82, 302 MB) and
 # libcusparse.so.12 (nvidia-cusparse-cu12 12.5.10.65, 487 MB). Printed after libcurand.
-if [ "${1:-}" = "--large" ]; then
-  for spec in "nvidia-cusolver-cu12 11.7.5.82 cusolver libcusolver.so.11" \
-              "nvidia-cusparse-cu12 12.5.10.65 cusparse libcusparse.so.12"; do
+# `--nccl`: libnccl.so.2 (nvidia-nccl-cu12 2.32.3, 474 MB, relocatable device code) for
+# the prune benchmark (benches/prune.sh with WITH_NCCL=1).
+specs=()
+case "${1:-}" in
+  --large) specs=("nvidia-cusolver-cu12 11.7.5.82 cusolver libcusolver.so.11"
+                  "nvidia-cusparse-cu12 12.5.10.65 cusparse libcusparse.so.12") ;;
+  --nccl) specs=("nvidia-nccl-cu12 2.32.3 nccl libnccl.so.2") ;;
+esac
+if [ "${#specs[@]}" -gt 0 ]; then
+  for spec in "${specs[@]}"; do
     read -r name version pkg file <<< "$spec"
     stem="$(echo "$name" | tr - _)-$version"
     if ! ls "$dest"/nvidia-wheels/"$stem"-*.whl >/dev/null 2>&1; then

@@ -621,9 +621,10 @@ fn relocatable_device_code_registers_through_the_shim_as_found_statically() {
 }
 
 /// prune on a library with relocatable device code: the registered fat binaries of
-/// `.nv_fatbin` are pruned, the link inputs of `__nv_relfatbin` left as they are; cuobjdump
+/// `.nv_fatbin` and the link inputs of `__nv_relfatbin` are pruned alike; cuobjdump
 /// extracts every kept entry byte for byte as from the original, and the library registers
-/// the same images through the shim.
+/// the same images through the shim, handing over a pre-linked list whose two link inputs
+/// now hold only the kept device's entries.
 #[test]
 fn pruning_a_relocatable_device_code_library() {
     if !common::external("cuobjdump and libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
@@ -651,7 +652,19 @@ fn pruning_a_relocatable_device_code_library() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(text.matches("left as it is").count(), 2, "{text}");
+    let relocatable: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("section __nv_relfatbin"))
+        .collect();
+    assert_eq!(relocatable.len(), 2, "{text}");
+    for line in relocatable {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            cells[4..6],
+            ["nvptx64-nvidia-cuda--sm_80", "nvptx64-nvidia-cuda--sm_90"],
+            "{line}"
+        );
+    }
     assert!(std::fs::metadata(&pruned).unwrap().len() < std::fs::metadata(&lib).unwrap().len());
     // cuobjdump -all -xelf all: every cubin of the pruned file is one of the original's.
     let extract = |file: &Path, tag: &str| -> BTreeMap<String, String> {
@@ -680,7 +693,7 @@ fn pruning_a_relocatable_device_code_library() {
     let before = extract(&lib, "before");
     let after = extract(&pruned, "after");
     assert_eq!(before.len(), 8);
-    assert_eq!(after.len(), 6, "{after:?}");
+    assert_eq!(after.len(), 4, "{after:?}");
     let originals: BTreeSet<&String> = before.values().collect();
     for (name, sha) in &after {
         assert!(
@@ -688,8 +701,10 @@ fn pruning_a_relocatable_device_code_library() {
             "{name} is not byte-identical to an original entry"
         );
     }
-    assert_eq!(after.keys().filter(|n| n.contains("sm_90")).count(), 2);
-    let load = |file: &Path| -> BTreeSet<String> {
+    assert_eq!(after.keys().filter(|n| n.contains("sm_90")).count(), 0);
+    // (sha256 of the registered images, the images of each link input the runtime is
+    // handed with the version-2 wrapper)
+    let load = |file: &Path| -> (BTreeSet<String>, Vec<Vec<String>>) {
         let out = std::process::Command::new(common::ours())
             .args(["register", "--json", "--device", "sm_80", "--load"])
             .arg(file)
@@ -701,12 +716,32 @@ fn pruning_a_relocatable_device_code_library() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        json_lines(&out.stdout)
+        let records = json_lines(&out.stdout);
+        let links = records
+            .iter()
+            .filter_map(|r| r["link_inputs"].as_array())
+            .flatten()
+            .map(|l| {
+                assert!(l.get("error").is_none(), "{l}");
+                l["images"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|i| i.as_str().unwrap().to_string())
+                    .collect()
+            })
+            .collect();
+        let shas = records
             .iter()
             .map(|r| r["sha256"].as_str().unwrap().to_string())
-            .collect()
+            .collect();
+        (shas, links)
     };
-    let registered = load(&lib);
+    let (registered, links) = load(&lib);
     assert_eq!(registered.len(), 2);
-    assert_eq!(load(&pruned), registered);
+    let both = ["nvptx64-nvidia-cuda--sm_80", "nvptx64-nvidia-cuda--sm_90"];
+    assert_eq!(links, vec![both.to_vec(); 2]);
+    let (registered_pruned, links_pruned) = load(&pruned);
+    assert_eq!(registered_pruned, registered);
+    assert_eq!(links_pruned, vec![vec!["nvptx64-nvidia-cuda--sm_80"]; 2]);
 }

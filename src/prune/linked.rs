@@ -70,8 +70,9 @@ use super::plan::UnitPlan;
 use super::{diff, err, len64, u64_at};
 
 /// The sections of linked files whose containers are rewritten (compacted, or in place):
-/// AMD's bundles and NVIDIA's fatbinaries.
-pub const FATBIN_SECTIONS: [&str; 2] = [".hip_fatbin", ".nv_fatbin"];
+/// AMD's bundles, NVIDIA's fatbinaries, and the relocatable fatbinaries of `nvcc -rdc`
+/// units (the device link's inputs, each pointed at by its version-1 wrapper).
+pub const FATBIN_SECTIONS: [&str; 3] = [".hip_fatbin", ".nv_fatbin", "__nv_relfatbin"];
 
 const PHDR_SIZE: u64 = core::mem::size_of::<ProgramHeader64<LE>>() as u64;
 const SYM_SIZE: u64 = core::mem::size_of::<Sym64<LE>>() as u64;
@@ -114,7 +115,7 @@ pub(super) fn host_elf(
         if !in_fatbin && !p.dropped.is_empty() {
             return Err(bad(
                 p.range.start,
-                "device code outside .hip_fatbin and .nv_fatbin is not rewritten in linked files",
+                "device code outside .hip_fatbin, .nv_fatbin and __nv_relfatbin is not rewritten in linked files",
             ));
         }
         if p.is_rewritten() && p.len_after > p.len_before {
@@ -349,7 +350,7 @@ fn packings(
         });
     }
     if packs.is_empty() {
-        return Err("no container in .hip_fatbin or .nv_fatbin".into());
+        return Err("no container in .hip_fatbin, .nv_fatbin or __nv_relfatbin".into());
     }
     packs.sort_by_key(|k| k.off);
     Ok(packs)

@@ -23,7 +23,7 @@
 //! signed file measured has it), the file ends where it started. With
 //! [`super::PruneOptions::refuse_signed`] the file is refused instead.
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -259,6 +259,18 @@ fn compact(
     }
     if packs.is_empty() {
         return Err("no container in .hip_fat or .nv_fatb".into());
+    }
+    // Units elsewhere (relocatable device code, say) are rewritten where they are.
+    let packed: BTreeSet<usize> = packs
+        .iter()
+        .flat_map(|k| k.moves.iter().map(|m| m.0))
+        .collect();
+    if plans
+        .iter()
+        .enumerate()
+        .any(|(i, p)| p.is_rewritten() && !packed.contains(&i))
+    {
+        return Err("device code to rewrite outside .hip_fat and .nv_fatb".into());
     }
     packs.sort_by_key(|k| k.raw_at);
     if packs

@@ -191,13 +191,6 @@ fn plan_unit<'a>(
     let mut keep = Vec::new();
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
-    // Relocatable device code (`__nv_relfatbin`): link input that the runtime never loads
-    // (`REGISTRATION.md` §5.3); left as it is below, so its entries are not checked.
-    let link_input = matches!(
-        unit.location.path().last(),
-        Some(crate::container::PathElem::Section(s))
-            if crate::host::elf::section_role(s, 0) == crate::host::SectionRole::NvRelFatbin
-    );
     // NVIDIA fatbinary entries are judged by their headers and written as stored, their
     // payloads copied unchanged and never decoded: the output holds the bytes the input
     // held, and checking that a compressed payload decodes is `validate`'s job (decoding
@@ -246,16 +239,9 @@ fn plan_unit<'a>(
         plan.whole = true;
         plan.note = Some(note.to_string());
     };
-    // Relocatable device code is left as it is, whole: the linked fat binary in
-    // `.nv_fatbin` is what gets pruned, and the prelinked list the link stub hands
-    // `__cudaRegisterLinkedBinary` keeps pointing at unchanged bytes.
-    if link_input && !plan.dropped.is_empty() {
-        leave_whole(
-            &mut plan,
-            "relocatable device code (__nv_relfatbin, device-link input the runtime does not load): left as it is",
-        );
-        return Ok(plan);
-    }
+    // Relocatable device code (`__nv_relfatbin`, `nvcc -rdc` units' fat binaries that
+    // feed the device link, `REGISTRATION.md` §5.3) is pruned by the same rule: what a
+    // kept device can load stays, so whatever reads the link inputs for it finds them.
     if !covered.iter().any(|c| *c) && device_images > 0 {
         // Units of host files are emptied, as nvprune does; standalone container files,
         // and formats whose empty form no runtime registers, are left whole.

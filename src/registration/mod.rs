@@ -49,6 +49,6 @@ pub use registry::{
     SimulatedDevice, UnitId,
 };
 pub use view::{
-    AddressSpace, Descriptor, DeviceImageView, EntryLayout, EntryTable, FatbinWrapperView,
-    GlobalKind, HostEntry, UnwrappedImage, WrapperKind,
+    fat_binary_at, AddressSpace, Descriptor, DeviceImageView, EntryLayout, EntryTable,
+    FatbinWrapperView, GlobalKind, HostEntry, UnwrappedImage, WrapperKind,
 };

@@ -10,6 +10,8 @@
 //!
 //! Errors carry the **address** of the problem in [`Error::offset`].
 
+use alloc::vec::Vec;
+
 use crate::bytes::u64_of;
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
@@ -768,17 +770,64 @@ impl FatbinWrapperView {
                 "fat-binary wrapper has a null binary pointer",
             ));
         }
-        let r = region(space, self.binary)?;
-        let len = blob_len(r, options).map_err(|e| e.rebase(self.binary))?;
-        usize::try_from(len)
-            .ok()
-            .and_then(|l| r.get(..l))
-            .ok_or(Error::new(
-                ErrorKind::Truncated,
-                self.binary,
-                "fat binary runs past the end of its region",
-            ))
+        fat_binary_at(space, self.binary, options)
     }
+
+    /// The pre-linked list of a CUDA version-2 wrapper (§5.3): `unused` points at a
+    /// null-terminated array of fat-binary addresses, which the device link's stub fills at
+    /// run time from the version-1 wrappers of the relocatable units (their fat binaries in
+    /// `__nv_relfatbin`) before it registers this wrapper. Empty for other wrappers and
+    /// where `unused` is null. More than `max` addresses is [`ErrorKind::LimitExceeded`]; in
+    /// a file, where the list is zero-filled memory (`.bss`), reading it fails.
+    pub fn prelinked<'d, S: AddressSpace<'d> + ?Sized>(
+        &self,
+        space: &S,
+        max: u64,
+    ) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        if self.kind != WrapperKind::Cuda || self.version != 2 || self.unused == 0 {
+            return Ok(out);
+        }
+        let mut at = self.unused;
+        loop {
+            let p = space.pointer_at(at)?;
+            if p == 0 {
+                return Ok(out);
+            }
+            if u64::try_from(out.len()).unwrap_or(u64::MAX) >= max {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    self.unused,
+                    "pre-linked list names more fat binaries than the entry limit",
+                ));
+            }
+            out.push(p);
+            at = at.checked_add(8).ok_or(Error::new(
+                ErrorKind::OutOfBounds,
+                at,
+                "pre-linked list runs past the end of the address space",
+            ))?;
+        }
+    }
+}
+
+/// The fat binary (bundle, compressed bundle, OffloadBinary, ELF image or NVIDIA
+/// fatbinary) at `addr`, as long as its own header says (§4.2).
+pub fn fat_binary_at<'d, S: AddressSpace<'d> + ?Sized>(
+    space: &S,
+    addr: u64,
+    options: &ReadOptions,
+) -> Result<&'d [u8]> {
+    let r = region(space, addr)?;
+    let len = blob_len(r, options).map_err(|e| e.rebase(addr))?;
+    usize::try_from(len)
+        .ok()
+        .and_then(|l| r.get(..l))
+        .ok_or(Error::new(
+            ErrorKind::Truncated,
+            addr,
+            "fat binary runs past the end of its region",
+        ))
 }
 
 /// Size of the blob at the start of `data` as its own header gives it (§4.2).
@@ -893,4 +942,66 @@ pub fn elf_len(data: &[u8]) -> Result<u64> {
         ));
     }
     Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    /// Memory from `base`: one region.
+    struct Flat<'d> {
+        base: u64,
+        bytes: &'d [u8],
+    }
+
+    impl<'d> AddressSpace<'d> for Flat<'d> {
+        fn bytes_from(&self, addr: u64) -> Option<&'d [u8]> {
+            let off = usize::try_from(addr.checked_sub(self.base)?).ok()?;
+            self.bytes.get(off..)
+        }
+    }
+
+    /// A CUDA wrapper of `version` at 0x1000 whose `unused` points at 0x1018, followed by
+    /// `list` there.
+    fn memory(version: u32, list: &[u64]) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&super::super::abi::CUDA_FATBIN_MAGIC.to_le_bytes());
+        m.extend_from_slice(&version.to_le_bytes());
+        m.extend_from_slice(&0x4000u64.to_le_bytes());
+        m.extend_from_slice(&0x1018u64.to_le_bytes());
+        for p in list {
+            m.extend_from_slice(&p.to_le_bytes());
+        }
+        m
+    }
+
+    #[test]
+    fn a_version_2_wrapper_names_its_prelinked_fat_binaries() {
+        let m = memory(2, &[0x2000, 0x3000, 0]);
+        let space = Flat {
+            base: 0x1000,
+            bytes: &m,
+        };
+        let w = FatbinWrapperView::read(&space, 0x1000).unwrap();
+        assert_eq!(w.prelinked(&space, 16).unwrap(), vec![0x2000, 0x3000]);
+        let e = w.prelinked(&space, 1).unwrap_err();
+        assert_eq!((e.kind(), e.offset()), (ErrorKind::LimitExceeded, 0x1018));
+        // A list without its terminator runs off the mapped memory.
+        let m = memory(2, &[0x2000]);
+        let space = Flat {
+            base: 0x1000,
+            bytes: &m,
+        };
+        let e = w.prelinked(&space, 16).unwrap_err();
+        assert_eq!((e.kind(), e.offset()), (ErrorKind::Truncated, 0x1020));
+        // Version 1 has no list, whatever `unused` holds.
+        let m = memory(1, &[0x2000, 0]);
+        let space = Flat {
+            base: 0x1000,
+            bytes: &m,
+        };
+        let w = FatbinWrapperView::read(&space, 0x1000).unwrap();
+        assert_eq!(w.prelinked(&space, 16).unwrap(), Vec::<u64>::new());
+    }
 }

@@ -530,6 +530,7 @@ pub fn record(
         rejected: None,
         error: None,
         unregistered: None,
+        link_inputs: None,
     };
     match &resolution.outcome {
         Ok(p) => {

@@ -1,8 +1,10 @@
 //! The records `loader-sim register` prints and the shim writes to `LOADER_SIM_REPORT`:
 //! one JSON object per (device, registered unit), one per line (`CLI.md`, `register`).
 
-use offload_image::registration::{device_kernels, Registration, Registry};
-use offload_image::Image;
+use offload_image::registration::{
+    device_kernels, fat_binary_at, AddressSpace, FatbinWrapperView, Registration, Registry,
+};
+use offload_image::{Image, ReadOptions};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -26,6 +28,20 @@ pub struct Rejected {
     pub image: String,
     /// Why it was not chosen.
     pub reason: String,
+}
+
+/// A fat binary that a CUDA version-2 wrapper's pre-linked list names (`REGISTRATION.md`
+/// §5.3): device-link input of relocatable device code, handed to the runtime with the
+/// linked fat binary but not registered itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkInput {
+    /// Its address in its file (address minus load base).
+    pub address: u64,
+    /// Its images, named as in `selected`.
+    pub images: Vec<String>,
+    /// Why it could not be read, if it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One (device, unit) record.
@@ -65,6 +81,11 @@ pub struct Record {
     /// from static reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unregistered: Option<bool>,
+    /// Run time only (the shim), for a CUDA version-2 wrapper: the fat binaries its
+    /// pre-linked list names as the program registers it (in a file the list is zero-filled
+    /// memory that the device link's stub fills). Absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_inputs: Option<Vec<LinkInput>>,
 }
 
 /// How records are built.
@@ -87,6 +108,58 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// How a record names an image, as `loader-sim select` does (`offload_image::image_name`).
 pub fn image_name(image: &Image<'_>) -> String {
     offload_image::target::image_name(image).to_string()
+}
+
+/// The pre-linked list of the wrapper at `wrapper` (`FatbinWrapperView::prelinked`), each
+/// fat binary opened and its images named; `None` unless it is a CUDA version-2 wrapper
+/// with a list. Addresses are given minus `base`.
+pub fn link_inputs<'d, S: AddressSpace<'d> + ?Sized>(
+    space: &S,
+    wrapper: u64,
+    base: u64,
+    options: &ReadOptions,
+) -> Option<Vec<LinkInput>> {
+    let w = FatbinWrapperView::read(space, wrapper).ok()?;
+    if w.version != 2 || w.unused == 0 {
+        return None;
+    }
+    let list = match w.prelinked(space, options.limits.max_entries) {
+        Ok(list) => list,
+        Err(e) => {
+            return Some(vec![LinkInput {
+                address: w.unused.wrapping_sub(base),
+                images: Vec::new(),
+                error: Some(format!("{}, at address {:#x}", e.what(), e.offset())),
+            }])
+        }
+    };
+    let open = |addr: u64| -> offload_image::Result<Vec<String>> {
+        let blob = fat_binary_at(space, addr, options)?;
+        let mut names = Vec::new();
+        for unit in offload_image::units(blob, options) {
+            let unit = unit?.open(options)?;
+            names.extend(unit.images().map(|i| image_name(&i)));
+        }
+        Ok(names)
+    };
+    Some(
+        list.into_iter()
+            .map(|addr| {
+                let (images, error) = match open(addr) {
+                    Ok(images) => (images, None),
+                    Err(e) => (
+                        Vec::new(),
+                        Some(format!("{}, at address {:#x}", e.what(), e.offset())),
+                    ),
+                };
+                LinkInput {
+                    address: addr.wrapping_sub(base),
+                    images,
+                    error,
+                }
+            })
+            .collect(),
+    )
 }
 
 /// The entries bound to `reg`, as records.
@@ -128,6 +201,7 @@ pub fn unit_records(
             .error()
             .map(|e| format!("{}, at address {:#x}", e.what(), e.offset())),
         unregistered: None,
+        link_inputs: None,
     };
     if registry.devices().is_empty() {
         return vec![base];

@@ -23,7 +23,7 @@ use offload_image::registration::{GlobalKind, Registry, RegistryOptions, Simulat
 use offload_image::Policy;
 
 use crate::process::{object_of, ProcessSpace};
-use crate::report::{entry_records, unit_records, EntryRecord, Record, RecordOptions};
+use crate::report::{entry_records, link_inputs, unit_records, EntryRecord, Record, RecordOptions};
 
 /// True when the wrapper at `addr` of this process has the `HIPK` magic of a split
 /// library.
@@ -133,7 +133,7 @@ impl Shim {
 
     /// Names unit `id` (registered at `addr`), takes its records and releases its images.
     fn label(&mut self, id: UnitId, addr: u64) {
-        let (unit, address) = match object_of(addr) {
+        let (unit, address, base) = match object_of(addr) {
             Some(o) => {
                 let name = o
                     .path
@@ -141,18 +141,30 @@ impl Shim {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| o.path.display().to_string());
                 let vaddr = addr.wrapping_sub(o.base);
-                (format!("{name}+{vaddr:#x}"), vaddr)
+                (format!("{name}+{vaddr:#x}"), vaddr, o.base)
             }
-            None => (format!("{addr:#x}"), addr),
+            None => (format!("{addr:#x}"), addr, 0),
         };
         let records = self.registry.get(id).map_or_else(Vec::new, |reg| {
-            unit_records(
+            // A version-2 wrapper's pre-linked list is read now, as the program hands it
+            // over: the device link's stub has just filled it.
+            let links = link_inputs(
+                &ProcessSpace,
+                reg.address(),
+                base,
+                &self.registry.options().read,
+            );
+            let mut records = unit_records(
                 &self.registry,
                 reg,
                 &unit,
                 address,
                 RecordOptions::default(),
-            )
+            );
+            for r in &mut records {
+                r.link_inputs.clone_from(&links);
+            }
+            records
         });
         self.registry.release(id);
         self.labels.insert(id, Label { records });
