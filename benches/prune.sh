@@ -59,11 +59,17 @@ bench() { # name lib [keep]
   for size in $(llvm-readelf-22 -S -W "$lib" | awk '{for (i = 1; i <= NF; i++) if ($i == ".hip_fatbin" || $i == ".nv_fatbin" || $i == "__nv_relfatbin") print $(i + 4)}'); do
     fatbin=$((fatbin + 16#$size))
   done
+  [ "$fatbin" -gt 0 ] || die "$name: no .hip_fatbin, .nv_fatbin or __nv_relfatbin section"
   # Checks: no readelf warning, same static registration for the kept device, same kept images.
   if llvm-readelf-22 -a -W "$out" 2>&1 >/dev/null | grep -q .; then die "$name: llvm-readelf warns"; fi
-  # (exit status 1 where a unit has nothing for the device, as in libnccl: the records count)
-  { "$SIM" register "$lib" --device "$KEEP" --json 2>/dev/null || true; } | jq -c "del(.unit, .address)" >"$work/$name.reg.a"
-  { "$SIM" register "$out" --device "$KEEP" --json 2>/dev/null || true; } | jq -c "del(.unit, .address)" >"$work/$name.reg.b"
+  # (exit status 1 where a unit has nothing for the device, as in libnccl; anything else fails)
+  local f rc
+  for f in "$lib:a" "$out:b"; do
+    rc=0
+    "$SIM" register "${f%:*}" --device "$KEEP" --json >"$work/$name.reg.json" 2>"$work/$name.reg.err" || rc=$?
+    [ "$rc" -le 1 ] || die "$name: register exited $rc: $(tail -n1 "$work/$name.reg.err")"
+    jq -c "del(.unit, .address)" "$work/$name.reg.json" >"$work/$name.reg.${f##*:}"
+  done
   [ -s "$work/$name.reg.a" ] || die "$name: static register gave no record"
   cmp -s "$work/$name.reg.a" "$work/$name.reg.b" || die "$name: static register differs"
   printf '| %s | %s | %s | %s (device code: %.1f%% of its %s bytes) | %.3f s (cp %.3f s, ratio %.2f) | %s KiB (cp %s KiB) |\n' \
@@ -78,5 +84,7 @@ bench rocrand "$libdir/librocrand.so.1"
 bench rocsparse "$libdir/librocsparse.so.0"
 bench curand "$(scripts/fetch-nvidia-libs.sh | tail -n1)" sm_86
 if [ -n "${WITH_NCCL:-}" ]; then
-  bench nccl "$(scripts/fetch-nvidia-libs.sh --nccl | tail -n1)" sm_86
+  nccl=$(scripts/fetch-nvidia-libs.sh --nccl | tail -n1)
+  [ "$(basename "$nccl")" = libnccl.so.2 ] || die "no libnccl.so.2 fetched"
+  bench nccl "$nccl" sm_86
 fi

@@ -38,6 +38,8 @@ case "${1:-}" in
   --large) specs=("nvidia-cusolver-cu12 11.7.5.82 cusolver libcusolver.so.11"
                   "nvidia-cusparse-cu12 12.5.10.65 cusparse libcusparse.so.12") ;;
   --nccl) specs=("nvidia-nccl-cu12 2.32.3 nccl libnccl.so.2") ;;
+  "") ;;
+  *) echo "fetch-nvidia-libs.sh: unknown option $1 (--large, --nccl)" >&2; exit 2 ;;
 esac
 if [ "${#specs[@]}" -gt 0 ]; then
   for spec in "${specs[@]}"; do

@@ -642,6 +642,7 @@ fn pruning_a_relocatable_device_code_library() {
         "prune",
         "--keep",
         "sm_80",
+        "--json",
         lib.to_str().unwrap(),
         "-o",
         pruned.to_str().unwrap(),
@@ -651,19 +652,24 @@ fn pruning_a_relocatable_device_code_library() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let relocatable: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("section __nv_relfatbin"))
+    let plan = json_lines(&out.stdout);
+    let relocatable: Vec<&Value> = plan
+        .iter()
+        .filter(|r| r["unit"] == "section __nv_relfatbin")
         .collect();
-    assert_eq!(relocatable.len(), 2, "{text}");
-    for line in relocatable {
-        let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(relocatable.len(), 2, "{plan:?}");
+    for r in relocatable {
         assert_eq!(
-            cells[4..6],
-            ["nvptx64-nvidia-cuda--sm_80", "nvptx64-nvidia-cuda--sm_90"],
-            "{line}"
+            r["kept"],
+            serde_json::json!(["nvptx64-nvidia-cuda--sm_80"]),
+            "{r}"
         );
+        assert_eq!(
+            r["dropped"],
+            serde_json::json!(["nvptx64-nvidia-cuda--sm_90"]),
+            "{r}"
+        );
+        assert_eq!(r["whole"], false, "{r}");
     }
     assert!(std::fs::metadata(&pruned).unwrap().len() < std::fs::metadata(&lib).unwrap().len());
     // cuobjdump -all -xelf all: every cubin of the pruned file is one of the original's.
@@ -744,4 +750,135 @@ fn pruning_a_relocatable_device_code_library() {
     let (registered_pruned, links_pruned) = load(&pruned);
     assert_eq!(registered_pruned, registered);
     assert_eq!(links_pruned, vec![vec!["nvptx64-nvidia-cuda--sm_80"]; 2]);
+}
+
+/// prune on the objects of a relocatable-device-code build, as nvprune prunes objects:
+/// `nvcc -rdc` objects for sm_80 and sm_90 pruned to sm_80 still device-link (nvlink, through
+/// nvcc) into a library that registers, through the shim, exactly the images the unpruned
+/// objects give when linked for sm_80, its pre-linked list naming the pruned link inputs.
+#[test]
+fn pruned_relocatable_objects_device_link_to_the_same_images() {
+    if !common::external("nvcc, a host gcc and libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
+        return;
+    }
+    let out = std::process::Command::new(common::repo().join("scripts/fetch-nvidia-toolkit.sh"))
+        .output()
+        .expect("run scripts/fetch-nvidia-toolkit.sh");
+    assert!(out.status.success());
+    let cuda = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let dir = common::TempDir::new("prune-rdc-objects");
+    // nvcc links -lcudart; the wheel ships only the versioned name.
+    let lib = dir.path("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let _ = std::fs::remove_file(lib.join("libcudart.so"));
+    std::os::unix::fs::symlink(cuda.join("lib/libcudart.so.13"), lib.join("libcudart.so")).unwrap();
+    let path = format!(
+        "{}:{}",
+        cuda.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let nvcc = |args: &[&str]| {
+        let out = std::process::Command::new(cuda.join("bin/nvcc"))
+            .args(args)
+            .current_dir(&dir.0)
+            .env("PATH", &path)
+            .output()
+            .expect("run nvcc");
+        assert!(
+            out.status.success(),
+            "nvcc {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let both = [
+        "-gencode",
+        "arch=compute_80,code=sm_80",
+        "-gencode",
+        "arch=compute_90,code=sm_90",
+    ];
+    for (tu, rdc) in [("a", true), ("b", true), ("c", false)] {
+        let src = common::repo().join(format!("tests/data/nvrdc/{tu}.cu"));
+        let obj = format!("{tu}.o");
+        let mut args: Vec<&str> = Vec::new();
+        if rdc {
+            args.push("-rdc=true");
+        }
+        args.extend(both);
+        args.extend([
+            "-Xcompiler",
+            "-fPIC",
+            "-c",
+            src.to_str().unwrap(),
+            "-o",
+            &obj,
+        ]);
+        nvcc(&args);
+        let out = loader_sim(&[
+            "prune",
+            "--keep",
+            "sm_80",
+            "--json",
+            dir.path(&obj).to_str().unwrap(),
+            "-o",
+            dir.path(&format!("pruned-{tu}.o")).to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan = json_lines(&out.stdout);
+        let section = if rdc {
+            "section __nv_relfatbin"
+        } else {
+            "section .nv_fatbin"
+        };
+        assert_eq!(plan[0]["unit"], section, "{plan:?}");
+        assert_eq!(
+            plan[0]["dropped"],
+            serde_json::json!(["nvptx64-nvidia-cuda--sm_90"])
+        );
+    }
+    let link = |prefix: &str, name: &str| {
+        let objs: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|t| format!("{prefix}{t}.o"))
+            .collect();
+        let mut args = vec!["-shared", "-rdc=true", "-cudart", "shared", "-Llib"];
+        args.extend(["-gencode", "arch=compute_80,code=sm_80"]);
+        args.extend(objs.iter().map(String::as_str));
+        args.extend(["-o", name]);
+        nvcc(&args);
+        let out = std::process::Command::new(common::ours())
+            .args(["register", "--json", "--device", "sm_80", "--load"])
+            .arg(dir.path(name))
+            .env("LD_LIBRARY_PATH", cuda.join("lib"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let records = json_lines(&out.stdout);
+        let shas: BTreeSet<String> = records
+            .iter()
+            .map(|r| r["sha256"].as_str().unwrap().to_string())
+            .collect();
+        let links: Vec<Value> = records
+            .iter()
+            .filter_map(|r| r["link_inputs"].as_array())
+            .flatten()
+            .map(|l| l["images"].clone())
+            .collect();
+        (shas, links)
+    };
+    let (whole, whole_links) = link("", "libwhole.so");
+    let (pruned, pruned_links) = link("pruned-", "libpruned.so");
+    assert_eq!(whole.len(), 2);
+    assert_eq!(pruned, whole);
+    let both = serde_json::json!(["nvptx64-nvidia-cuda--sm_80", "nvptx64-nvidia-cuda--sm_90"]);
+    assert_eq!(whole_links, vec![both; 2]);
+    let one = serde_json::json!(["nvptx64-nvidia-cuda--sm_80"]);
+    assert_eq!(pruned_links, vec![one; 2]);
 }

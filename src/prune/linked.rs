@@ -1,5 +1,6 @@
 //! Host ELF files: relocatable objects go to [`super::relocatable`]; linked executables
-//! and shared libraries have the containers of `.hip_fatbin`/`.nv_fatbin` compacted, or
+//! and shared libraries have the containers of `.hip_fatbin`/`.nv_fatbin` (and of
+//! `__nv_relfatbin`, relocatable device code, [`FATBIN_SECTIONS`]) compacted, or
 //! rewritten in place.
 //!
 //! `.hip_fatbin` lies in a `PT_LOAD` segment, and the wrappers (`.hipFatBinSegment`,
@@ -146,7 +147,7 @@ pub(super) fn host_elf(
     ))
 }
 
-/// One `.hip_fatbin`/`.nv_fatbin` section of a linked file and where its units go.
+/// One fatbinary section ([`FATBIN_SECTIONS`]) of a linked file and where its units go.
 struct Packing {
     /// Section index and name.
     index: usize,
@@ -215,7 +216,7 @@ struct Pointers<'p> {
 }
 
 impl Pointers<'_> {
-    /// The section (`.hip_fatbin`/`.nv_fatbin`) whose address range holds `v`.
+    /// The section (one of [`FATBIN_SECTIONS`]) whose address range holds `v`.
     fn pack_of(&self, v: u64) -> Option<&Packing> {
         self.packs
             .iter()
@@ -242,7 +243,7 @@ impl Pointers<'_> {
 
 type Sections<'d> = SectionTable<'d, FileHeader64<LE>>;
 
-/// Where the units of every `.hip_fatbin`/`.nv_fatbin` go: back to back from the start of
+/// Where the units of every section of [`FATBIN_SECTIONS`] go: back to back from the start of
 /// the section, each at the alignment its address had (at most the section's).
 fn packings(
     data: &[u8],
@@ -257,6 +258,18 @@ fn packings(
         let Some(sname) = FATBIN_SECTIONS.iter().find(|s| s.as_bytes() == name) else {
             continue;
         };
+        // Relocatable device code with nothing to rewrite stays out of the packing, so
+        // that its layout cannot keep the other sections from being compacted.
+        let (start, len) = (sh.sh_offset(LE), sh.sh_size(LE));
+        if *sname == "__nv_relfatbin"
+            && !plans.iter().any(|p| {
+                p.is_rewritten()
+                    && start <= p.range.start
+                    && p.range.end <= start.saturating_add(len)
+            })
+        {
+            continue;
+        }
         if sh.sh_type(LE) != SHT_PROGBITS || sh.sh_flags(LE).0 & SHF_ALLOC.0 == 0 {
             return Err(format!("{sname} is not an allocated PROGBITS section"));
         }
@@ -556,7 +569,7 @@ fn mapped(holes: &[Range<u64>], o: u64) -> u64 {
     )
 }
 
-/// Compacts the `.hip_fatbin`/`.nv_fatbin` sections of a linked file (module
+/// Compacts the [`FATBIN_SECTIONS`] of a linked file (module
 /// documentation), freeing whole pages, or with `tail`, the tails of sections that end
 /// their segment; `Err` says why the file is rewritten in place instead.
 fn compact(

@@ -45,7 +45,7 @@
 //! * `ar` archives (GNU, System V): each member is pruned as a file of its own, member
 //!   headers and symbol table offsets are updated.
 //! * Linked 64-bit little-endian executables and shared libraries (x86-64, AArch64):
-//!   the containers of `.hip_fatbin`/`.nv_fatbin` are packed from the section start, every
+//!   the containers of `.hip_fatbin`/`.nv_fatbin`/`__nv_relfatbin` are packed from the section start, every
 //!   pointer to them (wrappers, `R_*_RELATIVE` relocations of `RELA`, `REL` and `RELR`
 //!   tables, symbols) is set to the new address, and the freed pages leave the file: a
 //!   section that ends its segment is cut at its end, which keeps every program header;
@@ -290,7 +290,8 @@ pub fn plan_with<'d>(
 
 /// Lays out the pruned file of `plan` (see the module documentation). Refused with an
 /// error: thin and BSD archives with something to drop, 32-bit or big-endian ELF files,
-/// device code to drop outside `.hip_fatbin` and `.nv_fatbin` in linked files, references
+/// device code to drop outside `.hip_fatbin`, `.nv_fatbin` and `__nv_relfatbin` in linked
+/// files, references
 /// into resized sections of relocatable objects, and an output larger than the input.
 pub fn rewrite<'p, 'd>(plan: &'p Plan<'d>) -> Result<Pruned<'p, 'd>> {
     let (pieces, layout) = match &plan.members {

@@ -112,7 +112,9 @@ pub fn image_name(image: &Image<'_>) -> String {
 
 /// The pre-linked list of the wrapper at `wrapper` (`FatbinWrapperView::prelinked`), each
 /// fat binary opened and its images named; `None` unless it is a CUDA version-2 wrapper
-/// with a list. Addresses are given minus `base`.
+/// with a list. Addresses are given minus `base`. Where the list itself cannot be read,
+/// the one element has the list's address and the error; past the entry limit of image
+/// names, the last element says so and the list ends there.
 pub fn link_inputs<'d, S: AddressSpace<'d> + ?Sized>(
     space: &S,
     wrapper: u64,
@@ -137,29 +139,48 @@ pub fn link_inputs<'d, S: AddressSpace<'d> + ?Sized>(
         let blob = fat_binary_at(space, addr, options)?;
         let mut names = Vec::new();
         for unit in offload_image::units(blob, options) {
-            let unit = unit?.open(options)?;
+            let unit = unit
+                .and_then(|u| u.open(options))
+                .map_err(|e| e.rebase(addr))?;
             names.extend(unit.images().map(|i| image_name(&i)));
         }
         Ok(names)
     };
-    Some(
-        list.into_iter()
-            .map(|addr| {
-                let (images, error) = match open(addr) {
-                    Ok(images) => (images, None),
-                    Err(e) => (
-                        Vec::new(),
-                        Some(format!("{}, at address {:#x}", e.what(), e.offset())),
-                    ),
-                };
-                LinkInput {
-                    address: addr.wrapping_sub(base),
-                    images,
-                    error,
-                }
+    // Each fat binary is read once, and the names reported stay within the entry limit
+    // however often a hostile list repeats one.
+    let mut seen: std::collections::BTreeMap<u64, Result<Vec<String>, String>> =
+        std::collections::BTreeMap::new();
+    let mut names = 0u64;
+    let mut out = Vec::new();
+    for addr in list {
+        let read = seen
+            .entry(addr)
+            .or_insert_with(|| {
+                open(addr).map_err(|e| format!("{}, at address {:#x}", e.what(), e.offset()))
             })
-            .collect(),
-    )
+            .clone();
+        let (images, mut error) = match read {
+            Ok(images) => (images, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        names = names.saturating_add(u64::try_from(images.len()).unwrap_or(u64::MAX));
+        let images = if names > options.limits.max_entries {
+            error = Some("the link inputs name more images than the entry limit".to_string());
+            Vec::new()
+        } else {
+            images
+        };
+        let stop = error.is_some() && names > options.limits.max_entries;
+        out.push(LinkInput {
+            address: addr.wrapping_sub(base),
+            images,
+            error,
+        });
+        if stop {
+            break;
+        }
+    }
+    Some(out)
 }
 
 /// The entries bound to `reg`, as records.
