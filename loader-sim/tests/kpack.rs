@@ -961,3 +961,39 @@ fn doctor_on_a_host_wheel_and_device_wheels() {
     let (_, libs) = doctor(&[&host]);
     assert!(libs.iter().all(|r| r["status"] == "none"), "{libs:?}");
 }
+
+/// `list` on a split library whose installed archive holds a damaged code object fails
+/// with the library's error kind and the offset in the archive (through `loader_sim::run`,
+/// as the Python module sees it): here the first zstd frame of the JAX plugin's gfx90a
+/// archive without its magic number.
+#[test]
+fn a_damaged_archive_of_a_split_library_gives_its_kind_and_offset() {
+    let dir = common::TempDir::new("kpack-split-damaged");
+    let root = std::fs::canonicalize(&dir.0).unwrap();
+    let jax = root.join("jax_plugins/xla_rocm7");
+    std::fs::create_dir_all(jax.join(".kpack")).unwrap();
+    let mut data = std::fs::read(data_dir().join("jax/.kpack/jax_lib_gfx90a.kpack")).unwrap();
+    let frame = data
+        .windows(4)
+        .position(|w| w == [0x28, 0xb5, 0x2f, 0xfd])
+        .expect("a zstd frame");
+    data[frame..frame + 4].fill(0);
+    std::fs::write(jax.join(".kpack/jax_lib_gfx90a.kpack"), &data).unwrap();
+    let lib = jax.join("xla_rocm_plugin.so");
+    std::fs::write(&lib, split_host("jax")).unwrap();
+    let mut out = Vec::new();
+    let failure = match loader_sim::run(
+        ["loader-sim", "list", "--json", lib.to_str().unwrap()],
+        &mut out,
+    ) {
+        Err(f) => f,
+        Ok(_) => panic!("list succeeded: {}", String::from_utf8_lossy(&out)),
+    };
+    assert!(
+        failure.message.contains("jax_lib_gfx90a.kpack"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(failure.kind, Some("decompress"), "{}", failure.message);
+    assert_eq!(failure.offset, Some(frame as u64), "{}", failure.message);
+}

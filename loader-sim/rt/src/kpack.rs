@@ -122,8 +122,8 @@ pub struct Listed {
     pub zstd: bool,
     /// Offset of a plain blob in the archive.
     pub offset: Option<u64>,
-    /// The code object, or why it does not read.
-    pub code: Result<Vec<u8>, String>,
+    /// The code object, or why it does not read (an offset in the archive).
+    pub code: Result<Vec<u8>, offload_image::Error>,
 }
 
 /// The code object the loader takes.
@@ -295,10 +295,7 @@ impl<'d> Library<'d> {
                         arch: e.arch.to_string(),
                         zstd: archive.compression() == Compression::ZstdPerKernel,
                         offset,
-                        code: archive
-                            .code_object(e, options)
-                            .map(|c| c.into_owned())
-                            .map_err(|e| e.to_string()),
+                        code: archive.code_object(e, options).map(|c| c.into_owned()),
                     });
                 }
             }
