@@ -28,22 +28,7 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
-use common::{json_lines, loader_sim, repo, sha256};
-
-/// The CUDA tree of `scripts/fetch-nvidia-toolkit.sh`.
-fn cuda_tree() -> PathBuf {
-    let script = repo().join("scripts/fetch-nvidia-toolkit.sh");
-    let out = Command::new(&script)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "scripts/fetch-nvidia-toolkit.sh could not install NVIDIA's CUDA wheels (scripts/setup.sh \
-         installs them; the package index must be reachable): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
+use common::{cuda_tree, json_lines, loader_sim, sha256};
 
 /// `libloader_sim_rt.so` of this build: next to `loader-sim` or in its `deps/`, the newer.
 fn shim() -> PathBuf {

@@ -1174,20 +1174,6 @@ fn nvptx_containers() {
     }
 }
 
-/// The CUDA tree of `scripts/fetch-nvidia-toolkit.sh` (cuobjdump).
-fn cuda_tree() -> PathBuf {
-    let out = Command::new(repo().join("scripts/fetch-nvidia-toolkit.sh"))
-        .output()
-        .expect("scripts/fetch-nvidia-toolkit.sh runs");
-    assert!(
-        out.status.success(),
-        "scripts/fetch-nvidia-toolkit.sh could not install NVIDIA's CUDA wheels (scripts/setup.sh \
-         installs them): {}",
-        describe(&out)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
 /// `cuobjdump -lelf -lptx FILE`: (kind, arch) of every listed entry, in listed order.
 fn cuobjdump_list(cuda: &Path, file: &Path) -> Vec<(String, String)> {
     let o = Command::new(cuda.join("bin/cuobjdump"))
@@ -1274,7 +1260,7 @@ fn nv_fatbinaries_checked_with_cuobjdump() {
     if !common::external("NVIDIA's CUDA wheels (cuobjdump), libcurand.so.10 and readelf") {
         return;
     }
-    let cuda = cuda_tree();
+    let cuda = common::cuda_tree();
     let dir = TempDir::new("prune-nvfatbin");
     let curand = Command::new(repo().join("scripts/fetch-nvidia-libs.sh"))
         .output()

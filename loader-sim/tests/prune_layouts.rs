@@ -282,12 +282,7 @@ fn unloadable_units_are_emptied_unless_kept_whole() {
     assert!(records[..2].iter().all(|r| r["whole"] == true));
     assert_eq!(std::fs::read(&whole).unwrap(), std::fs::read(&lib).unwrap());
 
-    let cuda = Command::new(repo().join("scripts/fetch-nvidia-toolkit.sh"))
-        .output()
-        .unwrap();
-    assert!(cuda.status.success(), "{}", describe(&cuda));
-    let cuobjdump =
-        PathBuf::from(String::from_utf8(cuda.stdout).unwrap().trim()).join("bin/cuobjdump");
+    let cuobjdump = common::cuda_tree().join("bin/cuobjdump");
     let libk = repo().join("tests/data/nvfatbin/files/libk.so");
     let list = |file: &Path| {
         let o = Command::new(&cuobjdump)

@@ -576,6 +576,44 @@ fn relocatable_device_code_registers_the_linked_fat_binary_only() {
     assert_eq!(doctor[0]["status"], "ok");
 }
 
+/// The records of `register --load FILE --device sm_80 --json`, through the shim with the
+/// CUDA runtime of `cuda`.
+fn load_for_sm_80(cuda: &Path, file: &Path) -> Vec<Value> {
+    let out = std::process::Command::new(common::ours())
+        .args(["register", "--json", "--device", "sm_80", "--load"])
+        .arg(file)
+        .env("LD_LIBRARY_PATH", cuda.join("lib"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_lines(&out.stdout)
+}
+
+/// The sha256 of each record's chosen image.
+fn chosen_sha256(records: &[Value]) -> BTreeSet<String> {
+    records
+        .iter()
+        .map(|r| r["sha256"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The images of each link input the shim saw handed over with a version-2 wrapper.
+fn link_input_images(records: &[Value]) -> Vec<Value> {
+    records
+        .iter()
+        .filter_map(|r| r["link_inputs"].as_array())
+        .flatten()
+        .map(|l| {
+            assert!(l.get("error").is_none(), "{l}");
+            l["images"].clone()
+        })
+        .collect()
+}
+
 /// The model of §5.3 against what the library's own constructors (nvcc's registration code
 /// and its link stub) register through the shim: the same two fat binaries, the same bytes.
 #[test]
@@ -583,17 +621,8 @@ fn relocatable_device_code_registers_through_the_shim_as_found_statically() {
     if !common::external("libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
         return;
     }
-    let out = std::process::Command::new(common::repo().join("scripts/fetch-nvidia-toolkit.sh"))
-        .output()
-        .expect("run scripts/fetch-nvidia-toolkit.sh");
-    assert!(out.status.success());
-    let cuda = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let cuda = common::cuda_tree();
     let lib = common::repo().join("tests/data/nvrdc/librdc.so");
-    let sha = |recs: &[Value]| -> BTreeSet<String> {
-        recs.iter()
-            .map(|r| r["sha256"].as_str().unwrap().to_string())
-            .collect()
-    };
     let stat = json_lines(
         &loader_sim(&[
             "register",
@@ -604,20 +633,9 @@ fn relocatable_device_code_registers_through_the_shim_as_found_statically() {
         ])
         .stdout,
     );
-    let out = std::process::Command::new(common::ours())
-        .args(["register", "--json", "--device", "sm_80", "--load"])
-        .arg(&lib)
-        .env("LD_LIBRARY_PATH", cuda.join("lib"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dynamic = json_lines(&out.stdout);
+    let dynamic = load_for_sm_80(&cuda, &lib);
     assert_eq!(dynamic.len(), 2, "{dynamic:?}");
-    assert_eq!(sha(&dynamic), sha(&stat));
+    assert_eq!(chosen_sha256(&dynamic), chosen_sha256(&stat));
 }
 
 /// prune on a library with relocatable device code: the registered fat binaries of
@@ -630,11 +648,7 @@ fn pruning_a_relocatable_device_code_library() {
     if !common::external("cuobjdump and libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
         return;
     }
-    let out = std::process::Command::new(common::repo().join("scripts/fetch-nvidia-toolkit.sh"))
-        .output()
-        .expect("run scripts/fetch-nvidia-toolkit.sh");
-    assert!(out.status.success());
-    let cuda = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let cuda = common::cuda_tree();
     let lib = common::repo().join("tests/data/nvrdc/librdc.so");
     let dir = common::TempDir::new("prune-rdc");
     let pruned = dir.path("librdc.so");
@@ -708,48 +722,15 @@ fn pruning_a_relocatable_device_code_library() {
         );
     }
     assert_eq!(after.keys().filter(|n| n.contains("sm_90")).count(), 0);
-    // (sha256 of the registered images, the images of each link input the runtime is
-    // handed with the version-2 wrapper)
-    let load = |file: &Path| -> (BTreeSet<String>, Vec<Vec<String>>) {
-        let out = std::process::Command::new(common::ours())
-            .args(["register", "--json", "--device", "sm_80", "--load"])
-            .arg(file)
-            .env("LD_LIBRARY_PATH", cuda.join("lib"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let records = json_lines(&out.stdout);
-        let links = records
-            .iter()
-            .filter_map(|r| r["link_inputs"].as_array())
-            .flatten()
-            .map(|l| {
-                assert!(l.get("error").is_none(), "{l}");
-                l["images"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|i| i.as_str().unwrap().to_string())
-                    .collect()
-            })
-            .collect();
-        let shas = records
-            .iter()
-            .map(|r| r["sha256"].as_str().unwrap().to_string())
-            .collect();
-        (shas, links)
-    };
-    let (registered, links) = load(&lib);
+    let original = load_for_sm_80(&cuda, &lib);
+    let registered = chosen_sha256(&original);
     assert_eq!(registered.len(), 2);
-    let both = ["nvptx64-nvidia-cuda--sm_80", "nvptx64-nvidia-cuda--sm_90"];
-    assert_eq!(links, vec![both.to_vec(); 2]);
-    let (registered_pruned, links_pruned) = load(&pruned);
-    assert_eq!(registered_pruned, registered);
-    assert_eq!(links_pruned, vec![vec!["nvptx64-nvidia-cuda--sm_80"]; 2]);
+    let both = serde_json::json!(["nvptx64-nvidia-cuda--sm_80", "nvptx64-nvidia-cuda--sm_90"]);
+    assert_eq!(link_input_images(&original), vec![both; 2]);
+    let reloaded = load_for_sm_80(&cuda, &pruned);
+    assert_eq!(chosen_sha256(&reloaded), registered);
+    let one = serde_json::json!(["nvptx64-nvidia-cuda--sm_80"]);
+    assert_eq!(link_input_images(&reloaded), vec![one; 2]);
 }
 
 /// prune on the objects of a relocatable-device-code build, as nvprune prunes objects:
@@ -761,11 +742,7 @@ fn pruned_relocatable_objects_device_link_to_the_same_images() {
     if !common::external("nvcc, a host gcc and libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
         return;
     }
-    let out = std::process::Command::new(common::repo().join("scripts/fetch-nvidia-toolkit.sh"))
-        .output()
-        .expect("run scripts/fetch-nvidia-toolkit.sh");
-    assert!(out.status.success());
-    let cuda = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let cuda = common::cuda_tree();
     let dir = common::TempDir::new("prune-rdc-objects");
     // nvcc links -lcudart; the wheel ships only the versioned name.
     let lib = dir.path("lib");
@@ -849,29 +826,8 @@ fn pruned_relocatable_objects_device_link_to_the_same_images() {
         args.extend(objs.iter().map(String::as_str));
         args.extend(["-o", name]);
         nvcc(&args);
-        let out = std::process::Command::new(common::ours())
-            .args(["register", "--json", "--device", "sm_80", "--load"])
-            .arg(dir.path(name))
-            .env("LD_LIBRARY_PATH", cuda.join("lib"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let records = json_lines(&out.stdout);
-        let shas: BTreeSet<String> = records
-            .iter()
-            .map(|r| r["sha256"].as_str().unwrap().to_string())
-            .collect();
-        let links: Vec<Value> = records
-            .iter()
-            .filter_map(|r| r["link_inputs"].as_array())
-            .flatten()
-            .map(|l| l["images"].clone())
-            .collect();
-        (shas, links)
+        let records = load_for_sm_80(&cuda, &dir.path(name));
+        (chosen_sha256(&records), link_input_images(&records))
     };
     let (whole, whole_links) = link("", "libwhole.so");
     let (pruned, pruned_links) = link("pruned-", "libpruned.so");

@@ -159,24 +159,22 @@ pub fn link_inputs<'d, S: AddressSpace<'d> + ?Sized>(
                 open(addr).map_err(|e| format!("{}, at address {:#x}", e.what(), e.offset()))
             })
             .clone();
-        let (images, mut error) = match read {
+        let (mut images, mut error) = match read {
             Ok(images) => (images, None),
             Err(e) => (Vec::new(), Some(e)),
         };
         names = names.saturating_add(u64::try_from(images.len()).unwrap_or(u64::MAX));
-        let images = if names > options.limits.max_entries {
+        let over = names > options.limits.max_entries;
+        if over {
+            images.clear();
             error = Some("the link inputs name more images than the entry limit".to_string());
-            Vec::new()
-        } else {
-            images
-        };
-        let stop = error.is_some() && names > options.limits.max_entries;
+        }
         out.push(LinkInput {
             address: addr.wrapping_sub(base),
             images,
             error,
         });
-        if stop {
+        if over {
             break;
         }
     }

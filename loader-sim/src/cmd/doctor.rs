@@ -814,13 +814,13 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-/// The devices: every --target, then every GPU of --kfd-topology; with neither, the GPUs
-/// of this machine as the runtimes see them (`crate::gpus`: KFD and NVML, narrowed by the
-/// `*_VISIBLE_DEVICES` variables, `HSA_OVERRIDE_GFX_VERSION` applied); without duplicates.
 /// The devices to judge (name as given, device) and the NVIDIA driver they have.
 type Devices = (Vec<(String, Device)>, Option<DriverVersion>);
 
-/// The devices to judge, and the NVIDIA driver they have (`--nvidia-driver`, else NVML's).
+/// The devices: every --target, then every GPU of --kfd-topology; with neither, the GPUs
+/// of this machine as the runtimes see them (`crate::gpus`: KFD and NVML, narrowed by the
+/// `*_VISIBLE_DEVICES` variables, `HSA_OVERRIDE_GFX_VERSION` applied); without duplicates.
+/// And the NVIDIA driver they have: `--nvidia-driver`, else NVML's.
 fn devices(args: &Args) -> Result<Devices, Failure> {
     let mut driver = args.nvidia_driver;
     let mut devices = crate::cmd::parse_devices("--target", &args.targets)?;

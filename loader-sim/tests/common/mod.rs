@@ -11,6 +11,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+/// The CUDA tree of `scripts/fetch-nvidia-toolkit.sh` (nvcc, cuobjdump, the CUDA 13 runtime).
+pub fn cuda_tree() -> PathBuf {
+    let script = repo().join("scripts/fetch-nvidia-toolkit.sh");
+    let out = Command::new(&script)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "scripts/fetch-nvidia-toolkit.sh could not install NVIDIA's CUDA wheels (scripts/setup.sh \
+         installs them; the package index must be reachable): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
 /// `loader-sim` built by cargo for this test run.
 pub fn ours() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_loader-sim"))
