@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 24: `loader-sim list` and `select` on a Windows DLL against the same work on the Linux
-# library of the same package, side by side in the same run on the same machine; prints the
-# median wall time and peak RSS per command and the ratio DLL / Linux (goal: within 1.2x).
+# Issue 24: `loader-sim list`, `select` and `doctor` on a Windows DLL against the same work on
+# the Linux library of the same package, side by side in the same run on the same machine;
+# prints the median wall time, CPU time (user + system, every thread) and peak RSS per
+# command and the ratios DLL / Linux (goal: within 1.2x).
 #
 #   benches/pe.sh                     # 7 warm rounds
 #   ROUNDS=11 benches/pe.sh
@@ -16,7 +17,7 @@
 # and llvm-objcopy-22.
 #
 # Every run is one process started by benches/runtime.c (wall time from a monotonic clock,
-# peak RSS from wait4). Each round runs every command once, rotating which goes first, after
+# CPU time and peak RSS from wait4). Each round runs every command once, rotating which goes first, after
 # one untimed run of each (warm page cache). Checks: both files list 153 images in 11 units,
 # with the same architectures per unit, and select chooses the same entry (architecture and
 # kind) in every fatbinary of both for sm_86.
@@ -57,8 +58,13 @@ for os in so dll cut; do
   LABEL[nohash_$os]="list --no-sha256"
   CMD[list_$os]="$LS list $f"
   LABEL[list_$os]="list (hashes every image)"
+  CMD[quick_$os]="$LS select $f --target sm_86 --no-verify-hash"
+  LABEL[quick_$os]="select --target sm_86 --no-verify-hash"
+  CMD[doctor_$os]="$LS doctor $f --target sm_86"
+  LABEL[doctor_$os]="doctor --target sm_86"
 done
-names=(select_so select_dll select_cut nohash_so nohash_dll nohash_cut list_so list_dll list_cut)
+names=()
+for c in select quick doctor nohash list; do names+=("${c}_so" "${c}_dll" "${c}_cut"); done
 
 run() {
   # shellcheck disable=SC2086
@@ -93,11 +99,13 @@ med() { sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR
 echo
 echo "Machine: $(nproc) vCPU $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1), $(uname -r); $(date -u +%Y-%m-%d); $ROUNDS warm rounds, medians"
 echo
-echo "| command | .so wall | .dll wall | .nv_fatb cut out | .dll / .so | .dll / cut out | .so RSS | .dll RSS |"
-echo "|---|---|---|---|---|---|---|---|"
-for c in select nohash list; do
+echo "| command | .so wall | .dll wall | .nv_fatb cut out | .dll / .so wall | .dll / cut out | .so CPU | .dll CPU | .dll / .so CPU | .so RSS | .dll RSS |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for c in select quick doctor nohash list; do
   a="$work/times/${c}_so.warm"; b="$work/times/${c}_dll.warm"; x="$work/times/${c}_cut.warm"
-  awk -v l="${LABEL[${c}_so]}" -v aw="$(med "$a" 1)" -v bw="$(med "$b" 1)" -v xw="$(med "$x" 1)" -v ar="$(med "$a" 2)" -v br="$(med "$b" 2)" 'BEGIN {
-    printf "| %s | %.1f ms | %.1f ms | %.1f ms | %.2f | %.2f | %.1f MiB | %.1f MiB |\n", l, aw * 1000, bw * 1000, xw * 1000, bw / aw, bw / xw, ar / 1024, br / 1024 }'
+  awk -v l="${LABEL[${c}_so]}" -v aw="$(med "$a" 1)" -v bw="$(med "$b" 1)" -v xw="$(med "$x" 1)" \
+    -v ac="$(med "$a" 4)" -v bc="$(med "$b" 4)" -v ar="$(med "$a" 2)" -v br="$(med "$b" 2)" 'BEGIN {
+    printf "| %s | %.1f ms | %.1f ms | %.1f ms | %.2f | %.2f | %.1f ms | %.1f ms | %.2f | %.1f MiB | %.1f MiB |\n",
+      l, aw * 1000, bw * 1000, xw * 1000, bw / aw, bw / xw, ac * 1000, bc * 1000, bc / ac, ar / 1024, br / 1024 }'
 done
 exit $fail

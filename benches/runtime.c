@@ -1,4 +1,5 @@
-/* Runs a command once and prints "WALL_SECONDS PEAK_RSS_KB EXIT_STATUS" (benches/compare.sh).
+/* Runs a command once and prints "WALL_SECONDS PEAK_RSS_KB EXIT_STATUS CPU_SECONDS"
+ * (benches/compare.sh); CPU_SECONDS is the child's user plus system time, all its threads.
  *
  *   runtime [-e FILE]... [-o OUT] -- COMMAND [ARG]...
  *
@@ -71,6 +72,8 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  printf("%.6f %ld %d\n", wall, ru.ru_maxrss, code);
+  double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+               (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  printf("%.6f %ld %d %.6f\n", wall, ru.ru_maxrss, code, cpu);
   return 0;
 }

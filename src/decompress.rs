@@ -198,6 +198,219 @@ pub fn decode_append(
     })
 }
 
+/// Checks that `payload` decodes to exactly `size` bytes, with the errors [`decode`] would
+/// give at the same offsets, and returns the first `head` of those bytes (fewer when `size`
+/// is smaller).
+///
+/// An LZ4 block is walked without writing its output: every sequence is read and its
+/// lengths and match offset checked, and only the first `head` bytes are produced. This is
+/// what the CUDA runtime would find wrong in an entry it decompresses (a block has no
+/// checksum), at a fraction of the cost and memory of decoding. Other codecs are decoded
+/// whole ([`decode_with_hook`]), since their checksums and entropy stages cannot be
+/// checked otherwise.
+pub fn check_head(
+    codec: Codec,
+    payload: &[u8],
+    payload_at: u64,
+    size: u64,
+    size_field: u64,
+    head: usize,
+    options: &ReadOptions,
+) -> Result<Vec<u8>> {
+    if codec != Codec::Lz4 {
+        let mut out = decode_with_hook(codec, payload, payload_at, size, size_field, options)?;
+        out.truncate(head);
+        return Ok(out);
+    }
+    let size = check_declared_size(codec, payload, size, size_field, options)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(head.min(size)).map_err(|_| {
+        Error::new(
+            ErrorKind::OutOfMemory,
+            size_field,
+            "cannot reserve memory for the decompressed data",
+        )
+    })?;
+    match walk_lz4(payload, size, &mut out, head, true) {
+        Ok(n) if n == size => Ok(out),
+        Ok(_) => Err(Error::new(
+            ErrorKind::SizeMismatch,
+            size_field,
+            "LZ4 block decodes to a size other than the declared one",
+        )),
+        Err(()) => Err(Error::new(
+            ErrorKind::Decompress,
+            payload_at,
+            "LZ4 block is corrupt",
+        )),
+    }
+}
+
+/// The first `head` bytes that `payload` decodes to, made without reading the rest of the
+/// stream, where the codec allows it (LZ4); `None` for the other codecs. Errors in those
+/// first bytes are reported as [`decode`] reports them; the rest of the stream is not
+/// checked: [`check_head`] does that.
+pub fn peek(
+    codec: Codec,
+    payload: &[u8],
+    payload_at: u64,
+    size: u64,
+    size_field: u64,
+    head: usize,
+    options: &ReadOptions,
+) -> Result<Option<Vec<u8>>> {
+    if codec != Codec::Lz4 {
+        return Ok(None);
+    }
+    let size = check_declared_size(codec, payload, size, size_field, options)?;
+    let want = head.min(size);
+    let mut out = Vec::new();
+    out.try_reserve_exact(want).map_err(|_| {
+        Error::new(
+            ErrorKind::OutOfMemory,
+            size_field,
+            "cannot reserve memory for the decompressed data",
+        )
+    })?;
+    match walk_lz4(payload, size, &mut out, want, false) {
+        Ok(n) if n >= want => Ok(Some(out)),
+        Ok(_) => Err(Error::new(
+            ErrorKind::SizeMismatch,
+            size_field,
+            "LZ4 block decodes to a size other than the declared one",
+        )),
+        Err(()) => Err(Error::new(
+            ErrorKind::Decompress,
+            payload_at,
+            "LZ4 block is corrupt",
+        )),
+    }
+}
+
+/// Reads an LZ4 length extension at `*at`: bytes added up to and including the first that
+/// is not 255.
+fn lz4_length(input: &[u8], at: &mut usize) -> core::result::Result<usize, ()> {
+    let mut n = 0usize;
+    loop {
+        let b = *input.get(*at).ok_or(())?;
+        *at = at.saturating_add(1);
+        n = n.saturating_add(usize::from(b));
+        if b != 0xFF {
+            return Ok(n);
+        }
+    }
+}
+
+/// Walks an LZ4 block that may produce at most `size` bytes, as lz4_flex's decoder reads
+/// it (it accepts and refuses the same blocks), appending the first `want` output bytes to
+/// `head` and, with `whole`, only counting the rest; returns the output length (without
+/// `whole`: so far).
+///
+/// A block is a series of sequences: a token (literal length, match length - 4, four bits
+/// each, 15 meaning "more bytes follow"), the literals, then, unless the input ends there,
+/// a two-byte little-endian match offset (not 0, not before the output's start) and the
+/// match length's extension.
+fn walk_lz4(
+    input: &[u8],
+    size: usize,
+    head: &mut Vec<u8>,
+    want: usize,
+    whole: bool,
+) -> core::result::Result<usize, ()> {
+    let mut at = 0usize;
+    let mut pos = 0usize;
+    // While the head is being made it holds the whole output so far (`head.len() == pos`).
+    while head.len() < want {
+        let token = *input.get(at).ok_or(())?;
+        at = at.saturating_add(1);
+        let mut literals = usize::from(token >> 4);
+        if literals == 15 {
+            literals = literals.saturating_add(lz4_length(input, &mut at)?);
+        }
+        let end = at.checked_add(literals).ok_or(())?;
+        let bytes = input.get(at..end).ok_or(())?;
+        pos = pos.checked_add(literals).filter(|&p| p <= size).ok_or(())?;
+        let room = want.saturating_sub(head.len());
+        head.extend_from_slice(bytes.get(..literals.min(room)).ok_or(())?);
+        at = end;
+        if at >= input.len() {
+            return Ok(pos);
+        }
+        let (offset, length) = lz4_match(input, &mut at, token)?;
+        if offset == 0 || offset > pos {
+            return Err(());
+        }
+        let mut copy = length.min(want.saturating_sub(head.len()));
+        while copy > 0 {
+            let from = head.len().checked_sub(offset).ok_or(())?;
+            let n = copy.min(offset);
+            head.extend_from_within(from..from.saturating_add(n));
+            copy = copy.saturating_sub(n);
+        }
+        pos = pos.checked_add(length).filter(|&p| p <= size).ok_or(())?;
+    }
+    if !whole {
+        return Ok(pos);
+    }
+    // The rest is only counted. Output past `size` is refused at the end: the count only
+    // grows, so a block that overruns anywhere ends over `size`. The next token's position
+    // is the loop's critical path: in the common case (both lengths under 15) it is one
+    // plain addition. `at` stays below `input.len()` whenever 17 is added to it, and `pos`
+    // grows by at most 2^16 per input byte, so neither wraps.
+    let len = input.len();
+    loop {
+        let token = *input.get(at).ok_or(())?;
+        let short = usize::from(token >> 4);
+        let literals = if short < 15 {
+            at = at.wrapping_add(short.wrapping_add(1));
+            short
+        } else {
+            at = at.wrapping_add(1);
+            let n = lz4_length(input, &mut at)?.saturating_add(15);
+            at = at.saturating_add(n);
+            n
+        };
+        pos = pos.saturating_add(literals);
+        if at >= len {
+            return match at == len && pos <= size {
+                true => Ok(pos),
+                false => Err(()),
+            };
+        }
+        let offset = match (input.get(at), input.get(at.wrapping_add(1))) {
+            (Some(&lo), Some(&hi)) => usize::from(u16::from_le_bytes([lo, hi])),
+            _ => return Err(()),
+        };
+        at = at.wrapping_add(2);
+        let short = usize::from(token & 0xF);
+        let length = if short < 15 {
+            short.wrapping_add(4)
+        } else {
+            lz4_length(input, &mut at)?.saturating_add(19)
+        };
+        if offset == 0 || offset > pos {
+            return Err(());
+        }
+        pos = pos.saturating_add(length);
+    }
+}
+
+/// Reads a sequence's match at `*at`: its offset and its length (from the token's low four
+/// bits and the length's extension).
+#[inline(always)]
+fn lz4_match(input: &[u8], at: &mut usize, token: u8) -> core::result::Result<(usize, usize), ()> {
+    let offset = match input.get(*at..at.saturating_add(2)) {
+        Some(&[lo, hi]) => usize::from(u16::from_le_bytes([lo, hi])),
+        _ => return Err(()),
+    };
+    *at = at.saturating_add(2);
+    let mut length = 4 + usize::from(token & 0xF);
+    if length == 19 {
+        length = length.saturating_add(lz4_length(input, at)?);
+    }
+    Ok((offset, length))
+}
+
 /// The growing output of a decoder: `buf[start..end]` is what the stream must fill.
 struct Output<'v> {
     buf: &'v mut Vec<u8>,
@@ -390,9 +603,19 @@ fn decode_zstd(
 /// Decodes one LZ4 block into `out`, which must end up exactly full; returns the
 /// compressed length (the whole input: a block has no end marker of its own).
 fn decode_lz4(input: &[u8], out: &mut Output<'_>) -> core::result::Result<u64, Failure> {
-    // A block decodes in one call, into the whole output (its size was checked against
-    // the limit and the LZ4 ratio).
-    while out.grow()? {}
+    // A block decodes in one call, into the whole output, allocated at once: its size was
+    // checked against the limit and against what the block can produce (256 bytes per
+    // input byte), so it is bounded by the real payload, and growing by doubling would
+    // only copy and clear the same bytes again.
+    let want = out.end.saturating_sub(out.buf.len());
+    out.buf.try_reserve_exact(want).map_err(|_| {
+        Failure::Located(Error::new(
+            ErrorKind::OutOfMemory,
+            out.size_field,
+            "cannot reserve memory for the decompressed data",
+        ))
+    })?;
+    out.buf.resize(out.end, 0);
     let n = lz4_flex::block::decompress_into(input, out.window())
         .map_err(|_| Failure::Stream(ErrorKind::Decompress, "LZ4 block is corrupt", 0))?;
     if n != out.window().len() {

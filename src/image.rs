@@ -431,6 +431,36 @@ impl<'a> Image<'a> {
         }
     }
 
+    /// The image checked as [`Image::decode`] checks it, with only its first bytes made:
+    /// the bytes at hand when they are (all of them, borrowed), else the first `head`
+    /// bytes of the decoded content ([`Encoded::decode_head`]). With `head` at least
+    /// [`crate::target::IDENTIFY_LEN`], [`Image::with_head`] of the result identifies as
+    /// the decoded image does.
+    pub fn decode_head(
+        &self,
+        head: usize,
+        options: &crate::ReadOptions,
+    ) -> crate::Result<Cow<'a, [u8]>> {
+        match &self.encoded {
+            None => Ok(Cow::Borrowed(self.bytes)),
+            Some(e) => e.decode_head(head, options).map(Cow::Owned),
+        }
+    }
+
+    /// The same image with `head`, what [`Image::decode_head`] gave, as its bytes: header
+    /// readers ([`crate::identify`]) see them, while [`Image::encoded`] stays set, so
+    /// [`Image::size`] is still the decoded size. For an image whose bytes were at hand
+    /// this is [`Image::with_bytes`].
+    pub fn with_head<'b>(&self, head: &'b [u8]) -> Image<'b>
+    where
+        'a: 'b,
+    {
+        Image {
+            bytes: head,
+            ..*self
+        }
+    }
+
     /// The byte range of the image in the walked buffer, when it is stored in place (not
     /// for an image that must be decoded).
     pub fn file_range(&self) -> Option<core::ops::Range<u64>> {
@@ -470,6 +500,54 @@ impl Encoded<'_> {
             options,
         )?;
         if let Some(kind) = self.entry_kind {
+            let image = crate::nvfatbin::trim_image(kind, &out).len();
+            out.truncate(image);
+        }
+        Ok(out)
+    }
+
+    /// The first `head` bytes of what [`Encoded::decode`] gives, made without reading the
+    /// rest of the stream, for the codecs that allow it (LZ4; `None` for the others). Only
+    /// those bytes are checked: [`Encoded::decode_head`] checks the whole stream.
+    pub fn peek(
+        &self,
+        head: usize,
+        options: &crate::ReadOptions,
+    ) -> crate::Result<Option<Vec<u8>>> {
+        let out = crate::decompress::peek(
+            self.codec,
+            self.stream,
+            self.stream_at,
+            self.size,
+            self.size_field,
+            head,
+            options,
+        )?;
+        Ok(out.map(|mut out| {
+            if let Some(kind) = self.entry_kind {
+                let image = crate::nvfatbin::trim_image(kind, &out).len();
+                out.truncate(image);
+            }
+            out
+        }))
+    }
+
+    /// The first `head` bytes of what [`Encoded::decode`] gives, with the whole stream
+    /// checked as it checks it (the same errors at the same offsets). An LZ4 block is not
+    /// decoded past the head ([`crate::decompress::check_head`]); other codecs are.
+    pub fn decode_head(&self, head: usize, options: &crate::ReadOptions) -> crate::Result<Vec<u8>> {
+        let mut out = crate::decompress::check_head(
+            self.codec,
+            self.stream,
+            self.stream_at,
+            self.size,
+            self.size_field,
+            head,
+            options,
+        )?;
+        if let Some(kind) = self.entry_kind {
+            // The trim of a head is the head of the trim: a PTX text ends at its first NUL;
+            // a cubin's end is known only when its headers fit in the head.
             let image = crate::nvfatbin::trim_image(kind, &out).len();
             out.truncate(image);
         }

@@ -429,3 +429,109 @@ fn entry_and_cubin_disagreement_is_reported() {
         "the container names sm_80, the ELF header says sm_86"
     );
 }
+
+/// Checking an LZ4 entry without decoding it (`Encoded::decode_head`, which `select` runs on
+/// the entry it chose) agrees with decoding it (lz4_flex), on NVIDIA's own LZ4 entries as
+/// written and on damaged copies of them: every byte of the stream changed to three other
+/// values, the stream cut short, and a declared size one off. Both succeed or fail together,
+/// with the same error kind and offset, and the head is the first bytes of the decoded
+/// image. `Encoded::peek` (what `select --no-verify-hash` reads) gives the same head while
+/// decoding succeeds.
+#[test]
+fn lz4_streams_are_checked_as_decoding_checks_them() {
+    use offload_image::decompress::Codec;
+    use offload_image::Encoded;
+    let data = std::fs::read(dir().join("files/mixed.speed.all.fatbin")).unwrap();
+    let read = ReadOptions::default();
+    let mut entries: Vec<Encoded<'_>> = Vec::new();
+    for unit in offload_image::units(&data, &read) {
+        let open = unit.unwrap().open(&read).unwrap();
+        for image in open.images() {
+            let Some(e) = image.encoded.filter(|e| e.codec == Codec::Lz4) else {
+                continue;
+            };
+            // The stream as a part of `data` (the open unit borrows it for less).
+            let at = e.stream_at as usize;
+            let stream = &data[at..at + e.stream.len()];
+            assert_eq!(stream, e.stream);
+            entries.push(Encoded { stream, ..e });
+        }
+    }
+    assert!(entries.len() >= 2, "{} LZ4 entries", entries.len());
+    const HEAD: usize = offload_image::target::IDENTIFY_LEN;
+    type Outcome = Result<Vec<u8>, (ErrorKind, u64)>;
+    let outcome = |e: &Encoded<'_>| -> (Outcome, Outcome) {
+        let located = |err: offload_image::Error| (err.kind(), err.offset());
+        let decoded = e.decode(&read).map(|mut v| {
+            v.truncate(HEAD);
+            v
+        });
+        (
+            decoded.map_err(located),
+            e.decode_head(HEAD, &read).map_err(located),
+        )
+    };
+    let mut compared = 0;
+    let mut refused = 0;
+    let mut cubins = 0;
+    for e in &entries {
+        // As written: the head is the start of the image (a cubin's ELF header).
+        let (decoded, checked) = outcome(e);
+        let whole = e.decode(&read).unwrap();
+        if e.entry_kind == Some(EntryKind::Cubin) {
+            assert!(whole.starts_with(b"\x7fELF"));
+            cubins += 1;
+        }
+        assert_eq!(checked.as_ref().unwrap(), &whole[..HEAD]);
+        assert_eq!(decoded, checked);
+        assert_eq!(e.peek(HEAD, &read).unwrap().unwrap(), &whole[..HEAD]);
+        assert_eq!(e.decode_head(whole.len() + 10, &read).unwrap(), whole);
+        // Damaged copies.
+        let mut copy = e.stream.to_vec();
+        let step = (copy.len() / 400).max(1);
+        for at in (0..copy.len()).step_by(step) {
+            let was = copy[at];
+            for value in [0x00, 0xFF, was ^ 0x40] {
+                if value == was {
+                    continue;
+                }
+                copy[at] = value;
+                let damaged = Encoded {
+                    stream: &copy,
+                    ..*e
+                };
+                let (decoded, checked) = outcome(&damaged);
+                assert_eq!(
+                    decoded, checked,
+                    "byte {at} of the stream set to {value:#04x}"
+                );
+                if let Ok(head) = &decoded {
+                    assert_eq!(damaged.peek(HEAD, &read).unwrap().as_ref(), Some(head));
+                }
+                refused += usize::from(decoded.is_err());
+                compared += 1;
+            }
+            copy[at] = was;
+        }
+        for cut in [1, 2, 3, 17, copy.len() / 2] {
+            let short = Encoded {
+                stream: &e.stream[..e.stream.len() - cut],
+                ..*e
+            };
+            let (decoded, checked) = outcome(&short);
+            assert!(decoded.is_err(), "cut by {cut}");
+            assert_eq!(decoded, checked, "cut by {cut}");
+        }
+        for size in [e.size - 1, e.size + 1] {
+            let (decoded, checked) = outcome(&Encoded { size, ..*e });
+            assert!(decoded.is_err(), "declared size {size}");
+            assert_eq!(decoded, checked, "declared size {size}");
+        }
+    }
+    // Most damage is refused (an LZ4 block has no checksum, so a changed literal is not).
+    assert!(cubins >= 2, "{cubins} LZ4 cubins");
+    assert!(
+        compared > 1000 && refused > compared / 4,
+        "{refused} of {compared}"
+    );
+}

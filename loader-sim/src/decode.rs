@@ -612,13 +612,16 @@ impl Decompressor for Threaded {
     }
 }
 
-/// Calls `f` with every image of `unit`, in discovery order, its bytes at hand: images
-/// that the library identified from their headers (compressed fatbinary entries) are
-/// decoded one at a time, handed to `f` and dropped, so memory holds one decoded entry.
-/// Without `decode`, compressed cubins are passed as they are stored
-/// ([`offload_image::Image::encoded`] set, their size from the entry header, which is the
-/// decoded ELF file's); compressed PTX is still decoded (its header counts the padding
-/// NULs that the decoded text drops).
+/// Calls `f` with every image of `unit`, in discovery order, its bytes at hand.
+///
+/// Images that the library identified from their headers (compressed fatbinary entries)
+/// are decoded, handed to `f` and dropped. When two or more need decoding, a second thread
+/// decodes the next ones while `f` works on the current one (which, in `list`, hashes it):
+/// memory holds at most three decoded entries, and what `f` sees, and the first error,
+/// are as if the images were decoded one by one. Without `decode`, compressed cubins are
+/// passed as they are stored ([`offload_image::Image::encoded`] set, their size from the
+/// entry header, which is the decoded ELF file's); compressed PTX is still decoded (its
+/// header counts the padding NULs that the decoded text drops).
 pub fn for_each_image_with(
     unit: &offload_image::Unit<'_>,
     options: &ReadOptions,
@@ -626,21 +629,108 @@ pub fn for_each_image_with(
     mut f: impl FnMut(&offload_image::Image<'_>),
 ) -> Result<(), Error> {
     let open = unit.open(options)?;
-    for image in open.images() {
-        if !decode && image.encoded.is_some() && image.image_kind != offload_image::ImageKind::Ptx {
-            f(&image);
-            continue;
+    let images: Vec<offload_image::Image<'_>> = open.images().collect();
+    let needs = |image: &offload_image::Image<'_>| {
+        image.encoded.is_some() && (decode || image.image_kind == offload_image::ImageKind::Ptx)
+    };
+    if images.iter().filter(|i| needs(i)).nth(1).is_none() {
+        for image in &images {
+            if !needs(image) {
+                f(image);
+                continue;
+            }
+            let bytes = image.decode(options)?;
+            f(&image.with_bytes(&bytes));
         }
-        let bytes = image.decode(options)?;
-        f(&image.with_bytes(&bytes));
+        return Ok(());
     }
-    Ok(())
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::sync_channel::<Result<Vec<u8>, Error>>(1);
+        let images = &images;
+        scope.spawn(move || {
+            for image in images.iter().filter(|i| needs(i)) {
+                let decoded = image.decode(options).map(|b| b.into_owned());
+                let failed = decoded.is_err();
+                // The receiver is gone once it has stopped at an error.
+                if tx.send(decoded).is_err() || failed {
+                    break;
+                }
+            }
+        });
+        for image in images {
+            if !needs(image) {
+                f(image);
+                continue;
+            }
+            let bytes = rx.recv().map_err(|_| {
+                Error::new(ErrorKind::Decompress, 0, "the decoding thread stopped")
+            })??;
+            f(&image.with_bytes(&bytes));
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use offload_image::nvfatbin::Fatbin;
+
+    /// `for_each_image_with` decodes the next entries on a second thread, and what it hands
+    /// out is what decoding each image in turn gives: on NVIDIA's `mixed.speed.all.fatbin`
+    /// (LZ4 entries) the same images, in the same order, with the same bytes; with the
+    /// second compressed entry damaged, the images before it and then the error that
+    /// decoding it gives.
+    #[test]
+    fn images_decoded_ahead_are_the_images_decoded_in_turn() {
+        use offload_image::units;
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/nvfatbin/files/mixed.speed.all.fatbin"
+        );
+        let data = std::fs::read(path).unwrap();
+        let options = ReadOptions::default();
+        let unit = units(&data, &options).next().unwrap().unwrap();
+        let open = unit.open(&options).unwrap();
+        let in_turn: Vec<(usize, Vec<u8>)> = open
+            .images()
+            .map(|i| (i.index, i.decode(&options).unwrap().into_owned()))
+            .collect();
+        let encoded: Vec<_> = open.images().filter_map(|i| i.encoded).collect();
+        assert!(encoded.len() >= 3, "{} compressed entries", encoded.len());
+        let mut seen = Vec::new();
+        for_each_image_with(&unit, &options, true, |i| {
+            assert!(i.encoded.is_none());
+            seen.push((i.index, i.bytes.to_vec()));
+        })
+        .unwrap();
+        assert_eq!(seen, in_turn);
+        // Damage the second compressed entry.
+        let e = encoded[1];
+        let (at, len) = (e.stream_at as usize, e.stream.len());
+        let mut bad = data.clone();
+        bad[at + len / 2..at + len].fill(0);
+        let want = offload_image::Encoded {
+            stream: &bad[at..at + len],
+            ..e
+        }
+        .decode(&options)
+        .unwrap_err();
+        let unit = units(&bad, &options).next().unwrap().unwrap();
+        let before = unit
+            .open(&options)
+            .unwrap()
+            .images()
+            .position(|i| i.encoded.is_some_and(|x| x.stream_at == e.stream_at))
+            .unwrap();
+        let mut seen = Vec::new();
+        let err = for_each_image_with(&unit, &options, true, |i| {
+            seen.push((i.index, i.bytes.to_vec()))
+        })
+        .unwrap_err();
+        assert_eq!((err.kind(), err.offset()), (want.kind(), want.offset()));
+        assert_eq!(seen, in_turn[..before]);
+    }
 
     /// The hook decodes the zstd entries of a real fatbinary (device_c.fatbin, written by
     /// NVIDIA's fatbinary) with libzstd to the bytes the built-in decoder gives, and leaves

@@ -702,3 +702,94 @@ fn records_say_what_kind_of_image_was_chosen() {
         assert_eq!(recs[0]["arch"], arch, "{file}: {}", recs[0]);
     }
 }
+
+/// The entry `select` chooses is checked as the runtime decodes it, without being decoded:
+/// in 100 copies of NVIDIA's `mixed.speed.all.fatbin` whose chosen sm_90a cubin (an LZ4
+/// entry) has half its stream zeroed in copies 1 and 97, those two choices are `damaged` records with the error the
+/// library's decoder (lz4_flex) gives, in the order the walk found them, and every other
+/// record is what the intact file gives. `--no-verify-hash` reads only the entry's ELF
+/// header, so it selects the damaged entries as if they were whole; `--sha256` decodes them
+/// and reports the same errors.
+#[test]
+fn a_damaged_lz4_entry_is_reported_unless_not_verified() {
+    use offload_image::{units, ReadOptions};
+    const COPIES: usize = 100;
+    const BROKEN: [usize; 2] = [1, 97];
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/files");
+    let one = std::fs::read(dir.join("mixed.speed.all.fatbin")).unwrap();
+    let many = one.repeat(COPIES);
+    let read = ReadOptions::default();
+    // The sm_90a cubin of a fatbinary: its stream, and what decoding it damaged says.
+    let unit = units(&one, &read).next().unwrap().unwrap();
+    let open = unit.open(&read).unwrap();
+    let image = open
+        .images()
+        .find(|i| i.target_id == Some("sm_90a") && i.encoded.is_some())
+        .unwrap();
+    let e = image.encoded.unwrap();
+    let (at, len) = (e.stream_at as usize, e.stream.len());
+    let mut copy = one.clone();
+    copy[at + len / 2..at + len].fill(0);
+    let want = offload_image::Encoded {
+        stream: &copy[at..at + len],
+        ..e
+    }
+    .decode(&read)
+    .unwrap_err();
+    let mut damaged = many.clone();
+    for b in BROKEN {
+        damaged[b * one.len()..(b + 1) * one.len()].copy_from_slice(&copy);
+    }
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let (good, bad) = (
+        tmp.join("lz4-many.fatbin"),
+        tmp.join("lz4-many-damaged.fatbin"),
+    );
+    std::fs::write(&good, &many).unwrap();
+    std::fs::write(&bad, &damaged).unwrap();
+    let select = |f: &Path, more: &[&str]| {
+        let mut args = vec![
+            "select",
+            f.to_str().unwrap(),
+            "--target",
+            "sm_90",
+            "--target",
+            "sm_75",
+            "--json",
+        ];
+        args.extend_from_slice(more);
+        let out = run(&args);
+        (out.status.code(), json_lines(&out))
+    };
+    let (code, intact) = select(&good, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(intact.len(), 2 * COPIES);
+    assert_eq!(intact[2]["selected"], "nvptx64-nvidia-cuda--sm_90a");
+    assert_eq!(intact[2]["bundle_index"], 1);
+    // Records for sm_90 are at 2u, for sm_75 at 2u + 1.
+    let kept: Vec<&Value> = intact
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !BROKEN.iter().any(|b| *i == 2 * b))
+        .map(|(_, r)| r)
+        .collect();
+    for more in [&[][..], &["--sha256"][..]] {
+        let (code, records) = select(&bad, more);
+        assert_eq!(code, Some(2), "{more:?}");
+        assert_eq!(records.len(), 2 * COPIES, "{more:?}");
+        let (ok, broken) = records.split_at(2 * COPIES - BROKEN.len());
+        if more.is_empty() {
+            assert_eq!(ok.iter().collect::<Vec<_>>(), kept);
+        }
+        for (d, b) in broken.iter().zip(BROKEN) {
+            assert_eq!(d["note"], "damaged");
+            assert_eq!(d["bundle_index"], b);
+            assert_eq!(d["error"], want.kind().name());
+            assert_eq!(d["offset"], want.offset() + (b * one.len()) as u64);
+        }
+    }
+    // Not verified: the records of the intact file.
+    let (code, records) = select(&bad, &["--no-verify-hash"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(records, intact);
+}

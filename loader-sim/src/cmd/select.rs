@@ -14,11 +14,12 @@ use offload_image::stream::{select_in_stream, Kept};
 use sha2::{Digest, Sha256};
 
 use crate::decode::{decoder, threaded_decoder, ZstdDecoder};
-use offload_image::target::Code;
+use offload_image::target::{Code, IDENTIFY_LEN};
 use offload_image::{
     identify, units, Device, Format, Image, KindFilter, ReadOptions, SelectOptions,
 };
 use serde::Serialize;
+use std::borrow::Cow;
 
 use crate::cmd::{OnOff, PolicyArg};
 use crate::input::Input;
@@ -434,18 +435,33 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         // One pass for every device; images are identified from their headers.
         let choices = offload_image::choose(images.iter().copied(), &probes, &options);
         for ((given, _), choice) in devices.iter().zip(&choices) {
-            // The chosen image is decoded, as the runtime decodes the one it loads.
+            // The chosen image is checked as the runtime decodes the one it loads, so that a
+            // damaged entry is reported. Only `--sha256` and `-o` need its bytes; otherwise
+            // only its ELF header is made: an LZ4 stream is walked, not decoded
+            // (`Encoded::decode_head`), and with `--no-verify-hash` read only as far as the
+            // header (`Encoded::peek`).
+            let whole = args.sha256 || args.output.is_some();
             let chosen = choice.chosen().and_then(|i| images.get(i));
-            let bytes = match chosen.map(|img| img.decode(&read)).transpose() {
+            let bytes = chosen.map(|img| match (whole, &img.encoded) {
+                (true, _) | (false, None) => img.decode(&read),
+                (false, Some(e)) if !read.verify_hash => match e.peek(IDENTIFY_LEN, &read) {
+                    Ok(Some(head)) => Ok(Cow::Owned(head)),
+                    Ok(None) => img.decode_head(IDENTIFY_LEN, &read),
+                    Err(e) => Err(e),
+                },
+                (false, Some(_)) => img.decode_head(IDENTIFY_LEN, &read),
+            });
+            let bytes = match bytes.transpose() {
                 Ok(b) => b,
                 Err(e) => {
                     damaged.push(Damaged::unit(&unit, &e));
                     continue;
                 }
             };
-            let chosen = chosen
-                .zip(bytes.as_deref())
-                .map(|(img, b)| img.with_bytes(b));
+            let chosen = chosen.zip(bytes.as_deref()).map(|(img, b)| match whole {
+                true => img.with_bytes(b),
+                false => img.with_head(b),
+            });
             let chosen = chosen.as_ref();
             records.push(Record {
                 container: unit.location.to_string(),
