@@ -431,33 +431,58 @@ impl<'a> Image<'a> {
         }
     }
 
-    /// The image checked as [`Image::decode`] checks it, with only its first bytes made:
-    /// the bytes at hand when they are (all of them, borrowed), else the first `head`
-    /// bytes of the decoded content ([`Encoded::decode_head`]). With `head` at least
-    /// [`crate::target::IDENTIFY_LEN`], [`Image::with_head`] of the result identifies as
-    /// the decoded image does.
-    pub fn decode_head(
+    /// The image checked as [`Image::decode`] checks it (the same errors at the same
+    /// offsets), with only as much of it made as identifying it and telling its size need:
+    /// [`Checked::Head`], the first `head` bytes, when the rest of the stream can be checked
+    /// without decoding it (an LZ4 block, [`crate::decompress::check_head`]) and the
+    /// image's length is the declared one; otherwise all of it ([`Checked::Whole`]: the
+    /// bytes at hand, or decoded). With `head` at least [`crate::stream::IDENTIFY_LEN`],
+    /// [`Image::with_checked`] of the result identifies as the decoded image does.
+    pub fn check(&self, head: usize, options: &crate::ReadOptions) -> crate::Result<Checked<'a>> {
+        self.made(head, options, true)
+    }
+
+    /// As [`Image::check`], but an LZ4 stream is read only as far as its first `head`
+    /// bytes ([`Encoded::peek`]): damage after them is not found.
+    pub fn peek(&self, head: usize, options: &crate::ReadOptions) -> crate::Result<Checked<'a>> {
+        self.made(head, options, false)
+    }
+
+    fn made(
         &self,
         head: usize,
         options: &crate::ReadOptions,
-    ) -> crate::Result<Cow<'a, [u8]>> {
-        match &self.encoded {
-            None => Ok(Cow::Borrowed(self.bytes)),
-            Some(e) => e.decode_head(head, options).map(Cow::Owned),
+        whole_stream: bool,
+    ) -> crate::Result<Checked<'a>> {
+        let Some(e) = &self.encoded else {
+            return Ok(Checked::Whole(Cow::Borrowed(self.bytes)));
+        };
+        if e.codec == Codec::Lz4 && e.entry_kind != Some(EntryKind::Ptx) {
+            let first = match whole_stream {
+                true => Some(e.decode_head(head, options)?),
+                false => e.peek(head, options)?,
+            };
+            if let Some(first) = first.filter(|f| e.is_whole_size(f)) {
+                return Ok(Checked::Head(first));
+            }
         }
+        e.decode(options).map(|v| Checked::Whole(Cow::Owned(v)))
     }
 
-    /// The same image with `head`, what [`Image::decode_head`] gave, as its bytes: header
-    /// readers ([`crate::identify`]) see them, while [`Image::encoded`] stays set, so
-    /// [`Image::size`] is still the decoded size. For an image whose bytes were at hand
-    /// this is [`Image::with_bytes`].
-    pub fn with_head<'b>(&self, head: &'b [u8]) -> Image<'b>
+    /// The same image with what [`Image::check`] or [`Image::peek`] made as its bytes:
+    /// all of them ([`Image::with_bytes`]), or its first bytes, which header readers
+    /// ([`crate::identify`]) see while [`Image::encoded`] stays set, so that
+    /// [`Image::size`] is still the decoded size.
+    pub fn with_checked<'b>(&self, checked: &'b Checked<'_>) -> Image<'b>
     where
         'a: 'b,
     {
-        Image {
-            bytes: head,
-            ..*self
+        match checked {
+            Checked::Whole(bytes) => self.with_bytes(bytes),
+            Checked::Head(head) => Image {
+                bytes: head,
+                ..*self
+            },
         }
     }
 
@@ -466,6 +491,25 @@ impl<'a> Image<'a> {
     pub fn file_range(&self) -> Option<core::ops::Range<u64>> {
         let start = self.offset?;
         Some(start..start.checked_add(self.size())?)
+    }
+}
+
+/// What [`Image::check`] and [`Image::peek`] made of an image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Checked<'a> {
+    /// All of its bytes: those at hand, or the decoded image.
+    Whole(Cow<'a, [u8]>),
+    /// Its first bytes, of an image whose length is its declared size ([`Image::size`]).
+    Head(Vec<u8>),
+}
+
+impl Checked<'_> {
+    /// The bytes made.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Checked::Whole(b) => b,
+            Checked::Head(h) => h,
+        }
     }
 }
 
@@ -488,6 +532,20 @@ pub struct Encoded<'a> {
 }
 
 impl Encoded<'_> {
+    /// Whether the decoded image is the whole declared size, as far as its first bytes
+    /// `head` tell: always for a payload that is not a fatbinary entry; never known from
+    /// the head for PTX (its text ends at its first NUL); for a cubin, when its section or
+    /// program header table ends exactly at the declared size (so no trim applies,
+    /// [`crate::nvfatbin::trim_image`]: ptxas puts the section header table last).
+    pub fn is_whole_size(&self, head: &[u8]) -> bool {
+        match self.entry_kind {
+            None => true,
+            Some(EntryKind::Ptx) => false,
+            Some(EntryKind::Cubin) => crate::nvfatbin::elf64_tables_end(head)
+                .is_some_and(|(sh, ph)| sh == Some(self.size) || ph == Some(self.size)),
+        }
+    }
+
     /// Decodes the stream into a buffer of its own: exactly the declared size, trimmed to
     /// the image for a fatbinary entry.
     pub fn decode(&self, options: &crate::ReadOptions) -> crate::Result<Vec<u8>> {

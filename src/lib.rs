@@ -121,7 +121,7 @@ pub mod write;
 
 pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent, Units};
 pub use error::{Error, ErrorKind, Result};
-pub use image::{Encoded, Format, Image, ImageKind, OffloadKind};
+pub use image::{Checked, Encoded, Format, Image, ImageKind, OffloadKind};
 pub use select::{
     check, choose, explain, select, Candidate, Choice, KindFilter, Loss, Policy, RankKey,
     Rejection, SelectOptions, Selection, Verdict,

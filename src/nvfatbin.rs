@@ -225,6 +225,36 @@ pub fn trim_image(kind: EntryKind, payload: &[u8]) -> &[u8] {
     end.and_then(|e| payload.get(..e)).unwrap_or(payload)
 }
 
+/// Where the section header table and the program header table of a little-endian ELF64
+/// file end, read from its 64-byte header alone (`None` for a table whose end overflows);
+/// `None` when `head` does not start with one.
+pub(crate) fn elf64_tables_end(head: &[u8]) -> Option<(Option<u64>, Option<u64>)> {
+    use object::elf::FileHeader64;
+    use object::read::elf::FileHeader;
+    use object::LittleEndian as LE;
+    if !head.starts_with(crate::raw::ELF_MAGIC) || head.get(4) != Some(&2) {
+        return None;
+    }
+    let header = FileHeader64::<LE>::parse(head).ok()?;
+    let end = |at: u64, size: u16, count: u16| {
+        u64::from(size)
+            .checked_mul(u64::from(count))
+            .and_then(|n| at.checked_add(n))
+    };
+    Some((
+        end(
+            header.e_shoff(LE),
+            header.e_shentsize(LE),
+            header.e_shnum(LE),
+        ),
+        end(
+            header.e_phoff(LE),
+            header.e_phentsize(LE),
+            header.e_phnum(LE),
+        ),
+    ))
+}
+
 /// End of a little-endian ELF64 file: the furthest byte its headers account for (the
 /// header itself, the section and program header tables, the file data of every section
 /// and segment), if it can be read and lies inside `data`.

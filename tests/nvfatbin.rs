@@ -431,7 +431,7 @@ fn entry_and_cubin_disagreement_is_reported() {
 }
 
 /// Checking an LZ4 entry without decoding it (`Encoded::decode_head`, which `select` runs on
-/// the entry it chose) agrees with decoding it (lz4_flex), on NVIDIA's own LZ4 entries as
+/// the entry it chose, through `Image::check`) agrees with decoding it (lz4_flex), on NVIDIA's own LZ4 entries as
 /// written and on damaged copies of them: every byte of the stream changed to three other
 /// values, the stream cut short, and a declared size one off. Both succeed or fail together,
 /// with the same error kind and offset, and the head is the first bytes of the decoded
@@ -458,7 +458,7 @@ fn lz4_streams_are_checked_as_decoding_checks_them() {
         }
     }
     assert!(entries.len() >= 2, "{} LZ4 entries", entries.len());
-    const HEAD: usize = offload_image::target::IDENTIFY_LEN;
+    const HEAD: usize = offload_image::stream::IDENTIFY_LEN;
     type Outcome = Result<Vec<u8>, (ErrorKind, u64)>;
     let outcome = |e: &Encoded<'_>| -> (Outcome, Outcome) {
         let located = |err: offload_image::Error| (err.kind(), err.offset());
@@ -534,4 +534,50 @@ fn lz4_streams_are_checked_as_decoding_checks_them() {
         compared > 1000 && refused > compared / 4,
         "{refused} of {compared}"
     );
+}
+
+/// `Image::check` and `Image::peek` (what `select` makes of the image it chose) give an
+/// image that identifies as the decoded one and has its size, for every image of every
+/// fatbinary here: cubins and PTX, plain, LZ4 and zstd. Where only the first bytes are made
+/// (`Checked::Head`: LZ4 cubins whose header tables end at the declared size), they are the
+/// decoded image's first bytes; PTX (which loses its trailing NUL) is made whole.
+#[test]
+fn checked_images_identify_and_measure_as_decoded_ones() {
+    use offload_image::{identify, Checked};
+    const HEAD: usize = offload_image::stream::IDENTIFY_LEN;
+    let read = ReadOptions::default();
+    let (mut heads, mut wholes) = (0, 0);
+    for entry in std::fs::read_dir(dir().join("files")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "fatbin") {
+            continue;
+        }
+        let data = std::fs::read(&path).unwrap();
+        for unit in offload_image::units(&data, &read) {
+            let open = unit.unwrap().open(&read).unwrap();
+            for image in open.images() {
+                let decoded = image.decode(&read).unwrap();
+                let decoded = image.with_bytes(&decoded);
+                for made in [image.check(HEAD, &read), image.peek(HEAD, &read)] {
+                    let made = made.unwrap();
+                    let checked = image.with_checked(&made);
+                    let what = format!("{} image {}", path.display(), image.index);
+                    assert_eq!(checked.size(), decoded.size(), "{what}");
+                    assert_eq!(identify(&checked), identify(&decoded), "{what}");
+                    match &made {
+                        Checked::Head(h) => {
+                            assert_eq!(&decoded.bytes[..h.len()], &h[..], "{what}");
+                            assert_eq!(image.image_kind, ImageKind::Cubin, "{what}");
+                            heads += 1;
+                        }
+                        Checked::Whole(w) => {
+                            assert_eq!(&w[..], decoded.bytes, "{what}");
+                            wholes += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(heads >= 4 && wholes >= 4, "{heads} heads, {wholes} whole");
 }

@@ -269,9 +269,6 @@ fn amdgpu_mismatch(stated: &TargetId, elf: &TargetId, code_object: u8) -> Option
     })
 }
 
-/// How many bytes of an image [`identify`] reads: the ELF64 header.
-pub const IDENTIFY_LEN: usize = 64;
-
 /// Identifies an image: normalised triple, effective target, what the ELF header says,
 /// and whether the two disagree. Reads only the first 64 bytes of the image (the ELF
 /// header or a magic number). Allocation-free.

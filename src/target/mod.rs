@@ -20,6 +20,6 @@ pub use crate::entry_id::{EntryId, Triple};
 pub use amdgpu::{Feature, FeatureState, Processor, TargetId};
 pub use device::{visible_devices, Device, HSA_CAP_SRAM_EDCSUPPORTED};
 pub use identity::{
-    identify, image_name, Code, Disagreement, Identity, ImageName, Mismatch, Target, IDENTIFY_LEN,
+    identify, image_name, Code, Disagreement, Identity, ImageName, Mismatch, Target,
 };
 pub use nvptx::{ArchVariant, NvArch};

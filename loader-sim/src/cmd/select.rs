@@ -14,12 +14,12 @@ use offload_image::stream::{select_in_stream, Kept};
 use sha2::{Digest, Sha256};
 
 use crate::decode::{decoder, threaded_decoder, ZstdDecoder};
-use offload_image::target::{Code, IDENTIFY_LEN};
+use offload_image::stream::IDENTIFY_LEN;
+use offload_image::target::Code;
 use offload_image::{
-    identify, units, Device, Format, Image, KindFilter, ReadOptions, SelectOptions,
+    identify, units, Checked, Device, Format, Image, KindFilter, ReadOptions, SelectOptions,
 };
 use serde::Serialize;
-use std::borrow::Cow;
 
 use crate::cmd::{OnOff, PolicyArg};
 use crate::input::Input;
@@ -440,30 +440,25 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             // The chosen image is checked as the runtime decodes the one it loads, so that a
             // damaged entry is reported. Only `--sha256` and `-o` need its bytes; otherwise
             // only its ELF header is made: an LZ4 stream is walked, not decoded
-            // (`Encoded::decode_head`), and with `--no-verify-hash` read only as far as the
-            // header (`Encoded::peek`).
+            // (`Image::check`), and with `--no-verify-hash` read only as far as the header
+            // (`Image::peek`).
             let whole = args.sha256 || args.output.is_some();
             let chosen = choice.chosen().and_then(|i| images.get(i));
-            let bytes = chosen.map(|img| match (whole, &img.encoded) {
-                (true, _) | (false, None) => img.decode(&read),
-                (false, Some(e)) if !read.verify_hash => match e.peek(IDENTIFY_LEN, &read) {
-                    Ok(Some(head)) => Ok(Cow::Owned(head)),
-                    Ok(None) => img.decode_head(IDENTIFY_LEN, &read),
-                    Err(e) => Err(e),
-                },
-                (false, Some(_)) => img.decode_head(IDENTIFY_LEN, &read),
+            let made = chosen.map(|img| match (whole, read.verify_hash) {
+                (true, _) => img.decode(&read).map(Checked::Whole),
+                (false, true) => img.check(IDENTIFY_LEN, &read),
+                (false, false) => img.peek(IDENTIFY_LEN, &read),
             });
-            let bytes = match bytes.transpose() {
+            let made = match made.transpose() {
                 Ok(b) => b,
                 Err(e) => {
                     damaged.push(Damaged::unit(&unit, &e));
                     continue;
                 }
             };
-            let chosen = chosen.zip(bytes.as_deref()).map(|(img, b)| match whole {
-                true => img.with_bytes(b),
-                false => img.with_head(b),
-            });
+            let chosen = chosen
+                .zip(made.as_ref())
+                .map(|(img, made)| img.with_checked(made));
             let chosen = chosen.as_ref();
             records.push(Record {
                 container: unit.location.to_string(),
