@@ -54,10 +54,12 @@ use crate::container::units;
 use crate::decompress::Codec;
 use crate::error::ErrorKind;
 use crate::host::{FileKind, HostFile};
+use crate::image::OffloadKind;
 use crate::registration::FatbinWrapperView;
+use crate::select::SelectOptions;
 use crate::select::{Choice, Rejection, Verdict};
-use crate::target::amdgpu::Processor;
-use crate::target::{Code, Device};
+use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use crate::target::{Code, Device, Identity};
 use crate::ReadOptions;
 
 /// One unit as the runtime registers it from a linked host file's fat-binary wrapper.
@@ -509,6 +511,241 @@ pub fn driver_gap(
     }
 }
 
+/// A runtime setting under which a device loads code it otherwise would not: a variant of
+/// a real device, judged beside it ([`Probes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// The device with `HSA_XNACK=1` (`true`) or `HSA_XNACK=0`.
+    Xnack(bool),
+    /// The device under `HSA_OVERRIDE_GFX_VERSION` naming this processor.
+    Override(&'static Processor),
+}
+
+/// The devices a library is judged against: the real ones first, then every variant of
+/// them that a runtime setting gives (the other xnack mode where the processor can select
+/// it, and every other processor of its family with an ISA version, as
+/// `HSA_OVERRIDE_GFX_VERSION` would make it).
+///
+/// ```
+/// use offload_image::doctor::{Probes, Variant};
+/// use offload_image::Device;
+///
+/// let probes = Probes::new(&[Device::parse("gfx90a:xnack-")?], None);
+/// assert_eq!(probes.real, 1);
+/// // Its xnack+ twin is judged too.
+/// assert_eq!(probes.variants.first(), Some(&(0, Variant::Xnack(true))));
+/// assert_eq!(probes.devices.len(), 1 + probes.variants.len());
+/// # Ok::<(), offload_image::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Probes {
+    /// Every device judged: the `real` ones, then the variants.
+    pub devices: Vec<Device>,
+    /// How many of [`Probes::devices`] are real.
+    pub real: usize,
+    /// For `devices[real + i]`: the index of the real device it is a variant of, and the
+    /// variant.
+    pub variants: Vec<(usize, Variant)>,
+    /// The driver the NVIDIA devices have, when known ([`driver_gap`]).
+    pub nvidia_driver: Option<DriverVersion>,
+}
+
+impl Probes {
+    /// The probes for the devices `real`.
+    pub fn new(real: &[Device], nvidia_driver: Option<DriverVersion>) -> Self {
+        let mut devices: Vec<Device> = real.to_vec();
+        let mut variants = Vec::new();
+        for (k, device) in real.iter().enumerate() {
+            let Device::Amdgpu(t) = device else { continue };
+            if t.processor.xnack.is_selectable() {
+                for on in [true, false] {
+                    if t.xnack != FeatureState::from_bool(on) {
+                        devices.push(device.with_xnack(on));
+                        variants.push((k, Variant::Xnack(on)));
+                    }
+                }
+            }
+            if let Some(family) = t.processor.family {
+                for p in Processor::all() {
+                    if !p.is_generic()
+                        && p.family == Some(family)
+                        && !core::ptr::eq(p, t.processor)
+                        && p.isa_version.is_some()
+                    {
+                        devices.push(Device::Amdgpu(overridden(t, p)));
+                        variants.push((k, Variant::Override(p)));
+                    }
+                }
+            }
+        }
+        Probes {
+            devices,
+            real: real.len(),
+            variants,
+            nvidia_driver,
+        }
+    }
+}
+
+/// The device `device` is under `HSA_OVERRIDE_GFX_VERSION` naming `p`: ROCr builds the ISA
+/// from the override version and the agent's own feature modes; a mode the device has but
+/// `p` cannot select is dropped, one `p` can select but the device cannot is unknown.
+pub fn overridden(device: &TargetId, p: &'static Processor) -> TargetId {
+    let state = |f: Feature| {
+        if !p.support(f).is_selectable() {
+            FeatureState::Unsupported
+        } else if device.processor.support(f).is_selectable() {
+            device.state(f)
+        } else {
+            FeatureState::Any
+        }
+    };
+    TargetId {
+        processor: p,
+        sramecc: state(Feature::Sramecc),
+        xnack: state(Feature::Xnack),
+    }
+}
+
+/// What a library's units give every probe ([`Probes`]): the count of units, per probe
+/// the units with an image it loads, and per real device the reasons of the others.
+#[derive(Clone, Debug)]
+pub struct Tally {
+    /// Units counted.
+    pub units: usize,
+    /// Per probe: the units with an image it loads.
+    pub covered: Vec<usize>,
+    /// Per real device: its units, and why those that do not load do not.
+    pub coverage: Vec<Coverage>,
+}
+
+impl Tally {
+    /// Nothing counted yet, for `probes`.
+    pub fn new(probes: &Probes) -> Self {
+        Tally {
+            units: 0,
+            covered: alloc::vec![0; probes.devices.len()],
+            coverage: alloc::vec![Coverage::default(); probes.real],
+        }
+    }
+
+    /// Counts one unit from its images, identified ((discovery index, identity), in
+    /// discovery order), and the codecs of those stored compressed ((discovery index,
+    /// codec)): every probe gets the image [`crate::choose`] picks, unless its driver cannot
+    /// decode it ([`driver_gap`]). A unit of the container walk with no device code (only
+    /// a host entry, or empty images) is not counted, unless it has no entries at all; a
+    /// unit the runtime `registered` always is.
+    pub fn offer(
+        &mut self,
+        ids: &[(usize, Identity<'_>)],
+        codecs: &[(usize, Codec)],
+        probes: &Probes,
+        options: &SelectOptions,
+        registered: bool,
+    ) {
+        let device_code = ids
+            .iter()
+            .any(|(_, i)| i.offload_kind != OffloadKind::Host && i.size > 0);
+        if !device_code && !registered && !ids.is_empty() {
+            return;
+        }
+        self.units = self.units.saturating_add(1);
+        let choices = crate::choose(ids.iter().copied(), &probes.devices, options);
+        for (p, choice) in choices.iter().enumerate() {
+            let chosen_codec = choice
+                .key
+                .and_then(|key| codecs.iter().find(|(i, _)| *i == key.index))
+                .map(|(_, codec)| *codec);
+            let undecodable = probes
+                .devices
+                .get(p)
+                .and_then(|device| driver_gap(device, probes.nvidia_driver, chosen_codec));
+            if let (true, None, Some(c)) =
+                (choice.key.is_some(), &undecodable, self.covered.get_mut(p))
+            {
+                *c = c.saturating_add(1);
+            }
+            if let (Some(c), Some(device)) = (self.coverage.get_mut(p), probes.devices.get(p)) {
+                match undecodable {
+                    Some(gap) => c.add(Some(gap)),
+                    None => c.add_choice(choice, device),
+                }
+            }
+        }
+    }
+
+    /// Counts one unit that loads on no probe, because of `gap`.
+    pub fn refuse(&mut self, gap: Gap) {
+        self.units = self.units.saturating_add(1);
+        for c in &mut self.coverage {
+            c.add(Some(gap.clone()));
+        }
+    }
+
+    /// Whether probe `p` loads every unit.
+    pub fn covers(&self, p: usize) -> bool {
+        self.covered.get(p) == Some(&self.units)
+    }
+}
+
+/// What would make a library load on a device ([`hints`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// Run with `HSA_XNACK=1` (`true`) or `=0` (safe).
+    Xnack(bool),
+    /// An NVIDIA driver of this version or later: it decodes the chosen entries (safe).
+    Driver(DriverVersion),
+    /// Rebuild with `--offload-arch=` this target (safe).
+    Rebuild(String),
+    /// Run with `HSA_OVERRIDE_GFX_VERSION` naming this processor (unsupported: may fail
+    /// or miscompute).
+    Override(&'static Processor),
+}
+
+/// The hints for real device `k` of a library that does not cover it, in the order they
+/// are offered: a runtime setting only when its variant loads every unit of the library
+/// (`xnack`), a newer driver where the chosen entries need one, the `--offload-arch`
+/// values that cover the device (its own name, its generic family), and last the
+/// unsupported `HSA_OVERRIDE_GFX_VERSION` values whose variant loads every unit.
+pub fn hints(probes: &Probes, k: usize, tally: &Tally) -> Vec<Hint> {
+    let works = |i: usize| tally.covers(probes.real.saturating_add(i));
+    let mut out = Vec::new();
+    for (i, (of, v)) in probes.variants.iter().enumerate() {
+        if let (true, Variant::Xnack(on)) = (*of == k, v) {
+            if works(i) {
+                out.push(Hint::Xnack(*on));
+            }
+        }
+    }
+    let driver = tally.coverage.get(k).and_then(|c| {
+        c.gaps().iter().find_map(|g| match g.gap {
+            Gap::Driver { needs, .. } => Some(needs),
+            _ => None,
+        })
+    });
+    if let Some(needs) = driver {
+        out.push(Hint::Driver(needs));
+    }
+    match probes.devices.get(k) {
+        Some(Device::Amdgpu(t)) => {
+            out.push(Hint::Rebuild(t.processor.name.to_string()));
+            if let Some(g) = t.processor.generic() {
+                out.push(Hint::Rebuild(g.name.to_string()));
+            }
+        }
+        Some(d @ Device::Cuda { .. }) => out.push(Hint::Rebuild(d.to_string())),
+        None => {}
+    }
+    for (i, (of, v)) in probes.variants.iter().enumerate() {
+        if let (true, Variant::Override(p)) = (*of == k, v) {
+            if works(i) && p.isa_version.is_some() {
+                out.push(Hint::Override(p));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod driver_tests {
     use super::*;
@@ -556,5 +793,50 @@ mod driver_tests {
         assert_eq!(driver_gap(&gfx, Some(old), Some(Codec::Zstd)), None);
         assert_eq!(driver_gap(&sm86, None, Some(Codec::Zstd)), None);
         assert_eq!(driver_gap(&sm86, Some(old), None), None);
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::*;
+    use crate::{identify, units};
+
+    /// A gfx1031 (Radeon RX 6700 XT) and a bundle with gfx1030 but no gfx1031 code: no
+    /// unit loads; the hints are to rebuild for gfx1031 or its generic family, and, last and
+    /// unsupported, `HSA_OVERRIDE_GFX_VERSION=10.3.0`, the setting ROCm users give such
+    /// cards, checked here by the gfx1030 variant's selection. The xnack twin of a
+    /// gfx90a:xnack- is a probe, and a gfx90a:xnack- loads the bundle with no hint.
+    #[test]
+    fn hints_come_from_the_variants_that_load_every_unit() {
+        let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
+        let devices = [
+            Device::parse("gfx1031").unwrap(),
+            Device::parse("gfx90a:xnack-").unwrap(),
+        ];
+        let probes = Probes::new(&devices, None);
+        assert_eq!(probes.real, 2);
+        assert!(probes.variants.contains(&(1, Variant::Xnack(true))));
+        let options = ReadOptions::default();
+        let mut tally = Tally::new(&probes);
+        for unit in units(data, &options) {
+            let open = unit.unwrap().open(&options).unwrap();
+            let ids: Vec<_> = open.images().map(|i| (i.index, identify(&i))).collect();
+            tally.offer(&ids, &[], &probes, &SelectOptions::default(), false);
+        }
+        assert_eq!(tally.units, 1);
+        assert!(!tally.covers(0) && tally.covers(1));
+        let gfx1030 = Processor::by_isa_version(10, 3, 0).unwrap();
+        assert_eq!(
+            hints(&probes, 0, &tally),
+            [
+                Hint::Rebuild("gfx1031".to_string()),
+                Hint::Rebuild("gfx10-3-generic".to_string()),
+                Hint::Override(gfx1030),
+            ]
+        );
+        assert_eq!(
+            tally.coverage[0].reason().unwrap().to_string(),
+            "no code object for gfx1031 in 1 of 1 units; closest: gfx1030 code does not run on gfx1031"
+        );
     }
 }

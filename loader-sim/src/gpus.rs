@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use offload_image::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use offload_image::target::amdgpu::Processor;
 use offload_image::target::visible_devices;
 use offload_image::Device;
 
@@ -89,7 +89,7 @@ fn amd(dir: &Path, xnack: Option<bool>, env: Env<'_>, d: &mut Detection) {
             continue;
         };
         let device = match (device, processor) {
-            (Device::Amdgpu(t), Some(p)) => Device::Amdgpu(overridden(t, p)),
+            (Device::Amdgpu(t), Some(p)) => Device::Amdgpu(offload_image::doctor::overridden(t, p)),
             _ => *device,
         };
         d.devices.push(Found {
@@ -108,26 +108,6 @@ fn override_processor(value: &str) -> Option<&'static Processor> {
         return None;
     };
     Processor::by_isa_version(a, b, c)
-}
-
-/// The device `device` is under `HSA_OVERRIDE_GFX_VERSION` naming `p`: ROCr builds the ISA
-/// from the override version and the agent's own feature modes; a mode the device has but
-/// `p` cannot select is dropped, one `p` can select but the device cannot is unknown.
-pub fn overridden(device: &TargetId, p: &'static Processor) -> TargetId {
-    let state = |f: Feature| {
-        if !p.support(f).is_selectable() {
-            FeatureState::Unsupported
-        } else if device.processor.support(f).is_selectable() {
-            device.state(f)
-        } else {
-            FeatureState::Any
-        }
-    };
-    TargetId {
-        processor: p,
-        sramecc: state(Feature::Sramecc),
-        xnack: state(Feature::Xnack),
-    }
 }
 
 fn nvidia(env: Env<'_>, d: &mut Detection) {

@@ -52,20 +52,17 @@ use offload_image::bundle::BundleTable;
 use offload_image::ccob::CompressedBundle;
 use offload_image::container::UnitContent;
 use offload_image::decompress::Codec;
-use offload_image::doctor::{self, Coverage, DriverVersion, Gap};
+use offload_image::doctor::{self, DriverVersion, Gap};
 use offload_image::host::HostFile;
 use offload_image::stream::IDENTIFY_LEN;
-use offload_image::target::amdgpu::{FeatureState, Processor};
 use offload_image::target::Code;
 use offload_image::{
-    identify, Device, ErrorKind, Format, Identity, Image, OffloadKind, ReadOptions, SelectOptions,
-    Unit,
+    identify, Device, ErrorKind, Format, Identity, Image, ReadOptions, SelectOptions, Unit,
 };
 use serde::Serialize;
 
 use crate::cmd::OnOff;
 use crate::decode::{read_options, ZstdDecoder};
-use crate::gpus::overridden;
 use crate::input::Input;
 use crate::output::{json_line, table};
 use crate::wheel::{Content, Zip};
@@ -124,72 +121,28 @@ fn parse_driver(text: &str) -> Result<DriverVersion, String> {
 /// The machine's KFD topology, used when neither --target nor --kfd-topology is given.
 const SYSTEM_KFD: &str = "/sys/class/kfd/kfd/topology";
 
-/// What a variant of a real device stands for.
-#[derive(Clone, Copy)]
-enum Variant {
-    /// The device with `HSA_XNACK` set.
-    Xnack(bool),
-    /// The device under `HSA_OVERRIDE_GFX_VERSION` naming this processor.
-    Override(&'static Processor),
-}
-
-/// Every device selection runs against, per unit: the real devices first, then their
-/// variants.
+/// The devices as given, and every device selection runs against (the library's
+/// [`doctor::Probes`]: the real devices first, then their variants).
 struct Plan {
     /// (name as given, device).
     real: Vec<(String, Device)>,
-    /// All devices checked: `real` then the variants.
-    probes: Vec<Device>,
-    /// For `probes[real.len() + i]`: the real device's position and the variant.
-    variants: Vec<(usize, Variant)>,
-    /// The NVIDIA driver the NVIDIA devices have, when known.
-    nvidia_driver: Option<DriverVersion>,
+    probes: doctor::Probes,
 }
 
 impl Plan {
     fn new(real: Vec<(String, Device)>, nvidia_driver: Option<DriverVersion>) -> Self {
-        let mut probes: Vec<Device> = real.iter().map(|(_, d)| *d).collect();
-        let mut variants = Vec::new();
-        for (k, (_, device)) in real.iter().enumerate() {
-            let Device::Amdgpu(t) = device else { continue };
-            if t.processor.xnack.is_selectable() {
-                for on in [true, false] {
-                    if t.xnack != FeatureState::from_bool(on) {
-                        probes.push(device.with_xnack(on));
-                        variants.push((k, Variant::Xnack(on)));
-                    }
-                }
-            }
-            if let Some(family) = t.processor.family {
-                for p in Processor::all() {
-                    if !p.is_generic()
-                        && p.family == Some(family)
-                        && !std::ptr::eq(p, t.processor)
-                        && p.isa_version.is_some()
-                    {
-                        probes.push(Device::Amdgpu(overridden(t, p)));
-                        variants.push((k, Variant::Override(p)));
-                    }
-                }
-            }
-        }
+        let devices: Vec<Device> = real.iter().map(|(_, d)| *d).collect();
         Plan {
+            probes: doctor::Probes::new(&devices, nvidia_driver),
             real,
-            probes,
-            variants,
-            nvidia_driver,
         }
     }
 }
 
 /// What one library (a file or a zip member) holds for every probe.
 struct Tally {
-    /// Units: what the runtime registers (see [`offload_image::doctor`]).
-    units: usize,
-    /// Per probe: units with an image it loads.
-    covered: Vec<usize>,
-    /// Per real device: the units, and why those that do not load do not.
-    coverage: Vec<Coverage>,
+    /// Units, and what each probe loads (see [`offload_image::doctor`]).
+    counts: doctor::Tally,
     /// The first problem reading the library.
     error: Option<String>,
     /// Per probe of a split library: the device package that would carry its archives.
@@ -199,62 +152,9 @@ struct Tally {
 impl Tally {
     fn new(plan: &Plan) -> Self {
         Tally {
-            units: 0,
-            covered: vec![0; plan.probes.len()],
-            coverage: vec![Coverage::default(); plan.real.len()],
+            counts: doctor::Tally::new(&plan.probes),
             error: None,
-            packages: vec![None; plan.probes.len()],
-        }
-    }
-
-    /// Counts one unit's images (discovery order), identified: (discovery index, identity).
-    /// A unit of the container walk with no device code (only a host entry, or empty
-    /// images) is not counted, unless it has no entries at all; a unit the runtime
-    /// registers always is.
-    fn offer(
-        &mut self,
-        ids: &[(usize, Identity<'_>)],
-        codecs: &[(usize, Codec)],
-        plan: &Plan,
-        options: &SelectOptions,
-        registered: bool,
-    ) {
-        let device_code = ids
-            .iter()
-            .any(|(_, i)| i.offload_kind != OffloadKind::Host && i.size > 0);
-        if !device_code && !registered && !ids.is_empty() {
-            return;
-        }
-        self.units += 1;
-        // One pass for every probe (the library's `choose`).
-        let choices = offload_image::choose(ids.iter().copied(), &plan.probes, options);
-        for (p, choice) in choices.iter().enumerate() {
-            // A device whose driver cannot decode the chosen entry gets nothing.
-            let chosen_codec = choice
-                .key
-                .and_then(|key| codecs.iter().find(|(i, _)| *i == key.index))
-                .map(|(_, codec)| *codec);
-            let undecodable = plan
-                .probes
-                .get(p)
-                .and_then(|device| doctor::driver_gap(device, plan.nvidia_driver, chosen_codec));
-            if choice.key.is_some() && undecodable.is_none() {
-                self.covered[p] += 1;
-            }
-            if let (Some(c), Some(device)) = (self.coverage.get_mut(p), plan.probes.get(p)) {
-                match undecodable {
-                    Some(gap) => c.add(Some(gap)),
-                    None => c.add_choice(choice, device),
-                }
-            }
-        }
-    }
-
-    /// Counts one unit that loads nowhere, because of `gap`.
-    fn refuse(&mut self, gap: Gap) {
-        self.units += 1;
-        for c in &mut self.coverage {
-            c.add(Some(gap.clone()));
+            packages: vec![None; plan.probes.devices.len()],
         }
     }
 
@@ -490,7 +390,9 @@ fn judge_unit(
                     .entries()
                     .map(|e| (e.index, identify_by_id(e.index, e.id, e.size)))
                     .collect();
-                tally.offer(&ids, &[], ctx.plan, &ctx.select, registered);
+                tally
+                    .counts
+                    .offer(&ids, &[], &ctx.plan.probes, &ctx.select, registered);
                 return Ok(());
             }
         } else if let Some((table, heads)) = stream_heads(c, &ctx.read).map_err(|e| e.rebase(at))? {
@@ -503,7 +405,9 @@ fn judge_unit(
                     (e.index, id)
                 })
                 .collect();
-            tally.offer(&ids, &[], ctx.plan, &ctx.select, registered);
+            tally
+                .counts
+                .offer(&ids, &[], &ctx.plan.probes, &ctx.select, registered);
             return Ok(());
         }
     }
@@ -516,7 +420,9 @@ fn judge_unit(
         }
         ids.push((image.index, identify(&image)));
     }
-    tally.offer(&ids, &codecs, ctx.plan, &ctx.select, registered);
+    tally
+        .counts
+        .offer(&ids, &codecs, &ctx.plan.probes, &ctx.select, registered);
     Ok(())
 }
 
@@ -540,7 +446,7 @@ fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tall
     }
     let mut tally = Tally::new(ctx.plan);
     let found = scan_units(data, input, ctx, &mut tally);
-    (found && (tally.units > 0 || tally.error.is_some())).then_some(tally)
+    (found && (tally.counts.units > 0 || tally.error.is_some())).then_some(tally)
 }
 
 /// Judges the units of the container walk over `data` into `tally`; false when `data` is
@@ -606,7 +512,7 @@ fn scan_registered(
         let blob = match &r.fat_binary {
             Ok(blob) => *blob,
             Err(gap) => {
-                tally.refuse(gap.clone());
+                tally.counts.refuse(gap.clone());
                 continue;
             }
         };
@@ -616,13 +522,13 @@ fn scan_registered(
                     input.will_read(c.payload());
                 }
                 if let Err(e) = judge_unit(&unit, &mut tally, ctx, true) {
-                    tally.refuse(Gap::Unreadable {
+                    tally.counts.refuse(Gap::Unreadable {
                         kind: e.kind(),
                         what: e.what(),
                     });
                 }
             }
-            Err(gap) => tally.refuse(gap),
+            Err(gap) => tally.counts.refuse(gap),
         }
         if let Some(input) = input {
             input.release(blob);
@@ -669,14 +575,14 @@ fn judge_split(
 ) -> Tally {
     let env = crate::kpack::Env::from_process();
     let mut tally = Tally::new(ctx.plan);
-    tally.units = library.wrappers();
-    for (p, device) in ctx.plan.probes.iter().enumerate() {
+    tally.counts.units = library.wrappers();
+    for (p, device) in ctx.plan.probes.devices.iter().enumerate() {
         let isa = crate::kpack::isa_name(device);
         let arches: Vec<&str> = isa.as_deref().into_iter().collect();
         for r in library.resolve(&arches, &env, &mut archives, &ctx.read) {
             let gap = match &r.outcome {
                 Ok(_) => {
-                    tally.covered[p] += 1;
+                    tally.counts.covered[p] += 1;
                     None
                 }
                 Err(e) => {
@@ -686,7 +592,7 @@ fn judge_split(
                     Some(Gap::Other(crate::kpack::sentence(e)))
                 }
             };
-            if let Some(c) = tally.coverage.get_mut(p) {
+            if let Some(c) = tally.counts.coverage.get_mut(p) {
                 c.add(gap);
             }
         }
@@ -876,10 +782,9 @@ fn devices(args: &Args) -> Result<Devices, Failure> {
     Ok((unique, driver))
 }
 
-/// The hints for real device `k` of a library that does not cover it.
+/// The hints for real device `k` of a library that does not cover it: the device package
+/// a split library lacks, then the library's ([`doctor::hints`]).
 fn hints(plan: &Plan, k: usize, tally: &Tally) -> Vec<Hint> {
-    let n = plan.real.len();
-    let works = |i: usize| tally.covered.get(n + i).is_some_and(|c| *c == tally.units);
     let mut out = Vec::new();
     if let Some(Some(package)) = tally.packages.get(k) {
         // A split library: the archive for the device is not installed (kpack 13, 14).
@@ -891,64 +796,37 @@ fn hints(plan: &Plan, k: usize, tally: &Tally) -> Vec<Hint> {
             safe: true,
         });
     }
-    for (i, (of, v)) in plan.variants.iter().enumerate() {
-        if let (true, Variant::Xnack(on)) = (*of == k, v) {
-            if works(i) {
-                out.push(Hint {
-                    kind: "xnack",
-                    env: Some("HSA_XNACK"),
-                    value: Some(if *on { "1" } else { "0" }.to_string()),
-                    offload_arch: None,
-                    safe: true,
-                });
-            }
-        }
-    }
-    let rebuild = |arch: String| Hint {
-        kind: "rebuild",
-        env: None,
-        value: None,
-        offload_arch: Some(arch),
-        safe: true,
+    let hint = |kind, env, value: Option<String>, offload_arch: Option<String>, safe| Hint {
+        kind,
+        env,
+        value,
+        offload_arch,
+        safe,
     };
-    // Entries the driver cannot decode: a newer driver loads them as they are.
-    let driver = tally.coverage.get(k).and_then(|c| {
-        c.gaps().iter().find_map(|g| match g.gap {
-            Gap::Driver { needs, .. } => Some(needs),
-            _ => None,
-        })
-    });
-    if let Some(needs) = driver {
-        out.push(Hint {
-            kind: "driver",
-            env: None,
-            value: Some(needs.to_string()),
-            offload_arch: None,
-            safe: true,
-        });
-    }
-    match &plan.real[k].1 {
-        Device::Amdgpu(t) => {
-            out.push(rebuild(t.processor.name.to_string()));
-            if let Some(g) = t.processor.generic() {
-                out.push(rebuild(g.name.to_string()));
-            }
-        }
-        d @ Device::Cuda { .. } => out.push(rebuild(d.to_string())),
-    }
-    for (i, (of, v)) in plan.variants.iter().enumerate() {
-        if let (true, Variant::Override(p)) = (*of == k, v) {
-            if let (true, Some((a, b, c))) = (works(i), p.isa_version) {
-                out.push(Hint {
-                    kind: "override",
-                    env: Some("HSA_OVERRIDE_GFX_VERSION"),
-                    value: Some(format!("{a}.{b}.{c}")),
-                    offload_arch: None,
-                    safe: false,
-                });
-            }
-        }
-    }
+    out.extend(
+        doctor::hints(&plan.probes, k, &tally.counts)
+            .into_iter()
+            .map(|h| match h {
+                doctor::Hint::Xnack(on) => hint(
+                    "xnack",
+                    Some("HSA_XNACK"),
+                    Some(if on { "1" } else { "0" }.to_string()),
+                    None,
+                    true,
+                ),
+                doctor::Hint::Driver(needs) => {
+                    hint("driver", None, Some(needs.to_string()), None, true)
+                }
+                doctor::Hint::Rebuild(arch) => hint("rebuild", None, None, Some(arch), true),
+                doctor::Hint::Override(p) => hint(
+                    "override",
+                    Some("HSA_OVERRIDE_GFX_VERSION"),
+                    p.isa_version.map(|(a, b, c)| format!("{a}.{b}.{c}")),
+                    None,
+                    false,
+                ),
+            }),
+    );
     out
 }
 
@@ -1043,10 +921,10 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         for (member, tally) in found {
             library_count += 1;
             for (k, (name, _)) in plan.real.iter().enumerate() {
-                let covered = tally.covered[k];
+                let covered = tally.counts.covered[k];
                 let status = if tally.error.is_some() {
                     "damaged"
-                } else if covered == tally.units {
+                } else if covered == tally.counts.units {
                     "ok"
                 } else if covered == 0 {
                     "none"
@@ -1059,15 +937,15 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                     member: member.clone(),
                     package: owners.get(&files[*i]).cloned(),
                     device: name.clone(),
-                    units: tally.units,
+                    units: tally.counts.units,
                     units_covered: covered,
                     status,
                     reason: match &tally.error {
                         Some(e) => Some(format!("damaged: {e}")),
                         None if ok => None,
-                        None => tally.coverage[k].reason().map(|r| r.to_string()),
+                        None => tally.counts.coverage[k].reason().map(|r| r.to_string()),
                     },
-                    gaps: tally.coverage[k]
+                    gaps: tally.counts.coverage[k]
                         .gaps()
                         .iter()
                         .map(|g| GapRecord {
