@@ -95,8 +95,8 @@ pub struct Args {
     pub(crate) json: bool,
     /// Do not verify the truncated MD5 of compressed bundles (then decoding stops as soon
     /// as the selected image and the first bytes of every image have been read), nor check
-    /// the whole stream of a chosen NVIDIA entry stored as an LZ4 block (only its ELF
-    /// header is read).
+    /// the whole stream of a chosen NVIDIA cubin stored as an LZ4 block (only its first
+    /// bytes are read).
     #[arg(long)]
     no_verify_hash: bool,
     /// The zstd decoder for compressed bundles.
