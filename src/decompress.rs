@@ -222,28 +222,7 @@ pub fn check_head(
         out.truncate(head);
         return Ok(out);
     }
-    let size = check_declared_size(codec, payload, size, size_field, options)?;
-    let mut out = Vec::new();
-    out.try_reserve_exact(head.min(size)).map_err(|_| {
-        Error::new(
-            ErrorKind::OutOfMemory,
-            size_field,
-            "cannot reserve memory for the decompressed data",
-        )
-    })?;
-    match walk_lz4(payload, size, &mut out, head, true) {
-        Ok(n) if n == size => Ok(out),
-        Ok(_) => Err(Error::new(
-            ErrorKind::SizeMismatch,
-            size_field,
-            "LZ4 block decodes to a size other than the declared one",
-        )),
-        Err(()) => Err(Error::new(
-            ErrorKind::Decompress,
-            payload_at,
-            "LZ4 block is corrupt",
-        )),
-    }
+    lz4_head(payload, payload_at, size, size_field, head, true, options)
 }
 
 /// The first `head` bytes that `payload` decodes to, made without reading the rest of the
@@ -262,7 +241,21 @@ pub fn peek(
     if codec != Codec::Lz4 {
         return Ok(None);
     }
-    let size = check_declared_size(codec, payload, size, size_field, options)?;
+    lz4_head(payload, payload_at, size, size_field, head, false, options).map(Some)
+}
+
+/// The first `head` bytes of an LZ4 block ([`walk_lz4`]), the rest of the block checked
+/// (`whole`) or not read, with [`decode`]'s errors and offsets.
+fn lz4_head(
+    payload: &[u8],
+    payload_at: u64,
+    size: u64,
+    size_field: u64,
+    head: usize,
+    whole: bool,
+    options: &ReadOptions,
+) -> Result<Vec<u8>> {
+    let size = check_declared_size(Codec::Lz4, payload, size, size_field, options)?;
     let want = head.min(size);
     let mut out = Vec::new();
     out.try_reserve_exact(want).map_err(|_| {
@@ -272,8 +265,9 @@ pub fn peek(
             "cannot reserve memory for the decompressed data",
         )
     })?;
-    match walk_lz4(payload, size, &mut out, want, false) {
-        Ok(n) if n >= want => Ok(Some(out)),
+    match walk_lz4(payload, size, &mut out, want, whole) {
+        // Without `whole` the walk stops once the head is made.
+        Ok(n) if n == size || (!whole && n >= want) => Ok(out),
         Ok(_) => Err(Error::new(
             ErrorKind::SizeMismatch,
             size_field,

@@ -674,6 +674,19 @@ impl Tally {
         }
     }
 
+    /// Counts, for probe `p` only, how one unit went: it loads when `gap` is `None`, else
+    /// it does not, for that reason (for a unit judged probe by probe, as a split
+    /// library's archives are). The unit itself is counted in [`Tally::units`] by the
+    /// caller.
+    pub fn count(&mut self, p: usize, gap: Option<Gap>) {
+        if let (None, Some(c)) = (&gap, self.covered.get_mut(p)) {
+            *c = c.saturating_add(1);
+        }
+        if let Some(c) = self.coverage.get_mut(p) {
+            c.add(gap);
+        }
+    }
+
     /// Counts one unit that loads on no probe, because of `gap`.
     pub fn refuse(&mut self, gap: Gap) {
         self.units = self.units.saturating_add(1);

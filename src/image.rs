@@ -549,7 +549,7 @@ impl Encoded<'_> {
     /// Decodes the stream into a buffer of its own: exactly the declared size, trimmed to
     /// the image for a fatbinary entry.
     pub fn decode(&self, options: &crate::ReadOptions) -> crate::Result<Vec<u8>> {
-        let mut out = crate::decompress::decode_with_hook(
+        let out = crate::decompress::decode_with_hook(
             self.codec,
             self.stream,
             self.stream_at,
@@ -557,11 +557,19 @@ impl Encoded<'_> {
             self.size_field,
             options,
         )?;
+        Ok(self.trimmed(out))
+    }
+
+    /// `out`, the decoded payload or its first bytes, cut to the image for a fatbinary
+    /// entry ([`crate::nvfatbin::trim_image`]). The trim of a head is the head of the trim:
+    /// a PTX text ends at its first NUL; a cubin's end is known only when its headers fit
+    /// in the head.
+    fn trimmed(&self, mut out: Vec<u8>) -> Vec<u8> {
         if let Some(kind) = self.entry_kind {
             let image = crate::nvfatbin::trim_image(kind, &out).len();
             out.truncate(image);
         }
-        Ok(out)
+        out
     }
 
     /// The first `head` bytes of what [`Encoded::decode`] gives, made without reading the
@@ -581,20 +589,14 @@ impl Encoded<'_> {
             head,
             options,
         )?;
-        Ok(out.map(|mut out| {
-            if let Some(kind) = self.entry_kind {
-                let image = crate::nvfatbin::trim_image(kind, &out).len();
-                out.truncate(image);
-            }
-            out
-        }))
+        Ok(out.map(|out| self.trimmed(out)))
     }
 
     /// The first `head` bytes of what [`Encoded::decode`] gives, with the whole stream
     /// checked as it checks it (the same errors at the same offsets). An LZ4 block is not
     /// decoded past the head ([`crate::decompress::check_head`]); other codecs are.
     pub fn decode_head(&self, head: usize, options: &crate::ReadOptions) -> crate::Result<Vec<u8>> {
-        let mut out = crate::decompress::check_head(
+        let out = crate::decompress::check_head(
             self.codec,
             self.stream,
             self.stream_at,
@@ -603,12 +605,6 @@ impl Encoded<'_> {
             head,
             options,
         )?;
-        if let Some(kind) = self.entry_kind {
-            // The trim of a head is the head of the trim: a PTX text ends at its first NUL;
-            // a cubin's end is known only when its headers fit in the head.
-            let image = crate::nvfatbin::trim_image(kind, &out).len();
-            out.truncate(image);
-        }
-        Ok(out)
+        Ok(self.trimmed(out))
     }
 }

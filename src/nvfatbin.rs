@@ -225,23 +225,28 @@ pub fn trim_image(kind: EntryKind, payload: &[u8]) -> &[u8] {
     end.and_then(|e| payload.get(..e)).unwrap_or(payload)
 }
 
-/// Where the section header table and the program header table of a little-endian ELF64
-/// file end, read from its 64-byte header alone (`None` for a table whose end overflows);
-/// `None` when `head` does not start with one.
-pub(crate) fn elf64_tables_end(head: &[u8]) -> Option<(Option<u64>, Option<u64>)> {
-    use object::elf::FileHeader64;
+/// The header of a little-endian ELF64 file that `data` starts with.
+fn elf64_header(data: &[u8]) -> Option<&object::elf::FileHeader64<object::LittleEndian>> {
     use object::read::elf::FileHeader;
-    use object::LittleEndian as LE;
-    if !head.starts_with(crate::raw::ELF_MAGIC) || head.get(4) != Some(&2) {
+    if !data.starts_with(crate::raw::ELF_MAGIC) || data.get(4) != Some(&2) {
         return None;
     }
-    let header = FileHeader64::<LE>::parse(head).ok()?;
+    object::elf::FileHeader64::parse(data).ok()
+}
+
+/// Where the section header table and the program header table of an ELF64 file end, from
+/// its header (`None` for a table whose end overflows).
+fn table_ends(
+    header: &object::elf::FileHeader64<object::LittleEndian>,
+) -> (Option<u64>, Option<u64>) {
+    use object::read::elf::FileHeader;
+    use object::LittleEndian as LE;
     let end = |at: u64, size: u16, count: u16| {
         u64::from(size)
             .checked_mul(u64::from(count))
             .and_then(|n| at.checked_add(n))
     };
-    Some((
+    (
         end(
             header.e_shoff(LE),
             header.e_shentsize(LE),
@@ -252,7 +257,14 @@ pub(crate) fn elf64_tables_end(head: &[u8]) -> Option<(Option<u64>, Option<u64>)
             header.e_phentsize(LE),
             header.e_phnum(LE),
         ),
-    ))
+    )
+}
+
+/// Where the section header table and the program header table of a little-endian ELF64
+/// file end, read from its 64-byte header alone (`None` for a table whose end overflows);
+/// `None` when `head` does not start with one.
+pub(crate) fn elf64_tables_end(head: &[u8]) -> Option<(Option<u64>, Option<u64>)> {
+    elf64_header(head).map(table_ends)
 }
 
 /// End of a little-endian ELF64 file: the furthest byte its headers account for (the
@@ -262,19 +274,13 @@ pub(crate) fn elf64_tables_end(head: &[u8]) -> Option<(Option<u64>, Option<u64>)
 /// ptxas puts the section header table last, so for its cubins this is the end of that
 /// table; nvlink's relocatable cubins can put the table first, and their sections follow it.
 fn elf64_end(data: &[u8]) -> Option<usize> {
-    use object::elf::{FileHeader64, SHT_NOBITS};
+    use object::elf::SHT_NOBITS;
     use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
     use object::LittleEndian as LE;
-    if !data.starts_with(crate::raw::ELF_MAGIC) || data.get(4) != Some(&2) {
-        return None;
-    }
-    let header = FileHeader64::<LE>::parse(data).ok()?;
+    let header = elf64_header(data)?;
     let end_of = |at: u64, size: u64| at.checked_add(size);
-    let mut end = 64u64;
-    let ph = u64::from(header.e_phentsize(LE)).checked_mul(u64::from(header.e_phnum(LE)))?;
-    end = end.max(end_of(header.e_phoff(LE), ph)?);
-    let sh = u64::from(header.e_shentsize(LE)).checked_mul(u64::from(header.e_shnum(LE)))?;
-    end = end.max(end_of(header.e_shoff(LE), sh)?);
+    let (sh, ph) = table_ends(header);
+    let mut end = 64u64.max(ph?).max(sh?);
     for s in header.section_headers(LE, data).ok()? {
         if s.sh_type(LE) != SHT_NOBITS {
             end = end.max(end_of(s.sh_offset(LE), s.sh_size(LE))?);

@@ -581,10 +581,7 @@ fn judge_split(
         let arches: Vec<&str> = isa.as_deref().into_iter().collect();
         for r in library.resolve(&arches, &env, &mut archives, &ctx.read) {
             let gap = match &r.outcome {
-                Ok(_) => {
-                    tally.counts.covered[p] += 1;
-                    None
-                }
+                Ok(_) => None,
                 Err(e) => {
                     if e.package.is_some() {
                         tally.packages[p] = e.package.clone();
@@ -592,9 +589,7 @@ fn judge_split(
                     Some(Gap::Other(crate::kpack::sentence(e)))
                 }
             };
-            if let Some(c) = tally.counts.coverage.get_mut(p) {
-                c.add(gap);
-            }
+            tally.counts.count(p, gap);
         }
     }
     tally
