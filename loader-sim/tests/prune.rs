@@ -566,7 +566,7 @@ fn corpus_programs_register_the_same() {
             );
             // The corpus programs need only the C library: run both.
             let run = |exe: &Path| {
-                let o = Command::new(exe).output().unwrap();
+                let o = common::output_of_written(&mut Command::new(exe));
                 (o.status.code(), o.stdout, o.stderr)
             };
             let exe = dir.path("run.exe");

@@ -209,6 +209,21 @@ pub const BUNDLER_ENV: [&str; 5] = [
     "OFFLOAD_BUNDLER_IGNORE_ENV_VAR",
 ];
 
+/// Runs a program this test process has just written (copied): `exec` fails with
+/// `ETXTBSY` while a child that another test thread forked during the write still holds
+/// the file open, until that child execs, so that is waited out.
+pub fn output_of_written(cmd: &mut Command) -> Output {
+    for _ in 0..200 {
+        match cmd.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            r => return r.unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}")),
+        }
+    }
+    panic!("{cmd:?}: the file stayed busy for 2 s")
+}
+
 /// Runs `prog args...` in `dir` with none of the bundler's environment variables set.
 pub fn run_in(dir: &Path, prog: &Path, args: &[String]) -> Output {
     run_in_env(dir, prog, args, &[])
