@@ -855,11 +855,18 @@ fn write_bundle_file(
         out: std::io::BufWriter::with_capacity(64 << 10, file),
         inputs,
     };
-    offload_image::write::bundle::write_bundle(&mut out, entries, align).map_err(|e| match e {
-        WriteError::Invalid(e) => fail(e.what()),
-        WriteError::Io(e) => io(e),
-    })?;
-    out.flush().map_err(io)
+    let written = offload_image::write::bundle::write_bundle(&mut out, entries, align)
+        .map_err(|e| match e {
+            WriteError::Invalid(e) => fail(e.what()),
+            WriteError::Io(e) => io(e),
+        })
+        .and_then(|_| out.flush().map_err(io));
+    if written.is_err() {
+        // No part of a bundle stays behind when writing it failed.
+        drop(out);
+        let _ = std::fs::remove_file(name);
+    }
+    written
 }
 
 /// `CompressedOffloadBundle::compress` with the configured version, codec and level: the
@@ -974,11 +981,12 @@ fn bundle_object(cfg: &Config, inputs: &[Source], host: usize) -> Result<(), Too
         return Ok(());
     }
     // Two targets that normalise to one entry ID give `llvm-objcopy` the same
-    // `--set-section-flags` twice: it refuses, after the bundler created the (empty)
-    // output file.
+    // `--set-section-flags` twice: it refuses, with these messages. LLVM 22's bundler has
+    // created the output file by then and leaves it behind, empty; the drop-in writes no
+    // output on any refusal (an empty object newer than its inputs would look up to date
+    // to a build system).
     let mut names = BTreeSet::new();
     if let Some(t) = cfg.targets.iter().find(|t| !names.insert(t.as_str())) {
-        write_output(&cfg.outputs[0], &[])?;
         eprintln!(
             "llvm-objcopy: error: --set-section-flags set multiple times for section '__CLANG_OFFLOAD_BUNDLE__{t}'"
         );
