@@ -175,3 +175,65 @@ pub fn arch_name(identity: &Identity<'_>) -> Option<String> {
         t => Some(t.to_string()),
     }
 }
+
+/// The writer every command's output goes through (`run_cli`): it stops the output at
+/// the first fault of a guarded input map (an input became shorter while read: what would
+/// follow was computed from zeros, not from the file), and remembers a broken pipe (the
+/// reader of the output went away), which ends the command quietly.
+pub struct Guarded<'a> {
+    inner: &'a mut dyn Write,
+    faults: u64,
+    broken_pipe: bool,
+}
+
+impl<'a> Guarded<'a> {
+    /// Guards `inner` from now on.
+    pub fn new(inner: &'a mut dyn Write) -> Self {
+        Guarded {
+            inner,
+            faults: loader_sim_os::mapping::fault_count(),
+            broken_pipe: false,
+        }
+    }
+
+    /// Whether a write found the pipe closed.
+    pub fn broken_pipe(&self) -> bool {
+        self.broken_pipe
+    }
+
+    fn check<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            self.broken_pipe |= e.kind() == std::io::ErrorKind::BrokenPipe;
+        }
+        r
+    }
+
+    fn unchanged(&self) -> std::io::Result<()> {
+        if loader_sim_os::mapping::fault_count() != self.faults {
+            return Err(std::io::Error::other(
+                "an input file became shorter while it was read",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Write for Guarded<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.unchanged()?;
+        let r = self.inner.write(buf);
+        self.check(r)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.unchanged()?;
+        let r = self.inner.write_all(buf);
+        self.check(r)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.unchanged()?;
+        let r = self.inner.flush();
+        self.check(r)
+    }
+}

@@ -7,9 +7,12 @@
 //!
 //! # Output
 //!
-//! The result is written to a temporary file next to OUT and renamed over OUT once
-//! complete and synced: a failed or interrupted prune leaves no partial OUT (at worst a
-//! `.OUT.prune-PID.tmp` after a kill) and FILE is only read. Images are copied from the
+//! The result is written to a temporary file next to OUT (created exclusively, under an
+//! unpredictable name `.OUT.prune-RANDOM.tmp`, removed on SIGINT, SIGTERM and SIGHUP) and
+//! renamed over OUT once complete: a failed or interrupted prune leaves no partial OUT (a
+//! temporary file only after SIGKILL) and FILE is only read. An OUT that is not a regular
+//! file (a symbolic link, `/dev/stdout`, `/dev/null`, a FIFO) is written through, never
+//! replaced. Images are copied from the
 //! memory-mapped input in chunks whose pages are released afterwards, so the resident set
 //! stays small on 1 GB libraries.
 
@@ -162,7 +165,9 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             input: &input,
         };
         pruned.write_to(&mut w).map_err(std::io::Error::other)?;
-        w.flush()
+        w.flush()?;
+        // FILE changed while read: what was written is not its pruned form.
+        input.check().map_err(|f| std::io::Error::other(f.message))
     })
     .map_err(|e| Failure::file(path, format!("cannot write: {e}")))?;
     Ok(Outcome::Ok)
@@ -219,12 +224,24 @@ impl Write for Releasing<'_, '_> {
 
 const CHUNK: usize = 4 << 20;
 
-/// Writes OUT through a temporary file in the same directory, renamed when complete.
+/// Writes OUT. A regular file (or a name not yet taken) is written through a temporary
+/// file in the same directory, renamed over OUT when complete: the temporary file is
+/// created exclusively (`O_EXCL`, so a link planted at its name is not followed), under an
+/// unpredictable name, and removed on an interrupt. Anything else — a symbolic link, a
+/// device, a FIFO (`-o /dev/stdout`, `-o /dev/null`) — is written through, never replaced;
+/// a directory is refused.
 fn write_atomically(
     path: &Path,
     original: &Path,
     f: impl FnOnce(&mut File) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(std::io::Error::other("OUT is a directory"));
+        }
+        Ok(meta) if !meta.is_file() => return write_through(path, f),
+        _ => {}
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -232,13 +249,9 @@ fn write_atomically(
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::other("OUT has no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.prune-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let (mut file, tmp) = create_temp(&dir, &name.to_string_lossy())?;
+    let _remove = loader_sim_os::cleanup::RemoveOnSignal::new(&tmp);
     let result = (|| {
-        let mut file = File::create(&tmp)?;
         if let Ok(meta) = std::fs::metadata(original) {
             let _ = file.set_permissions(meta.permissions());
         }
@@ -253,6 +266,53 @@ fn write_atomically(
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Writes OUT that is not a regular file (a link, a device, a FIFO) through what it names:
+/// opened for writing without creating or replacing anything (truncated only when it
+/// leads to a regular file).
+fn write_through(
+    path: &Path,
+    f: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(regular)
+        .open(path)?;
+    f(&mut file)?;
+    file.flush()
+}
+
+/// Creates a new file `.NAME.prune-RANDOM.tmp` in `dir`, exclusively (never an existing
+/// file or a link's target), with a name nobody can predict.
+fn create_temp(dir: &Path, name: &str) -> std::io::Result<(File, PathBuf)> {
+    let mut last = None;
+    for _ in 0..16 {
+        let tmp = dir.join(format!(".{name}.prune-{:016x}.tmp", random_u64()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(file) => return Ok((file, tmp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free temporary name")))
+}
+
+/// 64 unpredictable bits: the standard library's randomly keyed hasher (seeded from the
+/// operating system's random source) over the time and the process ID.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
 }
 
 fn report(
