@@ -123,6 +123,11 @@ fn tool_status(tool: &str, prog: &str, args: &[String]) -> u8 {
         "offload-bundler" => offload_dropin::bundler::run_with(prog, args, input::map_for_tool),
         _ => offload_dropin::packager::run(prog, args),
     };
+    // An -input file that became shorter while read: the output holds zeros for its tail.
+    if let Some(changed) = input::take_changed().into_iter().next() {
+        eprintln!("{prog}: error: {changed}");
+        return 1;
+    }
     match result {
         Ok(()) => 0,
         Err(e) => {
@@ -226,8 +231,28 @@ where
     run_cli(cli, out)
 }
 
-/// Runs a parsed command line, writing what the command prints to `out`.
+/// Runs a parsed command line, writing what the command prints to `out`. An input that
+/// changed while read makes the command fail naming it (whatever it found), and its output
+/// stops at the change (`input`); a write into a closed pipe is a failure of kind
+/// `"broken-pipe"`, which the binary ends quietly on.
 pub fn run_cli(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
+    let _ = input::take_changed();
+    let mut guarded = output::Guarded::new(out);
+    let result = run_command(cli, &mut guarded);
+    if let Some(first) = input::take_changed().into_iter().next() {
+        return Err(Failure::msg(first));
+    }
+    match result {
+        Err(f) if guarded.broken_pipe() => Err(Failure {
+            kind: Some("broken-pipe"),
+            ..f
+        }),
+        r => r,
+    }
+}
+
+/// [`run_cli`]'s command.
+fn run_command(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
     match cli.command {
         Command::List(a) => cmd::list::run(&a, out),
         Command::OffloadBundler { args } => tool_outcome("offload-bundler", &args),
@@ -242,7 +267,12 @@ pub fn run_cli(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();
-            clap_complete::generate(shell, &mut cmd, "loader-sim", out);
+            // Into a buffer: `generate` panics when its writer fails (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "loader-sim", &mut script);
+            out.write_all(&script)
+                .and_then(|()| out.flush())
+                .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
             Ok(Outcome::Ok)
         }
         Command::Man { dir } => man_pages(&dir),
