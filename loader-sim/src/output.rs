@@ -40,10 +40,11 @@ pub fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> std
         |out: &mut dyn Write, cells: &mut dyn Iterator<Item = &str>| -> std::io::Result<()> {
             let mut s = String::new();
             for (i, (cell, w)) in cells.zip(&widths).enumerate() {
-                if i + 1 == widths.len() {
-                    s.push_str(cell);
-                } else {
-                    s.push_str(&format!("{cell:<w$}  "));
+                s.push_str(cell);
+                if i + 1 < widths.len() {
+                    // Padded by hand: `format!("{cell:<w$}")` panics for widths over 65,535.
+                    let pad = w.saturating_sub(cell.chars().count()).saturating_add(2);
+                    s.extend(std::iter::repeat_n(' ', pad));
                 }
             }
             writeln!(out, "{}", s.trim_end())
@@ -235,5 +236,50 @@ impl Write for Guarded<'_> {
         self.unchanged()?;
         let r = self.inner.flush();
         self.check(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cell longer than 65,535 characters (an `ar` member's name, a unit of 2,100
+    /// entries) is printed whole and padded, without the formatter's width panic.
+    #[test]
+    fn table_cells_of_any_length() {
+        let long = "x".repeat(70_000);
+        let rows = vec![
+            vec![long.clone(), "1".into(), "last".into()],
+            vec!["short".into(), "22".into(), "z".into()],
+        ];
+        let mut out = Vec::new();
+        table(&mut out, &["NAME", "N", "END"], &rows).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[1], format!("{long}  1   last"));
+        assert_eq!(lines[2], format!("short{}  22  z", " ".repeat(70_000 - 5)));
+        assert_eq!(lines[0].find('N'), Some(0));
+        assert_eq!(lines[0].find(" N "), Some(70_001));
+    }
+
+    /// A write into a closed pipe is remembered (the binary then ends quietly).
+    #[test]
+    fn guarded_writer_marks_a_broken_pipe() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut closed = Closed;
+        let mut g = Guarded::new(&mut closed);
+        assert!(!g.broken_pipe());
+        let e = g.write_all(b"x").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
+        assert!(g.broken_pipe());
     }
 }
