@@ -183,6 +183,10 @@ fn compare(file: &Path) -> (usize, usize, usize, usize) {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs comgr (libamd-comgr-dev); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn comgr_agrees_on_the_corpus() {
     if !common::external("comgr (libamd-comgr-dev)") {
         return;
@@ -221,6 +225,10 @@ fn comgr_agrees_on_the_corpus() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs comgr (libamd-comgr-dev) and librocrand.so.1 (scripts/fetch-rocm-libs.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn comgr_agrees_on_librocrand() {
     if !common::external(
         "comgr (libamd-comgr-dev) and librocrand.so.1 (scripts/fetch-rocm-libs.sh)",
@@ -260,6 +268,10 @@ fn rocsparse() {
 /// Two devices that both accept the same `xnack`-any entry get it only for the first
 /// query; CLR passes all its devices' ISAs in one call. This crate answers per device.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs comgr (libamd-comgr-dev); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn comgr_gives_an_entry_to_one_query_only() {
     if !common::external("comgr (libamd-comgr-dev)") {
         return;

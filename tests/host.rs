@@ -178,6 +178,10 @@ fn relr_library(dir: &Path) -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs llvm-readelf-22, clang-22 and lld-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn relocations_equal_llvm_readelf() {
     if !common::external("llvm-readelf-22, clang-22 and lld-22") {
         return;
@@ -211,6 +215,10 @@ fn relocations_equal_llvm_readelf() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs llvm-readelf-22 and the fetched ROCm and NVIDIA libraries; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn relocations_of_real_libraries_equal_llvm_readelf() {
     if !common::external("llvm-readelf-22 and the fetched ROCm and NVIDIA libraries") {
         return;

@@ -352,6 +352,10 @@ fn selection_table() {
 /// cuobjdump extraction recorded in tests/data/nvfatbin/libcurand.MANIFEST. The test set-up
 /// (`scripts/setup.sh`, run by `scripts/test.sh` and CI) fetches it.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs libcurand.so.10 (scripts/fetch-nvidia-libs.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn libcurand_matches_cuobjdump() {
     if !common::external("libcurand.so.10 (scripts/fetch-nvidia-libs.sh)") {
         return;

@@ -325,6 +325,10 @@ fn corpus_containers_are_the_oracles_bytes() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs the Windows wheels of scripts/fetch-windows-wheels.sh; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn real_windows_dlls_are_the_oracles_bytes() {
     if !common::external("the Windows wheels of scripts/fetch-windows-wheels.sh") {
         return;
@@ -334,6 +338,10 @@ fn real_windows_dlls_are_the_oracles_bytes() {
 
 /// The figures of `PE.md` §3 for the real files, from the library alone.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs the Windows wheels of scripts/fetch-windows-wheels.sh; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn real_windows_dlls_hold_what_pe_md_counts() {
     if !common::external("the Windows wheels of scripts/fetch-windows-wheels.sh") {
         return;
@@ -447,6 +455,10 @@ fn select_on_corpus_dlls_equals_select_on_cut_out_containers() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs the Windows wheels of scripts/fetch-windows-wheels.sh; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn select_on_real_dlls_equals_select_on_cut_out_containers() {
     if !common::external("the Windows wheels of scripts/fetch-windows-wheels.sh") {
         return;
@@ -765,6 +777,10 @@ fn validate_finds_nothing_wrong_with_the_corpus_dlls() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs the Windows wheels of scripts/fetch-windows-wheels.sh; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn validate_finds_nothing_wrong_with_the_real_dlls() {
     if !common::external("the Windows wheels of scripts/fetch-windows-wheels.sh") {
         return;

@@ -83,7 +83,7 @@ fn zstd_frame_with_a_window_larger_than_its_content_decodes() {
     };
     assert_eq!(c.decompress(&tight).unwrap(), bundle);
 
-    if !common::external("clang-offload-bundler-22") {
+    if !common::external_part("clang-offload-bundler-22") {
         return;
     }
     // LLVM 22 lists and unbundles it too.
@@ -245,7 +245,7 @@ fn cubin_with_its_section_table_first_is_not_cut() {
     assert_eq!(images[0].bytes, &moved[..], "the whole cubin, no padding");
     assert_eq!(images[0].file_range(), Some(80..80 + moved.len() as u64));
 
-    if !common::external("cuobjdump (NVIDIA's wheel, scripts/fetch-nvidia-toolkit.sh)") {
+    if !common::external_part("cuobjdump (NVIDIA's wheel, scripts/fetch-nvidia-toolkit.sh)") {
         return;
     }
     let dir = common::scratch("cubin_table_first");

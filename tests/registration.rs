@@ -524,6 +524,10 @@ fn pie_wrapper_is_resolved_through_relative_relocations() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs llvm-objcopy-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn openmp_descriptor_is_found_by_structure_even_when_stripped() {
     if !common::external("llvm-objcopy-22") {
         return;
@@ -582,6 +586,10 @@ fn openmp_descriptor_is_found_by_structure_even_when_stripped() {
 /// unwrapped to the innermost image, with the innermost metadata (§1.9: "recursing at most
 /// a small fixed depth").
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-packager-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn nested_offload_binaries_are_unwrapped_to_the_innermost_image() {
     use offload_image::registration::view::unwrap_image;
     use offload_image::registration::UnwrappedImage;

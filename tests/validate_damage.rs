@@ -230,6 +230,10 @@ fn each_damage_inside_a_compressed_bundle_has_its_finding() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs librocrand.so.1 (scripts/fetch-rocm-libs.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn each_damage_of_librocrand_has_its_finding() {
     if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh)") {
         return;
@@ -317,6 +321,10 @@ fn comgr(file: &Path, isa: &str) -> (u64, u64) {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22 and comgr (libamd-comgr-dev); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn llvm_22_and_comgr_on_each_damage() {
     if !common::external("clang-offload-bundler-22 and comgr (libamd-comgr-dev)") {
         return;

@@ -384,6 +384,10 @@ fn opt_num(v: &serde_json::Value) -> String {
 /// bundles (top level and in an executable's `.hip_fatbin`), OffloadBinaries and
 /// executables, for AMD and NVIDIA devices at once.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs c++ (g++) and pkg-config (scripts/setup.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn reader_programs_agree_with_loader_sim_and_the_manifest() {
     if !common::external("c++ (g++) and pkg-config (scripts/setup.sh)") {
         return;
@@ -569,6 +573,10 @@ fn reader_programs_agree_with_loader_sim_and_the_manifest() {
 
 /// The shared library carries its soname, so programs depend on liboffload_image.so.0.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs c++ (g++), pkg-config and readelf (scripts/setup.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn cpp_program_depends_on_the_versioned_shared_library() {
     if !common::external("c++ (g++), pkg-config and readelf (scripts/setup.sh)") {
         return;

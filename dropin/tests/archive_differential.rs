@@ -34,6 +34,10 @@ fn run(prog: &Path, args: &[&str], dir: &Path) {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-22 and llvm-ar-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn gnu_archives_match_llvm_ar() {
     if !common::external("clang-22 and llvm-ar-22") {
         return;

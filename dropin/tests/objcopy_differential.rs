@@ -58,6 +58,10 @@ const TARGETS: &[(&str, bool, bool)] = &[
 ];
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-22, lld-22 and llvm-objcopy-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn objcopy_matches_llvm_objcopy_on_every_class_and_byte_order() {
     if !common::external("clang-22, lld-22 and llvm-objcopy-22") {
         return;
@@ -200,6 +204,10 @@ fn llvm_bundler() -> PathBuf {
 /// `bundler::run`, gives LLVM 22's bytes (the tool before this crate read only
 /// little-endian ELF, and bundled a big-endian host as an opaque binary).
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-22 and clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn bundler_with_big_endian_and_32_bit_hosts_matches_llvm() {
     if !common::external("clang-22 and clang-offload-bundler-22") {
         return;

@@ -372,6 +372,10 @@ fn matrix(types: &[&str], seed: u64, cases_per_cell: usize) {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn matrix_object_bundles() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -380,6 +384,10 @@ fn matrix_object_bundles() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn matrix_bitcode_bundles() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -388,6 +396,10 @@ fn matrix_bitcode_bundles() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn matrix_text_bundles_ll_s() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -396,6 +408,10 @@ fn matrix_text_bundles_ll_s() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn matrix_text_bundles_i_ii() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -440,6 +456,10 @@ fn host_objects(dir: &TempDir) -> Vec<PathBuf> {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang++-22 and clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn elf_host_objects_match_llvm_objcopy() {
     if !common::external("clang++-22 and clang-offload-bundler-22") {
         return;
@@ -519,6 +539,10 @@ fn elf_host_objects_match_llvm_objcopy() {
 /// Every corpus bundle: `-list` and `-unbundle` of every listed ID (spelled as listed and
 /// without the trailing `-` of empty target IDs) give LLVM 22's bytes.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn corpus_unbundle_and_list() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -615,6 +639,10 @@ fn corpus_unbundle_and_list() {
 /// Heterogeneous device archives (`-type=a`): the corpus archive and archives built now
 /// from bundles of bitcode, code objects and cubins, for many requested targets.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22 and llvm-ar-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn archive_unbundling_matches_llvm() {
     if !common::external("clang-offload-bundler-22 and llvm-ar-22") {
         return;
@@ -754,6 +782,10 @@ fn archive_unbundling_matches_llvm() {
 /// Where LLVM 22 crashes or reads out of bounds, loader-sim reports an error (status 1,
 /// the status of every error of LLVM's tools).
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn llvm_crashes_are_errors() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -909,6 +941,10 @@ fn argv0_dispatch() {
 /// LLVM's command-line spellings: `-opt value`, `--opt=value`, the deprecated comma lists
 /// `-inputs=`/`-outputs=`, `@response` files; the results match LLVM 22's.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn command_line_spellings() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -962,6 +998,10 @@ fn command_line_spellings() {
 /// (its file is truncated before the payloads are written) the inputs are read into memory
 /// first, so the bundle is still the one LLVM writes from the original input.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn bundling_into_one_of_the_inputs() {
     if !common::external("clang-offload-bundler-22") {
         return;

@@ -70,6 +70,10 @@ fn unbundle_all(
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22 and clang-offload-bundler-19; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn loader_sim_ccobs_decompress_in_llvm() {
     if !common::external("clang-offload-bundler-22 and clang-offload-bundler-19") {
         return;
@@ -144,6 +148,10 @@ fn loader_sim_ccobs_decompress_in_llvm() {
 type Case<'a> = (String, &'a Path, Vec<(&'a str, &'a str)>, Vec<String>);
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22 and clang-offload-bundler-19; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn llvm_ccobs_read_back() {
     if !common::external("clang-offload-bundler-22 and clang-offload-bundler-19") {
         return;

@@ -107,6 +107,10 @@ fn asks() -> Vec<Ask> {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn compressed_bundles_are_llvm_22s_bytes() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -190,6 +194,10 @@ fn report_shape(stderr: &[u8]) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn verbose_reports_are_worded_as_llvm_22() {
     if !common::external("clang-offload-bundler-22") {
         return;

@@ -342,6 +342,10 @@ fn check_build(tag: &str, driver_flags: &[&str], table: &[(&'static str, Want)],
 /// clang's classic CUDA driver: sm_75 and sm_86 cubins plus their PTX, so a device with
 /// no cubin of its major JIT-compiles the newest PTX it can run.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang++-22 and NVIDIA's CUDA wheels (scripts/fetch-nvidia-toolkit.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn clang_classic_cuda_program_registers_into_the_shim() {
     if !common::external("clang++-22 and NVIDIA's CUDA wheels (scripts/fetch-nvidia-toolkit.sh)") {
         return;
@@ -366,6 +370,10 @@ fn clang_classic_cuda_program_registers_into_the_shim() {
 /// clang 22's default for CUDA, the new offload driver (non-RDC): cubins only, so devices
 /// of another major get nothing.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang++-22 and NVIDIA's CUDA wheels (scripts/fetch-nvidia-toolkit.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn clang_new_driver_cuda_program_registers_into_the_shim() {
     if !common::external("clang++-22 and NVIDIA's CUDA wheels (scripts/fetch-nvidia-toolkit.sh)") {
         return;
@@ -402,6 +410,10 @@ int launch_scale(float *x, int n) { scale<<<1, 32>>>(x, 2.0f, n); return (int)cu
 /// bytes) and kernels as the original, its second unit at its new address; `cuobjdump`
 /// lists exactly the kept entries.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang++-22 and NVIDIA's CUDA wheels (scripts/fetch-nvidia-toolkit.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn pruned_cuda_programs_run_and_register_the_same() {
     if !common::external("clang++-22 and NVIDIA's CUDA wheels (scripts/fetch-nvidia-toolkit.sh)") {
         return;

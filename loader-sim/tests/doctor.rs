@@ -434,6 +434,10 @@ fn bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs librocrand.so.1 (scripts/fetch-rocm-libs.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn counts_agree_with_select_on_the_corpus_and_librocrand() {
     if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh)") {
         return;
@@ -515,6 +519,10 @@ fn counts_agree_with_select_on_the_corpus_and_librocrand() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs librocrand.so.1 (scripts/fetch-rocm-libs.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn tree_and_wheel_without_unpacking() {
     if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh)") {
         return;
@@ -956,6 +964,10 @@ fn wheel_gives_the_verdicts_of_the_unzipped_tree() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs the cyllama-rocm 0.2.18 wheel (scripts/fetch-cyllama-rocm.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn cyllama_wheel_as_a_stream() {
     // The cyllama-rocm 0.2.18 wheel: its 168.8 MB libggml-hip is deflated. Read in place, it
     // gives what the unzipped library gives, within the memory of the unzipped run.
@@ -1198,6 +1210,10 @@ fn the_reason_names_the_closest_image() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs libggml-hip of cyllama-rocm 0.2.18 (scripts/fetch-cyllama-rocm.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn damaged_wrapper_and_empty_bundle_in_libggml_hip() {
     // libggml-hip of the cyllama-rocm 0.2.18 wheel: 130 wrappers, 130 bundles of gfx1100
     // ... code objects. One byte of the first wrapper's magic, and the entry count of the
@@ -1445,6 +1461,10 @@ fn library_reason_summarises_the_units() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs libcurand.so.10 (scripts/fetch-nvidia-libs.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn library_reason_on_real_cuda_libraries() {
     // libcurand (scripts/fetch-nvidia-libs.sh, which the test set-up runs): the units the
     // CUDA runtime registers (the `register` model: one per fat-binary wrapper), their
@@ -1662,6 +1682,10 @@ fn kfd_detection_applies_the_runtime_variables() {
 /// does. The driver version NVML reports judges compressed entries (below). Without NVML
 /// and without KFD it says what it looked for.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs a C compiler (cc); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn nvml_detection_with_a_stub_library() {
     if !common::external("a C compiler (cc)") {
         return;
@@ -1846,6 +1870,10 @@ fn dos_programs_and_pe32_images_are_not_libraries() {
 /// put on `PYTHONPATH`) and names the installed distribution that owns each library, from
 /// its `RECORD`.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs python3 with pip and the curand wheel (scripts/fetch-nvidia-libs.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn python_environment_with_an_installed_cuda_wheel() {
     if !common::external("python3 with pip and the curand wheel (scripts/fetch-nvidia-libs.sh)") {
         return;

@@ -1210,6 +1210,10 @@ fn report(ctx: &Ctx) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs LLVM 22 and 19 (clang-offload-bundler-22/-19, clang-offload-packager-22, llvm-ar-22); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn generative_differential_against_llvm() {
     if !common::external(
         "LLVM 22 and 19 (clang-offload-bundler-22/-19, clang-offload-packager-22, llvm-ar-22)",
@@ -1308,6 +1312,10 @@ fn generative_differential_against_llvm() {
 /// and `-unbundle`s them; `loader-sim list` reads them too: a device ELF with bundle sections
 /// is a bundled object, as LLVM reads it (`FORMATS.md` §2.5).
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn device_elf_as_host_object() {
     if !common::external("clang-offload-bundler-22") {
         return;

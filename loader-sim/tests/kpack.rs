@@ -737,6 +737,10 @@ fn validate_checks_split_libraries_and_archives() {
 /// With the external tests on: `select` on the split library with its archives chooses, per
 /// device, the code object `select` chooses from Debian's unsplit librocrand.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs librocrand.so.1.1 (scripts/fetch-rocm-libs.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn split_library_selects_what_the_unsplit_original_selects() {
     if !common::external("librocrand.so.1.1 (scripts/fetch-rocm-libs.sh)") {
         return;
@@ -821,6 +825,10 @@ __attribute__((destructor)) static void unreg(void) {{ __hipUnregisterFatBinary(
 /// error 13 naming the archive and the device package, exit status 1. At run time the
 /// kernel the constructor registers is bound to the unit.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-22 and ld.lld-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn register_on_a_split_library_takes_the_archives_code_objects() {
     if !common::external("clang-22 and ld.lld-22") {
         return;

@@ -153,6 +153,10 @@ fn table_output_is_aligned_and_complete() {
 /// `librocrand1`: 8 images, identical to what clang-offload-bundler-22 extracts from its
 /// `.hip_fatbin` section.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs librocrand.so.1 (scripts/fetch-rocm-libs.sh), llvm-objcopy-22 and clang-offload-bundler-22/-19; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn rocrand_lists_what_clang_offload_bundler_extracts() {
     if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh), llvm-objcopy-22 and clang-offload-bundler-22/-19") {
         return;

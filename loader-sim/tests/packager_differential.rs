@@ -124,6 +124,10 @@ fn image_arg(rng: &mut Rng, dir: &TempDir, tag: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-packager-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn packaging_matrix() {
     if !common::external("clang-offload-packager-22") {
         return;
@@ -152,6 +156,10 @@ fn packaging_matrix() {
 
 /// Extraction from packaged files and corpus inputs, with random filters.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-packager-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn extraction_matrix() {
     if !common::external("clang-offload-packager-22") {
         return;
@@ -223,6 +231,10 @@ fn extraction_matrix() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-packager-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn packager_errors_and_dispatch() {
     if !common::external("clang-offload-packager-22") {
         return;

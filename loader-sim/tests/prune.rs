@@ -104,6 +104,10 @@ const HOST: &str = "host-x86_64-unknown-linux-gnu-";
 /// bytes LLVM extracted from the original, and bundling those again with LLVM's bundler
 /// (same order, -bundle-align=4096) gives the pruned file byte for byte.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn bundles_keep_exactly_the_compatible_images() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -226,6 +230,10 @@ fn bundles_keep_exactly_the_compatible_images() {
 /// method, a hash that is the truncated MD5 of its content, LLVM lists and unbundles it,
 /// and the kept images keep their bytes.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn compressed_bundles_keep_version_codec_and_hash() {
     use offload_image::ccob::{truncated_md5, CompressedBundle};
     if !common::external("clang-offload-bundler-22") {
@@ -272,6 +280,10 @@ fn compressed_bundles_keep_version_codec_and_hash() {
 /// Text bundles keep their comment style; LLVM reads the result and extracts the kept
 /// entry unchanged. A unit with nothing for any kept device is left whole.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn text_bundles() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -317,6 +329,10 @@ fn llvm_list_typed(file: &Path, ty: &str) -> BTreeSet<String> {
 /// OffloadBinaries: the multi-image v2 file keeps the compatible images with their bytes
 /// and metadata; the result is what LLVM's packager lists.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs llvm-objdump-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn offload_binaries() {
     if !common::external("llvm-objdump-22") {
         return;
@@ -388,6 +404,10 @@ fn dry_run_reports_without_writing() {
 /// Refused inputs leave no OUT and no temporary file, and the input is untouched; OUT may
 /// not be FILE.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs llvm-ar-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn failures_leave_nothing() {
     if !common::external("llvm-ar-22") {
         return;
@@ -505,6 +525,10 @@ fn register(args: &[&str]) -> Vec<Value> {
 /// unchanged, static registration agrees for the kept device, and the program still runs
 /// (the kernel maps it and `ld.so` finds its moved program headers through `PT_PHDR`).
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs llvm-readelf-22 and GNU readelf; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn corpus_programs_register_the_same() {
     if !common::external("llvm-readelf-22 and GNU readelf") {
         return;
@@ -635,6 +659,10 @@ fn pointer_into_a_container_keeps_the_file_in_place() {
 /// images and kernels for the kept devices, statically too, and comgr picks the same bytes
 /// for every kept ISA.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs librocrand.so.1 (scripts/fetch-rocm-libs.sh), comgr, clang-offload-bundler-22/-19 and readelf; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn librocrand_shrinks_and_registers_the_same() {
     if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh), comgr, clang-offload-bundler-22/-19 and readelf") {
         return;
@@ -927,6 +955,10 @@ fn comgr_agrees(a: &Path, b: &Path, keep: &[&str]) {
 /// readelf finds nothing wrong, the kept images keep their bytes, static registration of
 /// the object agrees, and so does that of a shared library `ld.lld` links from it.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs ld.lld-22, llvm-readelf-22 and GNU readelf; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn relocatable_objects_link_and_register_the_same() {
     if !common::external("ld.lld-22, llvm-readelf-22 and GNU readelf") {
         return;
@@ -1007,6 +1039,10 @@ fn relocatable_objects_link_and_register_the_same() {
 /// archive index still maps every symbol to its member (GNU `nm -s`), `llvm-ar` extracts
 /// the members, and each is the object pruned on its own.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22, llvm-ar-22, llvm-nm-22, nm and readelf; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn bundled_objects_and_archives() {
     if !common::external("clang-offload-bundler-22, llvm-ar-22, llvm-nm-22, nm and readelf") {
         return;
@@ -1139,6 +1175,10 @@ fn malformed_input_is_refused_cleanly() {
 /// images an sm_90 device accepts (its cubin, PTX it can JIT) with their bytes, LLVM reads
 /// the results.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs llvm-objdump-22 and clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn nvptx_containers() {
     if !common::external("llvm-objdump-22 and clang-offload-bundler-22") {
         return;
@@ -1256,6 +1296,10 @@ fn nv_loads(kind: &str, arch: &str, device: &str) -> bool {
 /// `loader-sim list` finds exactly those images with unchanged sha256; readelf is clean;
 /// libk.so registers the same images and kernels; libcurand shrinks.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs NVIDIA's CUDA wheels (cuobjdump), libcurand.so.10 and readelf; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn nv_fatbinaries_checked_with_cuobjdump() {
     if !common::external("NVIDIA's CUDA wheels (cuobjdump), libcurand.so.10 and readelf") {
         return;
@@ -1595,6 +1639,10 @@ extern "C" int host{i}() {{ return {i}; }}
 /// the original (their addresses aside), statically too; and after `llvm-strip` it still
 /// does.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-22, clang++-22, llvm-readelf-22, llvm-strip-22 and GNU readelf; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn hip_shared_libraries_linked_three_ways() {
     if !common::external("clang-22, clang++-22, llvm-readelf-22, llvm-strip-22 and GNU readelf") {
         return;

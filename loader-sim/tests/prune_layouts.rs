@@ -189,6 +189,10 @@ fn hip_library_with_fatbin_after_bss(dir: &TempDir) -> PathBuf {
 /// same gfx90a images, kernels and variables statically and loaded through the runtime
 /// shim.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang++-22, ld.lld-22 and llvm-readelf-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn fatbin_segment_with_its_own_address_offset_is_compacted() {
     if !external("clang++-22, ld.lld-22 and llvm-readelf-22") {
         return;
@@ -251,6 +255,10 @@ fn fatbin_segment_with_its_own_address_offset_is_compacted() {
 /// after); NVIDIA's `libk.so` pruned to sm_50 keeps empty fatbinaries, in which cuobjdump
 /// finds nothing. With `--keep-unloadable-units` both are left whole, byte for byte.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang++-22, ld.lld-22 and NVIDIA's CUDA wheels (cuobjdump); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn unloadable_units_are_emptied_unless_kept_whole() {
     if !external("clang++-22, ld.lld-22 and NVIDIA's CUDA wheels (cuobjdump)") {
         return;
@@ -315,6 +323,10 @@ fn unloadable_units_are_emptied_unless_kept_whole() {
 /// registers the same gfx1100 images and kernels statically. (`register --load` needs the
 /// library's ROCm dependencies, libhipblas and librocblas, which are not fetched.)
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs the cyllama-rocm 0.2.18 wheel (scripts/fetch-cyllama-rocm.sh) and llvm-readelf-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn cyllama_libggml_hip_keeps_gfx1100() {
     if !external(
         "the cyllama-rocm 0.2.18 wheel (scripts/fetch-cyllama-rocm.sh) and llvm-readelf-22",
@@ -386,6 +398,10 @@ fn hip_library(dir: &TempDir, name: &str, extra: &[&str]) -> PathBuf {
 /// result loads and registers what the unstripped pruned file registers through the
 /// runtime shim.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang++-22, ld.lld-22, binutils' strip and objcopy, llvm-strip-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn compacted_libraries_survive_strip() {
     if !external("clang++-22, ld.lld-22, binutils' strip and objcopy, llvm-strip-22") {
         return;

@@ -55,7 +55,8 @@ fn the_readmes_first_command_prints_what_the_readme_shows() {
     assert!(printed.len() >= shown.len(), "{printed:#?}");
     for (i, line) in shown.iter().enumerate() {
         assert_eq!(
-            printed[i], line,
+            printed[i],
+            line,
             "line {} of the README's sample output differs from the command's output:\n{}",
             i + 1,
             printed.join("\n")

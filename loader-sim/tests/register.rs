@@ -305,6 +305,10 @@ fn by_unit(records: &[Value]) -> BTreeMap<Key, (String, BTreeSet<String>)> {
 /// the images chosen at run time are those found statically (same address, same bytes),
 /// and the kernels it registers are exactly the chosen code object's kernels.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs librocrand.so.1 (scripts/fetch-rocm-libs.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn rocrand_registers_into_the_shim_as_found_statically() {
     if !common::external("librocrand.so.1 (scripts/fetch-rocm-libs.sh)") {
         return;
@@ -617,6 +621,10 @@ fn link_input_images(records: &[Value]) -> Vec<Value> {
 /// The model of §5.3 against what the library's own constructors (nvcc's registration code
 /// and its link stub) register through the shim: the same two fat binaries, the same bytes.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn relocatable_device_code_registers_through_the_shim_as_found_statically() {
     if !common::external("libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
         return;
@@ -644,6 +652,10 @@ fn relocatable_device_code_registers_through_the_shim_as_found_statically() {
 /// the same images through the shim, handing over a pre-linked list whose two link inputs
 /// now hold only the kept device's entries.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs cuobjdump and libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn pruning_a_relocatable_device_code_library() {
     if !common::external("cuobjdump and libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
         return;
@@ -738,6 +750,10 @@ fn pruning_a_relocatable_device_code_library() {
 /// nvcc) into a library that registers, through the shim, exactly the images the unpruned
 /// objects give when linked for sm_80, its pre-linked list naming the pruned link inputs.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs nvcc, a host gcc and libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn pruned_relocatable_objects_device_link_to_the_same_images() {
     if !common::external("nvcc, a host gcc and libcudart.so.13 (scripts/fetch-nvidia-toolkit.sh)") {
         return;

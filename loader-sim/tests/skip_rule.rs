@@ -29,6 +29,10 @@ fn llvm_duplicate_id_bundle(dir: &TempDir) -> std::path::PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn llvm_written_duplicate_id_bundle_reads_as_llvm_reads_it() {
     if !common::external("clang-offload-bundler-22") {
         return;

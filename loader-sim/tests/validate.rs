@@ -95,6 +95,10 @@ fn valid_corpus_containers_have_no_error_and_malformed_files_their_reader_error(
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs librocrand.so.1 and libcurand.so.10 (scripts/setup.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn real_libraries_of_the_test_set_up_have_no_error() {
     if !common::external("librocrand.so.1 and libcurand.so.10 (scripts/setup.sh)") {
         return;
@@ -115,6 +119,10 @@ fn real_libraries_of_the_test_set_up_have_no_error() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22 and clang-offload-packager-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn each_warning_code_has_a_file_that_triggers_it() {
     if !common::external("clang-offload-bundler-22 and clang-offload-packager-22") {
         return;

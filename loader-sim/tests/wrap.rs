@@ -557,6 +557,10 @@ fn wrap_link_run(
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-22 and ld.lld-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn openmp_wrapped_images_register_in_programs_and_dlopened_libraries() {
     if !common::external("clang-22 and ld.lld-22") {
         return;
@@ -580,6 +584,10 @@ fn openmp_wrapped_images_register_in_programs_and_dlopened_libraries() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-22 and ld.lld-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn hip_wrapped_fat_binary_registers_in_programs_and_dlopened_libraries() {
     if !common::external("clang-22 and ld.lld-22") {
         return;
@@ -631,6 +639,10 @@ fn openmp_program_without_entries() {
 /// The object's layout: OffloadBinaries as `clang-offload-packager` writes them, the
 /// `.offload_arch_list` strings, the bundle as `clang-offload-bundler` writes it.
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-packager-22 and clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn payloads_are_what_llvm_tools_write() {
     if !common::external("clang-offload-packager-22 and clang-offload-bundler-22") {
         return;
@@ -846,6 +858,10 @@ fn same_registrations(dir: &TempDir, ours: &Path, theirs: &Path) {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-packager-22, llvm-offload-wrapper-22 and llc-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn openmp_object_matches_llvm_offload_wrapper() {
     if !common::external("clang-offload-packager-22, llvm-offload-wrapper-22 and llc-22") {
         return;
@@ -922,6 +938,10 @@ fn openmp_object_matches_llvm_offload_wrapper() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs llvm-offload-wrapper-22 and llc-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn hip_object_matches_llvm_offload_wrapper() {
     if !common::external("llvm-offload-wrapper-22 and llc-22") {
         return;

@@ -41,27 +41,44 @@ pub fn manifest() -> Vec<serde_json::Value> {
 /// `scripts/test.sh` sets it, and are skipped otherwise.
 pub const EXTERNAL_TESTS: &str = "OFFLOAD_IMAGE_EXTERNAL_TESTS";
 
-/// Whether a test that needs `what` (tools or libraries from outside the repository) runs:
-/// true when `OFFLOAD_IMAGE_EXTERNAL_TESTS=1`, and then a missing tool fails the test;
-/// otherwise prints one `skipped:` line and returns false, and the test returns. The switch
-/// alone decides: no test looks for its tools to decide whether it runs.
+/// The first line of a test that needs `what` (tools or libraries from outside the
+/// repository). Such a test is marked
+/// `#[cfg_attr(not(external_tests), ignore = "needs ...; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)")]`:
+/// without the switch cargo reports it ignored, with what it needs; with the switch it runs,
+/// and a missing tool fails it. Run without the switch anyway (`--include-ignored`), it fails
+/// here saying what it needs, never passes unchecked. Returns true.
 ///
 /// ```ignore
-/// if !common::external("clang-offload-bundler-22") {
-///     return;
-/// }
+/// #[test]
+/// #[cfg_attr(not(external_tests), ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)")]
+/// fn t() {
+///     if !common::external("clang-offload-bundler-22") {
+///         return;
+///     }
 /// ```
 pub fn external(what: &str) -> bool {
+    assert!(
+        external_tests(),
+        "needs {what}: build and run the tests with {EXTERNAL_TESTS}=1 (scripts/test.sh); without it this test is ignored"
+    );
+    true
+}
+
+/// For the part of a test that runs anywhere which needs `what`: true when the switch is on;
+/// otherwise prints one `skipped:` line and returns false, and the test checks the rest.
+pub fn external_part(what: &str) -> bool {
     if external_tests() {
         return true;
     }
-    eprintln!("skipped: needs {what}; set {EXTERNAL_TESTS}=1");
+    eprintln!("skipped: the part of this test that needs {what}; set {EXTERNAL_TESTS}=1");
     false
 }
 
-/// True when `OFFLOAD_IMAGE_EXTERNAL_TESTS=1`.
+/// True when the tests that need something from outside the repository were built to run:
+/// `cfg(external_tests)`, which the package's build script sets when
+/// `OFFLOAD_IMAGE_EXTERNAL_TESTS=1` (and rebuilds the tests when it changes).
 fn external_tests() -> bool {
-    std::env::var_os(EXTERNAL_TESTS).is_some_and(|v| v == "1")
+    cfg!(external_tests)
 }
 
 /// Panics unless the switch is on: a test that uses `what` must call [`external`] first.

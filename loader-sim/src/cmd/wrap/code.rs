@@ -481,13 +481,17 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(external_tests),
+        ignore = "needs llvm-mc-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+    )]
     fn listings_are_what_llvm_mc_assembles() {
         // Needs llvm-mc-22: runs only with OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh
         // sets it), like the integration tests that need a tool (tests/common/mod.rs).
-        if std::env::var_os("OFFLOAD_IMAGE_EXTERNAL_TESTS").is_none_or(|v| v != "1") {
-            eprintln!("skipped: needs llvm-mc-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1");
-            return;
-        }
+        assert!(
+            cfg!(external_tests),
+            "needs llvm-mc-22: build and run the tests with OFFLOAD_IMAGE_EXTERNAL_TESTS=1"
+        );
         for (tag, listing) in [("openmp", OPENMP), ("hip", HIP)] {
             assert_eq!(ours(listing), reference(listing, tag), "{tag} listing");
         }
