@@ -1,0 +1,432 @@
+//! A hostile world around the bytes (issue 38): inputs truncated while they are read,
+//! FIFOs and devices given as files, output into a closed pipe, interrupted and redirected
+//! `prune` outputs. Each test asserts the exit status and the message.
+
+#![cfg(unix)]
+
+mod common;
+
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{corpus, ours, Rng, TempDir};
+
+/// An uncompressed offload bundle with a host entry and one device entry per `arch`, each
+/// of `size` pseudo-random bytes.
+fn big_bundle(archs: &[&str], size: usize, seed: u64) -> Vec<u8> {
+    let mut ids = vec!["host-x86_64-unknown-linux-gnu-".to_string()];
+    ids.extend(
+        archs
+            .iter()
+            .map(|a| format!("hipv4-amdgcn-amd-amdhsa--{a}")),
+    );
+    let header: usize = 24 + 8 + ids.iter().map(|id| 24 + id.len()).sum::<usize>();
+    let mut out = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    out.extend((ids.len() as u64).to_le_bytes());
+    let mut at = header.next_multiple_of(4096);
+    let mut sizes = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let len = if i == 0 { 0 } else { size };
+        out.extend((at as u64).to_le_bytes());
+        out.extend((len as u64).to_le_bytes());
+        out.extend((id.len() as u64).to_le_bytes());
+        out.extend(id.as_bytes());
+        sizes.push((at, len));
+        at = (at + len).next_multiple_of(4096);
+    }
+    let mut rng = Rng::new(seed);
+    out.resize(header.next_multiple_of(4096), 0);
+    for (at, len) in sizes {
+        out.resize(at, 0);
+        out.extend(rng.bytes(len));
+    }
+    out
+}
+
+/// Waits for `child` at most `limit`; kills it and fails the test if it is still running.
+fn wait_for(child: &mut std::process::Child, limit: Duration, what: &str) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {limit:?} (a hang)");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let status = child.wait().unwrap();
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_end(&mut stdout).unwrap();
+    }
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_end(&mut stderr).unwrap();
+    }
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// Runs `args` on a fresh copy of `data` at `path` and truncates the copy to its first
+/// page `delay` after the start. Returns the output.
+fn race(path: &Path, data: &[u8], args: &[&str], delay: Duration) -> Output {
+    std::fs::write(path, data).unwrap();
+    // The outputs are a few lines: the pipes do not fill.
+    let mut child = Command::new(ours())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    wait_for(&mut child, Duration::from_secs(120), &args.join(" "))
+}
+
+/// The status was not a signal, and an error names the file.
+fn assert_no_signal(o: &Output, file: &Path, what: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.signal(),
+        None,
+        "{what}: killed by a signal ({:?}); stderr: {err}",
+        o.status
+    );
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    let code = o.status.code().unwrap();
+    assert!(matches!(code, 0..=2), "{what}: status {code}: {err}");
+    if code == 2 {
+        // `validate` reports on standard output.
+        let all = err.clone() + String::from_utf8_lossy(&o.stdout);
+        assert!(
+            all.contains(&file.display().to_string()),
+            "{what}: the error does not name the file: {err}"
+        );
+    }
+}
+
+/// Whether the output says the input shrank or changed while it was read.
+fn says_changed(o: &Output) -> bool {
+    let err = String::from_utf8_lossy(&o.stderr);
+    err.contains("became shorter while it was read") || err.contains("changed while it was read")
+}
+
+/// `list` on a 48 MiB bundle truncated 0–115 ms into the run, 24 times: never a signal
+/// (before: SIGBUS, exit 135, in every run that truncated while hashing); where the
+/// truncation came while the images were read, exit 2 and an error that names the file
+/// and says it became shorter while read.
+#[test]
+fn list_of_a_file_truncated_while_read_is_an_error_never_a_signal() {
+    let dir = TempDir::new("hostile-trunc");
+    let data = big_bundle(&["gfx90a", "gfx906", "gfx1100"], 16 << 20, 1);
+    let file = dir.path("lib.bundle");
+    let name = file.to_str().unwrap();
+    let mut changed = 0;
+    for run in 0..24u64 {
+        let o = race(
+            &file,
+            &data,
+            &["list", name],
+            Duration::from_millis(run * 5),
+        );
+        assert_no_signal(&o, &file, &format!("list, run {run}"));
+        if says_changed(&o) {
+            assert_eq!(o.status.code(), Some(2));
+            changed += 1;
+        }
+    }
+    eprintln!("list: {changed} of 24 runs saw the truncation while reading");
+    assert!(changed > 0, "no run truncated the file while it was read");
+}
+
+/// The same race for `select`, `validate`, `doctor` and `prune`: never a signal, and an
+/// error that names the file when the status is 2.
+#[test]
+fn other_commands_on_a_file_truncated_while_read_never_die_of_a_signal() {
+    let dir = TempDir::new("hostile-trunc-cmds");
+    let data = big_bundle(&["gfx90a", "gfx906"], 24 << 20, 2);
+    let file = dir.path("lib.bundle");
+    let out = dir.path("pruned.bundle");
+    let (name, out) = (file.to_str().unwrap(), out.to_str().unwrap());
+    let commands: [&[&str]; 4] = [
+        &["select", name, "--target", "gfx90a", "-o", out],
+        &["validate", name],
+        &["doctor", name, "--target", "gfx90a"],
+        &["prune", name, "--keep", "gfx90a", "-o", out],
+    ];
+    for args in commands {
+        for run in 0..6u64 {
+            let o = race(&file, &data, args, Duration::from_millis(run * 8));
+            assert_no_signal(&o, &file, &format!("{}, run {run}", args[0]));
+        }
+    }
+}
+
+/// A FIFO or a device named as FILE is refused at once (before: `list`, `select`,
+/// `validate` and `prune` hung on a FIFO): exit 2, "FILE: not a regular file (a FIFO)"
+/// (`validate`: an error finding of FILE).
+#[test]
+fn fifos_and_devices_are_refused_at_once() {
+    let dir = TempDir::new("hostile-fifo");
+    let fifo = dir.path("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let out = dir.path("out");
+    for (file, says) in [
+        (fifo.clone(), "not a regular file (a FIFO)"),
+        (
+            PathBuf::from("/dev/zero"),
+            "not a regular file (a character device)",
+        ),
+    ] {
+        let name = file.to_str().unwrap();
+        let commands: [&[&str]; 4] = [
+            &["list", name],
+            &["select", name, "--target", "gfx90a"],
+            &["validate", name],
+            &[
+                "prune",
+                name,
+                "--keep",
+                "gfx90a",
+                "-o",
+                out.to_str().unwrap(),
+            ],
+        ];
+        for args in commands {
+            let mut child = Command::new(ours())
+                .args(args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let o = wait_for(&mut child, Duration::from_secs(20), &args.join(" "));
+            // `validate` reports it as a finding of the file, on standard output.
+            let text = String::from_utf8_lossy(&o.stderr) + String::from_utf8_lossy(&o.stdout);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {text}");
+            assert!(
+                text.contains(name) && text.contains(says),
+                "{args:?}: {text}"
+            );
+        }
+    }
+    assert!(!out.exists());
+}
+
+/// Runs `args` with standard output a pipe whose reading end is already closed.
+fn into_closed_pipe(args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut child = Command::new(ours())
+        .args(args)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&mut child, Duration::from_secs(60), &args.join(" "))
+}
+
+/// Output into a closed pipe (`loader-sim completions bash | head -c 10`, `list X | head`)
+/// ends quietly: exit 0, nothing on standard error (before: a panic).
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    let exe = corpus("driver/hip_nonrdc.exe");
+    let exe = exe.to_str().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["completions", "bash"],
+        &["list", exe],
+        &["list", exe, "--json"],
+        &["select", exe, "--target", "gfx90a:xnack+", "--explain"],
+        &["validate", exe],
+    ];
+    for args in commands {
+        let o = into_closed_pipe(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {:?} {err}", o.status);
+        assert_eq!(err, "", "{args:?}");
+    }
+}
+
+fn prune_to(out: &Path) -> Output {
+    let exe = corpus("driver/hip_nonrdc.exe");
+    Command::new(ours())
+        .arg("prune")
+        .arg(exe)
+        .args(["--keep", "gfx90a:xnack+", "-o"])
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `prune -o OUT` where OUT is not a regular file: a symbolic link to a device, a symbolic
+/// link to a regular file, a FIFO. Each is written through and stays what it was (before:
+/// `-o /dev/stdout` as root replaced the link with a regular file); no temporary file is
+/// left.
+#[test]
+fn prune_writes_through_an_output_that_is_not_a_regular_file() {
+    let dir = TempDir::new("hostile-prune-out");
+    let root = dir.path("");
+    // A link to /dev/null.
+    let null = dir.path("null");
+    std::os::unix::fs::symlink("/dev/null", &null).unwrap();
+    let o = prune_to(&null);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read_link(&null).unwrap(), Path::new("/dev/null"));
+    // A link to a regular file: the file gets the result, the link stays a link.
+    let victim = dir.write("victim", b"old contents");
+    let link = dir.path("link");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let o = prune_to(&link);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let written = std::fs::read(&victim).unwrap();
+    assert_eq!(
+        &written[..4],
+        b"\x7fELF",
+        "the link's target holds the result"
+    );
+    // A FIFO, with a reader.
+    let fifo = dir.path("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let o = prune_to(&fifo);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let through = reader.join().unwrap();
+    assert_eq!(through, written, "the FIFO got the same bytes");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert_eq!(names(&root), ["fifo", "link", "null", "victim"]);
+}
+
+/// The temporary file is created exclusively under an unpredictable name: links planted
+/// at the names the old scheme used (`.OUT.prune-PID.tmp`, for every PID up to the next
+/// few thousand) are not followed, their target keeps its bytes, and the planted links
+/// are still there afterwards.
+#[test]
+fn prune_does_not_follow_a_planted_link_at_a_temporary_name() {
+    let dir = TempDir::new("hostile-prune-tmp");
+    let victim = dir.write("victim", b"keep me");
+    let out = dir.path("out.exe");
+    // The PIDs the next child is likely to get.
+    let next = std::process::id();
+    let planted: Vec<PathBuf> = (next..next + 2000)
+        .map(|pid| dir.path(&format!(".out.exe.prune-{pid}.tmp")))
+        .collect();
+    for p in &planted {
+        std::os::unix::fs::symlink(&victim, p).unwrap();
+    }
+    let o = prune_to(&out);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    assert!(planted.iter().all(|p| std::fs::read_link(p).is_ok()));
+    assert_eq!(&std::fs::read(&out).unwrap()[..4], b"\x7fELF");
+    assert_eq!(names(&dir.path("")).len(), 2002, "nothing but OUT added");
+}
+
+/// `prune` killed with SIGTERM or SIGINT while it writes a 64 MiB result leaves no
+/// temporary file behind (before: up to the output's size was left), and dies of the
+/// signal as before.
+#[test]
+fn prune_interrupted_leaves_no_temporary_file() {
+    let dir = TempDir::new("hostile-prune-kill");
+    let data = big_bundle(&["gfx90a", "gfx906"], 64 << 20, 3);
+    let file = dir.write("in.bundle", &data);
+    let out = dir.path("out.bundle");
+    let mut killed = 0;
+    for run in 0..8u64 {
+        let _ = std::fs::remove_file(&out);
+        let mut child = Command::new(ours())
+            .arg("prune")
+            .arg(&file)
+            .args(["--keep", "gfx90a", "-o"])
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20 + run * 15));
+        let sig = if run % 2 == 0 { "-TERM" } else { "-INT" };
+        let _ = Command::new("kill")
+            .arg(sig)
+            .arg(child.id().to_string())
+            .status();
+        let o = wait_for(&mut child, Duration::from_secs(120), "prune");
+        let status: ExitStatus = o.status;
+        if let Some(s) = status.signal() {
+            assert!(s == 15 || s == 2, "{status:?}");
+            killed += 1;
+        } else {
+            assert_eq!(
+                status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let left: Vec<String> = names(&dir.path(""))
+            .into_iter()
+            .filter(|n| n.contains(".prune-"))
+            .collect();
+        assert!(left.is_empty(), "run {run}: left behind: {left:?}");
+    }
+    eprintln!("prune: {killed} of 8 runs killed while running");
+    assert!(killed > 0);
+}
