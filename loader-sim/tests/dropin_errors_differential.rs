@@ -56,6 +56,10 @@ fn line(s: &str) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn bundler_errors_match_llvm_22() {
     if !common::external("clang-offload-bundler-22") {
         return;
@@ -183,6 +187,10 @@ fn bundler_errors_match_llvm_22() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs llvm-offload-binary-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
 fn packager_errors_match_llvm_22() {
     if !common::external("llvm-offload-binary-22") {
         return;

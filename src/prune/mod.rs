@@ -613,6 +613,9 @@ mod tests {
             }
         }
         // The damage reaches the readers: some files are refused, some still prune.
-        assert!(errors > 0 && pruned_files > 0, "{errors} errors, {pruned_files} pruned");
+        assert!(
+            errors > 0 && pruned_files > 0,
+            "{errors} errors, {pruned_files} pruned"
+        );
     }
 }
