@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the Python wheel (python/pyproject.toml): the offload_image module (PyO3, stable ABI,
-# CPython 3.9+), the loader-sim command and its runtime shim (for `register --load`), all
-# linked with zig against glibc 2.17 so that the wheel is manylinux_2_17 (manylinux2014) and
-# installs on common distributions.
+# Builds the Python wheel for distribution: the wheel `pip wheel python/` makes (the
+# offload_image module (PyO3, stable ABI, CPython 3.9+), the loader-sim command and its
+# runtime shim for `register --load`), but all linked with zig against glibc 2.17 so that the
+# wheel is manylinux_2_17 (manylinux2014) and installs on common distributions.
 #
 #   scripts/build-wheel.sh [OUT_DIR]      (default: target/wheels)
 #
@@ -27,27 +27,25 @@ triple=x86_64-unknown-linux-gnu
 # No debug information and no symbol table in the wheel (the dynamic symbols stay).
 export CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols
 
-# The command, installed by pip into the environment's bin directory (wheel .data/scripts).
-# Built by maturin as a binary wheel first, so that both builds share one set of compiler
-# wrappers and flags (and the module's build reuses what this one compiled).
+# The command and its runtime shim, built by maturin as a binary wheel first, so that both
+# builds share one set of compiler wrappers and flags (and the module's build reuses what
+# this one compiled).
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 maturin build --release --locked --features vendored-zstd --zig --compatibility manylinux2014 \
     --target "$triple" -b bin -m loader-sim/Cargo.toml -o "$bin" >&2
 python3 -m zipfile -e "$bin"/*.whl "$bin/x"
-mkdir -p python/offload_image.data/scripts python/offload_image.data/data/lib
-install -m 755 "$bin"/x/*.data/scripts/loader-sim python/offload_image.data/scripts/loader-sim
-# The runtime shim, built with the command: pip puts wheel data under the environment's
-# prefix, so it lands in <prefix>/lib, the ../lib where `register --load` looks for it
-# beside <prefix>/bin/loader-sim.
-install -m 755 "${CARGO_TARGET_DIR:-target}/$triple/release/deps/libloader_sim_rt.so" \
-    python/offload_image.data/data/lib/
 
-# The module.
+# The module; then the command (installed by pip into the environment's bin directory, wheel
+# .data/scripts) and the shim (into <prefix>/lib, the ../lib where `register --load` looks
+# for it beside <prefix>/bin/loader-sim) added to its wheel as the PEP 517 build backend of
+# python/pyproject.toml adds them to the wheels that pip and `python -m build` make.
 rm -f "$out"/offload_image-*.whl
 maturin build --release --locked --features vendored-zstd --zig --compatibility manylinux2014 --target "$triple" \
     -m python/Cargo.toml -o "$out" >&2
 wheel=$(ls "$out"/offload_image-*.whl)
+python3 python/build_backend/offload_image_build.py add-data "$wheel" "$bin"/x/*.data/scripts/loader-sim \
+    "${CARGO_TARGET_DIR:-target}/$triple/release/deps/libloader_sim_rt.so"
 
 # No file may need a newer glibc than the tag says.
 check="$bin/check"

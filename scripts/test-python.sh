@@ -1,13 +1,46 @@
 #!/usr/bin/env bash
-# The Python tests: builds the wheel (scripts/build-wheel.sh), installs it with pytest into a
-# fresh virtual environment, and runs python/tests there against the installed module and
-# command. The same wheel is also tested under the oldest (3.9) and newest CPython that pyenv
-# has, where it has them: one stable-ABI wheel for all. Extra arguments go to pytest.
+# The Python tests: builds the wheel by the standard routes, `pip wheel --no-deps python/`
+# and an sdist (`python -m build --sdist python/`) built into a wheel by pip, checks that the
+# two wheels hold the same files (the module, the loader-sim command, the runtime shim),
+# installs each with pytest into a fresh virtual environment, and runs python/tests there
+# against the installed module and command. The sdist's wheel is also tested under the
+# oldest (3.9) and newest CPython that pyenv has, where it has them: one stable-ABI wheel for
+# all. Extra arguments go to pytest.
+#
+# Both builds use the workspace's target directory (the sdist's build too, through
+# CARGO_TARGET_DIR), so the second compiles only the workspace's own crates again; they run
+# without OFFLOAD_IMAGE_EXTERNAL_TESTS (a cfg of the crates' tests, from their build
+# scripts), so that they reuse the release build of the README's first command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-wheel=$(scripts/build-wheel.sh)
-ls -l "$wheel"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+work="$root/target/py-test"
+rm -rf "$work"
+mkdir -p "$work"
+pip_q=(-q --disable-pip-version-check --no-cache-dir)
+
+# The build front end (pip builds the wheels; `build` makes the sdist).
+python3 -m venv "$work/tools"
+"$work/tools/bin/pip" install "${pip_q[@]}" build==1.6.1
+build=(env -u OFFLOAD_IMAGE_EXTERNAL_TESTS)
+"${build[@]}" "$work/tools/bin/pip" wheel "${pip_q[@]}" --no-deps -w "$work/tree" python/ >&2
+"${build[@]}" "$work/tools/bin/python" -m build --sdist -o "$work/sdist" python/ >&2
+"${build[@]}" "$work/tools/bin/pip" wheel "${pip_q[@]}" --no-deps -w "$work/from-sdist" "$work"/sdist/offload_image-*.tar.gz >&2
+tree=$(ls "$work"/tree/offload_image-*.whl)
+sdist=$(ls "$work"/from-sdist/offload_image-*.whl)
+ls -l "$tree" "$sdist"
+
+# Both hold the same files, among them the command and the shim.
+files() { python3 -c 'import sys, zipfile; print("\n".join(sorted(zipfile.ZipFile(sys.argv[1]).namelist())))' "$1"; }
+if ! diff <(files "$tree") <(files "$sdist"); then
+    echo "test-python: the wheels of python/ and of its sdist hold different files" >&2
+    exit 1
+fi
+for f in offload_image-0.1.0.data/scripts/loader-sim offload_image-0.1.0.data/data/lib/libloader_sim_rt.so offload_image/__init__.py; do
+    files "$tree" | grep -qx "$f" || { echo "test-python: the wheel lacks $f" >&2; exit 1; }
+done
+
 pythons=(python3)
 if command -v pyenv >/dev/null 2>&1; then
     for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.[0-9]+\.[0-9]+$' | sort -V |
@@ -15,13 +48,18 @@ if command -v pyenv >/dev/null 2>&1; then
         pythons+=("$(pyenv root)/versions/$v/bin/python3")
     done
 fi
-for py in "${pythons[@]}"; do
-    env="$root/target/py-test-env"
+run() { # PYTHON WHEEL [pytest args]
+    local py=$1 wheel=$2 env="$work/env"
+    shift 2
     rm -rf "$env"
     "$py" -m venv "$env"
-    "$env/bin/pip" install -q --disable-pip-version-check --no-cache-dir pytest==8.4.2 "$wheel"
-    echo "== python tests under $("$env/bin/python" --version)"
+    "$env/bin/pip" install "${pip_q[@]}" pytest==8.4.2 "$wheel"
+    echo "== python tests of $(basename "$(dirname "$wheel")")/$(basename "$wheel") under $("$env/bin/python" --version)"
     # From outside the source tree, so that `import offload_image` finds the installed one.
     (cd python/tests && PATH="$env/bin:$PATH" "$env/bin/python" -m pytest -q -p no:cacheprovider "$@" .)
+}
+run python3 "$tree" "$@"
+for py in "${pythons[@]}"; do
+    run "$py" "$sdist" "$@"
 done
-rm -rf "$root/target/py-test-env"
+rm -rf "$work"
