@@ -584,10 +584,12 @@ struct oi_reader *oi_reader_open(const uint8_t *data,
                                  struct oi_error *error);
 
 /**
- * Opens a reader over the file at `path` (NUL-terminated), which it maps read-only until
- * `oi_reader_close`; the file must not be truncated or rewritten meanwhile. Otherwise as
- * `oi_reader_open`; `OI_ERR_IO` (with the errno in `error->offset`) if the file cannot be
- * opened or mapped.
+ * Opens a reader over the file at `path` (NUL-terminated), which it reads into memory
+ * (not mapped: a file another process truncates or rewrites meanwhile cannot fault the
+ * host process). Otherwise as `oi_reader_open`; `OI_ERR_IO` (with the errno in
+ * `error->offset`) if the file cannot be opened or read, is not a regular file (a FIFO, a
+ * device, a directory: `EINVAL`, without blocking on a FIFO), or changed size while it
+ * was read (`EIO`); `OI_ERR_OUT_OF_MEMORY` if it does not fit in memory.
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -707,7 +709,9 @@ int32_t oi_reader_image_data(const struct oi_reader *reader,
  * `oi_reader_unit_count(reader) * n_targets` (else `OI_ERR_BUFFER_TOO_SMALL`, nothing
  * done; `error->offset` is the number needed). `options` may be NULL. Returns `OI_OK` if
  * every pair has an image, `OI_NO_MATCH` if some has none, or an error (a bad target:
- * `OI_ERR_INVALID_ID` with its position in `error->offset`), after which the contents of
+ * `OI_ERR_INVALID_ID` with its position in `error->offset`; more than 65,536 targets:
+ * `OI_ERR_INVALID_ARGUMENT` with `n_targets` in `error->offset`, checked before anything is
+ * read or allocated), after which the contents of
  * `results` are unspecified. Selecting again for other devices streams the compressed
  * bundles again; what earlier calls handed out stays valid.
  *

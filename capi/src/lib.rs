@@ -278,7 +278,7 @@ pub struct OiReaderStats {
 pub struct OiReader {
     state: Mutex<State>,
     // Declared last: dropped after `state`, whose slices may point into it.
-    _map: Option<memmap2::Mmap>,
+    _data: Option<Box<[u8]>>,
 }
 
 // ---- reader internals ------------------------------------------------------------------
@@ -998,13 +998,65 @@ fn select_options(o: Option<&OiSelectOptions>) -> Result<SelectOptions, Fail> {
     Ok(select)
 }
 
+/// The bytes of the regular file at `path`, read whole (errors: `oi_reader_open_file`).
+fn read_file(path: &std::path::Path) -> Result<Box<[u8]>, Fail> {
+    use std::io::Read;
+    // errno values for the two failures that are not the system's own.
+    #[cfg(unix)]
+    const EINVAL: u64 = libc::EINVAL as u64;
+    #[cfg(unix)]
+    const EIO: u64 = libc::EIO as u64;
+    #[cfg(not(unix))]
+    const EINVAL: u64 = 22;
+    #[cfg(not(unix))]
+    const EIO: u64 = 5;
+    let io = |e: std::io::Error| {
+        fail(
+            OI_ERR_IO,
+            e.raw_os_error().map_or(0, |n| n as u64),
+            c"cannot open or read the file",
+        )
+    };
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // A FIFO without a writer would block the open; no effect on a regular file.
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(fail(OI_ERR_IO, EINVAL, c"not a regular file"));
+    }
+    let len = usize::try_from(meta.len())
+        .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, 0, c"the file does not fit in memory"))?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(len)
+        .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, 0, c"the file does not fit in memory"))?;
+    // One byte more than its size: a file that grew is seen too.
+    (&file)
+        .take(meta.len().saturating_add(1))
+        .read_to_end(&mut data)
+        .map_err(io)?;
+    if data.len() != len {
+        return Err(fail(
+            OI_ERR_IO,
+            EIO,
+            c"the file changed size while it was read",
+        ));
+    }
+    Ok(data.into_boxed_slice())
+}
+
 /// Walks `data` and builds the reader; non-compressed units are opened at once (that
 /// allocates nothing but for compressed OffloadBinaries), compressed bundles are left for
 /// the first call that needs them.
 fn build(
     data: &'static [u8],
     read: ReadOptions,
-    map: Option<memmap2::Mmap>,
+    owned: Option<Box<[u8]>>,
 ) -> Result<OiReader, Fail> {
     // A damaged container costs its unit only (`offload_image::units`): it is kept, with
     // its error, and so are the errors of the walk outside any unit. Only a walk that
@@ -1056,7 +1108,7 @@ fn build(
     }
     Ok(OiReader {
         state: Mutex::new(state),
-        _map: map,
+        _data: owned,
     })
 }
 
@@ -1107,10 +1159,12 @@ pub unsafe extern "C" fn oi_reader_open(
     out
 }
 
-/// Opens a reader over the file at `path` (NUL-terminated), which it maps read-only until
-/// `oi_reader_close`; the file must not be truncated or rewritten meanwhile. Otherwise as
-/// `oi_reader_open`; `OI_ERR_IO` (with the errno in `error->offset`) if the file cannot be
-/// opened or mapped.
+/// Opens a reader over the file at `path` (NUL-terminated), which it reads into memory
+/// (not mapped: a file another process truncates or rewrites meanwhile cannot fault the
+/// host process). Otherwise as `oi_reader_open`; `OI_ERR_IO` (with the errno in
+/// `error->offset`) if the file cannot be opened or read, is not a regular file (a FIFO, a
+/// device, a directory: `EINVAL`, without blocking on a FIFO), or changed size while it
+/// was read (`EIO`); `OI_ERR_OUT_OF_MEMORY` if it does not fit in memory.
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -1136,25 +1190,11 @@ pub unsafe extern "C" fn oi_reader_open_file(
             let path =
                 std::path::Path::new(path.to_str().map_err(|_| invalid(c"path is not UTF-8"))?);
             let read = read_options(options.as_ref())?;
-            let io = |e: std::io::Error| {
-                fail(
-                    OI_ERR_IO,
-                    e.raw_os_error().map_or(0, |n| n as u64),
-                    c"cannot open or map the file",
-                )
-            };
-            let file = std::fs::File::open(path).map_err(io)?;
-            let len = file.metadata().map_err(io)?.len();
-            let map = if len == 0 {
-                None
-            } else {
-                // SAFETY: the mapping is read-only and owned by the reader; the header
-                // requires the file to stay unchanged while the reader is open.
-                Some(memmap2::Mmap::map(&file).map_err(io)?)
-            };
-            // SAFETY: the mapping lives in the reader and is dropped after its state.
-            let data: &'static [u8] = map.as_deref().map_or(&[], |m| extend(m));
-            out = Box::into_raw(Box::new(build(data, read, map)?));
+            let data = read_file(path)?;
+            // SAFETY: the heap buffer lives in the reader (it does not move when the box
+            // does) and is dropped after its state.
+            let bytes: &'static [u8] = extend(&data);
+            out = Box::into_raw(Box::new(build(bytes, read, Some(data))?));
             Ok(OI_OK)
         })
     };
@@ -1411,6 +1451,9 @@ pub unsafe extern "C" fn oi_reader_image_data(
     }
 }
 
+/// The most devices one `oi_reader_select` call takes.
+const MAX_TARGETS: usize = 1 << 16;
+
 /// Chooses, for every unit and every device in `targets[0..n_targets)` (NUL-terminated:
 /// `"gfx90a:sramecc+:xnack-"`, `"amdgcn-amd-amdhsa--gfx1100"`, `"sm_90"`), the image to
 /// load, in one pass: a compressed bundle not yet decompressed is streamed once for all
@@ -1421,7 +1464,9 @@ pub unsafe extern "C" fn oi_reader_image_data(
 /// `oi_reader_unit_count(reader) * n_targets` (else `OI_ERR_BUFFER_TOO_SMALL`, nothing
 /// done; `error->offset` is the number needed). `options` may be NULL. Returns `OI_OK` if
 /// every pair has an image, `OI_NO_MATCH` if some has none, or an error (a bad target:
-/// `OI_ERR_INVALID_ID` with its position in `error->offset`), after which the contents of
+/// `OI_ERR_INVALID_ID` with its position in `error->offset`; more than 65,536 targets:
+/// `OI_ERR_INVALID_ARGUMENT` with `n_targets` in `error->offset`, checked before anything is
+/// read or allocated), after which the contents of
 /// `results` are unspecified. Selecting again for other devices streams the compressed
 /// bundles again; what earlier calls handed out stays valid.
 ///
@@ -1444,7 +1489,19 @@ pub unsafe extern "C" fn oi_reader_select(
             if targets.is_null() && n_targets > 0 {
                 return Err(invalid(c"targets is null"));
             }
-            let mut devices = Vec::with_capacity(n_targets);
+            // Checked before anything is read or allocated: a huge count is a caller's bug
+            // (or an attack), not a reason to abort the host process.
+            if n_targets > MAX_TARGETS {
+                return Err(fail(
+                    OI_ERR_INVALID_ARGUMENT,
+                    n_targets as u64,
+                    c"n_targets is over 65536 (offset: n_targets)",
+                ));
+            }
+            let mut devices = Vec::new();
+            devices
+                .try_reserve_exact(n_targets)
+                .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, 0, c"out of memory"))?;
             for t in 0..n_targets {
                 let p = *targets.add(t);
                 if p.is_null() {
@@ -1467,7 +1524,13 @@ pub unsafe extern "C" fn oi_reader_select(
                 return Ok(OI_OK);
             }
             r.with(|s| {
-                let need = s.units.len().saturating_mul(n_targets);
+                let need = s.units.len().checked_mul(n_targets).ok_or_else(|| {
+                    fail(
+                        OI_ERR_BUFFER_TOO_SMALL,
+                        u64::MAX,
+                        c"results must hold unit_count * n_targets records (offset: that number)",
+                    )
+                })?;
                 if capacity < need || (results.is_null() && need > 0) {
                     return Err(fail(
                         OI_ERR_BUFFER_TOO_SMALL,
@@ -2205,5 +2268,157 @@ mod tests {
         let b = intern("bundle header truncated");
         assert_eq!(a.as_ptr(), b.as_ptr());
         assert_eq!(a.to_str().unwrap(), "bundle header truncated");
+    }
+
+    // ---- hostile callers and files (issue 38) ------------------------------------------
+
+    /// Counts no machine has are refused before anything is read or allocated (before:
+    /// `n_targets` ≥ 2^28 aborted the host process, larger ones printed a panic into its
+    /// standard error): `OI_ERR_INVALID_ARGUMENT`, `n_targets` in `offset`. The array holds
+    /// one pointer, so reading past it would be caught by the sanitizers and Miri.
+    #[test]
+    fn huge_target_counts_are_refused_before_allocating() {
+        let bytes = corpus("bundles/hip_6arch.bundle");
+        let r = open(&bytes, 0).unwrap();
+        let t = [c"gfx90a".as_ptr()];
+        let mut out = [OiSelection {
+            image: 0,
+            found: 0,
+            reserved: 0,
+        }];
+        for n in [(1usize << 16) + 1, 1 << 28, 1 << 40, usize::MAX] {
+            let mut e = no_error();
+            // SAFETY: valid reader and arrays; the count is the lie under test.
+            let rc = unsafe {
+                oi_reader_select(
+                    r,
+                    t.as_ptr(),
+                    n,
+                    core::ptr::null(),
+                    out.as_mut_ptr(),
+                    usize::MAX,
+                    &mut e,
+                )
+            };
+            assert_eq!((rc, e.offset), (OI_ERR_INVALID_ARGUMENT, n as u64), "{n}");
+            assert!(message(&e).contains("n_targets"), "{}", message(&e));
+        }
+        // At the limit the count is taken (and every target read): a null target found.
+        let many = vec![core::ptr::null::<c_char>(); 1 << 16];
+        let mut e = no_error();
+        // SAFETY: an array of 65,536 pointers.
+        let rc = unsafe {
+            oi_reader_select(
+                r,
+                many.as_ptr(),
+                many.len(),
+                core::ptr::null(),
+                out.as_mut_ptr(),
+                1,
+                &mut e,
+            )
+        };
+        assert_eq!((rc, e.offset), (OI_ERR_INVALID_ARGUMENT, 0));
+        close(r);
+    }
+
+    fn open_file(path: &std::path::Path) -> Result<*mut OiReader, OiError> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+        let mut e = no_error();
+        // SAFETY: valid pointers.
+        let r = unsafe { oi_reader_open_file(c.as_ptr(), core::ptr::null(), &mut e) };
+        if r.is_null() {
+            Err(e)
+        } else {
+            Ok(r)
+        }
+    }
+
+    fn temp_dir(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("oi-capi-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A FIFO or a device is refused at once (no blocking open, no endless read):
+    /// `OI_ERR_IO` with `EINVAL`.
+    #[cfg(unix)]
+    #[test]
+    fn open_file_refuses_fifos_and_devices_at_once() {
+        let dir = temp_dir("fifo");
+        let fifo = dir.join("pipe");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        for path in [fifo.as_path(), std::path::Path::new("/dev/zero"), &dir] {
+            let e = open_file(path).unwrap_err();
+            assert_eq!(
+                (e.code, e.offset),
+                (OI_ERR_IO, libc::EINVAL as u64),
+                "{path:?}"
+            );
+            assert_eq!(message(&e), "not a regular file");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A file another thread truncates while readers are opened over it (before: SIGBUS in
+    /// the host process once the mapped pages were gone): every open gives a reader over
+    /// the bytes read, or an error code; images read after the truncation are the bytes
+    /// read at open.
+    #[cfg(unix)]
+    #[test]
+    fn open_file_of_a_file_truncated_meanwhile_never_faults() {
+        let dir = temp_dir("trunc");
+        let path = dir.join("big.bundle");
+        let mut bundle = corpus("bundles/hip_6arch.bundle");
+        // Padding to 32 MiB after the bundle: zero padding is skipped by the walk.
+        bundle.resize(32 << 20, 0);
+        let (mut readers, mut errors) = (0, 0);
+        for run in 0..12u64 {
+            std::fs::write(&path, &bundle).unwrap();
+            let cutter = {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(run));
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(&path)
+                        .unwrap()
+                        .set_len(100)
+                        .unwrap();
+                })
+            };
+            match open_file(&path) {
+                Ok(r) => {
+                    cutter.join().unwrap();
+                    // The reader's bytes are its own: reading them after the cut is safe.
+                    let (rc, sel, e) = select(r, &["gfx90a"]);
+                    assert!(rc == OI_OK || rc == OI_NO_MATCH, "{}", message(&e));
+                    if let Some(s) = sel.first().filter(|s| s.found == 1) {
+                        assert!(!data(r, s.image).unwrap().is_empty());
+                    }
+                    close(r);
+                    readers += 1;
+                }
+                Err(e) => {
+                    cutter.join().unwrap();
+                    // Cut while read: the size changed; cut before: a damaged bundle.
+                    if e.code == OI_ERR_IO {
+                        assert_eq!(e.offset, libc::EIO as u64);
+                        assert_eq!(message(&e), "the file changed size while it was read");
+                    } else {
+                        assert!(e.code > OI_NO_MATCH && e.code < OI_ERR_INTERNAL, "{e:?}");
+                    }
+                    errors += 1;
+                }
+            }
+        }
+        assert_eq!(readers + errors, 12);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
