@@ -36,7 +36,9 @@ __version__: str = _native.__version__
 #: One JSON record of a command, as a dict.
 Record = Dict[str, Any]
 
-PathLike = Union[str, "os.PathLike[str]"]
+#: A path: ``str``, ``bytes`` (any bytes on POSIX, names that are not UTF-8 too) or an
+#: ``os.PathLike`` of either.
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 _list = list  # `list` below is the module's function
 
@@ -72,7 +74,7 @@ class Error(Exception):
         return f"Error({self.message!r}, kind={self.kind!r}, offset={self.offset!r})"
 
 
-def run(args: Sequence[str]) -> "tuple[int, str]":
+def run(args: Sequence[Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]]) -> "tuple[int, str]":
     """Runs a ``loader-sim`` command line (without the program name) in this process.
 
     Returns the exit status the command would have (0 ok, 1 no compatible image for a
@@ -82,7 +84,7 @@ def run(args: Sequence[str]) -> "tuple[int, str]":
     the ``loader-sim`` command runs. Warnings go to the process's standard error.
     """
     try:
-        return _native.run(_list(args))
+        return _native.run([_arg(a) for a in args])
     except _native.Failure as e:
         message, kind, offset = e.args
         raise Error(message, kind, offset) from None
@@ -105,13 +107,41 @@ def _images(args: Sequence[str]) -> List[Record]:
     raise Error("the command reported a problem", None, None, records)
 
 
+def _arg(a: Any) -> str:
+    """One command-line argument as the native module takes it: a ``str``, where bytes
+    that are not UTF-8 are carried as the file-system encoding's surrogate escapes (they
+    reach the command as the original bytes)."""
+    a = os.fspath(a)
+    if isinstance(a, bytes):
+        return os.fsdecode(a)
+    if isinstance(a, str):
+        return a
+    raise TypeError(f"an argument must be str, bytes or os.PathLike, not {type(a).__name__}")
+
+
 def _path(p: PathLike) -> str:
-    return os.fspath(p)
+    """A path given by the caller: data, never an option (it goes after ``--``)."""
+    if not isinstance(p, (str, bytes, os.PathLike)):
+        raise TypeError(f"a path must be str, bytes or os.PathLike, not {type(p).__name__}")
+    return _arg(p)
 
 
-def _many(values: Union[str, "os.PathLike[str]", Iterable[Any]]) -> List[Any]:
-    """One value (a string or a path) or several, as a list."""
-    if isinstance(values, (str, os.PathLike)):
+def _option(name: str, value: Any) -> str:
+    """``--name=value``: the value is the option's, whatever it starts with (a value of
+    ``"--python=x"`` is a bad target, not another option)."""
+    return f"{name}={_arg(value)}"
+
+
+def _text(value: Any, what: str) -> str:
+    """A typed string argument (a target, a policy)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be str, not {type(value).__name__}")
+    return value
+
+
+def _many(values: Union[str, bytes, "os.PathLike[str]", Iterable[Any]]) -> List[Any]:
+    """One value (a string, bytes or a path) or several, as a list."""
+    if isinstance(values, (str, bytes, os.PathLike)):
         return [values]
     return _list(values)
 
@@ -123,12 +153,12 @@ def list(path: PathLike, *, sha256: bool = True, strict: bool = False) -> List[R
     A damaged container raises :class:`Error`; what was read before it is in
     ``Error.records``.
     """
-    args = ["list", _path(path), "--json"]
+    args = ["list", "--json"]
     if not sha256:
         args.append("--no-sha256")
     if strict:
         args.append("--strict")
-    return _images(args)
+    return _images(args + ["--", _path(path)])
 
 
 def select(
@@ -149,18 +179,18 @@ def select(
     architectures (``"sm_86"``); ``kind`` is ``"hip"``, ``"openmp"`` or ``"cuda"``;
     ``policy`` is ``"best"``, ``"first"`` or ``"first-by-class"``.
     """
-    args = ["select", _path(path), "--json", "--policy", policy]
+    args = ["select", "--json", _option("--policy", _text(policy, "policy"))]
     for t in _many(targets):
-        args += ["--target", t]
+        args.append(_option("--target", _text(t, "a target")))
     if kind is not None:
-        args += ["--kind", kind]
+        args.append(_option("--kind", _text(kind, "kind")))
     if not jit:
         args.append("--no-jit")
     if explain:
         args.append("--explain")
     if sha256:
         args.append("--sha256")
-    return _images(args)
+    return _images(args + ["--", _path(path)])
 
 
 def validate(
@@ -169,10 +199,10 @@ def validate(
     """Every problem in the offload containers of ``paths`` (``loader-sim validate
     --json``): one finding per record, with severity, code and byte offset. An empty list
     means no problem was found."""
-    args = ["validate", "--json"] + [_path(p) for p in _many(paths)]
+    args = ["validate", "--json"]
     if not verify_hash:
         args.append("--no-verify-hash")
-    return _records(args)[1]
+    return _records(args + ["--"] + [_path(p) for p in _many(paths)])[1]
 
 
 def doctor(
@@ -196,15 +226,15 @@ def doctor(
     """
     args = ["doctor", "--json"]
     if paths is None:
-        args += ["--python", _path(python) if python is not None else sys.executable]
-    else:
-        args += [_path(p) for p in _many(paths)]
+        args.append(_option("--python", _path(python) if python is not None else sys.executable))
     for t in _many(targets) if targets is not None else ():
-        args += ["--target", t]
+        args.append(_option("--target", _text(t, "a target")))
     if nvidia_driver is not None:
-        args += ["--nvidia-driver", nvidia_driver]
+        args.append(_option("--nvidia-driver", _text(nvidia_driver, "nvidia_driver")))
     if deep:
         args.append("--deep")
+    if paths is not None:
+        args += ["--"] + [_path(p) for p in _many(paths)]
     return _records(args)[1]
 
 
@@ -221,17 +251,17 @@ def prune(
     load (``loader-sim prune --json``), and returns the report: what was kept and dropped,
     and the bytes saved. ``path`` is never modified. With ``dry_run=True`` nothing is
     written and ``output`` may be None."""
-    args = ["prune", _path(path), "--json"]
+    args = ["prune", "--json"]
     for k in _many(keep):
-        args += ["--keep", k]
+        args.append(_option("--keep", _text(k, "a kept target")))
     if dry_run:
         args.append("--dry-run")
     elif output is None:
         raise Error("prune needs an output path (or dry_run=True)", "usage", None)
     if output is not None:
-        args += ["-o", _path(output)]
+        args.append(_option("-o", _path(output)))
     if not shrink:
         args.append("--no-shrink")
     if refuse_signed:
         args.append("--refuse-signed")
-    return _records(args)[1]
+    return _records(args + ["--", _path(path)])[1]

@@ -10,5 +10,6 @@ class Failure(Exception):
     args: Tuple[str, Optional[str], Optional[int]]
 
 def run(argv: List[str]) -> Tuple[int, str]:
-    """Runs a loader-sim command line (no program name): (exit status, output)."""
+    """Runs a loader-sim command line (no program name): (exit status, output). Each
+    argument reaches the command as ``os.fsencode`` gives its bytes."""
     ...

@@ -25,9 +25,15 @@ create_exception!(
 /// Refused, as `usage`: `register --load`, which starts the running executable as the loader
 /// process (in here the Python interpreter), and the drop-in tools, which print to the
 /// process's standard output; the `loader-sim` command runs both.
+///
+/// The arguments are `str` (a path that is not UTF-8 arrives as the file-system encoding's
+/// surrogate escapes, which PyO3 turns back into its bytes), so every path reaches the
+/// command as the caller's bytes. Only the arguments before a `--` are options.
 #[pyfunction]
-fn run(py: Python<'_>, argv: Vec<String>) -> PyResult<(u8, String)> {
-    let command = argv.first().map(String::as_str);
+fn run(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> PyResult<(u8, String)> {
+    let command = argv.first().and_then(|a| a.to_str());
+    // Options: the arguments before `--` (after it, `--load` is a file's name).
+    let options = argv.iter().take_while(|a| *a != "--");
     if matches!(command, Some("offload-bundler" | "offload-packager")) {
         return Err(Failure::new_err((
             "the drop-in tools write to standard output as LLVM's do: run the loader-sim \
@@ -39,8 +45,8 @@ fn run(py: Python<'_>, argv: Vec<String>) -> PyResult<(u8, String)> {
     }
     if command == Some("__load")
         || (command == Some("register")
-            && argv
-                .iter()
+            && options
+                .filter_map(|a| a.to_str())
                 .any(|a| a == "--load" || a.starts_with("--load=")))
     {
         return Err(Failure::new_err((
@@ -53,7 +59,7 @@ fn run(py: Python<'_>, argv: Vec<String>) -> PyResult<(u8, String)> {
     }
     let result = py.detach(|| {
         let mut out = Vec::new();
-        let argv = std::iter::once("loader-sim".to_string()).chain(argv);
+        let argv = std::iter::once(std::ffi::OsString::from("loader-sim")).chain(argv);
         loader_sim::run(argv, &mut out).map(|outcome| (outcome, out))
     });
     match result {
