@@ -609,7 +609,8 @@ fn scan_file(path: &Path, ctx: &Ctx<'_>) -> Found {
         t.fail(what);
         vec![(None, t)]
     };
-    let head = match File::open(path).and_then(|mut f| head_of(&mut f)) {
+    // Only a regular file, opened without blocking (a FIFO put in its place would hang).
+    let head = match loader_sim_os::open_regular(path).and_then(|mut f| head_of(&mut f)) {
         Ok(h) => h,
         Err(e) => return damaged(format!("cannot read: {e}")),
     };
@@ -684,31 +685,61 @@ fn scan_zip(path: &Path, ctx: &Ctx<'_>) -> Found {
 }
 
 /// Every regular file under the given paths, in a stable order (directory entries sorted
-/// by name); symbolic links inside directories are not followed.
+/// by name); symbolic links inside directories are not followed. A directory that cannot
+/// be read is a warning; a named path that is neither a regular file nor a directory (a
+/// FIFO, a device), or a directory under which nothing could be read, is an error.
 fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
     let mut files = Vec::new();
     for p in paths {
         let meta =
             std::fs::metadata(p).map_err(|e| Failure::file(p, format!("cannot read: {e}")))?;
         if meta.is_dir() {
-            walk(p, &mut files);
+            let (before, mut unreadable) = (files.len(), Vec::new());
+            walk(p, &mut files, &mut unreadable);
+            for u in &unreadable {
+                eprintln!("loader-sim: warning: {u}");
+            }
+            if files.len() == before {
+                if let Some(first) = unreadable.first() {
+                    return Err(Failure::file(
+                        p,
+                        format!(
+                            "nothing under it could be read ({} director{} not read; first: {first})",
+                            unreadable.len(),
+                            if unreadable.len() == 1 { "y" } else { "ies" }
+                        ),
+                    ));
+                }
+            }
         } else if meta.is_file() {
             files.push(p.clone());
+        } else {
+            return Err(Failure::file(
+                p,
+                format!(
+                    "not a regular file or a directory ({}): nothing to read",
+                    loader_sim_os::file_type_name(&meta.file_type())
+                ),
+            ));
         }
     }
     Ok(files)
 }
 
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+fn walk(dir: &Path, files: &mut Vec<PathBuf>, unreadable: &mut Vec<String>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            unreadable.push(format!("{}: cannot read the directory: {e}", dir.display()));
+            return;
+        }
     };
     let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let Ok(ty) = e.file_type() else { continue };
         if ty.is_dir() {
-            walk(&e.path(), files);
+            walk(&e.path(), files, unreadable);
         } else if ty.is_file() {
             files.push(e.path());
         }
