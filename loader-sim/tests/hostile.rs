@@ -430,3 +430,94 @@ fn prune_interrupted_leaves_no_temporary_file() {
     eprintln!("prune: {killed} of 8 runs killed while running");
     assert!(killed > 0);
 }
+
+/// `dir/d/d/.../d` (`n` levels) under `root/name`; its deepest directory.
+fn chain(root: &Path, name: &str, n: usize) -> PathBuf {
+    let mut p = root.join(name);
+    for _ in 0..n {
+        p.push("d");
+    }
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+/// `doctor` on what gives nothing to read: a FIFO, a device, a tree 3,000 levels deep whose
+/// only library lies deeper than a path can name (before: "0 files scanned", exit 0). Each
+/// is an error naming what could not be read, exit 2; an unreadable part of a tree that
+/// has readable files is a warning, and the files are judged.
+#[test]
+fn doctor_says_what_it_could_not_read() {
+    let dir = TempDir::new("hostile-doctor");
+    let fifo = dir.path("pipe");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for (path, says) in [
+        (
+            fifo.clone(),
+            "not a regular file or a directory (a FIFO): nothing to read",
+        ),
+        (
+            PathBuf::from("/dev/null"),
+            "not a regular file or a directory (a character device): nothing to read",
+        ),
+    ] {
+        let mut child = Command::new(ours())
+            .arg("doctor")
+            .arg(&path)
+            .args(["--target", "gfx90a"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let o = wait_for(&mut child, Duration::from_secs(20), "doctor");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(
+            err.trim_end(),
+            format!("loader-sim: error: {}: {says}", path.display())
+        );
+    }
+    // 3,000 levels, built by moving chains of 1,000 into each other (no path over
+    // PATH_MAX is ever named).
+    let root = dir.path("");
+    let bottom = chain(&root, "c1", 1000);
+    std::fs::copy(corpus("bundles/hip_6arch.bundle"), bottom.join("x.bundle")).unwrap();
+    let b2 = chain(&root, "c2", 1000);
+    std::fs::rename(root.join("c1"), b2.join("c1")).unwrap();
+    let b3 = chain(&root, "c3", 1000);
+    std::fs::rename(root.join("c2"), b3.join("c2")).unwrap();
+    let deep = root.join("c3");
+    let o = Command::new(ours())
+        .arg("doctor")
+        .arg(&deep)
+        .args(["--target", "gfx90a"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!(
+            "loader-sim: error: {}: nothing under it could be read (1 directory not read; first: ",
+            deep.display()
+        )),
+        "{last}"
+    );
+    assert!(last.contains("cannot read the directory"), "{last}");
+    // With a library it can read, the rest is a warning and the library is judged.
+    std::fs::copy(corpus("bundles/hip_6arch.bundle"), deep.join("y.bundle")).unwrap();
+    let o = Command::new(ours())
+        .arg("doctor")
+        .arg(&deep)
+        .args(["--target", "gfx90a:xnack-", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.starts_with("loader-sim: warning: ") && err.contains("cannot read the directory"));
+    let summary = common::json_lines(&o.stdout).pop().unwrap();
+    assert_eq!(summary["files_scanned"], 1);
+}
