@@ -169,14 +169,19 @@ fn spill(head: &[u8], reader: &mut impl Read) -> std::io::Result<Input> {
     Input::from_spilled(&file)
 }
 
-/// A new file under the temporary directory, opened for reading and writing.
+/// A new file under the temporary directory, opened for reading and writing: created
+/// exclusively (a name someone planted, file or link, is never opened) under a name nobody
+/// can predict, with a bounded number of tries.
 fn temp_file() -> std::io::Result<(File, PathBuf)> {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
+    use std::hash::{BuildHasher, Hasher};
     let dir = std::env::temp_dir();
+    let mut tries = 0;
     loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!("loader-sim-member-{}-{n}.tmp", std::process::id()));
+        tries += 1;
+        // The standard library's randomly keyed hasher: 64 bits from the OS's random source.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let path = dir.join(format!("loader-sim-member-{:016x}.tmp", h.finish()));
         match std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -184,7 +189,7 @@ fn temp_file() -> std::io::Result<(File, PathBuf)> {
             .open(&path)
         {
             Ok(f) => return Ok((f, path)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 64 => continue,
             Err(e) => {
                 return Err(std::io::Error::new(
                     e.kind(),
