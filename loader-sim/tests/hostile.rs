@@ -521,3 +521,61 @@ fn doctor_says_what_it_could_not_read() {
     let summary = common::json_lines(&o.stdout).pop().unwrap();
     assert_eq!(summary["files_scanned"], 1);
 }
+
+/// An `ar` archive in BSD layout: one member whose name (`#1/LEN`) is the first LEN bytes
+/// of its data.
+fn bsd_archive(name: &str, body: &[u8]) -> Vec<u8> {
+    let padded = name.len().next_multiple_of(8);
+    let mut out = b"!<arch>\n".to_vec();
+    let header = format!(
+        "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+        format!("#1/{padded}"),
+        0,
+        0,
+        0,
+        "100644",
+        padded + body.len()
+    );
+    assert_eq!(header.len(), 60);
+    out.extend(header.as_bytes());
+    out.extend(name.as_bytes());
+    out.resize(out.len() + padded - name.len(), 0);
+    out.extend(body);
+    if out.len() % 2 == 1 {
+        out.push(b'\n');
+    }
+    out
+}
+
+/// `prune` of a BSD archive with device code is refused, as docs/CLI.md says (before: an
+/// identical copy and exit 0, its members' code not seen): exit 2, the member's header
+/// offset, OUT not written. `list` reads the same archive.
+#[test]
+fn prune_refuses_a_bsd_archive() {
+    let dir = TempDir::new("hostile-bsd");
+    let object = std::fs::read(corpus("driver/hip_nonrdc.o")).unwrap();
+    let a = dir.write("libb.a", &bsd_archive("hip_nonrdc.o", &object));
+    let list = Command::new(ours()).arg("list").arg(&a).output().unwrap();
+    assert_eq!(list.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains("member hip_nonrdc.o / section .hip_fatbin")
+    );
+    let out = dir.path("out.a");
+    let o = Command::new(ours())
+        .arg("prune")
+        .arg(&a)
+        .args(["--keep", "gfx90a:xnack+", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "loader-sim: error: {}: BSD archives are not pruned, at byte 8",
+            a.display()
+        )
+    );
+    assert!(!out.exists());
+}
