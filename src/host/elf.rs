@@ -90,6 +90,130 @@ fn elf_error(what: &'static str) -> impl Fn(object::read::Error) -> Error {
     move |_| Error::new(ErrorKind::BadContainer, 0, what)
 }
 
+/// The ELF header's section-table fields of `data` (class and byte order from
+/// `e_ident`), for locating errors: where each field is and what it holds.
+struct TableFields {
+    /// Offset of `e_shoff`, `e_shentsize`, `e_shnum`, `e_shstrndx` in the file.
+    at: [u64; 4],
+    shoff: u64,
+    shentsize: u64,
+    shnum: u64,
+    shstrndx: u64,
+    /// Offset of `sh_offset` within a section header.
+    sh_offset_at: u64,
+    /// The section header size of this class.
+    entsize: u64,
+    /// Bytes of an address-sized word (`sh_offset`, `sh_size`).
+    word_len: usize,
+    big: bool,
+}
+
+/// The unsigned `n`-byte word at `at` of `data`, big- or little-endian.
+fn word(data: &[u8], big: bool, at: u64, n: usize) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
+    let b = data.get(at..at.checked_add(n)?)?;
+    let fold = |a: u64, x: &u8| a.wrapping_shl(8) | u64::from(*x);
+    Some(if big {
+        b.iter().fold(0, fold)
+    } else {
+        b.iter().rev().fold(0, fold)
+    })
+}
+
+impl TableFields {
+    fn read(data: &[u8]) -> Option<Self> {
+        let class64 = *data.get(4)? == 2;
+        let big = *data.get(5)? == 2;
+        let word = |at: u64, n: usize| word(data, big, at, n);
+        let (at, shoff_len, sh_offset_at, entsize) = if class64 {
+            ([0x28, 0x3A, 0x3C, 0x3E], 8, 0x18, 64)
+        } else {
+            ([0x20, 0x2E, 0x30, 0x32], 4, 0x10, 40)
+        };
+        Some(TableFields {
+            shoff: word(at[0], shoff_len)?,
+            shentsize: word(at[1], 2)?,
+            shnum: word(at[2], 2)?,
+            shstrndx: word(at[3], 2)?,
+            at,
+            sh_offset_at,
+            entsize,
+            word_len: shoff_len,
+            big,
+        })
+    }
+
+    /// Offset of the string table's `sh_offset` when its contents lie outside the file.
+    fn strtab_outside(&self, data: &[u8]) -> Option<u64> {
+        let at = self.field_of(self.shstrndx, self.sh_offset_at);
+        let size_at = at.checked_add(u64_of(self.word_len))?;
+        let offset = word(data, self.big, at, self.word_len)?;
+        let size = word(data, self.big, size_at, self.word_len)?;
+        offset
+            .checked_add(size)
+            .is_none_or(|end| end > u64_of(data.len()))
+            .then_some(at)
+    }
+
+    /// Offset of section header `i`'s field at `field` within the header.
+    fn field_of(&self, i: u64, field: u64) -> u64 {
+        self.shoff
+            .saturating_add(i.saturating_mul(self.shentsize))
+            .saturating_add(field)
+    }
+
+    /// The field that makes the section table unreadable: `e_shentsize` of the wrong
+    /// size, `e_shoff` when the table runs past the file, `e_shstrndx` out of range, else
+    /// the string table's `sh_offset`.
+    fn table_error_at(&self, len: u64) -> u64 {
+        let [shoff_at, shentsize_at, _, shstrndx_at] = self.at;
+        if self.shentsize != self.entsize {
+            return shentsize_at;
+        }
+        let end = self
+            .shnum
+            .max(1)
+            .checked_mul(self.shentsize)
+            .and_then(|n| n.checked_add(self.shoff));
+        if end.is_none_or(|e| e > len) {
+            return shoff_at;
+        }
+        if self.shstrndx != 0xFFFF && self.shnum != 0 && self.shstrndx >= self.shnum {
+            return shstrndx_at;
+        }
+        self.field_of(self.shstrndx, self.sh_offset_at)
+    }
+}
+
+/// [`elf_error`] for the section table of `data`, at the offending field's offset.
+fn sections_error(data: &[u8]) -> impl Fn(object::read::Error) -> Error + '_ {
+    move |_| {
+        let at = TableFields::read(data).map_or(0, |f| f.table_error_at(u64_of(data.len())));
+        Error::new(ErrorKind::BadContainer, at, BAD_SECTIONS)
+    }
+}
+
+/// [`elf_error`] for section `i` of `data`, at its header's field `field` (`sh_name`:
+/// 0; `sh_offset`: `None`, the class's offset).
+fn section_error<'a>(
+    data: &'a [u8],
+    i: usize,
+    field: Option<u64>,
+    what: &'static str,
+) -> impl Fn(object::read::Error) -> Error + 'a {
+    move |_| {
+        let at = TableFields::read(data).map_or(0, |f| match field {
+            // A name outside the string table: the table itself, when it lies outside the
+            // file, else this section's `sh_name`.
+            Some(name) => f
+                .strtab_outside(data)
+                .unwrap_or_else(|| f.field_of(u64_of(i), name)),
+            None => f.field_of(u64_of(i), f.sh_offset_at),
+        });
+        Error::new(ErrorKind::BadContainer, at, what)
+    }
+}
+
 /// What an ELF section holds, by name and type ([`SectionRole`]).
 pub fn section_role(name: &[u8], sh_type: u32) -> SectionRole<'_> {
     if let Some(id) = name.strip_prefix(OBJECT_BUNDLE_PREFIX) {
@@ -137,7 +261,7 @@ impl<'d> ElfSections<'d> {
                 let e = h.endian().map_err(elf_error(BAD_HEADER))?;
                 Ok(ElfSections::E32(
                     e,
-                    h.sections(e, data).map_err(elf_error(BAD_SECTIONS))?,
+                    h.sections(e, data).map_err(sections_error(data))?,
                     data,
                 ))
             }
@@ -146,7 +270,7 @@ impl<'d> ElfSections<'d> {
                 let e = h.endian().map_err(elf_error(BAD_HEADER))?;
                 Ok(ElfSections::E64(
                     e,
-                    h.sections(e, data).map_err(elf_error(BAD_SECTIONS))?,
+                    h.sections(e, data).map_err(sections_error(data))?,
                     data,
                 ))
             }
@@ -192,17 +316,24 @@ impl<'d> ElfSections<'d> {
                 0,
                 BAD_SECTIONS,
             ))?;
-            let name = t
-                .section_name(e, sh)
-                .map_err(elf_error("ELF section name is outside the string table"))?;
+            let name = t.section_name(e, sh).map_err(section_error(
+                data,
+                i,
+                Some(0),
+                "ELF section name is outside the string table",
+            ))?;
             let kind = sh.sh_type(e).0;
             let offset: u64 = sh.sh_offset(e).into();
             let flags: u64 = sh.sh_flags(e).0;
             let contents = if kind == SHT_NOBITS {
                 &[][..]
             } else {
-                sh.data(e, data)
-                    .map_err(elf_error("ELF section contents lie outside the file"))?
+                sh.data(e, data).map_err(section_error(
+                    data,
+                    i,
+                    None,
+                    "ELF section contents lie outside the file",
+                ))?
             };
             // `object` hands out a detached `&[]` for empty and NOBITS sections: keep every
             // slice inside the file (at the section's offset, else at the end of the file).
@@ -266,7 +397,7 @@ impl<'d> Elf64<'d> {
                 ))
             }
         };
-        let sections = header.sections(LE, data).map_err(elf_error(BAD_SECTIONS))?;
+        let sections = header.sections(LE, data).map_err(sections_error(data))?;
         Ok(Elf64 {
             data,
             header,
