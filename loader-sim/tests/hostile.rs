@@ -579,3 +579,64 @@ fn prune_refuses_a_bsd_archive() {
     );
     assert!(!out.exists());
 }
+
+/// ELF section-table errors name the field at fault (before: "at byte 0"): `e_shoff` of a
+/// table past the end, `e_shentsize` of the wrong size, `e_shstrndx` out of range, the
+/// string table's `sh_offset`, a section's `sh_offset` and `sh_name`.
+#[test]
+fn elf_section_table_errors_give_the_fields_offset() {
+    let dir = TempDir::new("hostile-elf");
+    let good = std::fs::read(corpus("driver/hip_nonrdc.o")).unwrap();
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as usize;
+    let shoff = u64::from_le_bytes(good[0x28..0x30].try_into().unwrap()) as usize;
+    let strndx = u16_at(&good, 0x3E);
+    let put = |at: usize, bytes: &[u8]| {
+        let mut b = good.clone();
+        b[at..at + bytes.len()].copy_from_slice(bytes);
+        b
+    };
+    let far = (1u64 << 40).to_le_bytes();
+    let cases = [
+        (
+            put(0x28, &(good.len() as u64).to_le_bytes()),
+            "ELF section header table is malformed",
+            0x28,
+        ),
+        (
+            put(0x3A, &63u16.to_le_bytes()),
+            "ELF section header table is malformed",
+            0x3A,
+        ),
+        (
+            put(0x3E, &999u16.to_le_bytes()),
+            "ELF section header table is malformed",
+            0x3E,
+        ),
+        (
+            put(shoff + strndx * 64 + 0x18, &far),
+            "ELF section name is outside the string table",
+            shoff + strndx * 64 + 0x18,
+        ),
+        (
+            put(shoff + 3 * 64 + 0x18, &far),
+            "ELF section contents lie outside the file",
+            shoff + 3 * 64 + 0x18,
+        ),
+        (
+            put(shoff + 3 * 64, &(1u32 << 30).to_le_bytes()),
+            "ELF section name is outside the string table",
+            shoff + 3 * 64,
+        ),
+    ];
+    for (i, (bytes, what, at)) in cases.iter().enumerate() {
+        let f = dir.write(&format!("case{i}.o"), bytes);
+        let o = Command::new(ours()).arg("list").arg(&f).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "case {i}: {err}");
+        let want = format!("{what}, at byte {at}");
+        assert!(
+            err.lines().next().is_some_and(|l| l.ends_with(&want)),
+            "case {i}: want {want}: {err}"
+        );
+    }
+}
