@@ -106,7 +106,10 @@ pub(super) fn plan<'a>(
         }
         // A BSD name (`#1/LEN`: the name is the first LEN bytes of the data) of a member
         // with device code: refused, as documented (its data would move with the name).
-        if let Some(len) = raw.strip_prefix("#1/").and_then(|n| n.parse::<usize>().ok()) {
+        if let Some(len) = raw
+            .strip_prefix("#1/")
+            .and_then(|n| n.parse::<usize>().ok())
+        {
             let bsd = body.get(..len).unwrap_or(body);
             let bsd = bsd.split(|b| *b == 0).next().unwrap_or_default();
             if with_units.contains(&bsd) {
