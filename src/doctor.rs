@@ -412,68 +412,9 @@ impl fmt::Display for Reason<'_> {
     }
 }
 
-/// An NVIDIA driver version as NVML and `nvidia-smi` print it: `550.54.14`, `535.183.01`
-/// (Linux), `551.61` (Windows). Ordered field by field; a version without a patch sorts just
-/// before the same version with patch 0. Displayed as NVIDIA prints it: the minor version
-/// and the patch with at least two digits.
-///
-/// Linux and Windows drivers of one release have different numbers (CUDA 12.4: 550.54.14
-/// and 551.61); the thresholds here are the Linux ones, which the Windows numbers of the
-/// same release exceed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DriverVersion {
-    /// The branch (`550`).
-    pub major: u32,
-    /// The minor version (`54`).
-    pub minor: u32,
-    /// The patch (`14`; `None` when not printed, as on Windows).
-    pub patch: Option<u32>,
-}
+pub use crate::driver::DriverVersion;
 
 impl DriverVersion {
-    /// The oldest Linux driver that loads zstd-compressed fatbinary entries (flag `0x8000`,
-    /// `nvcc --compress-mode=size|balance` on CUDA 12; CUDA 13's default): 550.54.14, the
-    /// driver of CUDA 12.4. LZ4 entries (`0x2000`, `-Xfatbin=-compress-all`) load with every
-    /// CUDA 12 driver (525.60.13 on), so they add no requirement of their own. Source:
-    /// RAPIDS' `rapids_cuda_enable_fatbin_compression` documentation (NVIDIA's own pages
-    /// state no number); not measured here (docs/NVFATBIN.md).
-    pub const ZSTD_FATBIN: DriverVersion = DriverVersion {
-        major: 550,
-        minor: 54,
-        patch: Some(14),
-    };
-
-    /// Parses `major.minor[.patch]` (decimal fields); `None` for anything else.
-    pub fn parse(text: &str) -> Option<DriverVersion> {
-        // Digits only (`parse` alone would take a leading `+`); overflow is `None`.
-        let number = |f: &str| -> Option<u32> {
-            f.bytes()
-                .all(|b| b.is_ascii_digit())
-                .then(|| f.parse().ok())?
-        };
-        let mut fields = text.trim().split('.');
-        let major = number(fields.next()?)?;
-        let minor = number(fields.next()?)?;
-        let patch = match fields.next() {
-            None => None,
-            Some(f) => Some(number(f)?),
-        };
-        fields.next().is_none().then_some(DriverVersion {
-            major,
-            minor,
-            patch,
-        })
-    }
-
-    /// The oldest driver that decodes fatbinary entries stored with `codec` (`None`: no
-    /// requirement beyond the toolkit's own).
-    pub const fn needed_for(codec: Codec) -> Option<DriverVersion> {
-        match codec {
-            Codec::Zstd => Some(DriverVersion::ZSTD_FATBIN),
-            Codec::Lz4 | Codec::Zlib => None,
-        }
-    }
-
     /// Why a fatbinary entry stored with `codec` does not load on this driver
     /// ([`Gap::Driver`]); `None` when it decodes.
     pub fn gap(self, codec: Codec) -> Option<Gap> {
@@ -483,16 +424,6 @@ impl DriverVersion {
             needs,
             has: self,
         })
-    }
-}
-
-impl fmt::Display for DriverVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:02}", self.major, self.minor)?;
-        match self.patch {
-            Some(p) => write!(f, ".{p:02}"),
-            None => Ok(()),
-        }
     }
 }
 

@@ -255,6 +255,10 @@ pub struct Image<'a> {
     /// stored there in place; `None` for decompressed content (and for images made
     /// directly from a container reader).
     pub offset: Option<u64>,
+    /// The PTX ISA version the container records for a PTX entry (an NVIDIA fatbinary
+    /// entry header's code version, `NVFATBIN.md` §2.2); `None` elsewhere.
+    /// [`crate::identify`] prefers the text's own `.version` when the bytes are at hand.
+    pub ptx_isa: Option<crate::driver::PtxIsa>,
 }
 
 impl<'a> Image<'a> {
@@ -286,6 +290,7 @@ impl<'a> Image<'a> {
             bytes,
             encoded: None,
             offset: None,
+            ptx_isa: None,
         }
     }
 
@@ -304,6 +309,7 @@ impl<'a> Image<'a> {
             bytes: e.image,
             encoded: None,
             offset: None,
+            ptx_isa: None,
         }
     }
 
@@ -330,6 +336,10 @@ impl<'a> Image<'a> {
             bytes,
             encoded: None,
             offset: None,
+            ptx_isa: match e.kind {
+                EntryKind::Ptx => crate::driver::PtxIsa::of_code_version(e.code_version),
+                EntryKind::Cubin => None,
+            },
         }
     }
 
@@ -348,6 +358,7 @@ impl<'a> Image<'a> {
             bytes,
             encoded: None,
             offset: None,
+            ptx_isa: None,
         }
     }
 
@@ -378,6 +389,7 @@ impl<'a> Image<'a> {
             bytes,
             encoded,
             offset: None,
+            ptx_isa: None,
         }
     }
 

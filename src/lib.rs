@@ -10,6 +10,8 @@
 //! **bytes → containers → images → candidates → choice → registration**.
 //!
 //! * bytes: [`raw`], the on-disk structures (zerocopy, little-endian, alignment 1);
+//!   [`decompress`] (every codec) and [`driver`] (the NVIDIA driver's versions, the PTX ISA
+//!   it compiles and its environment switches);
 //! * containers: [`bundle`], [`text`], [`ccob`], [`offload_binary`], [`nvfatbin`] (one
 //!   reader per format), [`kpack`] (AMD `.kpack` archives, `HIPK` wrappers, ref records and
 //!   the kpack loader's path rules),
@@ -99,6 +101,7 @@ pub mod ccob;
 pub mod container;
 pub mod decompress;
 pub mod doctor;
+pub mod driver;
 pub mod entry_id;
 mod error;
 pub mod host;

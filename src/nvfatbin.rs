@@ -156,6 +156,9 @@ pub struct FatbinEntry<'data> {
     pub compressed_size: u64,
     /// Size of the decompressed payload (compressed entries; 0 otherwise).
     pub uncompressed_size: u64,
+    /// The code version the entry header records (`+0x18`): for PTX, its ISA version
+    /// ([`crate::driver::PtxIsa::of_code_version`]).
+    pub code_version: u32,
 }
 
 impl<'data> FatbinEntry<'data> {
@@ -494,6 +497,7 @@ impl<'data> Fatbin<'data> {
                 payload,
                 compressed_size,
                 uncompressed_size,
+                code_version: h.code_version.get(),
             },
             next,
         ))

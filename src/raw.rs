@@ -207,8 +207,9 @@ pub struct FatbinEntryHeader {
     pub compressed_size: U32,
     /// Unknown (0, or 0x40 on PTX and sm_100+ entries).
     pub unknown_14: U32,
-    /// Unknown (`0x10008` on cubins, `0x90005` on PTX of CUDA 13.5).
-    pub unknown_18: U32,
+    /// Code version: major in the high half, minor in the low half. For PTX the ISA
+    /// version of its text (`0x90005`: 9.5); `0x10008` on cubins.
+    pub code_version: U32,
     /// SM number (86 for `sm_86`).
     pub sm: U32,
     /// Unknown (0 seen).

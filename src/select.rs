@@ -96,6 +96,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::driver::{CudaDriver, PtxIsa, Refusal};
 use crate::image::{Image, OffloadKind};
 use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
 use crate::target::elf::AmdgpuElfProblem;
@@ -190,6 +191,10 @@ pub struct SelectOptions {
     pub allow_spirv: bool,
     /// Reject images whose container and ELF header disagree. Default: no (the ELF wins).
     pub strict: bool,
+    /// The NVIDIA devices' driver: its version (which PTX ISA it compiles) and its
+    /// `CUDA_FORCE_PTX_JIT` / `CUDA_DISABLE_PTX_JIT` switches (`COMPATIBILITY.md` §9.5).
+    /// Default: version unknown (PTX ISA versions not judged), no switch set.
+    pub cuda: CudaDriver,
 }
 
 impl Default for SelectOptions {
@@ -202,6 +207,7 @@ impl Default for SelectOptions {
             allow_generic: true,
             allow_spirv: true,
             strict: false,
+            cuda: CudaDriver::new(None),
         }
     }
 }
@@ -221,6 +227,7 @@ impl SelectOptions {
             allow_generic: false,
             allow_spirv: false,
             strict: false,
+            cuda: CudaDriver::new(None),
         }
     }
 }
@@ -263,6 +270,10 @@ pub struct RankKey {
     pub specificity: u8,
     /// 255 − generic version for AMDGPU generic code, 0 otherwise.
     pub generic_age: u8,
+    /// The order among images equal in everything above: the discovery index, except
+    /// where the CUDA driver takes the last of equals (plain PTX for exactly the device's
+    /// compute capability, §9.5): there `usize::MAX − index`.
+    pub order: usize,
     /// Discovery index.
     pub index: usize,
 }
@@ -282,10 +293,16 @@ impl RankKey {
         }
     }
 
-    /// Orders two keys under `policy` (smaller is better).
+    /// Orders two keys under `policy` (smaller is better): [`Policy::Best`] orders equals
+    /// by [`RankKey::order`], the other policies by discovery index.
     pub fn cmp_under(&self, other: &RankKey, policy: Policy) -> core::cmp::Ordering {
+        let order = |k: &RankKey| match policy {
+            Policy::Best => k.order,
+            Policy::First | Policy::FirstByClass => k.index,
+        };
         self.policy_part(policy)
             .cmp(&other.policy_part(policy))
+            .then(order(self).cmp(&order(other)))
             .then(self.index.cmp(&other.index))
     }
 
@@ -416,6 +433,11 @@ pub enum Rejection<'a> {
         /// The device's state (`On`, `Off`, or `Any` = unknown).
         device: FeatureState,
     },
+    /// A cubin, which the CUDA driver ignores under `CUDA_FORCE_PTX_JIT`.
+    ForcedJit,
+    /// The CUDA driver picks this PTX entry and refuses it: its ISA is newer than the
+    /// driver compiles; the driver does not fall back to another entry.
+    Driver(Refusal),
     /// An NVIDIA compatibility rule fails.
     Nvptx {
         /// The image's architecture.
@@ -522,6 +544,13 @@ impl fmt::Display for Rejection<'_> {
                 "built for {}, device has {}",
                 Stated(*feature, *image, false),
                 Stated(*feature, *device, true)
+            ),
+            Rejection::ForcedJit => {
+                f.write_str("a cubin, which the CUDA driver ignores with CUDA_FORCE_PTX_JIT set")
+            }
+            Rejection::Driver(refusal) => write!(
+                f,
+                "{refusal}; the driver picks this entry and does not fall back to another"
             ),
             Rejection::Nvptx {
                 image,
@@ -706,6 +735,7 @@ fn check_amdgpu<'a>(
         distance: 0,
         specificity,
         generic_age,
+        order: index,
         index,
     })
 }
@@ -760,11 +790,19 @@ fn check_nvptx<'a>(image: NvArch, code: Code, major: u8, minor: u8, index: usize
             (Class::Jit, distance)
         }
     };
+    // The CUDA driver takes the last of several plain PTX entries for exactly the device's
+    // compute capability, and the first of equals everywhere else (§9.5).
+    let last_wins = code == Code::Ptx && exact && image.variant == ArchVariant::Plain;
     Verdict::Compatible(RankKey {
         class,
         distance,
         specificity,
         generic_age: 0,
+        order: if last_wins {
+            usize::MAX.saturating_sub(index)
+        } else {
+            index
+        },
         index,
     })
 }
@@ -847,10 +885,18 @@ pub fn check<'a>(
             distance: 0,
             specificity: 0,
             generic_age: 0,
+            order: index,
             index,
         }),
         (Target::Nvptx(a), Device::Cuda { major, minor }) => {
-            check_nvptx(*a, code, *major, *minor, index)
+            match check_nvptx(*a, code, *major, *minor, index) {
+                Verdict::Compatible(_)
+                    if code == Code::Elf && options.cuda.switches.force_ptx_jit =>
+                {
+                    Rejected(Rejection::ForcedJit)
+                }
+                verdict => verdict,
+            }
         }
         _ => Rejected(Rejection::Arch {
             triple: identity.triple,
@@ -888,7 +934,9 @@ impl Rejection<'_> {
             | Rejection::NotInFamily { .. }
             | Rejection::GenericVersion { .. }
             | Rejection::Feature { .. }
+            | Rejection::Driver(_)
             | Rejection::Nvptx { .. } => 2,
+            Rejection::ForcedJit => 1,
         }
     }
 
@@ -927,7 +975,9 @@ impl Rejection<'_> {
             Rejection::JitNotAllowed(_)
             | Rejection::GenericNotAllowed(_)
             | Rejection::SpirvNotAllowed
+            | Rejection::ForcedJit
             | Rejection::Mismatch(_) => 0,
+            Rejection::Driver(_) => 7,
             Rejection::Processor { image, device } => match (image.isa_version, device.isa_version)
             {
                 (Some((a, b, _)), Some((c, d, _))) if a == c && b == d => 3,
@@ -991,6 +1041,17 @@ pub struct Choice<'a> {
     pub verdicts: Vec<(usize, Verdict<'a>)>,
     /// The policy that ranked the images.
     pub policy: Policy,
+    /// The image the runtime picks and then refuses, when it does: the CUDA driver picks a
+    /// PTX entry whose ISA it cannot compile and does not fall back to another
+    /// ([`Rejection::Driver`], which [`Choice::rejection`] then gives). [`Choice::key`] and
+    /// [`Choice::image`] are `None`.
+    pub refused: Option<RankKey>,
+    /// The chosen image is PTX and `CUDA_DISABLE_PTX_JIT` is set: the driver loads it only
+    /// from its JIT cache (a binary it compiled from this PTX before), and fails with
+    /// `CUDA_ERROR_JIT_COMPILATION_DISABLED` (223) where there is none.
+    pub from_jit_cache: bool,
+    /// For the image ranked first so far: `Some(isa)` when it is PTX.
+    best_ptx: Option<Option<PtxIsa>>,
 }
 
 impl<'a> Choice<'a> {
@@ -1004,6 +1065,9 @@ impl<'a> Choice<'a> {
         rejection: None,
         verdicts: Vec::new(),
         policy: Policy::Best,
+        refused: None,
+        from_jit_cache: false,
+        best_ptx: None,
     };
 
     /// Discovery index of the chosen image.
@@ -1041,13 +1105,36 @@ impl<'a> Choice<'a> {
         if self.chosen() == Some(index) {
             return None;
         }
+        if let (Some(refused), Some((_, why))) = (self.refused, self.rejection) {
+            if refused.index == index {
+                return Some(Loss::Rejected(why));
+            }
+        }
         match verdict {
             Verdict::Rejected(r) => Some(Loss::Rejected(r)),
             Verdict::Compatible(loser) => Some(Loss::Outranked(Outranked {
                 loser,
-                winner: self.key?,
+                winner: self.key.or(self.refused)?,
                 policy: self.policy,
             })),
+        }
+    }
+
+    /// Applies the runtime's judgement on the image ranked first, once every candidate has
+    /// been offered: for an NVIDIA device, the driver's on the PTX it picked
+    /// ([`CudaDriver::refusal`]).
+    fn settle(&mut self, device: &Device, driver: &CudaDriver) {
+        let (Device::Cuda { .. }, Some(key), Some(isa)) = (device, self.key, self.best_ptx) else {
+            return;
+        };
+        match driver.refusal(isa) {
+            Some(refusal) => {
+                self.refused = self.key.take();
+                self.image = None;
+                self.tie = false;
+                self.rejection = Some((key.index, Rejection::Driver(refusal)));
+            }
+            None => self.from_jit_cache = driver.switches.disable_ptx_jit,
         }
     }
 
@@ -1058,27 +1145,27 @@ impl<'a> Choice<'a> {
         image: Option<&Image<'a>>,
         verdict: Verdict<'a>,
         policy: Policy,
+        ptx: Option<Option<PtxIsa>>,
     ) {
         self.candidates = self.candidates.saturating_add(1);
         self.policy = policy;
         match verdict {
             Verdict::Compatible(key) => {
                 self.compatible = self.compatible.saturating_add(1);
-                match &self.key {
-                    None => {
-                        self.key = Some(key);
-                        self.image = image.copied();
-                    }
-                    Some(best) => {
-                        if key.ties_with(best, policy) {
-                            self.tie = true;
-                        } else if key.cmp_under(best, policy).is_lt() {
-                            self.key = Some(key);
-                            self.image = image.copied();
-                            self.tie = false;
-                        }
-                    }
+                let (better, ties) = match &self.key {
+                    None => (true, false),
+                    Some(best) => (
+                        key.cmp_under(best, policy).is_lt(),
+                        key.ties_with(best, policy),
+                    ),
+                };
+                if better {
+                    self.key = Some(key);
+                    self.image = image.copied();
+                    self.best_ptx = ptx;
                 }
+                // A tie survives a replacement by an equal (the driver's last-of-equals).
+                self.tie = if better { ties } else { self.tie || ties };
             }
             Verdict::Rejected(why) => {
                 let better = match &self.rejection {
@@ -1145,13 +1232,17 @@ fn rank<'a, C, I>(
     for candidate in candidates {
         let (index, identity) = (candidate.index(), candidate.identity());
         let image = candidate.image();
+        let ptx = (identity.code == Code::Ptx).then_some(identity.ptx_isa);
         for (device, slot) in devices.iter().zip(out.iter_mut()) {
             let verdict = check(&identity, index, device, options);
             if record {
                 slot.verdicts.push((index, verdict));
             }
-            slot.offer(index, image.as_ref(), verdict, options.policy);
+            slot.offer(index, image.as_ref(), verdict, options.policy, ptx);
         }
+    }
+    for (device, slot) in devices.iter().zip(out.iter_mut()) {
+        slot.settle(device, &options.cuda);
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::Path;
 /// `lib` holds the crate-wide option types (`ReadOptions`, `Limits`), usable everywhere.
 const ROAD: &[&[&str]] = &[
     &["lib", "error", "raw", "bytes"],
-    &["decompress"],
+    &["decompress", "driver"],
     &["ccob"],
     &[
         "bundle",

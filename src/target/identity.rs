@@ -144,6 +144,9 @@ pub struct Identity<'a> {
     pub image_kind: ImageKind,
     /// Image size in bytes.
     pub size: u64,
+    /// For PTX: its ISA version, from the text's `.version` directive when the bytes are at
+    /// hand, else as the container records it ([`Image::ptx_isa`]).
+    pub ptx_isa: Option<crate::driver::PtxIsa>,
 }
 
 impl<'a> Identity<'a> {
@@ -309,7 +312,11 @@ pub fn identify<'a>(image: &Image<'a>) -> Identity<'a> {
         code,
         image_kind: image.image_kind,
         size: image.size(),
+        ptx_isa: None,
     };
+    if code == Code::Ptx {
+        identity.ptx_isa = crate::driver::PtxIsa::of_text(image.bytes).or(image.ptx_isa);
+    }
     match elf {
         Some(DeviceElf::Amdgpu(a)) => match a.target() {
             Ok(t) => {

@@ -112,11 +112,7 @@ pub struct Args {
     nvidia_driver: Option<DriverVersion>,
 }
 
-/// `--nvidia-driver`'s parser.
-fn parse_driver(text: &str) -> Result<DriverVersion, String> {
-    DriverVersion::parse(text)
-        .ok_or_else(|| format!("'{text}' is not a driver version (550.54.14)"))
-}
+use crate::cmd::parse_driver;
 
 /// The machine's KFD topology, used when neither --target nor --kfd-topology is given.
 const SYSTEM_KFD: &str = "/sys/class/kfd/kfd/topology";

@@ -56,3 +56,26 @@ impl PolicyArg {
         }
     }
 }
+
+/// `--nvidia-driver`'s parser.
+pub fn parse_driver(text: &str) -> Result<offload_image::driver::DriverVersion, String> {
+    offload_image::driver::DriverVersion::parse(text)
+        .ok_or_else(|| format!("'{text}' is not a driver version (550.54.14)"))
+}
+
+/// The NVIDIA devices' driver as selection models it: `version` (when known) and the
+/// `CUDA_FORCE_PTX_JIT` / `CUDA_DISABLE_PTX_JIT` switches of this process's environment,
+/// read as the driver reads them (`offload_image::driver::JitSwitches`).
+pub fn cuda_driver(
+    version: Option<offload_image::driver::DriverVersion>,
+) -> offload_image::driver::CudaDriver {
+    use offload_image::driver::{CudaDriver, JitSwitches};
+    let var = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
+    CudaDriver {
+        version,
+        switches: JitSwitches::from_env(
+            var("CUDA_FORCE_PTX_JIT").as_deref(),
+            var("CUDA_DISABLE_PTX_JIT").as_deref(),
+        ),
+    }
+}

@@ -93,6 +93,12 @@ pub struct Args {
     /// Write JSON Lines instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+    /// The NVIDIA driver version (`580.159.04`) of the NVIDIA targets: the PTX the driver
+    /// picks must have an ISA version it compiles, or the fatbinary does not load (no
+    /// fallback). The driver's `CUDA_FORCE_PTX_JIT` and `CUDA_DISABLE_PTX_JIT` are read
+    /// from the environment. Default: unknown (PTX ISA versions not judged).
+    #[arg(long, value_name = "VERSION", value_parser = crate::cmd::parse_driver)]
+    nvidia_driver: Option<offload_image::driver::DriverVersion>,
     /// Do not verify the truncated MD5 of compressed bundles (then decoding stops as soon
     /// as the selected image and the first bytes of every image have been read), nor check
     /// the whole stream of a chosen NVIDIA cubin stored as an LZ4 block (only its first
@@ -148,6 +154,10 @@ struct Record {
     /// With `--explain`: bytes after this unit that were skipped (FORMATS.md §2.4).
     #[serde(skip_serializing_if = "Option::is_none")]
     skipped: Option<Skipped>,
+    /// What the runtime does beyond the choice: the CUDA driver refuses the PTX it picks
+    /// (no fallback), or loads the chosen PTX only from its JIT cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
 }
 
 /// The image `-o` writes.
@@ -333,6 +343,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         allow_generic: !args.no_generic,
         allow_spirv: !args.no_spirv,
         strict: args.strict,
+        cuda: crate::cmd::cuda_driver(args.nvidia_driver),
     };
     let input = Input::open(&args.file)?;
     let read = ReadOptions {
@@ -413,6 +424,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                         rejected: None,
                         disagreement: None,
                         skipped: None,
+                        note: None,
                     });
                 }
                 if out_path.is_some() {
@@ -484,6 +496,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                     .clone()
                     .filter(|_| args.explain)
                     .map(Skipped::new),
+                note: runtime_note(choice),
             });
             if args.output.is_some() && records.len() == 1 {
                 output = chosen.map(|img| match input.offset_of(img.bytes) {
@@ -544,6 +557,20 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     }
 }
 
+/// What the runtime does beyond the ranking, for the record's note.
+fn runtime_note(choice: &Choice<'_>) -> Option<String> {
+    match choice.rejection {
+        Some((_, why @ offload_image::Rejection::Driver(_))) if choice.refused.is_some() => {
+            Some(format!("nothing loads: {why}"))
+        }
+        _ => choice.from_jit_cache.then(|| {
+            "CUDA_DISABLE_PTX_JIT is set: the driver loads this PTX only from its JIT cache \
+             (compiled on an earlier run), else fails with CUDA_ERROR_JIT_COMPILATION_DISABLED"
+                .to_string()
+        }),
+    }
+}
+
 fn write_table(out: &mut impl Write, records: &[Record], sha: bool) -> std::io::Result<()> {
     let rows: Vec<Vec<String>> = records
         .iter()
@@ -578,6 +605,15 @@ fn write_table(out: &mut impl Write, records: &[Record], sha: bool) -> std::io::
         header.push("SHA256");
     }
     table(out, &header, &rows)?;
+    for r in records.iter().filter(|r| r.rejected.is_none()) {
+        if let Some(note) = &r.note {
+            writeln!(
+                out,
+                "note: {} unit {}, target {}: {note}",
+                r.container, r.bundle_index, r.target
+            )?;
+        }
+    }
     for r in records {
         if let Some(rejected) = &r.rejected {
             writeln!(
@@ -593,6 +629,9 @@ fn write_table(out: &mut impl Write, records: &[Record], sha: bool) -> std::io::
             }
             if let Some(s) = &r.skipped {
                 writeln!(out, "  note: {}", s.message)?;
+            }
+            if let Some(n) = &r.note {
+                writeln!(out, "  note: {n}")?;
             }
             for x in rejected {
                 writeln!(out, "  not {}: {}", x.image, x.reason)?;
