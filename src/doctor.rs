@@ -52,8 +52,10 @@ use core::fmt;
 
 use crate::container::units;
 use crate::decompress::Codec;
+use crate::driver::Refusal;
 use crate::error::ErrorKind;
 use crate::host::{FileKind, HostFile};
+use crate::image::Image;
 use crate::image::OffloadKind;
 use crate::registration::FatbinWrapperView;
 use crate::select::SelectOptions;
@@ -201,9 +203,22 @@ pub enum Gap {
         /// The device's driver.
         has: DriverVersion,
     },
+    /// The PTX the NVIDIA driver picks has an ISA version it does not compile, and it does
+    /// not fall back to another entry ([`crate::driver::CudaDriver::refusal`]).
+    PtxVersion(Refusal),
     /// Any other reason: the sentence of the unit's closest rejection
     /// ([`Rejection`]'s `Display`), for example a feature mode the device lacks.
     Other(String),
+}
+
+impl Gap {
+    /// True for a gap of architecture alone: the unit holds no code for the device's
+    /// processor or compute capability ([`Gap::NoCode`], [`Gap::NoCubin`]). Where the
+    /// library holds code for the device in other units, such a unit is code for other GPUs
+    /// ([`Coverage::status`]).
+    pub const fn is_architectural(&self) -> bool {
+        matches!(self, Gap::NoCode { .. } | Gap::NoCubin { .. })
+    }
 }
 
 impl fmt::Display for Gap {
@@ -239,6 +254,7 @@ impl fmt::Display for Gap {
                  later (driver {has})",
                 codec = codec.name()
             ),
+            Gap::PtxVersion(r) => write!(f, "{r}"),
             Gap::Other(s) => f.write_str(s),
         }
     }
@@ -267,8 +283,9 @@ pub fn gap(choice: &Choice<'_>, device: &Device) -> Option<Gap> {
         },
         (
             Device::Cuda { major, minor },
-            Rejection::Nvptx { .. } | Rejection::JitNotAllowed(Code::Ptx),
+            Rejection::Nvptx { .. } | Rejection::JitNotAllowed(Code::Ptx) | Rejection::ForcedJit,
         ) => nvidia_gap(choice, (*major, *minor)),
+        (_, Rejection::Driver(refusal)) => Gap::PtxVersion(refusal),
         (_, r) => Gap::Other(r.to_string()),
     })
 }
@@ -303,6 +320,125 @@ fn nvidia_gap(choice: &Choice<'_>, device: (u8, u8)) -> Gap {
     }
 }
 
+/// Whether device code holds kernels a launch could ask for (`COMPATIBILITY.md` §12).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernels {
+    /// At least one kernel.
+    Some,
+    /// None: nothing in it can be launched.
+    None,
+    /// Not known (bitcode, SPIR-V, bytes that could not be read).
+    Unknown,
+}
+
+impl Kernels {
+    /// The kernels of one image holding `code`: a cubin's entry functions or an AMDGPU
+    /// code object's kernel descriptors, local ones too ([`has_kernels`]), a PTX text's
+    /// `.entry` directives.
+    ///
+    /// [`has_kernels`]: crate::registration::elf::has_kernels
+    pub fn of_image(code: Code, bytes: &[u8]) -> Kernels {
+        match code {
+            Code::Elf => match crate::registration::elf::has_kernels(bytes) {
+                Ok(false) => Kernels::None,
+                Ok(true) => Kernels::Some,
+                Err(_) => Kernels::Unknown,
+            },
+            Code::Ptx => {
+                let entry = bytes
+                    .split(|&b| b == b'\n')
+                    .any(|line| ptx_declares_entry(line.trim_ascii()));
+                if entry {
+                    Kernels::Some
+                } else {
+                    Kernels::None
+                }
+            }
+            _ => Kernels::Unknown,
+        }
+    }
+
+    /// The kernels of a unit's images: [`Kernels::Some`] as soon as one image has some (the
+    /// images are decoded one by one, only as far as needed), [`Kernels::None`] when every
+    /// device image has none, else [`Kernels::Unknown`].
+    pub fn of_unit<'a, I>(images: I, options: &ReadOptions) -> Kernels
+    where
+        I: IntoIterator<Item = Image<'a>>,
+    {
+        let mut seen = false;
+        let mut unknown = false;
+        for image in images {
+            if image.offload_kind == OffloadKind::Host || image.size() == 0 {
+                continue;
+            }
+            seen = true;
+            let code = crate::identify(&image).code;
+            match image.decode(options).map(|b| Kernels::of_image(code, &b)) {
+                Ok(Kernels::Some) => return Kernels::Some,
+                Ok(Kernels::None) => {}
+                Ok(Kernels::Unknown) | Err(_) => unknown = true,
+            }
+        }
+        if seen && !unknown {
+            Kernels::None
+        } else {
+            Kernels::Unknown
+        }
+    }
+}
+
+/// True for a PTX line that declares a kernel: `.entry NAME`, possibly after linkage
+/// directives (`.visible .entry`, `.weak .entry`).
+fn ptx_declares_entry(line: &[u8]) -> bool {
+    let mut words = line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty());
+    loop {
+        match words.next() {
+            Some(b".entry") => return true,
+            Some(b".visible" | b".weak" | b".extern") => continue,
+            _ => return false,
+        }
+    }
+}
+
+/// Why a unit that gives a device nothing is set aside, not counted as a gap
+/// ([`Coverage::set_aside`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Aside {
+    /// Its images hold no kernels: no launch can fail for want of them.
+    NoKernels,
+    /// It holds code for other GPUs only (the architectures listed), while the library
+    /// holds code for the device in other units: a library built so selects its kernels by
+    /// architecture at run time, and never launches these on the device.
+    OtherGpus {
+        /// The unit's architectures (`sm_80, sm_100f`), as its images name them.
+        archs: String,
+    },
+}
+
+impl fmt::Display for Aside {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Aside::NoKernels => f.write_str("its images hold no kernels"),
+            Aside::OtherGpus { archs } => write!(
+                f,
+                "code for other GPUs only ({archs}); the library has code for this device in \
+                 other units"
+            ),
+        }
+    }
+}
+
+/// One unit set aside ([`Coverage::set_aside`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetAside {
+    /// The unit, as the caller named it ([`UnitCode::label`]).
+    pub unit: String,
+    /// Why.
+    pub why: Aside,
+}
+
 /// One [`Gap`] of a library and how many of its units have it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GapCount {
@@ -317,15 +453,46 @@ pub struct GapCount {
     closeness: u8,
 }
 
-/// What one library holds for one device: its units, how many load, and why the others do
-/// not.
+/// A library's verdict for one device ([`Coverage::status`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Every unit that could be launched on the device has an image it loads.
+    Ok,
+    /// Some units load, others that could be launched do not.
+    Partial,
+    /// No unit loads.
+    None,
+    /// The units the runtime registers hold no kernels: the library's device code, if it
+    /// has any, reaches the GPU another way (cuFFT loads its kernels from data at run
+    /// time), which nothing here can judge.
+    NoKernels,
+}
+
+impl Status {
+    /// `"ok"`, `"partial"`, `"none"`, `"no-kernels"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Partial => "partial",
+            Status::None => "none",
+            Status::NoKernels => "no-kernels",
+        }
+    }
+}
+
+/// What one library holds for one device: its units, how many load, why the others do
+/// not, and which of those are set aside (no kernels; code for other GPUs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Coverage {
     /// Units judged.
     pub units: usize,
     /// Units with an image the device loads.
     pub covered: usize,
+    /// True when a unit that loads on the device is known to hold kernels: the library
+    /// holds code for this device.
+    pub has_code: bool,
     gaps: Vec<GapCount>,
+    notes: Vec<SetAside>,
 }
 
 impl Coverage {
@@ -367,16 +534,87 @@ impl Coverage {
         self.add_with(gap(choice, device), closest.as_ref());
     }
 
-    /// Every gap with its count, in the order first met.
-    pub fn gaps(&self) -> &[GapCount] {
-        &self.gaps
+    /// Counts one unit that does not load and holds no kernels: set aside.
+    pub fn add_without_kernels(&mut self, unit: &str) {
+        self.units = self.units.saturating_add(1);
+        self.notes.push(SetAside {
+            unit: unit.to_string(),
+            why: Aside::NoKernels,
+        });
+    }
+
+    /// Counts one unit that does not load for want of code for the device's architecture
+    /// (`gap`, [`Gap::is_architectural`]), built for `archs`: a gap, or code for other
+    /// GPUs when the library holds code for the device ([`Coverage::has_code`]), which is
+    /// known only once every unit is counted.
+    pub fn add_architectural(
+        &mut self,
+        unit: &str,
+        archs: String,
+        gap: Gap,
+        closest: Option<&Rejection<'_>>,
+    ) {
+        self.add_with(Some(gap), closest);
+        self.notes.push(SetAside {
+            unit: unit.to_string(),
+            why: Aside::OtherGpus { archs },
+        });
+    }
+
+    fn counts_as_gap(&self, gap: &Gap) -> bool {
+        !(self.has_code && gap.is_architectural())
+    }
+
+    /// Every gap that counts against the library, with its count, in the order first met:
+    /// architectural gaps ([`Gap::is_architectural`]) only while the library holds no code
+    /// for the device.
+    pub fn gaps(&self) -> impl Iterator<Item = &GapCount> + '_ {
+        self.gaps.iter().filter(|g| self.counts_as_gap(&g.gap))
+    }
+
+    /// The units set aside, with why: those without kernels, and, where the library holds
+    /// code for the device, those with code for other GPUs only.
+    pub fn set_aside(&self) -> impl Iterator<Item = &SetAside> + '_ {
+        self.notes
+            .iter()
+            .filter(|n| self.has_code || n.why == Aside::NoKernels)
+    }
+
+    /// How many units are set aside for each reason: (without kernels, for other GPUs).
+    pub fn set_aside_counts(&self) -> (usize, usize) {
+        self.set_aside().fold((0, 0), |(k, o), n| match n.why {
+            Aside::NoKernels => (k.saturating_add(1), o),
+            Aside::OtherGpus { .. } => (k, o.saturating_add(1)),
+        })
+    }
+
+    /// The units that count against the library: those with a gap that counts.
+    pub fn failing(&self) -> usize {
+        self.gaps().map(|g| g.units).fold(0, usize::saturating_add)
+    }
+
+    /// The library's verdict for the device (`COMPATIBILITY.md` §12): [`Status::NoKernels`]
+    /// when every unit is set aside for holding no kernels; otherwise by the units that
+    /// count: all load ([`Status::Ok`]), none does ([`Status::None`]), some do
+    /// ([`Status::Partial`]).
+    pub fn status(&self) -> Status {
+        let (no_kernels, _) = self.set_aside_counts();
+        if self.units > 0 && no_kernels == self.units {
+            Status::NoKernels
+        } else if self.failing() == 0 {
+            Status::Ok
+        } else if self.covered == 0 {
+            Status::None
+        } else {
+            Status::Partial
+        }
     }
 
     /// The library's reason: the gap most units share (the first met among equals), with
-    /// its count; `None` when every unit loads.
+    /// its count; `None` when every unit that counts loads.
     pub fn reason(&self) -> Option<Reason<'_>> {
         let mut best: Option<&GapCount> = None;
-        for g in &self.gaps {
+        for g in self.gaps() {
             if best.is_none_or(|b| g.units > b.units) {
                 best = Some(g);
             }
@@ -538,6 +776,48 @@ pub fn overridden(device: &TargetId, p: &'static Processor) -> TargetId {
     }
 }
 
+/// One unit as [`Tally::offer`] judges it: its images identified, without their bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct UnitCode<'u, 'a> {
+    /// How the unit is named in reports ("section .nv_fatbin unit 12", "wrapper at 0x1000").
+    pub label: &'u str,
+    /// Its images, identified ((discovery index, identity), in discovery order).
+    pub ids: &'u [(usize, Identity<'a>)],
+    /// The codecs of those stored compressed ((discovery index, codec)).
+    pub codecs: &'u [(usize, Codec)],
+    /// The runtime registers it (a fat-binary wrapper's unit): counted even without device
+    /// code.
+    pub registered: bool,
+}
+
+/// The codec of image `index` among `codecs`.
+fn codecs_of(codecs: &[(usize, Codec)], index: usize) -> Option<&Codec> {
+    codecs.iter().find(|(i, _)| *i == index).map(|(_, c)| c)
+}
+
+/// The architectures a unit's device images name, in discovery order, each once
+/// (`sm_80, sm_100f, compute_120`; a processor for AMDGPU).
+fn archs_of(ids: &[(usize, Identity<'_>)]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for (_, id) in ids {
+        if id.offload_kind == OffloadKind::Host || id.size == 0 {
+            continue;
+        }
+        let name = match (id.target, id.code) {
+            (crate::Target::Nvptx(a), Code::Ptx) => {
+                alloc::format!("compute_{}{}", a.sm, a.variant.suffix())
+            }
+            (crate::Target::Nvptx(a), _) => alloc::format!("sm_{}{}", a.sm, a.variant.suffix()),
+            (crate::Target::Amdgpu(t), _) => t.processor.name.to_string(),
+            _ => continue,
+        };
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out.join(", ")
+}
+
 /// What a library's units give every probe ([`Probes`]): the count of units, per probe
 /// the units with an image it loads, and per real device the reasons of the others.
 #[derive(Clone, Debug)]
@@ -560,47 +840,77 @@ impl Tally {
         }
     }
 
-    /// Counts one unit from its images, identified ((discovery index, identity), in
-    /// discovery order), and the codecs of those stored compressed ((discovery index,
-    /// codec)): every probe gets the image [`crate::choose`] picks, unless its driver cannot
-    /// decode it ([`driver_gap`]). A unit of the container walk with no device code (only
-    /// a host entry, or empty images) is not counted, unless it has no entries at all; a
-    /// unit the runtime `registered` always is.
+    /// Counts one unit ([`UnitCode`]): every probe gets the image [`crate::choose`] picks
+    /// (with the probes' NVIDIA driver, [`Probes::nvidia_driver`], where `options` names
+    /// none), unless its driver cannot decode it ([`driver_gap`]). A unit of the container
+    /// walk with no device code (only a host entry, or empty images) is not counted, unless
+    /// it has no entries at all; a unit the runtime registered always is.
+    ///
+    /// For a real device that gets nothing, `kernels` is asked (at most once per unit)
+    /// whether the unit's images hold kernels: a unit without any is set aside
+    /// ([`Coverage::add_without_kernels`]), and a unit without code for the device's
+    /// architecture is counted with its architectures ([`Coverage::add_architectural`]).
+    /// For a real device that loads the unit, `kernels` is asked until one such unit holds
+    /// kernels ([`Coverage::has_code`]).
     pub fn offer(
         &mut self,
-        ids: &[(usize, Identity<'_>)],
-        codecs: &[(usize, Codec)],
+        unit: &UnitCode<'_, '_>,
+        kernels: &mut dyn FnMut() -> Kernels,
         probes: &Probes,
         options: &SelectOptions,
-        registered: bool,
     ) {
+        let ids = unit.ids;
         let device_code = ids
             .iter()
             .any(|(_, i)| i.offload_kind != OffloadKind::Host && i.size > 0);
-        if !device_code && !registered && !ids.is_empty() {
+        if !device_code && !unit.registered && !ids.is_empty() {
             return;
         }
         self.units = self.units.saturating_add(1);
-        let choices = crate::choose(ids.iter().copied(), &probes.devices, options);
+        let options = SelectOptions {
+            cuda: crate::driver::CudaDriver {
+                version: options.cuda.version.or(probes.nvidia_driver),
+                ..options.cuda
+            },
+            ..*options
+        };
+        let mut known: Option<Kernels> = None;
+        let mut kernels = || *known.get_or_insert_with(&mut *kernels);
+        let choices = crate::choose(ids.iter().copied(), &probes.devices, &options);
         for (p, choice) in choices.iter().enumerate() {
             let chosen_codec = choice
                 .key
-                .and_then(|key| codecs.iter().find(|(i, _)| *i == key.index))
-                .map(|(_, codec)| *codec);
+                .and_then(|key| codecs_of(unit.codecs, key.index))
+                .copied();
             let undecodable = probes
                 .devices
                 .get(p)
                 .and_then(|device| driver_gap(device, probes.nvidia_driver, chosen_codec));
-            if let (true, None, Some(c)) =
-                (choice.key.is_some(), &undecodable, self.covered.get_mut(p))
-            {
+            let loads = choice.key.is_some() && undecodable.is_none();
+            if let (true, Some(c)) = (loads, self.covered.get_mut(p)) {
                 *c = c.saturating_add(1);
             }
-            if let (Some(c), Some(device)) = (self.coverage.get_mut(p), probes.devices.get(p)) {
-                match undecodable {
-                    Some(gap) => c.add(Some(gap)),
-                    None => c.add_choice(choice, device),
+            let (Some(c), Some(device)) = (self.coverage.get_mut(p), probes.devices.get(p)) else {
+                continue;
+            };
+            if loads {
+                c.add(None);
+                if !c.has_code && kernels() != Kernels::None {
+                    c.has_code = true;
                 }
+                continue;
+            }
+            let closest = choice.rejection.map(|(_, r)| r);
+            let gap = match undecodable {
+                Some(gap) => gap,
+                None => gap(choice, device).unwrap_or(Gap::NoImages),
+            };
+            if !matches!(gap, Gap::NoImages) && kernels() == Kernels::None {
+                c.add_without_kernels(unit.label);
+            } else if gap.is_architectural() {
+                c.add_architectural(unit.label, archs_of(ids), gap, closest.as_ref());
+            } else {
+                c.add_with(Some(gap), closest.as_ref());
             }
         }
     }
@@ -662,8 +972,9 @@ pub fn hints(probes: &Probes, k: usize, tally: &Tally) -> Vec<Hint> {
         }
     }
     let driver = tally.coverage.get(k).and_then(|c| {
-        c.gaps().iter().find_map(|g| match g.gap {
-            Gap::Driver { needs, .. } => Some(needs),
+        c.gaps().find_map(|g| match &g.gap {
+            Gap::Driver { needs, .. } => Some(*needs),
+            Gap::PtxVersion(refusal) => refusal.needs_driver(),
             _ => None,
         })
     });
@@ -765,7 +1076,14 @@ mod hint_tests {
         for unit in units(data, &options) {
             let open = unit.unwrap().open(&options).unwrap();
             let ids: Vec<_> = open.images().map(|i| (i.index, identify(&i))).collect();
-            tally.offer(&ids, &[], &probes, &SelectOptions::default(), false);
+            let unit = UnitCode {
+                label: "unit 0",
+                ids: &ids,
+                codecs: &[],
+                registered: false,
+            };
+            let mut kernels = || Kernels::of_unit(open.images(), &options);
+            tally.offer(&unit, &mut kernels, &probes, &SelectOptions::default());
         }
         assert_eq!(tally.units, 1);
         assert!(!tally.covers(0) && tally.covers(1));

@@ -741,7 +741,13 @@ fn check_amdgpu<'a>(
 }
 
 /// NVPTX predicate and key (`COMPATIBILITY.md` §9.2, §9.4).
-fn check_nvptx<'a>(image: NvArch, code: Code, major: u8, minor: u8, index: usize) -> Verdict<'a> {
+fn check_nvptx<'a>(
+    image: NvArch,
+    code: Code,
+    (major, minor): (u8, u8),
+    index: usize,
+    in_fatbinary: bool,
+) -> Verdict<'a> {
     let (im, imin) = (image.major(), image.minor());
     let (dm, dmin) = (u16::from(major), u16::from(minor));
     let cubin = code == Code::Elf;
@@ -790,9 +796,11 @@ fn check_nvptx<'a>(image: NvArch, code: Code, major: u8, minor: u8, index: usize
             (Class::Jit, distance)
         }
     };
-    // The CUDA driver takes the last of several plain PTX entries for exactly the device's
-    // compute capability, and the first of equals everywhere else (§9.5).
-    let last_wins = code == Code::Ptx && exact && image.variant == ArchVariant::Plain;
+    // Inside a fatbinary the CUDA driver takes the last of several plain PTX entries for
+    // exactly the device's compute capability, and the first of equals everywhere else
+    // (§9.5).
+    let last_wins =
+        in_fatbinary && code == Code::Ptx && exact && image.variant == ArchVariant::Plain;
     Verdict::Compatible(RankKey {
         class,
         distance,
@@ -889,7 +897,8 @@ pub fn check<'a>(
             index,
         }),
         (Target::Nvptx(a), Device::Cuda { major, minor }) => {
-            match check_nvptx(*a, code, *major, *minor, index) {
+            let in_fatbinary = identity.format == crate::image::Format::NvFatbin;
+            match check_nvptx(*a, code, (*major, *minor), index, in_fatbinary) {
                 Verdict::Compatible(_)
                     if code == Code::Elf && options.cuda.switches.force_ptx_jit =>
                 {

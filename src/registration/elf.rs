@@ -192,8 +192,35 @@ pub struct DeviceSymbol<'d> {
 /// (`st_other` bit `0x10`, `STO_CUDA_ENTRY`: what `readelf` prints as `[<other>: 10]`),
 /// with their code size.
 pub fn device_kernels(image: &[u8]) -> Result<Vec<DeviceSymbol<'_>>> {
+    let mut out = Vec::new();
+    kernel_symbols(image, false, &mut |k| {
+        out.push(k);
+        true
+    })?;
+    Ok(out)
+}
+
+/// Whether a device code object holds any kernel: as [`device_kernels`], but local kernels
+/// count too (a `static __global__` function is a local entry point, which its unit's
+/// registration still makes launchable).
+pub fn has_kernels(image: &[u8]) -> Result<bool> {
+    let mut found = false;
+    kernel_symbols(image, true, &mut |_| {
+        found = true;
+        false
+    })?;
+    Ok(found)
+}
+
+/// Calls `each` with every kernel symbol of `image` (global ones, and local ones with
+/// `local`) until it returns false.
+fn kernel_symbols<'d>(
+    image: &'d [u8],
+    local: bool,
+    each: &mut dyn FnMut(DeviceSymbol<'d>) -> bool,
+) -> Result<()> {
     if !image.starts_with(crate::raw::ELF_MAGIC) {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let h =
         FileHeader64::<LE>::parse(image).map_err(elf_error("device ELF header is malformed"))?;
@@ -209,28 +236,28 @@ pub fn device_kernels(image: &[u8]) -> Result<Vec<DeviceSymbol<'_>>> {
             .map_err(elf_error("device ELF symbol table is malformed"))?;
     }
     let cuda = h.e_machine(LE).0 == crate::target::elf::EM_CUDA;
-    let mut out = Vec::new();
     for sym in symtab.iter() {
         let sym: &Sym64<LE> = sym;
-        if sym.st_shndx(LE).0 == 0 || sym.st_bind().0 == 0 {
+        if sym.st_shndx(LE).0 == 0 || (sym.st_bind().0 == 0 && !local) {
             continue;
         }
         let Ok(name) = sym.name(LE, symtab.strings()) else {
             continue;
         };
-        if cuda {
-            if sym.st_type().0 == STT_FUNC && sym.st_other().0 & STO_CUDA_ENTRY != 0 {
-                out.push(DeviceSymbol {
-                    name,
-                    size: sym.st_size(LE),
-                });
-            }
-        } else if let Some(kernel) = name.strip_suffix(b".kd") {
-            out.push(DeviceSymbol {
-                name: kernel,
+        let kernel = if cuda {
+            (sym.st_type().0 == STT_FUNC && sym.st_other().0 & STO_CUDA_ENTRY != 0).then_some(name)
+        } else {
+            name.strip_suffix(b".kd")
+        };
+        if let Some(name) = kernel {
+            let more = each(DeviceSymbol {
+                name,
                 size: sym.st_size(LE),
             });
+            if !more {
+                break;
+            }
         }
     }
-    Ok(out)
+    Ok(())
 }

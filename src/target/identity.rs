@@ -147,6 +147,9 @@ pub struct Identity<'a> {
     /// For PTX: its ISA version, from the text's `.version` directive when the bytes are at
     /// hand, else as the container records it ([`Image::ptx_isa`]).
     pub ptx_isa: Option<crate::driver::PtxIsa>,
+    /// The container format the image came from (the CUDA driver's order among entries
+    /// applies inside an NVIDIA fatbinary only).
+    pub format: crate::image::Format,
 }
 
 impl<'a> Identity<'a> {
@@ -313,6 +316,7 @@ pub fn identify<'a>(image: &Image<'a>) -> Identity<'a> {
         image_kind: image.image_kind,
         size: image.size(),
         ptx_isa: None,
+        format: image.format,
     };
     if code == Code::Ptx {
         identity.ptx_isa = crate::driver::PtxIsa::of_text(image.bytes).or(image.ptx_isa);

@@ -52,7 +52,7 @@ use offload_image::bundle::BundleTable;
 use offload_image::ccob::CompressedBundle;
 use offload_image::container::UnitContent;
 use offload_image::decompress::Codec;
-use offload_image::doctor::{self, DriverVersion, Gap};
+use offload_image::doctor::{self, DriverVersion, Gap, Kernels};
 use offload_image::host::HostFile;
 use offload_image::stream::IDENTIFY_LEN;
 use offload_image::target::Code;
@@ -203,10 +203,48 @@ struct Record {
     reason: Option<String>,
     /// Why the units that do not load do not: one entry per reason, with its count.
     gaps: Vec<GapRecord>,
+    /// Units that do not load but count neither way (`COMPATIBILITY.md` §12).
+    set_aside: SetAsideCounts,
+    /// Each unit set aside, with why.
+    set_aside_units: Vec<SetAsideRecord>,
     hints: Vec<Hint>,
     /// Set when the library is damaged (status `damaged`): the first problem found.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+}
+
+/// How many units were set aside, per reason.
+#[derive(Serialize)]
+struct SetAsideCounts {
+    /// Code for other GPUs only, where the library has code for this one.
+    other_gpus: usize,
+    /// Images without kernels.
+    no_kernels: usize,
+}
+
+impl SetAsideCounts {
+    fn text(&self) -> String {
+        let mut parts = Vec::new();
+        let units = |n: usize| format!("{n} unit{}", if n == 1 { "" } else { "s" });
+        if self.other_gpus > 0 {
+            parts.push(format!("other GPUs: {}", units(self.other_gpus)));
+        }
+        if self.no_kernels > 0 {
+            parts.push(format!("no kernels: {}", units(self.no_kernels)));
+        }
+        if parts.is_empty() {
+            "-".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// One unit set aside, with why.
+#[derive(Serialize)]
+struct SetAsideRecord {
+    unit: String,
+    why: String,
 }
 
 /// One reason of a library, with the number of units it holds for.
@@ -229,6 +267,7 @@ struct Summary {
     ok: usize,
     partial: usize,
     none: usize,
+    no_kernels: usize,
     damaged: usize,
     seconds: f64,
 }
@@ -369,11 +408,18 @@ fn identify_by_id<'a>(index: usize, id: &'a str, size: u64) -> Identity<'a> {
 /// Judges one unit.
 fn judge_unit(
     unit: &Unit<'_>,
+    label: &str,
     tally: &mut Tally,
     ctx: &Ctx<'_>,
     registered: bool,
 ) -> offload_image::Result<()> {
     let at = unit.location.offset;
+    let code = |ids, codecs| doctor::UnitCode {
+        label,
+        ids,
+        codecs,
+        registered,
+    };
     if let UnitContent::Compressed(c) = &unit.content {
         if !ctx.deep {
             // Only the entry table: the first kilobytes of the decompressed stream.
@@ -386,9 +432,12 @@ fn judge_unit(
                     .entries()
                     .map(|e| (e.index, identify_by_id(e.index, e.id, e.size)))
                     .collect();
-                tally
-                    .counts
-                    .offer(&ids, &[], &ctx.plan.probes, &ctx.select, registered);
+                tally.counts.offer(
+                    &code(&ids, &[]),
+                    &mut || Kernels::Unknown,
+                    &ctx.plan.probes,
+                    &ctx.select,
+                );
                 return Ok(());
             }
         } else if let Some((table, heads)) = stream_heads(c, &ctx.read).map_err(|e| e.rebase(at))? {
@@ -401,9 +450,12 @@ fn judge_unit(
                     (e.index, id)
                 })
                 .collect();
-            tally
-                .counts
-                .offer(&ids, &[], &ctx.plan.probes, &ctx.select, registered);
+            tally.counts.offer(
+                &code(&ids, &[]),
+                &mut || Kernels::Unknown,
+                &ctx.plan.probes,
+                &ctx.select,
+            );
             return Ok(());
         }
     }
@@ -416,9 +468,13 @@ fn judge_unit(
         }
         ids.push((image.index, identify(&image)));
     }
-    tally
-        .counts
-        .offer(&ids, &codecs, &ctx.plan.probes, &ctx.select, registered);
+    let read = &ctx.read;
+    tally.counts.offer(
+        &code(&ids, &codecs),
+        &mut || Kernels::of_unit(open.images(), read),
+        &ctx.plan.probes,
+        &ctx.select,
+    );
     Ok(())
 }
 
@@ -472,7 +528,8 @@ fn scan_units(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>, tally: &mut Tal
         if let (UnitContent::Compressed(c), Some(input)) = (&unit.content, input) {
             input.will_read(c.payload());
         }
-        if let Err(e) = judge_unit(&unit, tally, ctx, false) {
+        let label = format!("{} unit {}", unit.location, unit.index);
+        if let Err(e) = judge_unit(&unit, &label, tally, ctx, false) {
             tally.fail(format!("{}: {e}", unit.location));
         }
         finished = unit.bytes(&ctx.read).ok();
@@ -517,7 +574,8 @@ fn scan_registered(
                 if let (UnitContent::Compressed(c), Some(input)) = (&unit.content, input) {
                     input.will_read(c.payload());
                 }
-                if let Err(e) = judge_unit(&unit, &mut tally, ctx, true) {
+                let label = format!("fat binary of the wrapper at {:#x}", r.wrapper);
+                if let Err(e) = judge_unit(&unit, &label, &mut tally, ctx, true) {
                     tally.counts.refuse(Gap::Unreadable {
                         kind: e.kind(),
                         what: e.what(),
@@ -890,7 +948,10 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     let wheels = WheelArchives::new(&files);
     let ctx = Ctx {
         plan: &plan,
-        select: SelectOptions::default(),
+        select: SelectOptions {
+            cuda: crate::cmd::cuda_driver(nvidia_driver),
+            ..SelectOptions::default()
+        },
         read: read_options(ZstdDecoder::DEFAULT, false),
         deep: args.deep,
         wheels: &wheels,
@@ -944,16 +1005,15 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             library_count += 1;
             for (k, (name, _)) in plan.real.iter().enumerate() {
                 let covered = tally.counts.covered[k];
+                let coverage = &tally.counts.coverage[k];
+                let judged = coverage.status();
                 let status = if tally.error.is_some() {
                     "damaged"
-                } else if covered == tally.counts.units {
-                    "ok"
-                } else if covered == 0 {
-                    "none"
                 } else {
-                    "partial"
+                    judged.name()
                 };
-                let ok = status == "ok";
+                let ok = matches!(status, "ok" | "no-kernels");
+                let (no_kernels, other_gpus) = coverage.set_aside_counts();
                 records.push(Record {
                     file: files[*i].display().to_string(),
                     member: member.clone(),
@@ -964,12 +1024,31 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                     status,
                     reason: match &tally.error {
                         Some(e) => Some(format!("damaged: {e}")),
+                        None if judged == doctor::Status::NoKernels => Some(format!(
+                            "{}: its device code, if any, reaches the GPU another way, which \
+                             doctor cannot judge",
+                            if coverage.units == 1 {
+                                "its one unit holds no kernels".to_string()
+                            } else {
+                                format!("none of its {} units holds kernels", coverage.units)
+                            }
+                        )),
                         None if ok => None,
-                        None => tally.counts.coverage[k].reason().map(|r| r.to_string()),
+                        None => coverage.reason().map(|r| r.to_string()),
                     },
-                    gaps: tally.counts.coverage[k]
+                    set_aside: SetAsideCounts {
+                        other_gpus,
+                        no_kernels,
+                    },
+                    set_aside_units: coverage
+                        .set_aside()
+                        .map(|a| SetAsideRecord {
+                            unit: a.unit.clone(),
+                            why: a.why.to_string(),
+                        })
+                        .collect(),
+                    gaps: coverage
                         .gaps()
-                        .iter()
                         .map(|g| GapRecord {
                             reason: g.gap.to_string(),
                             units: g.units,
@@ -1023,6 +1102,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         ok: count("ok"),
         partial: count("partial"),
         none: count("none"),
+        no_kernels: count("no-kernels"),
         damaged: count("damaged"),
         seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
     };
@@ -1037,7 +1117,10 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     written
         .and_then(|()| out.flush())
         .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
-    if records.iter().all(|r| r.status == "ok") {
+    if records
+        .iter()
+        .all(|r| matches!(r.status, "ok" | "no-kernels"))
+    {
         Ok(Outcome::Ok)
     } else {
         Ok(Outcome::NoMatch)
@@ -1053,15 +1136,21 @@ fn write_tables(
     for (name, device) in &plan.real {
         let mine: Vec<&Record> = records.iter().filter(|r| &r.device == name).collect();
         let ok = mine.iter().filter(|r| r.status == "ok").count();
+        let no_kernels = mine.iter().filter(|r| r.status == "no-kernels").count();
         writeln!(
             out,
-            "{name}{}: {ok} of {} libraries load",
+            "{name}{}: {ok} of {} libraries load{}",
             if name == &device.to_string() {
                 String::new()
             } else {
                 format!(" ({device})")
             },
-            mine.len()
+            mine.len(),
+            if no_kernels > 0 {
+                format!(", {no_kernels} register no kernels")
+            } else {
+                String::new()
+            }
         )?;
         if mine.is_empty() {
             writeln!(out)?;
@@ -1088,21 +1177,38 @@ fn write_tables(
                         library,
                         format!("{}/{}", r.units_covered, r.units),
                         r.status.to_string(),
+                        r.set_aside.text(),
                         r.reason.clone().unwrap_or_else(|| "-".to_string()),
                         hint,
                     ])
                     .collect()
             })
             .collect();
-        let header = ["PACKAGE", "LIBRARY", "UNITS", "STATUS", "REASON", "HINT"];
+        let header = [
+            "PACKAGE",
+            "LIBRARY",
+            "UNITS",
+            "STATUS",
+            "SET ASIDE",
+            "REASON",
+            "HINT",
+        ];
         table(out, &header[usize::from(!packaged)..], &rows)?;
         writeln!(out)?;
     }
     writeln!(
         out,
         "{} files scanned in {:.2} s: {} libraries with device code, {} device(s); \
-         ok {}, partial {}, none {}, damaged {}",
-        s.files_scanned, s.seconds, s.libraries, s.devices, s.ok, s.partial, s.none, s.damaged
+         ok {}, partial {}, none {}, no-kernels {}, damaged {}",
+        s.files_scanned,
+        s.seconds,
+        s.libraries,
+        s.devices,
+        s.ok,
+        s.partial,
+        s.none,
+        s.no_kernels,
+        s.damaged
     )?;
     if records.iter().any(|r| r.hints.iter().any(|h| !h.safe)) {
         writeln!(
