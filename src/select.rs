@@ -471,12 +471,22 @@ impl fmt::Display for Rejection<'_> {
         match self {
             Rejection::Host => f.write_str("host code, not a device image"),
             Rejection::Empty => f.write_str("the image is empty"),
-            Rejection::Kind { kind, wanted } => write!(
-                f,
-                "offload kind {} is not accepted for a {} request",
-                kind.name(),
-                wanted.name()
-            ),
+            Rejection::Kind { kind, wanted } => match (kind, wanted) {
+                (OffloadKind::Other, _) => {
+                    f.write_str("an unknown offload kind, which no GPU runtime loads")
+                }
+                (_, KindFilter::Any) => write!(
+                    f,
+                    "offload kind {} is not one a GPU runtime loads",
+                    kind.name()
+                ),
+                _ => write!(
+                    f,
+                    "offload kind {} is not accepted for a {} request",
+                    kind.name(),
+                    wanted.name()
+                ),
+            },
             Rejection::Arch { triple, device } => {
                 let dev = match device {
                     DeviceArch::Amdgpu => "an AMDGPU (amdgcn-amd-amdhsa)",

@@ -127,6 +127,11 @@ pub enum Code {
     /// file systems refuse the name, and `ROCM_KPACK_PATH` cannot name it on Linux (its
     /// items are split at `:`). Found by a caller that knows the file name.
     KpackArchiveName,
+    /// A PTX entry whose ISA version is newer than the given NVIDIA driver compiles
+    /// (`COMPATIBILITY.md` §9.5): where the driver picks it, the load fails with
+    /// `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` and does not fall back. Found by
+    /// [`validate_for_driver`] only.
+    PtxTooNewForDriver,
 }
 
 impl Code {
@@ -135,7 +140,7 @@ impl Code {
     /// `magic-in-payload`, `id-spelling`, `runtimes-differ`, `not-code-object`,
     /// `unknown-offload-kind`, `empty-entry-id`, `overlapping-entries`,
     /// `pe-wrapper-unrelocated`, `pe-wrapper-not-container`, `pe-wrapper-count`,
-    /// `kpack-archive-missing`, `kpack-archive-name`.
+    /// `kpack-archive-missing`, `kpack-archive-name`, `ptx-too-new-for-driver`.
     pub const fn name(self) -> &'static str {
         match self {
             Code::Reader(kind) => kind.name(),
@@ -156,6 +161,7 @@ impl Code {
             Code::PeWrapperCount => "pe-wrapper-count",
             Code::KpackArchiveMissing => "kpack-archive-missing",
             Code::KpackArchiveName => "kpack-archive-name",
+            Code::PtxTooNewForDriver => "ptx-too-new-for-driver",
         }
     }
 
@@ -227,6 +233,16 @@ pub const CLR_BUNDLE_HEADER_LIMIT: u64 = 4096;
 /// assert!(findings.iter().all(|f| f.severity() < Severity::Error));
 /// ```
 pub fn validate(data: &[u8], options: &ReadOptions) -> Vec<Finding> {
+    validate_for_driver(data, options, &crate::driver::CudaDriver::default())
+}
+
+/// [`validate`], and for an NVIDIA `driver` of known version, every PTX entry whose ISA
+/// version the driver does not compile ([`Code::PtxTooNewForDriver`]).
+pub fn validate_for_driver(
+    data: &[u8],
+    options: &ReadOptions,
+    driver: &crate::driver::CudaDriver,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     // The offsets of the units of the file itself (not of archive members).
     let mut starts = Vec::new();
@@ -250,7 +266,7 @@ pub fn validate(data: &[u8], options: &ReadOptions) -> Vec<Finding> {
                 if unit.location.path().len() <= 1 {
                     starts.push(unit.location.offset);
                 }
-                check_unit(&unit, options, &mut out);
+                check_unit(&unit, options, driver, &mut out);
             }
             Err(e) => {
                 out.push(Finding::error("file", &e));
@@ -348,7 +364,12 @@ fn check_pe_wrappers(data: &[u8], starts: &[u64], out: &mut Vec<Finding>) {
 /// too, further down the road).
 const HIP_WRAPPER_MAGIC: u32 = 0x4849_5046;
 
-fn check_unit(unit: &Unit<'_>, options: &ReadOptions, out: &mut Vec<Finding>) {
+fn check_unit(
+    unit: &Unit<'_>,
+    options: &ReadOptions,
+    driver: &crate::driver::CudaDriver,
+    out: &mut Vec<Finding>,
+) {
     let container = unit.location.to_string();
     let at = unit.location.offset;
     match &unit.content {
@@ -409,7 +430,7 @@ fn check_unit(unit: &Unit<'_>, options: &ReadOptions, out: &mut Vec<Finding>) {
             }
         };
         let image = image.with_bytes(&decoded);
-        check_image(&image, &container, place, out);
+        check_image(&image, &container, place, driver, out);
         // ID findings point at the entry's descriptor where the file holds it.
         let id_place = match (descriptors.get(image.index), table) {
             (Some(&d), Some((_, Some(base)))) => base.saturating_add(d),
@@ -600,8 +621,27 @@ fn magic_in(bytes: &[u8]) -> Option<(u64, &'static str)> {
     }
 }
 
-fn check_image(image: &Image<'_>, container: &str, place: u64, out: &mut Vec<Finding>) {
+fn check_image(
+    image: &Image<'_>,
+    container: &str,
+    place: u64,
+    driver: &crate::driver::CudaDriver,
+    out: &mut Vec<Finding>,
+) {
     let identity = identify(image);
+    if identity.code == crate::target::Code::Ptx {
+        if let Some(refusal) = driver.refusal(identity.ptx_isa) {
+            out.push(Finding::new(
+                Code::PtxTooNewForDriver,
+                container,
+                place,
+                format!(
+                    "{}: {refusal}; where the driver picks this entry the module does not load",
+                    name(image)
+                ),
+            ));
+        }
+    }
     if is_code_object_entry(image, &identity) && identity.code == crate::target::Code::Other {
         out.push(Finding::new(
             Code::NotCodeObject,
@@ -615,14 +655,19 @@ fn check_image(image: &Image<'_>, container: &str, place: u64, out: &mut Vec<Fin
         ));
     }
     if let Some(d) = identity.disagreement() {
+        let who = match identity.target {
+            crate::Target::Nvptx(_) => {
+                "the CUDA driver picks a fatbinary entry by its header, the LLVM offload runtime checks a cubin's e_flags; the ranking here takes the ELF header"
+            }
+            _ => {
+                "runtimes that read only the ID (comgr's lookup) and those that read the ELF header (ROCr, the ranking here) disagree"
+            }
+        };
         out.push(Finding::new(
             Code::IdElfMismatch,
             container,
             place,
-            format!(
-                "{}: {d}; runtimes that read only the ID (comgr's lookup) and those that read the ELF header (ROCr, the ranking here) disagree",
-                name(image)
-            ),
+            format!("{}: {d}; {who}", name(image)),
         ));
     }
     if let Some(DeviceElf::Amdgpu(elf)) = &identity.elf {

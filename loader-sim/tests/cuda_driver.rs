@@ -208,3 +208,40 @@ fn a_refused_ptx_names_its_isa_and_the_driver() {
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
     assert_eq!(record["arch"], "compute_90");
 }
+
+/// `validate --nvidia-driver` names every PTX entry the driver does not compile: record 20
+/// holds `compute_90` at ISA 9.1 (refused) and `compute_86` at 8.8 (compiled).
+#[test]
+fn validate_names_ptx_too_new_for_the_driver() {
+    let file = common::repo().join("tests/data/cuda-driver/fatbin/0020.fatbin");
+    let run = |extra: &[&str]| {
+        let out = Command::new(common::ours())
+            .arg("validate")
+            .args(extra)
+            .arg(&file)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = run(&["--nvidia-driver", DRIVER]);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(
+        text.matches("[ptx-too-new-for-driver]").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains("PTX ISA 9.1 needs a driver for CUDA 13.1 or later"),
+        "{text}"
+    );
+    let (code, _) = run(&["--nvidia-driver", DRIVER, "--deny-warnings"]);
+    assert_eq!(code, Some(2));
+    // A driver of CUDA 13.1 compiles it; without a version nothing is judged.
+    assert!(!run(&["--nvidia-driver", "590.44.01"])
+        .1
+        .contains("ptx-too-new"));
+    assert!(!run(&[]).1.contains("ptx-too-new"));
+}

@@ -39,6 +39,8 @@ pub const EF_CUDA_SM: u32 = 0xFF;
 pub const EF_CUDA_ACCELERATORS_V1: u32 = 0x800;
 /// `EF_CUDA_SM_MASK` (CUDA ABI V2: SM number in bits 8–15).
 pub const EF_CUDA_SM_MASK: u32 = 0xFF00;
+/// The first SM with an architecture-specific (`a`) variant: sm_90a.
+pub const FIRST_ARCH_SPECIFIC_SM: u32 = 90;
 /// `EF_CUDA_ACCELERATORS` (`a` variant, ABI V2).
 pub const EF_CUDA_ACCELERATORS: u32 = 0x8;
 
@@ -309,6 +311,10 @@ impl CudaElf {
             if sm < 10 {
                 return None;
             }
+            // Architecture-specific variants begin with sm_90a: on older SMs the V1 bit
+            // 0x800 is set by ptxas 12.x on plain cubins (libcublas 12.9's sm_50, sm_60 and
+            // sm_61 cubins, which cuobjdump names plainly), so it does not mean `a` there.
+            let a = a && sm >= FIRST_ARCH_SPECIFIC_SM;
             Some(NvArch {
                 sm: sm as u16,
                 variant: if a {
@@ -384,6 +390,21 @@ mod tests {
             DeviceElf::Amdgpu(a) => a,
             DeviceElf::Cuda(_) => unreachable!(),
         }
+    }
+
+    /// ABI V1's bit 0x800 is `a` only from sm_90 on: libcublas.so.12 (nvidia-cublas-cu12
+    /// 12.9.1.4) holds sm_50, sm_60 and sm_61 cubins with it set, which cuobjdump lists as
+    /// plain sm_50, sm_60 and sm_61.
+    #[test]
+    fn cuda_v1_accelerator_bit_means_a_from_sm_90() {
+        let arch = |flags| match DeviceElf::parse(&header(EM_CUDA, 51, 7, flags)).unwrap() {
+            DeviceElf::Cuda(c) => c.arch.unwrap().to_string(),
+            DeviceElf::Amdgpu(_) => unreachable!(),
+        };
+        assert_eq!(arch(0x0032_0832), "sm_50");
+        assert_eq!(arch(0x003D_0C3D), "sm_61");
+        assert_eq!(arch(0x005A_0D5A), "sm_90a");
+        assert_eq!(arch(0x005A_055A), "sm_90");
     }
 
     #[test]

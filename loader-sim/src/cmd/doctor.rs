@@ -842,8 +842,13 @@ fn devices(args: &Args) -> Result<Devices, Failure> {
     }
     let mut unique: Vec<(String, Device)> = Vec::new();
     for (name, d) in devices {
-        if !unique.iter().any(|(_, u)| *u == d) {
-            unique.push((name, d));
+        match unique.iter().find(|(_, u)| *u == d) {
+            // Two names for one device (`sm_90` and `sm_90a`: a GPU is a compute capability;
+            // `a` and `f` name code, not devices): judged once, and said so.
+            Some((first, _)) => eprintln!(
+                "loader-sim: doctor: --target {name} is the same device as {first} ({d}): judged once"
+            ),
+            None => unique.push((name, d)),
         }
     }
     if unique.is_empty() {

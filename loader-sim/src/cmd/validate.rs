@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use offload_image::validate::{validate, Code, Finding, Severity};
+use offload_image::validate::{validate_for_driver, Code, Finding, Severity};
 use serde::Serialize;
 
 use crate::input::Input;
@@ -26,6 +26,10 @@ pub struct Args {
     /// Do not verify the truncated MD5 of compressed bundles.
     #[arg(long)]
     no_verify_hash: bool,
+    /// The NVIDIA driver version (`580.159.04`): PTX entries whose ISA version it does not
+    /// compile are reported (`ptx-too-new-for-driver`).
+    #[arg(long, value_name = "VERSION", value_parser = crate::cmd::parse_driver)]
+    nvidia_driver: Option<offload_image::driver::DriverVersion>,
 }
 
 /// One finding (field names are part of the CLI contract).
@@ -96,7 +100,8 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     for file in &args.files {
         let findings: Vec<Finding> = match Input::open(file) {
             Ok(input) => {
-                let mut findings = validate(input.bytes(), &read);
+                let driver = crate::cmd::cuda_driver(args.nvidia_driver);
+                let mut findings = validate_for_driver(input.bytes(), &read, &driver);
                 findings.extend(kpack_findings(file, input.bytes()));
                 findings
             }
