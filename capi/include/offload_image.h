@@ -297,6 +297,23 @@
 #define OI_SELECT_STRICT 16
 
 /**
+ * NVIDIA targets: the driver ignores cubins, as under `CUDA_FORCE_PTX_JIT=1`.
+ */
+#define OI_SELECT_CUDA_FORCE_PTX_JIT 32
+
+/**
+ * NVIDIA targets: the driver compiles no PTX, as under `CUDA_DISABLE_PTX_JIT=1` (it loads
+ * PTX only from its JIT cache).
+ */
+#define OI_SELECT_CUDA_DISABLE_PTX_JIT 64
+
+/**
+ * NVIDIA targets: read `CUDA_FORCE_PTX_JIT` and `CUDA_DISABLE_PTX_JIT` from this
+ * process's environment, as the driver reads them (in addition to the two flags above).
+ */
+#define OI_SELECT_CUDA_JIT_FROM_ENV 128
+
+/**
  * `oi_finding.severity`: the file is sound, but runtimes differ on it.
  */
 #define OI_SEVERITY_NOTE 0
@@ -487,9 +504,12 @@ typedef struct oi_select_options {
    */
   uint32_t flags;
   /**
-   * Must be 0.
+   * The NVIDIA targets' driver branch: the first field of its version (580 for
+   * 580.159.04). The PTX the driver picks must have an ISA version that branch compiles,
+   * or the unit gives nothing (the driver does not fall back). 0: unknown (PTX ISA
+   * versions not judged).
    */
-  uint32_t reserved;
+  uint32_t nvidia_driver_branch;
 } oi_select_options;
 
 /**

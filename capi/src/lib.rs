@@ -144,6 +144,14 @@ pub const OI_SELECT_NO_GENERIC: u32 = 4;
 pub const OI_SELECT_NO_SPIRV: u32 = 8;
 /// Reject images whose container and ELF header disagree (default: the ELF header wins).
 pub const OI_SELECT_STRICT: u32 = 16;
+/// NVIDIA targets: the driver ignores cubins, as under `CUDA_FORCE_PTX_JIT=1`.
+pub const OI_SELECT_CUDA_FORCE_PTX_JIT: u32 = 32;
+/// NVIDIA targets: the driver compiles no PTX, as under `CUDA_DISABLE_PTX_JIT=1` (it loads
+/// PTX only from its JIT cache).
+pub const OI_SELECT_CUDA_DISABLE_PTX_JIT: u32 = 64;
+/// NVIDIA targets: read `CUDA_FORCE_PTX_JIT` and `CUDA_DISABLE_PTX_JIT` from this
+/// process's environment, as the driver reads them (in addition to the two flags above).
+pub const OI_SELECT_CUDA_JIT_FROM_ENV: u32 = 128;
 
 // ---- types -----------------------------------------------------------------------------
 
@@ -200,8 +208,11 @@ pub struct OiSelectOptions {
     pub kind: u32,
     /// `OI_SELECT_*` flags.
     pub flags: u32,
-    /// Must be 0.
-    pub reserved: u32,
+    /// The NVIDIA targets' driver branch: the first field of its version (580 for
+    /// 580.159.04). The PTX the driver picks must have an ISA version that branch compiles,
+    /// or the unit gives nothing (the driver does not fall back). 0: unknown (PTX ISA
+    /// versions not judged).
+    pub nvidia_driver_branch: u32,
 }
 
 /// One unit: a bundle, a compressed bundle, a run of OffloadBinaries, a bare device ELF,
@@ -970,11 +981,12 @@ fn select_options(o: Option<&OiSelectOptions>) -> Result<SelectOptions, Fail> {
             | OI_SELECT_NO_JIT
             | OI_SELECT_NO_GENERIC
             | OI_SELECT_NO_SPIRV
-            | OI_SELECT_STRICT;
-        if o.reserved != 0 || o.flags & !known != 0 {
-            return Err(invalid(
-                c"unknown oi_select_options flag or reserved field set",
-            ));
+            | OI_SELECT_STRICT
+            | OI_SELECT_CUDA_FORCE_PTX_JIT
+            | OI_SELECT_CUDA_DISABLE_PTX_JIT
+            | OI_SELECT_CUDA_JIT_FROM_ENV;
+        if o.flags & !known != 0 {
+            return Err(invalid(c"unknown oi_select_options flag"));
         }
         select.policy = match o.policy {
             OI_POLICY_BEST => Policy::Best,
@@ -994,6 +1006,31 @@ fn select_options(o: Option<&OiSelectOptions>) -> Result<SelectOptions, Fail> {
         select.allow_generic = o.flags & OI_SELECT_NO_GENERIC == 0;
         select.allow_spirv = o.flags & OI_SELECT_NO_SPIRV == 0;
         select.strict = o.flags & OI_SELECT_STRICT != 0;
+        let env = |name: &str| std::env::var(name).ok();
+        let from_env = o.flags & OI_SELECT_CUDA_JIT_FROM_ENV != 0;
+        let switches = if from_env {
+            offload_image::driver::JitSwitches::from_env(
+                env("CUDA_FORCE_PTX_JIT").as_deref(),
+                env("CUDA_DISABLE_PTX_JIT").as_deref(),
+            )
+        } else {
+            offload_image::driver::JitSwitches::default()
+        };
+        select.cuda = offload_image::driver::CudaDriver {
+            version: (o.nvidia_driver_branch != 0).then_some(
+                offload_image::driver::DriverVersion {
+                    major: o.nvidia_driver_branch,
+                    minor: 0,
+                    patch: None,
+                },
+            ),
+            switches: offload_image::driver::JitSwitches {
+                force_ptx_jit: switches.force_ptx_jit
+                    || o.flags & OI_SELECT_CUDA_FORCE_PTX_JIT != 0,
+                disable_ptx_jit: switches.disable_ptx_jit
+                    || o.flags & OI_SELECT_CUDA_DISABLE_PTX_JIT != 0,
+            },
+        };
     }
     Ok(select)
 }
@@ -2062,6 +2099,51 @@ mod tests {
         }
     }
 
+    /// The driver's branch and JIT switches reach selection: a driver-oracle fatbinary whose
+    /// picked PTX (compute_90, ISA 9.1) driver 580 cannot compile gives nothing (the driver
+    /// does not fall back to its compute_86 PTX); a branch of 0 judges no ISA.
+    #[test]
+    fn selection_follows_the_nvidia_driver_branch() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/data/cuda-driver/fatbin/0020.fatbin");
+        let bytes = std::fs::read(path).unwrap();
+        let r = open(&bytes, 0).unwrap();
+        let pick = |branch: u32, flags: u32| {
+            let options = OiSelectOptions {
+                policy: OI_POLICY_BEST,
+                kind: OI_KIND_ANY,
+                flags,
+                nvidia_driver_branch: branch,
+            };
+            let t = [c"sm_90".as_ptr()];
+            let mut out = [OiSelection {
+                image: 0,
+                found: 0,
+                reserved: 0,
+            }];
+            let mut e = no_error();
+            // SAFETY: valid reader, arrays of the stated sizes.
+            let rc = unsafe {
+                oi_reader_select(r, t.as_ptr(), 1, &options, out.as_mut_ptr(), 1, &mut e)
+            };
+            (rc, out[0].found, out[0].image)
+        };
+        let (_, found, image) = pick(0, 0);
+        assert_eq!(
+            (found, image),
+            (1, 0),
+            "compute_90 is chosen when no driver is known"
+        );
+        assert_eq!(
+            pick(580, 0).1,
+            0,
+            "driver 580 refuses ISA 9.1 and does not fall back"
+        );
+        assert_eq!(pick(590, 0).1, 1, "driver 590 (CUDA 13.1) compiles ISA 9.1");
+        assert_eq!(pick(0, OI_SELECT_CUDA_FORCE_PTX_JIT).1, 1);
+        close(r);
+    }
+
     #[test]
     fn bad_arguments_are_refused() {
         let bytes = corpus("bundles/hip_6arch.bundle");
@@ -2122,7 +2204,7 @@ mod tests {
                 policy: 3,
                 kind: 0,
                 flags: 0,
-                reserved: 0,
+                nvidia_driver_branch: 0,
             };
             assert_eq!(
                 oi_reader_select(r, t.as_ptr(), 1, &bad, out.as_mut_ptr(), 1, &mut e),

@@ -170,6 +170,7 @@ def select(
     jit: bool = True,
     explain: bool = False,
     sha256: bool = False,
+    nvidia_driver: Optional[str] = None,
 ) -> List[Record]:
     """The image a runtime would load for each target, per unit (``loader-sim select
     --json``): one record per unit and target; ``selected`` is None where no image is
@@ -177,7 +178,10 @@ def select(
 
     ``targets`` are AMDGPU target IDs (``"gfx90a:sramecc+:xnack-"``) or NVPTX
     architectures (``"sm_86"``); ``kind`` is ``"hip"``, ``"openmp"`` or ``"cuda"``;
-    ``policy`` is ``"best"``, ``"first"`` or ``"first-by-class"``.
+    ``policy`` is ``"best"``, ``"first"`` or ``"first-by-class"``. ``nvidia_driver``
+    (``"580.159.04"``) is the NVIDIA targets' driver: PTX it cannot compile is refused, as
+    the driver refuses it (``CUDA_FORCE_PTX_JIT`` and ``CUDA_DISABLE_PTX_JIT`` are read
+    from the environment).
     """
     args = ["select", "--json", _option("--policy", _text(policy, "policy"))]
     for t in _many(targets):
@@ -190,18 +194,26 @@ def select(
         args.append("--explain")
     if sha256:
         args.append("--sha256")
+    if nvidia_driver is not None:
+        args.append(_option("--nvidia-driver", _text(nvidia_driver, "nvidia_driver")))
     return _images(args + ["--", _path(path)])
 
 
 def validate(
-    paths: Union[PathLike, Iterable[PathLike]], *, verify_hash: bool = True
+    paths: Union[PathLike, Iterable[PathLike]],
+    *,
+    verify_hash: bool = True,
+    nvidia_driver: Optional[str] = None,
 ) -> List[Record]:
     """Every problem in the offload containers of ``paths`` (``loader-sim validate
     --json``): one finding per record, with severity, code and byte offset. An empty list
-    means no problem was found."""
+    means no problem was found. With ``nvidia_driver``, PTX that driver cannot compile is a
+    finding (``ptx-too-new-for-driver``)."""
     args = ["validate", "--json"]
     if not verify_hash:
         args.append("--no-verify-hash")
+    if nvidia_driver is not None:
+        args.append(_option("--nvidia-driver", _text(nvidia_driver, "nvidia_driver")))
     return _records(args + ["--"] + [_path(p) for p in _many(paths)])[1]
 
 

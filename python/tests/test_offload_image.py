@@ -204,6 +204,19 @@ def test_doctor_judges_compressed_entries_against_the_driver():
     assert e.value.kind == "usage"
 
 
+def test_select_and_validate_follow_the_cuda_driver():
+    # A driver-oracle fatbinary: compute_90 PTX at ISA 9.1, then compute_86 at 8.8. Driver
+    # 580.159.04 (CUDA 13.0) refused it with CUDA_ERROR_UNSUPPORTED_PTX_VERSION, and did not
+    # fall back to the older PTX.
+    fatbin = CORPUS.parent / "cuda-driver" / "fatbin" / "0020.fatbin"
+    refused = offload_image.select(fatbin, "sm_90", nvidia_driver="580.159.04")[0]
+    assert refused["selected"] is None
+    assert "PTX ISA 9.1 needs a driver for CUDA 13.1 or later" in refused["note"]
+    assert offload_image.select(fatbin, "sm_90")[0]["arch"] == "compute_90"
+    findings = offload_image.validate(fatbin, nvidia_driver="580.159.04")
+    assert [f["code"] for f in findings] == ["ptx-too-new-for-driver"]
+
+
 def test_doctor_python_on_an_environment_with_a_gpu_wheel(tmp_path):
     # A fresh virtual environment with NVIDIA's curand wheel installed by pip.
     wheel = external_file("nvidia-wheels", pattern="nvidia_curand_cu12-*.whl")
