@@ -86,10 +86,12 @@ fn check_accounting(r: &Value) {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs the CUDA wheels of scripts/fetch-cuda-verdict-libs.sh: set OFFLOAD_IMAGE_EXTERNAL_TESTS=1"
+)]
 fn cuda_libraries_that_run_are_not_called_unloadable() {
-    if !common::external("the CUDA wheels of scripts/fetch-cuda-verdict-libs.sh") {
-        return;
-    }
+    common::external("the CUDA wheels of scripts/fetch-cuda-verdict-libs.sh");
     let (code, records, summary) = doctor(&["sm_90"]);
     assert_eq!(records.len(), 13, "{summary}");
     for r in &records {
@@ -119,10 +121,12 @@ fn cuda_libraries_that_run_are_not_called_unloadable() {
 }
 
 #[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs the CUDA wheels of scripts/fetch-cuda-verdict-libs.sh: set OFFLOAD_IMAGE_EXTERNAL_TESTS=1"
+)]
 fn on_a_gpu_none_of_them_serves_libraries_with_kernels_are_none() {
-    if !common::external("the CUDA wheels of scripts/fetch-cuda-verdict-libs.sh") {
-        return;
-    }
+    common::external("the CUDA wheels of scripts/fetch-cuda-verdict-libs.sh");
     let (code, records, _) = doctor(&["sm_60"]);
     assert_eq!(code, Some(1));
     for r in &records {
