@@ -1006,31 +1006,12 @@ mod driver_tests {
     use super::*;
 
     #[test]
-    fn driver_versions_parse_and_order_as_nvml_prints_them() {
-        let v = DriverVersion::parse("550.54.14").unwrap();
-        assert_eq!((v.major, v.minor, v.patch), (550, 54, Some(14)));
-        // Printed back as NVIDIA prints them (Linux, Windows).
-        for text in ["550.54.14", "535.183.01", "580.65.06", "551.61", "546.01"] {
-            assert_eq!(DriverVersion::parse(text).unwrap().to_string(), text);
-        }
-        assert_eq!(DriverVersion::parse("580.65").unwrap().patch, None);
+    fn zstd_entries_need_the_driver_of_cuda_12_4() {
         // The Windows driver of CUDA 12.4 decodes zstd too.
         assert_eq!(
             DriverVersion::parse("551.61").unwrap().gap(Codec::Zstd),
             None
         );
-        assert!(DriverVersion::parse("550.100").unwrap() > DriverVersion::ZSTD_FATBIN);
-        for bad in [
-            "",
-            "550",
-            "550.",
-            "550.54.14.1",
-            "r550.54",
-            "550.-1",
-            "99999999999.1",
-        ] {
-            assert_eq!(DriverVersion::parse(bad), None, "{bad}");
-        }
         let old = DriverVersion::parse("535.183.01").unwrap();
         assert!(old < DriverVersion::ZSTD_FATBIN);
         assert!(DriverVersion::parse("550.54.15").unwrap() > DriverVersion::ZSTD_FATBIN);

@@ -466,6 +466,7 @@ mod tests {
             assert_eq!(DriverVersion::parse(bad), None, "{bad}");
         }
         assert!(DriverVersion::parse("550.100").unwrap() > DriverVersion::ZSTD_FATBIN);
+        assert_eq!(DriverVersion::parse("580.65").unwrap().patch, None);
     }
 
     /// The table is ordered and self-consistent: branches, CUDA versions, minimum drivers
