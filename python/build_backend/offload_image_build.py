@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
@@ -36,7 +39,6 @@ from typing import Any, Mapping, Optional
 try:
     import maturin
     from maturin import (  # noqa: F401  (the hooks this backend hands on as they are)
-        build_sdist,
         get_requires_for_build_editable,
         get_requires_for_build_sdist,
         get_requires_for_build_wheel,
@@ -177,6 +179,74 @@ def build_editable(
         wheel_directory,
         lambda: maturin.build_editable(wheel_directory, config_settings, metadata_directory),
     )
+
+
+def _without_missing_targets(manifest: str, present: set[str]) -> str:
+    """``manifest`` (a Cargo.toml) without its ``[[test]]``, ``[[bench]]`` and ``[[example]]``
+    tables whose source file is not in ``present``: the workspace root's manifest in the
+    sdist names test and bench files that its package (and so the sdist) leaves out, and
+    cargo refuses a manifest whose target has no file (``cargo package`` drops such tables as
+    well)."""
+    dirs = {"test": "tests", "bench": "benches", "example": "examples"}
+    out: list[str] = []
+    table: Optional[list[str]] = None
+    kind = ""
+
+    def flush() -> None:
+        if table is None:
+            return
+        text = "".join(table)
+        name = re.search(r'^name\s*=\s*"([^"]+)"', text, re.M)
+        path = re.search(r'^path\s*=\s*"([^"]+)"', text, re.M)
+        if path:
+            paths = [path.group(1)]
+        elif name:
+            paths = [f"{dirs[kind]}/{name.group(1)}.rs", f"{dirs[kind]}/{name.group(1)}/main.rs"]
+        else:
+            paths = []
+        if not paths or any(p in present for p in paths):
+            out.append(text)
+
+    for line in manifest.splitlines(keepends=True):
+        header = re.match(r"^\[\[(test|bench|example)\]\]\s*$", line)
+        if header or line.startswith("["):
+            flush()
+            table = None
+            if header:
+                kind, table = header.group(1), [line]
+                continue
+        if table is not None:
+            table.append(line)
+        else:
+            out.append(line)
+    flush()
+    return "".join(out)
+
+
+def build_sdist(sdist_directory: str, config_settings: Optional[Mapping[str, Any]] = None) -> str:
+    """maturin's sdist, with the workspace root's Cargo.toml cut to the targets it holds."""
+    filename = maturin.build_sdist(sdist_directory, config_settings)
+    sdist = Path(sdist_directory) / filename
+    with tarfile.open(sdist, "r:gz") as tin:
+        members = tin.getmembers()
+        top = members[0].name.split("/", 1)[0]
+        present = {m.name[len(top) + 1 :] for m in members if m.isfile()}
+        fd, tmp = tempfile.mkstemp(suffix=".tar.gz", dir=sdist_directory)
+        os.close(fd)
+        try:
+            with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tout:
+                for m in members:
+                    data = tin.extractfile(m).read() if m.isfile() else None
+                    if m.name == f"{top}/Cargo.toml" and data is not None:
+                        data = _without_missing_targets(data.decode(), present).encode()
+                        m.size = len(data)
+                    tout.addfile(m, io.BytesIO(data) if data is not None else None)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    shutil.copymode(sdist, tmp)
+    os.replace(tmp, sdist)
+    return filename
 
 
 def _main(argv: list[str]) -> int:
