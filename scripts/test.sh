@@ -12,5 +12,6 @@ export OFFLOAD_IMAGE_EXTERNAL_TESTS=1
 # One build, not an edited tree: no incremental caches (they took 1.7 GB of disk).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 cargo test --workspace --locked --features loader-sim/system-zstd "$@"
-# The Python wheel, installed into a fresh virtual environment, under pytest.
+# The Python wheels of `pip wheel python/` and of an sdist, each installed into a fresh
+# virtual environment, under pytest.
 scripts/test-python.sh
