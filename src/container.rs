@@ -610,6 +610,13 @@ fn starts_fatbin(data: &[u8]) -> bool {
     nvfatbin::is_fatbin(data)
 }
 
+/// True if `data` starts with any container that a file may hold back to back with
+/// others: a bundle, `CCOB`, OffloadBinary or NVIDIA fatbinary (each ends where its own
+/// header says).
+fn starts_any(data: &[u8]) -> bool {
+    starts_blob(data) || starts_fatbin(data)
+}
+
 /// The first offset at or after `from` where `starts` holds.
 fn next_start(data: &[u8], from: usize, starts: fn(&[u8]) -> bool) -> Option<usize> {
     let tail = data.get(from..)?;
@@ -740,7 +747,7 @@ impl<'data> Resume<'_, 'data> {
 /// readable.
 fn described_end(blob: &[u8]) -> Option<u64> {
     use crate::raw::{
-        BundleEntryHeader, BundleHeader, CcobHeaderV2, CcobHeaderV3, CcobPrefix, FatbinHeader,
+        BundleEntryHeader, BundleHeader, CcobHeaderV2, CcobHeaderV3, CcobPrefix,
         OffloadBinaryHeader,
     };
     if ccob::is_compressed_bundle(blob) {
@@ -770,8 +777,7 @@ fn described_end(blob: &[u8]) -> Option<u64> {
         );
     }
     if nvfatbin::is_fatbin(blob) {
-        let h = bytes::read::<FatbinHeader>(blob, 0, "").ok()?;
-        return u64::from(h.header_size.get()).checked_add(h.size.get());
+        return nvfatbin::described_len(blob);
     }
     if bundle::is_bundle(blob) {
         let h = bytes::read::<BundleHeader>(blob, 0, "").ok()?;
@@ -833,6 +839,9 @@ enum Frame<'data> {
         /// OffloadBinaries just handed out whose `fatbin` images are still to be walked,
         /// and how many of their entries have been looked at.
         nested: Option<(OffloadBinaries<'data>, usize)>,
+        /// A file or archive member rather than a section: NVIDIA fatbinaries are
+        /// containers of this walk too (a bundle after a bare fatbinary is found).
+        any: bool,
         path_len: usize,
     },
     Fatbins {
@@ -997,6 +1006,7 @@ impl<'data> Units<'data> {
                             pos: 0,
                             index: 0,
                             nested: None,
+                            any: false,
                             path_len,
                         },
                         at,
@@ -1123,16 +1133,16 @@ impl<'data> Units<'data> {
                 base,
             )?;
             Ok(None)
-        } else if bundle::is_bundle(data)
-            || ccob::is_compressed_bundle(data)
-            || offload_binary::is_offload_binary(data)
-        {
+        } else if starts_any(data) {
+            // Containers back to back in a file: bundles, `CCOB`s, OffloadBinaries and
+            // NVIDIA fatbinaries alike, each ending where its header says.
             self.push(
                 Frame::Blobs {
                     data,
                     pos: 0,
                     index: 0,
                     nested: None,
+                    any: true,
                     path_len,
                 },
                 base,
@@ -1141,17 +1151,6 @@ impl<'data> Units<'data> {
         } else if data.starts_with(KPACK_MAGIC) {
             let k = KpackArchive::parse(data, &self.options.limits).map_err(|e| e.rebase(base))?;
             Ok(Some(self.unit(data, 0, UnitContent::Kpack(k))))
-        } else if nvfatbin::is_fatbin(data) {
-            self.push(
-                Frame::Fatbins {
-                    data,
-                    pos: 0,
-                    index: 0,
-                    path_len,
-                },
-                base,
-            )?;
-            Ok(None)
         } else if text::detect(data).is_some() {
             let t = TextBundle::parse(data, &self.options.limits).map_err(|e| e.rebase(base))?;
             Ok(Some(self.unit(data, 0, UnitContent::Text(t))))
@@ -1265,10 +1264,12 @@ impl<'data> Units<'data> {
                 pos,
                 index,
                 nested,
+                any,
                 ..
             } => {
                 let base = base_of(data);
                 let limits = &options.limits;
+                let starts: fn(&[u8]) -> bool = if *any { starts_any } else { starts_blob };
                 // The fatbinaries inside OffloadBinaries (image kind `fatbin`) are units
                 // of their own, after the OffloadBinaries.
                 if let Some((seq, seen)) = nested {
@@ -1309,6 +1310,10 @@ impl<'data> Units<'data> {
                             (UnitContent::OffloadBinaries(s), s.len())
                         })
                         .map_err(|e| (e.rebase(at), Format::OffloadBinary))
+                } else if *any && starts_fatbin(blob) {
+                    Fatbin::parse(blob, limits)
+                        .map(|f| (UnitContent::NvFatbin(f), f.len()))
+                        .map_err(|e| (e.rebase(at), Format::NvFatbin))
                 } else {
                     Err((
                         Error::new(
@@ -1322,7 +1327,7 @@ impl<'data> Units<'data> {
                 let (content, len) = match parsed {
                     Ok(p) => p,
                     Err((error, format)) if !options.strict => {
-                        let end = resume.after(data, start, base, starts_blob);
+                        let end = resume.after(data, start, base, starts);
                         let unit_index = *index;
                         *index = index.saturating_add(1);
                         *pos = end;
@@ -1344,7 +1349,7 @@ impl<'data> Units<'data> {
                 *index = index.saturating_add(1);
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
                 *pos = start.saturating_add(len.max(1));
-                let skipped = skip_after(data, pos, base, options, starts_blob, resume);
+                let skipped = skip_after(data, pos, base, options, starts, resume);
                 Ok(Step::Unit(at, unit_index, content, skipped))
             }
             Frame::Fatbins {

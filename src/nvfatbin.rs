@@ -18,7 +18,9 @@ use crate::bytes::{self, u64_of};
 use crate::decompress;
 pub use crate::decompress::Codec;
 use crate::error::{Error, ErrorKind, Result};
-use crate::raw::{FatbinEntryHeader, FatbinHeader, NVFATBIN_MAGIC};
+use crate::raw::{
+    FatbinEntryHeader, FatbinHeader, BUNDLE_MAGIC, CCOB_MAGIC, NVFATBIN_MAGIC, OFFLOAD_BINARY_MAGIC,
+};
 use crate::{Limits, ReadOptions};
 
 /// Entry flag: 64-bit code.
@@ -296,6 +298,59 @@ fn elf64_end(data: &[u8]) -> Option<usize> {
     (end <= data.len()).then_some(end)
 }
 
+/// True if `data` starts with the magic of a container that may follow a fatbinary in a
+/// file: another fatbinary, a bundle, a `CCOB` or an OffloadBinary.
+fn starts_container(data: &[u8]) -> bool {
+    data.starts_with(NVFATBIN_MAGIC)
+        || data.starts_with(BUNDLE_MAGIC)
+        || data.starts_with(CCOB_MAGIC)
+        || data.starts_with(OFFLOAD_BINARY_MAGIC)
+}
+
+/// Where, after the entry that ends at `pos`, another container starts (after zero
+/// padding) inside the extent the header gives (`total`): the offset, if one does. A
+/// fatbinary's entries never start with a container magic (their first two bytes are the
+/// kind, 1 or 2), so such bytes mean the header's size runs past the entries.
+fn container_inside(data: &[u8], pos: u64, total: u64) -> Option<u64> {
+    let from = usize::try_from(pos).ok()?;
+    let at = bytes::skip_zeros(data, from)?;
+    let at64 = u64_of(at);
+    (at64 < total && starts_container(data.get(at..)?)).then_some(at64)
+}
+
+/// The length the header of the fatbinary at the start of `data` describes, for a walk
+/// that resumes after a fatbinary that does not read: `header_size + size`, or, where the
+/// entries (followed by their own header and payload sizes) end before that at the start
+/// of another container, that container's offset. `None` when the header does not read.
+pub fn described_len(data: &[u8]) -> Option<u64> {
+    let h: &FatbinHeader = bytes::read(data, 0, "").ok()?;
+    let body_at = u64::from(h.header_size.get());
+    let total = body_at.checked_add(h.size.get())?;
+    if body_at < HEADER_SIZE {
+        return Some(total);
+    }
+    let mut pos = body_at;
+    while pos < total {
+        if pos > body_at {
+            if let Some(at) = container_inside(data, pos, total) {
+                return Some(at);
+            }
+        }
+        let Ok(e) = bytes::read::<FatbinEntryHeader>(data, pos, "") else {
+            break;
+        };
+        let hs = u64::from(e.header_size.get());
+        let next = pos
+            .checked_add(hs)
+            .and_then(|p| p.checked_add(e.payload_size.get()));
+        match next {
+            Some(next) if hs >= MIN_ENTRY_HEADER && next <= total => pos = next,
+            _ => break,
+        }
+    }
+    Some(total)
+}
+
 /// Checks a decompressed size claim against the limit and the LZ4 ratio.
 fn check_claim(size: u64, compressed: u64, size_field: u64, limits: &Limits) -> Result<()> {
     if size > limits.max_decompressed_size {
@@ -350,6 +405,7 @@ impl<'data> Fatbin<'data> {
                 "fatbinary size runs past the end of the data",
             ));
         }
+        let whole = data;
         let data = bytes::sub(data, 0, total, "fatbinary")?;
         let mut fatbin = Fatbin {
             data,
@@ -366,7 +422,37 @@ impl<'data> Fatbin<'data> {
                     "fatbinary entry count exceeds the limit",
                 ));
             }
-            let (entry, next) = fatbin.entry_at(pos, 0)?;
+            if pos > body_at {
+                if container_inside(whole, pos, total).is_some() {
+                    return Err(Error::new(
+                        ErrorKind::SizeMismatch,
+                        8,
+                        "fatbinary size runs past its entries into the container after it",
+                    ));
+                }
+            }
+            let (entry, next) = match fatbin.entry_at(pos, 0) {
+                Ok(e) => e,
+                Err(e) => {
+                    // An entry that runs past the size the header gives but reads in the
+                    // whole data: the size is what is wrong.
+                    let fits = Fatbin {
+                        data: whole,
+                        ..fatbin
+                    }
+                    .entry_at(pos, 0)
+                    .is_ok();
+                    return Err(if fits {
+                        Error::new(
+                            ErrorKind::SizeMismatch,
+                            8,
+                            "fatbinary size ends inside an entry (the entry reads in the data after it)",
+                        )
+                    } else {
+                        e
+                    });
+                }
+            };
             if let Some(codec) = entry.codec {
                 let size_field = pos.saturating_add(0x38);
                 match codec {
