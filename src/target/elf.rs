@@ -6,7 +6,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::raw::ELF_MAGIC;
-use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use crate::target::amdgpu::{Feature, FeatureState, FeatureSupport, Processor, TargetId};
 use crate::target::nvptx::{ArchVariant, NvArch};
 
 /// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
@@ -30,6 +30,10 @@ pub const EF_AMDGPU_FEATURE_SRAMECC_V3: u32 = 0x200;
 pub const EF_AMDGPU_FEATURE_XNACK_V4: u32 = 0x300;
 /// `EF_AMDGPU_FEATURE_SRAMECC_V4` (two-bit field).
 pub const EF_AMDGPU_FEATURE_SRAMECC_V4: u32 = 0xC00;
+/// `EF_AMDGPU_FEATURE_XNACK_OFF_V4`: the xnack field's "off" value.
+pub const EF_AMDGPU_FEATURE_XNACK_OFF_V4: u32 = 0x200;
+/// `EF_AMDGPU_FEATURE_SRAMECC_OFF_V4`: the sramecc field's "off" value.
+pub const EF_AMDGPU_FEATURE_SRAMECC_OFF_V4: u32 = 0x800;
 /// `EF_AMDGPU_GENERIC_VERSION` (bits 24–31, code object V6).
 pub const EF_AMDGPU_GENERIC_VERSION: u32 = 0xFF00_0000;
 
@@ -147,6 +151,16 @@ pub enum AmdgpuElfProblem {
     StrayGenericVersion,
     /// A feature field holds a state the processor cannot have (e.g. xnack on gfx1030).
     FeatureNotSupported(Feature),
+    /// A feature field says "off" (code object V4+: `EF_AMDGPU_FEATURE_XNACK_OFF_V4`,
+    /// 0x200) for a feature the processor always has on (xnack on gfx1250, gfx1251 and
+    /// gfx12-5-generic): code built for the mode the processor never runs in
+    /// (`COMPATIBILITY.md` §8.1).
+    AlwaysOnFeatureOff {
+        /// The feature.
+        feature: Feature,
+        /// The processor's primary name.
+        processor: &'static str,
+    },
 }
 
 impl core::fmt::Display for AmdgpuElfProblem {
@@ -175,6 +189,16 @@ impl core::fmt::Display for AmdgpuElfProblem {
                 f,
                 "ELF header sets {feat}, which the processor does not support"
             ),
+            AmdgpuElfProblem::AlwaysOnFeatureOff { feature, processor } => {
+                let (value, name) = match feature {
+                    Feature::Xnack => (EF_AMDGPU_FEATURE_XNACK_OFF_V4, "XNACK"),
+                    Feature::Sramecc => (EF_AMDGPU_FEATURE_SRAMECC_OFF_V4, "SRAMECC"),
+                };
+                write!(
+                    f,
+                    "ELF header sets {feature} off (e_flags {value:#05x}, EF_AMDGPU_FEATURE_{name}_OFF_V4), but {processor} always runs with {feature} on"
+                )
+            }
         }
     }
 }
@@ -252,16 +276,26 @@ impl AmdgpuElf {
         } else if self.generic_version != 0 {
             return Err(AmdgpuElfProblem::StrayGenericVersion);
         }
-        for feat in Feature::ALL {
-            let state = match feat {
-                Feature::Sramecc => self.sramecc,
-                Feature::Xnack => self.xnack,
-            };
-            if !processor.support(feat).is_selectable() && state != FeatureState::Unsupported {
-                return Err(AmdgpuElfProblem::FeatureNotSupported(feat));
+        // A feature the processor always has on (xnack on gfx1250, gfx1251,
+        // gfx12-5-generic) is not part of its target ID: "unsupported", "any" and "on" all
+        // name code that runs with it on (LLVM wrote the first two, LLVM main writes the
+        // third); "off" names code built for a mode the processor never runs in
+        // (`COMPATIBILITY.md` §8.1).
+        let effective = |feat: Feature, state: FeatureState| match processor.support(feat) {
+            FeatureSupport::Selectable => Ok(state),
+            FeatureSupport::None if state == FeatureState::Unsupported => Ok(state),
+            FeatureSupport::None => Err(AmdgpuElfProblem::FeatureNotSupported(feat)),
+            FeatureSupport::AlwaysOn if state == FeatureState::Off => {
+                Err(AmdgpuElfProblem::AlwaysOnFeatureOff {
+                    feature: feat,
+                    processor: processor.name,
+                })
             }
-        }
-        TargetId::new(processor, self.sramecc, self.xnack)
+            FeatureSupport::AlwaysOn => Ok(FeatureState::Unsupported),
+        };
+        let sramecc = effective(Feature::Sramecc, self.sramecc)?;
+        let xnack = effective(Feature::Xnack, self.xnack)?;
+        TargetId::new(processor, sramecc, xnack)
             .map_err(|_| AmdgpuElfProblem::FeatureNotSupported(Feature::Xnack))
     }
 }
@@ -443,6 +477,68 @@ mod tests {
         );
         assert_eq!(
             amd(2, 0x136).target(),
+            Err(AmdgpuElfProblem::FeatureNotSupported(Feature::Xnack))
+        );
+    }
+
+    /// gfx1250 and gfx1251 run with xnack always on (`COMPATIBILITY.md` §8.1). The flag
+    /// words are those of real files (0x549: torch-scatter-rocm 2.1.2.post7, AMD clang
+    /// 23.0.0git; 0x449: jax-rocm10-plugin 0.12.0) and of LLVM main (0x300 ON,
+    /// llvm/llvm-project#212792); llvm-readelf-22 decodes them as "gfx1250, xnack, sramecc"
+    /// (0x549), "gfx1250, sramecc" (0x449), "gfx1250, xnack+, sramecc" (0x749) and
+    /// "gfx1250, xnack-, sramecc" (0x649).
+    #[test]
+    fn always_on_xnack() {
+        for (flags, xnack) in [
+            (0x449, FeatureState::Unsupported),
+            (0x549, FeatureState::Any),
+            (0x749, FeatureState::On),
+        ] {
+            let a = amd(4, flags);
+            // The decoded field is kept as the header says it …
+            assert_eq!(
+                (a.xnack, a.sramecc),
+                (xnack, FeatureState::Any),
+                "{flags:#x}"
+            );
+            // … and the target ID, like LLVM's, has no xnack for gfx1250.
+            let t = a.target().unwrap();
+            assert_eq!(t.to_string(), "gfx1250", "{flags:#x}");
+            assert_eq!(t.xnack, FeatureState::Unsupported);
+        }
+        assert_eq!(amd(2, 0x55A).target().unwrap().to_string(), "gfx1251");
+        assert_eq!(
+            amd(4, 0xD49).target().unwrap().to_string(),
+            "gfx1250:sramecc+"
+        );
+        let off = amd(4, 0x649).target().unwrap_err();
+        assert_eq!(
+            off,
+            AmdgpuElfProblem::AlwaysOnFeatureOff {
+                feature: Feature::Xnack,
+                processor: "gfx1250"
+            }
+        );
+        assert_eq!(
+            off.to_string(),
+            "ELF header sets xnack off (e_flags 0x200, EF_AMDGPU_FEATURE_XNACK_OFF_V4), but gfx1250 always runs with xnack on"
+        );
+        assert!(matches!(
+            amd(3, 0x65A).target(),
+            Err(AmdgpuElfProblem::AlwaysOnFeatureOff {
+                processor: "gfx1251",
+                ..
+            })
+        ));
+        // gfx12-5-generic (MACH 0x5B, code object V6, generic version 1) with xnack ON, as
+        // LLVM main writes it.
+        assert_eq!(
+            amd(4, 0x0100_035B).target().unwrap().to_string(),
+            "gfx12-5-generic"
+        );
+        // A processor without xnack still refuses every xnack value but "unsupported".
+        assert_eq!(
+            amd(3, 0x136).target(),
             Err(AmdgpuElfProblem::FeatureNotSupported(Feature::Xnack))
         );
     }
