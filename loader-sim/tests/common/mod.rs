@@ -94,6 +94,12 @@ fn assert_switched_on(what: &str) {
 /// different output), while `/usr/lib/llvm-22/bin/clang-offload-bundler` uses LLVM 22's.
 pub fn llvm(tool: &str) -> PathBuf {
     assert_switched_on(tool);
+    // The drop-in's compressed bundles are LLVM's bytes only with the libzstd LLVM links.
+    assert!(
+        tool != "clang-offload-bundler-22" || cfg!(feature = "system-zstd"),
+        "the tests against {tool} need the libzstd it links: run them with --features \
+         loader-sim/system-zstd (scripts/test.sh does; pkg-config and libzstd-dev)"
+    );
     let path = std::env::var_os("PATH").unwrap_or_default();
     for dir in std::env::split_paths(&path) {
         let p = dir.join(tool);
