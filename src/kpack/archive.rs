@@ -139,7 +139,13 @@ pub enum Stored<'data> {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KpackArchive<'data> {
+    /// The bytes parsed: the whole archive, or (read by its TOC,
+    /// [`KpackArchive::parse_toc`]) the TOC alone.
     data: &'data [u8],
+    /// Offset of `data[0]` in the archive file.
+    base: u64,
+    /// Size of the archive file.
+    file_len: u64,
     toc_offset: u64,
     format_version: Option<u64>,
     group_name: Option<&'data str>,
@@ -192,10 +198,40 @@ impl<'data> KpackArchive<'data> {
     /// this gives [`ErrorKind::Malformed`] at the value. Counts above
     /// [`Limits::max_entries`] are [`ErrorKind::LimitExceeded`].
     pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
-        if data.is_empty() {
+        let toc_offset = Self::toc_offset_of(data, u64_of(data.len()))?;
+        let toc = sub(
+            data,
+            toc_offset,
+            u64_of(data.len()).saturating_sub(toc_offset),
+            "kpack TOC",
+        )?;
+        let mut in_data = |at: u64, buf: &mut [u8]| match sub(data, at, u64_of(buf.len()), "") {
+            Ok(b) if b.len() == buf.len() => {
+                buf.copy_from_slice(b);
+                true
+            }
+            _ => false,
+        };
+        Self::parse_parts(
+            data,
+            0,
+            toc,
+            toc_offset,
+            u64_of(data.len()),
+            &mut in_data,
+            limits,
+        )
+    }
+
+    /// The TOC offset the header at the start of `header` (the archive's first bytes, at
+    /// least 16 of them) gives for an archive file of `file_len` bytes: the checks of
+    /// [`KpackArchive::parse`] on the header, for callers that read an archive by its TOC
+    /// ([`KpackArchive::parse_toc`]) and so read the bytes from that offset to the end.
+    pub fn toc_offset_of(header: &[u8], file_len: u64) -> Result<u64> {
+        if header.is_empty() || file_len == 0 {
             return Err(Error::new(ErrorKind::Truncated, 0, "empty kpack file"));
         }
-        let header: &KpackHeader = read(data, 0, "kpack header")?;
+        let header: &KpackHeader = read(header, 0, "kpack header")?;
         if &header.magic != KPACK_MAGIC {
             return Err(Error::new(
                 ErrorKind::BadMagic,
@@ -211,19 +247,50 @@ impl<'data> KpackArchive<'data> {
             ));
         }
         let toc_offset = header.toc_offset.get();
-        if toc_offset >= u64_of(data.len()) {
+        if toc_offset >= file_len {
             return Err(Error::new(
                 ErrorKind::OutOfBounds,
                 8,
                 "kpack TOC offset is at or past the end of the file",
             ));
         }
-        let toc = sub(
-            data,
-            toc_offset,
-            u64_of(data.len()).saturating_sub(toc_offset),
-            "kpack TOC",
-        )?;
+        Ok(toc_offset)
+    }
+
+    /// Parses an archive read by its table of contents, without its code objects: `toc`
+    /// is the file's bytes from `toc_offset` ([`KpackArchive::toc_offset_of`]) to its end
+    /// (`file_len`). `read_at(offset, buf)` fills `buf` from the file at `offset` and says
+    /// whether it could; it is asked only for the 4-byte frame count and frame sizes of a
+    /// `zstd-per-kernel` blob (the frame index `kpack_open` builds). The checks and errors
+    /// are those of [`KpackArchive::parse`], at the same file offsets; a code object is
+    /// then read with [`KpackArchive::code_object_read`].
+    pub fn parse_toc(
+        toc: &'data [u8],
+        toc_offset: u64,
+        file_len: u64,
+        read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
+        limits: &Limits,
+    ) -> Result<Self> {
+        let end = toc_offset.checked_add(u64_of(toc.len()));
+        if toc_offset >= file_len || end != Some(file_len) {
+            return Err(Error::new(
+                ErrorKind::SizeMismatch,
+                8,
+                "kpack TOC read is not the bytes from the TOC offset to the end of the file",
+            ));
+        }
+        Self::parse_parts(toc, toc_offset, toc, toc_offset, file_len, read_at, limits)
+    }
+
+    fn parse_parts(
+        data: &'data [u8],
+        base: u64,
+        toc: &'data [u8],
+        toc_offset: u64,
+        file_len: u64,
+        read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
+        limits: &Limits,
+    ) -> Result<Self> {
         let mut r = Reader::new(toc, toc_offset);
         let (at, head) = r.head()?;
         let Head::Map(len) = head else {
@@ -261,6 +328,8 @@ impl<'data> KpackArchive<'data> {
 
         let mut archive = KpackArchive {
             data,
+            base,
+            file_len,
             toc_offset,
             format_version: None,
             group_name: None,
@@ -323,7 +392,7 @@ impl<'data> KpackArchive<'data> {
                 None => Vec::new(),
             }),
             Compression::ZstdPerKernel => {
-                read_zstd(data, keys.zstd_offset, keys.zstd_size, limits)?
+                read_zstd(read_at, file_len, keys.zstd_offset, keys.zstd_size, limits)?
             }
         };
         if let Some(v) = keys.toc {
@@ -332,9 +401,141 @@ impl<'data> KpackArchive<'data> {
         Ok(archive)
     }
 
-    /// The archive's bytes.
+    /// The archive's bytes (the TOC alone for an archive read by its TOC,
+    /// [`KpackArchive::parse_toc`]).
     pub fn data(&self) -> &'data [u8] {
         self.data
+    }
+
+    /// Size of the archive file.
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// Where `entry`'s code object is stored in the archive file: its offset, its size,
+    /// and whether it is a zstd frame (else the code object itself). Errors as
+    /// [`KpackArchive::stored`].
+    pub fn stored_range(&self, entry: &KpackEntry<'data>) -> Result<(u64, u64, bool)> {
+        self.stored_range_coded(entry).map_err(|(_, e)| e)
+    }
+
+    fn stored_range_coded(
+        &self,
+        entry: &KpackEntry<'data>,
+    ) -> Result<(u64, u64, bool), (LoaderError, Error)> {
+        let no_ordinal = (
+            LoaderError::KernelNotFound,
+            Error::new(
+                ErrorKind::OutOfBounds,
+                entry.ordinal_at,
+                "kpack ordinal has no blob",
+            ),
+        );
+        let index = usize::try_from(entry.ordinal).map_err(|_| no_ordinal)?;
+        match &self.storage {
+            Storage::Blobs(blobs) => {
+                let blob = blobs.get(index).ok_or(no_ordinal)?;
+                let inside = blob
+                    .offset
+                    .checked_add(blob.size)
+                    .is_some_and(|end| end <= self.file_len);
+                if !inside {
+                    return Err((
+                        LoaderError::IoError,
+                        Error::new(
+                            ErrorKind::OutOfBounds,
+                            blob.at,
+                            "kpack blob lies outside the file",
+                        ),
+                    ));
+                }
+                Ok((blob.offset, blob.size, false))
+            }
+            Storage::Zstd { frames, .. } => {
+                let frame = frames.get(index).ok_or(no_ordinal)?;
+                let size = u64::from(frame.size);
+                if frame
+                    .offset
+                    .checked_add(size)
+                    .is_none_or(|e| e > self.file_len)
+                {
+                    return Err((
+                        LoaderError::IoError,
+                        Error::new(ErrorKind::OutOfBounds, frame.offset, "zstd frame"),
+                    ));
+                }
+                Ok((frame.offset, size, true))
+            }
+        }
+    }
+
+    /// The code object of `entry` of an archive read by its TOC
+    /// ([`KpackArchive::parse_toc`]), its stored bytes read with `read_at` (as there) and
+    /// decoded as [`KpackArchive::code_object`] does. Nothing is read or allocated past the
+    /// limits: a plain blob or a zstd frame over [`Limits::max_decompressed_size`] is
+    /// [`ErrorKind::LimitExceeded`] at its TOC record or frame; the buffer is reserved
+    /// fallibly ([`ErrorKind::OutOfMemory`]). A read that fails is the C reader's I/O error
+    /// (9), [`ErrorKind::Truncated`] at the stored bytes.
+    pub fn code_object_read(
+        &self,
+        entry: &KpackEntry<'data>,
+        read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
+        options: &ReadOptions,
+    ) -> Result<Vec<u8>, (LoaderError, Error)> {
+        let (offset, size, zstd) = self.stored_range_coded(entry)?;
+        let limit_at = match &self.storage {
+            Storage::Blobs(blobs) => usize::try_from(entry.ordinal)
+                .ok()
+                .and_then(|i| blobs.get(i))
+                .map_or(entry.ordinal_at, |b| b.at),
+            Storage::Zstd { .. } => offset,
+        };
+        let too_big = (
+            LoaderError::IoError,
+            Error::new(
+                ErrorKind::LimitExceeded,
+                limit_at,
+                "kpack code object is larger than the decompressed-size limit",
+            ),
+        );
+        if size > options.limits.max_decompressed_size {
+            return Err(too_big);
+        }
+        let len = usize::try_from(size).map_err(|_| too_big)?;
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(len).map_err(|_| {
+            (
+                LoaderError::IoError,
+                Error::new(
+                    ErrorKind::OutOfMemory,
+                    limit_at,
+                    "no memory for the kpack code object",
+                ),
+            )
+        })?;
+        bytes.resize(len, 0);
+        if !read_at(offset, &mut bytes) {
+            return Err((
+                LoaderError::IoError,
+                Error::new(
+                    ErrorKind::Truncated,
+                    offset,
+                    "kpack code object could not be read from the file",
+                ),
+            ));
+        }
+        if !zstd {
+            return Ok(bytes);
+        }
+        decode_with_hook(
+            Codec::Zstd,
+            &bytes,
+            offset,
+            entry.original_size,
+            entry.original_size_at,
+            options,
+        )
+        .map_err(|e| (LoaderError::DecompressionFailed, e))
     }
 
     /// Offset of the TOC (from the header).
@@ -411,40 +612,29 @@ impl<'data> KpackArchive<'data> {
         &self,
         entry: &KpackEntry<'data>,
     ) -> Result<Stored<'data>, (LoaderError, Error)> {
-        let no_ordinal = (
-            LoaderError::KernelNotFound,
-            Error::new(
-                ErrorKind::OutOfBounds,
-                entry.ordinal_at,
-                "kpack ordinal has no blob",
-            ),
-        );
-        let index = usize::try_from(entry.ordinal).map_err(|_| no_ordinal)?;
-        match &self.storage {
-            Storage::Blobs(blobs) => {
-                let blob = blobs.get(index).ok_or(no_ordinal)?;
-                let bytes = sub(self.data, blob.offset, blob.size, "kpack blob").map_err(|_| {
-                    (
-                        LoaderError::IoError,
-                        Error::new(
-                            ErrorKind::OutOfBounds,
-                            blob.at,
-                            "kpack blob lies outside the file",
-                        ),
-                    )
-                })?;
-                Ok(Stored::Plain(bytes))
+        let (offset, size, zstd) = self.stored_range_coded(entry)?;
+        let bytes = offset
+            .checked_sub(self.base)
+            .ok_or(ErrorKind::OutOfBounds)
+            .and_then(|at| sub(self.data, at, size, "").map_err(|e| e.kind()))
+            .map_err(|_| {
+                (
+                    LoaderError::IoError,
+                    Error::new(
+                        ErrorKind::OutOfBounds,
+                        offset,
+                        "kpack code object is not in the bytes read (the archive was read by its TOC: use code_object_read)",
+                    ),
+                )
+            })?;
+        Ok(if zstd {
+            Stored::Zstd {
+                frame: bytes,
+                offset,
             }
-            Storage::Zstd { frames, .. } => {
-                let frame = frames.get(index).ok_or(no_ordinal)?;
-                let bytes = sub(self.data, frame.offset, u64::from(frame.size), "zstd frame")
-                    .map_err(|e| (LoaderError::IoError, e))?;
-                Ok(Stored::Zstd {
-                    frame: bytes,
-                    offset: frame.offset,
-                })
-            }
-        }
+        } else {
+            Stored::Plain(bytes)
+        })
     }
 
     /// The code object of `entry`: borrowed when stored plain (the blob's bytes, whatever
@@ -532,7 +722,8 @@ fn read_blobs<'a>(mut v: Reader<'a>, limits: &Limits) -> Result<Vec<Blob>> {
 }
 
 fn read_zstd(
-    data: &[u8],
+    read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
+    file_len: u64,
     offset: Option<Reader<'_>>,
     size: Option<Reader<'_>>,
     limits: &Limits,
@@ -559,21 +750,27 @@ fn read_zstd(
             "kpack zstd_size is over 4 GiB",
         ));
     }
-    let blob = sub(data, offset, size, "kpack zstd blob").map_err(|_| {
-        Error::new(
+    if offset.checked_add(size).is_none_or(|end| end > file_len) {
+        return Err(Error::new(
             ErrorKind::OutOfBounds,
             offset_at,
             "kpack zstd blob lies outside the file",
-        )
-    })?;
-    let count_bytes = blob.get(..4).ok_or(Error::new(
+        ));
+    }
+    // Four bytes of the blob at `pos` (from its start), read from the file.
+    let mut le32 = |pos: u64| -> Option<u32> {
+        let end = pos.checked_add(4)?;
+        if end > size {
+            return None;
+        }
+        let mut b = [0u8; 4];
+        read_at(offset.checked_add(pos)?, &mut b).then(|| u32::from_le_bytes(b))
+    };
+    let count = le32(0).ok_or(Error::new(
         ErrorKind::Truncated,
         offset,
         "kpack zstd blob is shorter than its frame count",
     ))?;
-    let mut count_le = [0u8; 4];
-    count_le.copy_from_slice(count_bytes);
-    let count = u32::from_le_bytes(count_le);
     if u64::from(count) > MAX_ZSTD_FRAMES || u64::from(count) > limits.max_entries {
         return Err(Error::new(
             ErrorKind::LimitExceeded,
@@ -585,16 +782,11 @@ fn read_zstd(
     let mut pos: u64 = 4;
     for _ in 0..count {
         let at = offset.saturating_add(pos);
-        let size_bytes = sub(blob, pos, 4, "zstd frame size").map_err(|_| {
-            Error::new(
-                ErrorKind::Truncated,
-                at,
-                "kpack zstd frame size runs past the blob",
-            )
-        })?;
-        let mut le = [0u8; 4];
-        le.copy_from_slice(size_bytes);
-        let frame_size = u32::from_le_bytes(le);
+        let frame_size = le32(pos).ok_or(Error::new(
+            ErrorKind::Truncated,
+            at,
+            "kpack zstd frame size runs past the blob",
+        ))?;
         pos = pos.saturating_add(4);
         let end = pos.saturating_add(u64::from(frame_size));
         if end > size {

@@ -11,7 +11,7 @@ use std::path::Path;
 use offload_image::host::HostFile;
 use offload_image::kpack::{
     candidate_paths, find_entry, resolve_embedded, split_path_list, Compression, KpackArchive,
-    LoaderEnv, LoaderError, Stored, GFXARCH_PLACEHOLDER,
+    LoaderEnv, LoaderError, GFXARCH_PLACEHOLDER,
 };
 use offload_image::registration::device_kernels;
 use offload_image::split::{hipk_slots, is_split, split_wrappers, SplitWrapper};
@@ -46,14 +46,22 @@ impl Env {
     }
 }
 
+/// Most bytes of a table of contents read from an archive file (64 MiB): the TOC runs
+/// from the header's offset to the end of the file, so an archive whose header points near
+/// its start would otherwise be read whole. A real TOC is a few megabytes at most.
+pub const MAX_TOC: u64 = 64 << 20;
+
 /// The archive files read so far: `None` where the loader's `kpack_open` would fail (not a
 /// regular file, unreadable, or not an archive that parses).
 ///
-/// The files come from the filesystem, or from a [`FileSource`] (the members of a set of
-/// wheels, read as if they were installed).
+/// An archive on disk is read by its table of contents, never whole: its header, the TOC
+/// (at most [`MAX_TOC`] bytes), for `zstd-per-kernel` the frame sizes of its index, and
+/// then only the code object asked for, with bounded reads
+/// ([`KpackArchive::parse_toc`]). The files of a [`FileSource`] (the members of a set of
+/// wheels, read as if they were installed) are held whole.
 #[derive(Default)]
 pub struct Archives<'s> {
-    files: HashMap<String, Option<Vec<u8>>>,
+    files: HashMap<String, Result<Loaded, String>>,
     source: Option<&'s dyn FileSource>,
 }
 
@@ -62,6 +70,116 @@ pub struct Archives<'s> {
 pub trait FileSource: Sync {
     /// The file at `path`.
     fn read(&self, path: &str) -> Option<Vec<u8>>;
+}
+
+/// An archive file that opened.
+pub enum Loaded {
+    /// Held whole (from a [`FileSource`]).
+    Whole(Vec<u8>),
+    /// Read by its TOC: the open file and what was read of it.
+    Toc(TocFile),
+}
+
+/// An archive on disk read by its table of contents.
+pub struct TocFile {
+    file: std::fs::File,
+    len: u64,
+    toc_offset: u64,
+    toc: Vec<u8>,
+    /// The 4-byte words of a `zstd-per-kernel` frame index read so far, by offset: the
+    /// index is read once, however often the archive is parsed.
+    words: std::cell::RefCell<HashMap<u64, [u8; 4]>>,
+}
+
+/// Fills `buf` from `file` at `offset`; false when the file has not that many bytes there.
+fn read_at(file: &std::fs::File, offset: u64, buf: &mut [u8]) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = file;
+    f.seek(SeekFrom::Start(offset)).is_ok() && f.read_exact(buf).is_ok()
+}
+
+impl TocFile {
+    /// Opens the archive at `path` and reads its header and TOC: an error says why the
+    /// loader's `kpack_open` would fail (not a regular file, unreadable, not an archive, a
+    /// TOC over [`MAX_TOC`] bytes).
+    pub fn open(path: &str, limits: &offload_image::Limits) -> Result<TocFile, String> {
+        let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+        let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+        if !meta.is_file() {
+            return Err("not a regular file".into());
+        }
+        let len = meta.len();
+        let mut header = [0u8; 16];
+        let got = usize::try_from(len).map_or(16, |l| l.min(16));
+        if !read_at(&file, 0, &mut header[..got]) {
+            return Err("cannot read the header".into());
+        }
+        let toc_offset =
+            KpackArchive::toc_offset_of(&header[..got], len).map_err(|e| e.to_string())?;
+        let toc_len = len - toc_offset;
+        if toc_len > MAX_TOC {
+            return Err(format!(
+                "the TOC at byte {toc_offset} runs {toc_len} bytes to the end of the file, over the {MAX_TOC}-byte bound of this reader"
+            ));
+        }
+        let mut toc = vec![0u8; toc_len as usize];
+        if !read_at(&file, toc_offset, &mut toc) {
+            return Err(format!(
+                "cannot read the TOC at byte {toc_offset} (the file changed while read)"
+            ));
+        }
+        let f = TocFile {
+            file,
+            len,
+            toc_offset,
+            toc,
+            words: Default::default(),
+        };
+        f.parse(limits).map_err(|e| e.to_string())?;
+        Ok(f)
+    }
+
+    /// Parses the TOC read ([`KpackArchive::parse_toc`]).
+    pub fn parse(&self, limits: &offload_image::Limits) -> offload_image::Result<KpackArchive<'_>> {
+        let mut read = |at: u64, buf: &mut [u8]| -> bool {
+            if buf.len() != 4 {
+                return read_at(&self.file, at, buf);
+            }
+            let mut words = self.words.borrow_mut();
+            if let Some(w) = words.get(&at) {
+                buf.copy_from_slice(w);
+                return true;
+            }
+            let ok = read_at(&self.file, at, buf);
+            if ok {
+                let mut w = [0u8; 4];
+                w.copy_from_slice(buf);
+                words.insert(at, w);
+            }
+            ok
+        };
+        KpackArchive::parse_toc(&self.toc, self.toc_offset, self.len, &mut read, limits)
+    }
+
+    /// The code object of `entry` of `archive` (parsed from this file), read now.
+    pub fn code_object(
+        &self,
+        archive: &KpackArchive<'_>,
+        entry: &offload_image::kpack::KpackEntry<'_>,
+        options: &ReadOptions,
+    ) -> Result<Vec<u8>, (LoaderError, offload_image::Error)> {
+        archive.code_object_read(entry, &mut |at, buf| read_at(&self.file, at, buf), options)
+    }
+}
+
+impl Loaded {
+    /// Parses the archive (the whole file, or its TOC).
+    fn parse(&self, limits: &offload_image::Limits) -> Option<KpackArchive<'_>> {
+        match self {
+            Loaded::Whole(d) => KpackArchive::parse(d, limits).ok(),
+            Loaded::Toc(f) => f.parse(limits).ok(),
+        }
+    }
 }
 
 impl<'s> Archives<'s> {
@@ -77,22 +195,23 @@ impl<'s> Archives<'s> {
         let source = self.source;
         self.files
             .entry(path.to_string())
-            .or_insert_with(|| {
-                let data = match source {
-                    Some(s) => s.read(path)?,
-                    None => {
-                        let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
-                        regular.then(|| std::fs::read(path).ok()).flatten()?
-                    }
-                };
-                KpackArchive::parse(&data, &options.limits).ok()?;
-                Some(data)
+            .or_insert_with(|| match source {
+                Some(s) => {
+                    let data = s.read(path).ok_or_else(|| "no such file".to_string())?;
+                    KpackArchive::parse(&data, &options.limits).map_err(|e| e.to_string())?;
+                    Ok(Loaded::Whole(data))
+                }
+                None => TocFile::open(path, &options.limits).map(Loaded::Toc),
             })
-            .is_some()
+            .is_ok()
     }
 
-    fn get(&self, path: &str) -> Option<&[u8]> {
-        self.files.get(path).and_then(|d| d.as_deref())
+    /// Why the archive at `path` did not open, when it was tried and exists.
+    fn why_not(&self, path: &str) -> Option<&str> {
+        match self.files.get(path)? {
+            Err(e) if !e.starts_with("cannot open") && e != "no such file" => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -267,35 +386,32 @@ impl<'d> Library<'d> {
     /// wrappers: per wrapper, per archive, its TOC entries for the wrapper's key.
     pub fn listing(&self, env: &Env, options: &ReadOptions) -> Vec<Listed> {
         let mut out = Vec::new();
-        let mut files: HashMap<String, Option<Vec<u8>>> = HashMap::new();
+        let mut files: HashMap<String, Option<TocFile>> = HashMap::new();
         for (i, w) in self.wrappers.iter().enumerate() {
             let Ok(w) = w else { continue };
             for path in self.installed(&w.reference.search_paths, env) {
-                let data = files
+                let file = files
                     .entry(path.clone())
-                    .or_insert_with(|| std::fs::read(&path).ok());
-                let Some(data) = data.as_deref() else {
+                    .or_insert_with(|| TocFile::open(&path, &options.limits).ok());
+                let Some(file) = file.as_ref() else {
                     continue;
                 };
-                let Ok(archive) = KpackArchive::parse(data, &options.limits) else {
+                let Ok(archive) = file.parse(&options.limits) else {
                     continue;
                 };
                 for e in archive.entries().filter(|e| e.binary_key == w.lookup_key) {
-                    let offset = match archive.stored(e) {
-                        // A plain blob is a slice of the archive's bytes.
-                        Ok(Stored::Plain(b)) => (b.as_ptr() as usize)
-                            .checked_sub(data.as_ptr() as usize)
-                            .map(|o| o as u64),
-                        _ => None,
-                    };
                     out.push(Listed {
                         wrapper: i,
                         key: w.lookup_key.clone(),
                         archive: path.clone(),
                         arch: e.arch.to_string(),
                         zstd: archive.compression() == Compression::ZstdPerKernel,
-                        offset,
-                        code: archive.code_object(e, options).map(|c| c.into_owned()),
+                        // A plain blob's offset in the archive.
+                        offset: match archive.stored_range(e) {
+                            Ok((offset, _, false)) => Some(offset),
+                            _ => None,
+                        },
+                        code: file.code_object(&archive, e, options).map_err(|(_, e)| e),
                     });
                 }
             }
@@ -388,8 +504,10 @@ impl<'d> Library<'d> {
             .iter()
             .map(|c| {
                 archives
+                    .files
                     .get(&c.path)
-                    .and_then(|d| KpackArchive::parse(d, &options.limits).ok())
+                    .and_then(|l| l.as_ref().ok())
+                    .and_then(|l| l.parse(&options.limits))
             })
             .collect();
         let package = arches.first().map(|a| device_package(a));
@@ -401,11 +519,21 @@ impl<'d> Library<'d> {
             }),
             Ok(Ok(found)) => {
                 let archive = parsed[found.archive].as_ref();
-                match archive.map(|a| a.code_object_coded(found.entry, options)) {
+                let loaded = archives
+                    .files
+                    .get(&candidates[found.archive].path)
+                    .and_then(|l| l.as_ref().ok());
+                let code = archive.zip(loaded).map(|(a, l)| match l {
+                    Loaded::Whole(_) => a
+                        .code_object_coded(found.entry, options)
+                        .map(|c| c.into_owned()),
+                    Loaded::Toc(f) => f.code_object(a, found.entry, options),
+                });
+                match code {
                     Some(Ok(code)) => Ok(Picked {
                         archive: candidates[found.archive].path.clone(),
                         target: found.target.clone(),
-                        code: code.into_owned(),
+                        code,
                     }),
                     Some(Err((code, e))) => Err(Refusal {
                         error: code,
@@ -421,13 +549,22 @@ impl<'d> Library<'d> {
             }
             Ok(Err(error)) => {
                 let detail = match error {
-                    LoaderError::ArchiveNotFound => format!(
-                        "expected {}",
-                        candidates
-                            .first()
-                            .map(|c| c.path.as_str())
-                            .unwrap_or("an archive (the ref record names no path)")
-                    ),
+                    LoaderError::ArchiveNotFound => {
+                        let mut d = format!(
+                            "expected {}",
+                            candidates
+                                .first()
+                                .map(|c| c.path.as_str())
+                                .unwrap_or("an archive (the ref record names no path)")
+                        );
+                        // Archives that are there but did not open: why.
+                        for c in &candidates {
+                            if let Some(why) = archives.why_not(&c.path) {
+                                d.push_str(&format!("; {} does not open: {why}", c.path));
+                            }
+                        }
+                        d
+                    }
                     LoaderError::ArchNotFound => {
                         let mut found: Vec<String> = Vec::new();
                         for (c, a) in candidates.iter().zip(&parsed) {
