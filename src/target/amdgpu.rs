@@ -14,6 +14,8 @@
 //! * R600-era processors are left out: they are never offload targets, so their names are
 //!   "unknown processors" here and never match a device.
 //! * Every family member requires generic version 1 (ROCr's `GetSupportedGenericVersions`).
+//! * gfx1250-strict shares gfx1250's ISA version; [`Processor::by_isa_version`] returns
+//!   gfx1250 for it.
 //!
 //! Nothing here allocates; canonical names are written into fixed-size
 //! [`heapless::String`]s.
@@ -344,6 +346,11 @@ static PROCESSORS: &[Processor] = &[
     p("gfx1201", &[], (12, 0, 1), 0x4E, NO, NO, G12),
     p("gfx1250", &[], (12, 5, 0), 0x49, ON, SEL, G125),
     p("gfx1251", &[], (12, 5, 1), 0x5A, ON, SEL, G125),
+    // llvm/llvm-project#218543 (MACH 0xEB); ROCm/llvm-project#4121: ISA 12.5.0, gfx1250's
+    // features plus two instruction sets less. Listed after gfx1250 so that ISA 12.5.0 (KFD)
+    // is gfx1250, as ROCr and offload-arch report it unless asked for the strict target. No
+    // generic family: the sources read name none.
+    p("gfx1250-strict", &[], (12, 5, 0), 0xEB, ON, SEL, None),
     p("gfx1310", &[], (13, 1, 0), 0x50, NO, NO, G13),
     g(
         "gfx9-generic",
