@@ -116,6 +116,7 @@ fn write(
                 records.len()
             )));
         }
+        crate::output::wrote(path);
         std::fs::write(path, &chosen[0])
             .map_err(|e| Failure::file(path, format!("cannot write: {e}")))?;
     }

@@ -125,13 +125,13 @@ fn tool_status(tool: &str, prog: &str, args: &[String]) -> u8 {
     };
     // An -input file that became shorter while read: the output holds zeros for its tail.
     if let Some(changed) = input::take_changed().into_iter().next() {
-        eprintln!("{prog}: error: {changed}");
+        output::stderr_line(format_args!("{prog}: error: {changed}"));
         return 1;
     }
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprint!("{}", e.report(prog));
+            output::stderr_text(&e.report(prog));
             e.code
         }
     }
@@ -237,18 +237,38 @@ where
 /// `"broken-pipe"`, which the binary ends quietly on.
 pub fn run_cli(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
     let _ = input::take_changed();
+    let _ = output::take_written();
     let mut guarded = output::Guarded::new(out);
     let result = run_command(cli, &mut guarded);
-    if let Some(first) = input::take_changed().into_iter().next() {
-        return Err(Failure::msg(first));
+    let result = match input::take_changed().into_iter().next() {
+        Some(first) => Err(Failure::msg(first)),
+        None => match result {
+            Err(f) if guarded.broken_pipe() => Err(Failure {
+                kind: Some("broken-pipe"),
+                ..f
+            }),
+            r => r,
+        },
+    };
+    // A command that fails after writing its output file (`select -o`; an input truncated
+    // meanwhile, an error after the write) leaves no output behind. A broken pipe is no
+    // failure of the output file; an output that is not a regular file (a device, a
+    // link) was written through and stays.
+    let written = output::take_written();
+    if matches!(&result, Err(f) if f.kind != Some("broken-pipe")) {
+        for path in written {
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
     }
-    match result {
-        Err(f) if guarded.broken_pipe() => Err(Failure {
-            kind: Some("broken-pipe"),
-            ..f
-        }),
-        r => r,
-    }
+    result
+}
+
+/// Writes `args` and a newline to standard error, ignoring a failure: a closed standard
+/// error must not panic the program, as `eprintln!` does.
+pub fn stderr_line(args: std::fmt::Arguments<'_>) {
+    output::stderr_line(args);
 }
 
 /// [`run_cli`]'s command.

@@ -43,7 +43,9 @@ fn main() -> ExitCode {
             "loader-sim".to_string()
         };
         let Some(args) = tool_args(from) else {
-            eprintln!("{prog}: error: an argument is not valid UTF-8");
+            loader_sim::stderr_line(format_args!(
+                "{prog}: error: an argument is not valid UTF-8"
+            ));
             return ExitCode::from(1);
         };
         return run_tool(tool, &prog, &args);
@@ -58,7 +60,7 @@ fn main() -> ExitCode {
         // to anyone, as `cat` or `grep` would.
         Err(f) if f.kind == Some("broken-pipe") => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("loader-sim: error: {}", f.message);
+            loader_sim::stderr_line(format_args!("loader-sim: error: {}", f.message));
             ExitCode::from(2)
         }
     }

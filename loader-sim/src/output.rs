@@ -22,6 +22,38 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// Writes `args` and a newline to standard error, ignoring a failure: a closed standard
+/// error (a pipe whose reader went away) must not panic the command, as `eprintln!` does.
+pub fn stderr_line(args: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "{args}");
+}
+
+/// Writes `text` to standard error as it is, ignoring a failure ([`stderr_line`]).
+pub fn stderr_text(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// The output files the running command has written (`select -o`), which
+/// [`crate::run_cli`] removes when the command fails after writing them.
+static WRITTEN: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Records that the command wrote its output file `path` (created or truncated it).
+pub fn wrote(path: &std::path::Path) {
+    if let Ok(mut w) = WRITTEN.lock() {
+        if !w.iter().any(|p| p == path) {
+            w.push(path.to_path_buf());
+        }
+    }
+}
+
+/// The output files recorded by [`wrote`] since the last call.
+pub fn take_written() -> Vec<std::path::PathBuf> {
+    WRITTEN
+        .lock()
+        .map(|mut w| std::mem::take(&mut *w))
+        .unwrap_or_default()
+}
+
 /// Writes one JSON object per line.
 pub fn json_line<T: serde::Serialize>(out: &mut impl Write, value: &T) -> std::io::Result<()> {
     serde_json::to_writer(&mut *out, value)?;
@@ -133,12 +165,16 @@ impl Damaged {
     /// The line `list` and `select` print on standard error for it.
     pub fn warn(&self, file: &std::path::Path) {
         match (&self.container, self.bundle_index) {
-            (Some(c), Some(i)) if !c.is_empty() => eprintln!(
+            (Some(c), Some(i)) if !c.is_empty() => stderr_line(format_args!(
                 "loader-sim: error: {}: {c} unit {i} is damaged: {}",
                 file.display(),
                 self.message
-            ),
-            _ => eprintln!("loader-sim: error: {}: {}", file.display(), self.message),
+            )),
+            _ => stderr_line(format_args!(
+                "loader-sim: error: {}: {}",
+                file.display(),
+                self.message
+            )),
         }
     }
 }

@@ -521,3 +521,150 @@ fn spilled_members_stay_under_the_limit() {
     assert!(!all.contains("LOADER_SIM_SPILL_LIMIT"), "{all}");
     assert!(!all.contains("cannot read member"), "{all}");
 }
+
+/// An uncompressed bundle with a host entry and one `size`-byte entry per `arch`.
+fn big_bundle(archs: &[&str], size: usize) -> Vec<u8> {
+    let mut ids = vec!["host-x86_64-unknown-linux-gnu-".to_string()];
+    ids.extend(
+        archs
+            .iter()
+            .map(|a| format!("hipv4-amdgcn-amd-amdhsa--{a}")),
+    );
+    let header: usize = 24 + 8 + ids.iter().map(|id| 24 + id.len()).sum::<usize>();
+    let mut out = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    out.extend((ids.len() as u64).to_le_bytes());
+    let mut at = header.next_multiple_of(4096);
+    let mut sizes = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let len = if i == 0 { 0 } else { size };
+        out.extend((at as u64).to_le_bytes());
+        out.extend((len as u64).to_le_bytes());
+        out.extend((id.len() as u64).to_le_bytes());
+        out.extend(id.as_bytes());
+        sizes.push((at, len));
+        at = (at + len).next_multiple_of(4096);
+    }
+    for (at, len) in sizes {
+        out.resize(at, 0);
+        out.extend((0..len).map(|i| (i % 251) as u8 | 1));
+    }
+    out
+}
+
+/// `select -o OUT` that fails after it wrote OUT leaves no OUT behind: standard output
+/// that cannot be written (`/dev/full`), and an input truncated while read (24 races);
+/// a run that succeeds keeps it.
+#[test]
+fn select_o_leaves_no_output_when_the_command_fails_afterwards() {
+    let dir = TempDir::new("select-o-fails");
+    let out = dir.path("chosen.co");
+    let bundle = corpus("bundles/hip_6arch.bundle");
+    let args = |out: &Path| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_loader-sim"));
+        c.arg("select")
+            .arg(&bundle)
+            .args(["--target", "gfx90a:xnack-", "-o"])
+            .arg(out);
+        c
+    };
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = args(&out).stdout(full).output().unwrap();
+    let (_, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot write output"), "{stderr}");
+    assert!(!out.exists(), "select -o left {} behind", out.display());
+    let o = args(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    assert!(out.exists());
+
+    // The race: truncated 0-115 ms into the run.
+    let data = big_bundle(&["gfx90a", "gfx906"], 24 << 20);
+    let file = dir.path("lib.bundle");
+    let (mut failed, mut kept) = (0, 0);
+    for run in 0..24u64 {
+        let _ = std::fs::remove_file(&out);
+        std::fs::write(&file, &data).unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_loader-sim"))
+            .arg("select")
+            .arg(&file)
+            .args(["--target", "gfx90a", "-o"])
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(run * 5));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        match o.status.code() {
+            Some(0) => {
+                assert!(out.exists(), "run {run}: exit 0 without the output");
+                kept += 1;
+            }
+            Some(1 | 2) => {
+                assert!(
+                    !out.exists(),
+                    "run {run}: failed ({stderr}) and left {} behind",
+                    out.display()
+                );
+                failed += 1;
+            }
+            other => panic!("run {run}: status {other:?}: {stderr}"),
+        }
+    }
+    eprintln!("select -o: {failed} of 24 runs failed (no output left), {kept} succeeded");
+    assert!(failed > 0);
+}
+
+/// Standard error closed (a pipe whose reader went away): the warnings of a damaged unit
+/// and the final error are dropped, never a panic (exit 101); the status is the command's.
+#[test]
+fn a_closed_standard_error_is_no_panic() {
+    let dir = TempDir::new("closed-stderr");
+    let (mut data, _) = fatbin_then_bundle();
+    data[8..16].copy_from_slice(&10_000_000u64.to_le_bytes());
+    let damaged = dir.write("damaged.bin", &data);
+    let missing = dir.path("missing.bin");
+    let cases: [(&[&std::ffi::OsStr], i32); 3] = [
+        (&["list".as_ref(), damaged.as_os_str()], 2),
+        (
+            &[
+                "select".as_ref(),
+                damaged.as_os_str(),
+                "--target".as_ref(),
+                "gfx906".as_ref(),
+            ],
+            2,
+        ),
+        (
+            &[
+                "select".as_ref(),
+                missing.as_os_str(),
+                "--target".as_ref(),
+                "gfx906".as_ref(),
+            ],
+            2,
+        ),
+    ];
+    for (args, want) in cases {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_loader-sim"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader of standard error goes away before the command writes to it.
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(want), "{args:?}: {status:?}");
+    }
+}

@@ -241,7 +241,10 @@ impl Stream<'_> {
                                     f.set_len(0).map_err(SinkError::Io)?;
                                     f.rewind().map_err(SinkError::Io)?;
                                 }
-                                None => file = Some(File::create(path).map_err(SinkError::Io)?),
+                                None => {
+                                    file = Some(File::create(path).map_err(SinkError::Io)?);
+                                    crate::output::wrote(path);
+                                }
                             }
                         }
                     }
@@ -522,6 +525,9 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                 records.len() / devices.len().max(1),
                 devices.len()
             )));
+        }
+        if matches!(output, Some(Selected::InFile(..) | Selected::Owned(_))) {
+            crate::output::wrote(out);
         }
         match &output {
             Some(Selected::InFile(at, len)) => input.copy_to(*at, *len, out),
