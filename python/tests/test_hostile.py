@@ -90,3 +90,89 @@ def test_arguments_of_the_wrong_type_are_refused():
         offload_image.list(7)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         offload_image.select(BUNDLE, [b"gfx90a"])  # type: ignore[list-item]
+
+
+# A property test of the argument builder (issue 38: "the fuzz targets gain the Python
+# argument builder"; the builder is Python code, so it is tested here, without Hypothesis):
+# random strings as paths and option values, the command line the module would run
+# captured instead of run. Every path lands after one `--`, exactly; every option value is
+# one `--name=value` argument before it; nothing else appears.
+
+_PIECES = [
+    "-", "--", "=", "-o", "--python=./evil.sh", "--help", "--target", " ", "\t", "\n",
+    "a", "x.so", "é", "∂", "\U0001f600", "/", "./", "..", "'", '"', "$HOME", "*", "@",
+    "\udcff", "\udc80",  # bytes that are not UTF-8, as the file-system encoding escapes them
+]
+
+
+def _random_text(rng):
+    return "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 6)))
+
+
+def _random_path(rng):
+    s = _random_text(rng) or "-"
+    kind = rng.randrange(3)
+    if kind == 0:
+        return s, s
+    if kind == 1:
+        return os.fsencode(s), s
+    # A path object normalises its spelling ("./x" is "x"); the module passes that.
+    return pathlib.PurePosixPath(s), os.fspath(pathlib.PurePosixPath(s))
+
+
+FLAGS = {
+    "list", "select", "validate", "doctor", "prune", "--json", "--no-sha256", "--strict",
+    "--no-jit", "--explain", "--sha256", "--no-verify-hash", "--deep", "--dry-run",
+    "--no-shrink", "--refuse-signed",
+}
+
+
+def _check(argv, paths, options):
+    """`paths` after the one `--`; `options` ((name, value) pairs, in order) as
+    `name=value` arguments before it; flags only besides."""
+    assert all(isinstance(a, str) for a in argv), argv
+    if paths is None:
+        assert "--" not in argv, argv
+        before, after = argv, []
+    else:
+        sep = argv.index("--")
+        before, after = argv[:sep], argv[sep + 1:]
+        assert after == paths, (argv, paths)
+    names = {n for n, _ in options}
+    got = [a for a in before if a not in FLAGS]
+    assert got == [f"{n}={v}" for n, v in options], (argv, options)
+    for a in got:
+        assert any(a.startswith(n + "=") for n in names), a
+
+
+def test_every_user_string_is_data_property(monkeypatch):
+    import random
+
+    calls = []
+    monkeypatch.setattr(offload_image._native, "run", lambda argv: calls.append(list(argv)) or (0, ""))
+    rng = random.Random(38)
+    for _ in range(400):
+        calls.clear()
+        (p, ps) = _random_path(rng)
+        targets = [_random_text(rng) for _ in range(rng.randint(1, 3))]
+        policy = _random_text(rng)
+        offload_image.list(p, sha256=rng.random() < 0.5, strict=rng.random() < 0.5)
+        _check(calls[-1], [ps], [])
+        offload_image.select(p, targets, policy=policy, kind=None, explain=rng.random() < 0.5)
+        _check(calls[-1], [ps], [("--policy", policy)] + [("--target", t) for t in targets])
+        many = [_random_path(rng) for _ in range(rng.randint(1, 4))]
+        driver = _random_text(rng)
+        offload_image.validate([q for q, _ in many], verify_hash=rng.random() < 0.5)
+        _check(calls[-1], [s for _, s in many], [])
+        offload_image.doctor([q for q, _ in many], targets, nvidia_driver=driver, deep=True)
+        _check(
+            calls[-1],
+            [s for _, s in many],
+            [("--target", t) for t in targets] + [("--nvidia-driver", driver)],
+        )
+        (py, pys) = _random_path(rng)
+        offload_image.doctor(None, targets, python=py)
+        _check(calls[-1], None, [("--python", pys)] + [("--target", t) for t in targets])
+        (out, outs) = _random_path(rng)
+        offload_image.prune(p, targets, out, shrink=rng.random() < 0.5)
+        _check(calls[-1], [ps], [("--keep", t) for t in targets] + [("-o", outs)])
