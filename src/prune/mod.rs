@@ -369,7 +369,6 @@ mod tests {
     use crate::registration::elf::HostElf;
     use crate::registration::view::read_u64;
     use alloc::string::ToString;
-    use std::vec;
 
     fn corpus(name: &str) -> Vec<u8> {
         std::fs::read(std::format!(
