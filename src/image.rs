@@ -59,6 +59,9 @@ pub enum ImageKind {
     Ptx,
     /// 6: SPIR-V.
     Spirv,
+    /// Tile IR bytecode, an NVIDIA fatbinary entry of kind 0x80 (`NVFATBIN.md` §2.8). No
+    /// OffloadBinary value names it; [`ImageKind::code`] gives the fatbinary's 0x80.
+    TileIr,
     /// Any other stored value.
     Other(u16),
 }
@@ -88,12 +91,13 @@ impl ImageKind {
             ImageKind::Fatbinary => 4,
             ImageKind::Ptx => 5,
             ImageKind::Spirv => 6,
+            ImageKind::TileIr => crate::nvfatbin::KIND_TILE_IR,
             ImageKind::Other(n) => n,
         }
     }
 
     /// The name used by `loader-sim list`: `"none"`, `"elf"`, `"bc"`, `"cubin"`,
-    /// `"fatbin"`, `"ptx"`, `"spirv"`, `"unknown"`.
+    /// `"fatbin"`, `"ptx"`, `"spirv"`, `"tile-ir"`, `"unknown"`.
     pub const fn name(self) -> &'static str {
         match self {
             ImageKind::None => "none",
@@ -103,6 +107,7 @@ impl ImageKind {
             ImageKind::Fatbinary => "fatbin",
             ImageKind::Ptx => "ptx",
             ImageKind::Spirv => "spirv",
+            ImageKind::TileIr => "tile-ir",
             ImageKind::Other(_) => "unknown",
         }
     }
@@ -330,6 +335,7 @@ impl<'a> Image<'a> {
             image_kind: match e.kind {
                 EntryKind::Cubin => ImageKind::Cubin,
                 EntryKind::Ptx => ImageKind::Ptx,
+                EntryKind::TileIr => ImageKind::TileIr,
             },
             flags: u32::try_from(e.flags & 0xFFFF_FFFF).unwrap_or(0),
             strings: None,
@@ -338,7 +344,7 @@ impl<'a> Image<'a> {
             offset: None,
             ptx_isa: match e.kind {
                 EntryKind::Ptx => crate::driver::PtxIsa::of_code_version(e.code_version),
-                EntryKind::Cubin => None,
+                EntryKind::Cubin | EntryKind::TileIr => None,
             },
         }
     }
@@ -545,13 +551,14 @@ pub struct Encoded<'a> {
 
 impl Encoded<'_> {
     /// Whether the decoded image is the whole declared size, as far as its first bytes
-    /// `head` tell: always for a payload that is not a fatbinary entry; never known from
+    /// `head` tell: always for a payload that is not a fatbinary entry, and for Tile IR; never known from
     /// the head for PTX (its text ends at its first NUL); for a cubin, when its section or
     /// program header table ends exactly at the declared size (so no trim applies,
     /// [`crate::nvfatbin::trim_image`]: ptxas puts the section header table last).
     pub fn is_whole_size(&self, head: &[u8]) -> bool {
         match self.entry_kind {
-            None => true,
+            // Tile IR is kept whole (`trim_image`).
+            None | Some(EntryKind::TileIr) => true,
             Some(EntryKind::Ptx) => false,
             Some(EntryKind::Cubin) => crate::nvfatbin::elf64_tables_end(head)
                 .is_some_and(|(sh, ph)| sh == Some(self.size) || ph == Some(self.size)),

@@ -67,14 +67,22 @@ pub enum EntryKind {
     Ptx,
     /// 2: an ELF (cubin).
     Cubin,
+    /// 0x80: Tile IR bytecode (`nvFatbinAddTileIR`, CUDA 13.1; `NVFATBIN.md` §2.8), which
+    /// the CUDA driver compiles for the device; never chosen by this crate.
+    TileIr,
 }
 
+/// The entry kind `nvFatbinAddTileIR` writes (libnvfatbin 13.4; `cuobjdump` lists such
+/// entries as "Fatbin tile ir code").
+pub const KIND_TILE_IR: u16 = 0x80;
+
 impl EntryKind {
-    /// `"ptx"` or `"cubin"`.
+    /// `"ptx"`, `"cubin"` or `"tile-ir"`.
     pub const fn name(self) -> &'static str {
         match self {
             EntryKind::Ptx => "ptx",
             EntryKind::Cubin => "cubin",
+            EntryKind::TileIr => "tile-ir",
         }
     }
 }
@@ -140,7 +148,7 @@ pub struct FatbinEntry<'data> {
     pub index: usize,
     /// Offset of the entry header from the start of the fatbinary.
     pub offset: u64,
-    /// PTX or cubin.
+    /// PTX, cubin or Tile IR.
     pub kind: EntryKind,
     /// SM number (86 for `sm_86`).
     pub sm: u32,
@@ -221,11 +229,13 @@ impl<'data> FatbinEntry<'data> {
 /// The image inside a (decompressed) payload, without the padding the fatbinary stores:
 /// a cubin ends at the furthest byte its ELF64 headers account for (header tables,
 /// section and segment data; the whole payload if the headers cannot be read or point
-/// past it), PTX text at its first NUL.
+/// past it), PTX text at its first NUL. Tile IR bytecode records no length of its own and
+/// is kept whole.
 pub fn trim_image(kind: EntryKind, payload: &[u8]) -> &[u8] {
     let end = match kind {
         EntryKind::Ptx => payload.iter().position(|&b| b == 0),
         EntryKind::Cubin => elf64_end(payload),
+        EntryKind::TileIr => None,
     };
     end.and_then(|e| payload.get(..e)).unwrap_or(payload)
 }
@@ -422,14 +432,12 @@ impl<'data> Fatbin<'data> {
                     "fatbinary entry count exceeds the limit",
                 ));
             }
-            if pos > body_at {
-                if container_inside(whole, pos, total).is_some() {
-                    return Err(Error::new(
-                        ErrorKind::SizeMismatch,
-                        8,
-                        "fatbinary size runs past its entries into the container after it",
-                    ));
-                }
+            if pos > body_at && container_inside(whole, pos, total).is_some() {
+                return Err(Error::new(
+                    ErrorKind::SizeMismatch,
+                    8,
+                    "fatbinary size runs past its entries into the container after it",
+                ));
             }
             let (entry, next) = match fatbin.entry_at(pos, 0) {
                 Ok(e) => e,
@@ -526,11 +534,12 @@ impl<'data> Fatbin<'data> {
         let kind = match h.kind.get() {
             1 => EntryKind::Ptx,
             2 => EntryKind::Cubin,
+            KIND_TILE_IR => EntryKind::TileIr,
             _ => {
                 return Err(Error::new(
                     ErrorKind::UnsupportedMethod,
                     pos,
-                    "fatbinary entry kind is neither PTX (1) nor ELF (2)",
+                    "fatbinary entry kind is none of PTX (1), ELF (2) and Tile IR (0x80)",
                 ))
             }
         };

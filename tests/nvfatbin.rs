@@ -77,6 +77,8 @@ fn read_fatbin(bytes: &[u8]) -> Vec<(String, String, String)> {
         let kind = match e.kind {
             EntryKind::Cubin => "elf",
             EntryKind::Ptx => "ptx",
+            // cuobjdump's MANIFEST lists ELF and PTX only (tests/nvfatbin_tileir.rs).
+            EntryKind::TileIr => "tile ir",
         };
         v.push((kind.to_string(), cuobjdump_arch(&e), image));
     }
