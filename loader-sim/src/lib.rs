@@ -26,6 +26,7 @@ mod input;
 mod kpack;
 mod output;
 mod python;
+mod table;
 mod wheel;
 
 use std::io::Write;

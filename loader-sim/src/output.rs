@@ -60,33 +60,7 @@ pub fn json_line<T: serde::Serialize>(out: &mut impl Write, value: &T) -> std::i
     out.write_all(b"\n")
 }
 
-/// Prints rows as a table whose columns are padded to their widest cell.
-pub fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line =
-        |out: &mut dyn Write, cells: &mut dyn Iterator<Item = &str>| -> std::io::Result<()> {
-            let mut s = String::new();
-            for (i, (cell, w)) in cells.zip(&widths).enumerate() {
-                s.push_str(cell);
-                if i + 1 < widths.len() {
-                    // Padded by hand: `format!("{cell:<w$}")` panics for widths over 65,535.
-                    let pad = w.saturating_sub(cell.chars().count()).saturating_add(2);
-                    s.extend(std::iter::repeat_n(' ', pad));
-                }
-            }
-            writeln!(out, "{}", s.trim_end())
-        };
-    line(out, &mut header.iter().copied())?;
-    for row in rows {
-        line(out, &mut row.iter().map(|s| s.as_str()))?;
-    }
-    Ok(())
-}
+pub use crate::table::table;
 
 /// Bytes skipped between containers (FORMATS.md §2.4): a `list --json` record of its own
 /// (`{"note": "skipped", ...}`) and a field of `select --explain` records.
