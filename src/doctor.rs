@@ -466,16 +466,21 @@ pub enum Status {
     /// has any, reaches the GPU another way (cuFFT loads its kernels from data at run
     /// time), which nothing here can judge.
     NoKernels,
+    /// The library registers no device code but carries code objects outside any offload
+    /// container ([`LooseCode`]): its program loads them itself, which nothing here can
+    /// follow.
+    Outside,
 }
 
 impl Status {
-    /// `"ok"`, `"partial"`, `"none"`, `"no-kernels"`.
+    /// `"ok"`, `"partial"`, `"none"`, `"no-kernels"`, `"outside"`.
     pub const fn name(self) -> &'static str {
         match self {
             Status::Ok => "ok",
             Status::Partial => "partial",
             Status::None => "none",
             Status::NoKernels => "no-kernels",
+            Status::Outside => "outside",
         }
     }
 }
@@ -773,6 +778,106 @@ pub fn overridden(device: &TargetId, p: &'static Processor) -> TargetId {
         processor: p,
         sramecc: state(Feature::Sramecc),
         xnack: state(Feature::Xnack),
+    }
+}
+
+/// Device code objects a host file carries outside any offload container: ELF headers of
+/// AMDGPU code objects or cubins inside its data sections (`.rodata`, `.data`, ...), which its
+/// program hands to the runtime itself (`hipModuleLoadData`, `cuModuleLoadData`) and no
+/// runtime registers. Found only to be reported ([`Status::Outside`]): each is identified from
+/// its ELF header alone ([`crate::identify`]); nothing takes a length from this search, and
+/// nothing found so is loaded, selected or pruned.
+#[derive(Clone, Debug, Default)]
+pub struct LooseCode<'d> {
+    /// (section name, offset in the file, identity) of each, in file order.
+    pub objects: Vec<(&'d str, u64, Identity<'d>)>,
+}
+
+/// At most this many loose code objects are identified in one file.
+pub const MAX_LOOSE_CODE: usize = 1 << 16;
+
+impl<'d> LooseCode<'d> {
+    /// The device code objects in `host`'s data sections (neither offload containers nor
+    /// executable code), at most [`MAX_LOOSE_CODE`].
+    pub fn find(host: &HostFile<'d>) -> Self {
+        const SHF_EXECINSTR: u64 = 0x4;
+        const IMAGE_SCN_MEM_EXECUTE: u64 = 0x2000_0000;
+        let mut objects = Vec::new();
+        for section in host.sections() {
+            let executable = section.flags & (SHF_EXECINSTR | IMAGE_SCN_MEM_EXECUTE) != 0;
+            if executable || !matches!(section.role(), crate::host::SectionRole::Other) {
+                continue;
+            }
+            let name = core::str::from_utf8(section.name).unwrap_or("?");
+            let data = section.data;
+            let mut at = 0usize;
+            while let Some(found) = data
+                .get(at..)
+                .and_then(|rest| rest.iter().position(|&b| b == 0x7F))
+            {
+                let start = at.saturating_add(found);
+                at = start.saturating_add(1);
+                let Some(rest) = data.get(start..) else { break };
+                if !rest.starts_with(crate::raw::ELF_MAGIC) {
+                    continue;
+                }
+                let identity = crate::identify(&Image::from_elf(objects.len(), rest));
+                if identity.elf.is_none() || matches!(identity.target, crate::Target::None) {
+                    continue;
+                }
+                let offset = section.offset.saturating_add(crate::bytes::u64_of(start));
+                objects.push((name, offset, identity));
+                if objects.len() >= MAX_LOOSE_CODE {
+                    return LooseCode { objects };
+                }
+            }
+        }
+        LooseCode { objects }
+    }
+
+    /// True when none was found.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// How many of them `device` could load ([`crate::check`] on each header).
+    pub fn for_device(&self, device: &Device, options: &SelectOptions) -> usize {
+        self.objects
+            .iter()
+            .enumerate()
+            .filter(|(i, (_, _, id))| crate::check(id, *i, device, options).key().is_some())
+            .count()
+    }
+
+    /// What was found, for people: `300 code objects in .rodata (gfx942: 300)`.
+    pub fn summary(&self) -> String {
+        let mut sections: Vec<&str> = Vec::new();
+        let mut targets: Vec<(String, usize)> = Vec::new();
+        for (section, _, id) in &self.objects {
+            if !sections.contains(section) {
+                sections.push(section);
+            }
+            let name = match id.target {
+                crate::Target::Amdgpu(t) => t.to_string(),
+                crate::Target::Nvptx(a) => alloc::format!("sm_{}{}", a.sm, a.variant.suffix()),
+                _ => "?".to_string(),
+            };
+            match targets.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, c)) => *c = c.saturating_add(1),
+                None => targets.push((name, 1)),
+            }
+        }
+        let per: Vec<String> = targets
+            .iter()
+            .map(|(n, c)| alloc::format!("{n}: {c}"))
+            .collect();
+        alloc::format!(
+            "{} code object{} in {} ({})",
+            self.objects.len(),
+            if self.objects.len() == 1 { "" } else { "s" },
+            sections.join(", "),
+            per.join(", ")
+        )
     }
 }
 

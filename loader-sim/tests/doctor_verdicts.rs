@@ -4,7 +4,7 @@
 //! "none" or "partial" there, and every unit set aside says why. On sm_60, for which their
 //! registered units hold no code, each library that registers kernels is "none".
 //!
-//! The wheels (1.5 GB) are fetched by `scripts/fetch-cuda-verdict-libs.sh`, which
+//! The wheels (1.5 GB) are fetched by `scripts/fetch-verdict-wheels.sh`, which
 //! `scripts/setup.sh` runs.
 
 mod common;
@@ -16,13 +16,13 @@ use serde_json::Value;
 
 /// The folder of the wheels, fetched if missing.
 fn wheels() -> PathBuf {
-    let script = common::repo().join("scripts/fetch-cuda-verdict-libs.sh");
+    let script = common::repo().join("scripts/fetch-verdict-wheels.sh");
     let out = Command::new(&script)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     assert!(
         out.status.success(),
-        "scripts/fetch-cuda-verdict-libs.sh could not fetch the CUDA wheels (scripts/setup.sh \
+        "scripts/fetch-verdict-wheels.sh could not fetch the CUDA wheels (scripts/setup.sh \
          does; the package index must be reachable): {}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -47,6 +47,11 @@ fn doctor(targets: &[&str]) -> (Option<i32>, Vec<Value>, Value) {
         cmd.args(["--target", t]);
     }
     let out = cmd.args(&files).output().unwrap();
+    parse(&out)
+}
+
+/// (exit status, records, summary) of a `doctor --json` run.
+fn parse(out: &std::process::Output) -> (Option<i32>, Vec<Value>, Value) {
     let mut lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -88,10 +93,10 @@ fn check_accounting(r: &Value) {
 #[test]
 #[cfg_attr(
     not(external_tests),
-    ignore = "needs the CUDA wheels of scripts/fetch-cuda-verdict-libs.sh: set OFFLOAD_IMAGE_EXTERNAL_TESTS=1"
+    ignore = "needs the CUDA wheels of scripts/fetch-verdict-wheels.sh: set OFFLOAD_IMAGE_EXTERNAL_TESTS=1"
 )]
 fn cuda_libraries_that_run_are_not_called_unloadable() {
-    common::external("the CUDA wheels of scripts/fetch-cuda-verdict-libs.sh");
+    common::external("the CUDA wheels of scripts/fetch-verdict-wheels.sh");
     let (code, records, summary) = doctor(&["sm_90"]);
     assert_eq!(records.len(), 13, "{summary}");
     for r in &records {
@@ -123,10 +128,10 @@ fn cuda_libraries_that_run_are_not_called_unloadable() {
 #[test]
 #[cfg_attr(
     not(external_tests),
-    ignore = "needs the CUDA wheels of scripts/fetch-cuda-verdict-libs.sh: set OFFLOAD_IMAGE_EXTERNAL_TESTS=1"
+    ignore = "needs the CUDA wheels of scripts/fetch-verdict-wheels.sh: set OFFLOAD_IMAGE_EXTERNAL_TESTS=1"
 )]
 fn on_a_gpu_none_of_them_serves_libraries_with_kernels_are_none() {
-    common::external("the CUDA wheels of scripts/fetch-cuda-verdict-libs.sh");
+    common::external("the CUDA wheels of scripts/fetch-verdict-wheels.sh");
     let (code, records, _) = doctor(&["sm_60"]);
     assert_eq!(code, Some(1));
     for r in &records {
@@ -142,4 +147,105 @@ fn on_a_gpu_none_of_them_serves_libraries_with_kernels_are_none() {
             assert_eq!(r["units_covered"], 0, "{r}");
         }
     }
+}
+
+/// A host object whose `.rodata` holds a code object, the way Mojo ships its kernels (no
+/// container, no wrapper): reported as device code outside any container, with how many of
+/// the code objects are for each device, never "none" with a rebuild hint.
+#[test]
+fn code_objects_outside_any_container_are_reported_as_such() {
+    use object::write::{Object, StandardSection};
+    use object::{Architecture, BinaryFormat, Endianness};
+    let dir = common::TempDir::new("doctor-outside");
+    let co =
+        std::fs::read(common::repo().join("tests/data/corpus/devobj/saxpy.gfx90a.co")).unwrap();
+    let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+    let rodata = obj.section_id(StandardSection::ReadOnlyData);
+    obj.append_section_data(rodata, b"some constant data before it\0", 16);
+    obj.append_section_data(rodata, &co, 256);
+    obj.append_section_data(rodata, &co, 256);
+    let path = dir.path("libkernels.so");
+    std::fs::write(&path, obj.write().unwrap()).unwrap();
+    let out = Command::new(common::ours())
+        .args([
+            "doctor",
+            "--json",
+            "--target",
+            "gfx90a:xnack-",
+            "--target",
+            "gfx1100",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let (code, records, summary) = parse(&out);
+    assert_eq!(summary["outside"], 2, "{summary}");
+    let by = |d: &str| records.iter().find(|r| r["device"] == d).unwrap().clone();
+    let gfx90a = by("gfx90a:xnack-");
+    assert_eq!(gfx90a["status"], "outside");
+    let reason = gfx90a["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("2 code objects in .rodata (gfx90a: 2)"),
+        "{reason}"
+    );
+    assert!(reason.ends_with("2 of them for this device"), "{reason}");
+    let gfx1100 = by("gfx1100");
+    assert!(gfx1100["reason"]
+        .as_str()
+        .unwrap()
+        .ends_with("none of them is for this device"));
+    assert!(gfx1100["hints"].as_array().unwrap().is_empty());
+    // Nothing for the gfx1100: the run does not pass.
+    assert_eq!(code, Some(1));
+}
+
+/// mojolearn-amd 0.8.62 carries its gfx942 kernels in the `.rodata` of six libraries (1,288
+/// in `_mojolearn_native.so`), none of them in a container.
+#[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs the wheels of scripts/fetch-verdict-wheels.sh: set OFFLOAD_IMAGE_EXTERNAL_TESTS=1"
+)]
+fn mojolearn_kernels_are_found_outside_any_container() {
+    common::external("the wheels of scripts/fetch-verdict-wheels.sh");
+    let dir = wheels().join("outside");
+    let wheel = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .expect("the mojolearn-amd wheel");
+    let out = Command::new(common::ours())
+        .args(["doctor", "--json", "--target", "gfx942:sramecc+:xnack-"])
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    let (code, records, summary) = parse(&out);
+    assert_eq!(code, Some(0), "{summary}");
+    assert_eq!(summary["libraries"], 6, "{summary}");
+    for r in &records {
+        assert_eq!(r["status"], "outside", "{r}");
+        assert!(
+            r["reason"]
+                .as_str()
+                .unwrap()
+                .contains(" of them for this device"),
+            "{r}"
+        );
+    }
+    let native = records
+        .iter()
+        .find(|r| {
+            r["member"]
+                .as_str()
+                .unwrap()
+                .ends_with("/_mojolearn_native.so")
+        })
+        .unwrap();
+    assert!(
+        native["reason"]
+            .as_str()
+            .unwrap()
+            .contains("1288 code objects in .rodata (gfx942"),
+        "{native}"
+    );
 }

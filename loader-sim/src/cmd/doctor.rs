@@ -143,6 +143,10 @@ struct Tally {
     error: Option<String>,
     /// Per probe of a split library: the device package that would carry its archives.
     packages: Vec<Option<String>>,
+    /// A library without registered device code that carries code objects outside any
+    /// container (`doctor::LooseCode`): what was found, and per real device how many of them
+    /// it could load.
+    loose: Option<(String, Vec<usize>)>,
 }
 
 impl Tally {
@@ -151,6 +155,7 @@ impl Tally {
             counts: doctor::Tally::new(&plan.probes),
             error: None,
             packages: vec![None; plan.probes.devices.len()],
+            loose: None,
         }
     }
 
@@ -211,6 +216,10 @@ struct Record {
     /// Set when the library is damaged (status `damaged`): the first problem found.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// Nothing stands in the device's way (the exit status): `ok`, `no-kernels`, or
+    /// `outside` with code objects for the device.
+    #[serde(skip)]
+    loads: bool,
 }
 
 /// How many units were set aside, per reason.
@@ -268,6 +277,7 @@ struct Summary {
     partial: usize,
     none: usize,
     no_kernels: usize,
+    outside: usize,
     damaged: usize,
     seconds: f64,
 }
@@ -498,7 +508,23 @@ fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tall
     }
     let mut tally = Tally::new(ctx.plan);
     let found = scan_units(data, input, ctx, &mut tally);
-    (found && (tally.counts.units > 0 || tally.error.is_some())).then_some(tally)
+    if found && (tally.counts.units > 0 || tally.error.is_some()) {
+        return Some(tally);
+    }
+    // No device code a runtime registers: code objects outside any container, which the
+    // program loads itself, are reported as such (COMPATIBILITY.md §12).
+    let host = HostFile::parse(data).ok()?;
+    let loose = doctor::LooseCode::find(&host);
+    if loose.is_empty() {
+        return None;
+    }
+    let real = &ctx.plan.probes.devices[..ctx.plan.probes.real];
+    let counts = real
+        .iter()
+        .map(|d| loose.for_device(d, &ctx.select))
+        .collect();
+    tally.loose = Some((loose.summary(), counts));
+    Some(tally)
 }
 
 /// Judges the units of the container walk over `data` into `tally`; false when `data` is
@@ -1012,12 +1038,18 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                 let covered = tally.counts.covered[k];
                 let coverage = &tally.counts.coverage[k];
                 let judged = coverage.status();
+                let loose = tally.loose.as_ref().map(|(found, n)| (found, n[k]));
                 let status = if tally.error.is_some() {
                     "damaged"
+                } else if loose.is_some() {
+                    doctor::Status::Outside.name()
                 } else {
                     judged.name()
                 };
-                let ok = matches!(status, "ok" | "no-kernels");
+                let ok = match loose {
+                    Some((_, for_device)) => for_device > 0,
+                    None => matches!(status, "ok" | "no-kernels"),
+                };
                 let (no_kernels, other_gpus) = coverage.set_aside_counts();
                 records.push(Record {
                     file: files[*i].display().to_string(),
@@ -1029,6 +1061,16 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                     status,
                     reason: match &tally.error {
                         Some(e) => Some(format!("damaged: {e}")),
+                        None if loose.is_some() => loose.map(|(found, n)| {
+                            format!(
+                                "no device code a runtime registers; {found} outside any \
+                                 offload container, which its program loads itself: {}",
+                                match n {
+                                    0 => "none of them is for this device".to_string(),
+                                    n => format!("{n} of them for this device"),
+                                }
+                            )
+                        }),
                         None if judged == doctor::Status::NoKernels => Some(format!(
                             "{}: its device code, if any, reaches the GPU another way, which \
                              doctor cannot judge",
@@ -1060,7 +1102,8 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                             closest: g.closest.clone(),
                         })
                         .collect(),
-                    hints: if ok || tally.error.is_some() {
+                    loads: ok && tally.error.is_none(),
+                    hints: if ok || tally.error.is_some() || loose.is_some() {
                         Vec::new()
                     } else {
                         let mut h = hints(&plan, k, tally);
@@ -1108,6 +1151,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         partial: count("partial"),
         none: count("none"),
         no_kernels: count("no-kernels"),
+        outside: count("outside"),
         damaged: count("damaged"),
         seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
     };
@@ -1122,10 +1166,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     written
         .and_then(|()| out.flush())
         .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
-    if records
-        .iter()
-        .all(|r| matches!(r.status, "ok" | "no-kernels"))
-    {
+    if records.iter().all(|r| r.loads) {
         Ok(Outcome::Ok)
     } else {
         Ok(Outcome::NoMatch)
@@ -1140,7 +1181,7 @@ fn write_tables(
 ) -> std::io::Result<()> {
     for (name, device) in &plan.real {
         let mine: Vec<&Record> = records.iter().filter(|r| &r.device == name).collect();
-        let ok = mine.iter().filter(|r| r.status == "ok").count();
+        let ok = mine.iter().filter(|r| r.loads).count();
         let no_kernels = mine.iter().filter(|r| r.status == "no-kernels").count();
         writeln!(
             out,
@@ -1204,7 +1245,7 @@ fn write_tables(
     writeln!(
         out,
         "{} files scanned in {:.2} s: {} libraries with device code, {} device(s); \
-         ok {}, partial {}, none {}, no-kernels {}, damaged {}",
+         ok {}, partial {}, none {}, no-kernels {}, outside {}, damaged {}",
         s.files_scanned,
         s.seconds,
         s.libraries,
@@ -1213,6 +1254,7 @@ fn write_tables(
         s.partial,
         s.none,
         s.no_kernels,
+        s.outside,
         s.damaged
     )?;
     if records.iter().any(|r| r.hints.iter().any(|h| !h.safe)) {
