@@ -38,7 +38,7 @@ pub fn manifest() -> Vec<serde_json::Value> {
 
 /// The switch of the tests that need something from outside the repository (LLVM's tools,
 /// comgr, the fetched ROCm and NVIDIA libraries): they run when it is `1`, as
-/// `scripts/test.sh` sets it, and are skipped otherwise.
+/// `scripts/test.sh` sets it, and are reported ignored otherwise.
 pub const EXTERNAL_TESTS: &str = "OFFLOAD_IMAGE_EXTERNAL_TESTS";
 
 /// The first line of a test that needs `what` (tools or libraries from outside the

@@ -4,7 +4,7 @@
 
 /// The switch of the tests that need something from outside the repository (here the C++
 /// compiler, `pkg-config` and binutils' `readelf`; the C compiler cargo needs is assumed):
-/// they run when it is `1`, as `scripts/test.sh` sets it, and are skipped otherwise.
+/// they run when it is `1`, as `scripts/test.sh` sets it, and are reported ignored otherwise.
 pub const EXTERNAL_TESTS: &str = "OFFLOAD_IMAGE_EXTERNAL_TESTS";
 
 /// The first line of a test that needs `what` (tools or libraries from outside the

@@ -33,7 +33,7 @@ pub fn ours() -> PathBuf {
 
 /// The switch of the tests that need something from outside the repository (LLVM's tools,
 /// comgr, the fetched ROCm and NVIDIA libraries, the CUDA wheels, binutils): they run when it
-/// is `1`, as `scripts/test.sh` sets it, and are skipped otherwise.
+/// is `1`, as `scripts/test.sh` sets it, and are reported ignored otherwise.
 pub const EXTERNAL_TESTS: &str = "OFFLOAD_IMAGE_EXTERNAL_TESTS";
 
 /// The first line of a test that needs `what` (tools or libraries from outside the
