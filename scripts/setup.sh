@@ -5,7 +5,9 @@
 # from NVIDIA's Python wheels (into target/external/nvidia-venv: clang's CUDA driver and
 # cuobjdump for loader-sim/tests/cuda_program.rs and benches/nvfatbin.sh), and the Windows
 # wheels whose PE DLLs and .pyd hold device code (into target/external/windows: tests/pe.rs),
-# and libggml-hip of the cyllama-rocm wheel (tests/damage.rs, loader-sim's doctor and prune tests).
+# and libggml-hip of the cyllama-rocm wheel (tests/damage.rs, loader-sim's doctor and prune tests),
+# and the CUDA and mojolearn-amd wheels doctor's verdicts are checked on (into
+# target/external/verdict-wheels: loader-sim/tests/doctor_verdicts.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(clang-22 clang-tools-22 llvm-22 lld-22 clang-19 clang-tools-19 llvm-19 libamd-comgr-dev
@@ -23,3 +25,4 @@ scripts/fetch-nvidia-toolkit.sh >/dev/null
 scripts/fetch-nvidia-libs.sh >/dev/null
 scripts/fetch-windows-wheels.sh >/dev/null
 scripts/fetch-cyllama-rocm.sh >/dev/null
+scripts/fetch-verdict-wheels.sh >/dev/null
