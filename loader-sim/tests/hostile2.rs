@@ -668,3 +668,49 @@ fn a_closed_standard_error_is_no_panic() {
         assert_eq!(status.code(), Some(want), "{args:?}: {status:?}");
     }
 }
+
+/// A zip file whose (zip64) end of central directory record declares 300,000 entries:
+/// refused before the central directory is read.
+#[test]
+fn a_zip_declaring_too_many_entries_is_refused_before_reading_them() {
+    let dir = TempDir::new("zip-many");
+    let zip = zip_of(&[("a.so", device_code())]);
+    let (records, before) = central_records(&zip);
+    let mut out = before.clone();
+    let cd = out.len();
+    for r in &records {
+        out.extend(r);
+    }
+    let cd_size = out.len() - cd;
+    let eocd64 = out.len();
+    out.extend(b"PK\x06\x06");
+    out.extend(44u64.to_le_bytes());
+    out.extend([45, 0, 45, 0]);
+    out.extend([0u8; 8]);
+    out.extend(300_000u64.to_le_bytes());
+    out.extend(300_000u64.to_le_bytes());
+    out.extend((cd_size as u64).to_le_bytes());
+    out.extend((cd as u64).to_le_bytes());
+    out.extend(b"PK\x06\x07");
+    out.extend(0u32.to_le_bytes());
+    out.extend((eocd64 as u64).to_le_bytes());
+    out.extend(1u32.to_le_bytes());
+    out.extend(b"PK\x05\x06\0\0\0\0");
+    out.extend([0xff; 4]);
+    out.extend([0xff; 8]);
+    out.extend(0u16.to_le_bytes());
+    let wheel = dir.write("many-1.0-py3-none-any.whl", &out);
+    let o = loader_sim(&[
+        "doctor".as_ref(),
+        "--target".as_ref(),
+        "gfx90a".as_ref(),
+        wheel.as_os_str(),
+    ]);
+    let (stdout, stderr) = text(&o);
+    let all = format!("{stdout}{stderr}");
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("the central directory declares 300000 entries, more than 262144: not read"),
+        "{all}"
+    );
+}
