@@ -728,6 +728,14 @@ mod tests {
             "gfx11-generic"
         );
         assert!(Processor::by_name("gfx90a").unwrap().generic().is_none());
+        // gfx1250-strict: MACH 0xEB (llvm/llvm-project#218543's ELF.h), ISA 12.5.0 like
+        // gfx1250 (ROCm/llvm-project#4121), which ISA 12.5.0 names.
+        let strict = Processor::by_mach(0xEB).unwrap();
+        assert_eq!(
+            (strict.name, strict.isa_version),
+            ("gfx1250-strict", Some((12, 5, 0)))
+        );
+        assert_eq!(Processor::by_isa_version(12, 5, 0).unwrap().name, "gfx1250");
         let g11 = Processor::by_name("gfx11-generic").unwrap();
         assert!(g11
             .min_generic_version(Processor::by_name("gfx1170").unwrap())
