@@ -4,7 +4,7 @@
 //!
 //! Everything version-related lives here, in one table ([`RELEASES`]) with its sources.
 //! The order in which the driver picks among a fatbinary's entries is part of the ranking
-//! ([`crate::select`]); this module gives the judgement on the entry picked
+//! ([`mod@crate::select`]); this module gives the judgement on the entry picked
 //! ([`CudaDriver::refusal`]): the driver does not fall back to another entry when it
 //! cannot compile the PTX it picked.
 //!

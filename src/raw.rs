@@ -173,8 +173,12 @@ pub const OFFLOAD_ENTRY_SIZE: u64 = 40;
 
 /// Magic of an NVIDIA fatbinary (`0xBA55ED50`, bytes `50 ED 55 BA`, `NVFATBIN.md`).
 pub const NVFATBIN_MAGIC: &[u8; 4] = &[0x50, 0xED, 0x55, 0xBA];
-/// Magic of a `__fatBinC_Wrapper_t` in `.nvFatBinSegment` (`0x466243B1`).
+/// Magic of a `__fatBinC_Wrapper_t` in `.nvFatBinSegment` (`0x466243B1`,
+/// `__cudaFatMAGIC2`; `REGISTRATION.md` §5).
 pub const NVFATBIN_WRAPPER_MAGIC: u32 = 0x4662_43B1;
+/// Magic of the HIP fat-binary wrapper in `.hipFatBinSegment`: `0x48495046` ("HIPF", bytes
+/// `46 50 49 48`; `REGISTRATION.md` §4.1).
+pub const HIP_WRAPPER_MAGIC: u32 = 0x4849_5046;
 
 /// NVIDIA fatbinary header (16 bytes, `NVFATBIN.md` "Layout").
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
@@ -222,26 +226,35 @@ pub struct FatbinEntryHeader {
     pub uncompressed_size: U64,
 }
 
-/// `__fatBinC_Wrapper_t`: one per translation unit in `.nvFatBinSegment` (24 bytes).
+/// A fat-binary wrapper as a file stores it (24 bytes; `REGISTRATION.md` §4.1, §5): CUDA's
+/// `__fatBinC_Wrapper_t` in `.nvFatBinSegment` ([`NVFATBIN_WRAPPER_MAGIC`]), HIP's in
+/// `.hipFatBinSegment` ([`HIP_WRAPPER_MAGIC`]), and a split library's ([`HIPK_MAGIC`],
+/// `KPACK.md` §3). The one declaration of the record: the registration model
+/// (`registration::abi::FatbinWrapper`) is its native form.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 pub struct FatbinWrapper {
-    /// `0x466243B1`.
+    /// [`NVFATBIN_WRAPPER_MAGIC`], [`HIP_WRAPPER_MAGIC`] or [`HIPK_MAGIC`].
     pub magic: U32,
-    /// 1.
+    /// 1 (CUDA: 1 or 2).
     pub version: U32,
-    /// Address of the fatbinary (relocated).
-    pub fatbin: U64,
-    /// Address of a file name or of a list of prelinked fatbinaries (0 seen).
+    /// Address of the fat binary (relocated); for `HIPK`, of the ref record
+    /// (`.rocm_kpack_ref`, PE `.kpackrf`). In ELF files the kpack splitter zeroes these
+    /// bytes and the `R_X86_64_RELATIVE` addend holds the address.
+    pub binary: U64,
+    /// CUDA version 2: the address of the pre-linked list (`REGISTRATION.md` §5.3); `HIPK`:
+    /// the wrapper's index, the `co_index` of the `<kernel_name>#<co_index>` key; else 0.
     pub data: U64,
 }
+
+/// Size of [`FatbinWrapper`] on disk.
+pub const FATBIN_WRAPPER_SIZE: u64 = 24;
+const _: () = assert!(core::mem::size_of::<FatbinWrapper>() as u64 == FATBIN_WRAPPER_SIZE);
 
 /// Magic of a `.kpack` archive (`KPACK.md` §2): `KPAK`.
 pub const KPACK_MAGIC: &[u8; 4] = b"KPAK";
 /// Magic of a HIP wrapper whose device code was moved into `.kpack` archives: `0x4B504948`
-/// (bytes `48 49 50 4B`, "HIPK"; `KPACK.md` §3). The same value as
-/// `registration::abi::HIPK_FATBIN_MAGIC`, repeated here so that the kpack reader needs
-/// nothing from the registration step.
+/// (bytes `48 49 50 4B`, "HIPK"; `KPACK.md` §3).
 pub const HIPK_MAGIC: u32 = 0x4B50_4948;
 
 /// Header of a `.kpack` archive (16 bytes; zeros pad it to 64, where the blobs start).
@@ -255,23 +268,6 @@ pub struct KpackHeader {
     /// Absolute offset of the MessagePack table of contents, which runs to the end of the
     /// file.
     pub toc_offset: U64,
-}
-
-/// The 24-byte HIP wrapper record of `.hipFatBinSegment` as a file stores it; for a split
-/// library its magic is [`HIPK_MAGIC`] and `ptr` addresses the ref record
-/// (`.rocm_kpack_ref`, PE `.kpackrf`).
-#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
-#[repr(C)]
-pub struct HipWrapperRecord {
-    /// `HIPF` (`0x48495046`) or [`HIPK_MAGIC`].
-    pub magic: U32,
-    /// 1.
-    pub version: U32,
-    /// Address of the fat binary (`HIPF`) or of the ref record (`HIPK`); in ELF files the
-    /// splitter zeroes these bytes and the `R_X86_64_RELATIVE` addend holds the address.
-    pub ptr: U64,
-    /// `HIPK`: the wrapper's index, the `co_index` of the `<kernel_name>#<co_index>` key.
-    pub reserved1: U64,
 }
 
 #[cfg(test)]
@@ -295,6 +291,5 @@ mod tests {
         assert_eq!(size_of::<FatbinEntryHeader>(), 64);
         assert_eq!(size_of::<FatbinWrapper>(), 24);
         assert_eq!(size_of::<KpackHeader>(), 16);
-        assert_eq!(size_of::<HipWrapperRecord>(), 24);
     }
 }

@@ -37,7 +37,7 @@ use crate::bytes::{self, u64_of};
 use crate::container::{units, Unit, UnitContent};
 use crate::error::{Error, ErrorKind};
 use crate::image::{Format, Image, OffloadKind};
-use crate::raw::{BUNDLE_MAGIC, CCOB_MAGIC, NVFATBIN_WRAPPER_MAGIC};
+use crate::raw::{BUNDLE_MAGIC, CCOB_MAGIC, HIP_WRAPPER_MAGIC, NVFATBIN_WRAPPER_MAGIC};
 use crate::select::{select, Policy, SelectOptions};
 use crate::target::amdgpu::{Feature, FeatureState, TargetId};
 use crate::target::elf::{AmdgpuElfProblem, DeviceElf};
@@ -359,10 +359,6 @@ fn check_pe_wrappers(data: &[u8], starts: &[u64], out: &mut Vec<Finding>) {
         ));
     }
 }
-
-/// Magic of a HIP fat-binary wrapper (`REGISTRATION.md` §4.1; `registration::abi` has it
-/// too, further down the road).
-const HIP_WRAPPER_MAGIC: u32 = 0x4849_5046;
 
 fn check_unit(
     unit: &Unit<'_>,

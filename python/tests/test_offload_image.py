@@ -211,7 +211,7 @@ def test_select_and_validate_follow_the_cuda_driver():
     fatbin = CORPUS.parent / "cuda-driver" / "fatbin" / "0020.fatbin"
     refused = offload_image.select(fatbin, "sm_90", nvidia_driver="580.159.04")[0]
     assert refused["selected"] is None
-    assert "PTX ISA 9.1 needs a driver for CUDA 13.1 or later" in refused["note"]
+    assert "PTX ISA 9.1 needs a driver for CUDA 13.1 or later" in refused["runtime_note"]
     assert offload_image.select(fatbin, "sm_90")[0]["arch"] == "compute_90"
     findings = offload_image.validate(fatbin, nvidia_driver="580.159.04")
     assert [f["code"] for f in findings] == ["ptx-too-new-for-driver"]

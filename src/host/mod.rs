@@ -96,7 +96,7 @@ pub const ENTRY_SECTIONS: [(&[u8], u16); 4] = [
 ];
 
 /// Size of a HIP/CUDA fat-binary wrapper record (`registration::abi::RawFatbinWrapper`).
-pub const WRAPPER_SIZE: u64 = 24;
+pub const WRAPPER_SIZE: u64 = crate::raw::FATBIN_WRAPPER_SIZE;
 
 /// Sections holding HIP/CUDA fat-binary wrappers.
 pub const WRAPPER_SECTIONS: [&[u8]; 2] = [b".hipFatBinSegment", b".nvFatBinSegment"];

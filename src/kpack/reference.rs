@@ -7,7 +7,7 @@ use core::fmt::Write;
 
 use crate::bytes::read;
 use crate::error::{Error, ErrorKind, Result};
-use crate::raw::{HipWrapperRecord, HIPK_MAGIC};
+use crate::raw::{FatbinWrapper, HIPK_MAGIC};
 
 use super::msgpack::{Head, Reader};
 
@@ -40,7 +40,7 @@ impl HipkWrapper {
     /// Another magic (a `HIPF` wrapper, say) is [`ErrorKind::BadMagic`], a version other
     /// than 1 [`ErrorKind::UnsupportedVersion`] (at the field).
     pub fn read(data: &[u8], offset: u64) -> Result<Self> {
-        let w: &HipWrapperRecord = read(data, offset, "HIPK wrapper")?;
+        let w: &FatbinWrapper = read(data, offset, "HIPK wrapper")?;
         if w.magic.get() != HIPK_MAGIC {
             return Err(Error::new(
                 ErrorKind::BadMagic,
@@ -57,8 +57,8 @@ impl HipkWrapper {
         }
         Ok(HipkWrapper {
             version: w.version.get(),
-            ptr: w.ptr.get(),
-            reserved1: w.reserved1.get(),
+            ptr: w.binary.get(),
+            reserved1: w.data.get(),
         })
     }
 

@@ -19,11 +19,11 @@ use zerocopy::byteorder::little_endian::{I32, U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// Magic of the HIP fat-binary wrapper: `0x48495046` ("HIPF", bytes `46 50 49 48`; §4.1).
-pub const HIP_FATBIN_MAGIC: u32 = 0x4849_5046;
+pub const HIP_FATBIN_MAGIC: u32 = crate::raw::HIP_WRAPPER_MAGIC;
 /// Magic of the downstream "HIPK" wrapper variant (MessagePack metadata; not supported).
-pub const HIPK_FATBIN_MAGIC: u32 = 0x4B50_4948;
+pub const HIPK_FATBIN_MAGIC: u32 = crate::raw::HIPK_MAGIC;
 /// Magic of the CUDA fat-binary wrapper: `0x466243B1` (`__cudaFatMAGIC2`; §5).
-pub const CUDA_FATBIN_MAGIC: u32 = 0x4662_43B1;
+pub const CUDA_FATBIN_MAGIC: u32 = crate::raw::NVFATBIN_WRAPPER_MAGIC;
 /// Magic of an NVIDIA fatbinary container (`__cudaFatMAGIC3`, `0xBA55ED50`; §5).
 pub const NV_FATBIN_MAGIC: u32 = 0xBA55_ED50;
 /// The only HIP wrapper version runtimes accept.
@@ -38,7 +38,7 @@ pub const DEVICE_IMAGE_SIZE: u64 = 32;
 /// Size of `__tgt_bin_desc` (§1.7).
 pub const BIN_DESC_SIZE: u64 = 32;
 /// Size of the HIP/CUDA fat-binary wrapper (§4.1).
-pub const FATBIN_WRAPPER_SIZE: u64 = 24;
+pub const FATBIN_WRAPPER_SIZE: u64 = crate::raw::FATBIN_WRAPPER_SIZE;
 
 // The host reader walks wrapper sections and names entry tables with its own copies of
 // these numbers (it comes before this module).
@@ -397,19 +397,8 @@ pub struct RawBinDesc {
     pub host_entries_end: U64,
 }
 
-/// [`FatbinWrapper`] as stored.
-#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
-#[repr(C)]
-pub struct RawFatbinWrapper {
-    /// `magic`.
-    pub magic: U32,
-    /// `version`.
-    pub version: U32,
-    /// `binary`.
-    pub binary: U64,
-    /// `unused`.
-    pub unused: U64,
-}
+/// [`FatbinWrapper`] as stored: the one on-disk record, [`crate::raw::FatbinWrapper`].
+pub use crate::raw::FatbinWrapper as RawFatbinWrapper;
 
 // ---------------------------------------------------------------------------------------
 // Layout checks (REGISTRATION.md §8), for LP64 hosts.
@@ -455,7 +444,7 @@ mod checks {
         host_entries_begin / host_entries_begin @ 16, host_entries_end / host_entries_end @ 24,
     ]);
     same_layout!(FatbinWrapper, RawFatbinWrapper, 24, [
-        magic / magic @ 0, version / version @ 4, binary / binary @ 8, unused / unused @ 16,
+        magic / magic @ 0, version / version @ 4, binary / binary @ 8, unused / data @ 16,
     ]);
     layout!(TargetTable, 16, [entries_begin @ 0, entries_end @ 8]);
     layout!(DeviceBinary, 8, [handle @ 0]);

@@ -157,7 +157,7 @@ struct Record {
     /// What the runtime does beyond the choice: the CUDA driver refuses the PTX it picks
     /// (no fallback), or loads the chosen PTX only from its JIT cache.
     #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<String>,
+    runtime_note: Option<String>,
 }
 
 /// The image `-o` writes.
@@ -427,7 +427,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                         rejected: None,
                         disagreement: None,
                         skipped: None,
-                        note: None,
+                        runtime_note: None,
                     });
                 }
                 if out_path.is_some() {
@@ -499,7 +499,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                     .clone()
                     .filter(|_| args.explain)
                     .map(Skipped::new),
-                note: runtime_note(choice),
+                runtime_note: runtime_note(choice),
             });
             if args.output.is_some() && records.len() == 1 {
                 output = chosen.map(|img| match input.offset_of(img.bytes) {
@@ -612,7 +612,7 @@ fn write_table(out: &mut impl Write, records: &[Record], sha: bool) -> std::io::
     }
     table(out, &header, &rows)?;
     for r in records.iter().filter(|r| r.rejected.is_none()) {
-        if let Some(note) = &r.note {
+        if let Some(note) = &r.runtime_note {
             writeln!(
                 out,
                 "note: {} unit {}, target {}: {note}",
@@ -636,7 +636,7 @@ fn write_table(out: &mut impl Write, records: &[Record], sha: bool) -> std::io::
             if let Some(s) = &r.skipped {
                 writeln!(out, "  note: {}", s.message)?;
             }
-            if let Some(n) = &r.note {
+            if let Some(n) = &r.runtime_note {
                 writeln!(out, "  note: {n}")?;
             }
             for x in rejected {
