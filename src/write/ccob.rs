@@ -19,11 +19,12 @@
 //!
 //! * [`Codec::LibZstd`] and [`Codec::LibZlib`] (feature `llvm-compress`) make the same
 //!   calls into the C libraries, through `zstd-safe` and `flate2`'s zlib backend, so the
-//!   payload is byte-identical to LLVM's *when both link the same library version*. The
-//!   feature links the system's libzstd and zlib through pkg-config, as a distribution's
-//!   LLVM does (Debian's LLVM 22 links Debian's libzstd 1.5.4 and zlib 1.2.13). A build
-//!   that vendors the libraries instead (`zstd-sys`'s bundled zstd 1.5.7, `libz-sys`'s
-//!   static zlib) writes the payload of *that* version, which equals the output of an LLVM
+//!   payload is byte-identical to LLVM's *when both link the same library version*. By
+//!   default the feature builds the libraries' bundled sources (`zstd-sys`'s zstd 1.5.7,
+//!   `libz-sys`'s static zlib 1.3.2, which gives the system zlib 1.2.13's bytes); the feature
+//!   `system-zstd` links the system's libzstd through pkg-config instead, as a
+//!   distribution's LLVM does (Debian's LLVM 22 links Debian's libzstd 1.5.4). The bundled
+//!   zstd writes the payload of *its* version, which equals the output of an LLVM
 //!   linked with that version but differs from the system LLVM's at most levels (1.5.7
 //!   against Debian's 1.5.4: measured in `docs/FINDINGS.md`): zstd's match finders and
 //!   block splitting change between releases. The header and the decompressed content
