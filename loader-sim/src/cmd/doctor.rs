@@ -777,7 +777,7 @@ fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
             let (before, mut unreadable) = (files.len(), Vec::new());
             walk(p, &mut files, &mut unreadable);
             for u in &unreadable {
-                eprintln!("loader-sim: warning: {u}");
+                crate::output::stderr_line(format_args!("loader-sim: warning: {u}"));
             }
             if files.len() == before {
                 if let Some(first) = unreadable.first() {
@@ -852,7 +852,10 @@ fn devices(args: &Args) -> Result<Devices, Failure> {
             .unwrap_or_else(|| PathBuf::from(SYSTEM_KFD));
         let found = crate::gpus::detect(Some(&kfd), detect, xnack, &env);
         for f in &found.devices {
-            eprintln!("loader-sim: doctor: detected {} ({})", f.device, f.source);
+            crate::output::stderr_line(format_args!(
+                "loader-sim: doctor: detected {} ({})",
+                f.device, f.source
+            ));
         }
         looked = found.looked;
         driver = driver.or(found
@@ -871,9 +874,9 @@ fn devices(args: &Args) -> Result<Devices, Failure> {
         match unique.iter().find(|(_, u)| *u == d) {
             // Two names for one device (`sm_90` and `sm_90a`: a GPU is a compute capability;
             // `a` and `f` name code, not devices): judged once, and said so.
-            Some((first, _)) => eprintln!(
+            Some((first, _)) => crate::output::stderr_line(format_args!(
                 "loader-sim: doctor: --target {name} is the same device as {first} ({d}): judged once"
-            ),
+            )),
             None => unique.push((name, d)),
         }
     }

@@ -229,11 +229,11 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                 skipped,
             } = line
             {
-                eprintln!(
+                crate::output::stderr_line(format_args!(
                     "loader-sim: note: {}: {container} after unit {bundle_index}: {}",
                     args.file.display(),
                     skipped.message
-                );
+                ));
             }
             if let Line::Damaged(d) = line {
                 d.warn(&args.file);

@@ -131,7 +131,7 @@ fn place(elf: &HostFile<'_>, addr: u64) -> String {
 }
 
 fn note(file: &Path, what: impl std::fmt::Display) {
-    eprintln!("loader-sim: note: {}: {what}", file.display());
+    crate::output::stderr_line(format_args!("loader-sim: note: {}: {what}", file.display()));
 }
 
 fn statically(

@@ -238,11 +238,11 @@ fn check_elf(spec: &Spec, image: &offload_image::Image<'_>) {
     let id = identify(image);
     if id.mismatch.is_some() {
         let elf = id.elf_target.map(|t| t.to_string()).unwrap_or_default();
-        eprintln!(
+        crate::output::stderr_line(format_args!(
             "loader-sim: warning: {}: arch '{}' differs from the code object's ELF header ({elf}); runtimes go by the ELF header",
             spec.file.display(),
             spec.arch
-        );
+        ));
     }
 }
 
