@@ -266,15 +266,6 @@ impl Zip {
             .collect()
     }
 
-    /// The bytes of member `i`, decoded (a whole member in memory: for `.kpack` archives
-    /// read as installed files).
-    pub fn read(&mut self, i: usize) -> std::io::Result<Vec<u8>> {
-        let mut f = self.archive.by_index(i)?;
-        let mut out = Vec::new();
-        f.read_to_end(&mut out)?;
-        Ok(out)
-    }
-
     /// Member `i`: `None` for a directory; otherwise its name and, when its first
     /// [`HEAD_LEN`] bytes (fewer if it is shorter) pass `wanted`, its content. An error
     /// when even its central directory record cannot be read.
@@ -310,6 +301,30 @@ impl Zip {
                 .unwrap_or_else(|e| Content::Unreadable(e.to_string()))
         };
         Ok(Some(Member { name, content }))
+    }
+
+    /// Member `i` (stored or compressed) copied whole into an unlinked temporary file, within
+    /// what is left of the spill limit, for a reader that reads it by offset (a `.kpack`
+    /// archive read by its TOC). Reading to the end checks the member's CRC-32.
+    pub fn member_file(&mut self, i: usize) -> Result<File, String> {
+        use std::io::Seek;
+        let left = self.spill_limit.saturating_sub(self.spilled);
+        let limit = self.spill_limit;
+        let mut f = self.archive.by_index(i).map_err(|e| e.to_string())?;
+        if f.size() > left {
+            return Err(format!(
+                "it declares {} bytes, more than is left ({left} bytes) of the {limit} bytes the members of one zip file may take in the temporary folder (set {SPILL_LIMIT_VAR} to allow more)",
+                f.size()
+            ));
+        }
+        let mut written = 0;
+        let spilled = spill_file(&[], &mut f, left, &mut written);
+        self.spilled = self.spilled.saturating_add(written);
+        let mut file = spilled
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("it decodes to more than its declared {} bytes", f.size()))?;
+        file.rewind().map_err(|e| e.to_string())?;
+        Ok(file)
     }
 
     /// Decodes compressed member `i`: its first bytes, then, if they pass `wanted`, the
@@ -355,6 +370,19 @@ fn spill(
     limit: u64,
     written: &mut u64,
 ) -> std::io::Result<Option<Input>> {
+    match spill_file(head, reader, limit, written)? {
+        Some(file) => Input::from_spilled(&file).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// [`spill`]'s temporary file, unlinked, not mapped.
+fn spill_file(
+    head: &[u8],
+    reader: &mut impl Read,
+    limit: u64,
+    written: &mut u64,
+) -> std::io::Result<Option<File>> {
     let (mut file, path) = temp_file()?;
     // Unlinked at once: nothing is left behind, whatever happens next.
     let _ = std::fs::remove_file(&path);
@@ -382,7 +410,7 @@ fn spill(
             return Ok(None);
         }
     }
-    Input::from_spilled(&file).map(Some)
+    Ok(Some(file))
 }
 
 /// A new file under the temporary directory, opened for reading and writing: created

@@ -968,6 +968,19 @@ fn doctor_on_a_host_wheel_and_device_wheels() {
 
     let (_, libs) = doctor(&[&host]);
     assert!(libs.iter().all(|r| r["status"] == "none"), "{libs:?}");
+
+    // A wheel's archive is copied to a temporary file and read by its TOC, never held
+    // whole; the copy stays under the spill limit, and an archive over it is not read.
+    let mut args = vec!["doctor", "--json", "--target", "gfx1030"];
+    let paths = [host.to_str().unwrap(), gfx1030.to_str().unwrap()];
+    args.extend(paths);
+    let limit = [("LOADER_SIM_SPILL_LIMIT".to_string(), "64K".to_string())];
+    let out = run_env(&root, &args, &limit);
+    let recs = json_lines(&out.stdout);
+    let lib_rec = recs.iter().find(|r| r["member"] == lib).unwrap();
+    assert_eq!(lib_rec["status"], "none", "{lib_rec}");
+    let reason = lib_rec["reason"].as_str().unwrap();
+    assert!(reason.contains("LOADER_SIM_SPILL_LIMIT"), "{reason}");
 }
 
 /// `list` on a split library whose installed archive holds a damaged code object fails

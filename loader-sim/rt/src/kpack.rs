@@ -65,18 +65,18 @@ pub struct Archives<'s> {
     source: Option<&'s dyn FileSource>,
 }
 
-/// Where archive files come from when they are not on disk: the bytes of the regular file
-/// at a path, `None` when there is none.
+/// Where archive files come from when they are not on disk (the members of a wheel): the
+/// regular file at a path, opened for reading (for a compressed member, a temporary copy),
+/// `None` when there is none, an error saying why it could not be had. The archive is then
+/// read by its TOC, as one on disk.
 pub trait FileSource: Sync {
     /// The file at `path`.
-    fn read(&self, path: &str) -> Option<Vec<u8>>;
+    fn open(&self, path: &str) -> Option<Result<std::fs::File, String>>;
 }
 
-/// An archive file that opened.
+/// An archive file that opened, read by its TOC: the open file and what was read of it.
 pub enum Loaded {
-    /// Held whole (from a [`FileSource`]).
-    Whole(Vec<u8>),
-    /// Read by its TOC: the open file and what was read of it.
+    /// Read by its TOC.
     Toc(TocFile),
 }
 
@@ -104,6 +104,14 @@ impl TocFile {
     /// TOC over [`MAX_TOC`] bytes).
     pub fn open(path: &str, limits: &offload_image::Limits) -> Result<TocFile, String> {
         let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+        TocFile::from_file(file, limits)
+    }
+
+    /// [`TocFile::open`] on a file already open.
+    pub fn from_file(
+        file: std::fs::File,
+        limits: &offload_image::Limits,
+    ) -> Result<TocFile, String> {
         let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
         if !meta.is_file() {
             return Err("not a regular file".into());
@@ -176,7 +184,6 @@ impl Loaded {
     /// Parses the archive (the whole file, or its TOC).
     fn parse(&self, limits: &offload_image::Limits) -> Option<KpackArchive<'_>> {
         match self {
-            Loaded::Whole(d) => KpackArchive::parse(d, limits).ok(),
             Loaded::Toc(f) => f.parse(limits).ok(),
         }
     }
@@ -197,9 +204,8 @@ impl<'s> Archives<'s> {
             .entry(path.to_string())
             .or_insert_with(|| match source {
                 Some(s) => {
-                    let data = s.read(path).ok_or_else(|| "no such file".to_string())?;
-                    KpackArchive::parse(&data, &options.limits).map_err(|e| e.to_string())?;
-                    Ok(Loaded::Whole(data))
+                    let file = s.open(path).ok_or_else(|| "no such file".to_string())??;
+                    TocFile::from_file(file, &options.limits).map(Loaded::Toc)
                 }
                 None => TocFile::open(path, &options.limits).map(Loaded::Toc),
             })
@@ -524,9 +530,6 @@ impl<'d> Library<'d> {
                     .get(&candidates[found.archive].path)
                     .and_then(|l| l.as_ref().ok());
                 let code = archive.zip(loaded).map(|(a, l)| match l {
-                    Loaded::Whole(_) => a
-                        .code_object_coded(found.entry, options)
-                        .map(|c| c.into_owned()),
                     Loaded::Toc(f) => f.code_object(a, found.entry, options),
                 });
                 match code {

@@ -332,9 +332,11 @@ impl WheelArchives {
 }
 
 impl crate::kpack::FileSource for WheelArchives {
-    fn read(&self, path: &str) -> Option<Vec<u8>> {
+    /// The member installed at `path`, copied to a temporary file under the spill limit
+    /// (`crate::wheel`), so that the archive is read by its TOC, never held whole.
+    fn open(&self, path: &str) -> Option<Result<File, String>> {
         let (wheel, i) = self.files.get(path)?;
-        Zip::open(wheel).ok()?.read(*i).ok()
+        Some(Zip::open(wheel).and_then(|mut zip| zip.member_file(*i)))
     }
 }
 
