@@ -107,6 +107,10 @@ where
     let mut codes: Vec<Option<Code>> = Vec::new();
     codes.try_reserve_exact(devices.len()).map_err(|_| oom())?;
     codes.resize(devices.len(), None);
+    // The chosen entry's PTX ISA version, for the driver's judgement once all are seen.
+    let mut isas: Vec<Option<crate::driver::PtxIsa>> = Vec::new();
+    isas.try_reserve_exact(devices.len()).map_err(|_| oom())?;
+    isas.resize(devices.len(), None);
     let mut winners: Vec<usize> = Vec::new();
     winners
         .try_reserve_exact(devices.len())
@@ -140,6 +144,9 @@ where
                     if let Some(c) = codes.get_mut(d) {
                         *c = Some(identity.code);
                     }
+                    if let Some(i) = isas.get_mut(d) {
+                        *i = identity.ptx_isa;
+                    }
                     winners.push(d);
                 }
             }
@@ -168,6 +175,19 @@ where
     let verified = reader.verifies();
     if verified {
         reader.finish()?;
+    }
+    // The CUDA driver refuses PTX it cannot compile and takes nothing else instead
+    // (`COMPATIBILITY.md` §9.5), as [`crate::choose`] judges it.
+    for (d, device) in devices.iter().enumerate() {
+        let ptx = codes.get(d).copied().flatten() == Some(Code::Ptx);
+        let isa = isas.get(d).copied().flatten();
+        if let (Device::Cuda { .. }, true) = (device, ptx) {
+            if options.cuda.refusal(isa).is_some() {
+                if let Some(slot) = best.get_mut(d) {
+                    *slot = None;
+                }
+            }
+        }
     }
     Ok(Some(StreamSelection {
         table,

@@ -245,3 +245,54 @@ fn validate_names_ptx_too_new_for_the_driver() {
         .contains("ptx-too-new"));
     assert!(!run(&[]).1.contains("ptx-too-new"));
 }
+
+/// The same judgement where a compressed bundle is streamed (an OpenMP bundle for NVPTX
+/// whose PTX is at ISA 9.1, made by the drop-in bundler): nothing is selected for driver
+/// 580, and `-o` leaves no file; without the driver's version the PTX is chosen and written.
+#[test]
+fn a_streamed_bundle_gets_the_same_judgement() {
+    let dir = common::TempDir::new("cuda-driver-stream");
+    let host = dir.path("host.o");
+    std::fs::write(&host, b"").unwrap();
+    let ptx = common::repo().join("tests/data/cuda-driver/pool/compute_90_isa91.ptx");
+    let bundle = dir.path("b.ccob");
+    let out = Command::new(common::ours())
+        .args([
+            "offload-bundler",
+            "-type=bc",
+            "-targets=host-x86_64-unknown-linux-gnu,openmp-nvptx64-nvidia-cuda--sm_90",
+            "-compress",
+        ])
+        .arg(format!("-input={}", host.display()))
+        .arg(format!("-input={}", ptx.display()))
+        .arg(format!("-output={}", bundle.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chosen = dir.path("chosen.ptx");
+    let select = |driver: &[&str]| {
+        let _ = std::fs::remove_file(&chosen);
+        Command::new(common::ours())
+            .args(["select", "--target", "sm_90", "--json", "-o"])
+            .arg(&chosen)
+            .args(driver)
+            .arg(&bundle)
+            .env_remove("CUDA_FORCE_PTX_JIT")
+            .env_remove("CUDA_DISABLE_PTX_JIT")
+            .output()
+            .unwrap()
+    };
+    let refused = select(&["--nvidia-driver", DRIVER]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(!chosen.exists(), "no output for a refused image");
+    let taken = select(&[]);
+    assert_eq!(taken.status.code(), Some(0));
+    assert_eq!(
+        std::fs::read(&chosen).unwrap(),
+        std::fs::read(&ptx).unwrap()
+    );
+}

@@ -285,6 +285,13 @@ impl Stream<'_> {
         if let Some(f) = &mut file {
             f.flush().map_err(SinkError::Io)?;
         }
+        // The image streamed out for -o was refused afterwards (the CUDA driver's PTX
+        // judgement): no output.
+        if let (Some(None), Some(_), Some(path)) =
+            (found.chosen.first(), file.take(), self.out_path)
+        {
+            std::fs::remove_file(path).map_err(SinkError::Io)?;
+        }
         let ids: Vec<_> = found.table.entries().collect();
         Ok(Some(
             found
@@ -499,7 +506,9 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                     .clone()
                     .filter(|_| args.explain)
                     .map(Skipped::new),
-                runtime_note: runtime_note(choice),
+                // With --explain the refused image's own line says it.
+                runtime_note: runtime_note(choice)
+                    .filter(|_| !(args.explain && choice.refused.is_some())),
             });
             if args.output.is_some() && records.len() == 1 {
                 output = chosen.map(|img| match input.offset_of(img.bytes) {
