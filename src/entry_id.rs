@@ -129,6 +129,19 @@ impl<'a> Triple<'a> {
         }
     }
 
+    /// True for every AMDGPU spelling of the architecture: the legacy `amdgcn`, and `amdgpu`
+    /// with or without a sub-architecture (`amdgpu9.42`, `amdgpu9.4`; `COMPATIBILITY.md`
+    /// §1.5).
+    pub fn is_amdgpu(&self) -> bool {
+        self.arch == "amdgcn" || self.arch.starts_with("amdgpu")
+    }
+
+    /// The AMDGPU sub-architecture as stored (`9.42` of `amdgpu9.42`), `None` for `amdgcn`,
+    /// a bare `amdgpu` and other architectures.
+    pub fn amdgpu_subarch(&self) -> Option<&'a str> {
+        self.arch.strip_prefix("amdgpu").filter(|s| !s.is_empty())
+    }
+
     /// Equality the way `llvm::Triple::isCompatibleWith` sees it for offload triples:
     /// the same fields, an empty environment equal to `unknown`.
     pub fn same_as(&self, other: &Triple<'_>) -> bool {

@@ -132,6 +132,12 @@ pub enum Code {
     /// `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` and does not fall back. Found by
     /// [`validate_for_driver`] only.
     PtxTooNewForDriver,
+    /// A HIP bundle entry whose triple is an AMDGPU subarch spelling (`amdgpu9.42-amd-amdhsa`,
+    /// bare `amdgpu`; `COMPATIBILITY.md` §1.5): ROCm CLR looks entries up as
+    /// `hipv4-amdgcn-amd-amdhsa--<isa>` (the compressed path compares the unbundled name
+    /// as text), so no CLR release read loads it; comgr's ISA names take the spelling only
+    /// from ROCm/llvm-project#3622.
+    SubarchTriple,
 }
 
 impl Code {
@@ -140,7 +146,8 @@ impl Code {
     /// `magic-in-payload`, `id-spelling`, `runtimes-differ`, `not-code-object`,
     /// `unknown-offload-kind`, `empty-entry-id`, `overlapping-entries`,
     /// `pe-wrapper-unrelocated`, `pe-wrapper-not-container`, `pe-wrapper-count`,
-    /// `kpack-archive-missing`, `kpack-archive-name`, `ptx-too-new-for-driver`.
+    /// `kpack-archive-missing`, `kpack-archive-name`, `ptx-too-new-for-driver`,
+    /// `subarch-triple`.
     pub const fn name(self) -> &'static str {
         match self {
             Code::Reader(kind) => kind.name(),
@@ -162,6 +169,7 @@ impl Code {
             Code::KpackArchiveMissing => "kpack-archive-missing",
             Code::KpackArchiveName => "kpack-archive-name",
             Code::PtxTooNewForDriver => "ptx-too-new-for-driver",
+            Code::SubarchTriple => "subarch-triple",
         }
     }
 
@@ -683,6 +691,9 @@ fn check_image(
         }
     }
     if let Some(id) = image.entry_id {
+        if let Some(f) = subarch_triple(id, image, &identity, container, place) {
+            out.push(f);
+        }
         if let Some(why) = spelling(id, &identity) {
             out.push(Finding::new(
                 Code::IdSpelling,
@@ -705,8 +716,45 @@ fn is_code_object_entry(image: &Image<'_>, identity: &crate::target::Identity<'_
             image.offload_kind,
             OffloadKind::Hip | OffloadKind::HipV4 | OffloadKind::Hcc | OffloadKind::OpenMp
         )
-        && identity.triple.is_some_and(|t| t.arch == "amdgcn")
+        && identity.triple.is_some_and(|t| t.is_amdgpu())
         && identity.stated.is_some()
+}
+
+/// A HIP bundle entry stored under an `amdgpu` triple ([`Code::SubarchTriple`]).
+fn subarch_triple(
+    id: &str,
+    image: &Image<'_>,
+    identity: &crate::target::Identity<'_>,
+    container: &str,
+    place: u64,
+) -> Option<Finding> {
+    let parsed = crate::entry_id::EntryId::parse(id).ok()?;
+    let triple = crate::target::Triple::parse(parsed.triple).ok()?;
+    if image.format != Format::Bundle
+        || !matches!(parsed.kind, "hip" | "hipv4" | "hcc")
+        || !triple.arch.starts_with("amdgpu")
+    {
+        return None;
+    }
+    let legacy = match identity.named_target() {
+        Some(t @ Target::Amdgpu(_)) => format!(
+            "{}-amdgcn-{}-{}--{t}",
+            parsed.kind, triple.vendor, triple.os
+        ),
+        _ => format!(
+            "{}-amdgcn-{}-{}--<target id>",
+            parsed.kind, triple.vendor, triple.os
+        ),
+    };
+    Some(Finding::new(
+        Code::SubarchTriple,
+        container,
+        place,
+        format!(
+            "entry ID `{id}` uses the AMDGPU triple spelling `{}`: ROCm CLR (every version read, to ROCm/rocm-systems 02ba0621) looks HIP entries up as `hipv4-amdgcn-amd-amdhsa--<isa>` and finds none here (a compressed bundle's entries are matched as text); comgr reads `amdgpu<subarch>` ISA names only from ROCm/llvm-project#3622 (2026-07-26; its first release is not known here); clang writes `amdgcn` into HIP bundles for this reason (llvm/llvm-project#217640): write `{legacy}`",
+            triple.arch
+        ),
+    ))
 }
 
 /// Why some tools or runtimes reject the spelling of a bundle entry ID.

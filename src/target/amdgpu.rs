@@ -638,6 +638,179 @@ fn parse_feature(token: &str) -> Result<(Feature, FeatureState)> {
     Ok((feature, state))
 }
 
+/// LLVM's AMDGPU triple sub-architectures (`amdgpu<subarch>-amd-amdhsa`, `COMPATIBILITY.md`
+/// §1.5): the text after `amdgpu` and the processor it names, as `parseSubArch` in
+/// llvm/llvm-project `llvm/lib/TargetParser/Triple.cpp` (4da0108e1c799747a4192337d60b9c2c3720823f)
+/// lists them. `None`: a family with no generic processor (`6`, `7`, `8`). A processor's
+/// first row is the spelling clang writes for it (`clang/test/Driver/amdgpu-mcpu.cl`);
+/// `9.5` and `10` are LLVM's other spellings of `9.4` and `10.1`.
+const SUBARCHES: &[(&str, Option<&str>)] = &[
+    ("6", None),
+    ("6.00", Some("gfx600")),
+    ("6.01", Some("gfx601")),
+    ("6.02", Some("gfx602")),
+    ("7", None),
+    ("7.00", Some("gfx700")),
+    ("7.01", Some("gfx701")),
+    ("7.02", Some("gfx702")),
+    ("7.03", Some("gfx703")),
+    ("7.04", Some("gfx704")),
+    ("7.05", Some("gfx705")),
+    ("8", None),
+    ("8.01", Some("gfx801")),
+    ("8.02", Some("gfx802")),
+    ("8.03", Some("gfx803")),
+    ("8.05", Some("gfx805")),
+    ("8.10", Some("gfx810")),
+    ("9", Some("gfx9-generic")),
+    ("9.00", Some("gfx900")),
+    ("9.02", Some("gfx902")),
+    ("9.04", Some("gfx904")),
+    ("9.06", Some("gfx906")),
+    ("9.08", Some("gfx908")),
+    ("9.09", Some("gfx909")),
+    ("9.0a", Some("gfx90a")),
+    ("9.0c", Some("gfx90c")),
+    ("9.4", Some("gfx9-4-generic")),
+    ("9.5", Some("gfx9-4-generic")),
+    ("9.42", Some("gfx942")),
+    ("9.50", Some("gfx950")),
+    ("10.1", Some("gfx10-1-generic")),
+    ("10", Some("gfx10-1-generic")),
+    ("10.10", Some("gfx1010")),
+    ("10.11", Some("gfx1011")),
+    ("10.12", Some("gfx1012")),
+    ("10.13", Some("gfx1013")),
+    ("10.3", Some("gfx10-3-generic")),
+    ("10.30", Some("gfx1030")),
+    ("10.31", Some("gfx1031")),
+    ("10.32", Some("gfx1032")),
+    ("10.33", Some("gfx1033")),
+    ("10.34", Some("gfx1034")),
+    ("10.35", Some("gfx1035")),
+    ("10.36", Some("gfx1036")),
+    ("11", Some("gfx11-generic")),
+    ("11.00", Some("gfx1100")),
+    ("11.01", Some("gfx1101")),
+    ("11.02", Some("gfx1102")),
+    ("11.03", Some("gfx1103")),
+    ("11.50", Some("gfx1150")),
+    ("11.51", Some("gfx1151")),
+    ("11.52", Some("gfx1152")),
+    ("11.53", Some("gfx1153")),
+    ("11.54", Some("gfx1154")),
+    ("11.7", Some("gfx11-7-generic")),
+    ("11.70", Some("gfx1170")),
+    ("11.71", Some("gfx1171")),
+    ("11.72", Some("gfx1172")),
+    ("12", Some("gfx12-generic")),
+    ("12.00", Some("gfx1200")),
+    ("12.01", Some("gfx1201")),
+    ("12.5", Some("gfx12-5-generic")),
+    ("12.50", Some("gfx1250")),
+    ("12.51", Some("gfx1251")),
+    ("13", Some("gfx13-generic")),
+    ("13.10", Some("gfx1310")),
+];
+
+/// What an AMDGPU triple's sub-architecture names (`COMPATIBILITY.md` §1.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subarch {
+    /// No sub-architecture: `amdgcn` or a bare `amdgpu` (the legacy spelling).
+    None,
+    /// A sub-architecture LLVM knows that names this processor (`amdgpu9.42`: gfx942,
+    /// `amdgpu9.4`: gfx9-4-generic).
+    Processor(&'static Processor),
+    /// A sub-architecture LLVM knows that names no processor (`amdgpu6`, `amdgpu7`,
+    /// `amdgpu8`: families without a generic processor).
+    Family,
+    /// `amdgpu` followed by text LLVM's table does not have.
+    Unknown,
+}
+
+impl Subarch {
+    /// Reads a triple's architecture field: `amdgcn` and `amdgpu` are [`Subarch::None`],
+    /// `amdgpu<subarch>` is looked up in LLVM's table; `None` for other architectures.
+    pub fn of_arch(arch: &str) -> Option<Subarch> {
+        if arch == "amdgcn" {
+            return Some(Subarch::None);
+        }
+        let rest = arch.strip_prefix("amdgpu")?;
+        if rest.is_empty() {
+            return Some(Subarch::None);
+        }
+        Some(match SUBARCHES.iter().find(|(s, _)| *s == rest) {
+            Some((_, Some(name))) => {
+                Processor::by_name(name).map_or(Subarch::Unknown, Subarch::Processor)
+            }
+            Some((_, None)) => Subarch::Family,
+            None => Subarch::Unknown,
+        })
+    }
+
+    /// The processor, for [`Subarch::Processor`].
+    pub fn processor(self) -> Option<&'static Processor> {
+        match self {
+            Subarch::Processor(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+impl Processor {
+    /// The sub-architecture clang writes for this processor (`9.42` for gfx942, `9.4` for
+    /// gfx9-4-generic), `None` for a processor LLVM's triple table lacks (gfx940, gfx941,
+    /// gfx1250-strict).
+    pub fn subarch(&self) -> Option<&'static str> {
+        SUBARCHES
+            .iter()
+            .find(|(_, p)| *p == Some(self.name))
+            .map(|(s, _)| *s)
+    }
+}
+
+impl TargetId {
+    /// Parses a target ID stored under a triple whose sub-architecture is `subarch`
+    /// (`COMPATIBILITY.md` §1.5): with a processor named by the sub-architecture, an empty
+    /// processor or `generic` takes it (`:sramecc+:xnack-`), and a named processor must be
+    /// the same one; otherwise as [`TargetId::parse`]. Does not allocate.
+    pub fn parse_under(s: &str, subarch: Subarch) -> Result<Self> {
+        let Subarch::Processor(from_triple) = subarch else {
+            return TargetId::parse(s);
+        };
+        let name = s.split(':').next().unwrap_or("");
+        if !name.is_empty() && name != "generic" {
+            let t = TargetId::parse(s)?;
+            if !core::ptr::eq(t.processor, from_triple) {
+                return Err(Error::new(
+                    ErrorKind::InvalidId,
+                    0,
+                    "target ID names another processor than the triple's sub-architecture",
+                ));
+            }
+            return Ok(t);
+        }
+        let mut t = TargetId::any(from_triple);
+        let mut seen = [false; 2];
+        for token in s.split(':').skip(1) {
+            let (feature, state) = parse_feature(token)?;
+            let i = feature as usize;
+            if seen.get(i).copied().unwrap_or(true) {
+                return Err(Error::new(
+                    ErrorKind::InvalidId,
+                    0,
+                    "target ID names the same feature twice",
+                ));
+            }
+            if let Some(s) = seen.get_mut(i) {
+                *s = true;
+            }
+            t.set(feature, state)?;
+        }
+        Ok(t)
+    }
+}
+
 /// True when `name` has the shape of an AMDGPU processor name (`gfx…`), known or not.
 pub fn looks_like_amdgpu_processor(name: &str) -> bool {
     name.starts_with("gfx")

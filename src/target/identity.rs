@@ -5,7 +5,7 @@ use core::fmt;
 
 use crate::error::Error;
 use crate::image::{Image, ImageKind, OffloadKind};
-use crate::target::amdgpu::{Feature, TargetId};
+use crate::target::amdgpu::{Feature, Subarch, TargetId};
 use crate::target::elf::{
     AmdgpuElfProblem, DeviceElf, ELFOSABI_AMDGPU_HSA, ELFOSABI_AMDGPU_MESA3D, ELFOSABI_AMDGPU_PAL,
 };
@@ -207,9 +207,11 @@ impl Identity<'_> {
         self.triple.as_ref()
     }
 
-    /// The triple's architecture field, or the one the target implies.
+    /// The triple's architecture field, or the one the target implies; `amdgcn` for every
+    /// AMDGPU spelling (`amdgpu`, `amdgpu9.42`: `COMPATIBILITY.md` §1.5).
     pub fn arch(&self) -> Option<&str> {
         match (&self.triple, &self.target) {
+            (Some(t), _) if t.is_amdgpu() => Some("amdgcn"),
             (Some(t), _) => Some(t.arch),
             (None, Target::Amdgpu(_)) => Some("amdgcn"),
             (None, Target::AmdgcnSpirv) => Some("spirv64"),
@@ -285,9 +287,20 @@ pub fn identify<'a>(image: &Image<'a>) -> Identity<'a> {
         .and_then(|t| Triple::parse(t).ok())
         .or(elf.as_ref().map(elf_triple));
     let stated = image.target_id.filter(|s| !s.is_empty());
-    let stated_target = stated.map_or(Target::None, |s| {
-        Target::parse(s, triple.as_ref().map(|t| t.arch))
-    });
+    // An `amdgpu<subarch>` triple names a processor itself (`COMPATIBILITY.md` §1.5).
+    let subarch = triple
+        .as_ref()
+        .and_then(|t| Subarch::of_arch(t.arch))
+        .unwrap_or(Subarch::None);
+    let stated_target = match (stated, subarch) {
+        (Some(s), Subarch::Processor(_)) if s != "amdgcnspirv" => TargetId::parse_under(s, subarch)
+            .map_or_else(|why| Target::Invalid { text: s, why }, Target::Amdgpu),
+        (Some(s), _) => Target::parse(s, triple.as_ref().map(|t| t.arch)),
+        (None, Subarch::Processor(p)) => Target::Amdgpu(TargetId::any(p)),
+        (None, _) => Target::None,
+    };
+    // Only the processor is stated when the triple alone names it.
+    let processor_only = stated.is_none() && subarch.processor().is_some();
     let code = match (&elf, image.image_kind) {
         (Some(_), _) => Code::Elf,
         (None, ImageKind::Bitcode) => Code::Bitcode,
@@ -326,6 +339,9 @@ pub fn identify<'a>(image: &Image<'a>) -> Identity<'a> {
             Ok(t) => {
                 identity.elf_target = Some(Target::Amdgpu(t));
                 identity.mismatch = match stated_target {
+                    Target::Amdgpu(s) if processor_only => {
+                        (!core::ptr::eq(s.processor, t.processor)).then_some(Mismatch::Processor)
+                    }
                     Target::Amdgpu(s) => amdgpu_mismatch(&s, &t, a.code_object_version),
                     Target::None => None,
                     _ => Some(Mismatch::Processor),

@@ -17,7 +17,7 @@ mod identity;
 pub mod nvptx;
 
 pub use crate::entry_id::{EntryId, Triple};
-pub use amdgpu::{Feature, FeatureState, Processor, TargetId};
+pub use amdgpu::{Feature, FeatureState, Processor, Subarch, TargetId};
 pub use device::{visible_devices, Device, HSA_CAP_SRAM_EDCSUPPORTED};
 pub use identity::{
     identify, image_name, Code, Disagreement, Identity, ImageName, Mismatch, Target,

@@ -253,13 +253,21 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                         Some(c) => format!("{}+{c}", r.format),
                         None => r.format.to_string(),
                     },
-                    r.entry_id.clone().unwrap_or_else(|| {
-                        format!(
+                    match (&r.entry_id, &r.target_id) {
+                        // A subarch triple names the processor in its own spelling
+                        // (`amdgpu9.42`): the stored ID, then the processor.
+                        (Some(id), Some(t))
+                            if r.triple.as_deref().is_some_and(|t| t.starts_with("amdgpu")) =>
+                        {
+                            format!("{id} ({t})")
+                        }
+                        (Some(id), _) => id.clone(),
+                        (None, _) => format!(
                             "{}--{}",
                             r.triple.as_deref().unwrap_or("?"),
                             r.target_id.as_deref().unwrap_or("?")
-                        )
-                    }),
+                        ),
+                    },
                     r.image_kind.to_string(),
                     r.offset.map_or_else(|| "-".to_string(), |o| o.to_string()),
                     r.size.to_string(),
