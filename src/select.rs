@@ -195,6 +195,47 @@ pub struct SelectOptions {
     /// `CUDA_FORCE_PTX_JIT` / `CUDA_DISABLE_PTX_JIT` switches (`COMPATIBILITY.md` §9.5).
     /// Default: version unknown (PTX ISA versions not judged), no switch set.
     pub cuda: CudaDriver,
+    /// ROCm CLR's `HIP_FORCE_SPIRV_CODEOBJECT` (`COMPATIBILITY.md` §7.7): an AMDGPU device
+    /// takes only AMD SPIR-V (`amdgcnspirv`); native and generic code objects are passed
+    /// over, and without a SPIR-V entry it gets nothing. Default: no
+    /// ([`hip_force_spirv`] reads the variable as CLR does).
+    pub force_spirv: bool,
+}
+
+/// Whether ROCm CLR takes `HIP_FORCE_SPIRV_CODEOBJECT` as set, given the variable's value
+/// (`None`: unset). CLR reads it as a `bool` flag (ROCm/rocm-systems
+/// `projects/clr/rocclr/utils/flags.cpp`, `Flag::setValue`, at
+/// 02fcd1b98a9441722b1ae35fad94000b170d0cde): set when the value is exactly `true` or when
+/// C's `atoi` of it is not zero (`1`, ` 2`, `-1`, `7x`); `TRUE`, `yes`, `on`, `0` and an
+/// empty value (stored as `" "`) leave it unset. `atoi` is glibc's, `(int) strtol(v, 0, 10)`:
+/// `4294967296` reads as 0.
+pub fn hip_force_spirv(value: Option<&str>) -> bool {
+    let Some(v) = value else { return false };
+    if v == "true" {
+        return true;
+    }
+    let t = v.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let (negative, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, t.get(1..).unwrap_or("")),
+        Some(b'+') => (false, t.get(1..).unwrap_or("")),
+        _ => (false, t),
+    };
+    // strtol: saturates at LONG_MIN / LONG_MAX on overflow.
+    let mut n: i64 = 0;
+    for d in digits.bytes().take_while(u8::is_ascii_digit) {
+        let d = i64::from(d - b'0');
+        n = if negative {
+            n.checked_mul(10)
+                .and_then(|n| n.checked_sub(d))
+                .unwrap_or(i64::MIN)
+        } else {
+            n.checked_mul(10)
+                .and_then(|n| n.checked_add(d))
+                .unwrap_or(i64::MAX)
+        };
+    }
+    // The cast to int keeps the low 32 bits.
+    (n as i32) != 0
 }
 
 impl Default for SelectOptions {
@@ -208,6 +249,7 @@ impl Default for SelectOptions {
             allow_spirv: true,
             strict: false,
             cuda: CudaDriver::new(None),
+            force_spirv: false,
         }
     }
 }
@@ -228,6 +270,7 @@ impl SelectOptions {
             allow_spirv: false,
             strict: false,
             cuda: CudaDriver::new(None),
+            force_spirv: false,
         }
     }
 }
@@ -435,6 +478,9 @@ pub enum Rejection<'a> {
     },
     /// A cubin, which the CUDA driver ignores under `CUDA_FORCE_PTX_JIT`.
     ForcedJit,
+    /// A native or generic AMDGPU code object, which ROCm CLR passes over under
+    /// `HIP_FORCE_SPIRV_CODEOBJECT` ([`SelectOptions::force_spirv`]).
+    ForcedSpirv,
     /// The CUDA driver picks this PTX entry and refuses it: its ISA is newer than the
     /// driver compiles; the driver does not fall back to another entry.
     Driver(Refusal),
@@ -558,6 +604,9 @@ impl fmt::Display for Rejection<'_> {
             Rejection::ForcedJit => {
                 f.write_str("a cubin, which the CUDA driver ignores with CUDA_FORCE_PTX_JIT set")
             }
+            Rejection::ForcedSpirv => f.write_str(
+                "a code object for the device, which ROCm CLR passes over with HIP_FORCE_SPIRV_CODEOBJECT set (it takes only SPIR-V then)",
+            ),
             Rejection::Driver(refusal) => write!(
                 f,
                 "{refusal}; the driver picks this entry and does not fall back to another"
@@ -894,7 +943,12 @@ pub fn check<'a>(
         return Rejected(Rejection::JitNotAllowed(code));
     }
     match (&identity.target, device) {
-        (Target::Amdgpu(t), Device::Amdgpu(d)) => check_amdgpu(identity, t, d, options, index),
+        (Target::Amdgpu(t), Device::Amdgpu(d)) => {
+            match check_amdgpu(identity, t, d, options, index) {
+                Verdict::Compatible(_) if options.force_spirv => Rejected(Rejection::ForcedSpirv),
+                verdict => verdict,
+            }
+        }
         (Target::AmdgcnSpirv, Device::Amdgpu(_)) if !options.allow_spirv => {
             Rejected(Rejection::SpirvNotAllowed)
         }
@@ -955,7 +1009,7 @@ impl Rejection<'_> {
             | Rejection::Feature { .. }
             | Rejection::Driver(_)
             | Rejection::Nvptx { .. } => 2,
-            Rejection::ForcedJit => 1,
+            Rejection::ForcedJit | Rejection::ForcedSpirv => 1,
         }
     }
 
@@ -995,6 +1049,7 @@ impl Rejection<'_> {
             | Rejection::GenericNotAllowed(_)
             | Rejection::SpirvNotAllowed
             | Rejection::ForcedJit
+            | Rejection::ForcedSpirv
             | Rejection::Mismatch(_) => 0,
             Rejection::Driver(_) => 7,
             Rejection::Processor { image, device } => match (image.isa_version, device.isa_version)

@@ -79,3 +79,11 @@ pub fn cuda_driver(
         ),
     }
 }
+
+/// ROCm CLR's `HIP_FORCE_SPIRV_CODEOBJECT` in this process's environment, read as CLR reads
+/// it (`offload_image::select::hip_force_spirv`).
+pub fn hip_force_spirv() -> bool {
+    let value =
+        std::env::var_os("HIP_FORCE_SPIRV_CODEOBJECT").map(|v| v.to_string_lossy().into_owned());
+    offload_image::select::hip_force_spirv(value.as_deref())
+}

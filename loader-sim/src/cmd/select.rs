@@ -354,6 +354,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         allow_spirv: !args.no_spirv,
         strict: args.strict,
         cuda: crate::cmd::cuda_driver(args.nvidia_driver),
+        force_spirv: crate::cmd::hip_force_spirv(),
     };
     let input = Input::open(&args.file)?;
     let read = ReadOptions {
