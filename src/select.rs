@@ -223,7 +223,7 @@ pub fn hip_force_spirv(value: Option<&str>) -> bool {
     // strtol: saturates at LONG_MIN / LONG_MAX on overflow.
     let mut n: i64 = 0;
     for d in digits.bytes().take_while(u8::is_ascii_digit) {
-        let d = i64::from(d - b'0');
+        let d = i64::from(d.wrapping_sub(b'0'));
         n = if negative {
             n.checked_mul(10)
                 .and_then(|n| n.checked_sub(d))
