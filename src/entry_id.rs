@@ -228,4 +228,30 @@ mod tests {
         let g = Triple::parse("x86_64-unknown-linux-gnu").unwrap();
         assert_eq!(alloc::format!("{g}"), "x86_64-unknown-linux-gnu");
     }
+
+    #[test]
+    fn amdgpu_subarch_triples_split_as_stored() {
+        // COMPATIBILITY.md §1.5: the subarch is part of the architecture field.
+        assert_eq!(
+            p("hipv4-amdgpu9.42-amd-amdhsa--gfx942"),
+            ("hipv4", "amdgpu9.42-amd-amdhsa-", Some("gfx942"))
+        );
+        assert_eq!(
+            p("hipv4-amdgpu9.42-amd-amdhsa--"),
+            ("hipv4", "amdgpu9.42-amd-amdhsa-", None)
+        );
+        let t = Triple::parse("amdgpu9.42-amd-amdhsa-").unwrap();
+        assert!(t.is_amdgpu());
+        assert_eq!(t.amdgpu_subarch(), Some("9.42"));
+        assert_eq!(alloc::format!("{t}"), "amdgpu9.42-amd-amdhsa");
+        for (arch, amd) in [("amdgcn", true), ("amdgpu", true), ("nvptx64", false)] {
+            let t = Triple {
+                arch,
+                vendor: "amd",
+                os: "amdhsa",
+                env: "",
+            };
+            assert_eq!((t.is_amdgpu(), t.amdgpu_subarch()), (amd, None), "{arch}");
+        }
+    }
 }
