@@ -13,6 +13,9 @@
 //! stored as `" "`). The code objects are the corpus's (`e_flags` as llvm-readelf gives them
 //! in `tests/data/corpus/MANIFEST.jsonl`).
 
+mod common;
+
+use common::binary_bundle as bundle;
 use offload_image::select::{hip_force_spirv, Rejection, Verdict};
 use offload_image::{choose, units, Device, Image, Policy, ReadOptions, SelectOptions};
 
@@ -27,30 +30,6 @@ fn corpus(name: &str) -> Vec<u8> {
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap()
-}
-
-/// A binary bundle (`FORMATS.md` §2.1), payloads 8-byte aligned.
-fn bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut out = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
-    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    let table: usize = entries.iter().map(|(id, _)| 24 + id.len()).sum();
-    let mut at = (out.len() + table).next_multiple_of(8);
-    let mut offsets = Vec::new();
-    for (_, bytes) in entries {
-        offsets.push(at);
-        at = (at + bytes.len()).next_multiple_of(8);
-    }
-    for ((id, bytes), off) in entries.iter().zip(&offsets) {
-        out.extend_from_slice(&(*off as u64).to_le_bytes());
-        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(id.len() as u64).to_le_bytes());
-        out.extend_from_slice(id.as_bytes());
-    }
-    for ((_, bytes), off) in entries.iter().zip(&offsets) {
-        out.resize(*off, 0);
-        out.extend_from_slice(bytes);
-    }
-    out
 }
 
 /// The chosen entry IDs per device, and the rejections of the images that were not chosen.

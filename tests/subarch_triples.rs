@@ -13,6 +13,9 @@
 //! `clang-offload-bundler`, and so `loader-sim offload-bundler`, refuses the triple as
 //! "unknown target triple"): they are written here by `FORMATS.md` §2.1.
 
+mod common;
+
+use common::binary_bundle as bundle;
 use offload_image::select::{explain, Verdict};
 use offload_image::target::{identify, Processor, Subarch, Target};
 use offload_image::validate::{validate, Code};
@@ -245,31 +248,6 @@ fn a_target_id_naming_another_processor_is_refused() {
     );
     assert!(verdict(&image, "gfx90a:xnack+").is_err());
     assert!(verdict(&image, "gfx942:sramecc+:xnack-").is_err());
-}
-
-/// A binary bundle (`FORMATS.md` §2.1): magic, entry count, then per entry offset, size, ID
-/// length and ID, then the payloads (8-byte aligned here).
-fn bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut header = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
-    header.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    let table: usize = entries.iter().map(|(id, _)| 24 + id.len()).sum();
-    let mut at = (header.len() + table).next_multiple_of(8);
-    let mut payload_at = Vec::new();
-    for (_, bytes) in entries {
-        payload_at.push(at);
-        at = (at + bytes.len()).next_multiple_of(8);
-    }
-    for ((id, bytes), off) in entries.iter().zip(&payload_at) {
-        header.extend_from_slice(&(*off as u64).to_le_bytes());
-        header.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        header.extend_from_slice(&(id.len() as u64).to_le_bytes());
-        header.extend_from_slice(id.as_bytes());
-    }
-    for ((_, bytes), off) in entries.iter().zip(&payload_at) {
-        header.resize(*off, 0);
-        header.extend_from_slice(bytes);
-    }
-    header
 }
 
 /// host, gfx90a:xnack+ (`amdgpu9.0a`), gfx942 (`amdgpu9.42`, processor from the triple) and

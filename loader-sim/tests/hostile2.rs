@@ -522,35 +522,6 @@ fn spilled_members_stay_under_the_limit() {
     assert!(!all.contains("cannot read member"), "{all}");
 }
 
-/// An uncompressed bundle with a host entry and one `size`-byte entry per `arch`.
-fn big_bundle(archs: &[&str], size: usize) -> Vec<u8> {
-    let mut ids = vec!["host-x86_64-unknown-linux-gnu-".to_string()];
-    ids.extend(
-        archs
-            .iter()
-            .map(|a| format!("hipv4-amdgcn-amd-amdhsa--{a}")),
-    );
-    let header: usize = 24 + 8 + ids.iter().map(|id| 24 + id.len()).sum::<usize>();
-    let mut out = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
-    out.extend((ids.len() as u64).to_le_bytes());
-    let mut at = header.next_multiple_of(4096);
-    let mut sizes = Vec::new();
-    for (i, id) in ids.iter().enumerate() {
-        let len = if i == 0 { 0 } else { size };
-        out.extend((at as u64).to_le_bytes());
-        out.extend((len as u64).to_le_bytes());
-        out.extend((id.len() as u64).to_le_bytes());
-        out.extend(id.as_bytes());
-        sizes.push((at, len));
-        at = (at + len).next_multiple_of(4096);
-    }
-    for (at, len) in sizes {
-        out.resize(at, 0);
-        out.extend((0..len).map(|i| (i % 251) as u8 | 1));
-    }
-    out
-}
-
 /// `select -o OUT` that fails after it wrote OUT leaves no OUT behind: standard output
 /// that cannot be written (`/dev/full`), and an input truncated while read (24 races);
 /// a run that succeeds keeps it.
@@ -581,7 +552,7 @@ fn select_o_leaves_no_output_when_the_command_fails_afterwards() {
     assert!(out.exists());
 
     // The race: truncated 0-115 ms into the run.
-    let data = big_bundle(&["gfx90a", "gfx906"], 24 << 20);
+    let data = common::big_bundle(&["gfx90a", "gfx906"], 24 << 20, 4);
     let file = dir.path("lib.bundle");
     let (mut failed, mut kept) = (0, 0);
     for run in 0..24u64 {

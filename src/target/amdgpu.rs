@@ -557,6 +557,15 @@ impl TargetId {
             0,
             "unknown AMDGPU processor",
         ))?;
+        TargetId::with_features(processor, features)
+    }
+
+    /// `processor` with the feature tokens `features` (`xnack+`, `sramecc-`), each at most
+    /// once and supported by the processor.
+    fn with_features<'s>(
+        processor: &'static Processor,
+        features: impl IntoIterator<Item = &'s str>,
+    ) -> Result<Self> {
         let mut t = TargetId::any(processor);
         let mut seen = [false; 2];
         for token in features {
@@ -790,24 +799,7 @@ impl TargetId {
             }
             return Ok(t);
         }
-        let mut t = TargetId::any(from_triple);
-        let mut seen = [false; 2];
-        for token in s.split(':').skip(1) {
-            let (feature, state) = parse_feature(token)?;
-            let i = feature as usize;
-            if seen.get(i).copied().unwrap_or(true) {
-                return Err(Error::new(
-                    ErrorKind::InvalidId,
-                    0,
-                    "target ID names the same feature twice",
-                ));
-            }
-            if let Some(s) = seen.get_mut(i) {
-                *s = true;
-            }
-            t.set(feature, state)?;
-        }
-        Ok(t)
+        TargetId::with_features(from_triple, s.split(':').skip(1))
     }
 }
 

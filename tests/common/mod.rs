@@ -170,3 +170,29 @@ pub fn comgr_lookup() -> &'static Path {
         exe
     })
 }
+
+/// A binary bundle (`FORMATS.md` §2.1) written by hand: magic, entry count, then per entry
+/// offset, size, ID length and ID, then the payloads (8-byte aligned here), for IDs no tool
+/// writes.
+pub fn binary_bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    let table: usize = entries.iter().map(|(id, _)| 24 + id.len()).sum();
+    let mut at = (out.len() + table).next_multiple_of(8);
+    let mut offsets = Vec::new();
+    for (_, bytes) in entries {
+        offsets.push(at);
+        at = (at + bytes.len()).next_multiple_of(8);
+    }
+    for ((id, bytes), off) in entries.iter().zip(&offsets) {
+        out.extend_from_slice(&(*off as u64).to_le_bytes());
+        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        out.extend_from_slice(id.as_bytes());
+    }
+    for ((_, bytes), off) in entries.iter().zip(&offsets) {
+        out.resize(*off, 0);
+        out.extend_from_slice(bytes);
+    }
+    out
+}

@@ -453,3 +453,35 @@ pub fn hip_runtime_stub(dir: &TempDir) -> PathBuf {
     assert!(o.status.success(), "{}", describe(&o));
     lib
 }
+
+/// An uncompressed offload bundle with a host entry and one device entry per `arch`, each
+/// of `size` pseudo-random bytes.
+pub fn big_bundle(archs: &[&str], size: usize, seed: u64) -> Vec<u8> {
+    let mut ids = vec!["host-x86_64-unknown-linux-gnu-".to_string()];
+    ids.extend(
+        archs
+            .iter()
+            .map(|a| format!("hipv4-amdgcn-amd-amdhsa--{a}")),
+    );
+    let header: usize = 24 + 8 + ids.iter().map(|id| 24 + id.len()).sum::<usize>();
+    let mut out = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    out.extend((ids.len() as u64).to_le_bytes());
+    let mut at = header.next_multiple_of(4096);
+    let mut sizes = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let len = if i == 0 { 0 } else { size };
+        out.extend((at as u64).to_le_bytes());
+        out.extend((len as u64).to_le_bytes());
+        out.extend((id.len() as u64).to_le_bytes());
+        out.extend(id.as_bytes());
+        sizes.push((at, len));
+        at = (at + len).next_multiple_of(4096);
+    }
+    let mut rng = Rng::new(seed);
+    out.resize(header.next_multiple_of(4096), 0);
+    for (at, len) in sizes {
+        out.resize(at, 0);
+        out.extend(rng.bytes(len));
+    }
+    out
+}
