@@ -615,6 +615,30 @@ impl Coverage {
         }
     }
 
+    /// The library's verdict for the device as reported ([`Judgement`]): the status, whether
+    /// anything stands in the device's way, and the sentence saying why.
+    pub fn judgement(&self) -> Judgement {
+        let status = self.status();
+        let reason = match status {
+            Status::NoKernels => Some(alloc::format!(
+                "{}: its device code, if any, reaches the GPU another way, which doctor \
+                 cannot judge",
+                if self.units == 1 {
+                    "its one unit holds no kernels".to_string()
+                } else {
+                    alloc::format!("none of its {} units holds kernels", self.units)
+                }
+            )),
+            Status::Ok => None,
+            _ => self.reason().map(|r| r.to_string()),
+        };
+        Judgement {
+            status,
+            loads: matches!(status, Status::Ok | Status::NoKernels),
+            reason,
+        }
+    }
+
     /// The library's reason: the gap most units share (the first met among equals), with
     /// its count; `None` when every unit that counts loads.
     pub fn reason(&self) -> Option<Reason<'_>> {
@@ -629,6 +653,19 @@ impl Coverage {
             units: self.units,
         })
     }
+}
+
+/// A library's verdict for one device, as reported ([`Coverage::judgement`],
+/// [`LooseCode::judgement`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judgement {
+    /// The status.
+    pub status: Status,
+    /// Nothing stands in the device's way: `ok`, `no-kernels`, or `outside` with code
+    /// objects for the device.
+    pub loads: bool,
+    /// Why, for people; `None` for `ok`.
+    pub reason: Option<String>,
 }
 
 /// A library's reason ([`Coverage::reason`]). `Display`: "no cubin for 11.x and no PTX in
@@ -847,6 +884,24 @@ impl<'d> LooseCode<'d> {
             .enumerate()
             .filter(|(i, (_, _, id))| crate::check(id, *i, device, options).key().is_some())
             .count()
+    }
+
+    /// The verdict of a library that registers no device code but carries these code
+    /// objects ([`Status::Outside`]), for a device that loads `for_device` of them
+    /// ([`LooseCode::for_device`]); `found` is [`LooseCode::summary`].
+    pub fn judgement(found: &str, for_device: usize) -> Judgement {
+        Judgement {
+            status: Status::Outside,
+            loads: for_device > 0,
+            reason: Some(alloc::format!(
+                "no device code a runtime registers; {found} outside any offload container, \
+                 which its program loads itself: {}",
+                match for_device {
+                    0 => "none of them is for this device".to_string(),
+                    n => alloc::format!("{n} of them for this device"),
+                }
+            )),
+        }
     }
 
     /// What was found, for people: `300 code objects in .rodata (gfx942: 300)`.

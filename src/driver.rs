@@ -319,11 +319,26 @@ impl JitSwitches {
             .any(|digit| digit != b'0')
     }
 
-    /// The switches from the two variables' values (`None` when unset).
-    pub fn from_env(force_ptx_jit: Option<&str>, disable_ptx_jit: Option<&str>) -> Self {
+    /// The variable that forces the JIT.
+    pub const FORCE_PTX_JIT_VAR: &'static str = "CUDA_FORCE_PTX_JIT";
+    /// The variable that disables the JIT.
+    pub const DISABLE_PTX_JIT_VAR: &'static str = "CUDA_DISABLE_PTX_JIT";
+
+    /// The switches of an environment, `var` giving a variable's value (`None` when unset):
+    /// [`JitSwitches::FORCE_PTX_JIT_VAR`] and [`JitSwitches::DISABLE_PTX_JIT_VAR`], read by
+    /// [`JitSwitches::is_on`].
+    ///
+    /// ```
+    /// use offload_image::driver::JitSwitches;
+    /// let env = |name: &str| (name == "CUDA_FORCE_PTX_JIT").then_some("1");
+    /// assert!(JitSwitches::from_env(env).force_ptx_jit);
+    /// assert!(!JitSwitches::from_env(env).disable_ptx_jit);
+    /// ```
+    pub fn from_env<S: AsRef<str>>(var: impl Fn(&str) -> Option<S>) -> Self {
+        let on = |name| Self::is_on(var(name).as_ref().map(AsRef::as_ref));
         JitSwitches {
-            force_ptx_jit: Self::is_on(force_ptx_jit),
-            disable_ptx_jit: Self::is_on(disable_ptx_jit),
+            force_ptx_jit: on(Self::FORCE_PTX_JIT_VAR),
+            disable_ptx_jit: on(Self::DISABLE_PTX_JIT_VAR),
         }
     }
 }

@@ -1198,17 +1198,19 @@ impl<'a> Choice<'a> {
     /// been offered: for an NVIDIA device, the driver's on the PTX it picked
     /// ([`CudaDriver::refusal`]).
     fn settle(&mut self, device: &Device, driver: &CudaDriver) {
-        let (Device::Cuda { .. }, Some(key), Some(isa)) = (device, self.key, self.best_ptx) else {
-            return;
-        };
-        match driver.refusal(isa) {
+        let Some(key) = self.key else { return };
+        match driver_refusal(device, self.best_ptx, driver) {
             Some(refusal) => {
                 self.refused = self.key.take();
                 self.image = None;
                 self.tie = false;
                 self.rejection = Some((key.index, Rejection::Driver(refusal)));
             }
-            None => self.from_jit_cache = driver.switches.disable_ptx_jit,
+            None => {
+                self.from_jit_cache = matches!(device, Device::Cuda { .. })
+                    && self.best_ptx.is_some()
+                    && driver.switches.disable_ptx_jit;
+            }
         }
     }
 
@@ -1251,6 +1253,20 @@ impl<'a> Choice<'a> {
                 }
             }
         }
+    }
+}
+
+/// The CUDA driver's judgement on the image chosen for `device` (§9.5), `chosen_ptx` being
+/// `Some(its ISA)` when that image is PTX: why the driver refuses it, `None` when it loads.
+/// The one rule [`choose`] and [`crate::stream`] apply after ranking.
+pub(crate) fn driver_refusal(
+    device: &Device,
+    chosen_ptx: Option<Option<PtxIsa>>,
+    driver: &CudaDriver,
+) -> Option<Refusal> {
+    match (device, chosen_ptx) {
+        (Device::Cuda { .. }, Some(isa)) => driver.refusal(isa),
+        _ => None,
     }
 }
 

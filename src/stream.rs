@@ -25,7 +25,7 @@ use crate::bundle::BundleTable;
 use crate::ccob::{ContentReader, Decompressor};
 use crate::error::Error;
 use crate::image::{Format, Image};
-use crate::select::{check, RankKey, SelectOptions, Verdict};
+use crate::select::{check, driver_refusal, RankKey, SelectOptions, Verdict};
 use crate::target::{identify, Code, Device};
 use crate::Limits;
 
@@ -180,12 +180,10 @@ where
     // (`COMPATIBILITY.md` §9.5), as [`crate::choose`] judges it.
     for (d, device) in devices.iter().enumerate() {
         let ptx = codes.get(d).copied().flatten() == Some(Code::Ptx);
-        let isa = isas.get(d).copied().flatten();
-        if let (Device::Cuda { .. }, true) = (device, ptx) {
-            if options.cuda.refusal(isa).is_some() {
-                if let Some(slot) = best.get_mut(d) {
-                    *slot = None;
-                }
+        let chosen_ptx = ptx.then(|| isas.get(d).copied().flatten());
+        if driver_refusal(device, chosen_ptx, &options.cuda).is_some() {
+            if let Some(slot) = best.get_mut(d) {
+                *slot = None;
             }
         }
     }

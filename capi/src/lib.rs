@@ -1006,13 +1006,11 @@ fn select_options(o: Option<&OiSelectOptions>) -> Result<SelectOptions, Fail> {
         select.allow_generic = o.flags & OI_SELECT_NO_GENERIC == 0;
         select.allow_spirv = o.flags & OI_SELECT_NO_SPIRV == 0;
         select.strict = o.flags & OI_SELECT_STRICT != 0;
-        let env = |name: &str| std::env::var(name).ok();
         let from_env = o.flags & OI_SELECT_CUDA_JIT_FROM_ENV != 0;
         let switches = if from_env {
-            offload_image::driver::JitSwitches::from_env(
-                env("CUDA_FORCE_PTX_JIT").as_deref(),
-                env("CUDA_DISABLE_PTX_JIT").as_deref(),
-            )
+            offload_image::driver::JitSwitches::from_env(|name| {
+                std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+            })
         } else {
             offload_image::driver::JitSwitches::default()
         };

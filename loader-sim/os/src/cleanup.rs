@@ -60,15 +60,10 @@ mod imp {
                 libc::signal(sig, libc::SIG_DFL);
                 libc::raise(sig);
             }
-        } else if previous.sa_flags & libc::SA_SIGINFO != 0 {
-            // SAFETY: an `SA_SIGINFO` handler has this signature.
-            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                unsafe { std::mem::transmute(handler) };
-            f(sig, info, ctx);
         } else {
-            // SAFETY: a plain handler takes the signal number.
-            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(handler) };
-            f(sig);
+            // SAFETY: the action in place before ours, neither SIG_DFL nor SIG_IGN (both
+            // handled above).
+            unsafe { crate::mapping::chain(previous, sig, info, ctx) };
         }
     }
 }

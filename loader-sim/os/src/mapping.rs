@@ -127,6 +127,9 @@ pub fn release(map: &Map, offset: usize, len: usize) -> std::io::Result<()> {
 }
 
 #[cfg(unix)]
+pub(crate) use guard::chain;
+
+#[cfg(unix)]
 mod guard {
     //! The fault table and the `SIGBUS` handler. The handler touches only atomics and calls
     //! `mmap` and `sigaction` (system calls that take no user-space lock).
@@ -281,7 +284,26 @@ mod guard {
             // SAFETY: restores the action that was in place; returning re-runs the faulting
             // access, which then gets that action (the default: the process dies of SIGBUS).
             unsafe { libc::sigaction(sig, previous, std::ptr::null_mut()) };
-        } else if previous.sa_flags & libc::SA_SIGINFO != 0 {
+        } else {
+            // SAFETY: the action in place before ours, neither SIG_DFL nor SIG_IGN.
+            unsafe { chain(previous, sig, info, ctx) };
+        }
+    }
+
+    /// Calls the handler of `previous` with a handler's arguments: the three of an
+    /// `SA_SIGINFO` handler, or the signal number alone.
+    ///
+    /// # Safety
+    /// `previous` is an action `sigaction` reported, whose handler is neither `SIG_DFL` nor
+    /// `SIG_IGN`.
+    pub(crate) unsafe fn chain(
+        previous: &libc::sigaction,
+        sig: libc::c_int,
+        info: *mut libc::siginfo_t,
+        ctx: *mut libc::c_void,
+    ) {
+        let handler = previous.sa_sigaction;
+        if previous.sa_flags & libc::SA_SIGINFO != 0 {
             // SAFETY: an `SA_SIGINFO` handler has this signature; it gets our arguments.
             let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
                 unsafe { std::mem::transmute(handler) };

@@ -1042,19 +1042,16 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             for (k, (name, _)) in plan.real.iter().enumerate() {
                 let covered = tally.counts.covered[k];
                 let coverage = &tally.counts.coverage[k];
-                let judged = coverage.status();
-                let loose = tally.loose.as_ref().map(|(found, n)| (found, n[k]));
+                let judged = match &tally.loose {
+                    Some((found, n)) => doctor::LooseCode::judgement(found, n[k]),
+                    None => coverage.judgement(),
+                };
                 let status = if tally.error.is_some() {
                     "damaged"
-                } else if loose.is_some() {
-                    doctor::Status::Outside.name()
                 } else {
-                    judged.name()
+                    judged.status.name()
                 };
-                let ok = match loose {
-                    Some((_, for_device)) => for_device > 0,
-                    None => matches!(status, "ok" | "no-kernels"),
-                };
+                let ok = judged.loads;
                 let (no_kernels, other_gpus) = coverage.set_aside_counts();
                 records.push(Record {
                     file: files[*i].display().to_string(),
@@ -1066,27 +1063,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                     status,
                     reason: match &tally.error {
                         Some(e) => Some(format!("damaged: {e}")),
-                        None if loose.is_some() => loose.map(|(found, n)| {
-                            format!(
-                                "no device code a runtime registers; {found} outside any \
-                                 offload container, which its program loads itself: {}",
-                                match n {
-                                    0 => "none of them is for this device".to_string(),
-                                    n => format!("{n} of them for this device"),
-                                }
-                            )
-                        }),
-                        None if judged == doctor::Status::NoKernels => Some(format!(
-                            "{}: its device code, if any, reaches the GPU another way, which \
-                             doctor cannot judge",
-                            if coverage.units == 1 {
-                                "its one unit holds no kernels".to_string()
-                            } else {
-                                format!("none of its {} units holds kernels", coverage.units)
-                            }
-                        )),
-                        None if ok => None,
-                        None => coverage.reason().map(|r| r.to_string()),
+                        None => judged.reason,
                     },
                     set_aside: SetAsideCounts {
                         other_gpus,
@@ -1108,7 +1085,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                         })
                         .collect(),
                     loads: ok && tally.error.is_none(),
-                    hints: if ok || tally.error.is_some() || loose.is_some() {
+                    hints: if ok || tally.error.is_some() || tally.loose.is_some() {
                         Vec::new()
                     } else {
                         let mut h = hints(&plan, k, tally);

@@ -70,20 +70,19 @@ pub fn cuda_driver(
     version: Option<offload_image::driver::DriverVersion>,
 ) -> offload_image::driver::CudaDriver {
     use offload_image::driver::{CudaDriver, JitSwitches};
-    let var = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
     CudaDriver {
         version,
-        switches: JitSwitches::from_env(
-            var("CUDA_FORCE_PTX_JIT").as_deref(),
-            var("CUDA_DISABLE_PTX_JIT").as_deref(),
-        ),
+        switches: JitSwitches::from_env(env_var),
     }
+}
+
+/// A variable of this process's environment, a non-UTF-8 value read lossily.
+fn env_var(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
 }
 
 /// ROCm CLR's `HIP_FORCE_SPIRV_CODEOBJECT` in this process's environment, read as CLR reads
 /// it (`offload_image::select::hip_force_spirv`).
 pub fn hip_force_spirv() -> bool {
-    let value =
-        std::env::var_os("HIP_FORCE_SPIRV_CODEOBJECT").map(|v| v.to_string_lossy().into_owned());
-    offload_image::select::hip_force_spirv(value.as_deref())
+    offload_image::select::hip_force_spirv(env_var("HIP_FORCE_SPIRV_CODEOBJECT").as_deref())
 }
