@@ -722,10 +722,10 @@ impl Object {
     fn init_group(&self, raw: &Raw<'_>, id: Id) -> Result<Kind, String> {
         let s = &raw.headers[id];
         let raw_words = raw.contents[id];
-        if s.sh_addralign % 4 != 0 {
+        if !s.sh_addralign.is_multiple_of(4) {
             return Err("invalid alignment of a group section".into());
         }
-        if raw_words.len() % 4 != 0 || raw_words.is_empty() {
+        if !raw_words.len().is_multiple_of(4) || raw_words.is_empty() {
             return Err("malformed group section".into());
         }
         let (sym, symtab) = if s.sh_link != 0 {
