@@ -61,14 +61,14 @@ use object::elf::{
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable};
 use object::{LittleEndian as LE, U64};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{ErrorKind, Result};
 use crate::host::elf::{Elf64, Encoding, RelocationKind};
 use crate::host::SectionRole;
 use crate::registration::abi::{RawFatbinWrapper, FATBIN_WRAPPER_SIZE};
 
-use super::pieces::{apply_patches, cut, hole_bytes, mapped, standalone, Piece};
+use super::pieces::{apply_patches, cut, hole_bytes, mapped, standalone, Patches, Piece};
 use super::plan::UnitPlan;
-use super::{diff, err, len64, u64_at};
+use super::{bad, diff, err, len64, u64_at};
 
 /// The sections of linked files whose containers are rewritten (compacted, or in place):
 /// AMD's bundles, NVIDIA's fatbinaries, and the relocatable fatbinaries of `nvcc -rdc`
@@ -82,10 +82,6 @@ const RELA_ADDEND: u64 = core::mem::offset_of!(object::elf::Rela64<LE>, r_addend
 const SYM_VALUE: u64 = core::mem::offset_of!(Sym64<LE>, st_value) as u64;
 const SYM_SIZE_FIELD: u64 = core::mem::offset_of!(Sym64<LE>, st_size) as u64;
 const WRAPPER_POINTER: u64 = core::mem::offset_of!(RawFatbinWrapper, binary) as u64;
-
-fn bad(at: u64, what: &'static str) -> Error {
-    err(ErrorKind::BadContainer, at, what)
-}
 
 /// A host ELF file with units to rewrite.
 pub(super) fn host_elf(
@@ -210,7 +206,7 @@ struct Pointers<'p> {
     /// Old address of every unit start → new address.
     moved: BTreeMap<u64, u64>,
     /// File offset → new bytes.
-    patches: BTreeMap<u64, Vec<u8>>,
+    patches: Patches,
     /// Old addresses some pointer holds.
     referenced: BTreeSet<u64>,
 }
@@ -516,12 +512,7 @@ fn wrapper_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::R
 }
 
 /// Symbols defined in the packed sections get the new values (and sizes).
-fn patch_symbols(
-    data: &[u8],
-    sections: &Sections<'_>,
-    packs: &[Packing],
-    patches: &mut BTreeMap<u64, Vec<u8>>,
-) {
+fn patch_symbols(data: &[u8], sections: &Sections<'_>, packs: &[Packing], patches: &mut Patches) {
     for sh in sections.iter() {
         if !matches!(sh.sh_type(LE), SHT_SYMTAB | SHT_DYNSYM) {
             continue;
@@ -696,7 +687,11 @@ fn compact(
     let l = Linked::read(data)?;
     let loads: Vec<&ProgramHeader64<LE>> = l.elf.loads().collect();
     let packs = packings(data, plans, &l.sections, &loads)?;
-    let (mut patches, units_moved, unreferenced) = pointer_patches(&l, &packs)?;
+    let Repointed {
+        mut patches,
+        units: units_moved,
+        unreferenced,
+    } = pointer_patches(&l, &packs)?;
     let h = l.elf.header();
     if u64::from(h.e_phentsize(LE)) != PHDR_SIZE {
         return Err("unexpected program header size".into());
@@ -754,13 +749,19 @@ fn compact(
     Ok((out, name))
 }
 
+/// The patches that set every pointer to a unit, and how many units no pointer refers to.
+struct Repointed {
+    /// File offset → new bytes.
+    patches: Patches,
+    /// Units in the packed sections.
+    units: usize,
+    /// Units no wrapper or relocation points to.
+    unreferenced: usize,
+}
+
 /// The patches that set every pointer to a unit (and the symbols defined in the packed
-/// sections) to the new addresses; with the number of units and how many of them no
-/// pointer refers to.
-fn pointer_patches(
-    l: &Linked<'_>,
-    packs: &[Packing],
-) -> core::result::Result<(BTreeMap<u64, Vec<u8>>, usize, usize), String> {
+/// sections) to the new addresses.
+fn pointer_patches(l: &Linked<'_>, packs: &[Packing]) -> core::result::Result<Repointed, String> {
     let mut ptrs = Pointers {
         packs,
         moved: packs
@@ -775,7 +776,11 @@ fn pointer_patches(
     let unreferenced = units_moved.saturating_sub(ptrs.referenced.len());
     let mut patches = ptrs.patches;
     patch_symbols(l.data, &l.sections, packs, &mut patches);
-    Ok((patches, units_moved, unreferenced))
+    Ok(Repointed {
+        patches,
+        units: units_moved,
+        unreferenced,
+    })
 }
 
 /// The hole of each pack before the program header table is placed; `Err` when none
@@ -940,7 +945,7 @@ fn move_block(
     holes: &[Range<u64>],
     (i, at, block): &(usize, u64, Block),
     new_phdrs: &mut [ProgramHeader64<LE>],
-    patches: &mut BTreeMap<u64, Vec<u8>>,
+    patches: &mut Patches,
 ) -> core::result::Result<MovedBlock, String> {
     let k = packs.get(*i).ok_or("no section")?;
     let shift = at
@@ -1263,6 +1268,9 @@ fn room_for_table(
     Ok(Some(block))
 }
 
+/// A section header with its index.
+type Indexed<'d> = (usize, &'d SectionHeader64<LE>);
+
 /// The sections (index, header) in the way of a program header table at `phoff` that
 /// grows from `old_end` to `need_end`, in file order, and where the region they and the
 /// table take ends.
@@ -1271,7 +1279,7 @@ fn in_the_way<'d>(
     phoff: u64,
     old_end: u64,
     need_end: u64,
-) -> core::result::Result<(Vec<(usize, &'d SectionHeader64<LE>)>, u64), String> {
+) -> core::result::Result<(Vec<Indexed<'d>>, u64), String> {
     let mut after: Vec<(usize, &SectionHeader64<LE>)> = sections
         .iter()
         .enumerate()
@@ -1390,7 +1398,7 @@ fn patch_dynamic(
     sections: &Sections<'_>,
     addrs: &Range<u64>,
     shift: u64,
-    patches: &mut BTreeMap<u64, Vec<u8>>,
+    patches: &mut Patches,
 ) -> core::result::Result<(), String> {
     for sh in sections.iter().filter(|s| s.sh_type(LE) == SHT_DYNAMIC) {
         let entries: &[Dyn64<LE>] = sh
@@ -1416,7 +1424,7 @@ fn patch_moved_symbols(
     sections: &Sections<'_>,
     moved: &BTreeMap<usize, u64>,
     shift: u64,
-    patches: &mut BTreeMap<u64, Vec<u8>>,
+    patches: &mut Patches,
 ) {
     for sh in sections.iter() {
         if !matches!(sh.sh_type(LE), SHT_SYMTAB | SHT_DYNSYM) {

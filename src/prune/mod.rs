@@ -347,12 +347,16 @@ fn err(kind: ErrorKind, at: u64, what: &'static str) -> Error {
     Error::new(kind, at, what)
 }
 
+/// An error of kind [`ErrorKind::BadContainer`] at `at`.
+fn bad(at: u64, what: &'static str) -> Error {
+    err(ErrorKind::BadContainer, at, what)
+}
+
 /// `a - b` for `b <= a` (saturating otherwise).
 fn diff(a: u64, b: u64) -> u64 {
     a.saturating_sub(b)
 }
 
-/// `usize` → `u64`.
 /// The little-endian `u32` at file offset `at`.
 fn u32_at(data: &[u8], at: u64) -> Option<u32> {
     let at = usize::try_from(at).ok()?;
@@ -369,6 +373,7 @@ fn u64_at(data: &[u8], at: u64) -> Option<u64> {
     ))
 }
 
+/// `usize` → `u64`.
 fn len64(n: usize) -> u64 {
     crate::bytes::u64_of(n)
 }

@@ -41,7 +41,7 @@ use crate::error::{ErrorKind, Result};
 use crate::host::pe::{image_section_role, HostPe};
 use crate::host::SectionRole;
 
-use super::pieces::{apply_patches, cut, hole_bytes, mapped, standalone, Piece};
+use super::pieces::{apply_patches, cut, hole_bytes, mapped, standalone, Patches, Piece};
 use super::plan::UnitPlan;
 use super::{err, len64, u32_at, u64_at};
 
@@ -140,9 +140,12 @@ struct Packing {
     packed_end: u64,
     /// `IMAGE_SCN_CNT_INITIALIZED_DATA`.
     initialized: bool,
-    /// (plan index, old file offset, new file offset, new length) of each unit.
-    moves: Vec<(usize, u64, u64, u64)>,
+    /// Where each unit goes.
+    moves: Vec<UnitMove>,
 }
+
+/// (plan index, old file offset, new file offset, new length) of a unit.
+type UnitMove = (usize, u64, u64, u64);
 
 const SECTION_HEADER_SIZE: u64 = 40;
 const SIZE_OF_RAW_DATA: u64 = 16;
@@ -217,7 +220,7 @@ fn compact(
     let packs = packings(&img, plans)?;
     let holes = freed(&packs, img.file_align)?;
     let removed = hole_bytes(&holes);
-    let mut patches: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut patches: Patches = BTreeMap::new();
     let repointed = repoint(&img, &packs, &mut patches)?;
     patch_file_offsets(&img, &packs, &holes, &mut patches)?;
     patch_initialized_size(&img, &packs, &holes, &mut patches)?;
@@ -350,7 +353,7 @@ fn place_units(
     here: &[(usize, &UnitPlan<'_>)],
     raw_at: u64,
     rva: u64,
-) -> core::result::Result<(Vec<(usize, u64, u64, u64)>, u64, u64), String> {
+) -> core::result::Result<(Vec<UnitMove>, u64, u64), String> {
     let (mut pos, mut cursor) = (raw_at, raw_at);
     let mut moves = Vec::new();
     for &(k, p) in here {
@@ -410,7 +413,7 @@ fn freed(packs: &[Packing], file_align: u64) -> core::result::Result<Vec<Range<u
 fn repoint(
     img: &Image<'_>,
     packs: &[Packing],
-    patches: &mut BTreeMap<u64, Vec<u8>>,
+    patches: &mut Patches,
 ) -> core::result::Result<usize, String> {
     let moved: BTreeMap<u64, u64> = packs
         .iter()
@@ -491,7 +494,7 @@ fn patch_file_offsets(
     img: &Image<'_>,
     packs: &[Packing],
     holes: &[Range<u64>],
-    patches: &mut BTreeMap<u64, Vec<u8>>,
+    patches: &mut Patches,
 ) -> core::result::Result<(), String> {
     let map = |o: u64| mapped(holes, o);
     for (i, h) in img.headers.iter().enumerate() {
@@ -556,7 +559,7 @@ fn patch_initialized_size(
     img: &Image<'_>,
     packs: &[Packing],
     holes: &[Range<u64>],
-    patches: &mut BTreeMap<u64, Vec<u8>>,
+    patches: &mut Patches,
 ) -> core::result::Result<(), String> {
     let initialized: u64 = packs
         .iter()
@@ -585,7 +588,7 @@ fn drop_certificate(
     cert: Option<(u64, u64, u64)>,
     file_len: u64,
     holes: &[Range<u64>],
-    patches: &mut BTreeMap<u64, Vec<u8>>,
+    patches: &mut Patches,
 ) -> (u64, String) {
     let Some((entry_at, at, len)) = cert else {
         return (file_len, String::new());

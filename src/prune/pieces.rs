@@ -10,6 +10,10 @@ use crate::write::WriteError;
 use super::plan::{Body, UnitPlan};
 use super::{diff, err, len64};
 
+/// New bytes by output offset (in input offsets before holes are cut): patched words
+/// and headers.
+pub(super) type Patches = BTreeMap<u64, Vec<u8>>;
+
 /// How the output file is put together.
 #[derive(Clone, Debug)]
 pub(super) enum Piece {
@@ -79,7 +83,7 @@ pub(super) fn total_len(pieces: &[Piece], plans: &[UnitPlan<'_>]) -> Result<u64>
 pub(super) fn apply_patches(
     pieces: Vec<Piece>,
     plans: &[UnitPlan<'_>],
-    patches: &BTreeMap<u64, Vec<u8>>,
+    patches: &Patches,
 ) -> Result<Vec<Piece>> {
     let mut out = Vec::new();
     let mut pos = 0u64;

@@ -492,6 +492,7 @@ fn nv_fatbin<'a>(f: &Fatbin<'a>, keep: &[bool], at: u64) -> Result<(Vec<u8>, Vec
     Ok((out, parts))
 }
 
+/// A text bundle (in the style of `t`) of the kept entries of `t`.
 fn text_bundle(t: &TextBundle<'_>, keep: &[bool]) -> Vec<u8> {
     let entries = kept_pairs(t.entries().map(|e| (e.id, e.data)), keep);
     crate::write::text::text_bundle_to_vec(t.style(), &entries)

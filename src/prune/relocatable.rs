@@ -23,18 +23,14 @@ use object::elf::{
 use object::read::elf::{FileHeader, SectionHeader};
 use object::{LittleEndian as LE, U64};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::host::elf::{Elf64, Encoding};
 
 use super::pieces::Piece;
 use super::plan::{Body, UnitPlan};
-use super::{diff, err, len64};
+use super::{bad, diff, len64};
 
 const SYM_SIZE: usize = core::mem::size_of::<Sym64<LE>>();
-
-fn bad(at: u64, what: &'static str) -> Error {
-    err(ErrorKind::BadContainer, at, what)
-}
 
 fn elf(what: &'static str) -> impl Fn(object::read::Error) -> Error {
     move |_| bad(0, what)
