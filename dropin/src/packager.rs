@@ -15,6 +15,9 @@
 //!   archive. INPUT may be OffloadBinaries, an ELF object (`.llvm.offloading` sections) or
 //!   an archive of those. Without `--image` nothing is extracted (as in LLVM 22).
 //!
+//! * LLVM 23's packaging (`--llvm 23`, or a program name such as `llvm-offload-binary-23`):
+//!   all images in one version-2 OffloadBinary, as LLVM 23 writes it (`llvm23`).
+//!
 //! Differences: version-2/3 OffloadBinaries are read too (LLVM 22 rejects them); bitcode
 //! inputs (OffloadBinaries embedded as IR globals) are refused with an error. Errors exit
 //! with status 1, as in LLVM.
@@ -28,6 +31,8 @@ use crate::llvm::archive::{self, NewMember};
 use crate::llvm::bitcode;
 use crate::llvm::cl::{self, Kind, Spec};
 use crate::llvm::hashmap::DenseStringMap;
+
+mod llvm23;
 
 fn fail(msg: impl Into<String>) -> ToolError {
     ToolError {
@@ -49,6 +54,11 @@ const SPECS: &[Spec] = &[
     Spec {
         name: "archive",
         kind: Kind::Flag,
+    },
+    // loader-sim's own: which LLVM's output to write (`llvm23::llvm_version`).
+    Spec {
+        name: "llvm",
+        kind: Kind::Value,
     },
     Spec {
         name: "help",
@@ -87,6 +97,7 @@ USAGE: clang-offload-packager [options] Extract from <file>.
 OPTIONS:
   --archive                   - Write extracted files to a static archive
   --image=<<key>=<value>,...> - List of key and value arguments. Required keywords are 'file' and 'triple'.
+  --llvm=<22|23>              - Write LLVM 22's layout (one binary per image, the default) or LLVM 23's (one binary of all images); a program name ending in -23 selects 23
   -o <file>                   - Write output to <file>.
 ";
 
@@ -201,7 +212,10 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
         ));
     }
     if !output.is_empty() {
-        bundle_images(output, p.list("image"))
+        match llvm23::llvm_version(prog, p.value("llvm"))? {
+            23 => llvm23::bundle_images(output, p.list("image")),
+            _ => bundle_images(output, p.list("image")),
+        }
     } else {
         unbundle_images(prog, input, p.list("image"), p.flag("archive"))
     }
