@@ -503,3 +503,37 @@ fn nesting_is_limited() {
     let e = nested_entries(&nest(MAX_NESTING + 1), &wide).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LimitExceeded);
 }
+
+/// PR #212342's input: the new offload driver's `-fgpu-rdc` HIP bitcode for two processors
+/// in one LLVM 23 binary (`llvm-offload-binary -o x.bundle.bc --image=file=x.bc,
+/// triple=amdgcn-amd-amdhsa,arch=gfx906,kind=hip --image=file=x.bc,...,arch=gfx942,...`),
+/// read as one unit of two HIP bitcode images.
+#[test]
+fn hip_rdc_bitcode_for_two_processors_is_one_unit_of_two_images() {
+    let bitcode = b"BC\xC0\xDE\x35\x14\x00\x00";
+    let s906: [(&[u8], &[u8]); 2] = [(b"arch", b"gfx906"), (b"triple", b"amdgcn-amd-amdhsa")];
+    let s942: [(&[u8], &[u8]); 2] = [(b"arch", b"gfx942"), (b"triple", b"amdgcn-amd-amdhsa")];
+    let image = |strings| OffloadImage {
+        image_kind: 2,
+        offload_kind: 4,
+        flags: 0,
+        strings,
+        image: bitcode,
+    };
+    let data = v2_to_vec(&[image(&s906), image(&s942)]).unwrap();
+    let options = offload_image::ReadOptions::default();
+    let units: Vec<_> = offload_image::units(&data, &options)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(units.len(), 1);
+    let open = units[0].open(&options).unwrap();
+    let images: Vec<_> = open.images().collect();
+    assert_eq!(images.len(), 2);
+    for (img, arch) in images.iter().zip(["gfx906", "gfx942"]) {
+        assert_eq!(img.target_id, Some(arch));
+        assert_eq!(img.triple, Some("amdgcn-amd-amdhsa"));
+        assert_eq!(img.offload_kind, offload_image::OffloadKind::Hip);
+        assert_eq!(img.image_kind, offload_image::ImageKind::Bitcode);
+        assert_eq!(img.bytes, bitcode);
+    }
+}
