@@ -216,6 +216,8 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
             23 => llvm23::bundle_images(output, p.list("image")),
             _ => bundle_images(output, p.list("image")),
         }
+    } else if p.list("image").is_empty() && llvm23::llvm_version(prog, p.value("llvm"))? == 23 {
+        llvm23::extract_all(input)
     } else {
         unbundle_images(prog, input, p.list("image"), p.flag("archive"))
     }

@@ -311,3 +311,96 @@ fn matrix_against_llvm_22s_fields() {
         }
     }
 }
+
+/// The extraction checks of `llvm-offload-binary.ll` (commit 033952c2…): without
+/// `--image`, LLVM 23 extracts every image, nested binaries opened in place, numbering on
+/// across levels, and prints `Extracted: <name>`; a malformed outer or inner binary fails.
+#[test]
+fn extracting_everything_opens_nested_binaries() {
+    let dir = TempDir::new("pk23x");
+    let tool = dir.path("llvm-offload-binary-23");
+    std::os::unix::fs::symlink(ours(), &tool).unwrap();
+    dir.write("src.ll", b"; the test's own source\n");
+    dir.write("bad-offload.input", &[0x10, 0xFF, 0x10, 0xAD, 0x0A]);
+    let pack = |out: &str, images: &[&str]| {
+        let mut args = vec!["-o".to_string(), out.to_string()];
+        args.extend(images.iter().map(|i| format!("--image={i}")));
+        let r = run_in(&dir.0, &tool, &args);
+        assert!(r.status.success(), "{args:?}: {}", describe(&r));
+    };
+    let extract = |input: &str| run_in(&dir.0, &tool, &[input.to_string()]);
+    let extracted = |input: &str| {
+        let r = extract(input);
+        assert!(r.status.success(), "{input}: {}", describe(&r));
+        String::from_utf8(r.stdout).unwrap()
+    };
+    pack("t.bin", &["file=src.ll,arch=abc,triple=x-y-z"]);
+    assert_eq!(extracted("t.bin"), "Extracted: t-x-y-z-abc.0.\n");
+    assert_eq!(
+        std::fs::read(dir.path("t-x-y-z-abc.0.")).unwrap(),
+        std::fs::read(dir.path("src.ll")).unwrap()
+    );
+    pack(
+        "t5.bin",
+        &[
+            "file=src.ll,arch=abc,triple=x-y-z",
+            "file=src.ll,arch=def,triple=x-y-z",
+        ],
+    );
+    pack("t6.bin", &["file=t5.bin,arch=nested,triple=x-y-z"]);
+    assert_eq!(
+        extracted("t6.bin"),
+        "Extracted: t6-x-y-z-abc.0.\nExtracted: t6-x-y-z-def.1.\n"
+    );
+    pack(
+        "t7.bin",
+        &[
+            "file=t5.bin,arch=nested,triple=x-y-z",
+            "file=src.ll,arch=ghi,triple=x-y-z",
+        ],
+    );
+    assert_eq!(
+        extracted("t7.bin"),
+        "Extracted: t7-x-y-z-abc.0.\nExtracted: t7-x-y-z-def.1.\nExtracted: t7-x-y-z-ghi.2.\n"
+    );
+    // An empty arch leaves `-<arch>` out of the name.
+    pack("e.bin", &["file=src.ll,triple=x-y-z"]);
+    assert_eq!(extracted("e.bin"), "Extracted: e-x-y-z.0.\n");
+    // With a filter naming `file=`, the nesting image itself is written (as in LLVM 22).
+    let r = run_in(
+        &dir.0,
+        &tool,
+        &["t7.bin", "--image=file=t8.bin,arch=nested,triple=x-y-z"].map(String::from),
+    );
+    assert!(r.status.success(), "{}", describe(&r));
+    assert_eq!(
+        std::fs::read(dir.path("t8.bin")).unwrap(),
+        std::fs::read(dir.path("t5.bin")).unwrap()
+    );
+    // Malformed outer and inner binaries.
+    for input in ["bad-offload.input", "t9.bin"] {
+        if input == "t9.bin" {
+            pack(
+                "t9.bin",
+                &["file=bad-offload.input,arch=nested,triple=x-y-z"],
+            );
+        }
+        let r = extract(input);
+        assert_eq!(r.status.code(), Some(1), "{input}: {}", describe(&r));
+        assert!(
+            String::from_utf8_lossy(&r.stderr)
+                .contains("error: Invalid data was encountered while parsing the file"),
+            "{input}: {}",
+            describe(&r)
+        );
+    }
+    // LLVM 22's extraction (the default) writes nothing without `--image`.
+    let before = std::fs::read_dir(&dir.0).unwrap().count();
+    let r = run_ours(&dir.0, "offload-packager", &["t7.bin".to_string()]);
+    assert!(
+        r.status.success() && r.stdout.is_empty(),
+        "{}",
+        describe(&r)
+    );
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), before);
+}

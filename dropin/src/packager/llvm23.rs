@@ -9,12 +9,27 @@
 //! kinds, offload kinds and string order as LLVM 22) and calls
 //! `OffloadBinary::write(AllImages)` once; `llvm/lib/Object/OffloadBinary.cpp`'s version-2
 //! `write` is [`offload_image::write::offload_binary::write_v2`].
+//!
+//! Extracting without `--image`, LLVM 23 writes every image, nested binaries opened
+//! ([`extract_all`]); with `--image` filters the drop-in extracts as LLVM 22 does (LLVM 23
+//! also opens nested binaries and leaves out an empty arch in generated names there).
 
+use std::io::Write as _;
+
+use offload_image::offload_binary::{is_offload_binary, OffloadBinary, OffloadBinaryEntry};
 use offload_image::write::offload_binary::{v2_empty, v2_to_vec, OffloadImage};
+use offload_image::Limits;
 
-use super::{extension, fail, image_arguments, image_kind, offload_kind, read, write};
+use super::{
+    extension, extract_binaries, extract_offload_files, fail, image_arguments, image_kind,
+    image_kind_name, offload_kind, read, stem, write, Found,
+};
 use crate::bundler::ToolError;
 use crate::llvm::bitcode;
+
+/// Deepest nesting [`extract_all`] opens (LLVM 23 sets none; its recursion would run out
+/// of stack on a deep enough file).
+const MAX_NESTED: usize = 64;
 
 /// The LLVM release whose output the packager writes: `--llvm N` (22 or 23) when given,
 /// else 23 when the program name is a packager's with a version suffix of 23 or more
@@ -115,6 +130,73 @@ pub(super) fn bundle_images(output: &str, images: &[String]) -> Result<(), ToolE
         .collect();
     let bytes = v2_to_vec(&images).map_err(|e| fail(e.what()))?;
     write(output, &bytes)
+}
+
+/// LLVM 23's `unbundleImages` without `--image`: every image of every binary of `input`,
+/// in order, an image that is itself an OffloadBinary opened in its place (`extractBinary`,
+/// recursively), each written to `<input stem>-<triple>[-<arch>].<n>.<kind>` (no `-<arch>`
+/// when it is empty; `n` counts on across nested binaries) and announced on standard
+/// output as `Extracted: <name>`. A malformed nested binary fails as an outer one does.
+pub(super) fn extract_all(input: &str) -> Result<(), ToolError> {
+    let data = read(input).map_err(|e| fail(format!("'{input}': {}", e.msg)))?;
+    let mut binaries = Vec::new();
+    extract_binaries(&data, input, &mut binaries, 0)?;
+    let mut idx = 0u64;
+    for found in &binaries {
+        extract_found(found, input, &mut idx, 0)?;
+    }
+    Ok(())
+}
+
+/// The entries of one binary [`extract_binaries`] found, each through [`extract_entry`].
+fn extract_found(found: &Found, input: &str, idx: &mut u64, depth: usize) -> Result<(), ToolError> {
+    let b = OffloadBinary::parse(&found.binary, &Limits::default())
+        .map_err(|_| fail("Invalid data was encountered while parsing the file"))?;
+    for e in b.entries() {
+        extract_entry(&e, input, idx, depth)?;
+    }
+    Ok(())
+}
+
+/// `extractBinary`: a nested sequence of binaries is opened, anything else written.
+fn extract_entry(
+    e: &OffloadBinaryEntry<'_>,
+    input: &str,
+    idx: &mut u64,
+    depth: usize,
+) -> Result<(), ToolError> {
+    if is_offload_binary(e.image) {
+        if depth >= MAX_NESTED {
+            return Err(fail("OffloadBinaries nested too deeply"));
+        }
+        let mut inner = Vec::new();
+        extract_offload_files(e.image, "nested-offload-binary", &mut inner)?;
+        for found in &inner {
+            extract_found(found, input, idx, depth + 1)?;
+        }
+        return Ok(());
+    }
+    // `getString`: a `MapVector`, whose repeated key keeps its last value.
+    let get = |key: &str| {
+        e.strings
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .last()
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_default()
+    };
+    let mut name = format!("{}-{}", stem(input), get("triple"));
+    let arch = get("arch");
+    if !arch.is_empty() {
+        name.push('-');
+        name.push_str(&arch);
+    }
+    name.push_str(&format!(".{idx}.{}", image_kind_name(e.image_kind)));
+    *idx += 1;
+    write(&name, e.image)?;
+    // `outs()`: a closed standard output does not stop the extraction.
+    let _ = writeln!(std::io::stdout().lock(), "Extracted: {name}");
+    Ok(())
 }
 
 #[cfg(test)]
