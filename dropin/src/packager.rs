@@ -15,8 +15,9 @@
 //!   archive. INPUT may be OffloadBinaries, an ELF object (`.llvm.offloading` sections) or
 //!   an archive of those. Without `--image` nothing is extracted (as in LLVM 22).
 //!
-//! * LLVM 23's packaging (`--llvm 23`, or a program name such as `llvm-offload-binary-23`):
-//!   all images in one version-2 OffloadBinary, as LLVM 23 writes it (`llvm23`).
+//! * LLVM 23 (`--llvm 23`, or a program name such as `llvm-offload-binary-23`): all images
+//!   packaged in one version-2 OffloadBinary, and extraction of every image without
+//!   `--image`, nested OffloadBinaries opened, as LLVM 23's tool does (`llvm23`).
 //!
 //! Differences: version-2/3 OffloadBinaries are read too (LLVM 22 rejects them); bitcode
 //! inputs (OffloadBinaries embedded as IR globals) are refused with an error. Errors exit
@@ -216,8 +217,8 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
             23 => llvm23::bundle_images(output, p.list("image")),
             _ => bundle_images(output, p.list("image")),
         }
-    } else if p.list("image").is_empty() && llvm23::llvm_version(prog, p.value("llvm"))? == 23 {
-        llvm23::extract_all(input)
+    } else if llvm23::llvm_version(prog, p.value("llvm"))? == 23 {
+        llvm23::unbundle_images(prog, input, p.list("image"), p.flag("archive"))
     } else {
         unbundle_images(prog, input, p.list("image"), p.flag("archive"))
     }

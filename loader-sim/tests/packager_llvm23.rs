@@ -312,9 +312,11 @@ fn matrix_against_llvm_22s_fields() {
     }
 }
 
-/// The extraction checks of `llvm-offload-binary.ll` (commit 033952c2…): without
-/// `--image`, LLVM 23 extracts every image, nested binaries opened in place, numbering on
-/// across levels, and prints `Extracted: <name>`; a malformed outer or inner binary fails.
+/// The extraction checks of `llvm-offload-binary.ll` (commit 033952c2…) and LLVM 23's
+/// `unbundleImages` (commit 06390ab6…): without `--image`, every image is extracted,
+/// nested binaries opened in place, numbering on across levels, each announced as
+/// `Extracted: <name>`; a filter without `file=` does the same for its matches; a
+/// malformed outer or inner binary fails.
 #[test]
 fn extracting_everything_opens_nested_binaries() {
     let dir = TempDir::new("pk23x");
@@ -366,6 +368,18 @@ fn extracting_everything_opens_nested_binaries() {
     // An empty arch leaves `-<arch>` out of the name.
     pack("e.bin", &["file=src.ll,triple=x-y-z"]);
     assert_eq!(extracted("e.bin"), "Extracted: e-x-y-z.0.\n");
+    // A filter without `file=` opens the nesting image it matches, numbering from 0 per
+    // `--image`.
+    let r = run_in(
+        &dir.0,
+        &tool,
+        &["t7.bin", "--image=arch=nested", "--image=arch=ghi"].map(String::from),
+    );
+    assert!(r.status.success(), "{}", describe(&r));
+    assert_eq!(
+        String::from_utf8(r.stdout).unwrap(),
+        "Extracted: t7-x-y-z-abc.0.\nExtracted: t7-x-y-z-def.1.\nExtracted: t7-x-y-z-ghi.0.\n"
+    );
     // With a filter naming `file=`, the nesting image itself is written (as in LLVM 22).
     let r = run_in(
         &dir.0,

@@ -10,24 +10,23 @@
 //! `OffloadBinary::write(AllImages)` once; `llvm/lib/Object/OffloadBinary.cpp`'s version-2
 //! `write` is [`offload_image::write::offload_binary::write_v2`].
 //!
-//! Extracting without `--image`, LLVM 23 writes every image, nested binaries opened
-//! ([`extract_all`]); with `--image` filters the drop-in extracts as LLVM 22 does (LLVM 23
-//! also opens nested binaries and leaves out an empty arch in generated names there).
+//! Extracting, LLVM 23 (the same file) writes every image when no `--image` is given, and
+//! opens an image that is itself an OffloadBinary in place wherever it makes names
+//! ([`unbundle_images`]); into an archive or a `file=` it extracts as LLVM 22.
 
 use std::io::Write as _;
 
-use offload_image::offload_binary::{is_offload_binary, OffloadBinary, OffloadBinaryEntry};
+use offload_image::offload_binary::is_offload_binary;
 use offload_image::write::offload_binary::{v2_empty, v2_to_vec, OffloadImage};
-use offload_image::Limits;
 
 use super::{
     extension, extract_binaries, extract_offload_files, fail, image_arguments, image_kind,
-    image_kind_name, offload_kind, read, stem, write, Found,
+    image_kind_name, offload_kind, read, read_entries, stem, write, write_extracted, Entry,
 };
 use crate::bundler::ToolError;
 use crate::llvm::bitcode;
 
-/// Deepest nesting [`extract_all`] opens (LLVM 23 sets none; its recursion would run out
+/// Deepest nesting [`extract_binary`] opens (LLVM 23 sets none; its recursion would run out
 /// of stack on a deep enough file).
 const MAX_NESTED: usize = 64;
 
@@ -132,35 +131,52 @@ pub(super) fn bundle_images(output: &str, images: &[String]) -> Result<(), ToolE
     write(output, &bytes)
 }
 
-/// LLVM 23's `unbundleImages` without `--image`: every image of every binary of `input`,
-/// in order, an image that is itself an OffloadBinary opened in its place (`extractBinary`,
-/// recursively), each written to `<input stem>-<triple>[-<arch>].<n>.<kind>` (no `-<arch>`
-/// when it is empty; `n` counts on across nested binaries) and announced on standard
-/// output as `Extracted: <name>`. A malformed nested binary fails as an outer one does.
-pub(super) fn extract_all(input: &str) -> Result<(), ToolError> {
+/// LLVM 23's `unbundleImages`. Without `--image`: every image of every binary of
+/// `input`, in order, through [`extract_binary`], numbered on across binaries. With
+/// `--image` filters: as LLVM 22 into an archive or a `file=`, else every match through
+/// [`extract_binary`], numbered from 0 per `--image`.
+pub(super) fn unbundle_images(
+    prog: &str,
+    input: &str,
+    images: &[String],
+    create_archive: bool,
+) -> Result<(), ToolError> {
     let data = read(input).map_err(|e| fail(format!("'{input}': {}", e.msg)))?;
     let mut binaries = Vec::new();
     extract_binaries(&data, input, &mut binaries, 0)?;
-    let mut idx = 0u64;
-    for found in &binaries {
-        extract_found(found, input, &mut idx, 0)?;
+    let entries = read_entries(&binaries)?;
+    if images.is_empty() {
+        let mut idx = 0u64;
+        for e in &entries {
+            extract_binary(e, input, &mut idx, 0)?;
+        }
+        return Ok(());
+    }
+    for image in images {
+        let args = image_arguments(image);
+        let extracted: Vec<&Entry<'_>> = entries.iter().filter(|e| e.matches(&args)).collect();
+        if extracted.is_empty() {
+            continue;
+        }
+        if create_archive || args.get(b"file").is_some() {
+            write_extracted(prog, input, &args, &extracted, create_archive)?;
+        } else {
+            let mut idx = 0u64;
+            for e in extracted {
+                extract_binary(e, input, &mut idx, 0)?;
+            }
+        }
     }
     Ok(())
 }
 
-/// The entries of one binary [`extract_binaries`] found, each through [`extract_entry`].
-fn extract_found(found: &Found, input: &str, idx: &mut u64, depth: usize) -> Result<(), ToolError> {
-    let b = OffloadBinary::parse(&found.binary, &Limits::default())
-        .map_err(|_| fail("Invalid data was encountered while parsing the file"))?;
-    for e in b.entries() {
-        extract_entry(&e, input, idx, depth)?;
-    }
-    Ok(())
-}
-
-/// `extractBinary`: a nested sequence of binaries is opened, anything else written.
-fn extract_entry(
-    e: &OffloadBinaryEntry<'_>,
+/// `extractBinary`: an image that is itself an OffloadBinary is opened (its binaries back
+/// to back, each entry in turn, recursively); any other image is written to
+/// `<input stem>-<triple>[-<arch>].<n>.<kind>` (no `-<arch>` when it is empty) and
+/// announced on standard output as `Extracted: <name>`. A malformed nested binary fails as
+/// an outer one does.
+fn extract_binary(
+    e: &Entry<'_>,
     input: &str,
     idx: &mut u64,
     depth: usize,
@@ -171,25 +187,20 @@ fn extract_entry(
         }
         let mut inner = Vec::new();
         extract_offload_files(e.image, "nested-offload-binary", &mut inner)?;
-        for found in &inner {
-            extract_found(found, input, idx, depth + 1)?;
+        for inner_entry in &read_entries(&inner)? {
+            extract_binary(inner_entry, input, idx, depth + 1)?;
         }
         return Ok(());
     }
-    // `getString`: a `MapVector`, whose repeated key keeps its last value.
-    let get = |key: &str| {
-        e.strings
-            .iter()
-            .filter(|(k, _)| *k == key)
-            .last()
-            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-            .unwrap_or_default()
-    };
-    let mut name = format!("{}-{}", stem(input), get("triple"));
-    let arch = get("arch");
+    let mut name = format!(
+        "{}-{}",
+        stem(input),
+        String::from_utf8_lossy(&e.string("triple"))
+    );
+    let arch = e.string("arch");
     if !arch.is_empty() {
         name.push('-');
-        name.push_str(&arch);
+        name.push_str(&String::from_utf8_lossy(&arch));
     }
     name.push_str(&format!(".{idx}.{}", image_kind_name(e.image_kind)));
     *idx += 1;
