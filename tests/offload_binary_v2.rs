@@ -22,6 +22,9 @@
 
 #![cfg(feature = "write")]
 
+mod common;
+
+use common::craft::{ar, elf64, Section, LLVM_OFFLOADING};
 use offload_image::offload_binary::{nested_entries, OffloadBinaries, OffloadBinary, MAX_NESTING};
 use offload_image::write::offload_binary::{v1_to_vec, v2_empty, v2_to_vec, OffloadImage};
 use offload_image::{ErrorKind, Limits};
@@ -536,4 +539,64 @@ fn hip_rdc_bitcode_for_two_processors_is_one_unit_of_two_images() {
         assert_eq!(img.image_kind, offload_image::ImageKind::Bitcode);
         assert_eq!(img.bytes, bitcode);
     }
+}
+
+/// PR #212342's objects and archives: an `-fgpu-rdc` HIP object of LLVM 23's new offload
+/// driver carries the version-2 binary in `.llvm.offloading` (`SHT_LLVM_OFFLOADING`), and
+/// a static library holds such objects. Each section is one unit of all its images, found
+/// through the archive member and the section, at the binary's offset in the library.
+#[test]
+fn version_2_binaries_in_llvm_offloading_sections_of_an_archive() {
+    let bitcode = b"BC\xC0\xDE\x35\x14\x00\x00";
+    let strings: Vec<[(&[u8], &[u8]); 2]> = ["gfx906", "gfx942", "gfx1100"]
+        .iter()
+        .map(|a| {
+            [
+                (&b"arch"[..], a.as_bytes()),
+                (&b"triple"[..], &b"amdgcn-amd-amdhsa"[..]),
+            ]
+        })
+        .collect();
+    let images: Vec<_> = strings
+        .iter()
+        .map(|s| OffloadImage {
+            image_kind: 2,
+            offload_kind: 4,
+            flags: 0,
+            strings: s,
+            image: bitcode,
+        })
+        .collect();
+    let one = v2_to_vec(&images[..2]).unwrap();
+    let other = v2_to_vec(&images[2..]).unwrap();
+    let object = |binary: &[u8]| {
+        elf64(&[Section {
+            name: ".llvm.offloading",
+            sh_type: LLVM_OFFLOADING,
+            data: binary,
+            range: None,
+        }])
+    };
+    let (a, b) = (object(&one), object(&other));
+    let library = ar(&[("a.o", &a), ("b.o", &b)]);
+    let options = offload_image::ReadOptions::default();
+    let units: Vec<_> = offload_image::units(&library, &options)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(units.len(), 2);
+    let mut arches = Vec::new();
+    for unit in &units {
+        let open = unit.open(&options).unwrap();
+        for img in open.images() {
+            assert_eq!(img.image_kind, offload_image::ImageKind::Bitcode);
+            assert_eq!(img.bytes, bitcode);
+            let at = img.offset.unwrap() as usize;
+            assert_eq!(&library[at..at + bitcode.len()], bitcode);
+            arches.push(img.target_id.unwrap().to_string());
+        }
+    }
+    assert_eq!(arches, ["gfx906", "gfx942", "gfx1100"]);
+    // The first unit starts where `one` lies in the library.
+    let at = units[0].location.offset as usize;
+    assert_eq!(&library[at..at + one.len()], &one[..]);
 }
