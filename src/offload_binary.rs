@@ -723,29 +723,42 @@ fn walk_nested<'data>(
                 }
                 walk_nested(entry.image, image_at, limits, path, out)?;
             } else {
-                if u64_of(out.len()) >= limits.max_entries {
-                    return Err(Error::new(
-                        ErrorKind::LimitExceeded,
-                        image_at,
-                        "number of nested OffloadBinary images exceeds the limit",
-                    ));
-                }
-                out.try_reserve(1).map_err(|_| {
-                    Error::new(
-                        ErrorKind::OutOfMemory,
-                        image_at,
-                        "cannot reserve memory for the list of images",
-                    )
-                })?;
-                out.push(NestedEntry {
-                    entry,
-                    binary_offset: at,
-                    path: path.clone(),
-                });
+                push_leaf(out, entry, at, path, limits)?;
             }
             path.pop();
             index = index.saturating_add(1);
         }
     }
+    Ok(())
+}
+
+/// Lists one leaf image of [`nested_entries`], under [`Limits::max_entries`].
+fn push_leaf<'data>(
+    out: &mut Vec<NestedEntry<'data>>,
+    entry: OffloadBinaryEntry<'data>,
+    binary_offset: u64,
+    path: &NestedPath,
+    limits: &Limits,
+) -> Result<()> {
+    let image_at = binary_offset.saturating_add(entry.image_offset);
+    if u64_of(out.len()) >= limits.max_entries {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            image_at,
+            "number of nested OffloadBinary images exceeds the limit",
+        ));
+    }
+    out.try_reserve(1).map_err(|_| {
+        Error::new(
+            ErrorKind::OutOfMemory,
+            image_at,
+            "cannot reserve memory for the list of images",
+        )
+    })?;
+    out.push(NestedEntry {
+        entry,
+        binary_offset,
+        path: path.clone(),
+    });
     Ok(())
 }
