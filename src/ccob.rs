@@ -70,6 +70,28 @@ pub fn is_compressed_bundle(data: &[u8]) -> bool {
     data.starts_with(CCOB_MAGIC)
 }
 
+/// The total size the header of the `CCOB` at the start of `data` declares (versions 2
+/// and 3), for a walk that resumes after a `CCOB` that does not read. `None` for version 1
+/// (which declares none), other versions, and a header that does not read.
+pub fn described_len(data: &[u8]) -> Option<u64> {
+    let p = bytes::read::<CcobPrefix>(data, 0, "").ok()?;
+    match p.version.get() {
+        2 => Some(u64::from(
+            bytes::read::<CcobHeaderV2>(data, 0, "")
+                .ok()?
+                .total_size
+                .get(),
+        )),
+        3 => Some(
+            bytes::read::<CcobHeaderV3>(data, 0, "")
+                .ok()?
+                .total_size
+                .get(),
+        ),
+        _ => None,
+    }
+}
+
 impl<'data> CompressedBundle<'data> {
     /// Parses the header of the compressed bundle at `data[0]`.
     ///

@@ -282,30 +282,83 @@ pub(crate) fn elf64_tables_end(head: &[u8]) -> Option<(Option<u64>, Option<u64>)
     elf64_header(head).map(table_ends)
 }
 
-/// End of a little-endian ELF64 file: the furthest byte its headers account for (the
-/// header itself, the section and program header tables, the file data of every section
-/// and segment), if it can be read and lies inside `data`.
+/// End of a little-endian ELF64 file, if it can be read and lies inside `data`
+/// ([`elf64_len`]).
 ///
 /// ptxas puts the section header table last, so for its cubins this is the end of that
 /// table; nvlink's relocatable cubins can put the table first, and their sections follow it.
 fn elf64_end(data: &[u8]) -> Option<usize> {
-    use object::elf::SHT_NOBITS;
+    elf64_len(data)
+        .ok()
+        .and_then(|end| usize::try_from(end).ok())
+}
+
+/// Length of the little-endian ELF64 file at the start of `data`: the furthest byte its
+/// headers account for (the header, its non-empty section and program header tables, the
+/// file data of every section but `SHT_NOBITS` ones and of every segment; `FORMATS.md` §7).
+///
+/// The one answer to "where does this ELF file end", for a cubin in a fatbinary
+/// ([`trim_image`]) and a bare device ELF a registration wrapper points at
+/// ([`crate::registration::view::elf_len`]). Errors (at offset 0 of `data`): `BadContainer`
+/// for a header or a header table that does not read, `OutOfBounds` for a range that
+/// overflows, `Truncated` for an end past `data`.
+pub(crate) fn elf64_len(data: &[u8]) -> Result<u64> {
+    use object::elf::FileHeader64;
     use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
     use object::LittleEndian as LE;
-    let header = elf64_header(data)?;
-    let end_of = |at: u64, size: u64| at.checked_add(size);
-    let (sh, ph) = table_ends(header);
-    let mut end = 64u64.max(ph?).max(sh?);
-    for s in header.section_headers(LE, data).ok()? {
-        if s.sh_type(LE) != SHT_NOBITS {
-            end = end.max(end_of(s.sh_offset(LE), s.sh_size(LE))?);
+
+    let bad = |what| move |_| Error::new(ErrorKind::BadContainer, 0, what);
+    let overflow = |what| Error::new(ErrorKind::OutOfBounds, 0, what);
+    let h = FileHeader64::<LE>::parse(data).map_err(bad("device ELF header is malformed"))?;
+    let mut end = u64::from(h.e_ehsize(LE));
+    let sections = h
+        .section_headers(LE, data)
+        .map_err(bad("device ELF section table lies outside the data"))?;
+    if !sections.is_empty() {
+        end = end.max(table_end(h.e_shoff(LE), sections.len(), h.e_shentsize(LE))?);
+    }
+    for s in sections {
+        if s.sh_type(LE) != object::elf::SHT_NOBITS {
+            let e = s
+                .sh_offset(LE)
+                .checked_add(s.sh_size(LE))
+                .ok_or(overflow("device ELF section range overflows"))?;
+            end = end.max(e);
         }
     }
-    for p in header.program_headers(LE, data).ok()? {
-        end = end.max(end_of(p.p_offset(LE), p.p_filesz(LE))?);
+    let segments = h
+        .program_headers(LE, data)
+        .map_err(bad("device ELF program header table lies outside the data"))?;
+    if !segments.is_empty() {
+        end = end.max(table_end(h.e_phoff(LE), segments.len(), h.e_phentsize(LE))?);
     }
-    let end = usize::try_from(end).ok()?;
-    (end <= data.len()).then_some(end)
+    for p in segments {
+        let e = p
+            .p_offset(LE)
+            .checked_add(p.p_filesz(LE))
+            .ok_or(overflow("device ELF segment range overflows"))?;
+        end = end.max(e);
+    }
+    if end > u64_of(data.len()) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            0,
+            "device ELF runs past the end of its region",
+        ));
+    }
+    Ok(end)
+}
+
+/// End of an ELF header table of `n` entries of `size` bytes at `offset`.
+fn table_end(offset: u64, n: usize, size: u16) -> Result<u64> {
+    u64_of(n)
+        .checked_mul(u64::from(size))
+        .and_then(|len| offset.checked_add(len))
+        .ok_or(Error::new(
+            ErrorKind::OutOfBounds,
+            0,
+            "device ELF header table range overflows",
+        ))
 }
 
 /// True if `data` starts with the magic of a container that may follow a fatbinary in a
