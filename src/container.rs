@@ -741,10 +741,11 @@ impl<'data> Resume<'_, 'data> {
     }
 }
 
-/// The length a container's header still describes when the container does not read: a
-/// `CCOB`'s total size (versions 2 and 3), an OffloadBinary's size, a fatbinary's header
-/// plus payload size, a bundle's furthest entry end. `None` when the header says nothing
-/// readable.
+/// The length a container's header still describes when the container does not read, as
+/// each format's reader answers it: a `CCOB`'s total size (versions 2 and 3,
+/// [`ccob::described_len`]), an OffloadBinary's size, a fatbinary's header plus payload
+/// size ([`nvfatbin::described_len`]), a bundle's furthest entry end
+/// ([`bundle::described_len`]). `None` when the header says nothing readable.
 fn described_end(blob: &[u8]) -> Option<u64> {
     if ccob::is_compressed_bundle(blob) {
         ccob::described_len(blob)
@@ -1298,10 +1299,10 @@ impl<'data> Units<'data> {
                 if let UnitContent::OffloadBinaries(s) = content {
                     *nested = Some((s, 0));
                 }
-                Ok(cursor.unit(walked, start, at, content, len, options, resume))
+                Ok(cursor.unit(walked, start, content, len, options, resume))
             }
             Err((error, format)) if !options.strict => {
-                Ok(cursor.damaged(walked, start, at, error, format, resume))
+                Ok(cursor.damaged(walked, start, error, format, resume))
             }
             Err((error, _)) => Err(error),
         }
@@ -1333,10 +1334,10 @@ impl<'data> Units<'data> {
         match parsed {
             Ok(f) => {
                 let content = UnitContent::NvFatbin(f);
-                Ok(cursor.unit(walked, start, at, content, f.len(), options, resume))
+                Ok(cursor.unit(walked, start, content, f.len(), options, resume))
             }
             Err(error) if !options.strict => {
-                Ok(cursor.damaged(walked, start, at, error, Format::NvFatbin, resume))
+                Ok(cursor.damaged(walked, start, error, Format::NvFatbin, resume))
             }
             Err(error) => Err(error),
         }
@@ -1369,6 +1370,11 @@ impl<'data> Walked<'data> {
             starts,
         }
     }
+
+    /// The file offset of `start`, an offset in the walked buffer.
+    fn at(&self, start: usize) -> u64 {
+        self.base.saturating_add(u64_of(start))
+    }
 }
 
 /// Where a back-to-back walk stands: the offset of the next container in the walked
@@ -1388,14 +1394,12 @@ impl Cursor {
         index
     }
 
-    /// The unit of the container at `start` (file offset `at`) that reads, `len` bytes
-    /// long; the walk goes on after it, past the bytes that are skipped there.
-    #[allow(clippy::too_many_arguments)]
+    /// The unit of the container at `start` that reads, `len` bytes long; the walk goes
+    /// on after it, past the bytes that are skipped there.
     fn unit<'data>(
         &mut self,
         walked: &Walked<'data>,
         start: usize,
-        at: u64,
         content: UnitContent<'data>,
         len: u64,
         options: &ReadOptions,
@@ -1411,16 +1415,15 @@ impl Cursor {
             walked.starts,
             resume,
         );
-        Step::Unit(at, index, content, skipped)
+        Step::Unit(walked.at(start), index, content, skipped)
     }
 
-    /// The unit of the container at `start` (file offset `at`) that does not read: its
-    /// bytes up to where the walk resumes ([`Resume::after`]).
+    /// The unit of the container at `start` that does not read: its bytes up to where
+    /// the walk resumes ([`Resume::after`]).
     fn damaged<'data>(
         &mut self,
         walked: &Walked<'data>,
         start: usize,
-        at: u64,
         error: Error,
         format: Format,
         resume: &mut Resume<'_, 'data>,
@@ -1432,7 +1435,7 @@ impl Cursor {
             format,
             bytes: walked.data.get(start..end).unwrap_or_default(),
         };
-        Step::Unit(at, index, UnitContent::Damaged(damage), None)
+        Step::Unit(walked.at(start), index, UnitContent::Damaged(damage), None)
     }
 }
 
