@@ -433,41 +433,116 @@ fn check_claim(size: u64, compressed: u64, size_field: u64, limits: &Limits) -> 
     Ok(())
 }
 
+/// Checks the header of the fatbinary at `data[0]` (magic, version, header size, a size
+/// inside `data`); returns where its body starts and where it ends.
+fn read_header(data: &[u8]) -> Result<(u64, u64)> {
+    let h: &FatbinHeader = bytes::read(data, 0, "fatbinary header truncated")?;
+    if &h.magic != NVFATBIN_MAGIC {
+        return Err(Error::new(
+            ErrorKind::BadMagic,
+            0,
+            "not an NVIDIA fatbinary (no 50 ED 55 BA magic)",
+        ));
+    }
+    if h.version.get() != 1 {
+        return Err(Error::new(
+            ErrorKind::UnsupportedVersion,
+            4,
+            "fatbinary version is not 1",
+        ));
+    }
+    let body_at = u64::from(h.header_size.get());
+    if body_at < HEADER_SIZE {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            6,
+            "fatbinary header size is smaller than 16",
+        ));
+    }
+    let total = bytes::add(body_at, h.size.get(), 8, "fatbinary size overflows")?;
+    if total > u64_of(data.len()) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            8,
+            "fatbinary size runs past the end of the data",
+        ));
+    }
+    Ok((body_at, total))
+}
+
+/// Where the payload of the entry whose header `h` is at `pos` starts and ends, checked
+/// against the header size's minimum and the fatbinary's size `total`.
+fn entry_range(h: &FatbinEntryHeader, pos: u64, total: u64) -> Result<(u64, u64)> {
+    let hs = u64::from(h.header_size.get());
+    if hs < MIN_ENTRY_HEADER {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            pos.saturating_add(4),
+            "fatbinary entry header is smaller than 64 bytes",
+        ));
+    }
+    let payload_at = bytes::add(pos, hs, pos.saturating_add(4), "fatbinary entry overflows")?;
+    let next = bytes::add(
+        payload_at,
+        h.payload_size.get(),
+        pos.saturating_add(8),
+        "fatbinary entry overflows",
+    )?;
+    if payload_at > total {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            pos.saturating_add(4),
+            "fatbinary entry header runs past the end of the fatbinary",
+        ));
+    }
+    if next > total {
+        return Err(Error::new(
+            ErrorKind::OutOfBounds,
+            pos.saturating_add(8),
+            "fatbinary entry payload runs past the end of the fatbinary",
+        ));
+    }
+    Ok((payload_at, next))
+}
+
+/// The kind of the entry at `pos` from its header's kind field.
+fn entry_kind(kind: u16, pos: u64) -> Result<EntryKind> {
+    match kind {
+        1 => Ok(EntryKind::Ptx),
+        2 => Ok(EntryKind::Cubin),
+        KIND_TILE_IR => Ok(EntryKind::TileIr),
+        _ => Err(Error::new(
+            ErrorKind::UnsupportedMethod,
+            pos,
+            "fatbinary entry kind is none of PTX (1), ELF (2) and Tile IR (0x80)",
+        )),
+    }
+}
+
+/// Refuses the flags of the entry at `pos` that name two codecs or two variants.
+fn check_flags(flags: u64, pos: u64) -> Result<()> {
+    if flags & FLAG_LZ4 != 0 && flags & FLAG_ZSTD != 0 {
+        return Err(Error::new(
+            ErrorKind::UnsupportedMethod,
+            pos.saturating_add(0x28),
+            "fatbinary entry flags name both LZ4 and zstd",
+        ));
+    }
+    if flags & FLAG_ARCH_SPECIFIC != 0 && flags & FLAG_FAMILY != 0 {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            pos.saturating_add(0x28),
+            "fatbinary entry flags name both the 'a' and the 'f' variant",
+        ));
+    }
+    Ok(())
+}
+
 impl<'data> Fatbin<'data> {
     /// Parses the fatbinary at `data[0]`; it must lie inside `data` (bytes after it are
     /// ignored: see [`Fatbin::len`]).
     pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
-        let h: &FatbinHeader = bytes::read(data, 0, "fatbinary header truncated")?;
-        if &h.magic != NVFATBIN_MAGIC {
-            return Err(Error::new(
-                ErrorKind::BadMagic,
-                0,
-                "not an NVIDIA fatbinary (no 50 ED 55 BA magic)",
-            ));
-        }
-        if h.version.get() != 1 {
-            return Err(Error::new(
-                ErrorKind::UnsupportedVersion,
-                4,
-                "fatbinary version is not 1",
-            ));
-        }
-        let body_at = u64::from(h.header_size.get());
-        if body_at < HEADER_SIZE {
-            return Err(Error::new(
-                ErrorKind::Malformed,
-                6,
-                "fatbinary header size is smaller than 16",
-            ));
-        }
-        let total = bytes::add(body_at, h.size.get(), 8, "fatbinary size overflows")?;
-        if total > u64_of(data.len()) {
-            return Err(Error::new(
-                ErrorKind::Truncated,
-                8,
-                "fatbinary size runs past the end of the data",
-            ));
-        }
+        let (body_at, total) = read_header(data)?;
         let whole = data;
         let data = bytes::sub(data, 0, total, "fatbinary")?;
         let mut fatbin = Fatbin {
@@ -492,125 +567,82 @@ impl<'data> Fatbin<'data> {
                     "fatbinary size runs past its entries into the container after it",
                 ));
             }
-            let (entry, next) = match fatbin.entry_at(pos, 0) {
-                Ok(e) => e,
-                Err(e) => {
-                    // An entry that runs past the size the header gives but reads in the
-                    // whole data: the size is what is wrong.
-                    let fits = Fatbin {
-                        data: whole,
-                        ..fatbin
-                    }
-                    .entry_at(pos, 0)
-                    .is_ok();
-                    return Err(if fits {
-                        Error::new(
-                            ErrorKind::SizeMismatch,
-                            8,
-                            "fatbinary size ends inside an entry (the entry reads in the data after it)",
-                        )
-                    } else {
-                        e
-                    });
-                }
-            };
-            if let Some(codec) = entry.codec {
-                let size_field = pos.saturating_add(0x38);
-                match codec {
-                    Codec::Lz4 => check_claim(
-                        entry.uncompressed_size,
-                        entry.compressed_size,
-                        size_field,
-                        limits,
-                    )?,
-                    Codec::Zstd | Codec::Zlib => {
-                        if entry.uncompressed_size > limits.max_decompressed_size {
-                            return Err(Error::new(
-                                ErrorKind::LimitExceeded,
-                                size_field,
-                                "declared decompressed size exceeds the limit",
-                            ));
-                        }
-                    }
-                }
-                fatbin.claimed = fatbin.claimed.saturating_add(entry.uncompressed_size);
-                if fatbin.claimed > limits.max_decompressed_size {
-                    return Err(Error::new(
-                        ErrorKind::LimitExceeded,
-                        size_field,
-                        "decompressed sizes of the fatbinary's entries exceed the limit",
-                    ));
-                }
-            }
+            let (entry, next) = fatbin.walked_entry_at(whole, pos)?;
+            fatbin.claim(&entry, pos, limits)?;
             fatbin.count = fatbin.count.saturating_add(1);
             pos = next;
         }
         Ok(fatbin)
     }
 
+    /// The entry at `pos` of the fatbinary being parsed ([`Fatbin::entry_at`]). An entry
+    /// that runs past the size the header gives but reads in the `whole` data names the
+    /// size as what is wrong.
+    fn walked_entry_at(&self, whole: &'data [u8], pos: u64) -> Result<(FatbinEntry<'data>, u64)> {
+        self.entry_at(pos, 0).map_err(|e| {
+            let fits = Fatbin {
+                data: whole,
+                ..*self
+            }
+            .entry_at(pos, 0)
+            .is_ok();
+            if fits {
+                Error::new(
+                    ErrorKind::SizeMismatch,
+                    8,
+                    "fatbinary size ends inside an entry (the entry reads in the data after it)",
+                )
+            } else {
+                e
+            }
+        })
+    }
+
+    /// Checks the decompressed size a compressed `entry` (at `pos`) declares against the
+    /// limits (alone, and added to those of the entries before it), and counts it.
+    fn claim(&mut self, entry: &FatbinEntry<'data>, pos: u64, limits: &Limits) -> Result<()> {
+        let Some(codec) = entry.codec else {
+            return Ok(());
+        };
+        let size_field = pos.saturating_add(0x38);
+        match codec {
+            Codec::Lz4 => check_claim(
+                entry.uncompressed_size,
+                entry.compressed_size,
+                size_field,
+                limits,
+            )?,
+            Codec::Zstd | Codec::Zlib => {
+                if entry.uncompressed_size > limits.max_decompressed_size {
+                    return Err(Error::new(
+                        ErrorKind::LimitExceeded,
+                        size_field,
+                        "declared decompressed size exceeds the limit",
+                    ));
+                }
+            }
+        }
+        self.claimed = self.claimed.saturating_add(entry.uncompressed_size);
+        if self.claimed > limits.max_decompressed_size {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                size_field,
+                "decompressed sizes of the fatbinary's entries exceed the limit",
+            ));
+        }
+        Ok(())
+    }
+
     /// Decodes the entry header at `pos` (validated); returns it and the offset after its
     /// payload.
     fn entry_at(&self, pos: u64, index: usize) -> Result<(FatbinEntry<'data>, u64)> {
-        let total = u64_of(self.data.len());
         let h: &FatbinEntryHeader =
             bytes::read(self.data, pos, "fatbinary entry header truncated")?;
         let header_size = h.header_size.get();
-        let hs = u64::from(header_size);
-        if hs < MIN_ENTRY_HEADER {
-            return Err(Error::new(
-                ErrorKind::Malformed,
-                pos.saturating_add(4),
-                "fatbinary entry header is smaller than 64 bytes",
-            ));
-        }
-        let payload_at = bytes::add(pos, hs, pos.saturating_add(4), "fatbinary entry overflows")?;
-        let next = bytes::add(
-            payload_at,
-            h.payload_size.get(),
-            pos.saturating_add(8),
-            "fatbinary entry overflows",
-        )?;
-        if payload_at > total {
-            return Err(Error::new(
-                ErrorKind::Truncated,
-                pos.saturating_add(4),
-                "fatbinary entry header runs past the end of the fatbinary",
-            ));
-        }
-        if next > total {
-            return Err(Error::new(
-                ErrorKind::OutOfBounds,
-                pos.saturating_add(8),
-                "fatbinary entry payload runs past the end of the fatbinary",
-            ));
-        }
-        let kind = match h.kind.get() {
-            1 => EntryKind::Ptx,
-            2 => EntryKind::Cubin,
-            KIND_TILE_IR => EntryKind::TileIr,
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::UnsupportedMethod,
-                    pos,
-                    "fatbinary entry kind is none of PTX (1), ELF (2) and Tile IR (0x80)",
-                ))
-            }
-        };
+        let (payload_at, next) = entry_range(h, pos, u64_of(self.data.len()))?;
+        let kind = entry_kind(h.kind.get(), pos)?;
         let flags = h.flags.get();
-        if flags & FLAG_LZ4 != 0 && flags & FLAG_ZSTD != 0 {
-            return Err(Error::new(
-                ErrorKind::UnsupportedMethod,
-                pos.saturating_add(0x28),
-                "fatbinary entry flags name both LZ4 and zstd",
-            ));
-        }
-        if flags & FLAG_ARCH_SPECIFIC != 0 && flags & FLAG_FAMILY != 0 {
-            return Err(Error::new(
-                ErrorKind::Malformed,
-                pos.saturating_add(0x28),
-                "fatbinary entry flags name both the 'a' and the 'f' variant",
-            ));
-        }
+        check_flags(flags, pos)?;
         let codec = Codec::from_flags(flags);
         let compressed_size = u64::from(h.compressed_size.get());
         let uncompressed_size = h.uncompressed_size.get();
