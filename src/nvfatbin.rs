@@ -414,6 +414,32 @@ pub fn described_len(data: &[u8]) -> Option<u64> {
     Some(total)
 }
 
+/// The length the header of the fatbinary at the start of `data` declares,
+/// `header_size + size`, as a registration measures the fatbinary a wrapper points at
+/// (without reading its entries; `REGISTRATION.md` §4.2). Errors: `Truncated` at 0 for a
+/// header that does not fit, `OutOfBounds` at 8 for a length that overflows, `Truncated`
+/// at 8 for one past the end of `data`. The magic is not checked ([`is_fatbin`]).
+pub fn declared_len(data: &[u8]) -> Result<u64> {
+    use zerocopy::FromBytes;
+    let (h, _) = FatbinHeader::ref_from_prefix(data)
+        .map_err(|_| Error::new(ErrorKind::Truncated, 0, "NVIDIA fatbinary header truncated"))?;
+    let len = u64::from(h.header_size.get())
+        .checked_add(h.size.get())
+        .ok_or(Error::new(
+            ErrorKind::OutOfBounds,
+            8,
+            "NVIDIA fatbinary size overflows",
+        ))?;
+    if len > u64_of(data.len()) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            8,
+            "NVIDIA fatbinary runs past the end of its region",
+        ));
+    }
+    Ok(len)
+}
+
 /// Checks a decompressed size claim against the limit and the LZ4 ratio.
 fn check_claim(size: u64, compressed: u64, size_field: u64, limits: &Limits) -> Result<()> {
     if size > limits.max_decompressed_size {

@@ -12,7 +12,6 @@
 
 use alloc::vec::Vec;
 
-use crate::bytes::u64_of;
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
 use crate::offload_binary::{OffloadBinary, OffloadBinaryEntry};
@@ -21,9 +20,9 @@ use crate::target::elf::{EM_AMDGPU, EM_CUDA};
 use crate::{bundle, ccob, offload_binary, Limits, ReadOptions};
 
 use super::abi::{
-    self, gpu_flags, omp_flags, NvFatbinHeader, RawBinDesc, RawDeviceImage, RawEntry,
-    RawFatbinWrapper, RawLegacyEntry, CUDA_FATBIN_MAGIC, ENTRY_SIZE, HIP_FATBIN_MAGIC,
-    HIP_FATBIN_VERSION, LEGACY_ENTRY_SIZE, NV_FATBIN_MAGIC,
+    self, gpu_flags, omp_flags, RawBinDesc, RawDeviceImage, RawEntry, RawFatbinWrapper,
+    RawLegacyEntry, CUDA_FATBIN_MAGIC, ENTRY_SIZE, HIP_FATBIN_MAGIC, HIP_FATBIN_VERSION,
+    LEGACY_ENTRY_SIZE, NV_FATBIN_MAGIC,
 };
 
 use zerocopy::{FromBytes, Immutable, KnownLayout};
@@ -841,24 +840,7 @@ pub fn blob_len(data: &[u8], options: &ReadOptions) -> Result<u64> {
     } else if data.starts_with(ELF_MAGIC) {
         elf_len(data)
     } else if data.get(..4) == Some(&NV_FATBIN_MAGIC.to_le_bytes()[..]) {
-        let (h, _) = NvFatbinHeader::ref_from_prefix(data).map_err(|_| {
-            Error::new(ErrorKind::Truncated, 0, "NVIDIA fatbinary header truncated")
-        })?;
-        let len = u64::from(h.header_size.get())
-            .checked_add(h.fat_size.get())
-            .ok_or(Error::new(
-                ErrorKind::OutOfBounds,
-                8,
-                "NVIDIA fatbinary size overflows",
-            ))?;
-        if len > u64_of(data.len()) {
-            return Err(Error::new(
-                ErrorKind::Truncated,
-                8,
-                "NVIDIA fatbinary runs past the end of its region",
-            ));
-        }
-        Ok(len)
+        crate::nvfatbin::declared_len(data)
     } else {
         Err(Error::new(
             ErrorKind::BadMagic,
