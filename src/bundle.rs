@@ -44,6 +44,25 @@ pub fn is_bundle(data: &[u8]) -> bool {
     data.starts_with(BUNDLE_MAGIC)
 }
 
+/// The length the header of the bundle at the start of `data` describes, for a walk that
+/// resumes after a bundle that does not read: the furthest end of its entries' payloads
+/// (the first 4096 entries). `None` when the header or one of those descriptors does not
+/// read, or an end overflows, and for a bundle without entries.
+pub fn described_len(data: &[u8]) -> Option<u64> {
+    let h = bytes::read::<BundleHeader>(data, 0, "").ok()?;
+    let mut at = HEADER_SIZE;
+    let mut end: Option<u64> = None;
+    for _ in 0..h.num_entries.get().min(4096) {
+        let e = bytes::read::<BundleEntryHeader>(data, at, "").ok()?;
+        let e_end = e.offset.get().checked_add(e.size.get())?;
+        end = Some(end.map_or(e_end, |x| x.max(e_end)));
+        at = at
+            .checked_add(DESCRIPTOR_SIZE)?
+            .checked_add(e.id_len.get())?;
+    }
+    end
+}
+
 impl<'data> Bundle<'data> {
     /// Parses the bundle that starts at `data[0]`.
     ///

@@ -70,6 +70,94 @@ pub fn is_compressed_bundle(data: &[u8]) -> bool {
     data.starts_with(CCOB_MAGIC)
 }
 
+/// The total size the header of the `CCOB` at the start of `data` declares (versions 2
+/// and 3), for a walk that resumes after a `CCOB` that does not read. `None` for version 1
+/// (which declares none), other versions, and a header that does not read.
+pub fn described_len(data: &[u8]) -> Option<u64> {
+    let p = bytes::read::<CcobPrefix>(data, 0, "").ok()?;
+    match p.version.get() {
+        2 => Some(u64::from(
+            bytes::read::<CcobHeaderV2>(data, 0, "")
+                .ok()?
+                .total_size
+                .get(),
+        )),
+        3 => Some(
+            bytes::read::<CcobHeaderV3>(data, 0, "")
+                .ok()?
+                .total_size
+                .get(),
+        ),
+        _ => None,
+    }
+}
+
+/// What the header of a version-`version` `CCOB` at `data[0]` declares: its length, its
+/// total size (none in version 1), the uncompressed size and the hash.
+fn read_sizes(data: &[u8], version: u16) -> Result<(u64, Option<u64>, u64, [u8; 8])> {
+    match version {
+        1 => {
+            let h: &CcobHeaderV1 = bytes::read(data, 0, "compressed bundle v1 header truncated")?;
+            Ok((20u64, None, u64::from(h.uncompressed_size.get()), h.hash))
+        }
+        2 => {
+            let h: &CcobHeaderV2 = bytes::read(data, 0, "compressed bundle v2 header truncated")?;
+            Ok((
+                24,
+                Some(u64::from(h.total_size.get())),
+                u64::from(h.uncompressed_size.get()),
+                h.hash,
+            ))
+        }
+        3 => {
+            let h: &CcobHeaderV3 = bytes::read(data, 0, "compressed bundle v3 header truncated")?;
+            Ok((
+                32,
+                Some(h.total_size.get()),
+                h.uncompressed_size.get(),
+                h.hash,
+            ))
+        }
+        _ => Err(Error::new(
+            ErrorKind::UnsupportedVersion,
+            4,
+            "compressed bundle version is not 1, 2 or 3",
+        )),
+    }
+}
+
+/// The compression method a `CCOB` header's method field names.
+fn method_of(method: u16) -> Result<CompressionMethod> {
+    match method {
+        0 => Ok(CompressionMethod::Zlib),
+        1 => Ok(CompressionMethod::Zstd),
+        _ => Err(Error::new(
+            ErrorKind::UnsupportedMethod,
+            6,
+            "compressed bundle method is neither zlib (0) nor zstd (1)",
+        )),
+    }
+}
+
+/// Checks a `CCOB`'s declared total size: at least its header, inside `data`.
+fn check_total_size(total: u64, header_len: u64, data: &[u8]) -> Result<u64> {
+    if total < header_len {
+        return Err(Error::new(
+            ErrorKind::SizeMismatch,
+            8,
+            "compressed bundle total size is smaller than its header",
+        ));
+    }
+    if total > u64_of(data.len()) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            8,
+            "compressed bundle total size runs past the end of the data",
+        ));
+    }
+    Ok(total)
+}
+
 impl<'data> CompressedBundle<'data> {
     /// Parses the header of the compressed bundle at `data[0]`.
     ///
@@ -86,69 +174,10 @@ impl<'data> CompressedBundle<'data> {
             ));
         }
         let version = prefix.version.get();
-        let (header_len, total_size, uncompressed_size, hash) = match version {
-            1 => {
-                let h: &CcobHeaderV1 =
-                    bytes::read(data, 0, "compressed bundle v1 header truncated")?;
-                (20u64, None, u64::from(h.uncompressed_size.get()), h.hash)
-            }
-            2 => {
-                let h: &CcobHeaderV2 =
-                    bytes::read(data, 0, "compressed bundle v2 header truncated")?;
-                (
-                    24,
-                    Some(u64::from(h.total_size.get())),
-                    u64::from(h.uncompressed_size.get()),
-                    h.hash,
-                )
-            }
-            3 => {
-                let h: &CcobHeaderV3 =
-                    bytes::read(data, 0, "compressed bundle v3 header truncated")?;
-                (
-                    32,
-                    Some(h.total_size.get()),
-                    h.uncompressed_size.get(),
-                    h.hash,
-                )
-            }
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::UnsupportedVersion,
-                    4,
-                    "compressed bundle version is not 1, 2 or 3",
-                ))
-            }
-        };
-        let method = match prefix.method.get() {
-            0 => CompressionMethod::Zlib,
-            1 => CompressionMethod::Zstd,
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::UnsupportedMethod,
-                    6,
-                    "compressed bundle method is neither zlib (0) nor zstd (1)",
-                ))
-            }
-        };
+        let (header_len, total_size, uncompressed_size, hash) = read_sizes(data, version)?;
+        let method = method_of(prefix.method.get())?;
         let end = match total_size {
-            Some(total) => {
-                if total < header_len {
-                    return Err(Error::new(
-                        ErrorKind::SizeMismatch,
-                        8,
-                        "compressed bundle total size is smaller than its header",
-                    ));
-                }
-                if total > u64_of(data.len()) {
-                    return Err(Error::new(
-                        ErrorKind::Truncated,
-                        8,
-                        "compressed bundle total size runs past the end of the data",
-                    ));
-                }
-                total
-            }
+            Some(total) => check_total_size(total, header_len, data)?,
             None => u64_of(data.len()),
         };
         let payload = bytes::sub(

@@ -741,58 +741,29 @@ impl<'data> Resume<'_, 'data> {
     }
 }
 
-/// The length a container's header still describes when the container does not read: a
-/// `CCOB`'s total size (versions 2 and 3), an OffloadBinary's size, a fatbinary's header
-/// plus payload size, a bundle's furthest entry end. `None` when the header says nothing
-/// readable.
+/// The length a container's header still describes when the container does not read, as
+/// each format's reader answers it: a `CCOB`'s total size (versions 2 and 3,
+/// [`ccob::described_len`]), an OffloadBinary's size, a fatbinary's header plus payload
+/// size ([`nvfatbin::described_len`]), a bundle's furthest entry end
+/// ([`bundle::described_len`]). `None` when the header says nothing readable.
 fn described_end(blob: &[u8]) -> Option<u64> {
-    use crate::raw::{
-        BundleEntryHeader, BundleHeader, CcobHeaderV2, CcobHeaderV3, CcobPrefix,
-        OffloadBinaryHeader,
-    };
     if ccob::is_compressed_bundle(blob) {
-        let p = bytes::read::<CcobPrefix>(blob, 0, "").ok()?;
-        return match p.version.get() {
-            2 => Some(u64::from(
-                bytes::read::<CcobHeaderV2>(blob, 0, "")
-                    .ok()?
-                    .total_size
-                    .get(),
-            )),
-            3 => Some(
-                bytes::read::<CcobHeaderV3>(blob, 0, "")
-                    .ok()?
-                    .total_size
-                    .get(),
-            ),
-            _ => None,
-        };
-    }
-    if offload_binary::is_offload_binary(blob) {
-        return Some(
-            bytes::read::<OffloadBinaryHeader>(blob, 0, "")
+        ccob::described_len(blob)
+    } else if offload_binary::is_offload_binary(blob) {
+        // The OffloadBinary reader has no header-only length of its own yet.
+        Some(
+            bytes::read::<crate::raw::OffloadBinaryHeader>(blob, 0, "")
                 .ok()?
                 .size
                 .get(),
-        );
+        )
+    } else if nvfatbin::is_fatbin(blob) {
+        nvfatbin::described_len(blob)
+    } else if bundle::is_bundle(blob) {
+        bundle::described_len(blob)
+    } else {
+        None
     }
-    if nvfatbin::is_fatbin(blob) {
-        return nvfatbin::described_len(blob);
-    }
-    if bundle::is_bundle(blob) {
-        let h = bytes::read::<BundleHeader>(blob, 0, "").ok()?;
-        let mut at: u64 = 32;
-        let mut end: Option<u64> = None;
-        // Entries as far as they read; a table that runs off the data ends the walk.
-        for _ in 0..h.num_entries.get().min(4096) {
-            let e = bytes::read::<BundleEntryHeader>(blob, at, "").ok()?;
-            let e_end = e.offset.get().checked_add(e.size.get())?;
-            end = Some(end.map_or(e_end, |x| x.max(e_end)));
-            at = at.checked_add(24)?.checked_add(e.id_len.get())?;
-        }
-        return end;
-    }
-    None
 }
 
 /// Most frames of the walk at once: one per path element, plus the innermost walk.
@@ -834,8 +805,7 @@ enum Frame<'data> {
     },
     Blobs {
         data: &'data [u8],
-        pos: usize,
-        index: usize,
+        cursor: Cursor,
         /// OffloadBinaries just handed out whose `fatbin` images are still to be walked,
         /// and how many of their entries have been looked at.
         nested: Option<(OffloadBinaries<'data>, usize)>,
@@ -846,8 +816,7 @@ enum Frame<'data> {
     },
     Fatbins {
         data: &'data [u8],
-        pos: usize,
-        index: usize,
+        cursor: Cursor,
         path_len: usize,
     },
 }
@@ -940,100 +909,104 @@ impl<'data> Units<'data> {
             .map_err(|_| Self::nested_too_deep(at))
     }
 
+    /// The next unit of the walk: the start buffer's, then the innermost frame's, popping
+    /// frames as they end; `None` when the walk is over.
     fn step(&mut self) -> Result<Option<Unit<'data>>> {
         if let Some(data) = self.start.take() {
             if let Some(unit) = self.visit(data, true)? {
                 return Ok(Some(unit));
             }
         }
-        loop {
-            // The host file the innermost walk is in, for its wrappers.
-            let host = self.stack.iter().rev().find_map(|f| match f {
-                Frame::Host { data, .. } => Some((*data, self.base(data))),
-                _ => None,
-            });
-            let action = match self.stack.last_mut() {
-                None => return Ok(None),
-                Some(frame) => {
-                    let mut ctx = Resume {
-                        host,
-                        cache: &mut self.wrapper_starts,
-                    };
-                    match Self::advance(frame, self.file, &self.options, &mut ctx) {
-                        Ok(step) => step,
-                        Err(e) => {
-                            // A member table that does not read, too many containers in
-                            // one section, or (strict) bytes that are not a container leave
-                            // no place to go on in that frame; a host frame has moved on to
-                            // its next section already.
-                            if !matches!(frame, Frame::Host { .. }) {
-                                self.stack.pop();
-                            }
-                            return Err(e);
-                        }
-                    }
-                }
-            };
-            match action {
-                Step::Unit(offset, index, content, skipped) => {
-                    let len = self.frame_path_len();
-                    self.path.truncate(len);
-                    return Ok(Some(Unit {
-                        location: Location {
-                            path: self.path.clone(),
-                            offset,
-                        },
-                        index,
-                        content,
-                        skipped,
-                        file: self.file,
-                    }));
-                }
-                Step::Visit(data, elem, at) => {
-                    let len = self.frame_path_len();
-                    self.enter(len, elem, at)?;
-                    if let Some(unit) = self.visit(data, false)? {
-                        return Ok(Some(unit));
-                    }
-                }
-                Step::Blobs(data, elem, at) => {
-                    let len = self.frame_path_len();
-                    self.enter(len, elem, at)?;
-                    let path_len = self.path.len();
-                    self.push(
-                        Frame::Blobs {
-                            data,
-                            pos: 0,
-                            index: 0,
-                            nested: None,
-                            any: false,
-                            path_len,
-                        },
-                        at,
-                    )?;
-                }
-                Step::Fatbins(data, elem, at) => {
-                    let len = self.frame_path_len();
-                    match elem {
-                        Some(elem) => self.enter(len, elem, at)?,
-                        None => self.path.truncate(len),
-                    }
-                    let path_len = self.path.len();
-                    self.push(
-                        Frame::Fatbins {
-                            data,
-                            pos: 0,
-                            index: 0,
-                            path_len,
-                        },
-                        at,
-                    )?;
-                }
-                Step::Pop => {
-                    self.stack.pop();
-                }
+        while let Some(action) = self.advance_innermost()? {
+            if let Some(unit) = self.take_step(action)? {
+                return Ok(Some(unit));
             }
         }
+        Ok(None)
+    }
+
+    /// Advances the innermost frame ([`Units::advance`]); `None` when no frame is left. A
+    /// frame that fails is dropped, but for a host file's (which has moved on to its next
+    /// section already).
+    fn advance_innermost(&mut self) -> Result<Option<Step<'data>>> {
+        // The host file the innermost walk is in, for its wrappers.
+        let host = self.stack.iter().rev().find_map(|f| match f {
+            Frame::Host { data, .. } => Some((*data, self.base(data))),
+            _ => None,
+        });
+        let Some(frame) = self.stack.last_mut() else {
+            return Ok(None);
+        };
+        let mut ctx = Resume {
+            host,
+            cache: &mut self.wrapper_starts,
+        };
+        match Self::advance(frame, self.file, &self.options, &mut ctx) {
+            Ok(step) => Ok(Some(step)),
+            Err(e) => {
+                // A member table that does not read, too many containers in one section,
+                // or (strict) bytes that are not a container leave no place to go on in
+                // that frame; a host frame has moved on to its next section already.
+                if !matches!(frame, Frame::Host { .. }) {
+                    self.stack.pop();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Does what advancing a frame asked: hands out a unit, enters a member or a section
+    /// (a new frame, or a unit found at once), or pops the frame.
+    fn take_step(&mut self, action: Step<'data>) -> Result<Option<Unit<'data>>> {
+        let len = self.frame_path_len();
+        match action {
+            Step::Unit(offset, index, content, skipped) => {
+                self.path.truncate(len);
+                return Ok(Some(Unit {
+                    location: Location {
+                        path: self.path.clone(),
+                        offset,
+                    },
+                    index,
+                    content,
+                    skipped,
+                    file: self.file,
+                }));
+            }
+            Step::Visit(data, elem, at) => {
+                self.enter(len, elem, at)?;
+                return self.visit(data, false);
+            }
+            Step::Blobs(data, elem, at) => {
+                self.enter(len, elem, at)?;
+                let path_len = self.path.len();
+                let frame = Frame::Blobs {
+                    data,
+                    cursor: Cursor::default(),
+                    nested: None,
+                    any: false,
+                    path_len,
+                };
+                self.push(frame, at)?;
+            }
+            Step::Fatbins(data, elem, at) => {
+                match elem {
+                    Some(elem) => self.enter(len, elem, at)?,
+                    None => self.path.truncate(len),
+                }
+                let path_len = self.path.len();
+                let frame = Frame::Fatbins {
+                    data,
+                    cursor: Cursor::default(),
+                    path_len,
+                };
+                self.push(frame, at)?;
+            }
+            Step::Pop => {
+                self.stack.pop();
+            }
+        }
+        Ok(None)
     }
 
     fn frame_path_len(&self) -> usize {
@@ -1061,92 +1034,24 @@ impl<'data> Units<'data> {
         }
         let path_len = self.path.len();
         if data.starts_with(AR_MAGIC) || data.starts_with(AR_THIN_MAGIC) {
-            let archive_error = |_| {
-                Error::new(
-                    ErrorKind::BadContainer,
-                    base,
-                    "archive header or member table is malformed",
-                )
-            };
-            let archive = ArchiveFile::parse(data).map_err(archive_error)?;
-            if archive.is_thin() {
-                return if top {
-                    Err(Error::new(
-                        ErrorKind::BadContainer,
-                        base,
-                        "thin archive: its members are not stored in it",
-                    ))
-                } else {
-                    Ok(None)
-                };
-            }
-            let members = archive.members();
-            self.push(
-                Frame::Archive {
-                    data,
-                    members,
-                    path_len,
-                },
-                base,
-            )?;
-            Ok(None)
+            self.visit_archive(data, top, base)
         } else if data.starts_with(ELF_MAGIC) {
-            let device = matches!(elf_machine(data), Some(EM_AMDGPU | EM_CUDA));
-            // A device ELF is one image, unless `clang-offload-bundler -type=o` made it the
-            // "host" of a bundled object: then its `__CLANG_OFFLOAD_BUNDLE__` sections are
-            // the images, as LLVM reads it (a device ELF whose section table does not read
-            // is still one image: the loader reads its program headers, not its sections).
-            let sections = match ElfSections::parse(data) {
-                Ok(t) if device && !t.has_object_bundle() => {
-                    return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
-                }
-                Ok(t) => Sections::Elf(t),
-                Err(_) if device => {
-                    return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
-                }
-                Err(e) => return Err(e.rebase(base)),
-            };
-            self.push(
-                Frame::Host {
-                    data,
-                    sections,
-                    next: 0,
-                    walked: 0,
-                    object_bundle_seen: false,
-                    path_len,
-                },
-                base,
-            )?;
-            Ok(None)
+            self.visit_elf(data, base)
         } else if pe::is_pe_or_coff(data) {
             // A PE image or COFF object: its sections are walked as an ELF file's are.
             let sections = PeSections::parse(data).map_err(|e| e.rebase(base))?;
-            self.push(
-                Frame::Host {
-                    data,
-                    sections: Sections::Pe(sections),
-                    next: 0,
-                    walked: 0,
-                    object_bundle_seen: false,
-                    path_len,
-                },
-                base,
-            )?;
-            Ok(None)
+            self.push_host(data, Sections::Pe(sections), base)
         } else if starts_any(data) {
             // Containers back to back in a file: bundles, `CCOB`s, OffloadBinaries and
             // NVIDIA fatbinaries alike, each ending where its header says.
-            self.push(
-                Frame::Blobs {
-                    data,
-                    pos: 0,
-                    index: 0,
-                    nested: None,
-                    any: true,
-                    path_len,
-                },
-                base,
-            )?;
+            let frame = Frame::Blobs {
+                data,
+                cursor: Cursor::default(),
+                nested: None,
+                any: true,
+                path_len,
+            };
+            self.push(frame, base)?;
             Ok(None)
         } else if data.starts_with(KPACK_MAGIC) {
             let k = KpackArchive::parse(data, &self.options.limits).map_err(|e| e.rebase(base))?;
@@ -1155,17 +1060,86 @@ impl<'data> Units<'data> {
             let t = TextBundle::parse(data, &self.options.limits).map_err(|e| e.rebase(base))?;
             Ok(Some(self.unit(data, 0, UnitContent::Text(t))))
         } else if top {
-            let what = if data.starts_with(&[0x42, 0x43, 0xC0, 0xDE])
-                || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
-            {
-                "LLVM bitcode is not an offload container (offloading metadata in bitcode is not read)"
-            } else {
-                "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, PE/COFF, text bundle, kpack or archive)"
-            };
-            Err(Error::new(ErrorKind::BadMagic, base, what))
+            Err(not_a_container(data, base))
         } else {
             Ok(None)
         }
+    }
+
+    /// Starts walking the `ar` archive `data` (at file offset `base`): a new frame. A thin
+    /// archive stores no members: an error for the file walked (`top`), else nothing.
+    fn visit_archive(
+        &mut self,
+        data: &'data [u8],
+        top: bool,
+        base: u64,
+    ) -> Result<Option<Unit<'data>>> {
+        let archive = ArchiveFile::parse(data).map_err(|_| {
+            Error::new(
+                ErrorKind::BadContainer,
+                base,
+                "archive header or member table is malformed",
+            )
+        })?;
+        if archive.is_thin() {
+            return if top {
+                Err(Error::new(
+                    ErrorKind::BadContainer,
+                    base,
+                    "thin archive: its members are not stored in it",
+                ))
+            } else {
+                Ok(None)
+            };
+        }
+        let frame = Frame::Archive {
+            data,
+            members: archive.members(),
+            path_len: self.path.len(),
+        };
+        self.push(frame, base)?;
+        Ok(None)
+    }
+
+    /// Starts walking the ELF file `data` (at file offset `base`): a device ELF is one
+    /// unit, a host file (or a bundled object) a new frame over its sections.
+    fn visit_elf(&mut self, data: &'data [u8], base: u64) -> Result<Option<Unit<'data>>> {
+        let device = matches!(elf_machine(data), Some(EM_AMDGPU | EM_CUDA));
+        // A device ELF is one image, unless `clang-offload-bundler -type=o` made it the
+        // "host" of a bundled object: then its `__CLANG_OFFLOAD_BUNDLE__` sections are
+        // the images, as LLVM reads it (a device ELF whose section table does not read
+        // is still one image: the loader reads its program headers, not its sections).
+        let sections = match ElfSections::parse(data) {
+            Ok(t) if device && !t.has_object_bundle() => {
+                return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
+            }
+            Ok(t) => Sections::Elf(t),
+            Err(_) if device => {
+                return Ok(Some(self.unit(data, 0, UnitContent::DeviceElf(data))));
+            }
+            Err(e) => return Err(e.rebase(base)),
+        };
+        self.push_host(data, sections, base)
+    }
+
+    /// Pushes the frame that walks the `sections` of the host file `data` (at file offset
+    /// `base`).
+    fn push_host(
+        &mut self,
+        data: &'data [u8],
+        sections: Sections<'data>,
+        base: u64,
+    ) -> Result<Option<Unit<'data>>> {
+        let frame = Frame::Host {
+            data,
+            sections,
+            next: 0,
+            walked: 0,
+            object_bundle_seen: false,
+            path_len: self.path.len(),
+        };
+        self.push(frame, base)?;
+        Ok(None)
     }
 
     /// Advances the innermost frame by one step.
@@ -1175,36 +1149,8 @@ impl<'data> Units<'data> {
         options: &ReadOptions,
         resume: &mut Resume<'_, 'data>,
     ) -> Result<Step<'data>> {
-        let base_of = |d: &[u8]| bytes::offset_in(file, d).unwrap_or(0);
         match frame {
-            Frame::Archive { data, members, .. } => {
-                let base = base_of(data);
-                let archive_error = |_| {
-                    Error::new(
-                        ErrorKind::BadContainer,
-                        base,
-                        "archive header or member table is malformed",
-                    )
-                };
-                let Some(member) = members.next() else {
-                    return Ok(Step::Pop);
-                };
-                let member = member.map_err(archive_error)?;
-                let (offset, _) = member.file_range();
-                let at = base.saturating_add(offset);
-                let member_data = member.data(*data).map_err(|_| {
-                    Error::new(
-                        ErrorKind::BadContainer,
-                        at,
-                        "archive member data lies outside the archive",
-                    )
-                })?;
-                Ok(Step::Visit(
-                    member_data,
-                    PathElem::Member(member.name()),
-                    at,
-                ))
-            }
+            Frame::Archive { data, members, .. } => Self::next_member(file, data, members),
             Frame::Host {
                 data,
                 sections,
@@ -1213,196 +1159,363 @@ impl<'data> Units<'data> {
                 object_bundle_seen,
                 ..
             } => {
-                let base = base_of(data);
-                while *next < sections.len() {
-                    let i = *next;
-                    *next = next.saturating_add(1);
-                    let section = sections.section(i).map_err(|e| e.rebase(base))?;
-                    let role = section.role();
-                    if let SectionRole::ObjectBundle(_) = role {
-                        if !*object_bundle_seen {
-                            *object_bundle_seen = true;
-                            return Ok(Step::Unit(
-                                base,
-                                0,
-                                UnitContent::ObjectBundle(ObjectBundle { elf: data }),
-                                None,
-                            ));
-                        }
-                    } else if role.holds_containers() {
-                        let (name, contents) = (section.name, section.data);
-                        if contents.is_empty() {
-                            continue;
-                        }
-                        // Sections that overlap would have their bytes parsed again and again.
-                        *walked = walked.saturating_add(contents.len());
-                        if *walked > data.len() {
-                            return Err(Error::new(
-                                ErrorKind::BadContainer,
-                                base,
-                                "offload sections overlap (together larger than the file)",
-                            ));
-                        }
-                        if role.holds_fatbins() {
-                            return Ok(Step::Fatbins(
-                                contents,
-                                Some(PathElem::Section(name)),
-                                base_of(contents),
-                            ));
-                        }
-                        return Ok(Step::Blobs(
-                            contents,
-                            PathElem::Section(name),
-                            base_of(contents),
-                        ));
-                    }
-                }
-                Ok(Step::Pop)
+                let host = HostWalk {
+                    data,
+                    sections,
+                    next,
+                    walked,
+                    object_bundle_seen,
+                };
+                Self::next_section(file, host)
             }
             Frame::Blobs {
                 data,
-                pos,
-                index,
+                cursor,
                 nested,
                 any,
                 ..
             } => {
-                let base = base_of(data);
-                let limits = &options.limits;
-                let starts: fn(&[u8]) -> bool = if *any { starts_any } else { starts_blob };
                 // The fatbinaries inside OffloadBinaries (image kind `fatbin`) are units
                 // of their own, after the OffloadBinaries.
-                if let Some((seq, seen)) = nested {
-                    let next = seq
-                        .iter()
-                        .filter(|(_, b)| !b.is_compressed())
-                        .flat_map(|(_, b)| b.entries())
-                        .enumerate()
-                        .skip(*seen)
-                        .find(|(_, e)| {
-                            ImageKind::from_code(e.image_kind) == ImageKind::Fatbinary
-                                && nvfatbin::is_fatbin(e.image)
-                        });
-                    match next {
-                        Some((i, e)) => {
-                            *seen = i.saturating_add(1);
-                            return Ok(Step::Fatbins(e.image, None, base_of(e.image)));
-                        }
-                        None => *nested = None,
-                    }
+                if let Some(step) = next_nested_fatbin(file, nested) {
+                    return Ok(step);
                 }
-                let Some((start, at, blob)) = next_in_walk(data, *pos, *index, base, limits)?
-                else {
-                    return Ok(Step::Pop);
-                };
-                let parsed = if bundle::is_bundle(blob) {
-                    Bundle::parse(blob, limits)
-                        .map(|b| (UnitContent::Bundle(b), b.len()))
-                        .map_err(|e| (e.rebase(at), Format::Bundle))
-                } else if ccob::is_compressed_bundle(blob) {
-                    CompressedBundle::parse(blob)
-                        .and_then(|c| Ok((UnitContent::Compressed(c), c.len(options)?)))
-                        .map_err(|e| (e.rebase(at), Format::Bundle))
-                } else if offload_binary::is_offload_binary(blob) {
-                    OffloadBinaries::parse(blob, limits)
-                        .map(|s| {
-                            *nested = Some((s, 0));
-                            (UnitContent::OffloadBinaries(s), s.len())
-                        })
-                        .map_err(|e| (e.rebase(at), Format::OffloadBinary))
-                } else if *any && starts_fatbin(blob) {
-                    Fatbin::parse(blob, limits)
-                        .map(|f| (UnitContent::NvFatbin(f), f.len()))
-                        .map_err(|e| (e.rebase(at), Format::NvFatbin))
-                } else {
-                    Err((
-                        Error::new(
-                            ErrorKind::Malformed,
-                            at,
-                            "unexpected bytes where the next offload container should start",
-                        ),
-                        Format::Bundle,
-                    ))
-                };
-                let (content, len) = match parsed {
-                    Ok(p) => p,
-                    Err((error, format)) if !options.strict => {
-                        let end = resume.after(data, start, base, starts);
-                        let unit_index = *index;
-                        *index = index.saturating_add(1);
-                        *pos = end;
-                        let damage = Damage {
-                            error,
-                            format,
-                            bytes: data.get(start..end).unwrap_or_default(),
-                        };
-                        return Ok(Step::Unit(
-                            at,
-                            unit_index,
-                            UnitContent::Damaged(damage),
-                            None,
-                        ));
-                    }
-                    Err((error, _)) => return Err(error),
-                };
-                let unit_index = *index;
-                *index = index.saturating_add(1);
-                let len = usize::try_from(len).unwrap_or(usize::MAX);
-                *pos = start.saturating_add(len.max(1));
-                let skipped = skip_after(data, pos, base, options, starts, resume);
-                Ok(Step::Unit(at, unit_index, content, skipped))
+                let starts: fn(&[u8]) -> bool = if *any { starts_any } else { starts_blob };
+                let walked = Walked::new(file, data, starts);
+                Self::next_blob(&walked, cursor, nested, *any, options, resume)
             }
-            Frame::Fatbins {
-                data, pos, index, ..
-            } => {
-                let base = base_of(data);
-                let limits = &options.limits;
-                let Some((start, at, blob)) = next_in_walk(data, *pos, *index, base, limits)?
-                else {
-                    return Ok(Step::Pop);
-                };
-                let parsed = if starts_fatbin(blob) {
-                    Fatbin::parse(blob, limits).map_err(|e| e.rebase(at))
-                } else {
-                    Err(Error::new(
-                        ErrorKind::Malformed,
-                        at,
-                        "unexpected bytes where the next fatbinary should start",
-                    ))
-                };
-                let f = match parsed {
-                    Ok(f) => f,
-                    Err(error) if !options.strict => {
-                        let end = resume.after(data, start, base, starts_fatbin);
-                        let unit_index = *index;
-                        *index = index.saturating_add(1);
-                        *pos = end;
-                        let damage = Damage {
-                            error,
-                            format: Format::NvFatbin,
-                            bytes: data.get(start..end).unwrap_or_default(),
-                        };
-                        return Ok(Step::Unit(
-                            at,
-                            unit_index,
-                            UnitContent::Damaged(damage),
-                            None,
-                        ));
-                    }
-                    Err(error) => return Err(error),
-                };
-                let unit_index = *index;
-                *index = index.saturating_add(1);
-                let len = usize::try_from(f.len()).unwrap_or(usize::MAX);
-                *pos = start.saturating_add(len.max(1));
-                let skipped = skip_after(data, pos, base, options, starts_fatbin, resume);
-                Ok(Step::Unit(
-                    at,
-                    unit_index,
-                    UnitContent::NvFatbin(f),
-                    skipped,
-                ))
+            Frame::Fatbins { data, cursor, .. } => {
+                let walked = Walked::new(file, data, starts_fatbin);
+                Self::next_fatbin(&walked, cursor, options, resume)
             }
         }
+    }
+
+    /// The next member of an archive at `data` (in `file`), to visit; `Pop` after the last.
+    fn next_member(
+        file: &'data [u8],
+        data: &'data [u8],
+        members: &mut object::read::archive::ArchiveMemberIterator<'data>,
+    ) -> Result<Step<'data>> {
+        let base = bytes::offset_in(file, data).unwrap_or(0);
+        let Some(member) = members.next() else {
+            return Ok(Step::Pop);
+        };
+        let member = member.map_err(|_| {
+            Error::new(
+                ErrorKind::BadContainer,
+                base,
+                "archive header or member table is malformed",
+            )
+        })?;
+        let (offset, _) = member.file_range();
+        let at = base.saturating_add(offset);
+        let member_data = member.data(data).map_err(|_| {
+            Error::new(
+                ErrorKind::BadContainer,
+                at,
+                "archive member data lies outside the archive",
+            )
+        })?;
+        Ok(Step::Visit(
+            member_data,
+            PathElem::Member(member.name()),
+            at,
+        ))
+    }
+
+    /// The next section of a host file that holds containers, to walk; the file itself as
+    /// one unit at its first object-bundle section; `Pop` after the last section.
+    fn next_section(file: &'data [u8], host: HostWalk<'_, 'data>) -> Result<Step<'data>> {
+        let base_of = |d: &[u8]| bytes::offset_in(file, d).unwrap_or(0);
+        let data = host.data;
+        let base = base_of(data);
+        while *host.next < host.sections.len() {
+            let i = *host.next;
+            *host.next = host.next.saturating_add(1);
+            let section = host.sections.section(i).map_err(|e| e.rebase(base))?;
+            let role = section.role();
+            if let SectionRole::ObjectBundle(_) = role {
+                if !*host.object_bundle_seen {
+                    *host.object_bundle_seen = true;
+                    return Ok(Step::Unit(
+                        base,
+                        0,
+                        UnitContent::ObjectBundle(ObjectBundle { elf: data }),
+                        None,
+                    ));
+                }
+            } else if role.holds_containers() {
+                let (name, contents) = (section.name, section.data);
+                if contents.is_empty() {
+                    continue;
+                }
+                // Sections that overlap would have their bytes parsed again and again.
+                *host.walked = host.walked.saturating_add(contents.len());
+                if *host.walked > data.len() {
+                    return Err(Error::new(
+                        ErrorKind::BadContainer,
+                        base,
+                        "offload sections overlap (together larger than the file)",
+                    ));
+                }
+                if role.holds_fatbins() {
+                    return Ok(Step::Fatbins(
+                        contents,
+                        Some(PathElem::Section(name)),
+                        base_of(contents),
+                    ));
+                }
+                return Ok(Step::Blobs(
+                    contents,
+                    PathElem::Section(name),
+                    base_of(contents),
+                ));
+            }
+        }
+        Ok(Step::Pop)
+    }
+
+    /// The next container of a back-to-back walk of bundles, `CCOB`s and OffloadBinaries
+    /// (and NVIDIA fatbinaries, for a file's walk): a unit, a damaged unit (not strict),
+    /// or `Pop` at the end. OffloadBinaries found are kept in `nested`, for the
+    /// fatbinaries they hold.
+    fn next_blob(
+        walked: &Walked<'data>,
+        cursor: &mut Cursor,
+        nested: &mut Option<(OffloadBinaries<'data>, usize)>,
+        any: bool,
+        options: &ReadOptions,
+        resume: &mut Resume<'_, 'data>,
+    ) -> Result<Step<'data>> {
+        let limits = &options.limits;
+        let Some((start, at, blob)) =
+            next_in_walk(walked.data, cursor.pos, cursor.index, walked.base, limits)?
+        else {
+            return Ok(Step::Pop);
+        };
+        match parse_blob(blob, at, any, options) {
+            Ok((content, len)) => {
+                if let UnitContent::OffloadBinaries(s) = content {
+                    *nested = Some((s, 0));
+                }
+                Ok(cursor.unit(walked, start, content, len, options, resume))
+            }
+            Err((error, format)) if !options.strict => {
+                Ok(cursor.damaged(walked, start, error, format, resume))
+            }
+            Err((error, _)) => Err(error),
+        }
+    }
+
+    /// The next NVIDIA fatbinary of a `.nv_fatbin` section or an OffloadBinary image: a
+    /// unit, a damaged unit (not strict), or `Pop` at the end.
+    fn next_fatbin(
+        walked: &Walked<'data>,
+        cursor: &mut Cursor,
+        options: &ReadOptions,
+        resume: &mut Resume<'_, 'data>,
+    ) -> Result<Step<'data>> {
+        let limits = &options.limits;
+        let Some((start, at, blob)) =
+            next_in_walk(walked.data, cursor.pos, cursor.index, walked.base, limits)?
+        else {
+            return Ok(Step::Pop);
+        };
+        let parsed = if starts_fatbin(blob) {
+            Fatbin::parse(blob, limits).map_err(|e| e.rebase(at))
+        } else {
+            Err(Error::new(
+                ErrorKind::Malformed,
+                at,
+                "unexpected bytes where the next fatbinary should start",
+            ))
+        };
+        match parsed {
+            Ok(f) => {
+                let content = UnitContent::NvFatbin(f);
+                Ok(cursor.unit(walked, start, content, f.len(), options, resume))
+            }
+            Err(error) if !options.strict => {
+                Ok(cursor.damaged(walked, start, error, Format::NvFatbin, resume))
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// The state of a host file's frame that [`Units::next_section`] moves on.
+struct HostWalk<'a, 'data> {
+    data: &'data [u8],
+    sections: &'a mut Sections<'data>,
+    next: &'a mut usize,
+    walked: &'a mut usize,
+    object_bundle_seen: &'a mut bool,
+}
+
+/// The buffer of a back-to-back walk, its offset in the file, and the containers it
+/// looks for.
+struct Walked<'data> {
+    data: &'data [u8],
+    base: u64,
+    starts: fn(&[u8]) -> bool,
+}
+
+impl<'data> Walked<'data> {
+    /// The walk of `data`, a part of `file`, for the containers `starts` recognises.
+    fn new(file: &'data [u8], data: &'data [u8], starts: fn(&[u8]) -> bool) -> Self {
+        Walked {
+            data,
+            base: bytes::offset_in(file, data).unwrap_or(0),
+            starts,
+        }
+    }
+
+    /// The file offset of `start`, an offset in the walked buffer.
+    fn at(&self, start: usize) -> u64 {
+        self.base.saturating_add(u64_of(start))
+    }
+}
+
+/// Where a back-to-back walk stands: the offset of the next container in the walked
+/// buffer, and that container's index.
+#[derive(Debug, Default)]
+struct Cursor {
+    pos: usize,
+    index: usize,
+}
+
+impl Cursor {
+    /// The index of the container at the cursor; the cursor moves on to `end`.
+    fn take(&mut self, end: usize) -> usize {
+        let index = self.index;
+        self.index = self.index.saturating_add(1);
+        self.pos = end;
+        index
+    }
+
+    /// The unit of the container at `start` that reads, `len` bytes long; the walk goes
+    /// on after it, past the bytes that are skipped there.
+    fn unit<'data>(
+        &mut self,
+        walked: &Walked<'data>,
+        start: usize,
+        content: UnitContent<'data>,
+        len: u64,
+        options: &ReadOptions,
+        resume: &mut Resume<'_, 'data>,
+    ) -> Step<'data> {
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        let index = self.take(start.saturating_add(len.max(1)));
+        let skipped = skip_after(
+            walked.data,
+            &mut self.pos,
+            walked.base,
+            options,
+            walked.starts,
+            resume,
+        );
+        Step::Unit(walked.at(start), index, content, skipped)
+    }
+
+    /// The unit of the container at `start` that does not read: its bytes up to where
+    /// the walk resumes ([`Resume::after`]).
+    fn damaged<'data>(
+        &mut self,
+        walked: &Walked<'data>,
+        start: usize,
+        error: Error,
+        format: Format,
+        resume: &mut Resume<'_, 'data>,
+    ) -> Step<'data> {
+        let end = resume.after(walked.data, start, walked.base, walked.starts);
+        let index = self.take(end);
+        let damage = Damage {
+            error,
+            format,
+            bytes: walked.data.get(start..end).unwrap_or_default(),
+        };
+        Step::Unit(walked.at(start), index, UnitContent::Damaged(damage), None)
+    }
+}
+
+/// The error for a file that holds no container this walk recognises (`data`, at file
+/// offset `base`): LLVM bitcode is named as such.
+fn not_a_container(data: &[u8], base: u64) -> Error {
+    let what = if data.starts_with(&[0x42, 0x43, 0xC0, 0xDE])
+        || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
+    {
+        "LLVM bitcode is not an offload container (offloading metadata in bitcode is not read)"
+    } else {
+        "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, PE/COFF, text bundle, kpack or archive)"
+    };
+    Error::new(ErrorKind::BadMagic, base, what)
+}
+
+/// The next fatbinary held by the OffloadBinaries just handed out (`nested`: them, and how
+/// many of their entries were looked at), to walk; `None` (and `nested` cleared) when they
+/// hold no more.
+fn next_nested_fatbin<'data>(
+    file: &'data [u8],
+    nested: &mut Option<(OffloadBinaries<'data>, usize)>,
+) -> Option<Step<'data>> {
+    let (seq, seen) = nested.as_mut()?;
+    let next = seq
+        .iter()
+        .filter(|(_, b)| !b.is_compressed())
+        .flat_map(|(_, b)| b.entries())
+        .enumerate()
+        .skip(*seen)
+        .find(|(_, e)| {
+            ImageKind::from_code(e.image_kind) == ImageKind::Fatbinary
+                && nvfatbin::is_fatbin(e.image)
+        });
+    match next {
+        Some((i, e)) => {
+            *seen = i.saturating_add(1);
+            let at = bytes::offset_in(file, e.image).unwrap_or(0);
+            Some(Step::Fatbins(e.image, None, at))
+        }
+        None => {
+            *nested = None;
+            None
+        }
+    }
+}
+
+/// Parses the container `blob` at file offset `at` of a back-to-back walk (`any`: NVIDIA
+/// fatbinaries too): its content and length, or the error and the format it was read as.
+fn parse_blob<'data>(
+    blob: &'data [u8],
+    at: u64,
+    any: bool,
+    options: &ReadOptions,
+) -> core::result::Result<(UnitContent<'data>, u64), (Error, Format)> {
+    let limits = &options.limits;
+    if bundle::is_bundle(blob) {
+        Bundle::parse(blob, limits)
+            .map(|b| (UnitContent::Bundle(b), b.len()))
+            .map_err(|e| (e.rebase(at), Format::Bundle))
+    } else if ccob::is_compressed_bundle(blob) {
+        CompressedBundle::parse(blob)
+            .and_then(|c| Ok((UnitContent::Compressed(c), c.len(options)?)))
+            .map_err(|e| (e.rebase(at), Format::Bundle))
+    } else if offload_binary::is_offload_binary(blob) {
+        OffloadBinaries::parse(blob, limits)
+            .map(|s| (UnitContent::OffloadBinaries(s), s.len()))
+            .map_err(|e| (e.rebase(at), Format::OffloadBinary))
+    } else if any && starts_fatbin(blob) {
+        Fatbin::parse(blob, limits)
+            .map(|f| (UnitContent::NvFatbin(f), f.len()))
+            .map_err(|e| (e.rebase(at), Format::NvFatbin))
+    } else {
+        Err((
+            Error::new(
+                ErrorKind::Malformed,
+                at,
+                "unexpected bytes where the next offload container should start",
+            ),
+            Format::Bundle,
+        ))
     }
 }

@@ -313,25 +313,46 @@ fn walk_lz4(
 ) -> core::result::Result<usize, ()> {
     let mut at = 0usize;
     let mut pos = 0usize;
+    if let Some(end) = lz4_walk_head(input, size, head, want, &mut at, &mut pos)? {
+        return Ok(end);
+    }
+    if !whole {
+        return Ok(pos);
+    }
+    lz4_walk_count(input, size, at, pos)
+}
+
+/// The first part of [`walk_lz4`]: decodes sequences from `*at` (output length `*pos`)
+/// into `head` (which then holds the whole output so far) until it holds `want` bytes.
+/// Returns the output length when the input ends first; otherwise `*at` and `*pos` are
+/// where the walk goes on.
+fn lz4_walk_head(
+    input: &[u8],
+    size: usize,
+    head: &mut Vec<u8>,
+    want: usize,
+    at: &mut usize,
+    pos: &mut usize,
+) -> core::result::Result<Option<usize>, ()> {
     // While the head is being made it holds the whole output so far (`head.len() == pos`).
     while head.len() < want {
-        let token = *input.get(at).ok_or(())?;
-        at = at.saturating_add(1);
+        let token = *input.get(*at).ok_or(())?;
+        *at = at.saturating_add(1);
         let mut literals = usize::from(token >> 4);
         if literals == 15 {
-            literals = literals.saturating_add(lz4_length(input, &mut at)?);
+            literals = literals.saturating_add(lz4_length(input, at)?);
         }
         let end = at.checked_add(literals).ok_or(())?;
-        let bytes = input.get(at..end).ok_or(())?;
-        pos = pos.checked_add(literals).filter(|&p| p <= size).ok_or(())?;
+        let bytes = input.get(*at..end).ok_or(())?;
+        *pos = pos.checked_add(literals).filter(|&p| p <= size).ok_or(())?;
         let room = want.saturating_sub(head.len());
         head.extend_from_slice(bytes.get(..literals.min(room)).ok_or(())?);
-        at = end;
-        if at >= input.len() {
-            return Ok(pos);
+        *at = end;
+        if *at >= input.len() {
+            return Ok(Some(*pos));
         }
-        let (offset, length) = lz4_match(input, &mut at, token)?;
-        if offset == 0 || offset > pos {
+        let (offset, length) = lz4_match(input, at, token)?;
+        if offset == 0 || offset > *pos {
             return Err(());
         }
         let mut copy = length.min(want.saturating_sub(head.len()));
@@ -341,16 +362,25 @@ fn walk_lz4(
             head.extend_from_within(from..from.saturating_add(n));
             copy = copy.saturating_sub(n);
         }
-        pos = pos.checked_add(length).filter(|&p| p <= size).ok_or(())?;
+        *pos = pos.checked_add(length).filter(|&p| p <= size).ok_or(())?;
     }
-    if !whole {
-        return Ok(pos);
-    }
-    // The rest is only counted. Output past `size` is refused at the end: the count only
-    // grows, so a block that overruns anywhere ends over `size`. The next token's position
-    // is the loop's critical path: in the common case (both lengths under 15) it is one
-    // plain addition. `at` stays below `input.len()` whenever 17 is added to it, and `pos`
-    // grows by at most 2^16 per input byte, so neither wraps.
+    Ok(None)
+}
+
+/// The rest of [`walk_lz4`], from input offset `at` with `pos` bytes of output so far:
+/// the sequences are only counted; returns the output length.
+///
+/// Output past `size` is refused at the end: the count only grows, so a block that
+/// overruns anywhere ends over `size`. The next token's position is the loop's critical
+/// path: in the common case (both lengths under 15) it is one plain addition. `at` stays
+/// below `input.len()` whenever 17 is added to it, and `pos` grows by at most 2^16 per
+/// input byte, so neither wraps.
+fn lz4_walk_count(
+    input: &[u8],
+    size: usize,
+    mut at: usize,
+    mut pos: usize,
+) -> core::result::Result<usize, ()> {
     let len = input.len();
     loop {
         let token = *input.get(at).ok_or(())?;

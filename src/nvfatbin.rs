@@ -282,30 +282,83 @@ pub(crate) fn elf64_tables_end(head: &[u8]) -> Option<(Option<u64>, Option<u64>)
     elf64_header(head).map(table_ends)
 }
 
-/// End of a little-endian ELF64 file: the furthest byte its headers account for (the
-/// header itself, the section and program header tables, the file data of every section
-/// and segment), if it can be read and lies inside `data`.
+/// End of a little-endian ELF64 file, if it can be read and lies inside `data`
+/// ([`elf64_len`]).
 ///
 /// ptxas puts the section header table last, so for its cubins this is the end of that
 /// table; nvlink's relocatable cubins can put the table first, and their sections follow it.
 fn elf64_end(data: &[u8]) -> Option<usize> {
-    use object::elf::SHT_NOBITS;
+    elf64_len(data)
+        .ok()
+        .and_then(|end| usize::try_from(end).ok())
+}
+
+/// Length of the little-endian ELF64 file at the start of `data`: the furthest byte its
+/// headers account for (the header, its non-empty section and program header tables, the
+/// file data of every section but `SHT_NOBITS` ones and of every segment; `FORMATS.md` §7).
+///
+/// The one answer to "where does this ELF file end", for a cubin in a fatbinary
+/// ([`trim_image`]) and a bare device ELF a registration wrapper points at
+/// ([`crate::registration::view::elf_len`]). Errors (at offset 0 of `data`): `BadContainer`
+/// for a header or a header table that does not read, `OutOfBounds` for a range that
+/// overflows, `Truncated` for an end past `data`.
+pub(crate) fn elf64_len(data: &[u8]) -> Result<u64> {
+    use object::elf::FileHeader64;
     use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
     use object::LittleEndian as LE;
-    let header = elf64_header(data)?;
-    let end_of = |at: u64, size: u64| at.checked_add(size);
-    let (sh, ph) = table_ends(header);
-    let mut end = 64u64.max(ph?).max(sh?);
-    for s in header.section_headers(LE, data).ok()? {
-        if s.sh_type(LE) != SHT_NOBITS {
-            end = end.max(end_of(s.sh_offset(LE), s.sh_size(LE))?);
+
+    let bad = |what| move |_| Error::new(ErrorKind::BadContainer, 0, what);
+    let overflow = |what| Error::new(ErrorKind::OutOfBounds, 0, what);
+    let h = FileHeader64::<LE>::parse(data).map_err(bad("device ELF header is malformed"))?;
+    let mut end = u64::from(h.e_ehsize(LE));
+    let sections = h
+        .section_headers(LE, data)
+        .map_err(bad("device ELF section table lies outside the data"))?;
+    if !sections.is_empty() {
+        end = end.max(table_end(h.e_shoff(LE), sections.len(), h.e_shentsize(LE))?);
+    }
+    for s in sections {
+        if s.sh_type(LE) != object::elf::SHT_NOBITS {
+            let e = s
+                .sh_offset(LE)
+                .checked_add(s.sh_size(LE))
+                .ok_or(overflow("device ELF section range overflows"))?;
+            end = end.max(e);
         }
     }
-    for p in header.program_headers(LE, data).ok()? {
-        end = end.max(end_of(p.p_offset(LE), p.p_filesz(LE))?);
+    let segments = h
+        .program_headers(LE, data)
+        .map_err(bad("device ELF program header table lies outside the data"))?;
+    if !segments.is_empty() {
+        end = end.max(table_end(h.e_phoff(LE), segments.len(), h.e_phentsize(LE))?);
     }
-    let end = usize::try_from(end).ok()?;
-    (end <= data.len()).then_some(end)
+    for p in segments {
+        let e = p
+            .p_offset(LE)
+            .checked_add(p.p_filesz(LE))
+            .ok_or(overflow("device ELF segment range overflows"))?;
+        end = end.max(e);
+    }
+    if end > u64_of(data.len()) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            0,
+            "device ELF runs past the end of its region",
+        ));
+    }
+    Ok(end)
+}
+
+/// End of an ELF header table of `n` entries of `size` bytes at `offset`.
+fn table_end(offset: u64, n: usize, size: u16) -> Result<u64> {
+    u64_of(n)
+        .checked_mul(u64::from(size))
+        .and_then(|len| offset.checked_add(len))
+        .ok_or(Error::new(
+            ErrorKind::OutOfBounds,
+            0,
+            "device ELF header table range overflows",
+        ))
 }
 
 /// True if `data` starts with the magic of a container that may follow a fatbinary in a
@@ -361,6 +414,32 @@ pub fn described_len(data: &[u8]) -> Option<u64> {
     Some(total)
 }
 
+/// The length the header of the fatbinary at the start of `data` declares,
+/// `header_size + size`, as a registration measures the fatbinary a wrapper points at
+/// (without reading its entries; `REGISTRATION.md` §4.2). Errors: `Truncated` at 0 for a
+/// header that does not fit, `OutOfBounds` at 8 for a length that overflows, `Truncated`
+/// at 8 for one past the end of `data`. The magic is not checked ([`is_fatbin`]).
+pub fn declared_len(data: &[u8]) -> Result<u64> {
+    use zerocopy::FromBytes;
+    let (h, _) = FatbinHeader::ref_from_prefix(data)
+        .map_err(|_| Error::new(ErrorKind::Truncated, 0, "NVIDIA fatbinary header truncated"))?;
+    let len = u64::from(h.header_size.get())
+        .checked_add(h.size.get())
+        .ok_or(Error::new(
+            ErrorKind::OutOfBounds,
+            8,
+            "NVIDIA fatbinary size overflows",
+        ))?;
+    if len > u64_of(data.len()) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            8,
+            "NVIDIA fatbinary runs past the end of its region",
+        ));
+    }
+    Ok(len)
+}
+
 /// Checks a decompressed size claim against the limit and the LZ4 ratio.
 fn check_claim(size: u64, compressed: u64, size_field: u64, limits: &Limits) -> Result<()> {
     if size > limits.max_decompressed_size {
@@ -380,41 +459,116 @@ fn check_claim(size: u64, compressed: u64, size_field: u64, limits: &Limits) -> 
     Ok(())
 }
 
+/// Checks the header of the fatbinary at `data[0]` (magic, version, header size, a size
+/// inside `data`); returns where its body starts and where it ends.
+fn read_header(data: &[u8]) -> Result<(u64, u64)> {
+    let h: &FatbinHeader = bytes::read(data, 0, "fatbinary header truncated")?;
+    if &h.magic != NVFATBIN_MAGIC {
+        return Err(Error::new(
+            ErrorKind::BadMagic,
+            0,
+            "not an NVIDIA fatbinary (no 50 ED 55 BA magic)",
+        ));
+    }
+    if h.version.get() != 1 {
+        return Err(Error::new(
+            ErrorKind::UnsupportedVersion,
+            4,
+            "fatbinary version is not 1",
+        ));
+    }
+    let body_at = u64::from(h.header_size.get());
+    if body_at < HEADER_SIZE {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            6,
+            "fatbinary header size is smaller than 16",
+        ));
+    }
+    let total = bytes::add(body_at, h.size.get(), 8, "fatbinary size overflows")?;
+    if total > u64_of(data.len()) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            8,
+            "fatbinary size runs past the end of the data",
+        ));
+    }
+    Ok((body_at, total))
+}
+
+/// Where the payload of the entry whose header `h` is at `pos` starts and ends, checked
+/// against the header size's minimum and the fatbinary's size `total`.
+fn entry_range(h: &FatbinEntryHeader, pos: u64, total: u64) -> Result<(u64, u64)> {
+    let hs = u64::from(h.header_size.get());
+    if hs < MIN_ENTRY_HEADER {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            pos.saturating_add(4),
+            "fatbinary entry header is smaller than 64 bytes",
+        ));
+    }
+    let payload_at = bytes::add(pos, hs, pos.saturating_add(4), "fatbinary entry overflows")?;
+    let next = bytes::add(
+        payload_at,
+        h.payload_size.get(),
+        pos.saturating_add(8),
+        "fatbinary entry overflows",
+    )?;
+    if payload_at > total {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            pos.saturating_add(4),
+            "fatbinary entry header runs past the end of the fatbinary",
+        ));
+    }
+    if next > total {
+        return Err(Error::new(
+            ErrorKind::OutOfBounds,
+            pos.saturating_add(8),
+            "fatbinary entry payload runs past the end of the fatbinary",
+        ));
+    }
+    Ok((payload_at, next))
+}
+
+/// The kind of the entry at `pos` from its header's kind field.
+fn entry_kind(kind: u16, pos: u64) -> Result<EntryKind> {
+    match kind {
+        1 => Ok(EntryKind::Ptx),
+        2 => Ok(EntryKind::Cubin),
+        KIND_TILE_IR => Ok(EntryKind::TileIr),
+        _ => Err(Error::new(
+            ErrorKind::UnsupportedMethod,
+            pos,
+            "fatbinary entry kind is none of PTX (1), ELF (2) and Tile IR (0x80)",
+        )),
+    }
+}
+
+/// Refuses the flags of the entry at `pos` that name two codecs or two variants.
+fn check_flags(flags: u64, pos: u64) -> Result<()> {
+    if flags & FLAG_LZ4 != 0 && flags & FLAG_ZSTD != 0 {
+        return Err(Error::new(
+            ErrorKind::UnsupportedMethod,
+            pos.saturating_add(0x28),
+            "fatbinary entry flags name both LZ4 and zstd",
+        ));
+    }
+    if flags & FLAG_ARCH_SPECIFIC != 0 && flags & FLAG_FAMILY != 0 {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            pos.saturating_add(0x28),
+            "fatbinary entry flags name both the 'a' and the 'f' variant",
+        ));
+    }
+    Ok(())
+}
+
 impl<'data> Fatbin<'data> {
     /// Parses the fatbinary at `data[0]`; it must lie inside `data` (bytes after it are
     /// ignored: see [`Fatbin::len`]).
     pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
-        let h: &FatbinHeader = bytes::read(data, 0, "fatbinary header truncated")?;
-        if &h.magic != NVFATBIN_MAGIC {
-            return Err(Error::new(
-                ErrorKind::BadMagic,
-                0,
-                "not an NVIDIA fatbinary (no 50 ED 55 BA magic)",
-            ));
-        }
-        if h.version.get() != 1 {
-            return Err(Error::new(
-                ErrorKind::UnsupportedVersion,
-                4,
-                "fatbinary version is not 1",
-            ));
-        }
-        let body_at = u64::from(h.header_size.get());
-        if body_at < HEADER_SIZE {
-            return Err(Error::new(
-                ErrorKind::Malformed,
-                6,
-                "fatbinary header size is smaller than 16",
-            ));
-        }
-        let total = bytes::add(body_at, h.size.get(), 8, "fatbinary size overflows")?;
-        if total > u64_of(data.len()) {
-            return Err(Error::new(
-                ErrorKind::Truncated,
-                8,
-                "fatbinary size runs past the end of the data",
-            ));
-        }
+        let (body_at, total) = read_header(data)?;
         let whole = data;
         let data = bytes::sub(data, 0, total, "fatbinary")?;
         let mut fatbin = Fatbin {
@@ -439,125 +593,82 @@ impl<'data> Fatbin<'data> {
                     "fatbinary size runs past its entries into the container after it",
                 ));
             }
-            let (entry, next) = match fatbin.entry_at(pos, 0) {
-                Ok(e) => e,
-                Err(e) => {
-                    // An entry that runs past the size the header gives but reads in the
-                    // whole data: the size is what is wrong.
-                    let fits = Fatbin {
-                        data: whole,
-                        ..fatbin
-                    }
-                    .entry_at(pos, 0)
-                    .is_ok();
-                    return Err(if fits {
-                        Error::new(
-                            ErrorKind::SizeMismatch,
-                            8,
-                            "fatbinary size ends inside an entry (the entry reads in the data after it)",
-                        )
-                    } else {
-                        e
-                    });
-                }
-            };
-            if let Some(codec) = entry.codec {
-                let size_field = pos.saturating_add(0x38);
-                match codec {
-                    Codec::Lz4 => check_claim(
-                        entry.uncompressed_size,
-                        entry.compressed_size,
-                        size_field,
-                        limits,
-                    )?,
-                    Codec::Zstd | Codec::Zlib => {
-                        if entry.uncompressed_size > limits.max_decompressed_size {
-                            return Err(Error::new(
-                                ErrorKind::LimitExceeded,
-                                size_field,
-                                "declared decompressed size exceeds the limit",
-                            ));
-                        }
-                    }
-                }
-                fatbin.claimed = fatbin.claimed.saturating_add(entry.uncompressed_size);
-                if fatbin.claimed > limits.max_decompressed_size {
-                    return Err(Error::new(
-                        ErrorKind::LimitExceeded,
-                        size_field,
-                        "decompressed sizes of the fatbinary's entries exceed the limit",
-                    ));
-                }
-            }
+            let (entry, next) = fatbin.walked_entry_at(whole, pos)?;
+            fatbin.claim(&entry, pos, limits)?;
             fatbin.count = fatbin.count.saturating_add(1);
             pos = next;
         }
         Ok(fatbin)
     }
 
+    /// The entry at `pos` of the fatbinary being parsed ([`Fatbin::entry_at`]). An entry
+    /// that runs past the size the header gives but reads in the `whole` data names the
+    /// size as what is wrong.
+    fn walked_entry_at(&self, whole: &'data [u8], pos: u64) -> Result<(FatbinEntry<'data>, u64)> {
+        self.entry_at(pos, 0).map_err(|e| {
+            let fits = Fatbin {
+                data: whole,
+                ..*self
+            }
+            .entry_at(pos, 0)
+            .is_ok();
+            if fits {
+                Error::new(
+                    ErrorKind::SizeMismatch,
+                    8,
+                    "fatbinary size ends inside an entry (the entry reads in the data after it)",
+                )
+            } else {
+                e
+            }
+        })
+    }
+
+    /// Checks the decompressed size a compressed `entry` (at `pos`) declares against the
+    /// limits (alone, and added to those of the entries before it), and counts it.
+    fn claim(&mut self, entry: &FatbinEntry<'data>, pos: u64, limits: &Limits) -> Result<()> {
+        let Some(codec) = entry.codec else {
+            return Ok(());
+        };
+        let size_field = pos.saturating_add(0x38);
+        match codec {
+            Codec::Lz4 => check_claim(
+                entry.uncompressed_size,
+                entry.compressed_size,
+                size_field,
+                limits,
+            )?,
+            Codec::Zstd | Codec::Zlib => {
+                if entry.uncompressed_size > limits.max_decompressed_size {
+                    return Err(Error::new(
+                        ErrorKind::LimitExceeded,
+                        size_field,
+                        "declared decompressed size exceeds the limit",
+                    ));
+                }
+            }
+        }
+        self.claimed = self.claimed.saturating_add(entry.uncompressed_size);
+        if self.claimed > limits.max_decompressed_size {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                size_field,
+                "decompressed sizes of the fatbinary's entries exceed the limit",
+            ));
+        }
+        Ok(())
+    }
+
     /// Decodes the entry header at `pos` (validated); returns it and the offset after its
     /// payload.
     fn entry_at(&self, pos: u64, index: usize) -> Result<(FatbinEntry<'data>, u64)> {
-        let total = u64_of(self.data.len());
         let h: &FatbinEntryHeader =
             bytes::read(self.data, pos, "fatbinary entry header truncated")?;
         let header_size = h.header_size.get();
-        let hs = u64::from(header_size);
-        if hs < MIN_ENTRY_HEADER {
-            return Err(Error::new(
-                ErrorKind::Malformed,
-                pos.saturating_add(4),
-                "fatbinary entry header is smaller than 64 bytes",
-            ));
-        }
-        let payload_at = bytes::add(pos, hs, pos.saturating_add(4), "fatbinary entry overflows")?;
-        let next = bytes::add(
-            payload_at,
-            h.payload_size.get(),
-            pos.saturating_add(8),
-            "fatbinary entry overflows",
-        )?;
-        if payload_at > total {
-            return Err(Error::new(
-                ErrorKind::Truncated,
-                pos.saturating_add(4),
-                "fatbinary entry header runs past the end of the fatbinary",
-            ));
-        }
-        if next > total {
-            return Err(Error::new(
-                ErrorKind::OutOfBounds,
-                pos.saturating_add(8),
-                "fatbinary entry payload runs past the end of the fatbinary",
-            ));
-        }
-        let kind = match h.kind.get() {
-            1 => EntryKind::Ptx,
-            2 => EntryKind::Cubin,
-            KIND_TILE_IR => EntryKind::TileIr,
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::UnsupportedMethod,
-                    pos,
-                    "fatbinary entry kind is none of PTX (1), ELF (2) and Tile IR (0x80)",
-                ))
-            }
-        };
+        let (payload_at, next) = entry_range(h, pos, u64_of(self.data.len()))?;
+        let kind = entry_kind(h.kind.get(), pos)?;
         let flags = h.flags.get();
-        if flags & FLAG_LZ4 != 0 && flags & FLAG_ZSTD != 0 {
-            return Err(Error::new(
-                ErrorKind::UnsupportedMethod,
-                pos.saturating_add(0x28),
-                "fatbinary entry flags name both LZ4 and zstd",
-            ));
-        }
-        if flags & FLAG_ARCH_SPECIFIC != 0 && flags & FLAG_FAMILY != 0 {
-            return Err(Error::new(
-                ErrorKind::Malformed,
-                pos.saturating_add(0x28),
-                "fatbinary entry flags name both the 'a' and the 'f' variant",
-            ));
-        }
+        check_flags(flags, pos)?;
         let codec = Codec::from_flags(flags);
         let compressed_size = u64::from(h.compressed_size.get());
         let uncompressed_size = h.uncompressed_size.get();

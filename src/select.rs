@@ -517,35 +517,8 @@ impl fmt::Display for Rejection<'_> {
         match self {
             Rejection::Host => f.write_str("host code, not a device image"),
             Rejection::Empty => f.write_str("the image is empty"),
-            Rejection::Kind { kind, wanted } => match (kind, wanted) {
-                (OffloadKind::Other, _) => {
-                    f.write_str("an unknown offload kind, which no GPU runtime loads")
-                }
-                (_, KindFilter::Any) => write!(
-                    f,
-                    "offload kind {} is not one a GPU runtime loads",
-                    kind.name()
-                ),
-                _ => write!(
-                    f,
-                    "offload kind {} is not accepted for a {} request",
-                    kind.name(),
-                    wanted.name()
-                ),
-            },
-            Rejection::Arch { triple, device } => {
-                let dev = match device {
-                    DeviceArch::Amdgpu => "an AMDGPU (amdgcn-amd-amdhsa)",
-                    DeviceArch::Cuda => "a CUDA GPU (nvptx64-nvidia-cuda)",
-                };
-                match triple {
-                    Some(t) => write!(f, "built for {t}, the device is {dev}"),
-                    None => write!(
-                        f,
-                        "built for no known device architecture, the device is {dev}"
-                    ),
-                }
-            }
+            Rejection::Kind { kind, wanted } => fmt_kind(f, *kind, *wanted),
+            Rejection::Arch { triple, device } => fmt_arch(f, triple.as_ref(), *device),
             Rejection::NotHsa { triple } => {
                 write!(f, "built for {triple}, which an HSA runtime does not load")
             }
@@ -614,41 +587,90 @@ impl fmt::Display for Rejection<'_> {
             Rejection::Nvptx {
                 image,
                 code,
-                device: (major, minor),
+                device,
                 rule,
-            } => {
-                let real = image.real();
-                let (im, imin) = (image.major(), image.minor());
-                let what = match code {
-                    Code::Elf => "cubin",
-                    Code::Bitcode => "bitcode",
-                    Code::Fatbinary => "fatbinary",
-                    _ => "PTX",
-                };
-                match rule {
-                    NvRule::CubinMajor => write!(
-                        f,
-                        "{real} {what} runs only on compute capability {im}.x, device is {major}.{minor}"
-                    ),
-                    NvRule::CubinMinor => write!(
-                        f,
-                        "{real} {what} needs compute capability {im}.{imin} or a later {im}.x, device is {major}.{minor}"
-                    ),
-                    NvRule::ArchSpecific => write!(
-                        f,
-                        "{real} {what} runs only on compute capability {im}.{imin}, device is {major}.{minor}"
-                    ),
-                    NvRule::Family => write!(
-                        f,
-                        "{real} {what} runs only on compute capability {im}.{imin} to {im}.9, device is {major}.{minor}"
-                    ),
-                    NvRule::PtxTooNew => write!(
-                        f,
-                        "{real} {what} needs compute capability {im}.{imin} or later, device is {major}.{minor}"
-                    ),
-                }
-            }
+            } => fmt_nvptx(f, *image, *code, *device, *rule),
         }
+    }
+}
+
+/// Why an image of offload kind `kind` is refused for a `wanted` request.
+fn fmt_kind(f: &mut fmt::Formatter<'_>, kind: OffloadKind, wanted: KindFilter) -> fmt::Result {
+    match (kind, wanted) {
+        (OffloadKind::Other, _) => {
+            f.write_str("an unknown offload kind, which no GPU runtime loads")
+        }
+        (_, KindFilter::Any) => write!(
+            f,
+            "offload kind {} is not one a GPU runtime loads",
+            kind.name()
+        ),
+        _ => write!(
+            f,
+            "offload kind {} is not accepted for a {} request",
+            kind.name(),
+            wanted.name()
+        ),
+    }
+}
+
+/// Why an image built for `triple` (none known) does not run on a `device`.
+fn fmt_arch(
+    f: &mut fmt::Formatter<'_>,
+    triple: Option<&Triple<'_>>,
+    device: DeviceArch,
+) -> fmt::Result {
+    let dev = match device {
+        DeviceArch::Amdgpu => "an AMDGPU (amdgcn-amd-amdhsa)",
+        DeviceArch::Cuda => "a CUDA GPU (nvptx64-nvidia-cuda)",
+    };
+    match triple {
+        Some(t) => write!(f, "built for {t}, the device is {dev}"),
+        None => write!(
+            f,
+            "built for no known device architecture, the device is {dev}"
+        ),
+    }
+}
+
+/// Why NVPTX `code` built for `image` does not run on a device of compute capability
+/// `major.minor`, by the `rule` it breaks.
+fn fmt_nvptx(
+    f: &mut fmt::Formatter<'_>,
+    image: NvArch,
+    code: Code,
+    (major, minor): (u8, u8),
+    rule: NvRule,
+) -> fmt::Result {
+    let real = image.real();
+    let (im, imin) = (image.major(), image.minor());
+    let what = match code {
+        Code::Elf => "cubin",
+        Code::Bitcode => "bitcode",
+        Code::Fatbinary => "fatbinary",
+        _ => "PTX",
+    };
+    match rule {
+        NvRule::CubinMajor => write!(
+            f,
+            "{real} {what} runs only on compute capability {im}.x, device is {major}.{minor}"
+        ),
+        NvRule::CubinMinor => write!(
+            f,
+            "{real} {what} needs compute capability {im}.{imin} or a later {im}.x, device is {major}.{minor}"
+        ),
+        NvRule::ArchSpecific => write!(
+            f,
+            "{real} {what} runs only on compute capability {im}.{imin}, device is {major}.{minor}"
+        ),
+        NvRule::Family => write!(
+            f,
+            "{real} {what} runs only on compute capability {im}.{imin} to {im}.9, device is {major}.{minor}"
+        ),
+        NvRule::PtxTooNew => write!(
+            f,
+            "{real} {what} needs compute capability {im}.{imin} or later, device is {major}.{minor}"
+        ),
     }
 }
 
@@ -883,19 +905,33 @@ pub fn check<'a>(
     device: &Device,
     options: &SelectOptions,
 ) -> Verdict<'a> {
-    use Verdict::Rejected;
+    let refusal = container_refusal(identity, device, options)
+        .or_else(|| code_refusal(identity, device, options));
+    match refusal {
+        Some(rejection) => Verdict::Rejected(rejection),
+        None => check_target(identity, index, device, options),
+    }
+}
+
+/// Why the container says the image is not for `device` at all: host code, another
+/// offload kind, an empty image, another architecture, not an HSA target (§5.1 rule 1).
+fn container_refusal<'a>(
+    identity: &Identity<'a>,
+    device: &Device,
+    options: &SelectOptions,
+) -> Option<Rejection<'a>> {
     let kind = identity.offload_kind;
     if kind == OffloadKind::Host {
-        return Rejected(Rejection::Host);
+        return Some(Rejection::Host);
     }
     if !options.kind.accepts(kind, options.hip_openmp_compatible) {
-        return Rejected(Rejection::Kind {
+        return Some(Rejection::Kind {
             kind,
             wanted: options.kind,
         });
     }
     if identity.size == 0 {
-        return Rejected(Rejection::Empty);
+        return Some(Rejection::Empty);
     }
     // Architecture (container constraints, §5.1 rule 1).
     let arch = identity.arch();
@@ -907,26 +943,37 @@ pub fn check<'a>(
         Device::Cuda { .. } => matches!(arch, Some("nvptx64" | "nvptx")),
     };
     if !arch_ok {
-        return Rejected(Rejection::Arch {
+        return Some(Rejection::Arch {
             triple: identity.triple,
             device: DeviceArch::of(device),
         });
     }
     if let (Device::Amdgpu(_), Some(t)) = (device, &identity.triple) {
         if t.os != "amdhsa" {
-            return Rejected(Rejection::NotHsa { triple: *t });
+            return Some(Rejection::NotHsa { triple: *t });
         }
     }
+    None
+}
+
+/// Why the image is not code `device` can take under `options`: an unloadable ELF, a
+/// disagreement (strict), no or an invalid target, not code, or code that needs a JIT
+/// compiler when none is allowed.
+fn code_refusal<'a>(
+    identity: &Identity<'a>,
+    device: &Device,
+    options: &SelectOptions,
+) -> Option<Rejection<'a>> {
     if let Some(problem) = identity.elf_problem {
-        return Rejected(Rejection::Elf(problem));
+        return Some(Rejection::Elf(problem));
     }
     if let (true, Some(d)) = (options.strict, identity.disagreement()) {
-        return Rejected(Rejection::Mismatch(d));
+        return Some(Rejection::Mismatch(d));
     }
     match identity.target {
-        Target::None => return Rejected(Rejection::NoTarget),
+        Target::None => return Some(Rejection::NoTarget),
         Target::Invalid { text, why } => {
-            return Rejected(Rejection::InvalidTarget {
+            return Some(Rejection::InvalidTarget {
                 text,
                 why: why.what(),
             })
@@ -937,11 +984,24 @@ pub fn check<'a>(
     if code == Code::Other
         || (matches!(code, Code::Fatbinary | Code::Ptx) && matches!(device, Device::Amdgpu(_)))
     {
-        return Rejected(Rejection::NotCode);
+        return Some(Rejection::NotCode);
     }
     if code.needs_jit() && !options.allow_jit && identity.target != Target::AmdgcnSpirv {
-        return Rejected(Rejection::JitNotAllowed(code));
+        return Some(Rejection::JitNotAllowed(code));
     }
+    None
+}
+
+/// The verdict of the target rules for an image that passed the container and code
+/// checks: AMDGPU processors and features, SPIR-V, NVIDIA compute capabilities.
+fn check_target<'a>(
+    identity: &Identity<'a>,
+    index: usize,
+    device: &Device,
+    options: &SelectOptions,
+) -> Verdict<'a> {
+    use Verdict::Rejected;
+    let code = identity.code;
     match (&identity.target, device) {
         (Target::Amdgpu(t), Device::Amdgpu(d)) => {
             match check_amdgpu(identity, t, d, options, index) {

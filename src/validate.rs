@@ -368,6 +368,9 @@ fn check_pe_wrappers(data: &[u8], starts: &[u64], out: &mut Vec<Finding>) {
     }
 }
 
+/// Every finding of one unit: its container's header, each of its images, the images
+/// side by side (overlaps, runtimes that choose differently), and the bytes skipped after
+/// it.
 fn check_unit(
     unit: &Unit<'_>,
     options: &ReadOptions,
@@ -376,34 +379,7 @@ fn check_unit(
 ) {
     let container = unit.location.to_string();
     let at = unit.location.offset;
-    match &unit.content {
-        UnitContent::Bundle(b) if b.header_len() > CLR_BUNDLE_HEADER_LIMIT => {
-            out.push(Finding::new(
-                Code::BundleHeaderOver4k,
-                &container,
-                at,
-                format!(
-                    "the bundle's header and descriptor table take {} bytes: ROCm CLR hands comgr only the first {CLR_BUNDLE_HEADER_LIMIT}, so HIP cannot look up its {} entries",
-                    b.header_len(),
-                    b.entry_count()
-                ),
-            ));
-        }
-        UnitContent::Compressed(c) => {
-            if let Some(p) = magic_in(c.payload()) {
-                out.push(Finding::new(
-                    Code::MagicInPayload,
-                    &container,
-                    at.saturating_add(c.header_len()).saturating_add(p.0),
-                    format!(
-                        "the compressed payload contains the {} magic: tools that scan for it (llvm-objdump --offloading, roc-obj) split the file there",
-                        p.1
-                    ),
-                ));
-            }
-        }
-        _ => {}
-    }
+    check_container(unit, &container, at, out);
     let open = match unit.open(options) {
         Ok(open) => open,
         Err(e) => {
@@ -421,53 +397,12 @@ fn check_unit(
             .map(|d| (d, None)),
         _ => None,
     };
-    let descriptors = table.map_or_else(Vec::new, |(t, _)| descriptor_offsets(t));
-    let mut device_images = 0usize;
-    for image in open.images() {
-        let place = image.offset.unwrap_or(at);
-        // Images identified from their headers are decoded here, one at a time.
-        let decoded = match image.decode(options) {
-            Ok(d) => d,
-            Err(e) => {
-                out.push(Finding::error(&container, &e));
-                continue;
-            }
-        };
-        let image = image.with_bytes(&decoded);
-        check_image(&image, &container, place, driver, out);
-        // ID findings point at the entry's descriptor where the file holds it.
-        let id_place = match (descriptors.get(image.index), table) {
-            (Some(&d), Some((_, Some(base)))) => base.saturating_add(d),
-            (Some(_), _) => at,
-            (None, _) => place,
-        };
-        let descriptor = descriptors.get(image.index).copied();
-        check_id(
-            &image,
-            &container,
-            id_place,
-            descriptor,
-            table.is_some_and(|t| t.1.is_none()),
-            out,
-        );
-        if image.offset.is_some() {
-            if let Some(p) = magic_in(image.bytes) {
-                out.push(Finding::new(
-                    Code::MagicInPayload,
-                    &container,
-                    place.saturating_add(p.0),
-                    format!(
-                        "image {} contains the {} magic: tools that scan for it split the file there",
-                        name(&image),
-                        p.1
-                    ),
-                ));
-            }
-        }
-        if image.offload_kind != OffloadKind::Host {
-            device_images = device_images.saturating_add(1);
-        }
-    }
+    let place = Place {
+        container: &container,
+        at,
+        table,
+    };
+    let device_images = check_images(&open, &place, options, driver, out);
     if let Some((base, in_file)) = table {
         overlapping(&open, base, in_file, &container, at, out);
     }
@@ -486,6 +421,104 @@ fn check_unit(
             ),
         ));
     }
+}
+
+/// Where a unit's findings point: its container's name, its offset in the file, and its
+/// binary bundle's table (its bytes and their offset in the file, `None` when
+/// decompressed).
+struct Place<'a> {
+    container: &'a str,
+    at: u64,
+    table: Option<(&'a [u8], Option<u64>)>,
+}
+
+/// Findings from a unit's container header alone: a bundle header larger than ROCm CLR
+/// reads, a bundle magic inside a `CCOB`'s compressed payload.
+fn check_container(unit: &Unit<'_>, container: &str, at: u64, out: &mut Vec<Finding>) {
+    match &unit.content {
+        UnitContent::Bundle(b) if b.header_len() > CLR_BUNDLE_HEADER_LIMIT => {
+            out.push(Finding::new(
+                Code::BundleHeaderOver4k,
+                container,
+                at,
+                format!(
+                    "the bundle's header and descriptor table take {} bytes: ROCm CLR hands comgr only the first {CLR_BUNDLE_HEADER_LIMIT}, so HIP cannot look up its {} entries",
+                    b.header_len(),
+                    b.entry_count()
+                ),
+            ));
+        }
+        UnitContent::Compressed(c) => {
+            if let Some(p) = magic_in(c.payload()) {
+                out.push(Finding::new(
+                    Code::MagicInPayload,
+                    container,
+                    at.saturating_add(c.header_len()).saturating_add(p.0),
+                    format!(
+                        "the compressed payload contains the {} magic: tools that scan for it (llvm-objdump --offloading, roc-obj) split the file there",
+                        p.1
+                    ),
+                ));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The findings of every image of an open unit, each decoded in turn: the image itself,
+/// its entry ID, a container magic in its bytes. Returns how many are device images.
+fn check_images(
+    open: &crate::container::OpenUnit<'_>,
+    unit: &Place<'_>,
+    options: &ReadOptions,
+    driver: &crate::driver::CudaDriver,
+    out: &mut Vec<Finding>,
+) -> usize {
+    let container = unit.container;
+    let descriptors = unit
+        .table
+        .map_or_else(Vec::new, |(t, _)| descriptor_offsets(t));
+    let mut device_images = 0usize;
+    for image in open.images() {
+        let place = image.offset.unwrap_or(unit.at);
+        // Images identified from their headers are decoded here, one at a time.
+        let decoded = match image.decode(options) {
+            Ok(d) => d,
+            Err(e) => {
+                out.push(Finding::error(container, &e));
+                continue;
+            }
+        };
+        let image = image.with_bytes(&decoded);
+        check_image(&image, container, place, driver, out);
+        // ID findings point at the entry's descriptor where the file holds it.
+        let id_place = match (descriptors.get(image.index), unit.table) {
+            (Some(&d), Some((_, Some(base)))) => base.saturating_add(d),
+            (Some(_), _) => unit.at,
+            (None, _) => place,
+        };
+        let descriptor = descriptors.get(image.index).copied();
+        let decompressed = unit.table.is_some_and(|t| t.1.is_none());
+        check_id(&image, container, id_place, descriptor, decompressed, out);
+        if image.offset.is_some() {
+            if let Some(p) = magic_in(image.bytes) {
+                out.push(Finding::new(
+                    Code::MagicInPayload,
+                    container,
+                    place.saturating_add(p.0),
+                    format!(
+                        "image {} contains the {} magic: tools that scan for it split the file there",
+                        name(&image),
+                        p.1
+                    ),
+                ));
+            }
+        }
+        if image.offload_kind != OffloadKind::Host {
+            device_images = device_images.saturating_add(1);
+        }
+    }
+    device_images
 }
 
 /// Offsets of the entry descriptors of the binary bundle at the start of `bundle`, in

@@ -586,106 +586,116 @@ impl Iterator for Relocations<'_> {
 
     fn next(&mut self) -> Option<Result<Relocation>> {
         loop {
-            match &mut self.current {
-                Current::Rela(base, recs, k) => {
-                    if let Some(r) = recs.get(*k) {
-                        let Encoding::Rela(o) = base.encoding else {
-                            return None;
-                        };
-                        let at = o.saturating_add(u64_of(*k).saturating_mul(RELA_SIZE));
-                        *k = k.saturating_add(1);
-                        return Some(Ok(Relocation {
-                            encoding: Encoding::Rela(at),
-                            place: r.r_offset(LE),
-                            r_type: r.r_type(LE, false).0,
-                            symbol: r.r_sym(LE, false),
-                            addend: Some(r.r_addend(LE)),
-                            ..*base
-                        }));
-                    }
-                }
-                Current::Rel(base, recs, k) => {
-                    if let Some(r) = recs.get(*k) {
-                        let Encoding::Rel(o) = base.encoding else {
-                            return None;
-                        };
-                        let at = o.saturating_add(u64_of(*k).saturating_mul(REL_SIZE));
-                        *k = k.saturating_add(1);
-                        return Some(Ok(Relocation {
-                            encoding: Encoding::Rel(at),
-                            place: r.r_offset(LE),
-                            r_type: r.r_type(LE).0,
-                            symbol: r.r_sym(LE),
-                            addend: None,
-                            ..*base
-                        }));
-                    }
-                }
-                Current::Relr(base, places) => {
-                    if let Some(place) = places.next() {
-                        return Some(Ok(Relocation { place, ..*base }));
-                    }
-                }
-                Current::None => {}
+            if let Some(r) = self.current.next_record() {
+                return Some(Ok(r));
             }
             self.current = Current::None;
-            let table = self.elf.sections;
-            let sh = table.iter().as_slice().get(self.next)?;
-            let index = self.next;
-            self.next = self.next.saturating_add(1);
-            let ty = sh.sh_type(LE).0;
-            if ty != SHT_RELA && ty != SHT_REL && ty != SHT_RELR {
-                continue;
+            if let Err(e) = self.open_next_table()? {
+                return Some(Err(e));
             }
-            let offset = sh.sh_offset(LE);
-            let base = Relocation {
-                section: index,
-                dynamic: sh.sh_flags(LE).0 & SHF_ALLOC != 0,
-                target: usize::try_from(sh.sh_info(LE)).unwrap_or(usize::MAX),
-                symbols: usize::try_from(sh.sh_link(LE)).unwrap_or(usize::MAX),
-                encoding: Encoding::Relr,
-                place: 0,
-                r_type: 0,
-                symbol: 0,
-                addend: None,
-            };
-            let mut outside = || {
+        }
+    }
+}
+
+impl<'d> Relocations<'d> {
+    /// Moves on to the next section and, if it is a relocation table, starts reading it.
+    /// `None` after the last section; an error (and the end) for a table that lies outside
+    /// the file.
+    fn open_next_table(&mut self) -> Option<Result<()>> {
+        let table = self.elf.sections;
+        let sh = table.iter().as_slice().get(self.next)?;
+        let index = self.next;
+        self.next = self.next.saturating_add(1);
+        let ty = sh.sh_type(LE).0;
+        if ty != SHT_RELA && ty != SHT_REL && ty != SHT_RELR {
+            return Some(Ok(()));
+        }
+        let offset = sh.sh_offset(LE);
+        let base = Relocation {
+            section: index,
+            dynamic: sh.sh_flags(LE).0 & SHF_ALLOC != 0,
+            target: usize::try_from(sh.sh_info(LE)).unwrap_or(usize::MAX),
+            symbols: usize::try_from(sh.sh_link(LE)).unwrap_or(usize::MAX),
+            encoding: Encoding::Relr,
+            place: 0,
+            r_type: 0,
+            symbol: 0,
+            addend: None,
+        };
+        let data = self.elf.data;
+        let current = match ty {
+            SHT_RELA => sh.data_as_array(LE, data).ok().map(|recs| {
+                let encoding = Encoding::Rela(offset);
+                Current::Rela(Relocation { encoding, ..base }, recs, 0)
+            }),
+            SHT_REL => sh.data_as_array(LE, data).ok().map(|recs| {
+                let encoding = Encoding::Rel(offset);
+                Current::Rel(Relocation { encoding, ..base }, recs, 0)
+            }),
+            _ => match sh.relr(LE, data) {
+                Ok(Some(places)) => Some(Current::Relr(Relocation { r_type: 0, ..base }, places)),
+                _ => None,
+            },
+        };
+        match current {
+            Some(current) => {
+                self.current = current;
+                Some(Ok(()))
+            }
+            None => {
                 self.next = usize::MAX;
                 Some(Err(Error::new(
                     ErrorKind::BadContainer,
                     offset,
                     "ELF relocation table lies outside the file",
                 )))
-            };
-            let data = self.elf.data;
-            self.current = match ty {
-                SHT_RELA => match sh.data_as_array(LE, data) {
-                    Ok(recs) => Current::Rela(
-                        Relocation {
-                            encoding: Encoding::Rela(offset),
-                            ..base
-                        },
-                        recs,
-                        0,
-                    ),
-                    Err(_) => return outside(),
-                },
-                SHT_REL => match sh.data_as_array(LE, data) {
-                    Ok(recs) => Current::Rel(
-                        Relocation {
-                            encoding: Encoding::Rel(offset),
-                            ..base
-                        },
-                        recs,
-                        0,
-                    ),
-                    Err(_) => return outside(),
-                },
-                _ => match sh.relr(LE, data) {
-                    Ok(Some(places)) => Current::Relr(Relocation { r_type: 0, ..base }, places),
-                    _ => return outside(),
-                },
-            };
+            }
+        }
+    }
+}
+
+impl Current<'_> {
+    /// The next record of the table being read, with the offset of its bytes; `None` at
+    /// the table's end.
+    fn next_record(&mut self) -> Option<Relocation> {
+        match self {
+            Current::Rela(base, recs, k) => {
+                let r = recs.get(*k)?;
+                let Encoding::Rela(o) = base.encoding else {
+                    return None;
+                };
+                let at = o.saturating_add(u64_of(*k).saturating_mul(RELA_SIZE));
+                *k = k.saturating_add(1);
+                Some(Relocation {
+                    encoding: Encoding::Rela(at),
+                    place: r.r_offset(LE),
+                    r_type: r.r_type(LE, false).0,
+                    symbol: r.r_sym(LE, false),
+                    addend: Some(r.r_addend(LE)),
+                    ..*base
+                })
+            }
+            Current::Rel(base, recs, k) => {
+                let r = recs.get(*k)?;
+                let Encoding::Rel(o) = base.encoding else {
+                    return None;
+                };
+                let at = o.saturating_add(u64_of(*k).saturating_mul(REL_SIZE));
+                *k = k.saturating_add(1);
+                Some(Relocation {
+                    encoding: Encoding::Rel(at),
+                    place: r.r_offset(LE),
+                    r_type: r.r_type(LE).0,
+                    symbol: r.r_sym(LE),
+                    addend: None,
+                    ..*base
+                })
+            }
+            Current::Relr(base, places) => {
+                let place = places.next()?;
+                Some(Relocation { place, ..*base })
+            }
+            Current::None => None,
         }
     }
 }

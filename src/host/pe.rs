@@ -179,6 +179,86 @@ fn within_file(e: Error, data: &[u8]) -> Error {
     }
 }
 
+/// Checks the headers of a PE image up to its optional header's magic (the DOS header,
+/// the `PE\0\0` signature, the file header, PE32+); returns the offsets of the NT headers
+/// and of the optional header.
+fn image_headers_at(data: &[u8]) -> Result<(u64, u64)> {
+    let dos = ImageDosHeader::parse(data)
+        .map_err(|_| err(ErrorKind::Truncated, 0, "PE DOS header is truncated"))?;
+    let nt_at = u64::from(dos.nt_headers_offset());
+    let signature = data.read_at::<[u8; 4]>(nt_at).map_err(|_| {
+        err(
+            ErrorKind::OutOfBounds,
+            E_LFANEW,
+            "PE header offset (e_lfanew) lies outside the file",
+        )
+    })?;
+    if signature != b"PE\0\0" {
+        return Err(err(
+            ErrorKind::BadMagic,
+            nt_at,
+            "PE signature is not PE\\0\\0",
+        ));
+    }
+    let header_at = nt_at.saturating_add(4);
+    data.read_at::<ImageFileHeader>(header_at).map_err(|_| {
+        err(
+            ErrorKind::Truncated,
+            header_at,
+            "PE file header is truncated",
+        )
+    })?;
+    let opt_at = header_at.saturating_add(FILE_HEADER_SIZE);
+    let magic = data
+        .read_at::<object::U16<LE>>(opt_at)
+        .map_err(|_| {
+            err(
+                ErrorKind::Truncated,
+                opt_at,
+                "PE optional header is truncated",
+            )
+        })?
+        .get(LE);
+    match magic {
+        PE32_PLUS_MAGIC => Ok((nt_at, opt_at)),
+        PE32_MAGIC => Err(err(
+            ErrorKind::UnsupportedVersion,
+            opt_at,
+            "32-bit PE image (PE32): only PE32+ is read",
+        )),
+        _ => Err(err(
+            ErrorKind::BadMagic,
+            opt_at,
+            "PE optional header magic is neither PE32 nor PE32+",
+        )),
+    }
+}
+
+/// Why the NT headers of the PE32+ image at `nt_at` (optional header at `opt_at`) do not
+/// read: a truncated optional header, one smaller than PE32+'s, or data directories that
+/// do not fit.
+fn nt_headers_error(data: &[u8], nt_at: u64, opt_at: u64) -> Error {
+    let dirs_at = opt_at.saturating_add(NUMBER_OF_RVA_AND_SIZES);
+    match nt_header_size(data, nt_at) {
+        Some(size) if opt_at.saturating_add(u64::from(size)) > u64_of(data.len()) => err(
+            ErrorKind::Truncated,
+            opt_at,
+            "PE optional header is truncated",
+        ),
+        Some(size) if size < 112 => err(
+            ErrorKind::Malformed,
+            nt_at.saturating_add(4 + 16),
+            "PE SizeOfOptionalHeader is smaller than the PE32+ optional header",
+        ),
+        Some(_) => err(
+            ErrorKind::Malformed,
+            dirs_at,
+            "PE data directories (NumberOfRvaAndSizes) do not fit the optional header or the file",
+        ),
+        None => err(ErrorKind::Truncated, nt_at, "PE headers are truncated"),
+    }
+}
+
 impl<'d> PeSections<'d> {
     /// Reads the headers and the section table of `data`, a PE image or a COFF object.
     ///
@@ -192,80 +272,14 @@ impl<'d> PeSections<'d> {
         parsed.map_err(|e| within_file(e, data))
     }
 
+    /// Reads a PE32+ image: its headers up to the optional header's magic
+    /// ([`image_headers_at`]), the NT headers and data directories, the machine, the
+    /// section table and, when one reads, the symbol table's strings.
     fn parse_image(data: &'d [u8]) -> Result<Self> {
-        let dos = ImageDosHeader::parse(data)
-            .map_err(|_| err(ErrorKind::Truncated, 0, "PE DOS header is truncated"))?;
-        let nt_at = u64::from(dos.nt_headers_offset());
-        let signature = data.read_at::<[u8; 4]>(nt_at).map_err(|_| {
-            err(
-                ErrorKind::OutOfBounds,
-                E_LFANEW,
-                "PE header offset (e_lfanew) lies outside the file",
-            )
-        })?;
-        if signature != b"PE\0\0" {
-            return Err(err(
-                ErrorKind::BadMagic,
-                nt_at,
-                "PE signature is not PE\\0\\0",
-            ));
-        }
-        let header_at = nt_at.saturating_add(4);
-        data.read_at::<ImageFileHeader>(header_at).map_err(|_| {
-            err(
-                ErrorKind::Truncated,
-                header_at,
-                "PE file header is truncated",
-            )
-        })?;
-        let opt_at = header_at.saturating_add(FILE_HEADER_SIZE);
-        let magic = data
-            .read_at::<object::U16<LE>>(opt_at)
-            .map_err(|_| {
-                err(
-                    ErrorKind::Truncated,
-                    opt_at,
-                    "PE optional header is truncated",
-                )
-            })?
-            .get(LE);
-        match magic {
-            PE32_PLUS_MAGIC => {}
-            PE32_MAGIC => {
-                return Err(err(
-                    ErrorKind::UnsupportedVersion,
-                    opt_at,
-                    "32-bit PE image (PE32): only PE32+ is read",
-                ))
-            }
-            _ => {
-                return Err(err(
-                    ErrorKind::BadMagic,
-                    opt_at,
-                    "PE optional header magic is neither PE32 nor PE32+",
-                ))
-            }
-        }
+        let (nt_at, opt_at) = image_headers_at(data)?;
         let mut offset = nt_at;
-        let (nt, directories) = ImageNtHeaders64::parse(data, &mut offset).map_err(|_| {
-            let dirs_at = opt_at.saturating_add(NUMBER_OF_RVA_AND_SIZES);
-            match nt_header_size(data, nt_at) {
-                Some(size) if opt_at.saturating_add(u64::from(size)) > u64_of(data.len()) => {
-                    err(ErrorKind::Truncated, opt_at, "PE optional header is truncated")
-                }
-                Some(size) if size < 112 => err(
-                    ErrorKind::Malformed,
-                    nt_at.saturating_add(4 + 16),
-                    "PE SizeOfOptionalHeader is smaller than the PE32+ optional header",
-                ),
-                Some(_) => err(
-                    ErrorKind::Malformed,
-                    dirs_at,
-                    "PE data directories (NumberOfRvaAndSizes) do not fit the optional header or the file",
-                ),
-                None => err(ErrorKind::Truncated, nt_at, "PE headers are truncated"),
-            }
-        })?;
+        let (nt, directories) = ImageNtHeaders64::parse(data, &mut offset)
+            .map_err(|_| nt_headers_error(data, nt_at, opt_at))?;
         let header = nt.file_header();
         let machine = header.machine.get(LE).0;
         if machine != MACHINE_AMD64 && machine != MACHINE_ARM64 {
@@ -666,29 +680,49 @@ impl<'d> HostPe<'d> {
                             "COFF relocation names a symbol past the symbol table",
                         )
                     })?;
-                let value = match sym.section_number().index() {
-                    Some(sec) => {
-                        let sec_base = usize::try_from(sec)
-                            .ok()
-                            .and_then(|s| s.checked_sub(1))
-                            .and_then(|s| self.base_of(s));
-                        match sec_base {
-                            Some(b) => Value::Known(
-                                b.saturating_add(u64::from(sym.value()))
-                                    .saturating_add(self.raw_u64(slot).unwrap_or(0)),
-                            ),
-                            None => Value::Undefined(sym.name(strings).unwrap_or(b"")),
-                        }
-                    }
-                    None if sym.section_number() == object::pe::IMAGE_SYM_ABSOLUTE => Value::Known(
-                        u64::from(sym.value()).saturating_add(self.raw_u64(slot).unwrap_or(0)),
-                    ),
-                    None => Value::Undefined(sym.name(strings).unwrap_or(b"")),
-                };
+                let value = self.symbol_value(sym, strings, slot);
                 relocs.push(Reloc { at: slot, value });
             }
         }
         self.relocs = relocs;
+        self.symbols = self.defined_symbols(&symbols);
+        Ok(())
+    }
+
+    /// The value an `ADDR64` relocation at `slot` against `sym` gives: the symbol's
+    /// address (in its section, or absolute) plus the addend stored in the slot; the
+    /// symbol's name when it is defined nowhere in the object.
+    fn symbol_value(
+        &self,
+        sym: &'d ImageSymbol,
+        strings: StringTable<'d, &'d [u8]>,
+        slot: u64,
+    ) -> Value<'d> {
+        match sym.section_number().index() {
+            Some(sec) => {
+                let sec_base = usize::try_from(sec)
+                    .ok()
+                    .and_then(|s| s.checked_sub(1))
+                    .and_then(|s| self.base_of(s));
+                match sec_base {
+                    Some(b) => Value::Known(
+                        b.saturating_add(u64::from(sym.value()))
+                            .saturating_add(self.raw_u64(slot).unwrap_or(0)),
+                    ),
+                    None => Value::Undefined(sym.name(strings).unwrap_or(b"")),
+                }
+            }
+            None if sym.section_number() == object::pe::IMAGE_SYM_ABSOLUTE => {
+                Value::Known(u64::from(sym.value()).saturating_add(self.raw_u64(slot).unwrap_or(0)))
+            }
+            None => Value::Undefined(sym.name(strings).unwrap_or(b"")),
+        }
+    }
+
+    /// (address, name, section index) of the symbols an object defines in its sections,
+    /// sorted by address.
+    fn defined_symbols(&self, symbols: &SymbolTable<'d, &'d [u8]>) -> Vec<(u64, &'d [u8], usize)> {
+        let strings = symbols.strings();
         let mut defined = Vec::new();
         for (_, sym) in symbols.iter() {
             let Some(sec) = sym.section_number().index() else {
@@ -706,8 +740,7 @@ impl<'d> HostPe<'d> {
             defined.push((base.saturating_add(u64::from(sym.value())), name, idx));
         }
         defined.sort_by_key(|s| s.0);
-        self.symbols = defined;
-        Ok(())
+        defined
     }
 
     fn raw_u64(&self, addr: u64) -> Option<u64> {

@@ -183,6 +183,71 @@ struct TopKeys<'a> {
     toc: Option<Reader<'a>>,
 }
 
+impl<'a> TopKeys<'a> {
+    /// Reads the top-level map of the TOC `toc` (at file offset `toc_offset`): where the
+    /// first value of each key the C reader looks up starts.
+    fn read(toc: &'a [u8], toc_offset: u64) -> Result<Self> {
+        let mut r = Reader::new(toc, toc_offset);
+        let (at, head) = r.head()?;
+        let Head::Map(len) = head else {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                at,
+                "kpack TOC is not a MessagePack map",
+            ));
+        };
+        let mut keys = TopKeys::default();
+        for _ in 0..len {
+            let (_, key) = r.head()?;
+            let slot = match key {
+                Head::Str(b"format_version") => Some(&mut keys.format_version),
+                Head::Str(b"group_name") => Some(&mut keys.group_name),
+                Head::Str(b"gfx_arch_family") => Some(&mut keys.gfx_arch_family),
+                Head::Str(b"gfx_arches") => Some(&mut keys.gfx_arches),
+                Head::Str(b"compression_scheme") => Some(&mut keys.compression_scheme),
+                Head::Str(b"blobs") => Some(&mut keys.blobs),
+                Head::Str(b"zstd_offset") => Some(&mut keys.zstd_offset),
+                Head::Str(b"zstd_size") => Some(&mut keys.zstd_size),
+                Head::Str(b"toc") => Some(&mut keys.toc),
+                other => {
+                    r.skip_rest(other)?;
+                    None
+                }
+            };
+            if let Some(slot) = slot {
+                if slot.is_none() {
+                    *slot = Some(r.clone());
+                }
+            }
+            r.skip()?;
+        }
+        Ok(keys)
+    }
+}
+
+/// The `gfx_arches` array (informational): its string items, at most the entry limit;
+/// items that are not strings are passed over, as the C reader does. Anything but an
+/// array gives none.
+fn read_gfx_arches<'a>(mut v: Reader<'a>, limits: &Limits) -> Result<Vec<&'a str>> {
+    let mut arches = Vec::new();
+    if let (_, Head::Array(n)) = v.head()? {
+        for _ in 0..n {
+            let (at, item) = v.head()?;
+            match item {
+                Head::Str(s) => {
+                    if u64_of(arches.len()) >= limits.max_entries {
+                        return Err(too_many(at));
+                    }
+                    arches.push(utf8(s, at, "kpack gfx_arches item is not UTF-8")?);
+                }
+                // The C reader passes over items that are not strings.
+                other => v.skip_rest(other)?,
+            }
+        }
+    }
+    Ok(arches)
+}
+
 impl<'data> KpackArchive<'data> {
     /// Parses an archive: the 16-byte header, the MessagePack TOC from the header's offset
     /// to the end of the data, and for `zstd-per-kernel` the frame index of the blob.
@@ -282,6 +347,9 @@ impl<'data> KpackArchive<'data> {
         Self::parse_parts(toc, toc_offset, toc, toc_offset, file_len, read_at, limits)
     }
 
+    /// Parses the TOC `toc` (at file offset `toc_offset`) of the archive whose bytes are
+    /// `data` (at file offset `base`): its top-level keys, the informational ones, the
+    /// storage the compression scheme names, and the code-object table.
     fn parse_parts(
         data: &'data [u8],
         base: u64,
@@ -291,41 +359,7 @@ impl<'data> KpackArchive<'data> {
         read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
         limits: &Limits,
     ) -> Result<Self> {
-        let mut r = Reader::new(toc, toc_offset);
-        let (at, head) = r.head()?;
-        let Head::Map(len) = head else {
-            return Err(Error::new(
-                ErrorKind::Malformed,
-                at,
-                "kpack TOC is not a MessagePack map",
-            ));
-        };
-        let mut keys = TopKeys::default();
-        for _ in 0..len {
-            let (_, key) = r.head()?;
-            let slot = match key {
-                Head::Str(b"format_version") => Some(&mut keys.format_version),
-                Head::Str(b"group_name") => Some(&mut keys.group_name),
-                Head::Str(b"gfx_arch_family") => Some(&mut keys.gfx_arch_family),
-                Head::Str(b"gfx_arches") => Some(&mut keys.gfx_arches),
-                Head::Str(b"compression_scheme") => Some(&mut keys.compression_scheme),
-                Head::Str(b"blobs") => Some(&mut keys.blobs),
-                Head::Str(b"zstd_offset") => Some(&mut keys.zstd_offset),
-                Head::Str(b"zstd_size") => Some(&mut keys.zstd_size),
-                Head::Str(b"toc") => Some(&mut keys.toc),
-                other => {
-                    r.skip_rest(other)?;
-                    None
-                }
-            };
-            if let Some(slot) = slot {
-                if slot.is_none() {
-                    *slot = Some(r.clone());
-                }
-            }
-            r.skip()?;
-        }
-
+        let keys = TopKeys::read(toc, toc_offset)?;
         let mut archive = KpackArchive {
             data,
             base,
@@ -339,52 +373,9 @@ impl<'data> KpackArchive<'data> {
             entries: Vec::new(),
             storage: Storage::Blobs(Vec::new()),
         };
-        // Informational keys: the C reader does not read them; taken when well typed.
-        if let Some(mut v) = keys.format_version {
-            if let (_, Head::Uint(n)) = v.head()? {
-                archive.format_version = Some(n);
-            }
-        }
-        if let Some(mut v) = keys.group_name {
-            if let (at, Head::Str(s)) = v.head()? {
-                archive.group_name = Some(utf8(s, at, "kpack group_name is not UTF-8")?);
-            }
-        }
-        if let Some(mut v) = keys.gfx_arch_family {
-            if let (at, Head::Str(s)) = v.head()? {
-                archive.gfx_arch_family = Some(utf8(s, at, "kpack gfx_arch_family is not UTF-8")?);
-            }
-        }
-        let mut compression = Compression::None;
-        if let Some(mut v) = keys.compression_scheme {
-            if let (at, Head::Str(s)) = v.head()? {
-                let name = utf8(s, at, "kpack compression_scheme is not UTF-8")?;
-                archive.scheme_name = Some(name);
-                if name == "zstd-per-kernel" {
-                    compression = Compression::ZstdPerKernel;
-                }
-            }
-        }
-        if let Some(mut v) = keys.gfx_arches {
-            if let (_, Head::Array(n)) = v.head()? {
-                for _ in 0..n {
-                    let (at, item) = v.head()?;
-                    match item {
-                        Head::Str(s) => {
-                            if u64_of(archive.gfx_arches.len()) >= limits.max_entries {
-                                return Err(too_many(at));
-                            }
-                            archive.gfx_arches.push(utf8(
-                                s,
-                                at,
-                                "kpack gfx_arches item is not UTF-8",
-                            )?);
-                        }
-                        // The C reader passes over items that are not strings.
-                        other => v.skip_rest(other)?,
-                    }
-                }
-            }
+        let compression = archive.read_informational(&keys)?;
+        if let Some(v) = keys.gfx_arches {
+            archive.gfx_arches = read_gfx_arches(v, limits)?;
         }
         archive.storage = match compression {
             Compression::None => Storage::Blobs(match keys.blobs {
@@ -399,6 +390,38 @@ impl<'data> KpackArchive<'data> {
             archive.entries = read_toc(v, limits)?;
         }
         Ok(archive)
+    }
+
+    /// Takes the informational keys (the C reader does not read them) where they are well
+    /// typed: the format version, the group name, the architecture family and the
+    /// compression scheme's name. Returns the compression the scheme names.
+    fn read_informational(&mut self, keys: &TopKeys<'data>) -> Result<Compression> {
+        if let Some(mut v) = keys.format_version.clone() {
+            if let (_, Head::Uint(n)) = v.head()? {
+                self.format_version = Some(n);
+            }
+        }
+        if let Some(mut v) = keys.group_name.clone() {
+            if let (at, Head::Str(s)) = v.head()? {
+                self.group_name = Some(utf8(s, at, "kpack group_name is not UTF-8")?);
+            }
+        }
+        if let Some(mut v) = keys.gfx_arch_family.clone() {
+            if let (at, Head::Str(s)) = v.head()? {
+                self.gfx_arch_family = Some(utf8(s, at, "kpack gfx_arch_family is not UTF-8")?);
+            }
+        }
+        let mut compression = Compression::None;
+        if let Some(mut v) = keys.compression_scheme.clone() {
+            if let (at, Head::Str(s)) = v.head()? {
+                let name = utf8(s, at, "kpack compression_scheme is not UTF-8")?;
+                self.scheme_name = Some(name);
+                if name == "zstd-per-kernel" {
+                    compression = Compression::ZstdPerKernel;
+                }
+            }
+        }
+        Ok(compression)
     }
 
     /// The archive's bytes (the TOC alone for an archive read by its TOC,
@@ -721,6 +744,9 @@ fn read_blobs<'a>(mut v: Reader<'a>, limits: &Limits) -> Result<Vec<Blob>> {
     Ok(blobs)
 }
 
+/// The storage of a `zstd-per-kernel` archive: the zstd blob at `zstd_offset` of
+/// `zstd_size` bytes (missing keys are zero, as in the C reader's zero-initialised
+/// record), checked to lie in the file, and its frame index, read with `read_at`.
 fn read_zstd(
     read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
     file_len: u64,
@@ -728,21 +754,8 @@ fn read_zstd(
     size: Option<Reader<'_>>,
     limits: &Limits,
 ) -> Result<Storage> {
-    // Missing fields stay zero in the C reader's zero-initialised record.
-    let (offset, offset_at) = match offset {
-        Some(mut v) => {
-            let (at, n) = v.uint("kpack zstd_offset is not an unsigned integer")?;
-            (n, at)
-        }
-        None => (0, 0),
-    };
-    let (size, size_at) = match size {
-        Some(mut v) => {
-            let (at, n) = v.uint("kpack zstd_size is not an unsigned integer")?;
-            (n, at)
-        }
-        None => (0, 0),
-    };
+    let (offset, offset_at) = uint_or_zero(offset, "kpack zstd_offset is not an unsigned integer")?;
+    let (size, size_at) = uint_or_zero(size, "kpack zstd_size is not an unsigned integer")?;
     if size > MAX_ZSTD_BLOB {
         return Err(Error::new(
             ErrorKind::LimitExceeded,
@@ -757,6 +770,34 @@ fn read_zstd(
             "kpack zstd blob lies outside the file",
         ));
     }
+    let frames = read_frames(read_at, offset, size, limits)?;
+    Ok(Storage::Zstd {
+        offset,
+        size,
+        frames,
+    })
+}
+
+/// The unsigned integer `v` holds and its offset; `(0, 0)` for a missing key (the C
+/// reader's record is zero-initialised).
+fn uint_or_zero(v: Option<Reader<'_>>, what: &'static str) -> Result<(u64, u64)> {
+    match v {
+        Some(mut v) => {
+            let (at, n) = v.uint(what)?;
+            Ok((n, at))
+        }
+        None => Ok((0, 0)),
+    }
+}
+
+/// The frame index of the zstd blob at file offset `offset`, `size` bytes long: a 32-bit
+/// frame count, then each frame's 32-bit size and bytes, all inside the blob.
+fn read_frames(
+    read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
+    offset: u64,
+    size: u64,
+    limits: &Limits,
+) -> Result<Vec<Frame>> {
     // Four bytes of the blob at `pos` (from its start), read from the file.
     let mut le32 = |pos: u64| -> Option<u32> {
         let end = pos.checked_add(4)?;
@@ -802,13 +843,11 @@ fn read_zstd(
         });
         pos = end;
     }
-    Ok(Storage::Zstd {
-        offset,
-        size,
-        frames,
-    })
+    Ok(frames)
 }
 
+/// The code-object table (`toc`): binary key → architecture → entry metadata. Keys that
+/// are not strings and values that are not maps are passed over, as the C reader does.
 fn read_toc<'a>(mut v: Reader<'a>, limits: &Limits) -> Result<Vec<KpackEntry<'a>>> {
     let mut entries = Vec::new();
     let (_, head) = v.head()?;
@@ -842,64 +881,76 @@ fn read_toc<'a>(mut v: Reader<'a>, limits: &Limits) -> Result<Vec<KpackEntry<'a>
                 v.skip_rest(meta)?;
                 continue;
             };
-            let (mut ordinal, mut original_size, mut kind) = (None, None, None);
-            for _ in 0..fields {
-                let (_, field) = v.head()?;
-                match field {
-                    Head::Str(b"ordinal") if ordinal.is_none() => {
-                        let (vat, n) = v.uint("kpack ordinal is not an unsigned integer")?;
-                        let n = u32::try_from(n).map_err(|_| {
-                            Error::new(
-                                ErrorKind::Malformed,
-                                vat,
-                                "kpack ordinal does not fit in 32 bits",
-                            )
-                        })?;
-                        ordinal = Some((vat, n));
-                    }
-                    Head::Str(b"original_size") if original_size.is_none() => {
-                        original_size =
-                            Some(v.uint("kpack original_size is not an unsigned integer")?);
-                    }
-                    Head::Str(b"type") if kind.is_none() => {
-                        let (tat, t) = v.head()?;
-                        kind = Some(match t {
-                            Head::Str(s) => Some(utf8(s, tat, "kpack entry type is not UTF-8")?),
-                            other => {
-                                v.skip_rest(other)?;
-                                None
-                            }
-                        });
-                    }
-                    other => {
-                        v.skip_rest(other)?;
-                        v.skip()?;
-                    }
-                }
-            }
-            let (Some((ordinal_at, ordinal)), Some((original_size_at, original_size))) =
-                (ordinal, original_size)
-            else {
-                return Err(Error::new(
-                    ErrorKind::Malformed,
-                    at,
-                    "kpack TOC entry has no ordinal or no original_size",
-                ));
-            };
+            let entry = read_entry(&mut v, fields, binary_key, arch, at)?;
             if u64_of(entries.len()) >= limits.max_entries {
                 return Err(too_many(at));
             }
-            entries.push(KpackEntry {
-                binary_key,
-                arch,
-                kind: kind.flatten(),
-                ordinal,
-                original_size,
-                offset: at,
-                ordinal_at,
-                original_size_at,
-            });
+            entries.push(entry);
         }
     }
     Ok(entries)
+}
+
+/// The entry of `binary_key` for `arch` from its metadata map of `fields` entries at `at`
+/// (the first `ordinal`, `original_size` and `type` count; both numbers are required).
+fn read_entry<'a>(
+    v: &mut Reader<'a>,
+    fields: u32,
+    binary_key: &'a str,
+    arch: &'a str,
+    at: u64,
+) -> Result<KpackEntry<'a>> {
+    let (mut ordinal, mut original_size, mut kind) = (None, None, None);
+    for _ in 0..fields {
+        let (_, field) = v.head()?;
+        match field {
+            Head::Str(b"ordinal") if ordinal.is_none() => {
+                let (vat, n) = v.uint("kpack ordinal is not an unsigned integer")?;
+                let n = u32::try_from(n).map_err(|_| {
+                    Error::new(
+                        ErrorKind::Malformed,
+                        vat,
+                        "kpack ordinal does not fit in 32 bits",
+                    )
+                })?;
+                ordinal = Some((vat, n));
+            }
+            Head::Str(b"original_size") if original_size.is_none() => {
+                original_size = Some(v.uint("kpack original_size is not an unsigned integer")?);
+            }
+            Head::Str(b"type") if kind.is_none() => {
+                let (tat, t) = v.head()?;
+                kind = Some(match t {
+                    Head::Str(s) => Some(utf8(s, tat, "kpack entry type is not UTF-8")?),
+                    other => {
+                        v.skip_rest(other)?;
+                        None
+                    }
+                });
+            }
+            other => {
+                v.skip_rest(other)?;
+                v.skip()?;
+            }
+        }
+    }
+    let (Some((ordinal_at, ordinal)), Some((original_size_at, original_size))) =
+        (ordinal, original_size)
+    else {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            at,
+            "kpack TOC entry has no ordinal or no original_size",
+        ));
+    };
+    Ok(KpackEntry {
+        binary_key,
+        arch,
+        kind: kind.flatten(),
+        ordinal,
+        original_size,
+        offset: at,
+        ordinal_at,
+        original_size_at,
+    })
 }

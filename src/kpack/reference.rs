@@ -96,6 +96,59 @@ pub struct KpackRef<'data> {
     pub size: usize,
 }
 
+/// The value of `kernel_name`: an error now for a string that is not UTF-8; the string,
+/// or an error for the record (a value that is not a string).
+fn read_kernel_name<'a>(r: &mut Reader<'a>) -> Result<Result<&'a str>> {
+    let (vat, v) = r.head()?;
+    Ok(match v {
+        Head::Str(s) => Ok(core::str::from_utf8(s).map_err(|_| {
+            Error::new(ErrorKind::Malformed, vat, "kpack kernel_name is not UTF-8")
+        })?),
+        other => {
+            r.skip_rest(other)?;
+            Err(Error::new(
+                ErrorKind::Malformed,
+                vat,
+                "kpack kernel_name is not a string",
+            ))
+        }
+    })
+}
+
+/// The value of `kpack_search_paths`: an error now for a path that is not UTF-8; its
+/// strings (items that are not strings are passed over), or an error for the record (not
+/// an array, or one without a string).
+fn read_search_paths<'a>(r: &mut Reader<'a>) -> Result<Result<Vec<&'a str>>> {
+    let (vat, v) = r.head()?;
+    let Head::Array(n) = v else {
+        r.skip_rest(v)?;
+        return Ok(Err(Error::new(
+            ErrorKind::Malformed,
+            vat,
+            "kpack_search_paths is not an array",
+        )));
+    };
+    let mut list = Vec::new();
+    for _ in 0..n {
+        let (iat, item) = r.head()?;
+        match item {
+            Head::Str(s) => list.push(core::str::from_utf8(s).map_err(|_| {
+                Error::new(ErrorKind::Malformed, iat, "kpack search path is not UTF-8")
+            })?),
+            other => r.skip_rest(other)?,
+        }
+    }
+    Ok(if list.is_empty() {
+        Err(Error::new(
+            ErrorKind::Malformed,
+            vat,
+            "kpack_search_paths has no string",
+        ))
+    } else {
+        Ok(list)
+    })
+}
+
 impl<'data> KpackRef<'data> {
     /// Parses the record at the start of `data`, reading at most [`REF_READ_LIMIT`] bytes
     /// and ignoring what follows the record, as `parse_hipk_metadata`
@@ -123,55 +176,10 @@ impl<'data> KpackRef<'data> {
             let (_, key) = r.head()?;
             match key {
                 Head::Str(b"kernel_name") if kernel_name.is_none() => {
-                    let (vat, v) = r.head()?;
-                    kernel_name = Some(match v {
-                        Head::Str(s) => Ok(core::str::from_utf8(s).map_err(|_| {
-                            Error::new(ErrorKind::Malformed, vat, "kpack kernel_name is not UTF-8")
-                        })?),
-                        other => {
-                            r.skip_rest(other)?;
-                            Err(Error::new(
-                                ErrorKind::Malformed,
-                                vat,
-                                "kpack kernel_name is not a string",
-                            ))
-                        }
-                    });
+                    kernel_name = Some(read_kernel_name(&mut r)?);
                 }
                 Head::Str(b"kpack_search_paths") if paths.is_none() => {
-                    let (vat, v) = r.head()?;
-                    let Head::Array(n) = v else {
-                        r.skip_rest(v)?;
-                        paths = Some(Err(Error::new(
-                            ErrorKind::Malformed,
-                            vat,
-                            "kpack_search_paths is not an array",
-                        )));
-                        continue;
-                    };
-                    let mut list = Vec::new();
-                    for _ in 0..n {
-                        let (iat, item) = r.head()?;
-                        match item {
-                            Head::Str(s) => list.push(core::str::from_utf8(s).map_err(|_| {
-                                Error::new(
-                                    ErrorKind::Malformed,
-                                    iat,
-                                    "kpack search path is not UTF-8",
-                                )
-                            })?),
-                            other => r.skip_rest(other)?,
-                        }
-                    }
-                    paths = Some(if list.is_empty() {
-                        Err(Error::new(
-                            ErrorKind::Malformed,
-                            vat,
-                            "kpack_search_paths has no string",
-                        ))
-                    } else {
-                        Ok(list)
-                    });
+                    paths = Some(read_search_paths(&mut r)?);
                 }
                 other => {
                     r.skip_rest(other)?;

@@ -53,6 +53,48 @@ use super::view::{
     UnwrappedImage, WrapperKind,
 };
 
+/// What a runtime binds for an offload entry: its kind, the flags it keeps, its size,
+/// its data and the host address (a managed variable's is its `aux_addr`). `None` for an
+/// entry of a type no runtime binds.
+fn bound_global(e: &HostEntry) -> Option<(GlobalKind, u32, u64, u64, u64)> {
+    if e.size == 0 {
+        return Some((GlobalKind::Kernel, 0, 0, 0, e.address));
+    }
+    let kept = |bits: u32| e.flags & bits;
+    let data = u64::from(e.data as u32);
+    Some(match e.flags & gpu_flags::TYPE_MASK {
+        gpu_flags::GLOBAL => (
+            GlobalKind::Variable,
+            kept(gpu_flags::EXTERN | gpu_flags::CONSTANT),
+            e.size,
+            0,
+            e.address,
+        ),
+        gpu_flags::MANAGED => (
+            GlobalKind::Managed,
+            gpu_flags::MANAGED,
+            e.size,
+            data,
+            e.aux_addr,
+        ),
+        gpu_flags::SURFACE => (
+            GlobalKind::Surface,
+            gpu_flags::SURFACE | kept(gpu_flags::EXTERN),
+            0,
+            data,
+            e.address,
+        ),
+        gpu_flags::TEXTURE => (
+            GlobalKind::Texture,
+            gpu_flags::TEXTURE | kept(gpu_flags::EXTERN | gpu_flags::NORMALIZED),
+            0,
+            data,
+            e.address,
+        ),
+        _ => return None,
+    })
+}
+
 /// Which registration interface a unit came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RegistrationKind {
@@ -672,42 +714,8 @@ impl<'d> Registry<'d> {
             if e.offload_kind() != want {
                 continue;
             }
-            let kept = |bits: u32| e.flags & bits;
-            let data = u64::from(e.data as u32);
-            let (kind, flags, size, data, address) = if e.size == 0 {
-                (GlobalKind::Kernel, 0, 0, 0, e.address)
-            } else {
-                match e.flags & gpu_flags::TYPE_MASK {
-                    gpu_flags::GLOBAL => (
-                        GlobalKind::Variable,
-                        kept(gpu_flags::EXTERN | gpu_flags::CONSTANT),
-                        e.size,
-                        0,
-                        e.address,
-                    ),
-                    gpu_flags::MANAGED => (
-                        GlobalKind::Managed,
-                        gpu_flags::MANAGED,
-                        e.size,
-                        data,
-                        e.aux_addr,
-                    ),
-                    gpu_flags::SURFACE => (
-                        GlobalKind::Surface,
-                        gpu_flags::SURFACE | kept(gpu_flags::EXTERN),
-                        0,
-                        data,
-                        e.address,
-                    ),
-                    gpu_flags::TEXTURE => (
-                        GlobalKind::Texture,
-                        gpu_flags::TEXTURE | kept(gpu_flags::EXTERN | gpu_flags::NORMALIZED),
-                        0,
-                        data,
-                        e.address,
-                    ),
-                    _ => continue,
-                }
+            let Some((kind, flags, size, data, address)) = bound_global(&e) else {
+                continue;
             };
             entries.push(BoundEntry {
                 name: e.name(space)?.to_vec(),

@@ -12,7 +12,6 @@
 
 use alloc::vec::Vec;
 
-use crate::bytes::u64_of;
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
 use crate::offload_binary::{OffloadBinary, OffloadBinaryEntry};
@@ -21,9 +20,9 @@ use crate::target::elf::{EM_AMDGPU, EM_CUDA};
 use crate::{bundle, ccob, offload_binary, Limits, ReadOptions};
 
 use super::abi::{
-    self, gpu_flags, omp_flags, NvFatbinHeader, RawBinDesc, RawDeviceImage, RawEntry,
-    RawFatbinWrapper, RawLegacyEntry, CUDA_FATBIN_MAGIC, ENTRY_SIZE, HIP_FATBIN_MAGIC,
-    HIP_FATBIN_VERSION, LEGACY_ENTRY_SIZE, NV_FATBIN_MAGIC,
+    self, gpu_flags, omp_flags, RawBinDesc, RawDeviceImage, RawEntry, RawFatbinWrapper,
+    RawLegacyEntry, CUDA_FATBIN_MAGIC, ENTRY_SIZE, HIP_FATBIN_MAGIC, HIP_FATBIN_VERSION,
+    LEGACY_ENTRY_SIZE, NV_FATBIN_MAGIC,
 };
 
 use zerocopy::{FromBytes, Immutable, KnownLayout};
@@ -841,24 +840,7 @@ pub fn blob_len(data: &[u8], options: &ReadOptions) -> Result<u64> {
     } else if data.starts_with(ELF_MAGIC) {
         elf_len(data)
     } else if data.get(..4) == Some(&NV_FATBIN_MAGIC.to_le_bytes()[..]) {
-        let (h, _) = NvFatbinHeader::ref_from_prefix(data).map_err(|_| {
-            Error::new(ErrorKind::Truncated, 0, "NVIDIA fatbinary header truncated")
-        })?;
-        let len = u64::from(h.header_size.get())
-            .checked_add(h.fat_size.get())
-            .ok_or(Error::new(
-                ErrorKind::OutOfBounds,
-                8,
-                "NVIDIA fatbinary size overflows",
-            ))?;
-        if len > u64_of(data.len()) {
-            return Err(Error::new(
-                ErrorKind::Truncated,
-                8,
-                "NVIDIA fatbinary runs past the end of its region",
-            ));
-        }
-        Ok(len)
+        crate::nvfatbin::declared_len(data)
     } else {
         Err(Error::new(
             ErrorKind::BadMagic,
@@ -868,27 +850,15 @@ pub fn blob_len(data: &[u8], options: &ReadOptions) -> Result<u64> {
     }
 }
 
-/// End of a header table of `n` entries of `size` bytes at `offset`.
-fn table_end(offset: u64, n: usize, size: u16) -> Result<u64> {
-    u64_of(n)
-        .checked_mul(u64::from(size))
-        .and_then(|len| offset.checked_add(len))
-        .ok_or(Error::new(
-            ErrorKind::OutOfBounds,
-            0,
-            "device ELF header table range overflows",
-        ))
-}
-
 /// Size of a bare device ELF: the end of its furthest header table, section or segment
 /// file range (`FORMATS.md` §7). Only 64-bit little-endian AMDGPU/CUDA objects.
 pub fn elf_len(data: &[u8]) -> Result<u64> {
     use object::elf::FileHeader64;
-    use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+    use object::read::elf::FileHeader;
     use object::LittleEndian as LE;
 
-    let bad = |what| move |_| Error::new(ErrorKind::BadContainer, 0, what);
-    let h = FileHeader64::<LE>::parse(data).map_err(bad("device ELF header is malformed"))?;
+    let h = FileHeader64::<LE>::parse(data)
+        .map_err(|_| Error::new(ErrorKind::BadContainer, 0, "device ELF header is malformed"))?;
     let machine = h.e_machine(LE).0;
     if machine != EM_AMDGPU && machine != EM_CUDA {
         return Err(Error::new(
@@ -897,51 +867,7 @@ pub fn elf_len(data: &[u8]) -> Result<u64> {
             "ELF fat binary is not an AMDGPU or CUDA device object",
         ));
     }
-    let mut end = u64::from(h.e_ehsize(LE));
-    let sections = h
-        .section_headers(LE, data)
-        .map_err(bad("device ELF section table lies outside the data"))?;
-    if !sections.is_empty() {
-        end = end.max(table_end(h.e_shoff(LE), sections.len(), h.e_shentsize(LE))?);
-    }
-    for s in sections {
-        if s.sh_type(LE) != object::elf::SHT_NOBITS {
-            let e = s
-                .sh_offset(LE)
-                .checked_add(s.sh_size(LE))
-                .ok_or(Error::new(
-                    ErrorKind::OutOfBounds,
-                    0,
-                    "device ELF section range overflows",
-                ))?;
-            end = end.max(e);
-        }
-    }
-    let segments = h
-        .program_headers(LE, data)
-        .map_err(bad("device ELF program header table lies outside the data"))?;
-    if !segments.is_empty() {
-        end = end.max(table_end(h.e_phoff(LE), segments.len(), h.e_phentsize(LE))?);
-    }
-    for p in segments {
-        let e = p
-            .p_offset(LE)
-            .checked_add(p.p_filesz(LE))
-            .ok_or(Error::new(
-                ErrorKind::OutOfBounds,
-                0,
-                "device ELF segment range overflows",
-            ))?;
-        end = end.max(e);
-    }
-    if end > u64_of(data.len()) {
-        return Err(Error::new(
-            ErrorKind::Truncated,
-            0,
-            "device ELF runs past the end of its region",
-        ));
-    }
-    Ok(end)
+    crate::nvfatbin::elf64_len(data)
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use crate::error::Error;
 use crate::image::{Image, ImageKind, OffloadKind};
 use crate::target::amdgpu::{Feature, Subarch, TargetId};
 use crate::target::elf::{
-    AmdgpuElfProblem, DeviceElf, ELFOSABI_AMDGPU_HSA, ELFOSABI_AMDGPU_MESA3D, ELFOSABI_AMDGPU_PAL,
+    AmdgpuElf, AmdgpuElfProblem, CudaElf, DeviceElf, ELFOSABI_AMDGPU_HSA, ELFOSABI_AMDGPU_MESA3D,
+    ELFOSABI_AMDGPU_PAL,
 };
 use crate::target::nvptx::{ArchVariant, NvArch};
 use crate::target::Triple;
@@ -292,28 +293,10 @@ pub fn identify<'a>(image: &Image<'a>) -> Identity<'a> {
         .as_ref()
         .and_then(|t| Subarch::of_arch(t.arch))
         .unwrap_or(Subarch::None);
-    let stated_target = match (stated, subarch) {
-        (Some(s), Subarch::Processor(_)) if s != "amdgcnspirv" => TargetId::parse_under(s, subarch)
-            .map_or_else(|why| Target::Invalid { text: s, why }, Target::Amdgpu),
-        (Some(s), _) => Target::parse(s, triple.as_ref().map(|t| t.arch)),
-        (None, Subarch::Processor(p)) => Target::Amdgpu(TargetId::any(p)),
-        (None, _) => Target::None,
-    };
+    let stated_target = stated_target(stated, subarch, triple.as_ref());
     // Only the processor is stated when the triple alone names it.
     let processor_only = stated.is_none() && subarch.processor().is_some();
-    let code = match (&elf, image.image_kind) {
-        (Some(_), _) => Code::Elf,
-        (None, ImageKind::Bitcode) => Code::Bitcode,
-        (None, ImageKind::Spirv) => Code::Spirv,
-        (None, ImageKind::Ptx) => Code::Ptx,
-        // A compressed fatbinary cubin not decoded yet: its entry header says ELF.
-        (None, ImageKind::Cubin) if image.encoded.is_some() => Code::Elf,
-        // A zstd `.kpack` entry not decoded yet: its TOC files it as a code object.
-        (None, ImageKind::Object) if image.encoded.is_some() => Code::Elf,
-        (None, ImageKind::Fatbinary) => Code::Fatbinary,
-        (None, ImageKind::None) => code_from_magic(image.bytes),
-        (None, _) => Code::Other,
-    };
+    let code = code_of(image, elf.is_some());
     let mut identity = Identity {
         offload_kind: image.offload_kind,
         triple,
@@ -335,10 +318,58 @@ pub fn identify<'a>(image: &Image<'a>) -> Identity<'a> {
         identity.ptx_isa = crate::driver::PtxIsa::of_text(image.bytes).or(image.ptx_isa);
     }
     match elf {
-        Some(DeviceElf::Amdgpu(a)) => match a.target() {
+        Some(DeviceElf::Amdgpu(a)) => identity.take_amdgpu_elf(&a, processor_only),
+        Some(DeviceElf::Cuda(c)) => identity.take_cuda_elf(&c),
+        None => {}
+    }
+    identity
+}
+
+/// The target the container states (`stated`, under the triple's `subarch` and
+/// architecture): a processor the triple names alone, or none.
+fn stated_target<'a>(
+    stated: Option<&'a str>,
+    subarch: Subarch,
+    triple: Option<&Triple<'a>>,
+) -> Target<'a> {
+    match (stated, subarch) {
+        (Some(s), Subarch::Processor(_)) if s != "amdgcnspirv" => TargetId::parse_under(s, subarch)
+            .map_or_else(|why| Target::Invalid { text: s, why }, Target::Amdgpu),
+        (Some(s), _) => Target::parse(s, triple.map(|t| t.arch)),
+        (None, Subarch::Processor(p)) => Target::Amdgpu(TargetId::any(p)),
+        (None, _) => Target::None,
+    }
+}
+
+/// What kind of code `image` holds: ELF when its bytes are a device ELF (`is_elf`), else
+/// what its container says, else what its magic number says.
+fn code_of(image: &Image<'_>, is_elf: bool) -> Code {
+    if is_elf {
+        return Code::Elf;
+    }
+    match image.image_kind {
+        ImageKind::Bitcode => Code::Bitcode,
+        ImageKind::Spirv => Code::Spirv,
+        ImageKind::Ptx => Code::Ptx,
+        // A compressed fatbinary cubin not decoded yet: its entry header says ELF.
+        ImageKind::Cubin if image.encoded.is_some() => Code::Elf,
+        // A zstd `.kpack` entry not decoded yet: its TOC files it as a code object.
+        ImageKind::Object if image.encoded.is_some() => Code::Elf,
+        ImageKind::Fatbinary => Code::Fatbinary,
+        ImageKind::None => code_from_magic(image.bytes),
+        _ => Code::Other,
+    }
+}
+
+impl Identity<'_> {
+    /// Takes what an AMDGPU code object's header says: its target (the effective one) and
+    /// how it disagrees with the stated target (`processor_only`: only the processor is
+    /// stated), its generic version, or why the header does not load.
+    fn take_amdgpu_elf(&mut self, a: &AmdgpuElf, processor_only: bool) {
+        match a.target() {
             Ok(t) => {
-                identity.elf_target = Some(Target::Amdgpu(t));
-                identity.mismatch = match stated_target {
+                self.elf_target = Some(Target::Amdgpu(t));
+                self.mismatch = match self.stated_target {
                     Target::Amdgpu(s) if processor_only => {
                         (!core::ptr::eq(s.processor, t.processor)).then_some(Mismatch::Processor)
                     }
@@ -346,43 +377,46 @@ pub fn identify<'a>(image: &Image<'a>) -> Identity<'a> {
                     Target::None => None,
                     _ => Some(Mismatch::Processor),
                 };
-                identity.target = Target::Amdgpu(t);
+                self.target = Target::Amdgpu(t);
                 if t.processor.is_generic() {
-                    identity.generic_version = Some(a.generic_version);
+                    self.generic_version = Some(a.generic_version);
                 }
             }
             Err(problem) => {
-                identity.elf_problem = Some(problem);
-                identity.generic_version = Some(a.generic_version);
-            }
-        },
-        Some(DeviceElf::Cuda(c)) => {
-            if let Some(e) = c.arch {
-                identity.elf_target = Some(Target::Nvptx(e));
-                match stated_target {
-                    Target::Nvptx(s) if s.sm != e.sm => {
-                        identity.mismatch = Some(Mismatch::Processor);
-                        identity.target = Target::Nvptx(e);
-                    }
-                    Target::Nvptx(s)
-                        if e.variant == ArchVariant::ArchSpecific
-                            && s.variant != ArchVariant::ArchSpecific =>
-                    {
-                        identity.mismatch = Some(Mismatch::ArchSpecific);
-                        identity.target = Target::Nvptx(e);
-                    }
-                    Target::Nvptx(s) => identity.target = Target::Nvptx(s.real()),
-                    Target::None => identity.target = Target::Nvptx(e),
-                    _ => {
-                        identity.mismatch = Some(Mismatch::Processor);
-                        identity.target = Target::Nvptx(e);
-                    }
-                }
+                self.elf_problem = Some(problem);
+                self.generic_version = Some(a.generic_version);
             }
         }
-        None => {}
     }
-    identity
+
+    /// Takes what a cubin's header says: its architecture (the effective target, but for
+    /// a stated PTX-compatible one it agrees with) and how it disagrees with the stated
+    /// target.
+    fn take_cuda_elf(&mut self, c: &CudaElf) {
+        let Some(e) = c.arch else {
+            return;
+        };
+        self.elf_target = Some(Target::Nvptx(e));
+        match self.stated_target {
+            Target::Nvptx(s) if s.sm != e.sm => {
+                self.mismatch = Some(Mismatch::Processor);
+                self.target = Target::Nvptx(e);
+            }
+            Target::Nvptx(s)
+                if e.variant == ArchVariant::ArchSpecific
+                    && s.variant != ArchVariant::ArchSpecific =>
+            {
+                self.mismatch = Some(Mismatch::ArchSpecific);
+                self.target = Target::Nvptx(e);
+            }
+            Target::Nvptx(s) => self.target = Target::Nvptx(s.real()),
+            Target::None => self.target = Target::Nvptx(e),
+            _ => {
+                self.mismatch = Some(Mismatch::Processor);
+                self.target = Target::Nvptx(e);
+            }
+        }
+    }
 }
 
 /// A disagreement between a container's target and the ELF header, for messages:
