@@ -2,30 +2,23 @@
 //! [--sha256] [-o OUT]`: the image a runtime would load, per unit and target (`CLI.md`).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use offload_image::select::Choice;
-use std::fs::File;
-use std::io::Seek;
-
-use offload_image::ccob::{CompressedBundle, ContentReader};
-use offload_image::container::UnitContent;
-use offload_image::stream::{select_in_stream, Kept};
-use sha2::{Digest, Sha256};
-
-use crate::decode::{decoder, threaded_decoder, ZstdDecoder};
-use offload_image::stream::IDENTIFY_LEN;
-use offload_image::target::Code;
+use offload_image::stream::{self as streaming, Plan, IDENTIFY_LEN};
 use offload_image::{
-    identify, units, Checked, Device, Format, Image, KindFilter, ReadOptions, SelectOptions,
+    identify, units, Checked, Device, Image, KindFilter, ReadOptions, SelectOptions, Unit,
 };
 use serde::Serialize;
 
 use crate::cmd::{OnOff, PolicyArg};
+use crate::decode::ZstdDecoder;
 use crate::input::Input;
+use crate::kpack::{isa_name, sentence, Library};
 use crate::output::{
-    arch_name, code_name, hex, image_name, json_line, sha256_hex, table, Damaged, Skipped,
+    arch_name, code_name, image_name, json_line, sha256_hex, table, Damaged, Skipped,
 };
+use crate::stream::{SinkError, Streamer, When};
 use crate::{Failure, Outcome};
 
 /// `--kind`.
@@ -114,14 +107,6 @@ pub struct Args {
     decode_thread: When,
 }
 
-/// `--decode-thread`.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum When {
-    Auto,
-    Always,
-    Never,
-}
-
 /// One rejected (or outranked) image.
 #[derive(Serialize)]
 struct Rejected {
@@ -146,6 +131,10 @@ struct Record {
     size: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sha256: Option<String>,
+    /// For a split library: where its code object came from, or why the loader gives
+    /// none.
+    #[serde(flatten)]
+    split: Option<Split>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rejected: Option<Vec<Rejected>>,
     /// With `--explain`: the selected image's entry ID / arch and ELF header disagree.
@@ -160,6 +149,22 @@ struct Record {
     runtime_note: Option<String>,
 }
 
+/// The fields of a split library's record (`KPACK.md`): where the code object came from.
+#[derive(Serialize)]
+struct Split {
+    /// The archive the code object was read from.
+    archive: Option<String>,
+    /// Its TOC key (`kernel_name#co_index`).
+    toc_key: Option<String>,
+    /// The loader's error code when it gives nothing.
+    kpack_error: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    /// The archive paths the loader tried, in order, with whether each opened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tried: Option<Vec<(String, bool)>>,
+}
+
 /// The image `-o` writes.
 enum Selected {
     /// Stored uncompressed in the input: (offset, size).
@@ -170,147 +175,15 @@ enum Selected {
     Written,
 }
 
-/// A failure while streaming a compressed unit: reading it, or writing `-o`.
-enum SinkError {
-    Read(offload_image::Error),
-    Io(std::io::Error),
-}
-
-impl From<offload_image::Error> for SinkError {
-    fn from(e: offload_image::Error) -> Self {
-        SinkError::Read(e)
-    }
-}
-
-/// What the streaming path found for one device.
-struct Pick {
-    id: String,
-    /// What it holds, as the stream's identification saw it.
-    code: Option<Code>,
-    size: u64,
-    sha256: Option<String>,
-}
-
-impl Pick {
-    /// The chosen entry's identity: its entry ID, and what the stream saw it hold.
-    fn identity(&self) -> Option<offload_image::Identity<'_>> {
-        let mut identity = identify(&Image::from_id(0, Format::Bundle, &self.id, &[]));
-        identity.code = self.code?;
-        Some(identity)
-    }
-}
-
-/// Selection in a compressed bundle in one pass over its decompressed stream
-/// (`offload_image::stream`), writing `-o` and hashing `--sha256` as the chosen image
-/// streams past; the decoder runs on its own thread.
-struct Stream<'a> {
-    args: &'a Args,
-    targets: &'a [Device],
-    options: &'a SelectOptions,
-    read: &'a ReadOptions,
-    out_path: Option<&'a std::path::Path>,
-}
-
-impl Stream<'_> {
-    /// `Ok(None)`: the content cannot be streamed (a text bundle, overlapping payloads);
-    /// the caller decompresses it whole.
-    fn run(&self, c: &CompressedBundle<'_>) -> Result<Option<Vec<Option<Pick>>>, SinkError> {
-        // Limits first: the decoders allocate as soon as they run.
-        c.check_size(self.read)?;
-        let keep = self.args.sha256 || self.out_path.is_some();
-        let mut hashes: Vec<Option<Sha256>> = vec![None; self.targets.len()];
-        let mut file: Option<File> = None;
-        let threaded = match self.args.decode_thread {
-            When::Always => true,
-            When::Never => false,
-            When::Auto => {
-                self.read.verify_hash
-                    && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
-            }
-        };
-        let found = std::thread::scope(|scope| {
-            let sink = |k: Kept<'_>| -> Result<(), SinkError> {
-                match k {
-                    Kept::Start { device, .. } => {
-                        if self.args.sha256 {
-                            hashes[device] = Some(Sha256::new());
-                        }
-                        if let (0, Some(path)) = (device, self.out_path) {
-                            match &mut file {
-                                Some(f) => {
-                                    f.set_len(0).map_err(SinkError::Io)?;
-                                    f.rewind().map_err(SinkError::Io)?;
-                                }
-                                None => {
-                                    file = Some(File::create(path).map_err(SinkError::Io)?);
-                                    crate::output::wrote(path);
-                                }
-                            }
-                        }
-                    }
-                    Kept::Bytes { device, bytes } => {
-                        if let Some(h) = &mut hashes[device] {
-                            h.update(bytes);
-                        }
-                        if let (0, Some(f)) = (device, &mut file) {
-                            f.write_all(bytes).map_err(SinkError::Io)?;
-                        }
-                    }
-                }
-                Ok(())
-            };
-            let decoder = if threaded {
-                threaded_decoder(scope, c, self.args.zstd_decoder, self.read)?
-            } else {
-                decoder(c, self.args.zstd_decoder, self.read)?
-            };
-            let reader = ContentReader::new(c, decoder, self.read)?;
-            select_in_stream(
-                reader,
-                self.targets,
-                self.options,
-                &self.read.limits,
-                keep,
-                sink,
-            )
-        })?;
-        let Some(found) = found else {
-            // Overlapping payloads found after an image was already streamed out: the
-            // caller decompresses the bundle whole and writes -o itself.
-            if let (Some(_), Some(path)) = (file.take(), self.out_path) {
-                std::fs::remove_file(path).map_err(SinkError::Io)?;
-            }
-            return Ok(None);
-        };
-        if let Some(f) = &mut file {
-            f.flush().map_err(SinkError::Io)?;
-        }
-        // The image streamed out for -o was refused afterwards (the CUDA driver's PTX
-        // judgement): no output.
-        if let (Some(None), Some(_), Some(path)) =
-            (found.chosen.first(), file.take(), self.out_path)
-        {
-            std::fs::remove_file(path).map_err(SinkError::Io)?;
-        }
-        let ids: Vec<_> = found.table.entries().collect();
-        Ok(Some(
-            found
-                .chosen
-                .iter()
-                .zip(&found.codes)
-                .zip(hashes)
-                .map(|((key, code), hash)| {
-                    let e = key.and_then(|k| ids.get(k.index))?;
-                    Some(Pick {
-                        id: e.id.to_string(),
-                        code: *code,
-                        size: e.size,
-                        sha256: hash.map(|h| hex(&h.finalize())),
-                    })
-                })
-                .collect(),
-        ))
-    }
+/// What `select` found: a record per unit (or split-library wrapper) and target, the image
+/// `-o` writes, and the damaged containers.
+#[derive(Default)]
+struct Found {
+    records: Vec<Record>,
+    output: Option<Selected>,
+    damaged: Vec<Damaged>,
+    /// The records are a split library's (`KPACK.md`): printed with their archives.
+    split: bool,
 }
 
 /// Why each image other than the chosen one was not chosen.
@@ -331,8 +204,8 @@ fn reasons(images: &[Image<'_>], choice: &Choice<'_>, options: &SelectOptions) -
         .collect()
 }
 
-/// Runs `select`.
-pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
+/// The devices of `--target` and `--kfd-topology`, each with the text it was given.
+fn devices(args: &Args) -> Result<Vec<(String, Device)>, Failure> {
     let mut devices = crate::cmd::parse_devices("--target", &args.targets)?;
     if let Some(dir) = &args.kfd_topology {
         let xnack = args.xnack.map(|x| matches!(x, OnOff::On));
@@ -340,7 +213,12 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             .map_err(|e| Failure::file(dir, format!("cannot read the KFD topology: {e}")))?;
         devices.extend(found.into_iter().map(|d| (d.to_string(), d)));
     }
-    let options = SelectOptions {
+    Ok(devices)
+}
+
+/// The selection options the arguments give.
+fn select_options(args: &Args) -> SelectOptions {
+    SelectOptions {
         kind: match args.kind {
             None => KindFilter::Any,
             Some(Kind::Hip) => KindFilter::Hip,
@@ -355,7 +233,13 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         strict: args.strict,
         cuda: crate::cmd::cuda_driver(args.nvidia_driver),
         force_spirv: crate::cmd::hip_force_spirv(),
-    };
+    }
+}
+
+/// Runs `select`.
+pub fn run(args: &Args, out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
+    let devices = devices(args)?;
+    let options = select_options(args);
     let input = Input::open(&args.file)?;
     let read = ReadOptions {
         verify_hash: !args.no_verify_hash,
@@ -363,119 +247,222 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         ..ReadOptions::default()
     };
     // A split library: its code objects are in the `.kpack` archives (KPACK.md).
-    if let Some(done) = crate::kpack::select(&args.file, input.bytes(), &devices, &read, args, out)
-    {
-        return done;
-    }
-    let mut records = Vec::new();
-    let mut output: Option<Selected> = None;
-    let targets: Vec<Device> = devices.iter().map(|(_, d)| *d).collect();
-    // The bytes of the previous unit, released when the walk has moved past them (the walk
-    // reads the zero padding after a bundle before it hands out the next one).
-    let mut finished: Option<&[u8]> = None;
-    let probes: Vec<Device> = devices.iter().map(|(_, d)| *d).collect();
-    // Damaged containers cost their unit only: reported, and the walk goes on.
-    let mut damaged: Vec<Damaged> = Vec::new();
-    for unit in units(input.bytes(), &read) {
-        let unit = match unit {
-            Ok(unit) => unit,
-            Err(e) => {
-                damaged.push(Damaged::outside(&e));
-                continue;
-            }
-        };
-        if let Some(d) = unit.damage() {
-            damaged.push(Damaged::unit(&unit, &d.error));
-            continue;
-        }
-        if let Some(done) = finished.take() {
-            input.release(done);
-        }
-        if let (UnitContent::Compressed(c), false) = (&unit.content, args.explain) {
-            // The -o image of this unit, if -o applies to it (the first record).
-            let out_path = args.output.as_deref().filter(|_| records.is_empty());
-            input.will_read(c.payload());
-            let streamed = Stream {
+    let found = match Library::open(&args.file, input.bytes()) {
+        Some(library) => split(args, &library, &devices, &read),
+        None => {
+            let walk = Walk {
                 args,
-                targets: &targets,
-                options: &options,
-                read: &read,
-                out_path,
+                input: &input,
+                devices: &devices,
+                targets: devices.iter().map(|(_, d)| *d).collect(),
+                options,
+                read,
+            };
+            walk.run()?
+        }
+    };
+    write_output(args, &input, &found, devices.len())?;
+    print(args, &found, out)
+}
+
+/// `select` on a split library: one record per `HIPK` wrapper and device, the code object
+/// the loader takes from the archives on disk.
+fn split(
+    args: &Args,
+    library: &Library<'_>,
+    devices: &[(String, Device)],
+    read: &ReadOptions,
+) -> Found {
+    let env = crate::kpack::Env::from_process();
+    let mut archives = crate::kpack::Archives::default();
+    let mut found = Found {
+        split: true,
+        ..Found::default()
+    };
+    for (name, device) in devices {
+        let isa = isa_name(device);
+        let arches: Vec<&str> = isa.as_deref().into_iter().collect();
+        for r in library.resolve(&arches, &env, &mut archives, read) {
+            let picked = r.outcome.as_ref().ok();
+            let refused = r.outcome.as_ref().err();
+            if let (Some(p), true) = (picked, found.records.is_empty()) {
+                found.output = Some(Selected::Owned(p.code.clone()));
             }
-            .run(c);
-            let streamed = match streamed {
-                Ok(s) => s,
-                Err(SinkError::Read(e)) => {
-                    damaged.push(Damaged::unit(&unit, &e.rebase(unit.location.offset)));
+            found.records.push(Record {
+                container: format!("wrapper {}", r.wrapper),
+                bundle_index: r.wrapper,
+                target: name.clone(),
+                selected: picked.map(|p| format!("amdgcn-amd-amdhsa--{}", p.target)),
+                image_kind: picked.map(|_| "elf"),
+                arch: picked.map(|p| p.target.clone()),
+                offset: None,
+                size: picked.map(|p| p.code.len() as u64),
+                sha256: picked.map(|p| sha256_hex(&p.code)),
+                split: Some(Split {
+                    archive: picked.map(|p| p.archive.clone()),
+                    toc_key: r.key.clone(),
+                    kpack_error: refused.map(|e| e.error.code()),
+                    reason: refused.map(|e| match &e.package {
+                        Some(p) => format!("{}; install {p}", sentence(e)),
+                        None => sentence(e),
+                    }),
+                    tried: args.explain.then(|| r.tried.clone()),
+                }),
+                rejected: None,
+                disagreement: None,
+                skipped: None,
+                runtime_note: None,
+            });
+        }
+    }
+    found
+}
+
+/// The walk over the units of a file, choosing in each.
+struct Walk<'a> {
+    args: &'a Args,
+    input: &'a Input,
+    devices: &'a [(String, Device)],
+    targets: Vec<Device>,
+    options: SelectOptions,
+    read: ReadOptions,
+}
+
+impl Walk<'_> {
+    /// Chooses in every unit: a damaged container costs its unit only (reported, and the
+    /// walk goes on).
+    fn run(&self) -> Result<Found, Failure> {
+        let mut found = Found::default();
+        // The bytes of the previous unit, released when the walk has moved past them (the
+        // walk reads the zero padding after a bundle before it hands out the next one).
+        let mut finished: Option<&[u8]> = None;
+        for unit in units(self.input.bytes(), &self.read) {
+            let unit = match unit {
+                Ok(unit) => unit,
+                Err(e) => {
+                    found.damaged.push(Damaged::outside(&e));
                     continue;
                 }
-                Err(SinkError::Io(e)) => {
-                    return Err(Failure::file(
-                        args.output.as_deref().unwrap_or(std::path::Path::new("-")),
-                        format!("cannot write: {e}"),
-                    ))
-                }
             };
-            if let Some(found) = streamed {
-                for ((given, _), pick) in devices.iter().zip(found) {
-                    records.push(Record {
-                        container: unit.location.to_string(),
-                        bundle_index: unit.index,
-                        target: given.clone(),
-                        selected: pick.as_ref().map(|p| p.id.clone()),
-                        image_kind: pick
-                            .as_ref()
-                            .and_then(|p| p.identity().map(|i| code_name(&i))),
-                        arch: pick
-                            .as_ref()
-                            .and_then(|p| p.identity().and_then(|i| arch_name(&i))),
-                        offset: None,
-                        size: pick.as_ref().map(|p| p.size),
-                        sha256: pick.and_then(|p| p.sha256),
-                        rejected: None,
-                        disagreement: None,
-                        skipped: None,
-                        runtime_note: None,
-                    });
-                }
-                if out_path.is_some() {
-                    output = Some(Selected::Written);
-                }
-                finished = unit.bytes(&read).ok();
+            if let Some(d) = unit.damage() {
+                found.damaged.push(Damaged::unit(&unit, &d.error));
                 continue;
             }
+            if let Some(done) = finished.take() {
+                self.input.release(done);
+            }
+            // The library's rule: a compressed bundle is streamed unless every verdict is
+            // wanted.
+            if let Plan::Stream(c) = streaming::plan(&unit, self.args.explain) {
+                match self.streamed(&unit, c, &mut found)? {
+                    Some(true) => {
+                        finished = unit.bytes(&self.read).ok();
+                        continue;
+                    }
+                    Some(false) => continue,
+                    None => {}
+                }
+            }
+            let read = ReadOptions {
+                decoders: crate::decode::decoders(self.args.zstd_decoder),
+                ..self.read
+            };
+            match unit.open(&read) {
+                Ok(open) => self.opened(&unit, &open, &read, &mut found),
+                Err(e) => {
+                    found.damaged.push(Damaged::unit(&unit, &e));
+                    continue;
+                }
+            }
+            finished = unit.bytes(&read).ok();
         }
-        let read = ReadOptions {
-            decoders: crate::decode::decoders(args.zstd_decoder),
-            ..read
-        };
-        let open = match unit.open(&read) {
-            Ok(open) => open,
-            Err(e) => {
-                damaged.push(Damaged::unit(&unit, &e));
-                continue;
+        if let Some(done) = finished.take() {
+            self.input.release(done);
+        }
+        Ok(found)
+    }
+
+    /// Chooses in compressed bundle `c` in one pass over its stream: `Some(true)` when
+    /// recorded, `Some(false)` when damaged (recorded as such), `None` when the unit must
+    /// be opened instead.
+    fn streamed(
+        &self,
+        unit: &Unit<'_>,
+        c: &offload_image::ccob::CompressedBundle<'_>,
+        found: &mut Found,
+    ) -> Result<Option<bool>, Failure> {
+        let args = self.args;
+        // The -o image of this unit, if -o applies to it (the first record).
+        let out_path = args.output.as_deref().filter(|_| found.records.is_empty());
+        self.input.will_read(c.payload());
+        let streamed = Streamer {
+            targets: &self.targets,
+            options: &self.options,
+            read: &self.read,
+            zstd: args.zstd_decoder,
+            threaded: args.decode_thread.threaded(self.read.verify_hash),
+            sha256: args.sha256,
+            out_path,
+        }
+        .run(c);
+        let picks = match streamed {
+            Ok(Some(picks)) => picks,
+            Ok(None) => return Ok(None),
+            Err(SinkError::Read(e)) => {
+                let e = e.rebase(unit.location.offset);
+                found.damaged.push(Damaged::unit(unit, &e));
+                return Ok(Some(false));
+            }
+            Err(SinkError::Io(e)) => {
+                return Err(Failure::file(
+                    args.output.as_deref().unwrap_or(Path::new("-")),
+                    format!("cannot write: {e}"),
+                ))
             }
         };
-        let images: Vec<Image<'_>> = open.images().collect();
-        // One pass for every device; images are identified from their headers.
-        let choices = offload_image::choose(images.iter().copied(), &probes, &options);
-        for ((given, _), choice) in devices.iter().zip(&choices) {
-            // The chosen image is checked as the runtime decodes the one it loads, so that a
-            // damaged entry is reported. Only `--sha256` and `-o` need its bytes; otherwise
-            // only its ELF header is made: an LZ4 stream is walked, not decoded
-            // (`Image::check`), and with `--no-verify-hash` read only as far as the header
-            // (`Image::peek`).
-            let whole = args.sha256 || args.output.is_some();
-            let chosen = choice.chosen().and_then(|i| images.get(i));
-            let made = chosen.map(|img| match (whole, read.verify_hash) {
-                (true, _) => img.decode(&read).map(Checked::Whole),
-                (false, true) => img.check(IDENTIFY_LEN, &read),
-                (false, false) => img.peek(IDENTIFY_LEN, &read),
+        for ((given, _), pick) in self.devices.iter().zip(picks) {
+            let identity = pick.as_ref().and_then(|p| p.identity());
+            found.records.push(Record {
+                container: unit.location.to_string(),
+                bundle_index: unit.index,
+                target: given.clone(),
+                selected: pick.as_ref().map(|p| p.id.clone()),
+                image_kind: identity.as_ref().map(code_name),
+                arch: identity.as_ref().and_then(arch_name),
+                offset: None,
+                size: pick.as_ref().map(|p| p.size),
+                sha256: pick.and_then(|p| p.sha256),
+                split: None,
+                rejected: None,
+                disagreement: None,
+                skipped: None,
+                runtime_note: None,
             });
-            let made = match made.transpose() {
+        }
+        if out_path.is_some() {
+            found.output = Some(Selected::Written);
+        }
+        Ok(Some(true))
+    }
+
+    /// Chooses among the images of an opened unit, in one pass for every device (images
+    /// are identified from their headers).
+    fn opened(
+        &self,
+        unit: &Unit<'_>,
+        open: &offload_image::OpenUnit<'_>,
+        read: &ReadOptions,
+        found: &mut Found,
+    ) {
+        let args = self.args;
+        let images: Vec<Image<'_>> = open.images().collect();
+        let choices = offload_image::choose(images.iter().copied(), &self.targets, &self.options);
+        for ((given, _), choice) in self.devices.iter().zip(&choices) {
+            let chosen = choice.chosen().and_then(|i| images.get(i));
+            let made = match chosen.map(|img| self.make(img, read)).transpose() {
                 Ok(b) => b,
                 Err(e) => {
-                    damaged.push(Damaged::unit(&unit, &e));
+                    found.damaged.push(Damaged::unit(unit, &e));
                     continue;
                 }
             };
@@ -483,7 +470,8 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                 .zip(made.as_ref())
                 .map(|(img, made)| img.with_checked(made));
             let chosen = chosen.as_ref();
-            records.push(Record {
+            let explain = args.explain;
+            found.records.push(Record {
                 container: unit.location.to_string(),
                 bundle_index: unit.index,
                 target: given.clone(),
@@ -492,62 +480,81 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                 arch: chosen.and_then(|img| arch_name(&identify(img))),
                 offset: chosen.and_then(|img| open.offset_of(img)),
                 size: chosen.map(|img| img.size()),
-                sha256: if args.sha256 {
-                    chosen.map(|img| sha256_hex(img.bytes))
-                } else {
-                    None
-                },
-                rejected: args.explain.then(|| reasons(&images, choice, &options)),
+                sha256: chosen
+                    .filter(|_| args.sha256)
+                    .map(|img| sha256_hex(img.bytes)),
+                split: None,
+                rejected: explain.then(|| reasons(&images, choice, &self.options)),
                 disagreement: chosen
-                    .filter(|_| args.explain)
+                    .filter(|_| explain)
                     .and_then(|img| identify(img).disagreement())
                     .map(|d| format!("{d}; the ELF header wins")),
-                skipped: unit
-                    .skipped
-                    .clone()
-                    .filter(|_| args.explain)
-                    .map(Skipped::new),
+                skipped: unit.skipped.clone().filter(|_| explain).map(Skipped::new),
                 // With --explain the refused image's own line says it.
                 runtime_note: runtime_note(choice)
-                    .filter(|_| !(args.explain && choice.refused.is_some())),
+                    .filter(|_| !(explain && choice.refused.is_some())),
             });
-            if args.output.is_some() && records.len() == 1 {
-                output = chosen.map(|img| match input.offset_of(img.bytes) {
+            if args.output.is_some() && found.records.len() == 1 {
+                found.output = chosen.map(|img| match self.input.offset_of(img.bytes) {
                     Some(at) => Selected::InFile(at, img.bytes.len()),
                     None => Selected::Owned(img.bytes.to_vec()),
                 });
             }
         }
-        finished = unit.bytes(&read).ok();
-    }
-    if let Some(done) = finished.take() {
-        input.release(done);
     }
 
-    if let Some(out) = &args.output {
-        if records.len() != 1 {
-            if matches!(output, Some(Selected::Written)) {
-                let _ = std::fs::remove_file(out);
-            }
-            return Err(Failure::msg(format!(
-                "-o needs exactly one unit and one target, {} has {} unit(s) and {} target(s)",
-                args.file.display(),
-                records.len() / devices.len().max(1),
-                devices.len()
-            )));
+    /// The chosen image, checked as the runtime decodes the one it loads, so that a
+    /// damaged entry is reported. Only `--sha256` and `-o` need its bytes; otherwise only
+    /// its ELF header is made: an LZ4 stream is walked, not decoded (`Image::check`), and
+    /// with `--no-verify-hash` read only as far as the header (`Image::peek`).
+    fn make<'i>(
+        &self,
+        img: &Image<'i>,
+        read: &ReadOptions,
+    ) -> Result<Checked<'i>, offload_image::Error> {
+        let whole = self.args.sha256 || self.args.output.is_some();
+        match (whole, read.verify_hash) {
+            (true, _) => img.decode(read).map(Checked::Whole),
+            (false, true) => img.check(IDENTIFY_LEN, read),
+            (false, false) => img.peek(IDENTIFY_LEN, read),
         }
-        if matches!(output, Some(Selected::InFile(..) | Selected::Owned(_))) {
-            crate::output::wrote(out);
-        }
-        match &output {
-            Some(Selected::InFile(at, len)) => input.copy_to(*at, *len, out),
-            Some(Selected::Owned(bytes)) => std::fs::write(out, bytes),
-            Some(Selected::Written) | None => Ok(()),
-        }
-        .map_err(|e| Failure::file(out, format!("cannot write: {e}")))?;
     }
+}
 
-    for d in &damaged {
+/// Writes `-o`: exactly one record, and its image.
+fn write_output(args: &Args, input: &Input, found: &Found, devices: usize) -> Result<(), Failure> {
+    let Some(out) = &args.output else {
+        return Ok(());
+    };
+    if found.records.len() != 1 {
+        if matches!(found.output, Some(Selected::Written)) {
+            let _ = std::fs::remove_file(out);
+        }
+        return Err(Failure::msg(format!(
+            "-o needs exactly one unit and one target, {} has {} unit(s) and {} target(s)",
+            args.file.display(),
+            found.records.len() / devices.max(1),
+            devices
+        )));
+    }
+    if matches!(
+        found.output,
+        Some(Selected::InFile(..) | Selected::Owned(_))
+    ) {
+        crate::output::wrote(out);
+    }
+    match &found.output {
+        Some(Selected::InFile(at, len)) => input.copy_to(*at, *len, out),
+        Some(Selected::Owned(bytes)) => std::fs::write(out, bytes),
+        Some(Selected::Written) | None => Ok(()),
+    }
+    .map_err(|e| Failure::file(out, format!("cannot write: {e}")))
+}
+
+/// Prints the records (and the damaged containers), and the outcome they give.
+fn print(args: &Args, found: &Found, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
+    let (records, damaged) = (&found.records, &found.damaged);
+    for d in damaged {
         d.warn(&args.file);
     }
     let written = if args.json {
@@ -558,8 +565,10 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     } else if records.is_empty() && !damaged.is_empty() {
         // Nothing read at all: the error lines say it all.
         Ok(())
+    } else if found.split {
+        write_split_table(&mut out, records)
     } else {
-        write_table(&mut out, &records, args.sha256)
+        write_table(&mut out, records, args.sha256)
     };
     written
         .and_then(|_| out.flush())
@@ -571,6 +580,34 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     } else {
         Ok(Outcome::Ok)
     }
+}
+
+/// The table of a split library's records.
+fn write_split_table(out: &mut impl Write, records: &[Record]) -> std::io::Result<()> {
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            let split = r.split.as_ref();
+            let field = |f: fn(&Split) -> Option<String>| split.and_then(f);
+            vec![
+                r.container.clone(),
+                r.target.clone(),
+                r.selected.clone().unwrap_or_else(|| "-".into()),
+                field(|s| s.archive.clone()).unwrap_or_else(|| "-".into()),
+                field(|s| s.toc_key.clone()).unwrap_or_else(|| "-".into()),
+                field(|s| s.reason.clone()).unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let header = [
+        "CONTAINER",
+        "TARGET",
+        "SELECTED",
+        "ARCHIVE",
+        "TOC KEY",
+        "REASON",
+    ];
+    table(out, &header, &rows)
 }
 
 /// What the runtime does beyond the ranking, for the record's note.
