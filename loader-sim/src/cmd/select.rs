@@ -70,16 +70,16 @@ pub struct Args {
     strict: bool,
     /// List every image not selected, with the reason.
     #[arg(long)]
-    pub(crate) explain: bool,
+    explain: bool,
     /// Add the SHA-256 of the selected image (reads its bytes).
     #[arg(long)]
     sha256: bool,
     /// Write the selected image to OUT (one unit and one target only).
     #[arg(short = 'o', value_name = "OUT")]
-    pub(crate) output: Option<PathBuf>,
+    output: Option<PathBuf>,
     /// Write JSON Lines instead of a table.
     #[arg(long)]
-    pub(crate) json: bool,
+    json: bool,
     /// The NVIDIA driver version (`580.159.04`) of the NVIDIA targets: the PTX the driver
     /// picks must have an ISA version it compiles, or the fatbinary does not load (no
     /// fallback). The driver's `CUDA_FORCE_PTX_JIT` and `CUDA_DISABLE_PTX_JIT` are read
