@@ -26,6 +26,7 @@ mod input;
 mod kpack;
 mod output;
 mod python;
+mod registration;
 mod selection;
 mod stream;
 mod table;
