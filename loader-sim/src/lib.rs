@@ -24,6 +24,7 @@ mod decode;
 mod gpus;
 mod input;
 mod kpack;
+mod listing;
 mod output;
 mod python;
 mod registration;
