@@ -22,12 +22,13 @@
 use alloc::vec::Vec;
 
 use crate::bundle::BundleTable;
-use crate::ccob::{ContentReader, Decompressor};
+use crate::ccob::{CompressedBundle, ContentReader, Decompressor};
+use crate::container::Unit;
 use crate::error::Error;
 use crate::image::{Format, Image};
 use crate::select::{check, driver_refusal, RankKey, SelectOptions, Verdict};
 use crate::target::{identify, Code, Device};
-use crate::Limits;
+use crate::{Limits, ReadOptions};
 
 /// How many leading bytes of an image [`identify`] and [`crate::ImageKind::sniff`] read
 /// at most (the ELF header is 64 bytes; PTX detection looks at 256).
@@ -71,6 +72,174 @@ pub struct StreamSelection {
     pub verified: bool,
 }
 
+/// How a caller chooses the image of a unit: the one rule for streaming a unit or opening
+/// it, which `loader-sim select` and the C API share.
+#[derive(Clone, Copy, Debug)]
+pub enum Plan<'u, 'data> {
+    /// Choose in one pass over this compressed bundle's decompressed stream
+    /// ([`select_in_bundle`]), holding only the chosen images; open the unit instead when
+    /// that answers `Ok(None)` (a text bundle, overlapping payloads).
+    Stream(&'u CompressedBundle<'data>),
+    /// Open the unit ([`Unit::open`]) and choose among all its images
+    /// ([`crate::choose`]).
+    Open,
+}
+
+/// Whether to choose in `unit` by streaming it or by opening it ([`Plan`]).
+///
+/// A compressed bundle is streamed: its content is never held whole. It is opened instead
+/// when the caller needs the whole unit anyway (`whole`): the verdict on every image (the
+/// stream keeps only the winners'), or the caller holds the unit open already. Every
+/// other unit is opened (its images are in the caller's bytes, or decoded one at a time).
+pub fn plan<'u, 'data>(unit: &'u Unit<'data>, whole: bool) -> Plan<'u, 'data> {
+    match unit.compressed() {
+        Some(bundle) if !whole => Plan::Stream(bundle),
+        _ => Plan::Open,
+    }
+}
+
+/// [`select_in_stream`] on a compressed bundle: the declared size is checked against the
+/// limits first ([`CompressedBundle::check_size`]), since decoders allocate as soon as
+/// they are made, then `reader` makes the content reader (the caller chooses the decoder:
+/// [`CompressedBundle::reader`], or a faster one on a thread of its own) and the stream
+/// is read.
+///
+/// `Ok(None)` as for [`select_in_stream`]: the caller opens the unit instead
+/// ([`Plan::Stream`]). Errors are located relative to the compressed bundle.
+pub fn select_in_bundle<'b, D, E, F, R>(
+    bundle: &CompressedBundle<'_>,
+    read: &ReadOptions,
+    reader: R,
+    devices: &[Device],
+    options: &SelectOptions,
+    keep: bool,
+    sink: F,
+) -> core::result::Result<Option<StreamSelection>, E>
+where
+    D: Decompressor,
+    E: From<Error>,
+    F: FnMut(Kept<'_>) -> core::result::Result<(), E>,
+    R: FnOnce() -> core::result::Result<ContentReader<'b, D>, E>,
+{
+    bundle.check_size(read)?;
+    let reader = reader()?;
+    select_in_stream(reader, devices, options, &read.limits, keep, sink)
+}
+
+/// The best entry so far for every device, as the stream goes past the entries.
+struct Leaders {
+    /// Per device: the best entry's rank key.
+    best: Vec<Option<RankKey>>,
+    /// Per device: what the best entry holds.
+    codes: Vec<Option<Code>>,
+    /// Per device: the best entry's PTX ISA version, for the driver's judgement once all
+    /// are seen.
+    isas: Vec<Option<crate::driver::PtxIsa>>,
+    /// The devices whose best entry the last [`Leaders::offer`] replaced.
+    winners: Vec<usize>,
+}
+
+impl Leaders {
+    /// No entry yet for any of `devices` devices.
+    fn new(devices: usize) -> Result<Self, Error> {
+        fn slots<T: Clone>(n: usize, value: T) -> Result<Vec<T>, Error> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).map_err(|_| oom())?;
+            v.resize(n, value);
+            Ok(v)
+        }
+        let mut winners = Vec::new();
+        winners.try_reserve_exact(devices).map_err(|_| oom())?;
+        Ok(Leaders {
+            best: slots(devices, None)?,
+            codes: slots(devices, None)?,
+            isas: slots(devices, None)?,
+            winners,
+        })
+    }
+
+    /// Checks entry `index` (identified as `identity`) against every device; the devices
+    /// for which it beats the best so far are left in `winners`.
+    fn offer(
+        &mut self,
+        identity: &crate::target::Identity<'_>,
+        index: usize,
+        devices: &[Device],
+        options: &SelectOptions,
+    ) -> Result<(), Error> {
+        self.winners.clear();
+        for (d, device) in devices.iter().enumerate() {
+            if let Verdict::Compatible(key) = check(identity, index, device, options) {
+                let slot = self.best.get_mut(d).ok_or_else(oom)?;
+                if slot.is_none_or(|b| key.cmp_under(&b, options.policy).is_lt()) {
+                    *slot = Some(key);
+                    if let Some(c) = self.codes.get_mut(d) {
+                        *c = Some(identity.code);
+                    }
+                    if let Some(i) = self.isas.get_mut(d) {
+                        *i = identity.ptx_isa;
+                    }
+                    self.winners.push(d);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The CUDA driver refuses PTX it cannot compile and takes nothing else instead
+    /// (`COMPATIBILITY.md` §9.5), as [`crate::choose`] judges it: such a device gets no
+    /// entry.
+    fn judge_driver(&mut self, devices: &[Device], options: &SelectOptions) {
+        for (d, device) in devices.iter().enumerate() {
+            let ptx = self.codes.get(d).copied().flatten() == Some(Code::Ptx);
+            let chosen_ptx = ptx.then(|| self.isas.get(d).copied().flatten());
+            if driver_refusal(device, chosen_ptx, &options.cuda).is_some() {
+                if let Some(slot) = self.best.get_mut(d) {
+                    *slot = None;
+                }
+            }
+        }
+    }
+}
+
+/// Hands entry `index`'s bytes (`head`, then the rest of its `size` bytes from `reader`)
+/// to `sink` for every device in `winners`.
+fn keep_entry<D, E, F>(
+    reader: &mut ContentReader<'_, D>,
+    winners: &[usize],
+    (index, size): (usize, u64),
+    head: &[u8],
+    sink: &mut F,
+) -> core::result::Result<(), E>
+where
+    D: Decompressor,
+    E: From<Error>,
+    F: FnMut(Kept<'_>) -> core::result::Result<(), E>,
+{
+    for &device in winners {
+        sink(Kept::Start {
+            device,
+            index,
+            size,
+        })?;
+        sink(Kept::Bytes {
+            device,
+            bytes: head,
+        })?;
+    }
+    let rest = size.saturating_sub(crate::bytes::u64_of(head.len()));
+    reader.copy(rest, |chunk| {
+        for &device in winners {
+            sink(Kept::Bytes {
+                device,
+                bytes: chunk,
+            })?;
+        }
+        Ok::<(), E>(())
+    })?;
+    Ok(())
+}
+
 /// Chooses, for every device, the entry of the binary bundle inside `reader` that
 /// [`select`](crate::select::select) would choose, streaming the chosen images' bytes to
 /// `sink` when `keep` is set (see the module documentation).
@@ -101,20 +270,7 @@ where
         .map_err(|_| oom())?;
     entries.extend(table.entries());
     entries.sort_by_key(|e| (e.offset, e.index));
-    let mut best: Vec<Option<RankKey>> = Vec::new();
-    best.try_reserve_exact(devices.len()).map_err(|_| oom())?;
-    best.resize(devices.len(), None);
-    let mut codes: Vec<Option<Code>> = Vec::new();
-    codes.try_reserve_exact(devices.len()).map_err(|_| oom())?;
-    codes.resize(devices.len(), None);
-    // The chosen entry's PTX ISA version, for the driver's judgement once all are seen.
-    let mut isas: Vec<Option<crate::driver::PtxIsa>> = Vec::new();
-    isas.try_reserve_exact(devices.len()).map_err(|_| oom())?;
-    isas.resize(devices.len(), None);
-    let mut winners: Vec<usize> = Vec::new();
-    winners
-        .try_reserve_exact(devices.len())
-        .map_err(|_| oom())?;
+    let mut leaders = Leaders::new(devices.len())?;
     let mut head = [0u8; IDENTIFY_LEN];
     for entry in &entries {
         let head_len = usize::try_from(entry.size)
@@ -135,62 +291,21 @@ where
             bytes,
         ));
         identity.size = entry.size;
-        winners.clear();
-        for (d, device) in devices.iter().enumerate() {
-            if let Verdict::Compatible(key) = check(&identity, entry.index, device, options) {
-                let slot = best.get_mut(d).ok_or_else(oom)?;
-                if slot.is_none_or(|b| key.cmp_under(&b, options.policy).is_lt()) {
-                    *slot = Some(key);
-                    if let Some(c) = codes.get_mut(d) {
-                        *c = Some(identity.code);
-                    }
-                    if let Some(i) = isas.get_mut(d) {
-                        *i = identity.ptx_isa;
-                    }
-                    winners.push(d);
-                }
-            }
-        }
-        if keep && !winners.is_empty() {
-            for &device in &winners {
-                sink(Kept::Start {
-                    device,
-                    index: entry.index,
-                    size: entry.size,
-                })?;
-                sink(Kept::Bytes { device, bytes })?;
-            }
-            let rest = entry.size.saturating_sub(crate::bytes::u64_of(head_len));
-            reader.copy(rest, |chunk| {
-                for &device in &winners {
-                    sink(Kept::Bytes {
-                        device,
-                        bytes: chunk,
-                    })?;
-                }
-                Ok::<(), E>(())
-            })?;
+        leaders.offer(&identity, entry.index, devices, options)?;
+        if keep && !leaders.winners.is_empty() {
+            let place = (entry.index, entry.size);
+            keep_entry(&mut reader, &leaders.winners, place, bytes, &mut sink)?;
         }
     }
     let verified = reader.verifies();
     if verified {
         reader.finish()?;
     }
-    // The CUDA driver refuses PTX it cannot compile and takes nothing else instead
-    // (`COMPATIBILITY.md` §9.5), as [`crate::choose`] judges it.
-    for (d, device) in devices.iter().enumerate() {
-        let ptx = codes.get(d).copied().flatten() == Some(Code::Ptx);
-        let chosen_ptx = ptx.then(|| isas.get(d).copied().flatten());
-        if driver_refusal(device, chosen_ptx, &options.cuda).is_some() {
-            if let Some(slot) = best.get_mut(d) {
-                *slot = None;
-            }
-        }
-    }
+    leaders.judge_driver(devices, options);
     Ok(Some(StreamSelection {
         table,
-        chosen: best,
-        codes,
+        chosen: leaders.best,
+        codes: leaders.codes,
         verified,
     }))
 }

@@ -27,7 +27,7 @@ use std::sync::{Mutex, OnceLock};
 use offload_image::ccob::{CompressedBundle, CompressionMethod, Decoders, Decompressor};
 use offload_image::container::UnitContent;
 use offload_image::select::{KindFilter, Policy, SelectOptions};
-use offload_image::stream::{select_in_stream, Kept};
+use offload_image::stream::{self, select_in_bundle, Kept, Plan};
 use offload_image::{
     choose, identify, Device, Error, ErrorKind, Format, Image, Limits, OpenUnit, ReadOptions, Unit,
 };
@@ -552,6 +552,79 @@ struct Streamed {
     kept: Vec<(usize, Vec<u8>)>,
 }
 
+/// The sink of a streaming selection ([`State::stream`]): the image each device holds
+/// now, and the bytes of those the reader does not hold yet.
+struct Keeper {
+    /// Per device: the entry it holds now.
+    map: Vec<Option<usize>>,
+    keeping: Vec<Keeping>,
+    /// The entries whose bytes the reader holds already.
+    have: Vec<usize>,
+}
+
+impl Keeper {
+    fn new(devices: usize, have: Vec<usize>) -> Self {
+        Keeper {
+            map: vec![None; devices],
+            keeping: Vec::new(),
+            have,
+        }
+    }
+
+    /// Takes what the stream hands over.
+    fn take(&mut self, k: Kept<'_>) -> Result<(), Fail> {
+        match k {
+            Kept::Start {
+                device,
+                index,
+                size,
+            } => {
+                if let Some(m) = self.map.get_mut(device) {
+                    *m = Some(index);
+                }
+                if !self.keeping.iter().any(|k| k.index == index) {
+                    let fill = !self.have.contains(&index);
+                    let mut bytes = Vec::new();
+                    if fill {
+                        let n = usize::try_from(size).map_err(|_| oom())?;
+                        bytes.try_reserve_exact(n).map_err(|_| oom())?;
+                    }
+                    self.keeping.push(Keeping {
+                        index,
+                        owner: device,
+                        fill,
+                        bytes,
+                    });
+                }
+                // Images no device holds any more are dropped at once.
+                let map = &self.map;
+                self.keeping.retain(|k| map.contains(&Some(k.index)));
+            }
+            Kept::Bytes { device, bytes } => {
+                let current = self.map.get(device).copied().flatten();
+                if let Some(k) = self
+                    .keeping
+                    .iter_mut()
+                    .find(|k| Some(k.index) == current && k.owner == device && k.fill)
+                {
+                    k.bytes.try_reserve(bytes.len()).map_err(|_| oom())?;
+                    k.bytes.extend_from_slice(bytes);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes kept: (entry index, bytes) of every image the reader did not hold.
+    fn into_kept(self) -> Vec<(usize, Vec<u8>)> {
+        self.keeping
+            .into_iter()
+            .filter(|k| k.fill)
+            .map(|k| (k.index, k.bytes))
+            .collect()
+    }
+}
+
 impl State {
     /// Opens unit `u` whole (decompressing a compressed bundle once) and fills its slots.
     fn open_unit(&mut self, u: usize) -> Result<(), Fail> {
@@ -701,11 +774,13 @@ impl State {
             .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"image bytes missing"))
     }
 
-    /// One pass over compressed unit `u`: the choice for every device, chosen images kept.
-    /// `None` if the content cannot be streamed (text bundle, overlapping payloads).
+    /// One pass over compressed bundle `c` of unit `u`: the choice for every device,
+    /// chosen images kept. `None` if the content cannot be streamed (text bundle,
+    /// overlapping payloads).
     fn stream(
         &mut self,
         u: usize,
+        c: CompressedBundle<'static>,
         devices: &[Device],
         options: &SelectOptions,
     ) -> Result<Option<Streamed>, Fail> {
@@ -713,10 +788,6 @@ impl State {
             .units
             .get(u)
             .ok_or_else(|| invalid(c"no unit with that index"))?;
-        let Some(c) = slot.unit.compressed() else {
-            return Ok(None);
-        };
-        let c = *c;
         let at = slot.unit.location.offset;
         let have: Vec<usize> = slot.images.as_ref().map_or_else(Vec::new, |v| {
             v.iter()
@@ -725,53 +796,22 @@ impl State {
                 .map(|(i, _)| i)
                 .collect()
         });
-        // Limits first: the decoders allocate as soon as they are made.
-        c.check_size(&self.read).map_err(|e| e.rebase(at))?;
+        let mut keeper = Keeper::new(devices.len(), have);
         let before = produced();
-        let reader = c.reader(&self.read).map_err(|e| e.rebase(at))?;
-        self.stats.passes = self.stats.passes.saturating_add(1);
-        let mut map: Vec<Option<usize>> = vec![None; devices.len()];
-        let mut keeping: Vec<Keeping> = Vec::new();
-        let found = select_in_stream(reader, devices, options, &self.read.limits, true, |k| {
-            match k {
-                Kept::Start {
-                    device,
-                    index,
-                    size,
-                } => {
-                    if let Some(m) = map.get_mut(device) {
-                        *m = Some(index);
-                    }
-                    if !keeping.iter().any(|k| k.index == index) {
-                        let fill = !have.contains(&index);
-                        let mut bytes = Vec::new();
-                        if fill {
-                            let n = usize::try_from(size).map_err(|_| oom())?;
-                            bytes.try_reserve_exact(n).map_err(|_| oom())?;
-                        }
-                        keeping.push(Keeping {
-                            index,
-                            owner: device,
-                            fill,
-                            bytes,
-                        });
-                    }
-                    // Images no device holds any more are dropped at once.
-                    keeping.retain(|k| map.contains(&Some(k.index)));
-                }
-                Kept::Bytes { device, bytes } => {
-                    let current = map.get(device).copied().flatten();
-                    if let Some(k) = keeping
-                        .iter_mut()
-                        .find(|k| Some(k.index) == current && k.owner == device && k.fill)
-                    {
-                        k.bytes.try_reserve(bytes.len()).map_err(|_| oom())?;
-                        k.bytes.extend_from_slice(bytes);
-                    }
-                }
-            }
-            Ok::<(), Fail>(())
-        });
+        let (read, stats) = (&self.read, &mut self.stats);
+        let found = select_in_bundle(
+            &c,
+            read,
+            || {
+                let reader = c.reader(read)?;
+                stats.passes = stats.passes.saturating_add(1);
+                Ok::<_, Fail>(reader)
+            },
+            devices,
+            options,
+            true,
+            |k| keeper.take(k),
+        );
         self.stats.decoded = self
             .stats
             .decoded
@@ -791,12 +831,38 @@ impl State {
         Ok(Some(Streamed {
             ids: found.table.entries().map(|e| e.id.to_string()).collect(),
             chosen: found.chosen.iter().map(|k| k.map(|k| k.index)).collect(),
-            kept: keeping
-                .into_iter()
-                .filter(|k| k.fill)
-                .map(|k| (k.index, k.bytes))
-                .collect(),
+            kept: keeper.into_kept(),
         }))
+    }
+
+    /// Takes what one pass over compressed unit `u` found ([`State::stream`]): the entry
+    /// IDs of its table and the chosen images' bytes into its slots.
+    fn keep_streamed(&mut self, u: usize, s: Streamed) -> Result<Vec<Option<usize>>, Fail> {
+        let slot = self
+            .units
+            .get_mut(u)
+            .ok_or_else(|| invalid(c"no unit with that index"))?;
+        let slots = slot.images.get_or_insert_with(Vec::new);
+        if slots.len() < s.ids.len() {
+            slots.resize_with(s.ids.len(), ImageSlot::default);
+        }
+        for (s, id) in slots.iter_mut().zip(&s.ids) {
+            if s.table_id.is_none() {
+                s.table_id = Some(id.clone());
+            }
+        }
+        for (index, bytes) in s.kept {
+            if let Some(s) = slots.get_mut(index) {
+                if s.bytes.is_none() {
+                    let kept = s.kept.insert(bytes);
+                    self.stats.held = self.stats.held.saturating_add(kept.len() as u64);
+                    // SAFETY: the buffer is owned by this slot, never replaced or
+                    // resized, and freed only when the reader is dropped.
+                    s.bytes = Some(unsafe { extend(kept) });
+                }
+            }
+        }
+        Ok(s.chosen)
     }
 
     /// The choice for every device in unit `u` (indices within the unit).
@@ -809,37 +875,17 @@ impl State {
         if self.units.get(u).is_some_and(|s| s.damage.is_some()) {
             return Ok(vec![None; devices.len()]);
         }
-        let streamable = self
+        // The library's rule: a compressed bundle not yet open is streamed.
+        let plan = self
             .units
             .get(u)
-            .is_some_and(|s| s.open.is_none() && s.unit.compressed().is_some());
-        if streamable {
-            if let Some(s) = self.stream(u, devices, options)? {
-                let slot = self
-                    .units
-                    .get_mut(u)
-                    .ok_or_else(|| invalid(c"no unit with that index"))?;
-                let slots = slot.images.get_or_insert_with(Vec::new);
-                if slots.len() < s.ids.len() {
-                    slots.resize_with(s.ids.len(), ImageSlot::default);
-                }
-                for (s, id) in slots.iter_mut().zip(&s.ids) {
-                    if s.table_id.is_none() {
-                        s.table_id = Some(id.clone());
-                    }
-                }
-                for (index, bytes) in s.kept {
-                    if let Some(s) = slots.get_mut(index) {
-                        if s.bytes.is_none() {
-                            let kept = s.kept.insert(bytes);
-                            self.stats.held = self.stats.held.saturating_add(kept.len() as u64);
-                            // SAFETY: the buffer is owned by this slot, never replaced or
-                            // resized, and freed only when the reader is dropped.
-                            s.bytes = Some(unsafe { extend(kept) });
-                        }
-                    }
-                }
-                return Ok(s.chosen);
+            .map(|s| match stream::plan(&s.unit, s.open.is_some()) {
+                Plan::Stream(c) => Some(*c),
+                Plan::Open => None,
+            });
+        if let Some(Some(c)) = plan {
+            if let Some(s) = self.stream(u, c, devices, options)? {
+                return self.keep_streamed(u, s);
             }
         }
         self.open_unit(u)?;
@@ -1535,64 +1581,94 @@ pub unsafe extern "C" fn oi_reader_select(
                     c"n_targets is over 65536 (offset: n_targets)",
                 ));
             }
-            let mut devices = Vec::new();
-            devices
-                .try_reserve_exact(n_targets)
-                .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, 0, c"out of memory"))?;
-            for t in 0..n_targets {
-                let p = *targets.add(t);
-                if p.is_null() {
-                    return Err(fail(OI_ERR_INVALID_ARGUMENT, t as u64, c"target is null"));
-                }
-                let parsed = CStr::from_ptr(p)
-                    .to_str()
-                    .map_err(|_| fail(OI_ERR_INVALID_ID, t as u64, c"target is not UTF-8"))
-                    .and_then(|s| {
-                        Device::parse(s).map_err(|e| {
-                            let mut f = Fail::from(e);
-                            f.offset = t as u64;
-                            f
-                        })
-                    })?;
-                devices.push(parsed);
-            }
+            let devices = parse_targets(targets, n_targets)?;
             let select = select_options(options.as_ref())?;
             if n_targets == 0 {
                 return Ok(OI_OK);
             }
-            r.with(|s| {
-                let need = s.units.len().checked_mul(n_targets).ok_or_else(|| {
-                    fail(
-                        OI_ERR_BUFFER_TOO_SMALL,
-                        u64::MAX,
-                        c"results must hold unit_count * n_targets records (offset: that number)",
-                    )
-                })?;
-                if capacity < need || (results.is_null() && need > 0) {
-                    return Err(fail(
-                        OI_ERR_BUFFER_TOO_SMALL,
-                        need as u64,
-                        c"results must hold unit_count * n_targets records (offset: that number)",
-                    ));
-                }
-                let mut base = 0usize;
-                let mut missing = false;
-                for u in 0..s.units.len() {
-                    let chosen = s.select_unit(u, &devices, &select)?;
-                    for (t, c) in chosen.iter().enumerate() {
-                        missing |= c.is_none();
-                        let sel = OiSelection {
-                            image: c.map_or(OI_NO_IMAGE, |c| base.saturating_add(c)),
-                            found: u32::from(c.is_some()),
-                            reserved: 0,
-                        };
-                        results.add(u * n_targets + t).write(sel);
-                    }
-                    base = base.saturating_add(s.count(u)?);
-                }
-                Ok(if missing { OI_NO_MATCH } else { OI_OK })
-            })
+            r.with(|s| s.select_all(&devices, &select, results, capacity))
         })
+    }
+}
+
+/// The devices of `targets[0..n)` for [`oi_reader_select`]: a bad one is
+/// `OI_ERR_INVALID_ID` (or `OI_ERR_INVALID_ARGUMENT` when null) with its position as the
+/// offset.
+///
+/// # Safety
+/// `targets` must be valid for `n` reads of pointers that are null or NUL-terminated.
+unsafe fn parse_targets(targets: *const *const c_char, n: usize) -> Result<Vec<Device>, Fail> {
+    let mut devices = Vec::new();
+    devices
+        .try_reserve_exact(n)
+        .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, 0, c"out of memory"))?;
+    for t in 0..n {
+        // SAFETY: guaranteed by the caller.
+        let p = unsafe { *targets.add(t) };
+        if p.is_null() {
+            return Err(fail(OI_ERR_INVALID_ARGUMENT, t as u64, c"target is null"));
+        }
+        // SAFETY: non-null and NUL-terminated, guaranteed by the caller.
+        let parsed = unsafe { CStr::from_ptr(p) }
+            .to_str()
+            .map_err(|_| fail(OI_ERR_INVALID_ID, t as u64, c"target is not UTF-8"))
+            .and_then(|s| {
+                Device::parse(s).map_err(|e| {
+                    let mut f = Fail::from(e);
+                    f.offset = t as u64;
+                    f
+                })
+            })?;
+        devices.push(parsed);
+    }
+    Ok(devices)
+}
+
+impl State {
+    /// [`oi_reader_select`] once its arguments are read: the choice for every unit and
+    /// device, written to `results[unit * devices.len() + t]`.
+    ///
+    /// # Safety
+    /// `results` must be null or valid for `capacity` writes.
+    unsafe fn select_all(
+        &mut self,
+        devices: &[Device],
+        select: &SelectOptions,
+        results: *mut OiSelection,
+        capacity: usize,
+    ) -> Result<i32, Fail> {
+        let n_targets = devices.len();
+        let need = self.units.len().checked_mul(n_targets).ok_or_else(|| {
+            fail(
+                OI_ERR_BUFFER_TOO_SMALL,
+                u64::MAX,
+                c"results must hold unit_count * n_targets records (offset: that number)",
+            )
+        })?;
+        if capacity < need || (results.is_null() && need > 0) {
+            return Err(fail(
+                OI_ERR_BUFFER_TOO_SMALL,
+                need as u64,
+                c"results must hold unit_count * n_targets records (offset: that number)",
+            ));
+        }
+        let mut base = 0usize;
+        let mut missing = false;
+        for u in 0..self.units.len() {
+            let chosen = self.select_unit(u, devices, select)?;
+            for (t, c) in chosen.iter().enumerate() {
+                missing |= c.is_none();
+                let sel = OiSelection {
+                    image: c.map_or(OI_NO_IMAGE, |c| base.saturating_add(c)),
+                    found: u32::from(c.is_some()),
+                    reserved: 0,
+                };
+                // SAFETY: within `capacity`, checked above.
+                unsafe { results.add(u * n_targets + t).write(sel) };
+            }
+            base = base.saturating_add(self.count(u)?);
+        }
+        Ok(if missing { OI_NO_MATCH } else { OI_OK })
     }
 }
 

@@ -24,8 +24,12 @@ mod decode;
 mod gpus;
 mod input;
 mod kpack;
+mod listing;
 mod output;
 mod python;
+mod registration;
+mod selection;
+mod stream;
 mod table;
 mod wheel;
 

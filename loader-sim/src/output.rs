@@ -249,6 +249,24 @@ impl Write for Guarded<'_> {
     }
 }
 
+/// How `image` of `unit` is compressed, as `list` names it (`zlib`, `zstd`, `lz4`): a
+/// `.kpack` archive's per-kernel zstd frames, a fatbinary entry's codec (its flags), or the
+/// compressed bundle's method; `None` when stored plain.
+pub fn compression_name(unit: &offload_image::Unit<'_>, image: &Image<'_>) -> Option<&'static str> {
+    use offload_image::container::UnitContent;
+    match &unit.content {
+        UnitContent::Kpack(k) => {
+            (k.compression() == offload_image::kpack::Compression::ZstdPerKernel).then_some("zstd")
+        }
+        // Per entry: the codec its flags name.
+        UnitContent::NvFatbin(_) => {
+            offload_image::nvfatbin::Codec::from_flags(u64::from(image.flags))
+                .map(offload_image::nvfatbin::Codec::name)
+        }
+        _ => unit.compressed().map(|c| c.method().name()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

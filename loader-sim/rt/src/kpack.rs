@@ -221,6 +221,126 @@ impl<'s> Archives<'s> {
     }
 }
 
+impl Archives<'_> {
+    /// The code object the loader takes for the TOC key `key` and the ISA names `arches`
+    /// from the archives at `paths` (in the loader's order, loaded already), as the
+    /// library's model of the loader finds it ([`find_entry`]); else its error code, with
+    /// what was expected and what was found.
+    fn find(
+        &self,
+        paths: &[String],
+        arches: &[&str],
+        key: &str,
+        options: &ReadOptions,
+    ) -> Result<Picked, Refusal> {
+        let loaded: Vec<Option<&Loaded>> = paths
+            .iter()
+            .map(|p| self.files.get(p).and_then(|l| l.as_ref().ok()))
+            .collect();
+        let parsed: Vec<Option<KpackArchive<'_>>> = loaded
+            .iter()
+            .map(|l| l.and_then(|l| l.parse(&options.limits)))
+            .collect();
+        let found = match find_entry(&parsed, arches, key) {
+            Err(e) => return Err(refusal(LoaderError::InvalidArgument, e.to_string())),
+            Ok(Err(error)) => return Err(self.miss(error, paths, &parsed, arches, key)),
+            Ok(Ok(found)) => found,
+        };
+        let path = paths.get(found.archive).cloned().unwrap_or_default();
+        let archive = parsed.get(found.archive).and_then(Option::as_ref);
+        let file = loaded.get(found.archive).copied().flatten();
+        let code = archive.zip(file).map(|(a, l)| match l {
+            Loaded::Toc(f) => f.code_object(a, found.entry, options),
+        });
+        match code {
+            Some(Ok(code)) => Ok(Picked {
+                archive: path,
+                target: found.target.clone(),
+                code,
+            }),
+            Some(Err((code, e))) => Err(refusal(code, format!("{path}: {e}"))),
+            None => Err(refusal(LoaderError::IoError, String::new())),
+        }
+    }
+
+    /// The loader's `error` when it finds no entry, with the details: the archive expected
+    /// (and why those there did not open), the architectures the archives have, or the
+    /// key missing; and for 13 and 14 the device package that carries the archive.
+    fn miss(
+        &self,
+        error: LoaderError,
+        paths: &[String],
+        parsed: &[Option<KpackArchive<'_>>],
+        arches: &[&str],
+        key: &str,
+    ) -> Refusal {
+        let detail = match error {
+            LoaderError::ArchiveNotFound => {
+                let mut d = format!(
+                    "expected {}",
+                    paths
+                        .first()
+                        .map(String::as_str)
+                        .unwrap_or("an archive (the ref record names no path)")
+                );
+                // Archives that are there but did not open: why.
+                for p in paths {
+                    if let Some(why) = self.why_not(p) {
+                        d.push_str(&format!("; {p} does not open: {why}"));
+                    }
+                }
+                d
+            }
+            LoaderError::ArchNotFound => {
+                let mut found: Vec<String> = paths
+                    .iter()
+                    .zip(parsed)
+                    .filter_map(|(p, a)| {
+                        let a = a.as_ref()?;
+                        Some(format!("{p} has gfx_arches {}", a.gfx_arches().join(", ")))
+                    })
+                    .collect();
+                found.dedup();
+                found.join("; ")
+            }
+            LoaderError::KernelNotFound => format!("no TOC entry {key}"),
+            _ => String::new(),
+        };
+        let package = matches!(
+            error,
+            LoaderError::ArchiveNotFound | LoaderError::ArchNotFound
+        )
+        .then(|| arches.first().map(|a| device_package(a)))
+        .flatten();
+        Refusal {
+            error,
+            detail,
+            package,
+        }
+    }
+}
+
+/// A refusal without a device package.
+fn refusal(error: LoaderError, detail: String) -> Refusal {
+    Refusal {
+        error,
+        detail,
+        package: None,
+    }
+}
+
+impl Resolution {
+    /// Wrapper `wrapper` (TOC key `key`) refused for `why`, nothing tried.
+    fn refused(wrapper: usize, key: Option<String>, why: Refusal) -> Self {
+        Resolution {
+            wrapper,
+            key,
+            tried: Vec::new(),
+            outcome: Err(why),
+        }
+    }
+}
+
 /// What the loader gives one wrapper for one device.
 pub struct Resolution {
     /// The wrapper's index among the library's `HIPK` wrappers.
@@ -440,7 +560,8 @@ impl<'d> Library<'d> {
     }
 
     /// What the loader gives wrapper `i` ([`Library::wrapper_at`]) for the ISA names
-    /// `arches`.
+    /// `arches`: the candidate archive paths ([`candidate_paths`]), each opened once
+    /// ([`Archives`]), and the entry the loader takes from them ([`Archives::find`]).
     pub fn resolve_wrapper(
         &self,
         i: usize,
@@ -450,43 +571,24 @@ impl<'d> Library<'d> {
         options: &ReadOptions,
     ) -> Resolution {
         let loader = env.loader();
-        let Some(w) = self.wrappers.get(i) else {
-            return Resolution {
-                wrapper: i,
-                key: None,
-                tried: Vec::new(),
-                outcome: Err(Refusal {
-                    error: LoaderError::InvalidArgument,
-                    detail: "no such wrapper".into(),
-                    package: None,
-                }),
-            };
-        };
-        let w = match w {
-            Ok(w) => w,
-            Err((code, e)) => {
-                return Resolution {
-                    wrapper: i,
-                    key: None,
-                    tried: Vec::new(),
-                    outcome: Err(Refusal {
-                        error: *code,
-                        detail: e.to_string(),
-                        package: None,
-                    }),
-                }
+        let w = match self.wrappers.get(i) {
+            None => {
+                return Resolution::refused(
+                    i,
+                    None,
+                    refusal(LoaderError::InvalidArgument, "no such wrapper".into()),
+                )
             }
+            Some(Err((code, e))) => {
+                return Resolution::refused(i, None, refusal(*code, e.to_string()))
+            }
+            Some(Ok(w)) => w,
         };
-        let mut r = Resolution {
-            wrapper: i,
-            key: Some(w.lookup_key.clone()),
-            tried: Vec::new(),
-            outcome: Err(Refusal {
-                error: LoaderError::NotImplemented,
-                detail: "ROCM_KPACK_DISABLE is set".into(),
-                package: None,
-            }),
-        };
+        let disabled = refusal(
+            LoaderError::NotImplemented,
+            "ROCM_KPACK_DISABLE is set".into(),
+        );
+        let mut r = Resolution::refused(i, Some(w.lookup_key.clone()), disabled);
         if loader.disabled() {
             return r;
         }
@@ -494,112 +596,16 @@ impl<'d> Library<'d> {
             match candidate_paths(&self.dir, &w.reference.search_paths, arches, &loader) {
                 Ok(c) => c,
                 Err(e) => {
-                    r.outcome = Err(Refusal {
-                        error: LoaderError::InvalidArgument,
-                        detail: e.to_string(),
-                        package: None,
-                    });
+                    r.outcome = Err(refusal(LoaderError::InvalidArgument, e.to_string()));
                     return r;
                 }
             };
-        for c in &candidates {
-            let opened = archives.load(&c.path, options);
-            r.tried.push((c.path.clone(), opened));
+        let paths: Vec<String> = candidates.into_iter().map(|c| c.path).collect();
+        for path in &paths {
+            let opened = archives.load(path, options);
+            r.tried.push((path.clone(), opened));
         }
-        let parsed: Vec<Option<KpackArchive<'_>>> = candidates
-            .iter()
-            .map(|c| {
-                archives
-                    .files
-                    .get(&c.path)
-                    .and_then(|l| l.as_ref().ok())
-                    .and_then(|l| l.parse(&options.limits))
-            })
-            .collect();
-        let package = arches.first().map(|a| device_package(a));
-        r.outcome = match find_entry(&parsed, arches, &w.lookup_key) {
-            Err(e) => Err(Refusal {
-                error: LoaderError::InvalidArgument,
-                detail: e.to_string(),
-                package: None,
-            }),
-            Ok(Ok(found)) => {
-                let archive = parsed[found.archive].as_ref();
-                let loaded = archives
-                    .files
-                    .get(&candidates[found.archive].path)
-                    .and_then(|l| l.as_ref().ok());
-                let code = archive.zip(loaded).map(|(a, l)| match l {
-                    Loaded::Toc(f) => f.code_object(a, found.entry, options),
-                });
-                match code {
-                    Some(Ok(code)) => Ok(Picked {
-                        archive: candidates[found.archive].path.clone(),
-                        target: found.target.clone(),
-                        code,
-                    }),
-                    Some(Err((code, e))) => Err(Refusal {
-                        error: code,
-                        detail: format!("{}: {e}", candidates[found.archive].path),
-                        package: None,
-                    }),
-                    None => Err(Refusal {
-                        error: LoaderError::IoError,
-                        detail: String::new(),
-                        package: None,
-                    }),
-                }
-            }
-            Ok(Err(error)) => {
-                let detail = match error {
-                    LoaderError::ArchiveNotFound => {
-                        let mut d = format!(
-                            "expected {}",
-                            candidates
-                                .first()
-                                .map(|c| c.path.as_str())
-                                .unwrap_or("an archive (the ref record names no path)")
-                        );
-                        // Archives that are there but did not open: why.
-                        for c in &candidates {
-                            if let Some(why) = archives.why_not(&c.path) {
-                                d.push_str(&format!("; {} does not open: {why}", c.path));
-                            }
-                        }
-                        d
-                    }
-                    LoaderError::ArchNotFound => {
-                        let mut found: Vec<String> = Vec::new();
-                        for (c, a) in candidates.iter().zip(&parsed) {
-                            if let Some(a) = a {
-                                found.push(format!(
-                                    "{} has gfx_arches {}",
-                                    c.path,
-                                    a.gfx_arches().join(", ")
-                                ));
-                            }
-                        }
-                        found.dedup();
-                        found.join("; ")
-                    }
-                    LoaderError::KernelNotFound => {
-                        format!("no TOC entry {}", w.lookup_key)
-                    }
-                    _ => String::new(),
-                };
-                let package = matches!(
-                    error,
-                    LoaderError::ArchiveNotFound | LoaderError::ArchNotFound
-                )
-                .then_some(package)
-                .flatten();
-                Err(Refusal {
-                    error,
-                    detail,
-                    package,
-                })
-            }
-        };
+        r.outcome = archives.find(&paths, arches, &w.lookup_key, options);
         r
     }
 

@@ -2,9 +2,10 @@
 //! `loader-sim register --load LIB --device T... [--json]`.
 //!
 //! Static mode reads FILE (a host executable, shared library or object) as the program
-//! would be in memory ([`HostFile`]) and makes the registration calls its constructors
-//! would make: `__hipRegisterFatBinary` for every `.hipFatBinSegment` wrapper (in section
-//! order), then `__tgt_register_lib` for every descriptor (in address order).
+//! would be in memory and makes the registration calls its constructors would make:
+//! `__hipRegisterFatBinary` for every `.hipFatBinSegment` wrapper (in section order), then
+//! `__tgt_register_lib` for every descriptor (in address order)
+//! ([`crate::registration::statically`]).
 //!
 //! `--load` runs a child process (`loader-sim __load LIB`) in which the runtime shim
 //! `libloader_sim_rt.so` is found under the names of the runtimes (`libamdhip64.so.5`/`.6`/`.7`, ...; symlinks in a
@@ -12,21 +13,15 @@
 //! that LIB's own constructors register their device code, and prints what the shim
 //! reported at unregistration / exit.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use loader_sim_rt::report::{unit_records, Record, RecordOptions};
-use offload_image::host::{FileKind, HostFile};
-use offload_image::registration::{
-    descriptors, EntryTable, FatbinWrapperView, RegistrationKind, Registry, RegistryOptions,
-    SimulatedDevice, UnitId,
-};
-use offload_image::Policy;
-use offload_image::ReadOptions;
+use loader_sim_rt::report::Record;
+use offload_image::registration::SimulatedDevice;
+use offload_image::{Policy, ReadOptions};
 
-use crate::input::Input;
 use crate::output::{json_line, table};
+use crate::registration::{note, statically};
 use crate::{Failure, Outcome};
 
 /// Arguments of `register`.
@@ -107,7 +102,10 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> Result<Outcome, Failure
         .collect::<Result<Vec<_>, _>>()?;
     let records = match (&args.load, &args.file) {
         (Some(lib), _) => load(args, lib)?,
-        (None, Some(file)) => statically(args, file, devices)?,
+        (None, Some(file)) => {
+            let (read, policy) = (read_options(args), args.policy.policy());
+            statically(file, devices, read, policy, args.explain)?
+        }
         (None, None) => return Err(Failure::msg("give FILE or --load LIB".into())),
     };
     print(args, &records, out)?;
@@ -120,214 +118,6 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> Result<Outcome, Failure
 
 fn read_options(args: &Args) -> ReadOptions {
     crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash)
-}
-
-/// `<section>+<offset>` for an address of `elf`.
-fn place(elf: &HostFile<'_>, addr: u64) -> String {
-    match elf.section_at(addr) {
-        Some((s, off)) => format!("{}+{off:#x}", String::from_utf8_lossy(s.name)),
-        None => format!("{addr:#x}"),
-    }
-}
-
-fn note(file: &Path, what: impl std::fmt::Display) {
-    crate::output::stderr_line(format_args!("loader-sim: note: {}: {what}", file.display()));
-}
-
-fn statically(
-    args: &Args,
-    file: &Path,
-    devices: Vec<SimulatedDevice>,
-) -> Result<Vec<Record>, Failure> {
-    let input = Input::open(file)?;
-    let elf = HostFile::parse(input.bytes()).map_err(|e| {
-        Failure::file(
-            file,
-            format!("{e} (register reads host ELF executables, shared libraries and objects)"),
-        )
-        .at(&e)
-    })?;
-    let read = read_options(args);
-    let targets: Vec<(String, Option<String>)> = devices
-        .iter()
-        .map(|d| (d.name().to_string(), crate::kpack::isa_name(d.device())))
-        .collect();
-    let mut registry = Registry::new(
-        devices,
-        RegistryOptions {
-            read,
-            policy: args.policy.policy(),
-            ..RegistryOptions::default()
-        },
-    );
-    // A split library's `HIPK` wrappers: the runtime hands each to rocm-kpack's loader,
-    // which finds the code object in the archives installed beside the library.
-    let split = crate::kpack::Library::open(file, input.bytes());
-    let env = crate::kpack::Env::from_process();
-    let mut archives = crate::kpack::Archives::default();
-    let relocatable = elf.kind() == FileKind::Relocatable;
-    let mut split_units = 0usize;
-    // (unit, label, address, entries come from the device image)
-    let mut units: Vec<(UnitId, String, u64, bool)> = Vec::new();
-    let mut seen: BTreeSet<UnitId> = BTreeSet::new();
-    let mut records = Vec::new();
-    let hip_tables: Vec<_> = elf
-        .entry_sections()
-        .into_iter()
-        .filter(|t| t.name == b"hip_offloading_entries" || t.name == b"llvm_offload_entries")
-        .collect();
-    for slot in elf.fat_binary_wrappers() {
-        let at = place(&elf, slot.address);
-        if let Some((lib, i)) = split
-            .as_ref()
-            .and_then(|l| Some((l, l.wrapper_at(slot.address)?)))
-        {
-            let address = lib.ref_address(i).unwrap_or(slot.address);
-            let unit = format!("{} (kpack)", place(&elf, address));
-            for (name, isa) in &targets {
-                let arches: Vec<&str> = isa.as_deref().into_iter().collect();
-                let r = lib.resolve_wrapper(i, &arches, &env, &mut archives, &read);
-                records.push(crate::kpack::record(&r, name, &unit, address, true));
-            }
-            split_units += 1;
-            continue;
-        }
-        if let Ok(w) = FatbinWrapperView::read(&elf, slot.address) {
-            if w.is_link_input(elf.section_at(w.binary).map(|(s, _)| s.role())) {
-                note(
-                    file,
-                    format!(
-                        "fat-binary wrapper at {at} points at relocatable device code ({}): its constructor hands it to __cudaRegisterLinkedBinary, which keeps it for the device link; the runtime registers the linked fat binary instead",
-                        place(&elf, w.binary)
-                    ),
-                );
-                continue;
-            }
-        }
-        let id = match registry.register_fat_binary(&elf, slot.address) {
-            Ok(id) => id,
-            Err(e) => {
-                if let Some(sym) = elf.undefined_target(slot.address + 8) {
-                    note(
-                        file,
-                        format!(
-                            "fat-binary wrapper at {at} points at {}, which this file does not define (the device link provides it); not registered",
-                            String::from_utf8_lossy(sym)
-                        ),
-                    );
-                    continue;
-                }
-                return Err(Failure::file(file, format!("wrapper at {at}: {e}")).at(&e));
-            }
-        };
-        let Some(reg) = registry.get(id) else {
-            continue;
-        };
-        let binary = reg.binary();
-        // The new driver's wrapper registers the entry table; clang codegen's wrapper
-        // registers each kernel from code, which a static reader cannot run.
-        let new_driver = slot.is_new_driver() || (slot.symbol.is_none() && !hip_tables.is_empty());
-        let first = seen.insert(id);
-        if new_driver && !relocatable && first {
-            for t in &hip_tables {
-                let table = EntryTable::read(&elf, t.begin, t.end, read.limits.max_entries)
-                    .and_then(|table| registry.add_entries(id, &elf, &table, t.legacy_kind));
-                if let Err(e) = table {
-                    return Err(Failure::file(
-                        file,
-                        format!("entry table {}: {e}", String::from_utf8_lossy(t.name)),
-                    )
-                    .at(&e));
-                }
-            }
-        }
-        if first {
-            units.push((id, place(&elf, binary), binary, !new_driver));
-            report(&mut registry, &mut records, units.last(), args.explain);
-        }
-    }
-    for desc in descriptors(&elf, &read) {
-        let id = registry.register_lib(&elf, desc).map_err(|e| {
-            Failure::file(
-                file,
-                format!("__tgt_bin_desc at {}: {e}", place(&elf, desc)),
-            )
-            .at(&e)
-        })?;
-        if seen.insert(id) {
-            units.push((
-                id,
-                format!("__tgt_bin_desc {}", place(&elf, desc)),
-                desc,
-                false,
-            ));
-            report(&mut registry, &mut records, units.last(), args.explain);
-        }
-    }
-    let has_descriptor = units.iter().any(|u| {
-        registry
-            .get(u.0)
-            .is_some_and(|r| r.kind() == RegistrationKind::OpenMp)
-    });
-    for s in elf.offloading_sections() {
-        if relocatable {
-            // SHF_EXCLUDE: a translation unit's device code for the device link; loaded
-            // (SHF_ALLOC): the images of a registration wrapper (`loader-sim wrap`,
-            // `clang-linker-wrapper`), whose descriptor points at entry-table bounds only
-            // the final link defines.
-            const SHF_EXCLUDE: u64 = 0x8000_0000;
-            let what = if s.flags & SHF_EXCLUDE != 0 {
-                "holds link-time device code"
-            } else {
-                "holds the device images of a registration wrapper"
-            };
-            note(
-                file,
-                format!(
-                    "section {} {what}; it is registered only once linked",
-                    String::from_utf8_lossy(s.name)
-                ),
-            );
-        } else if !has_descriptor {
-            note(
-                file,
-                format!(
-                    "section {} is not referenced by any __tgt_bin_desc found",
-                    String::from_utf8_lossy(s.name)
-                ),
-            );
-        }
-    }
-    if units.is_empty() && split_units == 0 {
-        note(file, "no registration units found");
-    }
-    Ok(records)
-}
-
-/// Appends the records of a unit that is complete (registered, entries bound) and drops its
-/// images: only one unit's decompressed content is alive at a time.
-fn report(
-    registry: &mut Registry<'_>,
-    records: &mut Vec<Record>,
-    unit: Option<&(UnitId, String, u64, bool)>,
-    explain: bool,
-) {
-    let Some((id, label, address, device_entries)) = unit else {
-        return;
-    };
-    if let Some(reg) = registry.get(*id) {
-        records.extend(unit_records(
-            registry,
-            reg,
-            label,
-            *address,
-            RecordOptions {
-                device_entries: *device_entries,
-                explain,
-            },
-        ));
-    }
-    registry.release(*id);
 }
 
 /// The runtime shim: `--shim`, else next to this program or in its `deps/` directory
