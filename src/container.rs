@@ -743,20 +743,14 @@ impl<'data> Resume<'_, 'data> {
 
 /// The length a container's header still describes when the container does not read, as
 /// each format's reader answers it: a `CCOB`'s total size (versions 2 and 3,
-/// [`ccob::described_len`]), an OffloadBinary's size, a fatbinary's header plus payload
+/// [`ccob::described_len`]), an OffloadBinary's size ([`offload_binary::described_len`]), a fatbinary's header plus payload
 /// size ([`nvfatbin::described_len`]), a bundle's furthest entry end
 /// ([`bundle::described_len`]). `None` when the header says nothing readable.
 fn described_end(blob: &[u8]) -> Option<u64> {
     if ccob::is_compressed_bundle(blob) {
         ccob::described_len(blob)
     } else if offload_binary::is_offload_binary(blob) {
-        // The OffloadBinary reader has no header-only length of its own yet.
-        Some(
-            bytes::read::<crate::raw::OffloadBinaryHeader>(blob, 0, "")
-                .ok()?
-                .size
-                .get(),
-        )
+        offload_binary::described_len(blob)
     } else if nvfatbin::is_fatbin(blob) {
         nvfatbin::described_len(blob)
     } else if bundle::is_bundle(blob) {

@@ -200,9 +200,24 @@ fn c_string(data: &[u8], offset: u64, field_at: u64, max_len: u64) -> Result<&[u
     Ok(tail.get(..nul).unwrap_or(tail))
 }
 
-impl<'data> OffloadBinary<'data> {
-    /// Parses the OffloadBinary at `data[0]`; it must lie inside `data`.
-    pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
+/// What an OffloadBinary's header says, read once and checked against the data it lies in
+/// (magic, version, size); [`OffloadBinary::parse`] checks the rest.
+struct Header {
+    version: u32,
+    /// 32 bytes, 40 for version 3.
+    header_len: u64,
+    /// Version 3's uncompressed size; 0 when the body is stored as it is.
+    inflated_size: u64,
+    size: u64,
+    entries_offset: u64,
+    /// Entries in the table (version 1: one).
+    count: u64,
+}
+
+impl Header {
+    /// Reads the header at `data[0]`: the magic, a known version, and a size that covers the
+    /// header and lies inside `data`.
+    fn read(data: &[u8]) -> Result<Self> {
         let h: &OffloadBinaryHeader = bytes::read(data, 0, "OffloadBinary header truncated")?;
         if &h.magic != OFFLOAD_BINARY_MAGIC {
             return Err(Error::new(
@@ -241,35 +256,40 @@ impl<'data> OffloadBinary<'data> {
                 "OffloadBinary size runs past the end of the data",
             ));
         }
-        let data = bytes::sub(data, 0, size, "OffloadBinary")?;
-        let entries_offset = h.entries_offset.get();
-        let count = if version == 1 {
-            1
-        } else {
-            h.entry_size_or_count.get()
-        };
-        let binary = OffloadBinary {
-            data,
+        Ok(Header {
             version,
-            entries_offset,
-            count,
+            header_len,
             inflated_size,
-        };
-        if inflated_size != 0 {
-            // Compressed (v3): the body is checked when it is inflated.
-            if entries_offset < header_len
-                || entries_offset > size
-                || inflated_size < entries_offset
-            {
-                return Err(Error::new(
-                    ErrorKind::Malformed,
-                    16,
-                    "compressed OffloadBinary has an inconsistent header",
-                ));
-            }
-            return Ok(binary);
+            size,
+            entries_offset: h.entries_offset.get(),
+            count: if version == 1 {
+                1
+            } else {
+                h.entry_size_or_count.get()
+            },
+        })
+    }
+
+    /// A compressed (version 3) binary's header is consistent: its entry table starts after
+    /// the header and inside both the stored and the inflated body.
+    fn check_compressed(&self) -> Result<()> {
+        if self.entries_offset < self.header_len
+            || self.entries_offset > self.size
+            || self.inflated_size < self.entries_offset
+        {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                16,
+                "compressed OffloadBinary has an inconsistent header",
+            ));
         }
-        if count > limits.max_entries {
+        Ok(())
+    }
+
+    /// The entry table: at most `limits.max_entries` entries, lying after the header and
+    /// inside the binary.
+    fn check_table(&self, limits: &Limits) -> Result<()> {
+        if self.count > limits.max_entries {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
                 24,
@@ -277,39 +297,77 @@ impl<'data> OffloadBinary<'data> {
             ));
         }
         let table = bytes::mul(
-            count,
+            self.count,
             OFFLOAD_ENTRY_SIZE,
             24,
             "OffloadBinary entry table size overflows",
         )?;
         let table_end = bytes::add(
-            entries_offset,
+            self.entries_offset,
             table,
             16,
             "OffloadBinary entry table overflows",
         )?;
-        if entries_offset < header_len || table_end > size {
+        if self.entries_offset < self.header_len || table_end > self.size {
             return Err(Error::new(
                 ErrorKind::OutOfBounds,
                 16,
                 "OffloadBinary entry table lies outside the binary",
             ));
         }
-        // Entries may not share string records: the records of all entries must fit in the
-        // binary, which keeps validation linear in its size.
+        Ok(())
+    }
+}
+
+/// The length the OffloadBinary header at `data[0]` declares (its `size` field), whether or
+/// not the rest reads: what a walk skips when the binary is damaged. `None` when there is no
+/// header to read.
+pub fn described_len(data: &[u8]) -> Option<u64> {
+    bytes::read::<OffloadBinaryHeader>(data, 0, "")
+        .ok()
+        .map(|h| h.size.get())
+}
+
+impl<'data> OffloadBinary<'data> {
+    /// Parses the OffloadBinary at `data[0]`; it must lie inside `data`.
+    pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
+        let h = Header::read(data)?;
+        let data = bytes::sub(data, 0, h.size, "OffloadBinary")?;
+        let binary = OffloadBinary {
+            data,
+            version: h.version,
+            entries_offset: h.entries_offset,
+            count: h.count,
+            inflated_size: h.inflated_size,
+        };
+        if h.inflated_size != 0 {
+            // Compressed (v3): the body is checked when it is inflated.
+            h.check_compressed()?;
+            return Ok(binary);
+        }
+        h.check_table(limits)?;
+        binary.check_string_records(limits)?;
+        Ok(binary)
+    }
+
+    /// Checks every entry and that the entries' string records fit in the binary: entries
+    /// may not share string records, which keeps validation linear in its size.
+    fn check_string_records(&self, limits: &Limits) -> Result<()> {
+        let size = u64_of(self.data.len());
         let mut records = 0u64;
-        for i in 0..count {
-            let e = binary.entry_at(i, Some(limits))?;
+        for i in 0..self.count {
+            let e = self.entry_at(i, Some(limits))?;
             records = records.saturating_add(e.strings.len());
             if records.saturating_mul(e.strings.stride()) > size {
                 return Err(Error::new(
                     ErrorKind::Malformed,
-                    entries_offset.saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE)),
+                    self.entries_offset
+                        .saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE)),
                     "string records of the entries overlap (more than the binary can hold)",
                 ));
             }
         }
-        Ok(binary)
+        Ok(())
     }
 
     /// Decodes and checks entry `i`.
