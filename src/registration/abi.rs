@@ -25,7 +25,7 @@ pub const HIPK_FATBIN_MAGIC: u32 = crate::raw::HIPK_MAGIC;
 /// Magic of the CUDA fat-binary wrapper: `0x466243B1` (`__cudaFatMAGIC2`; §5).
 pub const CUDA_FATBIN_MAGIC: u32 = crate::raw::NVFATBIN_WRAPPER_MAGIC;
 /// Magic of an NVIDIA fatbinary container (`__cudaFatMAGIC3`, `0xBA55ED50`; §5).
-pub const NV_FATBIN_MAGIC: u32 = 0xBA55_ED50;
+pub const NV_FATBIN_MAGIC: u32 = u32::from_le_bytes(*crate::raw::NVFATBIN_MAGIC);
 /// The only HIP wrapper version runtimes accept.
 pub const HIP_FATBIN_VERSION: u32 = 1;
 
@@ -263,20 +263,9 @@ pub struct FatbinWrapper {
 /// The name `REGISTRATION.md` §8 gives the HIP wrapper: the same record as [`FatbinWrapper`].
 pub type HipFatbinWrapper = FatbinWrapper;
 
-/// Header of an NVIDIA fatbinary container (16 bytes; §5). The blob is
-/// `header_size + fat_size` bytes long.
-#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
-#[repr(C)]
-pub struct NvFatbinHeader {
-    /// [`NV_FATBIN_MAGIC`].
-    pub magic: U32,
-    /// Container version.
-    pub version: U16,
-    /// Size of this header.
-    pub header_size: U16,
-    /// Size of the parts that follow the header.
-    pub fat_size: U64,
-}
+/// Header of an NVIDIA fatbinary container (16 bytes; §5): the one on-disk record,
+/// [`crate::raw::FatbinHeader`]. The blob is `header_size + size` bytes long.
+pub type NvFatbinHeader = crate::raw::FatbinHeader;
 
 /// `__sycl.tgt_device_image`, struct version 3 (80 bytes; §6).
 #[derive(Clone, Copy, Debug)]
@@ -458,7 +447,7 @@ mod checks {
     layout!(
         NvFatbinHeader,
         16,
-        [magic @ 0, version @ 4, header_size @ 6, fat_size @ 8]
+        [magic @ 0, version @ 4, header_size @ 6, size @ 8]
     );
     layout!(
         SyclDeviceImage,
