@@ -99,6 +99,7 @@ use core::fmt;
 use crate::driver::{CudaDriver, PtxIsa, Refusal};
 use crate::image::{Image, OffloadKind};
 use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use crate::target::clr::{clr_generic_since, ClrSince};
 use crate::target::elf::AmdgpuElfProblem;
 use crate::target::nvptx::{ArchVariant, NvArch};
 use crate::target::{identify, Code, Device, Disagreement, Identity, Target, Triple};
@@ -200,6 +201,12 @@ pub struct SelectOptions {
     /// over, and without a SPIR-V entry it gets nothing. Default: no
     /// ([`hip_force_spirv`] reads the variable as CLR does).
     pub force_spirv: bool,
+    /// ROCm CLR's own lookup rules on top of the compatibility predicate, for units a HIP
+    /// runtime registers: a generic code object only where CLR's generic map takes the
+    /// device's processor to it (`COMPATIBILITY.md` §7.8, [`Rejection::ClrGenericMap`]), and
+    /// bundle entries only under the `amdgcn` spelling CLR matches as text (§1.5,
+    /// [`Rejection::ClrSpelling`]). Default: no (the rules every AMD loader shares).
+    pub clr: bool,
 }
 
 /// Whether ROCm CLR takes `HIP_FORCE_SPIRV_CODEOBJECT` as set, given the variable's value
@@ -250,6 +257,7 @@ impl Default for SelectOptions {
             strict: false,
             cuda: CudaDriver::new(None),
             force_spirv: false,
+            clr: false,
         }
     }
 }
@@ -271,6 +279,7 @@ impl SelectOptions {
             strict: false,
             cuda: CudaDriver::new(None),
             force_spirv: false,
+            clr: false,
         }
     }
 }
@@ -451,6 +460,21 @@ pub enum Rejection<'a> {
         /// The device's processor.
         device: &'static Processor,
     },
+    /// Generic code of the device's family that ROCm CLR's generic map does not take the
+    /// device's processor to (`COMPATIBILITY.md` §7.8; [`SelectOptions::clr`]).
+    ClrGenericMap {
+        /// The generic processor.
+        generic: &'static Processor,
+        /// The device's processor.
+        device: &'static Processor,
+    },
+    /// A bundle entry under an `amdgpu<subarch>` triple, which ROCm CLR does not find: it
+    /// looks entries up as `hipv4-amdgcn-amd-amdhsa--<target id>` text (`COMPATIBILITY.md`
+    /// §1.5; [`SelectOptions::clr`]).
+    ClrSpelling {
+        /// The triple's architecture as stored (`amdgpu9.42`).
+        arch: &'a str,
+    },
     /// Generic code whose family does not include the device.
     NotInFamily {
         /// The generic processor.
@@ -549,6 +573,16 @@ impl fmt::Display for Rejection<'_> {
             Rejection::Processor { image, device } => {
                 write!(f, "{image} code does not run on {device}")
             }
+            Rejection::ClrGenericMap { generic, device } => write!(
+                f,
+                "ROCm CLR does not use {generic} code on {device}: no CLR generic map read \
+                 (ROCm 6.4 on) takes {device} to {generic}"
+            ),
+            Rejection::ClrSpelling { arch } => write!(
+                f,
+                "ROCm CLR does not find an entry under the triple spelling `{arch}`: it looks \
+                 HIP entries up as `hipv4-amdgcn-amd-amdhsa--<target id>`"
+            ),
             Rejection::NotInFamily { generic, device } => {
                 write!(f, "{generic} code does not run on {device}")?;
                 match device.family {
@@ -781,6 +815,12 @@ fn check_amdgpu<'a>(
                 device: p_d,
             });
         };
+        if options.clr && clr_generic_since(p_d, p_i, true) == ClrSince::Never {
+            return Verdict::Rejected(Rejection::ClrGenericMap {
+                generic: p_i,
+                device: p_d,
+            });
+        }
         // Generic bitcode carries no version: nothing to check.
         let have = identity.generic_version.unwrap_or(need);
         if have < need {
@@ -952,6 +992,15 @@ fn container_refusal<'a>(
         if t.os != "amdhsa" {
             return Some(Rejection::NotHsa { triple: *t });
         }
+        if options.clr
+            && t.arch.starts_with("amdgpu")
+            && matches!(
+                identity.format,
+                crate::image::Format::Bundle | crate::image::Format::TextBundle
+            )
+        {
+            return Some(Rejection::ClrSpelling { arch: t.arch });
+        }
     }
     None
 }
@@ -1066,6 +1115,8 @@ impl Rejection<'_> {
             | Rejection::Processor { .. }
             | Rejection::NotInFamily { .. }
             | Rejection::GenericVersion { .. }
+            | Rejection::ClrGenericMap { .. }
+            | Rejection::ClrSpelling { .. }
             | Rejection::Feature { .. }
             | Rejection::Driver(_)
             | Rejection::Nvptx { .. } => 2,
@@ -1121,11 +1172,14 @@ impl Rejection<'_> {
             Rejection::NotInFamily { .. } => 1,
             Rejection::NoTarget | Rejection::InvalidTarget { .. } | Rejection::Elf(_) => 4,
             Rejection::GenericVersion { .. }
+            | Rejection::ClrGenericMap { .. }
             | Rejection::Nvptx {
                 rule: NvRule::CubinMajor,
                 ..
             } => 5,
-            Rejection::Feature { .. } | Rejection::Nvptx { .. } => 6,
+            Rejection::Feature { .. } | Rejection::ClrSpelling { .. } | Rejection::Nvptx { .. } => {
+                6
+            }
         };
         self.relevance().saturating_mul(16).saturating_add(within)
     }

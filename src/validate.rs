@@ -885,6 +885,7 @@ fn runtimes_differ(
             SelectOptions {
                 kind: crate::select::KindFilter::Hip,
                 policy: Policy::FirstByClass,
+                clr: true,
                 ..SelectOptions::default()
             },
         ),

@@ -149,7 +149,8 @@ pub struct RegistryOptions {
     /// rule ([`runtime_policy`]), or one policy for every registration.
     pub policy: Option<Policy>,
     /// Further selection options (JIT, generic code, SPIR-V, strict mode). Their `kind` and
-    /// `policy` are set per unit from the registration kind and [`RegistryOptions::policy`].
+    /// `policy` are set per unit from the registration kind and [`RegistryOptions::policy`],
+    /// and ROCm CLR's own rules ([`SelectOptions::clr`]) are added for HIP units.
     pub select: SelectOptions,
 }
 
@@ -162,6 +163,7 @@ impl RegistryOptions {
                 Some(p) => p,
                 None => runtime_policy(kind),
             },
+            clr: self.select.clr || kind == RegistrationKind::Hip,
             ..self.select
         }
     }
