@@ -332,12 +332,13 @@ fn refusals_stay_under_16_mib() {
         let out = String::from_utf8_lossy(&child.stdout);
         let rss: Option<u64> = out
             .lines()
-            .find_map(|l| l.strip_prefix("vmhwm="))
+            .find_map(|l| l.split_once("vmhwm=").map(|(_, v)| v))
             .and_then(|v| v.parse().ok())
             .filter(|&v| v > 0);
         let child_kind = out
             .lines()
-            .find_map(|l| l.strip_prefix("kind="))
+            // The harness prints `test NAME ... ` before the test's output, on the same line.
+            .find_map(|l| l.split_once("kind=").map(|(_, k)| k))
             .unwrap_or("?");
         println!(
             "{:<64} {:>16} {:>9} KiB {:>9} KiB",
