@@ -290,13 +290,17 @@ fn release_of_branch(branch: u32) -> Option<&'static Release> {
 
 /// The driver's environment switches (NVIDIA's CUDA Environment Variables documentation):
 /// `CUDA_FORCE_PTX_JIT=1` makes the driver ignore cubins and compile PTX;
-/// `CUDA_DISABLE_PTX_JIT=1` stops it compiling PTX.
+/// `CUDA_DISABLE_PTX_JIT=1` stops it compiling PTX; `CUDA_CACHE_DISABLE=1` stops it reading
+/// (and filling) its JIT cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct JitSwitches {
     /// `CUDA_FORCE_PTX_JIT` is on.
     pub force_ptx_jit: bool,
     /// `CUDA_DISABLE_PTX_JIT` is on.
     pub disable_ptx_jit: bool,
+    /// `CUDA_CACHE_DISABLE` is on: with `CUDA_DISABLE_PTX_JIT`, no PTX loads at all
+    /// (`COMPATIBILITY.md` §9.5, rule 6).
+    pub cache_disabled: bool,
 }
 
 impl JitSwitches {
@@ -323,10 +327,12 @@ impl JitSwitches {
     pub const FORCE_PTX_JIT_VAR: &'static str = "CUDA_FORCE_PTX_JIT";
     /// The variable that disables the JIT.
     pub const DISABLE_PTX_JIT_VAR: &'static str = "CUDA_DISABLE_PTX_JIT";
+    /// The variable that disables the JIT cache.
+    pub const CACHE_DISABLE_VAR: &'static str = "CUDA_CACHE_DISABLE";
 
     /// The switches of an environment, `var` giving a variable's value (`None` when unset):
-    /// [`JitSwitches::FORCE_PTX_JIT_VAR`] and [`JitSwitches::DISABLE_PTX_JIT_VAR`], read by
-    /// [`JitSwitches::is_on`].
+    /// [`JitSwitches::FORCE_PTX_JIT_VAR`], [`JitSwitches::DISABLE_PTX_JIT_VAR`] and
+    /// [`JitSwitches::CACHE_DISABLE_VAR`], read by [`JitSwitches::is_on`].
     ///
     /// ```
     /// use offload_image::driver::JitSwitches;
@@ -339,8 +345,16 @@ impl JitSwitches {
         JitSwitches {
             force_ptx_jit: on(Self::FORCE_PTX_JIT_VAR),
             disable_ptx_jit: on(Self::DISABLE_PTX_JIT_VAR),
+            cache_disabled: on(Self::CACHE_DISABLE_VAR),
         }
     }
+
+    /// No switch set.
+    pub const NONE: JitSwitches = JitSwitches {
+        force_ptx_jit: false,
+        disable_ptx_jit: false,
+        cache_disabled: false,
+    };
 }
 
 /// What the NVIDIA devices' driver is, for selection: its version when known, and its
@@ -359,10 +373,7 @@ impl CudaDriver {
     pub const fn new(version: Option<DriverVersion>) -> Self {
         CudaDriver {
             version,
-            switches: JitSwitches {
-                force_ptx_jit: false,
-                disable_ptx_jit: false,
-            },
+            switches: JitSwitches::NONE,
         }
     }
 
@@ -381,27 +392,75 @@ impl CudaDriver {
     ///   recorded loads show it doing), and fails with
     ///   `CUDA_ERROR_JIT_COMPILATION_DISABLED` (223) where no cached binary can exist: an
     ///   ISA newer than the driver compiles.
+    ///   With `CUDA_CACHE_DISABLE` beside it there is no cache to load from: every PTX fails
+    ///   with 223, whatever the driver's version ([`Refusal::NoJitNoCache`]; measured on an
+    ///   H200, `tests/data/cuda-driver-random/`).
     /// * Otherwise, an ISA newer than the driver compiles fails with
     ///   `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` (222).
     pub fn refusal(&self, isa: Option<PtxIsa>) -> Option<Refusal> {
+        if self.switches.disable_ptx_jit && self.switches.cache_disabled {
+            return Some(Refusal::NoJitNoCache);
+        }
         let (isa, max, driver) = (isa?, self.max_ptx_isa()?, self.version?);
         if isa <= max {
             return None;
         }
-        Some(Refusal {
+        Some(Refusal::TooNew(PtxTooNew {
             isa,
             max,
             driver,
             needs: isa.needs_cuda(),
             jit_disabled: self.switches.disable_ptx_jit,
-        })
+        }))
     }
 }
 
 /// Why the driver refuses the PTX entry it picked ([`CudaDriver::refusal`]). `Display`
 /// names the cause and the CUDA error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Refusal {
+pub enum Refusal {
+    /// Its ISA is newer than the driver compiles.
+    TooNew(PtxTooNew),
+    /// `CUDA_DISABLE_PTX_JIT` and `CUDA_CACHE_DISABLE` are both set: the driver neither
+    /// compiles PTX nor loads a binary it compiled before (223).
+    NoJitNoCache,
+}
+
+impl Refusal {
+    /// The CUDA error the driver returns: 222 (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`) or 223
+    /// (`CUDA_ERROR_JIT_COMPILATION_DISABLED`).
+    pub const fn cuda_error(&self) -> (u32, &'static str) {
+        match self {
+            Refusal::TooNew(t) => t.cuda_error(),
+            Refusal::NoJitNoCache => (223, "CUDA_ERROR_JIT_COMPILATION_DISABLED"),
+        }
+    }
+
+    /// The oldest Linux driver that compiles the entry, when the table knows one and a newer
+    /// driver is the fix.
+    pub fn needs_driver(&self) -> Option<DriverVersion> {
+        match self {
+            Refusal::TooNew(t) => t.needs_driver(),
+            Refusal::NoJitNoCache => None,
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::TooNew(t) => t.fmt(f),
+            Refusal::NoJitNoCache => f.write_str(
+                "CUDA_DISABLE_PTX_JIT and CUDA_CACHE_DISABLE are set: the driver neither \
+                 compiles PTX nor loads it from its JIT cache (CUDA_ERROR_JIT_COMPILATION_DISABLED)",
+            ),
+        }
+    }
+}
+
+/// A PTX entry whose ISA version is newer than the driver compiles ([`Refusal::TooNew`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PtxTooNew {
     /// The entry's PTX ISA version.
     pub isa: PtxIsa,
     /// The highest the driver compiles.
@@ -414,7 +473,7 @@ pub struct Refusal {
     pub jit_disabled: bool,
 }
 
-impl Refusal {
+impl PtxTooNew {
     /// The CUDA error the driver returns: 222 (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`) or,
     /// with `CUDA_DISABLE_PTX_JIT`, 223 (`CUDA_ERROR_JIT_COMPILATION_DISABLED`).
     pub const fn cuda_error(&self) -> (u32, &'static str) {
@@ -435,7 +494,7 @@ impl Refusal {
     }
 }
 
-impl fmt::Display for Refusal {
+impl fmt::Display for PtxTooNew {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (_, error) = self.cuda_error();
         write!(f, "PTX ISA {} needs a driver for ", self.isa)?;
@@ -570,5 +629,32 @@ mod tests {
         // A branch newer than the table: not judged.
         let new = CudaDriver::new(DriverVersion::parse("610.1"));
         assert_eq!(new.refusal(Some(PtxIsa::new(9, 9))), None);
+    }
+
+    #[test]
+    fn no_jit_and_no_cache_refuses_every_ptx() {
+        // tests/data/cuda-driver-random: with CUDA_DISABLE_PTX_JIT=1 and CUDA_CACHE_DISABLE=1
+        // every pick of PTX failed with 223, whatever its ISA, and nothing else changed.
+        let env = |name: &str| {
+            matches!(name, "CUDA_DISABLE_PTX_JIT" | "CUDA_CACHE_DISABLE").then_some("1")
+        };
+        for version in [None, DriverVersion::parse("580.159.04")] {
+            let d = CudaDriver {
+                version,
+                switches: JitSwitches::from_env(env),
+            };
+            for isa in [None, Some(PtxIsa::new(7, 8)), Some(PtxIsa::new(9, 1))] {
+                let r = d.refusal(isa).unwrap();
+                assert_eq!(r, Refusal::NoJitNoCache);
+                assert_eq!(r.cuda_error().0, 223);
+                assert_eq!(r.needs_driver(), None);
+            }
+        }
+        // The cache alone disabled changes nothing: the driver compiles.
+        let d = CudaDriver {
+            version: DriverVersion::parse("580.159.04"),
+            switches: JitSwitches::from_env(|n: &str| (n == "CUDA_CACHE_DISABLE").then_some("1")),
+        };
+        assert_eq!(d.refusal(Some(PtxIsa::new(8, 8))), None);
     }
 }

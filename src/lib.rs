@@ -6,8 +6,9 @@
 //! when they sit inside ELF sections or `ar` archives. Every image it hands out is a
 //! `&[u8]` into the caller's buffer; only decompressed content is owned, once.
 //!
-//! The data takes one road, and every module knows only the steps before it:
-//! **bytes → containers → images → candidates → choice → registration**.
+//! The data takes one road, and every module knows only the steps before it; the road's
+//! exact order is written once, in `docs/ARCHITECTURE.md`, and a test enforces it. The
+//! modules, step by step:
 //!
 //! * bytes: [`raw`], the on-disk structures (zerocopy, little-endian, alignment 1);
 //!   [`decompress`] (every codec) and [`driver`] (the NVIDIA driver's versions, the PTX ISA

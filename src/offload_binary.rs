@@ -615,3 +615,150 @@ impl<'data> Iterator for OffloadBinaryIter<'data> {
         Some((u64_of(pos), b))
     }
 }
+
+/// Deepest nesting [`nested_entries`] follows, whatever [`Limits::max_depth`] allows: the
+/// outermost binaries count as one level, each OffloadBinary found in an image as one more.
+pub const MAX_NESTING: usize = 8;
+
+/// Where a [`NestedEntry`] sits: one index per level, outermost first.
+pub type NestedPath = heapless::Vec<u32, MAX_NESTING>;
+
+/// One image of a sequence of OffloadBinaries after the OffloadBinaries found in images
+/// were opened (`FORMATS.md` §6.8): an entry whose image is not itself an OffloadBinary.
+#[derive(Clone, Debug)]
+pub struct NestedEntry<'data> {
+    /// The entry; its `image` is not an OffloadBinary.
+    pub entry: OffloadBinaryEntry<'data>,
+    /// Offset of the binary holding the entry from the start of the walked data.
+    pub binary_offset: u64,
+    /// The entry's position: at each level, its index among the entries of all binaries of
+    /// that level's sequence, outermost first. `[0, 1, 0]` is what `llvm-objdump
+    /// --offloading` (LLVM 23) labels `OFFLOADING IMAGE [0.1.0]`: the first entry of the
+    /// binary in the image of the second entry of the binary in the image of the first
+    /// outer entry.
+    pub path: NestedPath,
+}
+
+impl NestedEntry<'_> {
+    /// Offset of the image from the start of the walked data.
+    pub fn image_at(&self) -> u64 {
+        self.binary_offset.saturating_add(self.entry.image_offset)
+    }
+
+    /// Nesting level of the entry: 0 for an entry of an outermost binary.
+    pub fn depth(&self) -> usize {
+        self.path.len().saturating_sub(1)
+    }
+}
+
+/// Lists the images of the OffloadBinaries laid out back to back from `data[0]` (as
+/// [`OffloadBinaries::parse`] finds them), opening every image that is itself a sequence of
+/// OffloadBinaries and listing its entries in its place, depth first, in discovery order
+/// (LLVM 23's `llvm-offload-binary` extracts nested images in this order).
+///
+/// Every nested binary must lie inside the image that holds it and is validated as a
+/// binary of its own. Errors carry offsets from `data[0]`: a binary that does not parse, a
+/// compressed (v3) binary (inflate it first: [`OffloadBinary::inflate`]), an image that
+/// starts at its own binary's header (a cycle: the binary would hold itself), nesting
+/// deeper than [`Limits::max_depth`] or [`MAX_NESTING`] levels, and more than
+/// [`Limits::max_entries`] images in all. Allocates the list.
+pub fn nested_entries<'data>(
+    data: &'data [u8],
+    limits: &Limits,
+) -> Result<Vec<NestedEntry<'data>>> {
+    let mut out = Vec::new();
+    let mut path = NestedPath::new();
+    walk_nested(data, 0, limits, &mut path, &mut out)?;
+    Ok(out)
+}
+
+/// [`nested_entries`] for the sequence at `data`, which starts `base` bytes into the walked
+/// data, at the level below `path`.
+fn walk_nested<'data>(
+    data: &'data [u8],
+    base: u64,
+    limits: &Limits,
+    path: &mut NestedPath,
+    out: &mut Vec<NestedEntry<'data>>,
+) -> Result<()> {
+    let seq = OffloadBinaries::parse(data, limits).map_err(|e| e.rebase(base))?;
+    let max_levels = limits.max_depth.min(MAX_NESTING);
+    let mut index = 0u32;
+    for (offset, binary) in seq.iter() {
+        let at = base.saturating_add(offset);
+        if binary.is_compressed() {
+            return Err(Error::new(
+                ErrorKind::UnsupportedMethod,
+                at.saturating_add(32),
+                "compressed OffloadBinary: inflate it before listing nested images",
+            ));
+        }
+        for (i, entry) in binary.entries().enumerate() {
+            let entry_at = binary
+                .entries_offset
+                .saturating_add(u64_of(i).saturating_mul(OFFLOAD_ENTRY_SIZE));
+            let field_at = at.saturating_add(entry_at).saturating_add(24);
+            path.push(index).map_err(|_| {
+                Error::new(
+                    ErrorKind::LimitExceeded,
+                    field_at,
+                    "OffloadBinaries nested deeper than the depth limit",
+                )
+            })?;
+            let image_at = at.saturating_add(entry.image_offset);
+            if is_offload_binary(entry.image) {
+                if entry.image_offset == 0 {
+                    return Err(Error::new(
+                        ErrorKind::Malformed,
+                        field_at,
+                        "OffloadBinary image is its own binary (the nesting is a cycle)",
+                    ));
+                }
+                if path.len() >= max_levels {
+                    return Err(Error::new(
+                        ErrorKind::LimitExceeded,
+                        image_at,
+                        "OffloadBinaries nested deeper than the depth limit",
+                    ));
+                }
+                walk_nested(entry.image, image_at, limits, path, out)?;
+            } else {
+                push_leaf(out, entry, at, path, limits)?;
+            }
+            path.pop();
+            index = index.saturating_add(1);
+        }
+    }
+    Ok(())
+}
+
+/// Lists one leaf image of [`nested_entries`], under [`Limits::max_entries`].
+fn push_leaf<'data>(
+    out: &mut Vec<NestedEntry<'data>>,
+    entry: OffloadBinaryEntry<'data>,
+    binary_offset: u64,
+    path: &NestedPath,
+    limits: &Limits,
+) -> Result<()> {
+    let image_at = binary_offset.saturating_add(entry.image_offset);
+    if u64_of(out.len()) >= limits.max_entries {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            image_at,
+            "number of nested OffloadBinary images exceeds the limit",
+        ));
+    }
+    out.try_reserve(1).map_err(|_| {
+        Error::new(
+            ErrorKind::OutOfMemory,
+            image_at,
+            "cannot reserve memory for the list of images",
+        )
+    })?;
+    out.push(NestedEntry {
+        entry,
+        binary_offset,
+        path: path.clone(),
+    });
+    Ok(())
+}

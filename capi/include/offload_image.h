@@ -308,8 +308,9 @@
 #define OI_SELECT_CUDA_DISABLE_PTX_JIT 64
 
 /**
- * NVIDIA targets: read `CUDA_FORCE_PTX_JIT` and `CUDA_DISABLE_PTX_JIT` from this
- * process's environment, as the driver reads them (in addition to the two flags above).
+ * NVIDIA targets: read `CUDA_FORCE_PTX_JIT`, `CUDA_DISABLE_PTX_JIT` and `CUDA_CACHE_DISABLE`
+ * from this process's environment, as the driver reads them (in addition to the two flags
+ * above); with the JIT and its cache both disabled no PTX loads.
  */
 #define OI_SELECT_CUDA_JIT_FROM_ENV 128
 

@@ -149,8 +149,9 @@ pub const OI_SELECT_CUDA_FORCE_PTX_JIT: u32 = 32;
 /// NVIDIA targets: the driver compiles no PTX, as under `CUDA_DISABLE_PTX_JIT=1` (it loads
 /// PTX only from its JIT cache).
 pub const OI_SELECT_CUDA_DISABLE_PTX_JIT: u32 = 64;
-/// NVIDIA targets: read `CUDA_FORCE_PTX_JIT` and `CUDA_DISABLE_PTX_JIT` from this
-/// process's environment, as the driver reads them (in addition to the two flags above).
+/// NVIDIA targets: read `CUDA_FORCE_PTX_JIT`, `CUDA_DISABLE_PTX_JIT` and `CUDA_CACHE_DISABLE`
+/// from this process's environment, as the driver reads them (in addition to the two flags
+/// above); with the JIT and its cache both disabled no PTX loads.
 pub const OI_SELECT_CUDA_JIT_FROM_ENV: u32 = 128;
 
 // ---- types -----------------------------------------------------------------------------
@@ -1027,6 +1028,7 @@ fn select_options(o: Option<&OiSelectOptions>) -> Result<SelectOptions, Fail> {
                     || o.flags & OI_SELECT_CUDA_FORCE_PTX_JIT != 0,
                 disable_ptx_jit: switches.disable_ptx_jit
                     || o.flags & OI_SELECT_CUDA_DISABLE_PTX_JIT != 0,
+                cache_disabled: switches.cache_disabled,
             },
         };
     }

@@ -314,6 +314,34 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
     };
     let mut cfg = config_from_env(files_type);
     cfg.map_file = map_file;
+    apply_options(&mut cfg, &p)?;
+    let unbundle = p.flag("unbundle");
+    let list = p.flag("list");
+    cfg.inputs = file_list(&p, prog, "input", "inputs")?;
+    cfg.outputs = file_list(&p, prog, "output", "outputs")?;
+    let targets: Vec<String> = p.list("targets").to_vec();
+
+    if list {
+        check_list_mode(&cfg, unbundle, &targets)?;
+        return list_bundle_ids(&cfg);
+    }
+    check_mode(&cfg, unbundle, &targets, p.given("targets"))?;
+    standardize_targets(&mut cfg, targets, unbundle)?;
+
+    if unbundle {
+        if cfg.files_type == "a" {
+            unbundle_archive(&cfg)
+        } else {
+            unbundle_files(&cfg)
+        }
+    } else {
+        bundle_files(&cfg)
+    }
+}
+
+/// The command line's settings over the environment's: compression, verbosity, level,
+/// method, bundle alignment and the plain flags.
+fn apply_options(cfg: &mut Config, p: &cl::Parsed) -> Result<(), ToolError> {
     if p.given("compress") {
         cfg.compress = p.flag("compress");
     }
@@ -354,48 +382,55 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
     cfg.hip_openmp = p.flag("hip-openmp-compatible");
     cfg.check_input_archive = p.flag("check-input-archive");
     cfg.print_commands = p.flag("###");
-    let unbundle = p.flag("unbundle");
-    let list = p.flag("list");
+    Ok(())
+}
 
-    let mut inputs: Vec<String> = p.list("input").to_vec();
-    if p.given("input") && p.given("inputs") {
-        return Err(fail(
-            "-inputs and -input cannot be used together, use only -input instead",
-        ));
+/// The files of `-<single>` (repeatable) and of the deprecated comma list `-<plural>`,
+/// which cannot be used together (a warning for the deprecated one).
+fn file_list(
+    p: &cl::Parsed,
+    prog: &str,
+    single: &str,
+    plural: &str,
+) -> Result<Vec<String>, ToolError> {
+    let mut files: Vec<String> = p.list(single).to_vec();
+    if p.given(single) && p.given(plural) {
+        return Err(fail(format!(
+            "-{plural} and -{single} cannot be used together, use only -{single} instead"
+        )));
     }
-    if !p.list("inputs").is_empty() {
-        eprintln!("{prog}: warning: -inputs is deprecated, use -input instead");
-        inputs.extend(p.list("inputs").iter().cloned());
+    if !p.list(plural).is_empty() {
+        eprintln!("{prog}: warning: -{plural} is deprecated, use -{single} instead");
+        files.extend(p.list(plural).iter().cloned());
     }
-    let mut outputs: Vec<String> = p.list("output").to_vec();
-    if p.given("output") && p.given("outputs") {
-        return Err(fail(
-            "-outputs and -output cannot be used together, use only -output instead",
-        ));
-    }
-    if !p.list("outputs").is_empty() {
-        eprintln!("{prog}: warning: -outputs is deprecated, use -output instead");
-        outputs.extend(p.list("outputs").iter().cloned());
-    }
-    let targets: Vec<String> = p.list("targets").to_vec();
-    cfg.inputs = inputs;
-    cfg.outputs = outputs;
+    Ok(files)
+}
 
-    if list {
-        if unbundle {
-            return Err(fail("-unbundle and -list cannot be used together"));
-        }
-        if cfg.inputs.len() != 1 {
-            return Err(fail("only one input file supported for -list"));
-        }
-        if !cfg.outputs.is_empty() {
-            return Err(fail("-outputs option is invalid for -list"));
-        }
-        if !targets.is_empty() {
-            return Err(fail("-targets option is invalid for -list"));
-        }
-        return list_bundle_ids(&cfg);
+/// The checks of LLVM's `main` for `-list`: one input, no outputs, no targets.
+fn check_list_mode(cfg: &Config, unbundle: bool, targets: &[String]) -> Result<(), ToolError> {
+    if unbundle {
+        return Err(fail("-unbundle and -list cannot be used together"));
     }
+    if cfg.inputs.len() != 1 {
+        return Err(fail("only one input file supported for -list"));
+    }
+    if !cfg.outputs.is_empty() {
+        return Err(fail("-outputs option is invalid for -list"));
+    }
+    if !targets.is_empty() {
+        return Err(fail("-targets option is invalid for -list"));
+    }
+    Ok(())
+}
+
+/// The checks of LLVM's `main` for bundling and unbundling: `-check-input-archive`, the
+/// outputs, the targets, and how many files go with how many targets.
+fn check_mode(
+    cfg: &Config,
+    unbundle: bool,
+    targets: &[String],
+    targets_given: bool,
+) -> Result<(), ToolError> {
     if cfg.check_input_archive {
         if !unbundle {
             return Err(fail("-check-input-archive cannot be used while bundling"));
@@ -409,7 +444,7 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
     if cfg.outputs.is_empty() {
         return Err(fail("no output file specified!"));
     }
-    if !p.given("targets") {
+    if !targets_given {
         return Err(fail(
             "for the --targets option: must be specified at least once!",
         ));
@@ -436,8 +471,18 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
             ));
         }
     }
+    Ok(())
+}
 
-    // Validate and standardise the targets, as LLVM's main() does.
+/// Validates and standardises the targets, as LLVM's `main` does: no duplicates, each
+/// well-formed with a known kind and triple, no conflicting target IDs, the right number
+/// of host targets. Sets `cfg.targets`, `raw_targets`, `host_input_index` and
+/// `allow_no_host`.
+fn standardize_targets(
+    cfg: &mut Config,
+    targets: Vec<String>,
+    unbundle: bool,
+) -> Result<(), ToolError> {
     let mut seen = BTreeSet::new();
     let mut host_count = 0usize;
     let mut hip_only = true;
@@ -447,24 +492,8 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
         if !seen.insert(t.as_str()) {
             return Err(fail("Duplicate targets are not allowed"));
         }
-        if !check_bundle_id(t) {
-            return Err(fail(
-                "Targets need to follow the format '<offload kind>-<target triple>', where '<target triple>' \
-                 follows the format '<kind>-<arch>-<vendor>-<os>-<env>[-<target id>[:target features]]'.",
-            ));
-        }
-        let info = TargetInfo::new(t).ok_or_else(|| fail(format!("invalid target '{t}'")))?;
+        let info = valid_target(t)?;
         standardized.push(info.str());
-        if !info.kind_valid() || !info.triple_valid() {
-            let mut msg = format!("invalid target '{t}'");
-            if !info.kind_valid() {
-                msg.push_str(&format!(", unknown offloading kind '{}'", info.kind));
-            }
-            if !info.triple_valid() {
-                msg.push_str(&format!(", unknown target triple '{}'", info.triple.str()));
-            }
-            return Err(fail(msg));
-        }
         ids_by_kind_triple
             .entry(format!("{}-{}", info.kind, info.triple.str()))
             .or_default()
@@ -492,16 +521,30 @@ pub fn run_with(prog: &str, args: &[String], map_file: MapFile) -> Result<(), To
     }
     cfg.targets = standardized;
     cfg.raw_targets = targets;
+    Ok(())
+}
 
-    if unbundle {
-        if cfg.files_type == "a" {
-            unbundle_archive(&cfg)
-        } else {
-            unbundle_files(&cfg)
-        }
-    } else {
-        bundle_files(&cfg)
+/// One target of `-targets`, parsed: well-formed (`checkBundleID`), with a known
+/// offloading kind and target triple.
+fn valid_target(t: &str) -> Result<TargetInfo, ToolError> {
+    if !check_bundle_id(t) {
+        return Err(fail(
+            "Targets need to follow the format '<offload kind>-<target triple>', where '<target triple>' \
+             follows the format '<kind>-<arch>-<vendor>-<os>-<env>[-<target id>[:target features]]'.",
+        ));
     }
+    let info = TargetInfo::new(t).ok_or_else(|| fail(format!("invalid target '{t}'")))?;
+    if !info.kind_valid() || !info.triple_valid() {
+        let mut msg = format!("invalid target '{t}'");
+        if !info.kind_valid() {
+            msg.push_str(&format!(", unknown offloading kind '{}'", info.kind));
+        }
+        if !info.triple_valid() {
+            msg.push_str(&format!(", unknown target triple '{}'", info.triple.str()));
+        }
+        return Err(fail(msg));
+    }
+    Ok(info)
 }
 
 /// `OffloadBundlerConfig`'s constructor: defaults, then the environment.

@@ -15,6 +15,10 @@
 //!   archive. INPUT may be OffloadBinaries, an ELF object (`.llvm.offloading` sections) or
 //!   an archive of those. Without `--image` nothing is extracted (as in LLVM 22).
 //!
+//! * LLVM 23 (`--llvm 23`, or a program name such as `llvm-offload-binary-23`): all images
+//!   packaged in one version-2 OffloadBinary, and extraction of every image without
+//!   `--image`, nested OffloadBinaries opened, as LLVM 23's tool does (`llvm23`).
+//!
 //! Differences: version-2/3 OffloadBinaries are read too (LLVM 22 rejects them); bitcode
 //! inputs (OffloadBinaries embedded as IR globals) are refused with an error. Errors exit
 //! with status 1, as in LLVM.
@@ -28,6 +32,8 @@ use crate::llvm::archive::{self, NewMember};
 use crate::llvm::bitcode;
 use crate::llvm::cl::{self, Kind, Spec};
 use crate::llvm::hashmap::DenseStringMap;
+
+mod llvm23;
 
 fn fail(msg: impl Into<String>) -> ToolError {
     ToolError {
@@ -49,6 +55,11 @@ const SPECS: &[Spec] = &[
     Spec {
         name: "archive",
         kind: Kind::Flag,
+    },
+    // loader-sim's own: which LLVM's output to write (`llvm23::llvm_version`).
+    Spec {
+        name: "llvm",
+        kind: Kind::Value,
     },
     Spec {
         name: "help",
@@ -87,6 +98,7 @@ USAGE: clang-offload-packager [options] Extract from <file>.
 OPTIONS:
   --archive                   - Write extracted files to a static archive
   --image=<<key>=<value>,...> - List of key and value arguments. Required keywords are 'file' and 'triple'.
+  --llvm=<22|23>              - Write LLVM 22's layout (one binary per image, the default) or LLVM 23's (one binary of all images); a program name ending in -23 selects 23
   -o <file>                   - Write output to <file>.
 ";
 
@@ -201,7 +213,12 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
         ));
     }
     if !output.is_empty() {
-        bundle_images(output, p.list("image"))
+        match llvm23::llvm_version(prog, p.value("llvm"))? {
+            23 => llvm23::bundle_images(output, p.list("image")),
+            _ => bundle_images(output, p.list("image")),
+        }
+    } else if llvm23::llvm_version(prog, p.value("llvm"))? == 23 {
+        llvm23::unbundle_images(prog, input, p.list("image"), p.flag("archive"))
     } else {
         unbundle_images(prog, input, p.list("image"), p.flag("archive"))
     }
@@ -314,6 +331,7 @@ fn extract_offload_files(
     Ok(())
 }
 
+/// `unbundleImages`: every `--image` extracts the entries of the input that match it.
 fn unbundle_images(
     prog: &str,
     input: &str,
@@ -323,16 +341,52 @@ fn unbundle_images(
     let data = read(input).map_err(|e| fail(format!("'{input}': {}", e.msg)))?;
     let mut binaries = Vec::new();
     extract_binaries(&data, input, &mut binaries, 0)?;
-    // Every entry of every binary, in order.
-    struct Entry<'a> {
-        image: &'a [u8],
-        image_kind: u16,
-        offload_kind: u16,
-        strings: Vec<(String, Vec<u8>)>,
-        identifier: &'a str,
+    let entries = read_entries(&binaries)?;
+    for image in images {
+        let args = image_arguments(image);
+        let extracted: Vec<&Entry<'_>> = entries.iter().filter(|e| e.matches(&args)).collect();
+        if extracted.is_empty() {
+            continue;
+        }
+        write_extracted(prog, input, &args, &extracted, create_archive)?;
     }
+    Ok(())
+}
+
+/// One entry of a binary found in the input, with its strings in `MapVector` order.
+struct Entry<'a> {
+    image: &'a [u8],
+    image_kind: u16,
+    offload_kind: u16,
+    strings: Vec<(String, Vec<u8>)>,
+    identifier: &'a str,
+}
+
+impl Entry<'_> {
+    /// `OffloadBinary::getString`: the value of `key`, empty if the entry has none.
+    fn string(&self, key: &str) -> Vec<u8> {
+        self.strings
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether the entry matches every `--image` argument (`file` matches anything, `kind`
+    /// compares the offload kind, the other keys the entry's strings).
+    fn matches(&self, args: &DenseStringMap<String>) -> bool {
+        args.iter().all(|(k, v)| match k {
+            b"file" => true,
+            b"kind" => self.offload_kind == offload_kind(v),
+            _ => self.string(&String::from_utf8_lossy(k)) == v.as_bytes(),
+        })
+    }
+}
+
+/// Every entry of every binary, in order.
+fn read_entries(binaries: &[Found]) -> Result<Vec<Entry<'_>>, ToolError> {
     let mut entries = Vec::new();
-    for f in &binaries {
+    for f in binaries {
         let b =
             OffloadBinary::parse(&f.binary, &Limits::default()).map_err(|e| fail(e.to_string()))?;
         for e in b.entries() {
@@ -353,62 +407,51 @@ fn unbundle_images(
             });
         }
     }
-    let get = |e: &Entry<'_>, key: &str| -> Vec<u8> {
-        e.strings
+    Ok(entries)
+}
+
+/// Writes the entries one `--image` extracted: into a GNU archive (`--archive`), to its
+/// `file=` (the last match), or each to `<input stem>-<triple>-<arch>.<n>.<kind>`.
+fn write_extracted(
+    prog: &str,
+    input: &str,
+    args: &DenseStringMap<String>,
+    extracted: &[&Entry<'_>],
+    create_archive: bool,
+) -> Result<(), ToolError> {
+    if create_archive {
+        let Some(file) = args.get(b"file") else {
+            return Err(fail("Image must have a 'file' argument."));
+        };
+        let members: Vec<NewMember> = extracted
             .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default()
-    };
-    for image in images {
-        let args = image_arguments(image);
-        let extracted: Vec<&Entry<'_>> = entries
-            .iter()
-            .filter(|e| {
-                args.iter().all(|(k, v)| match k {
-                    b"file" => true,
-                    b"kind" => e.offload_kind == offload_kind(v),
-                    _ => get(e, &String::from_utf8_lossy(k)) == v.as_bytes(),
-                })
+            .map(|e| NewMember {
+                name: e.identifier.to_string(),
+                data: e.image.to_vec(),
             })
             .collect();
-        if extracted.is_empty() {
-            continue;
+        let bytes = archive::write_gnu(&members).map_err(fail)?;
+        write(file, &bytes)
+    } else if let Some(file) = args.get(b"file") {
+        if extracted.len() > 1 {
+            eprintln!("{prog}: warning: Multiple inputs match to a single file, '{file}'");
         }
-        if create_archive {
-            let Some(file) = args.get(b"file") else {
-                return Err(fail("Image must have a 'file' argument."));
-            };
-            let members: Vec<NewMember> = extracted
-                .iter()
-                .map(|e| NewMember {
-                    name: e.identifier.to_string(),
-                    data: e.image.to_vec(),
-                })
-                .collect();
-            let bytes = archive::write_gnu(&members).map_err(fail)?;
-            write(file, &bytes)?;
-        } else if let Some(file) = args.get(b"file") {
-            if extracted.len() > 1 {
-                eprintln!("{prog}: warning: Multiple inputs match to a single file, '{file}'");
-            }
-            let last = extracted.last().map(|e| e.image).unwrap_or(&[]);
-            write(file, last)?;
-        } else {
-            for (idx, e) in extracted.iter().enumerate() {
-                let name = format!(
-                    "{}-{}-{}.{}.{}",
-                    stem(input),
-                    String::from_utf8_lossy(&get(e, "triple")),
-                    String::from_utf8_lossy(&get(e, "arch")),
-                    idx,
-                    image_kind_name(e.image_kind)
-                );
-                write(&name, e.image)?;
-            }
+        let last = extracted.last().map(|e| e.image).unwrap_or(&[]);
+        write(file, last)
+    } else {
+        for (idx, e) in extracted.iter().enumerate() {
+            let name = format!(
+                "{}-{}-{}.{}.{}",
+                stem(input),
+                String::from_utf8_lossy(&e.string("triple")),
+                String::from_utf8_lossy(&e.string("arch")),
+                idx,
+                image_kind_name(e.image_kind)
+            );
+            write(&name, e.image)?;
         }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -180,8 +180,8 @@ def select(
     architectures (``"sm_86"``); ``kind`` is ``"hip"``, ``"openmp"`` or ``"cuda"``;
     ``policy`` is ``"best"``, ``"first"`` or ``"first-by-class"``. ``nvidia_driver``
     (``"580.159.04"``) is the NVIDIA targets' driver: PTX it cannot compile is refused, as
-    the driver refuses it (``CUDA_FORCE_PTX_JIT`` and ``CUDA_DISABLE_PTX_JIT`` are read
-    from the environment).
+    the driver refuses it (``CUDA_FORCE_PTX_JIT``, ``CUDA_DISABLE_PTX_JIT`` and
+    ``CUDA_CACHE_DISABLE`` are read from the environment).
     """
     args = ["select", "--json", _option("--policy", _text(policy, "policy"))]
     for t in _many(targets):

@@ -15,6 +15,7 @@ use crate::container::{units, PathElem};
 use crate::error::{ErrorKind, Result};
 use crate::target::Device;
 
+use super::layout;
 use super::pieces::{self, Piece};
 use super::plan::{plan_units, UnitPlan};
 use super::{diff, err, len64, slice, PruneOptions};
@@ -53,84 +54,25 @@ pub(super) fn plan<'a>(
     options: &PruneOptions,
     planned: &mut dyn FnMut(Range<u64>),
 ) -> Result<(Vec<UnitPlan<'a>>, Vec<Member>)> {
-    // Members holding units, as the walk of the whole archive finds them (members that
-    // are not containers, such as bitcode, are copied as they are).
-    let mut with_units: Vec<&[u8]> = Vec::new();
-    for unit in units(data, &options.read) {
-        let unit = unit?;
-        if let Some(PathElem::Member(name)) = unit.location.path().first() {
-            if !with_units.contains(name) {
-                with_units.push(name);
-            }
-        }
-    }
+    let with_units = members_with_units(data, options)?;
     let mut members = Vec::new();
     let mut plans: Vec<UnitPlan<'a>> = Vec::new();
     let mut long_names: &[u8] = &[];
     let end = len64(data.len());
     let mut pos = len64(crate::raw::AR_MAGIC.len());
     while pos.saturating_add(HEADER) <= end {
-        let h = slice(
-            data,
-            &(pos..pos.saturating_add(HEADER)),
-            "archive member header",
-        )?;
-        if h.get(58..60) != Some(b"`\n") {
-            return Err(err(
-                ErrorKind::BadContainer,
-                pos,
-                "archive member header is malformed",
-            ));
-        }
-        let size: u64 = h
-            .get(48..58)
-            .and_then(|s| core::str::from_utf8(s).ok())
-            .and_then(|t| t.trim().parse().ok())
-            .ok_or(err(
-                ErrorKind::BadContainer,
-                pos.saturating_add(48),
-                "archive member size is malformed",
-            ))?;
-        let start = pos.saturating_add(HEADER);
-        let stop = start.checked_add(size).filter(|e| *e <= end).ok_or(err(
-            ErrorKind::Truncated,
-            pos,
-            "archive member runs past the end",
-        ))?;
-        let raw: String = String::from_utf8_lossy(h.get(..16).unwrap_or_default())
-            .trim_end()
-            .into();
-        let body = slice(data, &(start..stop), "archive member")?;
+        let (raw, range) = read_header(data, pos)?;
+        let start = range.start;
+        let body = slice(data, &range, "archive member")?;
         if raw == "//" {
             long_names = body;
         }
-        // A BSD name (`#1/LEN`: the name is the first LEN bytes of the data) of a member
-        // with device code: refused, as documented (its data would move with the name).
-        if let Some(len) = raw
-            .strip_prefix("#1/")
-            .and_then(|n| n.parse::<usize>().ok())
-        {
-            let bsd = body.get(..len).unwrap_or(body);
-            let bsd = bsd.split(|b| *b == 0).next().unwrap_or_default();
-            if with_units.contains(&bsd) {
-                return Err(err(
-                    ErrorKind::BadContainer,
-                    pos,
-                    "BSD archives are not pruned",
-                ));
-            }
-        }
-        let name = match raw.strip_prefix('/').and_then(|n| n.parse::<usize>().ok()) {
-            Some(off) => long_names
-                .get(off..)
-                .and_then(|t| t.split(|b| *b == b'\n').next())
-                .map(|t| String::from_utf8_lossy(t).trim_end_matches('/').into())
-                .unwrap_or(raw.clone()),
-            None => raw.trim_end_matches('/').into(),
-        };
+        check_bsd_name(&raw, body, &with_units, pos)?;
+        let name = member_name(&raw, long_names);
+        let stop = range.end;
         let mut m = Member {
             header: pos,
-            data: start..stop,
+            data: range,
             name,
             raw,
             units: plans.len()..plans.len(),
@@ -144,12 +86,8 @@ pub(super) fn plan<'a>(
             }
             plans.append(&mut member_plans);
             m.units.end = plans.len();
-        } else {
-            m.name = if m.is_special() {
-                m.raw.clone()
-            } else {
-                m.name
-            };
+        } else if m.is_special() {
+            m.name = m.raw.clone();
         }
         members.push(m);
         pos = stop.saturating_add(stop & 1);
@@ -167,6 +105,92 @@ pub(super) fn plan<'a>(
     Ok((plans, members))
 }
 
+/// The names of the members holding units, as the walk of the whole archive finds them
+/// (members that are not containers, such as bitcode, are copied as they are).
+fn members_with_units<'a>(data: &'a [u8], options: &PruneOptions) -> Result<Vec<&'a [u8]>> {
+    let mut with_units: Vec<&[u8]> = Vec::new();
+    for unit in units(data, &options.read) {
+        let unit = unit?;
+        if let Some(PathElem::Member(name)) = unit.location.path().first() {
+            if !with_units.contains(name) {
+                with_units.push(name);
+            }
+        }
+    }
+    Ok(with_units)
+}
+
+/// The member header at `pos`: the name as stored and the file range of the member's data.
+fn read_header(data: &[u8], pos: u64) -> Result<(String, Range<u64>)> {
+    let h = slice(
+        data,
+        &(pos..pos.saturating_add(HEADER)),
+        "archive member header",
+    )?;
+    if h.get(58..60) != Some(b"`\n") {
+        return Err(err(
+            ErrorKind::BadContainer,
+            pos,
+            "archive member header is malformed",
+        ));
+    }
+    let size: u64 = h
+        .get(48..58)
+        .and_then(|s| core::str::from_utf8(s).ok())
+        .and_then(|t| t.trim().parse().ok())
+        .ok_or(err(
+            ErrorKind::BadContainer,
+            pos.saturating_add(48),
+            "archive member size is malformed",
+        ))?;
+    let start = pos.saturating_add(HEADER);
+    let stop = start
+        .checked_add(size)
+        .filter(|e| *e <= len64(data.len()))
+        .ok_or(err(
+            ErrorKind::Truncated,
+            pos,
+            "archive member runs past the end",
+        ))?;
+    let raw: String = String::from_utf8_lossy(h.get(..16).unwrap_or_default())
+        .trim_end()
+        .into();
+    Ok((raw, start..stop))
+}
+
+/// A BSD name (`#1/LEN`: the name is the first LEN bytes of the data) of a member with
+/// device code: refused, as documented (its data would move with the name).
+fn check_bsd_name(raw: &str, body: &[u8], with_units: &[&[u8]], pos: u64) -> Result<()> {
+    if let Some(len) = raw
+        .strip_prefix("#1/")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        let bsd = body.get(..len).unwrap_or(body);
+        let bsd = bsd.split(|b| *b == 0).next().unwrap_or_default();
+        if with_units.contains(&bsd) {
+            return Err(err(
+                ErrorKind::BadContainer,
+                pos,
+                "BSD archives are not pruned",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A member's name: a GNU long name (`/OFFSET`) looked up in `long_names`, else the
+/// stored name without its trailing `/`.
+fn member_name(raw: &str, long_names: &[u8]) -> String {
+    match raw.strip_prefix('/').and_then(|n| n.parse::<usize>().ok()) {
+        Some(off) => long_names
+            .get(off..)
+            .and_then(|t| t.split(|b| *b == b'\n').next())
+            .map(|t| String::from_utf8_lossy(t).trim_end_matches('/').into())
+            .unwrap_or(raw.into()),
+        None => raw.trim_end_matches('/').into(),
+    }
+}
+
 /// Reads a big-endian word of `w` bytes at `at`.
 fn read_be(b: &[u8], at: usize, w: usize) -> Option<u64> {
     let s = b.get(at..at.checked_add(w)?)?;
@@ -176,6 +200,9 @@ fn read_be(b: &[u8], at: usize, w: usize) -> Option<u64> {
     )
 }
 
+/// A pruned member: its pieces (in archive offsets) and its new size.
+type PrunedMember = Option<(Vec<Piece>, u64)>;
+
 /// Lays out the archive of `members` with the pruned members.
 pub(super) fn assemble(
     data: &[u8],
@@ -183,95 +210,18 @@ pub(super) fn assemble(
     members: &[Member],
     shrink: bool,
 ) -> Result<(Vec<Piece>, String)> {
-    // Pruned members: their pieces and new sizes.
-    let mut pruned: Vec<Option<(Vec<Piece>, u64)>> = Vec::with_capacity(members.len());
-    for m in members {
-        let these = plans.get(m.units.clone()).unwrap_or_default();
-        if !these.iter().any(UnitPlan::is_rewritten) {
-            pruned.push(None);
-            continue;
-        }
-        if m.raw.starts_with("#1/") {
-            return Err(err(
-                ErrorKind::BadContainer,
-                m.header,
-                "BSD archives are not pruned",
-            ));
-        }
-        let body = slice(data, &m.data, "archive member")?;
-        let (p, _) = pieces::assemble(body, these, shrink, false, false)
-            .map_err(|e| e.rebase(m.data.start))?;
-        let size = pieces::total_len(&p, these)?;
-        pruned.push(Some((pieces::rebase(p, m.data.start, m.units.start), size)));
-    }
-    // New member offsets.
-    let mut new_header = Vec::with_capacity(members.len());
-    let mut at = len64(crate::raw::AR_MAGIC.len());
-    for (m, p) in members.iter().zip(&pruned) {
-        new_header.push(at);
-        let size = p
-            .as_ref()
-            .map_or(diff(m.data.end, m.data.start), |(_, s)| *s);
-        at = at.saturating_add(HEADER).saturating_add(size);
-        at = at.saturating_add(at & 1);
-    }
-    let moved = |old: u64| -> Option<u64> {
-        members
-            .iter()
-            .position(|m| m.header == old)
-            .and_then(|i| new_header.get(i).copied())
-    };
+    let pruned = prune_members(data, plans, members, shrink)?;
+    let new_header = new_offsets(members, &pruned);
     let any_pruned = pruned.iter().any(Option::is_some);
     let mut out = vec![Piece::Copy(0..len64(crate::raw::AR_MAGIC.len()))];
     for ((m, p), start) in members.iter().zip(&pruned).zip(&new_header) {
         let size = p
             .as_ref()
             .map_or(diff(m.data.end, m.data.start), |(_, s)| *s);
-        let h = slice(
-            data,
-            &(m.header..m.header.saturating_add(HEADER)),
-            "archive member header",
-        )?;
-        let mut header = h.get(..48).unwrap_or_default().to_vec();
-        header.extend_from_slice(format!("{size:<10}").as_bytes());
-        header.extend_from_slice(b"`\n");
-        out.push(Piece::Owned(header));
+        out.push(Piece::Owned(member_header(data, m, size)?));
         let body = slice(data, &m.data, "archive member")?;
         if m.raw == "/" || m.raw == "/SYM64/" {
-            let w: usize = if m.raw == "/" { 4 } else { 8 };
-            let truncated = err(
-                ErrorKind::Truncated,
-                m.data.start,
-                "archive symbol table is truncated",
-            );
-            let mut table = body.to_vec();
-            let count = read_be(&table, 0, w).ok_or(truncated)?;
-            for k in 0..usize::try_from(count).unwrap_or(usize::MAX) {
-                let at = k
-                    .checked_add(1)
-                    .and_then(|k| k.checked_mul(w))
-                    .ok_or(truncated)?;
-                let old = read_be(&table, at, w).ok_or(truncated)?;
-                let new = moved(old).ok_or(err(
-                    ErrorKind::BadContainer,
-                    m.data.start,
-                    "archive symbol table names no member",
-                ))?;
-                if w == 4 && new > u64::from(u32::MAX) {
-                    return Err(err(
-                        ErrorKind::LimitExceeded,
-                        m.data.start,
-                        "archive too large for a 32-bit symbol table",
-                    ));
-                }
-                let bytes = new.to_be_bytes();
-                let src = bytes.get(diff(8, len64(w)) as usize..).unwrap_or_default();
-                table
-                    .get_mut(at..at.saturating_add(w))
-                    .ok_or(truncated)?
-                    .copy_from_slice(src);
-            }
-            out.push(Piece::Owned(table));
+            out.push(Piece::Owned(symbol_table(body, m, members, &new_header)?));
         } else if m.raw.starts_with("__.SYMDEF") && any_pruned {
             return Err(err(
                 ErrorKind::BadContainer,
@@ -295,4 +245,112 @@ pub(super) fn assemble(
             "archive: {changed} member(s) pruned, member headers and symbol table offsets updated"
         ),
     ))
+}
+
+/// Each member pruned as a file of its own (`None` where nothing in it changes).
+fn prune_members(
+    data: &[u8],
+    plans: &[UnitPlan<'_>],
+    members: &[Member],
+    shrink: bool,
+) -> Result<Vec<PrunedMember>> {
+    let mut pruned: Vec<PrunedMember> = Vec::with_capacity(members.len());
+    for m in members {
+        let these = plans.get(m.units.clone()).unwrap_or_default();
+        if !these.iter().any(UnitPlan::is_rewritten) {
+            pruned.push(None);
+            continue;
+        }
+        if m.raw.starts_with("#1/") {
+            return Err(err(
+                ErrorKind::BadContainer,
+                m.header,
+                "BSD archives are not pruned",
+            ));
+        }
+        let body = slice(data, &m.data, "archive member")?;
+        let (p, _) = layout::assemble(body, these, shrink, false, false)
+            .map_err(|e| e.rebase(m.data.start))?;
+        let size = pieces::total_len(&p, these)?;
+        pruned.push(Some((pieces::rebase(p, m.data.start, m.units.start), size)));
+    }
+    Ok(pruned)
+}
+
+/// The new file offset of every member header.
+fn new_offsets(members: &[Member], pruned: &[PrunedMember]) -> Vec<u64> {
+    let mut new_header = Vec::with_capacity(members.len());
+    let mut at = len64(crate::raw::AR_MAGIC.len());
+    for (m, p) in members.iter().zip(pruned) {
+        new_header.push(at);
+        let size = p
+            .as_ref()
+            .map_or(diff(m.data.end, m.data.start), |(_, s)| *s);
+        at = at.saturating_add(HEADER).saturating_add(size);
+        at = at.saturating_add(at & 1);
+    }
+    new_header
+}
+
+/// The header of member `m` with its size field set to `size`.
+fn member_header(data: &[u8], m: &Member, size: u64) -> Result<Vec<u8>> {
+    let h = slice(
+        data,
+        &(m.header..m.header.saturating_add(HEADER)),
+        "archive member header",
+    )?;
+    let mut header = h.get(..48).unwrap_or_default().to_vec();
+    header.extend_from_slice(format!("{size:<10}").as_bytes());
+    header.extend_from_slice(b"`\n");
+    Ok(header)
+}
+
+/// The symbol table `m` (`/`, 32-bit, or `/SYM64/`, 64-bit; contents `body`) with each
+/// member offset moved to that member's new offset (`new_header`, by member).
+fn symbol_table(
+    body: &[u8],
+    m: &Member,
+    members: &[Member],
+    new_header: &[u64],
+) -> Result<Vec<u8>> {
+    let moved = |old: u64| -> Option<u64> {
+        members
+            .iter()
+            .position(|m| m.header == old)
+            .and_then(|i| new_header.get(i).copied())
+    };
+    let w: usize = if m.raw == "/" { 4 } else { 8 };
+    let truncated = err(
+        ErrorKind::Truncated,
+        m.data.start,
+        "archive symbol table is truncated",
+    );
+    let mut table = body.to_vec();
+    let count = read_be(&table, 0, w).ok_or(truncated)?;
+    for k in 0..usize::try_from(count).unwrap_or(usize::MAX) {
+        let at = k
+            .checked_add(1)
+            .and_then(|k| k.checked_mul(w))
+            .ok_or(truncated)?;
+        let old = read_be(&table, at, w).ok_or(truncated)?;
+        let new = moved(old).ok_or(err(
+            ErrorKind::BadContainer,
+            m.data.start,
+            "archive symbol table names no member",
+        ))?;
+        if w == 4 && new > u64::from(u32::MAX) {
+            return Err(err(
+                ErrorKind::LimitExceeded,
+                m.data.start,
+                "archive too large for a 32-bit symbol table",
+            ));
+        }
+        let bytes = new.to_be_bytes();
+        let src = bytes.get(diff(8, len64(w)) as usize..).unwrap_or_default();
+        table
+            .get_mut(at..at.saturating_add(w))
+            .ok_or(truncated)?
+            .copy_from_slice(src);
+    }
+    Ok(table)
 }

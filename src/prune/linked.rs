@@ -61,14 +61,14 @@ use object::elf::{
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable};
 use object::{LittleEndian as LE, U64};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{ErrorKind, Result};
 use crate::host::elf::{Elf64, Encoding, RelocationKind};
 use crate::host::SectionRole;
 use crate::registration::abi::{RawFatbinWrapper, FATBIN_WRAPPER_SIZE};
 
-use super::pieces::{apply_patches, cut, standalone, Piece};
+use super::pieces::{apply_patches, cut, hole_bytes, mapped, standalone, Patches, Piece};
 use super::plan::UnitPlan;
-use super::{diff, err, len64, u64_at};
+use super::{bad, diff, err, len64, u64_at};
 
 /// The sections of linked files whose containers are rewritten (compacted, or in place):
 /// AMD's bundles, NVIDIA's fatbinaries, and the relocatable fatbinaries of `nvcc -rdc`
@@ -82,10 +82,6 @@ const RELA_ADDEND: u64 = core::mem::offset_of!(object::elf::Rela64<LE>, r_addend
 const SYM_VALUE: u64 = core::mem::offset_of!(Sym64<LE>, st_value) as u64;
 const SYM_SIZE_FIELD: u64 = core::mem::offset_of!(Sym64<LE>, st_size) as u64;
 const WRAPPER_POINTER: u64 = core::mem::offset_of!(RawFatbinWrapper, binary) as u64;
-
-fn bad(at: u64, what: &'static str) -> Error {
-    err(ErrorKind::BadContainer, at, what)
-}
 
 /// A host ELF file with units to rewrite.
 pub(super) fn host_elf(
@@ -210,7 +206,7 @@ struct Pointers<'p> {
     /// Old address of every unit start → new address.
     moved: BTreeMap<u64, u64>,
     /// File offset → new bytes.
-    patches: BTreeMap<u64, Vec<u8>>,
+    patches: Patches,
     /// Old addresses some pointer holds.
     referenced: BTreeSet<u64>,
 }
@@ -251,116 +247,15 @@ fn packings(
     sections: &Sections<'_>,
     loads: &[&ProgramHeader64<LE>],
 ) -> core::result::Result<Vec<Packing>, String> {
-    let file_len = len64(data.len());
     let mut packs: Vec<Packing> = Vec::new();
     for (index, sh) in sections.iter().enumerate() {
         let name = sections.section_name(LE, sh).unwrap_or_default();
         let Some(sname) = FATBIN_SECTIONS.iter().find(|s| s.as_bytes() == name) else {
             continue;
         };
-        // Relocatable device code with nothing to rewrite stays out of the packing, so
-        // that its layout cannot keep the other sections from being compacted.
-        let (start, len) = (sh.sh_offset(LE), sh.sh_size(LE));
-        if *sname == "__nv_relfatbin"
-            && !plans.iter().any(|p| {
-                p.is_rewritten()
-                    && start <= p.range.start
-                    && p.range.end <= start.saturating_add(len)
-            })
-        {
-            continue;
+        if let Some(k) = pack_section(data, plans, loads, index, sname, sh)? {
+            packs.push(k);
         }
-        if sh.sh_type(LE) != SHT_PROGBITS || sh.sh_flags(LE).0 & SHF_ALLOC.0 == 0 {
-            return Err(format!("{sname} is not an allocated PROGBITS section"));
-        }
-        let (off, size, addr) = (sh.sh_offset(LE), sh.sh_size(LE), sh.sh_addr(LE));
-        let end = off
-            .checked_add(size)
-            .filter(|e| *e <= file_len)
-            .ok_or_else(|| format!("{sname} runs past the end of the file"))?;
-        let seg = loads
-            .iter()
-            .find(|p| p.p_offset(LE) <= off && end <= p.p_offset(LE).saturating_add(p.p_filesz(LE)))
-            .ok_or_else(|| format!("{sname} is not inside the file part of one PT_LOAD segment"))?;
-        let delta = seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE));
-        if delta != addr.wrapping_sub(off) {
-            return Err(format!(
-                "{sname}'s address and offset disagree with its segment"
-            ));
-        }
-        let ends_segment = end == seg.p_offset(LE).saturating_add(seg.p_filesz(LE))
-            && seg.p_memsz(LE) == seg.p_filesz(LE);
-        let sec_align = sh.sh_addralign(LE).max(1);
-        if !sec_align.is_power_of_two() {
-            return Err(format!("{sname}'s alignment is not a power of two"));
-        }
-        let mut here: Vec<(usize, &UnitPlan<'_>)> = plans
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| off <= p.range.start && p.range.end <= end)
-            .collect();
-        if here.is_empty() {
-            continue;
-        }
-        here.sort_by_key(|(_, p)| p.range.start);
-        let mut moves = Vec::new();
-        let (mut pos, mut cursor) = (off, off);
-        for (i, p) in here {
-            // Bytes between containers are padding; anything else stays where it is.
-            let gap = super::slice(data, &(pos..p.range.start), "gap").unwrap_or_default();
-            if p.range.start < pos || gap.iter().any(|b| *b != 0) {
-                return Err(format!(
-                    "{sname} holds bytes outside its containers at offset {pos:#x}"
-                ));
-            }
-            let new_len = if p.is_rewritten() {
-                p.len_after
-            } else {
-                p.len_before
-            };
-            let old_addr = addr.wrapping_add(diff(p.range.start, off));
-            let unit_align = if old_addr == 0 {
-                sec_align
-            } else {
-                1u64.wrapping_shl(old_addr.trailing_zeros().min(63))
-                    .min(sec_align)
-            };
-            let new_addr = addr
-                .checked_add(diff(cursor, off))
-                .and_then(|a| a.checked_next_multiple_of(unit_align))
-                .ok_or("address overflow")?;
-            let new = off.saturating_add(diff(new_addr, addr));
-            if new > p.range.start || new < cursor {
-                return Err("a container would move up".into());
-            }
-            moves.push(Move {
-                plan: i,
-                old: p.range.start,
-                new,
-                old_len: p.len_before,
-                new_len,
-            });
-            cursor = new.saturating_add(new_len);
-            pos = p.range.end;
-        }
-        // Past the last container up to the section's end: padding only.
-        let tail = super::slice(data, &(pos..end), "section tail").unwrap_or_default();
-        if tail.iter().any(|b| *b != 0) {
-            return Err(format!(
-                "{sname} holds bytes outside its containers at offset {pos:#x}"
-            ));
-        }
-        packs.push(Packing {
-            index,
-            name: sname,
-            off,
-            end,
-            addr,
-            delta,
-            ends_segment,
-            moves,
-            packed_end: cursor,
-        });
     }
     if packs.is_empty() {
         return Err("no container in .hip_fatbin, .nv_fatbin or __nv_relfatbin".into());
@@ -369,19 +264,155 @@ fn packings(
     Ok(packs)
 }
 
+/// The packing of section `index` (`sname`, header `sh`) when it holds units to pack;
+/// `Err` when its layout keeps the file from being compacted.
+fn pack_section(
+    data: &[u8],
+    plans: &[UnitPlan<'_>],
+    loads: &[&ProgramHeader64<LE>],
+    index: usize,
+    sname: &'static str,
+    sh: &SectionHeader64<LE>,
+) -> core::result::Result<Option<Packing>, String> {
+    // Relocatable device code with nothing to rewrite stays out of the packing, so
+    // that its layout cannot keep the other sections from being compacted.
+    let (start, len) = (sh.sh_offset(LE), sh.sh_size(LE));
+    if sname == "__nv_relfatbin"
+        && !plans.iter().any(|p| {
+            p.is_rewritten() && start <= p.range.start && p.range.end <= start.saturating_add(len)
+        })
+    {
+        return Ok(None);
+    }
+    if sh.sh_type(LE) != SHT_PROGBITS || sh.sh_flags(LE).0 & SHF_ALLOC.0 == 0 {
+        return Err(format!("{sname} is not an allocated PROGBITS section"));
+    }
+    let (off, size, addr) = (sh.sh_offset(LE), sh.sh_size(LE), sh.sh_addr(LE));
+    let end = off
+        .checked_add(size)
+        .filter(|e| *e <= len64(data.len()))
+        .ok_or_else(|| format!("{sname} runs past the end of the file"))?;
+    let seg = loads
+        .iter()
+        .find(|p| p.p_offset(LE) <= off && end <= p.p_offset(LE).saturating_add(p.p_filesz(LE)))
+        .ok_or_else(|| format!("{sname} is not inside the file part of one PT_LOAD segment"))?;
+    let delta = seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE));
+    if delta != addr.wrapping_sub(off) {
+        return Err(format!(
+            "{sname}'s address and offset disagree with its segment"
+        ));
+    }
+    let ends_segment = end == seg.p_offset(LE).saturating_add(seg.p_filesz(LE))
+        && seg.p_memsz(LE) == seg.p_filesz(LE);
+    let sec_align = sh.sh_addralign(LE).max(1);
+    if !sec_align.is_power_of_two() {
+        return Err(format!("{sname}'s alignment is not a power of two"));
+    }
+    let mut here: Vec<(usize, &UnitPlan<'_>)> = plans
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| off <= p.range.start && p.range.end <= end)
+        .collect();
+    if here.is_empty() {
+        return Ok(None);
+    }
+    here.sort_by_key(|(_, p)| p.range.start);
+    let mut k = Packing {
+        index,
+        name: sname,
+        off,
+        end,
+        addr,
+        delta,
+        ends_segment,
+        moves: Vec::new(),
+        packed_end: off,
+    };
+    place_units(data, &mut k, &here, sec_align)?;
+    Ok(Some(k))
+}
+
+/// Packs the units `here` (in file order) of section `k` back to back from its start,
+/// each at the alignment its address had (at most `sec_align`): fills `k.moves` and
+/// `k.packed_end`. Anything but zeros between and after the units keeps the file as it
+/// is.
+fn place_units(
+    data: &[u8],
+    k: &mut Packing,
+    here: &[(usize, &UnitPlan<'_>)],
+    sec_align: u64,
+) -> core::result::Result<(), String> {
+    let (off, addr, sname) = (k.off, k.addr, k.name);
+    let (mut pos, mut cursor) = (off, off);
+    for &(i, p) in here {
+        // Bytes between containers are padding; anything else stays where it is.
+        let gap = super::slice(data, &(pos..p.range.start), "gap").unwrap_or_default();
+        if p.range.start < pos || gap.iter().any(|b| *b != 0) {
+            return Err(format!(
+                "{sname} holds bytes outside its containers at offset {pos:#x}"
+            ));
+        }
+        let new_len = if p.is_rewritten() {
+            p.len_after
+        } else {
+            p.len_before
+        };
+        let old_addr = addr.wrapping_add(diff(p.range.start, off));
+        let unit_align = if old_addr == 0 {
+            sec_align
+        } else {
+            1u64.wrapping_shl(old_addr.trailing_zeros().min(63))
+                .min(sec_align)
+        };
+        let new_addr = addr
+            .checked_add(diff(cursor, off))
+            .and_then(|a| a.checked_next_multiple_of(unit_align))
+            .ok_or("address overflow")?;
+        let new = off.saturating_add(diff(new_addr, addr));
+        if new > p.range.start || new < cursor {
+            return Err("a container would move up".into());
+        }
+        k.moves.push(Move {
+            plan: i,
+            old: p.range.start,
+            new,
+            old_len: p.len_before,
+            new_len,
+        });
+        cursor = new.saturating_add(new_len);
+        pos = p.range.end;
+    }
+    // Past the last container up to the section's end: padding only.
+    let tail = super::slice(data, &(pos..k.end), "section tail").unwrap_or_default();
+    if tail.iter().any(|b| *b != 0) {
+        return Err(format!(
+            "{sname} holds bytes outside its containers at offset {pos:#x}"
+        ));
+    }
+    k.packed_end = cursor;
+    Ok(())
+}
+
 /// Every pointer to a unit: relative relocations (`RELA` addends, `REL` and `RELR` words
 /// in place), the words they apply to, and the wrappers' pointer fields (absolute in
 /// executables), as the host reader ([`Elf64::relocations`], the wrapper sections)
 /// gives them.
 fn find_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Result<(), String> {
-    let data = elf.data();
     let machine = elf.machine();
     if machine != EM_X86_64.0 && machine != EM_AARCH64.0 {
         return Err(format!("relocations of machine {machine} are not known"));
     }
-    let sections = elf.section_table();
-    let packs = ptrs.packs;
-    let pack_section = |shndx: u16| packs.iter().any(|k| k.index == usize::from(shndx));
+    relocated_pointers(elf, ptrs)?;
+    wrapper_pointers(elf, ptrs)
+}
+
+/// The pointers dynamic relocations give: relative ones are repointed; a symbolic `RELA`
+/// relocation against a symbol in a packed section keeps the file as it is.
+fn relocated_pointers(
+    elf: &Elf64<'_>,
+    ptrs: &mut Pointers<'_>,
+) -> core::result::Result<(), String> {
+    let data = elf.data();
     // The symbol table of the last relocation section read.
     let mut symbols: (usize, &[Sym64<LE>]) = (usize::MAX, &[]);
     for r in elf.relocations() {
@@ -405,32 +436,7 @@ fn find_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Resu
                     }
                 }
             }
-            (Encoding::Rela(_), _) => {
-                if symbols.0 != r.symbols {
-                    let table: &[Sym64<LE>] = sections
-                        .section(object::SectionIndex(r.symbols))
-                        .ok()
-                        .and_then(|s| s.data_as_array(LE, data).ok())
-                        .unwrap_or_default();
-                    symbols = (r.symbols, table);
-                }
-                let shndx = symbols
-                    .1
-                    .get(r.symbol as usize)
-                    .filter(|_| r.symbol != 0)
-                    .map(|s| s.st_shndx.get(LE).0);
-                if shndx.is_some_and(pack_section) {
-                    let name = sections
-                        .section(object::SectionIndex(r.section))
-                        .ok()
-                        .and_then(|sh| sections.section_name(LE, sh).ok())
-                        .unwrap_or_default();
-                    return Err(format!(
-                        "a relocation of {} refers to a symbol in a fatbinary section",
-                        String::from_utf8_lossy(name)
-                    ));
-                }
-            }
+            (Encoding::Rela(_), _) => symbolic(elf, ptrs.packs, &r, &mut symbols)?,
             (Encoding::Rel(_) | Encoding::Relr, RelocationKind::Relative) => {
                 if let Some(f) = elf.file_offset(r.place, 8) {
                     if let Some(w) = u64_at(data, f) {
@@ -441,6 +447,48 @@ fn find_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Resu
             _ => {}
         }
     }
+    Ok(())
+}
+
+/// A symbolic relocation `r` must not refer to a symbol defined in a packed section.
+/// `symbols` caches the symbol table of the last relocation section read.
+fn symbolic<'d>(
+    elf: &Elf64<'d>,
+    packs: &[Packing],
+    r: &crate::host::elf::Relocation,
+    symbols: &mut (usize, &'d [Sym64<LE>]),
+) -> core::result::Result<(), String> {
+    let sections = elf.section_table();
+    if symbols.0 != r.symbols {
+        let table: &[Sym64<LE>] = sections
+            .section(object::SectionIndex(r.symbols))
+            .ok()
+            .and_then(|s| s.data_as_array(LE, elf.data()).ok())
+            .unwrap_or_default();
+        *symbols = (r.symbols, table);
+    }
+    let shndx = symbols
+        .1
+        .get(r.symbol as usize)
+        .filter(|_| r.symbol != 0)
+        .map(|s| s.st_shndx.get(LE).0);
+    if shndx.is_some_and(|x| packs.iter().any(|k| k.index == usize::from(x))) {
+        let name = sections
+            .section(object::SectionIndex(r.section))
+            .ok()
+            .and_then(|sh| sections.section_name(LE, sh).ok())
+            .unwrap_or_default();
+        return Err(format!(
+            "a relocation of {} refers to a symbol in a fatbinary section",
+            String::from_utf8_lossy(name)
+        ));
+    }
+    Ok(())
+}
+
+/// The pointer field of every wrapper record in the wrapper sections.
+fn wrapper_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Result<(), String> {
+    let data = elf.data();
     let table = elf.sections().map_err(|e| format!("{e}"))?;
     for section in crate::host::Sections::Elf(table).iter() {
         let section = section.map_err(|e| format!("{e}"))?;
@@ -464,12 +512,7 @@ fn find_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Resu
 }
 
 /// Symbols defined in the packed sections get the new values (and sizes).
-fn patch_symbols(
-    data: &[u8],
-    sections: &Sections<'_>,
-    packs: &[Packing],
-    patches: &mut BTreeMap<u64, Vec<u8>>,
-) {
+fn patch_symbols(data: &[u8], sections: &Sections<'_>, packs: &[Packing], patches: &mut Patches) {
     for sh in sections.iter() {
         if !matches!(sh.sh_type(LE), SHT_SYMTAB | SHT_DYNSYM) {
             continue;
@@ -557,16 +600,79 @@ fn split(
     out
 }
 
-/// The new file offset of `o` once `holes` leave the file.
-fn mapped(holes: &[Range<u64>], o: u64) -> u64 {
-    diff(
-        o,
-        holes
-            .iter()
-            .filter(|h| h.end <= o)
-            .map(|h| diff(h.end, h.start))
-            .fold(0u64, u64::saturating_add),
-    )
+/// The linked file being compacted: its headers and the alignment the freed bytes keep.
+struct Linked<'d> {
+    data: &'d [u8],
+    elf: Elf64<'d>,
+    phdrs: &'d [ProgramHeader64<LE>],
+    sections: Sections<'d>,
+    /// `p_vaddr - p_offset` of the first `PT_LOAD` segment.
+    first_delta: u64,
+    /// The largest `PT_LOAD` alignment (at least 4096).
+    align: u64,
+    file_len: u64,
+}
+
+impl<'d> Linked<'d> {
+    /// Reads the headers of a linked file; `Err` says why it is not compacted.
+    fn read(data: &'d [u8]) -> core::result::Result<Self, String> {
+        let elf = Elf64::parse(data).map_err(|e| format!("{e}"))?;
+        let h = elf.header();
+        let phdrs = elf.segments().map_err(|e| format!("{e}"))?;
+        let sections = *elf.section_table();
+        if h.e_shnum(LE) == 0 || h.e_shstrndx(LE) == SHN_XINDEX {
+            return Err("extended section numbering".into());
+        }
+        let first_delta = elf
+            .loads()
+            .next()
+            .map(|p| p.p_vaddr(LE).wrapping_sub(p.p_offset(LE)))
+            .ok_or("no PT_LOAD segment")?;
+        let align = elf
+            .loads()
+            .map(|p| p.p_align(LE))
+            .max()
+            .unwrap_or(0)
+            .max(4096);
+        if !align.is_power_of_two() {
+            return Err("PT_LOAD alignment is not a power of two".into());
+        }
+        Ok(Linked {
+            data,
+            elf,
+            phdrs,
+            sections,
+            first_delta,
+            align,
+            file_len: len64(data.len()),
+        })
+    }
+}
+
+/// Where the program header table goes when a segment is split (nothing when none is).
+#[derive(Default)]
+struct TablePlace {
+    /// (pack number, file offset) of the moved table, if it moves.
+    moved: Option<(usize, u64)>,
+    /// The table grows where it is.
+    grown: bool,
+    /// (pack number, file offset, block) of the leading sections that move after the
+    /// kept containers to make room for the grown table.
+    block: Option<(usize, u64, Block)>,
+}
+
+/// The moved block once placed: its bytes (with their patches), the new file offset of
+/// each of its sections, and how far its addresses move.
+#[derive(Default)]
+struct MovedBlock {
+    bytes: Vec<u8>,
+    sections: BTreeMap<usize, u64>,
+    shift: u64,
+}
+
+/// The holes, one per pack (`None` where it frees nothing), as a list.
+fn flat(holes: &[Option<Range<u64>>]) -> Vec<Range<u64>> {
+    holes.iter().flatten().cloned().collect()
 }
 
 /// Compacts the [`FATBIN_SECTIONS`] of a linked file (module
@@ -578,300 +684,48 @@ fn compact(
     tail: bool,
     move_table: bool,
 ) -> core::result::Result<(Vec<Piece>, String), String> {
-    let elf = Elf64::parse(data).map_err(|e| format!("{e}"))?;
-    let h = elf.header();
-    let phdrs = elf.segments().map_err(|e| format!("{e}"))?;
-    let sections = *elf.section_table();
-    if h.e_shnum(LE) == 0 || h.e_shstrndx(LE) == SHN_XINDEX {
-        return Err("extended section numbering".into());
-    }
-    let loads: Vec<&ProgramHeader64<LE>> = elf.loads().collect();
-    let first_delta = loads
-        .first()
-        .map(|p| p.p_vaddr(LE).wrapping_sub(p.p_offset(LE)))
-        .ok_or("no PT_LOAD segment")?;
-    let align = loads
-        .iter()
-        .map(|p| p.p_align(LE))
-        .max()
-        .unwrap_or(0)
-        .max(4096);
-    if !align.is_power_of_two() {
-        return Err("PT_LOAD alignment is not a power of two".into());
-    }
-    let file_len = len64(data.len());
-    let packs = packings(data, plans, &sections, &loads)?;
-    let mut ptrs = Pointers {
-        packs: &packs,
-        moved: packs
-            .iter()
-            .flat_map(|k| k.moves.iter().map(|m| (k.address(m.old), k.address(m.new))))
-            .collect(),
-        patches: BTreeMap::new(),
-        referenced: BTreeSet::new(),
-    };
-    find_pointers(&elf, &mut ptrs)?;
-    let units_moved = ptrs.moved.len();
-    let unreferenced = units_moved.saturating_sub(ptrs.referenced.len());
-    let mut patches = ptrs.patches;
-    patch_symbols(data, &sections, &packs, &mut patches);
-
-    // The holes and, when a segment is split, the program header table, which then needs
-    // a place of its own: right after the packed units of the first section with room, in
-    // a segment mapped like the first one (so that `AT_PHDR` is right under every kernel).
+    let l = Linked::read(data)?;
+    let loads: Vec<&ProgramHeader64<LE>> = l.elf.loads().collect();
+    let packs = packings(data, plans, &l.sections, &loads)?;
+    let Repointed {
+        mut patches,
+        units: units_moved,
+        unreferenced,
+    } = pointer_patches(&l, &packs)?;
+    let h = l.elf.header();
     if u64::from(h.e_phentsize(LE)) != PHDR_SIZE {
         return Err("unexpected program header size".into());
     }
-    let mut holes: Vec<Option<Range<u64>>> = packs.iter().map(|k| k.hole(align, 0, tail)).collect();
-    let flat = |holes: &[Option<Range<u64>>]| holes.iter().flatten().cloned().collect::<Vec<_>>();
-    if holes.iter().all(Option::is_none) {
-        let names: Vec<&str> = packs.iter().map(|k| k.name).collect();
-        return Err(format!("no whole page of {} is freed", names.join(" and ")));
-    }
-    for p in phdrs.iter() {
-        if p.p_type(LE) == PT_LOAD || p.p_filesz(LE) == 0 {
-            continue;
-        }
-        let r = p.p_offset(LE)..p.p_offset(LE).saturating_add(p.p_filesz(LE));
-        if flat(&holes)
-            .iter()
-            .any(|h| h.start < r.end && r.start < h.end)
-        {
-            return Err(format!(
-                "a segment of type {:#x} overlaps the freed pages",
-                p.p_type(LE)
-            ));
-        }
-    }
+    let mut holes = first_holes(&l, &packs, tail)?;
     let count = {
         let f = flat(&holes);
-        split(phdrs, &f, &|o| mapped(&f, o)).len()
+        split(l.phdrs, &f, &|o| mapped(&f, o)).len()
     };
-    let old_phoff = h.e_phoff(LE);
     let table_len = len64(count).saturating_mul(PHDR_SIZE);
-    // (pack number, file offset) of the moved table, if it moves.
-    let mut table_at: Option<(usize, u64)> = None;
-    // The table grows where it is; (pack number, file offset, block) of the leading
-    // sections that move after the kept containers to make room for it.
-    let mut grown = false;
-    let mut block_at: Option<(usize, u64, Block)> = None;
-    let room = if count == phdrs.len() {
-        Ok(None)
-    } else {
-        room_for_table(&elf, phdrs, table_len)
-    };
-    match room {
-        _ if count == phdrs.len() => {}
-        Ok(None) => grown = true,
-        Ok(Some(block)) => {
-            let len = diff(block.range.end, block.range.start);
-            let host = packs.iter().enumerate().find_map(|(i, k)| {
-                holes.get(i)?.as_ref()?;
-                // The block's addresses keep their alignment only if both segments map
-                // offsets alike modulo it.
-                if k.delta.wrapping_sub(block.delta).checked_rem(block.align)? != 0 {
-                    return None;
-                }
-                let at = k
-                    .packed_end
-                    .checked_next_multiple_of(block.align)?
-                    .checked_add(block.range.start.checked_rem(block.align)?)?;
-                let hole = k.hole(align, diff(at, k.packed_end).saturating_add(len), tail)?;
-                Some((i, at, hole))
-            });
-            let Some((i, at, hole)) = host else {
-                return Err("no room after the kept containers for the sections that must make room for one more program header".into());
-            };
-            if let Some(h) = holes.get_mut(i) {
-                *h = Some(hole);
-            }
-            block_at = Some((i, at, block));
-            grown = true;
-        }
-        Err(why) if !move_table => {
-            return Err(format!(
-                "{why}; the program header table would have to move, which GNU strip/objcopy cannot rewrite (--move-program-headers allows it)"
-            ));
-        }
-        Err(_) => {
-            let host = packs.iter().enumerate().find_map(|(i, k)| {
-                let at = k.packed_end.checked_next_multiple_of(8)?;
-                let hole = k.hole(
-                    align,
-                    diff(at, k.packed_end).saturating_add(table_len),
-                    tail,
-                )?;
-                (holes.get(i)?.is_some() && k.delta == first_delta).then_some((i, at, hole))
-            });
-            let Some((i, at, hole)) = host else {
-                return Err("no room for the program header table after the kept containers of a section in a segment mapped like the first PT_LOAD".into());
-            };
-            if let Some(h) = holes.get_mut(i) {
-                *h = Some(hole);
-            }
-            table_at = Some((i, at));
-        }
-    }
+    let place = place_table(&l, &packs, &mut holes, count, table_len, tail, move_table)?;
     let holes = flat(&holes);
-    let map = |o: u64| mapped(&holes, o);
-    let mut new_phdrs = split(phdrs, &holes, &map);
-    if new_phdrs.len() != count {
-        return Err("the segment count changed".into());
-    }
-    if let Some((i, at)) = table_at {
-        let vaddr = at.wrapping_add(packs.get(i).map_or(0, |k| k.delta));
-        for q in new_phdrs.iter_mut().filter(|q| q.p_type(LE) == PT_PHDR) {
-            let pdelta = q.p_paddr(LE).wrapping_sub(q.p_vaddr(LE));
-            q.p_offset = U64::new(LE, map(at));
-            q.p_vaddr = U64::new(LE, vaddr);
-            q.p_paddr = U64::new(LE, vaddr.wrapping_add(pdelta));
-            q.p_filesz = U64::new(LE, table_len);
-            q.p_memsz = U64::new(LE, table_len);
-        }
-    }
-    if grown {
-        for q in new_phdrs.iter_mut().filter(|q| q.p_type(LE) == PT_PHDR) {
-            q.p_filesz = U64::new(LE, table_len);
-            q.p_memsz = U64::new(LE, table_len);
-        }
-    }
-    // The moved block: its sections, the segments inside it, `.dynamic` entries and
-    // symbols follow it; the bytes of its new place are its own with their patches.
-    let mut block_bytes = Vec::new();
-    let mut moved_sections: BTreeMap<usize, u64> = BTreeMap::new();
-    let mut shift = 0u64;
-    if let Some((i, at, block)) = &block_at {
-        let k = packs.get(*i).ok_or("no section")?;
-        shift = at
-            .wrapping_add(k.delta)
-            .wrapping_sub(block.range.start.wrapping_add(block.delta));
-        let new_off = |o: u64| map(at.saturating_add(diff(o, block.range.start)));
-        for q in new_phdrs.iter_mut() {
-            let o = q.p_offset(LE);
-            if matches!(q.p_type(LE), PT_LOAD | PT_PHDR)
-                || q.p_filesz(LE) == 0
-                || !(block.range.start <= o && o < block.range.end)
-            {
-                continue;
-            }
-            q.p_offset = U64::new(LE, new_off(o));
-            q.p_vaddr = U64::new(LE, q.p_vaddr(LE).wrapping_add(shift));
-            q.p_paddr = U64::new(LE, q.p_paddr(LE).wrapping_add(shift));
-        }
-        for &index in &block.sections {
-            if let Ok(sh) = sections.section(object::SectionIndex(index)) {
-                moved_sections.insert(index, new_off(sh.sh_offset(LE)));
-            }
-        }
-        let addrs =
-            block.range.start.wrapping_add(block.delta)..block.range.end.wrapping_add(block.delta);
-        patch_dynamic(data, &sections, &addrs, shift, &mut patches)?;
-        patch_moved_symbols(data, &sections, &moved_sections, shift, &mut patches);
-        block_bytes = super::slice(data, &block.range, "sections")
-            .map_err(|e| format!("{e}"))?
-            .to_vec();
-        let inside: Vec<u64> = patches
-            .range(block.range.clone())
-            .map(|(a, _)| *a)
-            .collect();
-        for a in inside {
-            let bytes = patches.remove(&a).unwrap_or_default();
-            let from = usize::try_from(diff(a, block.range.start)).unwrap_or(usize::MAX);
-            block_bytes
-                .get_mut(from..from.saturating_add(bytes.len()))
-                .ok_or("a patch crosses the moved sections")?
-                .copy_from_slice(&bytes);
-        }
-    }
+    let mut new_phdrs = program_headers(&l, &packs, &holes, count, table_len, &place)?;
+    let moved = match &place.block {
+        Some(b) => move_block(&l, &packs, &holes, b, &mut new_phdrs, &mut patches)?,
+        None => MovedBlock::default(),
+    };
     let mut table = Vec::new();
     for q in &new_phdrs {
         table.extend_from_slice(object::pod::bytes_of(q));
     }
-    // Section headers: offsets moved, the fatbinary sections end after their units.
-    let mut shdrs = Vec::new();
-    for (index, sh) in sections.iter().enumerate() {
-        let mut s = *sh;
-        if index != 0 {
-            s.sh_offset = U64::new(LE, map(sh.sh_offset(LE)));
-        }
-        if let Some(k) = packs.iter().find(|k| k.index == index) {
-            s.sh_size = U64::new(LE, diff(k.packed_end, k.off));
-        }
-        if let Some(&off) = moved_sections.get(&index) {
-            s.sh_offset = U64::new(LE, off);
-            s.sh_addr = U64::new(LE, sh.sh_addr(LE).wrapping_add(shift));
-        }
-        shdrs.extend_from_slice(object::pod::bytes_of(&s));
+    let shdrs = section_headers(&l.sections, &packs, &holes, &moved);
+    let (pieces, body_end) =
+        file_pieces(&l, plans, &packs, &place, &table, table_len, moved.bytes)?;
+    if place.moved.is_none() && !place.grown {
+        patches.insert(l.elf.header().e_phoff(LE), table);
     }
-
-    // The file: everything in place but the packed sections, then the patches, then the
-    // holes cut out; the section header table goes to the end.
-    let mut pieces = Vec::new();
-    let mut pos = 0u64;
-    for (i, k) in packs.iter().enumerate() {
-        if k.off < pos {
-            return Err("fatbinary sections overlap".into());
-        }
-        if grown && pos == 0 {
-            // The table grows where it is, over the padding or the moved block after it.
-            let table_end = old_phoff.saturating_add(table_len);
-            let region_end = block_at
-                .as_ref()
-                .map_or(table_end, |b| b.2.range.end.max(table_end));
-            if region_end > k.off {
-                return Err("the program header table would reach a fatbinary section".into());
-            }
-            pieces.push(Piece::Copy(0..old_phoff));
-            pieces.push(Piece::Owned(table.clone()));
-            pieces.push(Piece::Zeros(diff(region_end, table_end)));
-            pieces.push(Piece::Copy(region_end..k.off));
-        } else {
-            pieces.push(Piece::Copy(pos..k.off));
-        }
-        let mut cur = k.off;
-        for m in &k.moves {
-            pieces.push(Piece::Zeros(diff(m.new, cur)));
-            match plans.get(m.plan) {
-                Some(p) if p.is_rewritten() => pieces.push(Piece::Unit(m.plan)),
-                _ => pieces.push(Piece::Copy(m.old..m.old.saturating_add(m.old_len))),
-            }
-            cur = m.new.saturating_add(m.new_len);
-        }
-        if let Some((_, at)) = table_at.filter(|t| t.0 == i) {
-            pieces.push(Piece::Zeros(diff(at, cur)));
-            pieces.push(Piece::Owned(table.clone()));
-            cur = at.saturating_add(table_len);
-        }
-        if let Some((_, at, b)) = block_at.as_ref().filter(|b| b.0 == i) {
-            pieces.push(Piece::Zeros(diff(*at, cur)));
-            pieces.push(Piece::Owned(core::mem::take(&mut block_bytes)));
-            cur = at.saturating_add(diff(b.range.end, b.range.start));
-        }
-        pieces.push(Piece::Zeros(diff(k.end, cur)));
-        pos = k.end;
-    }
-    let shoff = h.e_shoff(LE);
-    let shtab_end =
-        shoff.saturating_add(u64::from(h.e_shnum(LE)).saturating_mul(u64::from(h.e_shentsize(LE))));
-    let body_end = if shtab_end == file_len {
-        shoff
-    } else {
-        file_len
-    };
-    if body_end < pos {
-        return Err("the section header table overlaps a fatbinary section".into());
-    }
-    pieces.push(Piece::Copy(pos..body_end));
-    if table_at.is_none() && !grown {
-        patches.insert(old_phoff, table);
-    }
-    let new_len = map(body_end);
+    let new_len = mapped(&holes, body_end);
     let new_shoff = new_len
         .checked_next_multiple_of(8)
         .ok_or("file size overflows")?;
     let mut eh = *h;
-    if let Some((_, at)) = table_at {
-        eh.e_phoff = U64::new(LE, map(at));
+    if let Some((_, at)) = place.moved {
+        eh.e_phoff = U64::new(LE, mapped(&holes, at));
     }
     eh.e_phnum = object::U16::new(
         LE,
@@ -886,23 +740,400 @@ fn compact(
     let mut out = cut(pieces, plans, &holes, body_end);
     out.push(Piece::Zeros(diff(new_shoff, new_len)));
     out.push(Piece::Owned(shdrs));
-    let removed: u64 = holes
-        .iter()
-        .map(|h| diff(h.end, h.start))
-        .fold(0, u64::saturating_add);
+    let mut name = layout_line(&l, &packs, &holes, &place, units_moved, count, tail);
+    if unreferenced > 0 {
+        name.push_str(&format!(
+            "; {unreferenced} container(s) no wrapper or relocation points to"
+        ));
+    }
+    Ok((out, name))
+}
+
+/// The patches that set every pointer to a unit, and how many units no pointer refers to.
+struct Repointed {
+    /// File offset → new bytes.
+    patches: Patches,
+    /// Units in the packed sections.
+    units: usize,
+    /// Units no wrapper or relocation points to.
+    unreferenced: usize,
+}
+
+/// The patches that set every pointer to a unit (and the symbols defined in the packed
+/// sections) to the new addresses.
+fn pointer_patches(l: &Linked<'_>, packs: &[Packing]) -> core::result::Result<Repointed, String> {
+    let mut ptrs = Pointers {
+        packs,
+        moved: packs
+            .iter()
+            .flat_map(|k| k.moves.iter().map(|m| (k.address(m.old), k.address(m.new))))
+            .collect(),
+        patches: BTreeMap::new(),
+        referenced: BTreeSet::new(),
+    };
+    find_pointers(&l.elf, &mut ptrs)?;
+    let units_moved = ptrs.moved.len();
+    let unreferenced = units_moved.saturating_sub(ptrs.referenced.len());
+    let mut patches = ptrs.patches;
+    patch_symbols(l.data, &l.sections, packs, &mut patches);
+    Ok(Repointed {
+        patches,
+        units: units_moved,
+        unreferenced,
+    })
+}
+
+/// The hole of each pack before the program header table is placed; `Err` when none
+/// frees anything or a segment other than `PT_LOAD` overlaps one.
+fn first_holes(
+    l: &Linked<'_>,
+    packs: &[Packing],
+    tail: bool,
+) -> core::result::Result<Vec<Option<Range<u64>>>, String> {
+    let holes: Vec<Option<Range<u64>>> = packs.iter().map(|k| k.hole(l.align, 0, tail)).collect();
+    if holes.iter().all(Option::is_none) {
+        let names: Vec<&str> = packs.iter().map(|k| k.name).collect();
+        return Err(format!("no whole page of {} is freed", names.join(" and ")));
+    }
+    for p in l.phdrs.iter() {
+        if p.p_type(LE) == PT_LOAD || p.p_filesz(LE) == 0 {
+            continue;
+        }
+        let r = p.p_offset(LE)..p.p_offset(LE).saturating_add(p.p_filesz(LE));
+        if flat(&holes)
+            .iter()
+            .any(|h| h.start < r.end && r.start < h.end)
+        {
+            return Err(format!(
+                "a segment of type {:#x} overlaps the freed pages",
+                p.p_type(LE)
+            ));
+        }
+    }
+    Ok(holes)
+}
+
+/// Where the program header table of `count` entries (`table_len` bytes) goes when a
+/// segment is split: right after the packed units of the first section with room, in a
+/// segment mapped like the first one (so that `AT_PHDR` is right under every kernel), or
+/// grown in place, with the sections in the way moved after the kept containers. The
+/// hole of the section that takes them shrinks.
+fn place_table(
+    l: &Linked<'_>,
+    packs: &[Packing],
+    holes: &mut [Option<Range<u64>>],
+    count: usize,
+    table_len: u64,
+    tail: bool,
+    move_table: bool,
+) -> core::result::Result<TablePlace, String> {
+    if count == l.phdrs.len() {
+        return Ok(TablePlace::default());
+    }
+    match room_for_table(&l.elf, l.phdrs, table_len) {
+        Ok(None) => Ok(TablePlace {
+            grown: true,
+            ..TablePlace::default()
+        }),
+        Ok(Some(block)) => {
+            let Some((i, at, hole)) = block_host(l, packs, holes, &block, tail) else {
+                return Err("no room after the kept containers for the sections that must make room for one more program header".into());
+            };
+            if let Some(h) = holes.get_mut(i) {
+                *h = Some(hole);
+            }
+            Ok(TablePlace {
+                grown: true,
+                block: Some((i, at, block)),
+                ..TablePlace::default()
+            })
+        }
+        Err(why) if !move_table => Err(format!(
+            "{why}; the program header table would have to move, which GNU strip/objcopy cannot rewrite (--move-program-headers allows it)"
+        )),
+        Err(_) => {
+            let host = packs.iter().enumerate().find_map(|(i, k)| {
+                let at = k.packed_end.checked_next_multiple_of(8)?;
+                let hole = k.hole(
+                    l.align,
+                    diff(at, k.packed_end).saturating_add(table_len),
+                    tail,
+                )?;
+                (holes.get(i)?.is_some() && k.delta == l.first_delta).then_some((i, at, hole))
+            });
+            let Some((i, at, hole)) = host else {
+                return Err("no room for the program header table after the kept containers of a section in a segment mapped like the first PT_LOAD".into());
+            };
+            if let Some(h) = holes.get_mut(i) {
+                *h = Some(hole);
+            }
+            Ok(TablePlace {
+                moved: Some((i, at)),
+                ..TablePlace::default()
+            })
+        }
+    }
+}
+
+/// The first pack with a hole that can take `block` after its kept containers: (pack
+/// number, new file offset of the block, the pack's smaller hole).
+fn block_host(
+    l: &Linked<'_>,
+    packs: &[Packing],
+    holes: &[Option<Range<u64>>],
+    block: &Block,
+    tail: bool,
+) -> Option<(usize, u64, Range<u64>)> {
+    let len = diff(block.range.end, block.range.start);
+    packs.iter().enumerate().find_map(|(i, k)| {
+        holes.get(i)?.as_ref()?;
+        // The block's addresses keep their alignment only if both segments map
+        // offsets alike modulo it.
+        if k.delta.wrapping_sub(block.delta).checked_rem(block.align)? != 0 {
+            return None;
+        }
+        let at = k
+            .packed_end
+            .checked_next_multiple_of(block.align)?
+            .checked_add(block.range.start.checked_rem(block.align)?)?;
+        let hole = k.hole(l.align, diff(at, k.packed_end).saturating_add(len), tail)?;
+        Some((i, at, hole))
+    })
+}
+
+/// The new program headers: segments split around `holes`, `PT_PHDR` following the
+/// table where it moves or grows.
+fn program_headers(
+    l: &Linked<'_>,
+    packs: &[Packing],
+    holes: &[Range<u64>],
+    count: usize,
+    table_len: u64,
+    place: &TablePlace,
+) -> core::result::Result<Vec<ProgramHeader64<LE>>, String> {
+    let map = |o: u64| mapped(holes, o);
+    let mut new_phdrs = split(l.phdrs, holes, &map);
+    if new_phdrs.len() != count {
+        return Err("the segment count changed".into());
+    }
+    if let Some((i, at)) = place.moved {
+        let vaddr = at.wrapping_add(packs.get(i).map_or(0, |k| k.delta));
+        for q in new_phdrs.iter_mut().filter(|q| q.p_type(LE) == PT_PHDR) {
+            let pdelta = q.p_paddr(LE).wrapping_sub(q.p_vaddr(LE));
+            q.p_offset = U64::new(LE, map(at));
+            q.p_vaddr = U64::new(LE, vaddr);
+            q.p_paddr = U64::new(LE, vaddr.wrapping_add(pdelta));
+            q.p_filesz = U64::new(LE, table_len);
+            q.p_memsz = U64::new(LE, table_len);
+        }
+    }
+    if place.grown {
+        for q in new_phdrs.iter_mut().filter(|q| q.p_type(LE) == PT_PHDR) {
+            q.p_filesz = U64::new(LE, table_len);
+            q.p_memsz = U64::new(LE, table_len);
+        }
+    }
+    Ok(new_phdrs)
+}
+
+/// Moves the block `(i, at, block)` to `at`: its sections, the segments inside it,
+/// `.dynamic` entries and symbols follow it; the bytes of its new place are its own with
+/// their patches (taken out of `patches`).
+fn move_block(
+    l: &Linked<'_>,
+    packs: &[Packing],
+    holes: &[Range<u64>],
+    (i, at, block): &(usize, u64, Block),
+    new_phdrs: &mut [ProgramHeader64<LE>],
+    patches: &mut Patches,
+) -> core::result::Result<MovedBlock, String> {
+    let k = packs.get(*i).ok_or("no section")?;
+    let shift = at
+        .wrapping_add(k.delta)
+        .wrapping_sub(block.range.start.wrapping_add(block.delta));
+    let new_off = |o: u64| mapped(holes, at.saturating_add(diff(o, block.range.start)));
+    for q in new_phdrs.iter_mut() {
+        let o = q.p_offset(LE);
+        if matches!(q.p_type(LE), PT_LOAD | PT_PHDR)
+            || q.p_filesz(LE) == 0
+            || !(block.range.start <= o && o < block.range.end)
+        {
+            continue;
+        }
+        q.p_offset = U64::new(LE, new_off(o));
+        q.p_vaddr = U64::new(LE, q.p_vaddr(LE).wrapping_add(shift));
+        q.p_paddr = U64::new(LE, q.p_paddr(LE).wrapping_add(shift));
+    }
+    let mut sections: BTreeMap<usize, u64> = BTreeMap::new();
+    for &index in &block.sections {
+        if let Ok(sh) = l.sections.section(object::SectionIndex(index)) {
+            sections.insert(index, new_off(sh.sh_offset(LE)));
+        }
+    }
+    let addrs = block_addresses(block);
+    patch_dynamic(l.data, &l.sections, &addrs, shift, patches)?;
+    patch_moved_symbols(l.data, &l.sections, &sections, shift, patches);
+    let mut bytes = super::slice(l.data, &block.range, "sections")
+        .map_err(|e| format!("{e}"))?
+        .to_vec();
+    let inside: Vec<u64> = patches
+        .range(block.range.clone())
+        .map(|(a, _)| *a)
+        .collect();
+    for a in inside {
+        let patch = patches.remove(&a).unwrap_or_default();
+        let from = usize::try_from(diff(a, block.range.start)).unwrap_or(usize::MAX);
+        bytes
+            .get_mut(from..from.saturating_add(patch.len()))
+            .ok_or("a patch crosses the moved sections")?
+            .copy_from_slice(&patch);
+    }
+    Ok(MovedBlock {
+        bytes,
+        sections,
+        shift,
+    })
+}
+
+/// The new section header table: offsets moved, the fatbinary sections end after their
+/// units, the moved block's sections at their new place.
+fn section_headers(
+    sections: &Sections<'_>,
+    packs: &[Packing],
+    holes: &[Range<u64>],
+    moved: &MovedBlock,
+) -> Vec<u8> {
+    let mut shdrs = Vec::new();
+    for (index, sh) in sections.iter().enumerate() {
+        let mut s = *sh;
+        if index != 0 {
+            s.sh_offset = U64::new(LE, mapped(holes, sh.sh_offset(LE)));
+        }
+        if let Some(k) = packs.iter().find(|k| k.index == index) {
+            s.sh_size = U64::new(LE, diff(k.packed_end, k.off));
+        }
+        if let Some(&off) = moved.sections.get(&index) {
+            s.sh_offset = U64::new(LE, off);
+            s.sh_addr = U64::new(LE, sh.sh_addr(LE).wrapping_add(moved.shift));
+        }
+        shdrs.extend_from_slice(object::pod::bytes_of(&s));
+    }
+    shdrs
+}
+
+/// The file (in input offsets, before patches and holes): everything in place but the
+/// packed sections, the program header table grown in place or moved, the moved block;
+/// it stops before a section header table that ends the file. Returns the pieces and
+/// where they end.
+fn file_pieces(
+    l: &Linked<'_>,
+    plans: &[UnitPlan<'_>],
+    packs: &[Packing],
+    place: &TablePlace,
+    table: &[u8],
+    table_len: u64,
+    mut block_bytes: Vec<u8>,
+) -> core::result::Result<(Vec<Piece>, u64), String> {
+    let mut pieces = Vec::new();
+    let mut pos = 0u64;
+    for (i, k) in packs.iter().enumerate() {
+        if k.off < pos {
+            return Err("fatbinary sections overlap".into());
+        }
+        if place.grown && pos == 0 {
+            grown_table(l, k, place, table, table_len, &mut pieces)?;
+        } else {
+            pieces.push(Piece::Copy(pos..k.off));
+        }
+        let mut cur = k.off;
+        for m in &k.moves {
+            pieces.push(Piece::Zeros(diff(m.new, cur)));
+            match plans.get(m.plan) {
+                Some(p) if p.is_rewritten() => pieces.push(Piece::Unit(m.plan)),
+                _ => pieces.push(Piece::Copy(m.old..m.old.saturating_add(m.old_len))),
+            }
+            cur = m.new.saturating_add(m.new_len);
+        }
+        if let Some((_, at)) = place.moved.filter(|t| t.0 == i) {
+            pieces.push(Piece::Zeros(diff(at, cur)));
+            pieces.push(Piece::Owned(table.to_vec()));
+            cur = at.saturating_add(table_len);
+        }
+        if let Some((_, at, b)) = place.block.as_ref().filter(|b| b.0 == i) {
+            pieces.push(Piece::Zeros(diff(*at, cur)));
+            pieces.push(Piece::Owned(core::mem::take(&mut block_bytes)));
+            cur = at.saturating_add(diff(b.range.end, b.range.start));
+        }
+        pieces.push(Piece::Zeros(diff(k.end, cur)));
+        pos = k.end;
+    }
+    let h = l.elf.header();
+    let shoff = h.e_shoff(LE);
+    let shtab_end =
+        shoff.saturating_add(u64::from(h.e_shnum(LE)).saturating_mul(u64::from(h.e_shentsize(LE))));
+    let body_end = if shtab_end == l.file_len {
+        shoff
+    } else {
+        l.file_len
+    };
+    if body_end < pos {
+        return Err("the section header table overlaps a fatbinary section".into());
+    }
+    pieces.push(Piece::Copy(pos..body_end));
+    Ok((pieces, body_end))
+}
+
+/// The start of the file up to the first packed section `k` when the program header
+/// table grows where it is, over the padding or the moved block after it.
+fn grown_table(
+    l: &Linked<'_>,
+    k: &Packing,
+    place: &TablePlace,
+    table: &[u8],
+    table_len: u64,
+    pieces: &mut Vec<Piece>,
+) -> core::result::Result<(), String> {
+    let old_phoff = l.elf.header().e_phoff(LE);
+    let table_end = old_phoff.saturating_add(table_len);
+    let region_end = place
+        .block
+        .as_ref()
+        .map_or(table_end, |b| b.2.range.end.max(table_end));
+    if region_end > k.off {
+        return Err("the program header table would reach a fatbinary section".into());
+    }
+    pieces.push(Piece::Copy(0..old_phoff));
+    pieces.push(Piece::Owned(table.to_vec()));
+    pieces.push(Piece::Zeros(diff(region_end, table_end)));
+    pieces.push(Piece::Copy(region_end..k.off));
+    Ok(())
+}
+
+/// The layout line of a compacted file.
+fn layout_line(
+    l: &Linked<'_>,
+    packs: &[Packing],
+    holes: &[Range<u64>],
+    place: &TablePlace,
+    units_moved: usize,
+    count: usize,
+    tail: bool,
+) -> String {
+    let removed = hole_bytes(holes);
     let moved = packs
         .iter()
         .flat_map(|k| &k.moves)
         .filter(|m| m.old != m.new)
         .count();
     let names: Vec<&str> = packs.iter().map(|k| k.name).collect();
-    let mut name = format!(
+    let sections = &l.sections;
+    format!(
         "compacted: {units_moved} containers in {} packed from the section start ({moved} moved, their pointers updated), {removed} bytes of freed {} removed from the file, {count} program headers{}",
         names.join(" and "),
         if tail { "section tails" } else { "pages" },
-        if table_at.is_some() {
+        if place.moved.is_some() {
             String::from(" (table moved after the kept containers: GNU strip/objcopy cannot rewrite this file)")
-        } else if let Some((_, _, b)) = &block_at {
+        } else if let Some((_, _, b)) = &place.block {
             let names: Vec<String> = b
                 .sections
                 .iter()
@@ -913,18 +1144,12 @@ fn compact(
                 " (table grown in place; {} moved after the kept containers to make room)",
                 names.join(", ")
             )
-        } else if grown {
+        } else if place.grown {
             String::from(" (table grown in place)")
         } else {
             String::new()
         },
-    );
-    if unreferenced > 0 {
-        name.push_str(&format!(
-            "; {unreferenced} container(s) no wrapper or relocation points to"
-        ));
-    }
-    Ok((out, name))
+    )
 }
 
 /// Sections that may leave the start of the file to make room for a longer program header
@@ -977,9 +1202,8 @@ fn room_for_table(
     phdrs: &[ProgramHeader64<LE>],
     table_len: u64,
 ) -> core::result::Result<Option<Block>, String> {
-    let h = elf.header();
     let sections = elf.section_table();
-    let phoff = h.e_phoff(LE);
+    let phoff = elf.header().e_phoff(LE);
     let old_end = phoff.saturating_add(len64(phdrs.len()).saturating_mul(PHDR_SIZE));
     let need_end = phoff.saturating_add(table_len);
     let seg = elf.loads().find(|p| {
@@ -988,26 +1212,7 @@ fn room_for_table(
     if seg.is_none() && phdrs.iter().any(|p| p.p_type(LE) == PT_PHDR) {
         return Err("the program header table is not in a PT_LOAD segment".into());
     }
-    let mut after: Vec<(usize, &SectionHeader64<LE>)> = sections
-        .iter()
-        .enumerate()
-        .filter(|(i, s)| {
-            *i != 0 && s.sh_type(LE) != SHT_NOBITS && s.sh_size(LE) > 0 && s.sh_offset(LE) >= phoff
-        })
-        .collect();
-    after.sort_by_key(|(_, s)| s.sh_offset(LE));
-    if after.iter().any(|(_, s)| s.sh_offset(LE) < old_end) {
-        return Err("a section overlaps the program header table".into());
-    }
-    let moved: Vec<(usize, &SectionHeader64<LE>)> = after
-        .iter()
-        .copied()
-        .take_while(|(_, s)| s.sh_offset(LE) < need_end)
-        .collect();
-    let region_end = moved
-        .iter()
-        .map(|(_, s)| s.sh_offset(LE).saturating_add(s.sh_size(LE)))
-        .fold(need_end, u64::max);
+    let (moved, region_end) = in_the_way(sections, phoff, old_end, need_end)?;
     if let Some(seg) = seg {
         if region_end > seg.p_offset(LE).saturating_add(seg.p_filesz(LE)) {
             return Err("no room for the program header table in its segment".into());
@@ -1042,7 +1247,70 @@ fn room_for_table(
         .map(|(_, s)| s.sh_offset(LE).saturating_add(s.sh_size(LE)))
         .fold(0, u64::max);
     let range = first.sh_offset(LE)..moved_end;
-    // Segments other than PT_LOAD there must lie inside the block (they move with it).
+    check_block_segments(phdrs, &range, old_end, region_end)?;
+    let align = moved
+        .iter()
+        .map(|(_, s)| s.sh_addralign(LE).max(1))
+        .max()
+        .unwrap_or(1);
+    if !align.is_power_of_two() || align > 4096 {
+        return Err("a section after the program header table has an unusual alignment".into());
+    }
+    let delta = seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE));
+    let block = Block {
+        range,
+        delta,
+        align,
+        sections: moved.iter().map(|(i, _)| *i).collect(),
+    };
+    check_block_relocations(elf, &block)?;
+    check_block_symbols(elf, &block)?;
+    Ok(Some(block))
+}
+
+/// A section header with its index.
+type Indexed<'d> = (usize, &'d SectionHeader64<LE>);
+
+/// The sections (index, header) in the way of a program header table at `phoff` that
+/// grows from `old_end` to `need_end`, in file order, and where the region they and the
+/// table take ends.
+fn in_the_way<'d>(
+    sections: &Sections<'d>,
+    phoff: u64,
+    old_end: u64,
+    need_end: u64,
+) -> core::result::Result<(Vec<Indexed<'d>>, u64), String> {
+    let mut after: Vec<(usize, &SectionHeader64<LE>)> = sections
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| {
+            *i != 0 && s.sh_type(LE) != SHT_NOBITS && s.sh_size(LE) > 0 && s.sh_offset(LE) >= phoff
+        })
+        .collect();
+    after.sort_by_key(|(_, s)| s.sh_offset(LE));
+    if after.iter().any(|(_, s)| s.sh_offset(LE) < old_end) {
+        return Err("a section overlaps the program header table".into());
+    }
+    let moved: Vec<(usize, &SectionHeader64<LE>)> = after
+        .iter()
+        .copied()
+        .take_while(|(_, s)| s.sh_offset(LE) < need_end)
+        .collect();
+    let region_end = moved
+        .iter()
+        .map(|(_, s)| s.sh_offset(LE).saturating_add(s.sh_size(LE)))
+        .fold(need_end, u64::max);
+    Ok((moved, region_end))
+}
+
+/// Segments other than `PT_LOAD` in the region after the table (`old_end` to
+/// `region_end`) must lie inside the block's file `range` (they move with it).
+fn check_block_segments(
+    phdrs: &[ProgramHeader64<LE>],
+    range: &Range<u64>,
+    old_end: u64,
+    region_end: u64,
+) -> core::result::Result<(), String> {
     for p in phdrs {
         let r = p.p_offset(LE)..p.p_offset(LE).saturating_add(p.p_filesz(LE));
         if matches!(p.p_type(LE), PT_LOAD | PT_PHDR) || p.p_filesz(LE) == 0 {
@@ -1056,17 +1324,17 @@ fn room_for_table(
             ));
         }
     }
-    let align = moved
-        .iter()
-        .map(|(_, s)| s.sh_addralign(LE).max(1))
-        .max()
-        .unwrap_or(1);
-    if !align.is_power_of_two() || align > 4096 {
-        return Err("a section after the program header table has an unusual alignment".into());
-    }
-    // Nothing relocated lies in the block, and no relocated pointer points into it.
-    let delta = seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE));
-    let addrs = range.start.wrapping_add(delta)..range.end.wrapping_add(delta);
+    Ok(())
+}
+
+/// The addresses of `block`.
+fn block_addresses(block: &Block) -> Range<u64> {
+    block.range.start.wrapping_add(block.delta)..block.range.end.wrapping_add(block.delta)
+}
+
+/// Nothing relocated lies in the block, and no relocated pointer points into it.
+fn check_block_relocations(elf: &Elf64<'_>, block: &Block) -> core::result::Result<(), String> {
+    let addrs = block_addresses(block);
     let data = elf.data();
     for r in elf.relocations() {
         let r = r.map_err(|e| format!("{e}"))?;
@@ -1081,9 +1349,15 @@ fn room_for_table(
             );
         }
     }
-    // A named symbol there may be reached by code through a PC-relative address no
-    // relocation shows (`__start_<section>`): such a block stays. glibc's `__abi_tag`, a
-    // label on the ABI note of executables that nothing reads, is the exception.
+    Ok(())
+}
+
+/// A named symbol in the block may be reached by code through a PC-relative address no
+/// relocation shows (`__start_<section>`): such a block stays. glibc's `__abi_tag`, a
+/// label on the ABI note of executables that nothing reads, is the exception.
+fn check_block_symbols(elf: &Elf64<'_>, block: &Block) -> core::result::Result<(), String> {
+    let addrs = block_addresses(block);
+    let (data, sections) = (elf.data(), elf.section_table());
     for sh in sections.iter() {
         if !matches!(sh.sh_type(LE), SHT_SYMTAB | SHT_DYNSYM) {
             continue;
@@ -1097,7 +1371,7 @@ fn room_for_table(
         for sym in syms {
             let value = sym.st_value.get(LE);
             let shndx = usize::from(sym.st_shndx.get(LE).0);
-            let inside = moved.iter().any(|(i, _)| *i == shndx) || addrs.contains(&value);
+            let inside = block.sections.contains(&shndx) || addrs.contains(&value);
             if !inside
                 || sym.st_info.st_type() == object::elf::STT_SECTION
                 || sym.st_name.get(LE) == 0
@@ -1115,12 +1389,7 @@ fn room_for_table(
             }
         }
     }
-    Ok(Some(Block {
-        range,
-        delta,
-        align,
-        sections: moved.iter().map(|(i, _)| *i).collect(),
-    }))
+    Ok(())
 }
 
 /// `.dynamic` entries that hold an address in `addrs` get it moved by `shift`.
@@ -1129,7 +1398,7 @@ fn patch_dynamic(
     sections: &Sections<'_>,
     addrs: &Range<u64>,
     shift: u64,
-    patches: &mut BTreeMap<u64, Vec<u8>>,
+    patches: &mut Patches,
 ) -> core::result::Result<(), String> {
     for sh in sections.iter().filter(|s| s.sh_type(LE) == SHT_DYNAMIC) {
         let entries: &[Dyn64<LE>] = sh
@@ -1155,7 +1424,7 @@ fn patch_moved_symbols(
     sections: &Sections<'_>,
     moved: &BTreeMap<usize, u64>,
     shift: u64,
-    patches: &mut BTreeMap<u64, Vec<u8>>,
+    patches: &mut Patches,
 ) {
     for sh in sections.iter() {
         if !matches!(sh.sh_type(LE), SHT_SYMTAB | SHT_DYNSYM) {

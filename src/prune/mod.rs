@@ -57,6 +57,20 @@
 //!   [`PruneOptions::move_program_headers`] moves the table instead. [`Pruned::layout`]
 //!   says which layout was made and why.
 //!
+//! # Modules
+//!
+//! Each module uses only those listed before it (and the helpers of this one):
+//!
+//! 1. `plan`: what every unit keeps and becomes ([`UnitPlan`]);
+//! 2. `pieces`: the output as pieces (`Piece`), and what every layout
+//!    does with them (write units where they are, patch, cut holes, stream);
+//! 3. `relocatable`: relocatable ELF objects laid out again;
+//! 4. `pe`: PE images and COFF objects, compacted or rewritten in place;
+//! 5. `linked`: host ELF files; linked ones compacted or rewritten in place, relocatable
+//!    ones handed to `relocatable`;
+//! 6. `layout`: which of those a file goes to (or standalone containers);
+//! 7. `archive`: `ar` archives, each member through `layout`.
+//!
 //! # Example
 //!
 //! ```
@@ -82,6 +96,7 @@
 //! ```
 
 mod archive;
+mod layout;
 mod linked;
 mod pe;
 mod pieces;
@@ -236,7 +251,7 @@ impl Pruned<'_, '_> {
         &self,
         out: &mut W,
     ) -> core::result::Result<(), WriteError> {
-        pieces::write(out, self.plan, &self.pieces)
+        pieces::write(out, self.plan.data, &self.plan.units, &self.pieces)
     }
 
     /// The output as one buffer.
@@ -296,7 +311,7 @@ pub fn plan_with<'d>(
 pub fn rewrite<'p, 'd>(plan: &'p Plan<'d>) -> Result<Pruned<'p, 'd>> {
     let (pieces, layout) = match &plan.members {
         Some(members) => archive::assemble(plan.data, &plan.units, members, plan.shrink)?,
-        None => pieces::assemble(
+        None => layout::assemble(
             plan.data,
             &plan.units,
             plan.shrink,
@@ -332,12 +347,16 @@ fn err(kind: ErrorKind, at: u64, what: &'static str) -> Error {
     Error::new(kind, at, what)
 }
 
+/// An error of kind [`ErrorKind::BadContainer`] at `at`.
+fn bad(at: u64, what: &'static str) -> Error {
+    err(ErrorKind::BadContainer, at, what)
+}
+
 /// `a - b` for `b <= a` (saturating otherwise).
 fn diff(a: u64, b: u64) -> u64 {
     a.saturating_sub(b)
 }
 
-/// `usize` → `u64`.
 /// The little-endian `u32` at file offset `at`.
 fn u32_at(data: &[u8], at: u64) -> Option<u32> {
     let at = usize::try_from(at).ok()?;
@@ -354,6 +373,7 @@ fn u64_at(data: &[u8], at: u64) -> Option<u64> {
     ))
 }
 
+/// `usize` → `u64`.
 fn len64(n: usize) -> u64 {
     crate::bytes::u64_of(n)
 }

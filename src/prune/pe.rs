@@ -31,14 +31,17 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use object::pe::{
-    ImageDosHeader, ImageNtHeaders32, ImageNtHeaders64, IMAGE_DIRECTORY_ENTRY_SECURITY,
+    ImageDosHeader, ImageNtHeaders32, ImageNtHeaders64, ImageSectionHeader,
+    IMAGE_DIRECTORY_ENTRY_DEBUG, IMAGE_DIRECTORY_ENTRY_SECURITY,
 };
-use object::read::pe::ImageNtHeaders;
+use object::read::pe::{DataDirectories, ImageNtHeaders, SectionTable};
 use object::LittleEndian as LE;
 
 use crate::error::{ErrorKind, Result};
+use crate::host::pe::{image_section_role, HostPe};
+use crate::host::SectionRole;
 
-use super::pieces::{apply_patches, cut, standalone, Piece};
+use super::pieces::{apply_patches, cut, hole_bytes, mapped, standalone, Patches, Piece};
 use super::plan::UnitPlan;
 use super::{err, len64, u32_at, u64_at};
 
@@ -137,9 +140,12 @@ struct Packing {
     packed_end: u64,
     /// `IMAGE_SCN_CNT_INITIALIZED_DATA`.
     initialized: bool,
-    /// (plan index, old file offset, new file offset, new length) of each unit.
-    moves: Vec<(usize, u64, u64, u64)>,
+    /// Where each unit goes.
+    moves: Vec<UnitMove>,
 }
+
+/// (plan index, old file offset, new file offset, new length) of a unit.
+type UnitMove = (usize, u64, u64, u64);
 
 const SECTION_HEADER_SIZE: u64 = 40;
 const SIZE_OF_RAW_DATA: u64 = 16;
@@ -148,6 +154,61 @@ const SCN_CNT_INITIALIZED_DATA: u32 = 0x40;
 const DEBUG_ENTRY_SIZE: u64 = 28;
 const DEBUG_POINTER_TO_RAW_DATA: u64 = 24;
 
+/// The headers of a PE32+ image that compacting reads.
+struct Image<'d> {
+    data: &'d [u8],
+    /// File offset of the NT headers.
+    nt_at: u64,
+    /// File offset of the section table.
+    table_at: u64,
+    headers: &'d [ImageSectionHeader],
+    dirs: DataDirectories<'d>,
+    file_align: u64,
+    image_base: u64,
+    host: HostPe<'d>,
+    file_len: u64,
+}
+
+impl<'d> Image<'d> {
+    /// Reads the headers of a PE32+ image; `Err` says why the file is not compacted.
+    fn read(data: &'d [u8]) -> core::result::Result<Self, String> {
+        if !data.starts_with(b"MZ") {
+            return Err("COFF objects are not laid out again".into());
+        }
+        let dos = ImageDosHeader::parse(data).map_err(|_| String::from("no DOS header"))?;
+        let nt_at = u64::from(dos.nt_headers_offset());
+        let mut offset = nt_at;
+        let (nt, dirs) = ImageNtHeaders64::parse(data, &mut offset)
+            .map_err(|_| String::from("only PE32+ images are compacted"))?;
+        let table_at = offset;
+        let sections = SectionTable::parse(nt.file_header(), data, offset)
+            .map_err(|_| String::from("the section table does not read"))?;
+        let opt = nt.optional_header();
+        let file_align = u64::from(opt.file_alignment.get(LE));
+        if !file_align.is_power_of_two() || !(512..=65536).contains(&file_align) {
+            return Err("unusual FileAlignment".into());
+        }
+        let host = HostPe::parse(data).map_err(|e| format!("{e}"))?;
+        Ok(Image {
+            data,
+            nt_at,
+            table_at,
+            headers: sections.iter().as_slice(),
+            dirs,
+            file_align,
+            image_base: opt.image_base.get(LE),
+            host,
+            file_len: len64(data.len()),
+        })
+    }
+
+    /// File offset of the header of section `i`.
+    fn header_at(&self, i: usize) -> u64 {
+        self.table_at
+            .saturating_add(len64(i).saturating_mul(SECTION_HEADER_SIZE))
+    }
+}
+
 /// Compacts the fatbinary sections of a PE32+ image (module documentation); `Err` says
 /// why the file is rewritten in place instead.
 fn compact(
@@ -155,107 +216,52 @@ fn compact(
     plans: &[UnitPlan<'_>],
     cert: Option<(u64, u64, u64)>,
 ) -> core::result::Result<(Vec<Piece>, String), String> {
-    use crate::host::pe::{image_section_role, HostPe};
-    use crate::host::SectionRole;
-    use object::pe::{ImageSectionHeader, IMAGE_DIRECTORY_ENTRY_DEBUG};
-    use object::read::pe::SectionTable;
-
-    if !data.starts_with(b"MZ") {
-        return Err("COFF objects are not laid out again".into());
+    let img = Image::read(data)?;
+    let packs = packings(&img, plans)?;
+    let holes = freed(&packs, img.file_align)?;
+    let removed = hole_bytes(&holes);
+    let mut patches: Patches = BTreeMap::new();
+    let repointed = repoint(&img, &packs, &mut patches)?;
+    patch_file_offsets(&img, &packs, &holes, &mut patches)?;
+    patch_initialized_size(&img, &packs, &holes, &mut patches)?;
+    let (end, cert_note) = drop_certificate(cert, img.file_len, &holes, &mut patches);
+    let checksum_at = img.nt_at.saturating_add(24).saturating_add(64);
+    let old_checksum = u32_at(data, checksum_at).ok_or("no optional header")?;
+    if old_checksum != 0 {
+        patches.insert(checksum_at, alloc::vec![0u8; 4]);
     }
-    let dos = ImageDosHeader::parse(data).map_err(|_| String::from("no DOS header"))?;
-    let nt_at = u64::from(dos.nt_headers_offset());
-    let mut offset = nt_at;
-    let (nt, dirs) = ImageNtHeaders64::parse(data, &mut offset)
-        .map_err(|_| String::from("only PE32+ images are compacted"))?;
-    let table_at = offset;
-    let sections = SectionTable::parse(nt.file_header(), data, offset)
-        .map_err(|_| String::from("the section table does not read"))?;
-    let opt = nt.optional_header();
-    let file_align = u64::from(opt.file_alignment.get(LE));
-    if !file_align.is_power_of_two() || !(512..=65536).contains(&file_align) {
-        return Err("unusual FileAlignment".into());
+    let pieces = packed_pieces(&packs, plans, img.file_len);
+    let pieces = apply_patches(pieces, plans, &patches).map_err(|e| format!("{e}"))?;
+    let mut pieces = cut(pieces, plans, &holes, end);
+    if old_checksum != 0 {
+        let sum = checksum(data, plans, &pieces, checksum_at)?;
+        let mut fix = BTreeMap::new();
+        fix.insert(checksum_at, sum.to_le_bytes().to_vec());
+        pieces = apply_patches(pieces, plans, &fix).map_err(|e| format!("{e}"))?;
     }
-    let image_base = opt.image_base.get(LE);
-    let host = HostPe::parse(data).map_err(|e| format!("{e}"))?;
-    let file_len = len64(data.len());
+    let units: usize = packs.iter().map(|k| k.moves.len()).sum();
+    let moved_units = packs
+        .iter()
+        .flat_map(|k| &k.moves)
+        .filter(|m| m.1 != m.2)
+        .count();
+    Ok((
+        pieces,
+        format!(
+            "compacted: {units} containers packed from the start of their sections ({moved_units} moved, {repointed} pointers updated), {removed} bytes of raw data removed from the file, no RVA changed{}{cert_note}",
+            if old_checksum != 0 { ", CheckSum computed again" } else { "" }
+        ),
+    ))
+}
 
-    // The fatbinary sections and their packing.
+/// The fatbinary sections of the image and their packing, in file order; every unit to
+/// rewrite must be in one.
+fn packings(img: &Image<'_>, plans: &[UnitPlan<'_>]) -> core::result::Result<Vec<Packing>, String> {
     let mut packs: Vec<Packing> = Vec::new();
-    let headers: &[ImageSectionHeader] = sections.iter().as_slice();
-    for (i, h) in headers.iter().enumerate() {
-        let role = image_section_role(h.raw_name(), 0);
-        if !matches!(role, SectionRole::HipFatbin | SectionRole::NvFatbin) {
-            continue;
+    for (i, h) in img.headers.iter().enumerate() {
+        if let Some(k) = pack_section(img, plans, i, h)? {
+            packs.push(k);
         }
-        let raw_at = u64::from(h.pointer_to_raw_data.get(LE));
-        let raw_len = u64::from(h.size_of_raw_data.get(LE));
-        let vsize = u64::from(h.virtual_size.get(LE));
-        let end = raw_at.saturating_add(raw_len.min(vsize));
-        let mut here: Vec<(usize, &UnitPlan<'_>)> = plans
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| raw_at <= p.range.start && p.range.end <= end)
-            .collect();
-        if here.is_empty() {
-            continue;
-        }
-        if raw_at.checked_add(raw_len).is_none_or(|e| e > file_len) {
-            return Err("a fatbinary section's raw data runs past the end of the file".into());
-        }
-        if raw_at.checked_rem(file_align) != Some(0) || raw_len.checked_rem(file_align) != Some(0) {
-            return Err("a fatbinary section's raw data is not aligned to FileAlignment".into());
-        }
-        if h.pointer_to_relocations.get(LE) != 0 || h.pointer_to_linenumbers.get(LE) != 0 {
-            return Err("a fatbinary section has relocations or line numbers".into());
-        }
-        here.sort_by_key(|(_, p)| p.range.start);
-        let rva = u64::from(h.virtual_address.get(LE));
-        let (mut pos, mut cursor) = (raw_at, raw_at);
-        let mut moves = Vec::new();
-        for (k, p) in here {
-            let gap = super::slice(data, &(pos..p.range.start), "gap").unwrap_or_default();
-            if p.range.start < pos || gap.iter().any(|b| *b != 0) {
-                return Err(format!("bytes outside the containers at offset {pos:#x}"));
-            }
-            let old_rva = rva.saturating_add(p.range.start.saturating_sub(raw_at));
-            let align = if old_rva == 0 {
-                4096
-            } else {
-                1u64.wrapping_shl(old_rva.trailing_zeros().min(12))
-            };
-            let new = raw_at.saturating_add(
-                cursor
-                    .saturating_sub(raw_at)
-                    .checked_next_multiple_of(align)
-                    .ok_or("offset overflow")?,
-            );
-            if new > p.range.start {
-                return Err("a container would move up".into());
-            }
-            let len = if p.is_rewritten() {
-                p.len_after
-            } else {
-                p.len_before
-            };
-            moves.push((k, p.range.start, new, len));
-            cursor = new.saturating_add(len);
-            pos = p.range.end;
-        }
-        let tail = super::slice(data, &(pos..raw_at.saturating_add(raw_len)), "section tail")
-            .unwrap_or_default();
-        if tail.iter().any(|b| *b != 0) {
-            return Err(format!("bytes outside the containers at offset {pos:#x}"));
-        }
-        packs.push(Packing {
-            header_at: table_at.saturating_add(len64(i).saturating_mul(SECTION_HEADER_SIZE)),
-            raw_at,
-            raw_len,
-            rva,
-            packed_end: cursor,
-            initialized: h.characteristics.get(LE).0 & SCN_CNT_INITIALIZED_DATA != 0,
-            moves,
-        });
     }
     if packs.is_empty() {
         return Err("no container in .hip_fat or .nv_fatb".into());
@@ -279,8 +285,111 @@ fn compact(
     {
         return Err("fatbinary sections overlap in the file".into());
     }
+    Ok(packs)
+}
 
-    // Holes: the raw data after the packed units, in whole FileAlignment units.
+/// The packing of section `i` (header `h`) when it is a fatbinary section holding units;
+/// `Err` when its layout keeps the file from being compacted.
+fn pack_section(
+    img: &Image<'_>,
+    plans: &[UnitPlan<'_>],
+    i: usize,
+    h: &ImageSectionHeader,
+) -> core::result::Result<Option<Packing>, String> {
+    let role = image_section_role(h.raw_name(), 0);
+    if !matches!(role, SectionRole::HipFatbin | SectionRole::NvFatbin) {
+        return Ok(None);
+    }
+    let raw_at = u64::from(h.pointer_to_raw_data.get(LE));
+    let raw_len = u64::from(h.size_of_raw_data.get(LE));
+    let vsize = u64::from(h.virtual_size.get(LE));
+    let end = raw_at.saturating_add(raw_len.min(vsize));
+    let mut here: Vec<(usize, &UnitPlan<'_>)> = plans
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| raw_at <= p.range.start && p.range.end <= end)
+        .collect();
+    if here.is_empty() {
+        return Ok(None);
+    }
+    if raw_at.checked_add(raw_len).is_none_or(|e| e > img.file_len) {
+        return Err("a fatbinary section's raw data runs past the end of the file".into());
+    }
+    let file_align = img.file_align;
+    if raw_at.checked_rem(file_align) != Some(0) || raw_len.checked_rem(file_align) != Some(0) {
+        return Err("a fatbinary section's raw data is not aligned to FileAlignment".into());
+    }
+    if h.pointer_to_relocations.get(LE) != 0 || h.pointer_to_linenumbers.get(LE) != 0 {
+        return Err("a fatbinary section has relocations or line numbers".into());
+    }
+    here.sort_by_key(|(_, p)| p.range.start);
+    let rva = u64::from(h.virtual_address.get(LE));
+    let (moves, cursor, pos) = place_units(img.data, &here, raw_at, rva)?;
+    let tail = super::slice(
+        img.data,
+        &(pos..raw_at.saturating_add(raw_len)),
+        "section tail",
+    )
+    .unwrap_or_default();
+    if tail.iter().any(|b| *b != 0) {
+        return Err(format!("bytes outside the containers at offset {pos:#x}"));
+    }
+    Ok(Some(Packing {
+        header_at: img.header_at(i),
+        raw_at,
+        raw_len,
+        rva,
+        packed_end: cursor,
+        initialized: h.characteristics.get(LE).0 & SCN_CNT_INITIALIZED_DATA != 0,
+        moves,
+    }))
+}
+
+/// Where the units `here` (in file order) of the section whose raw data starts at
+/// `raw_at` (RVA `rva`) go: back to back, each at the alignment its RVA had (at most
+/// 4096). Returns the moves, where the packed units end and where the last unit ended.
+fn place_units(
+    data: &[u8],
+    here: &[(usize, &UnitPlan<'_>)],
+    raw_at: u64,
+    rva: u64,
+) -> core::result::Result<(Vec<UnitMove>, u64, u64), String> {
+    let (mut pos, mut cursor) = (raw_at, raw_at);
+    let mut moves = Vec::new();
+    for &(k, p) in here {
+        let gap = super::slice(data, &(pos..p.range.start), "gap").unwrap_or_default();
+        if p.range.start < pos || gap.iter().any(|b| *b != 0) {
+            return Err(format!("bytes outside the containers at offset {pos:#x}"));
+        }
+        let old_rva = rva.saturating_add(p.range.start.saturating_sub(raw_at));
+        let align = if old_rva == 0 {
+            4096
+        } else {
+            1u64.wrapping_shl(old_rva.trailing_zeros().min(12))
+        };
+        let new = raw_at.saturating_add(
+            cursor
+                .saturating_sub(raw_at)
+                .checked_next_multiple_of(align)
+                .ok_or("offset overflow")?,
+        );
+        if new > p.range.start {
+            return Err("a container would move up".into());
+        }
+        let len = if p.is_rewritten() {
+            p.len_after
+        } else {
+            p.len_before
+        };
+        moves.push((k, p.range.start, new, len));
+        cursor = new.saturating_add(len);
+        pos = p.range.end;
+    }
+    Ok((moves, cursor, pos))
+}
+
+/// The holes: the raw data after the packed units, in whole FileAlignment units.
+fn freed(packs: &[Packing], file_align: u64) -> core::result::Result<Vec<Range<u64>>, String> {
     let holes: Vec<Range<u64>> = packs
         .iter()
         .filter_map(|k| {
@@ -296,21 +405,16 @@ fn compact(
     if holes.is_empty() {
         return Err("no whole FileAlignment unit is freed".into());
     }
-    let map = |o: u64| -> u64 {
-        o.saturating_sub(
-            holes
-                .iter()
-                .filter(|h| h.end <= o)
-                .map(|h| h.end.saturating_sub(h.start))
-                .fold(0u64, u64::saturating_add),
-        )
-    };
-    let removed: u64 = holes
-        .iter()
-        .map(|h| h.end.saturating_sub(h.start))
-        .fold(0, u64::saturating_add);
+    Ok(holes)
+}
 
-    // Every pointer to a unit: the wrappers' pointer fields and every DIR64-relocated word.
+/// Every pointer to a unit (the wrappers' pointer fields and every DIR64-relocated word)
+/// patched to the unit's new address; returns how many.
+fn repoint(
+    img: &Image<'_>,
+    packs: &[Packing],
+    patches: &mut Patches,
+) -> core::result::Result<usize, String> {
     let moved: BTreeMap<u64, u64> = packs
         .iter()
         .flat_map(|k| {
@@ -327,7 +431,35 @@ fn compact(
             .iter()
             .any(|k| k.rva <= rva && rva < k.rva.saturating_add(k.raw_len.max(1)))
     };
-    let mut patches: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut repointed = 0usize;
+    for at in pointer_fields(&img.host)? {
+        let Some(va) = u64_at(img.data, at) else {
+            continue;
+        };
+        let rva = va.wrapping_sub(img.image_base);
+        if !inside(rva) {
+            continue;
+        }
+        let Some(&new) = moved.get(&rva) else {
+            return Err(format!(
+                "a pointer at offset {at:#x} points into a fatbinary section ({rva:#x}) but not at the start of a container"
+            ));
+        };
+        if packs
+            .iter()
+            .any(|k| k.raw_at <= at && at < k.raw_at.saturating_add(k.raw_len))
+        {
+            return Err("a pointer lies inside a fatbinary section".into());
+        }
+        patches.insert(at, img.image_base.wrapping_add(new).to_le_bytes().to_vec());
+        repointed = repointed.saturating_add(1);
+    }
+    Ok(repointed)
+}
+
+/// The file offsets of the words that may point to a unit: the wrappers' pointer fields
+/// and every DIR64-relocated word, sorted, without repeats.
+fn pointer_fields(host: &HostPe<'_>) -> core::result::Result<Vec<u64>, String> {
     let mut fields: Vec<u64> = host
         .fat_binary_wrappers()
         .iter()
@@ -346,32 +478,27 @@ fn compact(
     }
     fields.sort_unstable();
     fields.dedup();
-    let mut repointed = 0usize;
-    for at in fields {
-        let Some(va) = u64_at(data, at) else { continue };
-        let rva = va.wrapping_sub(image_base);
-        if !inside(rva) {
-            continue;
-        }
-        let Some(&new) = moved.get(&rva) else {
-            return Err(format!(
-                "a pointer at offset {at:#x} points into a fatbinary section ({rva:#x}) but not at the start of a container"
-            ));
-        };
-        if packs
-            .iter()
-            .any(|k| k.raw_at <= at && at < k.raw_at.saturating_add(k.raw_len))
-        {
-            return Err("a pointer lies inside a fatbinary section".into());
-        }
-        patches.insert(at, image_base.wrapping_add(new).to_le_bytes().to_vec());
-        repointed = repointed.saturating_add(1);
-    }
+    Ok(fields)
+}
 
-    // Headers: the packed sections' sizes, later sections' raw data pointers, the debug
-    // directory's file offsets, the symbol table pointer, SizeOfInitializedData.
-    for (i, h) in headers.iter().enumerate() {
-        let at = table_at.saturating_add(len64(i).saturating_mul(SECTION_HEADER_SIZE));
+/// A `u32` file-offset field patched to `value`.
+fn offset_patch(value: u64) -> core::result::Result<Vec<u8>, String> {
+    let p = u32::try_from(value).map_err(|_| "offset too large")?;
+    Ok(p.to_le_bytes().to_vec())
+}
+
+/// The file offsets that follow the holes: the packed sections' raw sizes, later
+/// sections' raw data pointers, the symbol table pointer and the debug directory's file
+/// offsets.
+fn patch_file_offsets(
+    img: &Image<'_>,
+    packs: &[Packing],
+    holes: &[Range<u64>],
+    patches: &mut Patches,
+) -> core::result::Result<(), String> {
+    let map = |o: u64| mapped(holes, o);
+    for (i, h) in img.headers.iter().enumerate() {
+        let at = img.header_at(i);
         let ptr = u64::from(h.pointer_to_raw_data.get(LE));
         if let Some(k) = packs.iter().find(|k| k.header_at == at) {
             // VirtualSize stays: Windows maps the sections back to back (each one's
@@ -384,20 +511,56 @@ fn compact(
                 r.to_le_bytes().to_vec(),
             );
             if map(ptr) != ptr {
-                let p = u32::try_from(map(ptr)).map_err(|_| "offset too large")?;
                 patches.insert(
                     at.saturating_add(POINTER_TO_RAW_DATA),
-                    p.to_le_bytes().to_vec(),
+                    offset_patch(map(ptr))?,
                 );
             }
         } else if ptr != 0 && map(ptr) != ptr {
-            let p = u32::try_from(map(ptr)).map_err(|_| "offset too large")?;
             patches.insert(
                 at.saturating_add(POINTER_TO_RAW_DATA),
-                p.to_le_bytes().to_vec(),
+                offset_patch(map(ptr))?,
             );
         }
     }
+    let symtab_at = img.nt_at.saturating_add(4).saturating_add(8);
+    if let Some(sym) = u32_at(img.data, symtab_at).filter(|s| *s != 0) {
+        patches.insert(symtab_at, offset_patch(map(u64::from(sym)))?);
+    }
+    let Some(debug) = img.dirs.get(IMAGE_DIRECTORY_ENTRY_DEBUG) else {
+        return Ok(());
+    };
+    let (rva, size) = (
+        u64::from(debug.virtual_address.get(LE)),
+        u64::from(debug.size.get(LE)),
+    );
+    if size == 0 {
+        return Ok(());
+    }
+    let (s, off) = img
+        .host
+        .section_at(rva)
+        .ok_or("the debug directory is not in a section")?;
+    let at = s.offset.saturating_add(off);
+    for n in 0..size / DEBUG_ENTRY_SIZE {
+        let field = at
+            .saturating_add(n.saturating_mul(DEBUG_ENTRY_SIZE))
+            .saturating_add(DEBUG_POINTER_TO_RAW_DATA);
+        let ptr = u64::from(u32_at(img.data, field).ok_or("the debug directory is truncated")?);
+        if ptr != 0 && map(ptr) != ptr {
+            patches.insert(field, offset_patch(map(ptr))?);
+        }
+    }
+    Ok(())
+}
+
+/// `SizeOfInitializedData` drops by the bytes removed from initialized-data sections.
+fn patch_initialized_size(
+    img: &Image<'_>,
+    packs: &[Packing],
+    holes: &[Range<u64>],
+    patches: &mut Patches,
+) -> core::result::Result<(), String> {
     let initialized: u64 = packs
         .iter()
         .filter(|k| k.initialized)
@@ -409,66 +572,48 @@ fn compact(
                 .fold(0u64, u64::saturating_add)
         })
         .fold(0, u64::saturating_add);
-    let opt_at = nt_at.saturating_add(24);
-    let init_at = opt_at.saturating_add(8);
-    let old_init = u32_at(data, init_at).ok_or("no optional header")?;
+    let init_at = img.nt_at.saturating_add(24).saturating_add(8);
+    let old_init = u32_at(img.data, init_at).ok_or("no optional header")?;
     let new_init = u64::from(old_init).saturating_sub(initialized);
     patches.insert(
         init_at,
         u32::try_from(new_init).unwrap_or(0).to_le_bytes().to_vec(),
     );
-    let symtab_at = nt_at.saturating_add(4).saturating_add(8);
-    if let Some(sym) = u32_at(data, symtab_at).filter(|s| *s != 0) {
-        let p = u32::try_from(map(u64::from(sym))).map_err(|_| "offset too large")?;
-        patches.insert(symtab_at, p.to_le_bytes().to_vec());
-    }
-    if let Some(debug) = dirs.get(IMAGE_DIRECTORY_ENTRY_DEBUG) {
-        let (rva, size) = (
-            u64::from(debug.virtual_address.get(LE)),
-            u64::from(debug.size.get(LE)),
-        );
-        if size > 0 {
-            let (s, off) = host
-                .section_at(rva)
-                .ok_or("the debug directory is not in a section")?;
-            let at = s.offset.saturating_add(off);
-            for n in 0..size / DEBUG_ENTRY_SIZE {
-                let field = at
-                    .saturating_add(n.saturating_mul(DEBUG_ENTRY_SIZE))
-                    .saturating_add(DEBUG_POINTER_TO_RAW_DATA);
-                let ptr = u64::from(u32_at(data, field).ok_or("the debug directory is truncated")?);
-                if ptr != 0 && map(ptr) != ptr {
-                    let p = u32::try_from(map(ptr)).map_err(|_| "offset too large")?;
-                    patches.insert(field, p.to_le_bytes().to_vec());
-                }
-            }
-        }
-    }
-    // The certificate table: its directory entry zeroed, and cut when it ends the file.
-    let mut end = file_len;
-    let mut cert_note = String::new();
-    if let Some((entry_at, at, len)) = cert {
-        patches.insert(entry_at, alloc::vec![0u8; 8]);
-        if at.checked_add(len) == Some(file_len) && holes.iter().all(|h| h.end <= at) {
-            end = at;
-            cert_note = format!(
-                "; the Authenticode signature no longer matches: its certificate table ({len} bytes) was removed"
-            );
-        } else {
-            cert_note =
-                "; the Authenticode signature no longer matches: its certificate table is no longer referenced".into();
-        }
-    }
-    let checksum_at = opt_at.saturating_add(64);
-    let old_checksum = u32_at(data, checksum_at).ok_or("no optional header")?;
-    if old_checksum != 0 {
-        patches.insert(checksum_at, alloc::vec![0u8; 4]);
-    }
+    Ok(())
+}
 
-    // The file: each packed section's units back to back, the rest copied.
+/// The certificate table: its directory entry zeroed, and cut when it ends the file.
+/// Returns where the output ends (in input offsets) and the note for the layout line.
+fn drop_certificate(
+    cert: Option<(u64, u64, u64)>,
+    file_len: u64,
+    holes: &[Range<u64>],
+    patches: &mut Patches,
+) -> (u64, String) {
+    let Some((entry_at, at, len)) = cert else {
+        return (file_len, String::new());
+    };
+    patches.insert(entry_at, alloc::vec![0u8; 8]);
+    if at.checked_add(len) == Some(file_len) && holes.iter().all(|h| h.end <= at) {
+        (
+            at,
+            format!(
+                "; the Authenticode signature no longer matches: its certificate table ({len} bytes) was removed"
+            ),
+        )
+    } else {
+        (
+            file_len,
+            "; the Authenticode signature no longer matches: its certificate table is no longer referenced".into(),
+        )
+    }
+}
+
+/// The file: each packed section's units back to back, the rest copied.
+fn packed_pieces(packs: &[Packing], plans: &[UnitPlan<'_>], file_len: u64) -> Vec<Piece> {
     let mut pieces = Vec::new();
     let mut pos = 0u64;
-    for k in &packs {
+    for k in packs {
         pieces.push(Piece::Copy(pos..k.raw_at));
         let mut cur = k.raw_at;
         for &(plan, old, new, len) in &k.moves {
@@ -484,27 +629,7 @@ fn compact(
         pos = section_end;
     }
     pieces.push(Piece::Copy(pos..file_len));
-    let pieces = apply_patches(pieces, plans, &patches).map_err(|e| format!("{e}"))?;
-    let mut pieces = cut(pieces, plans, &holes, end);
-    if old_checksum != 0 {
-        let sum = checksum(data, plans, &pieces, checksum_at)?;
-        let mut fix = BTreeMap::new();
-        fix.insert(checksum_at, sum.to_le_bytes().to_vec());
-        pieces = apply_patches(pieces, plans, &fix).map_err(|e| format!("{e}"))?;
-    }
-    let units: usize = packs.iter().map(|k| k.moves.len()).sum();
-    let moved_units = packs
-        .iter()
-        .flat_map(|k| &k.moves)
-        .filter(|m| m.1 != m.2)
-        .count();
-    Ok((
-        pieces,
-        format!(
-            "compacted: {units} containers packed from the start of their sections ({moved_units} moved, {repointed} pointers updated), {removed} bytes of raw data removed from the file, no RVA changed{}{cert_note}",
-            if old_checksum != 0 { ", CheckSum computed again" } else { "" }
-        ),
-    ))
+    pieces
 }
 
 /// The PE checksum of the output of `pieces` (the `CheckSum` field at `checksum_at` read
@@ -559,7 +684,7 @@ fn checksum(
         len: 0,
         odd: None,
     };
-    super::pieces::write_parts(&mut s, data, plans, pieces).map_err(|e| format!("{e:?}"))?;
+    super::pieces::write(&mut s, data, plans, pieces).map_err(|e| format!("{e:?}"))?;
     if let Some(lo) = s.odd.take() {
         s.word(u16::from(lo));
     }

@@ -1,8 +1,6 @@
 //! The output as pieces: input ranges, new bytes, zero fill and rewritten units.
 
 use alloc::collections::BTreeMap;
-use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 
@@ -10,7 +8,11 @@ use crate::error::{ErrorKind, Result};
 use crate::write::WriteError;
 
 use super::plan::{Body, UnitPlan};
-use super::{diff, err, len64, Plan};
+use super::{diff, err, len64};
+
+/// New bytes by output offset (in input offsets before holes are cut): patched words
+/// and headers.
+pub(super) type Patches = BTreeMap<u64, Vec<u8>>;
 
 /// How the output file is put together.
 #[derive(Clone, Debug)]
@@ -23,54 +25,6 @@ pub(super) enum Piece {
     Zeros(u64),
     /// New bytes (headers, patched words).
     Owned(Vec<u8>),
-}
-
-/// Decides how the output is made of input bytes and rewritten units.
-pub(super) fn assemble(
-    data: &[u8],
-    plans: &[UnitPlan<'_>],
-    shrink: bool,
-    move_table: bool,
-    refuse_signed: bool,
-) -> Result<(Vec<Piece>, String)> {
-    if plans.iter().all(|p| !p.is_rewritten()) {
-        return Ok((
-            vec![Piece::Copy(0..len64(data.len()))],
-            "unchanged (nothing to drop)".into(),
-        ));
-    }
-    if data.starts_with(crate::raw::AR_THIN_MAGIC) {
-        return Err(err(
-            ErrorKind::BadContainer,
-            0,
-            "thin archives are not pruned (their members are other files)",
-        ));
-    }
-    if crate::host::pe::is_pe_or_coff(data) {
-        if let Some(p) = plans.iter().find(|p| p.drops_sections()) {
-            return Err(err(
-                ErrorKind::BadContainer,
-                p.range.start,
-                "a bundled COFF object (__CLANG_OFFLOAD_BUNDLE__ sections) is not pruned: its sections cannot be removed",
-            ));
-        }
-        return super::pe::host_pe(data, plans, shrink, refuse_signed);
-    }
-    let is_host_elf = data.starts_with(crate::raw::ELF_MAGIC)
-        && !plans
-            .iter()
-            .any(|p| p.format == "elf" && p.range.start == 0);
-    if !is_host_elf {
-        if let Some(p) = plans.iter().find(|p| p.drops_sections()) {
-            return Err(err(
-                ErrorKind::BadContainer,
-                p.range.start,
-                "the entry sections of a bundled object are removed only from an ELF relocatable object",
-            ));
-        }
-        return Ok((standalone(data, plans, false), "standalone".into()));
-    }
-    super::linked::host_elf(data, plans, shrink, move_table)
 }
 
 /// Pieces that write each unit where it is; with `pad`, each is zero-filled to its old
@@ -129,7 +83,7 @@ pub(super) fn total_len(pieces: &[Piece], plans: &[UnitPlan<'_>]) -> Result<u64>
 pub(super) fn apply_patches(
     pieces: Vec<Piece>,
     plans: &[UnitPlan<'_>],
-    patches: &BTreeMap<u64, Vec<u8>>,
+    patches: &Patches,
 ) -> Result<Vec<Piece>> {
     let mut out = Vec::new();
     let mut pos = 0u64;
@@ -242,6 +196,26 @@ pub(super) fn cut(
     out
 }
 
+/// The new file offset of `o` once `holes` (input ranges, in any order) leave the file.
+pub(super) fn mapped(holes: &[Range<u64>], o: u64) -> u64 {
+    diff(
+        o,
+        holes
+            .iter()
+            .filter(|h| h.end <= o)
+            .map(|h| diff(h.end, h.start))
+            .fold(0u64, u64::saturating_add),
+    )
+}
+
+/// The bytes `holes` remove from the file.
+pub(super) fn hole_bytes(holes: &[Range<u64>]) -> u64 {
+    holes
+        .iter()
+        .map(|h| diff(h.end, h.start))
+        .fold(0, u64::saturating_add)
+}
+
 /// Pieces of an archive member: input ranges from `base`, plan indices from `first`.
 pub(super) fn rebase(pieces: Vec<Piece>, base: u64, first: usize) -> Vec<Piece> {
     pieces
@@ -254,17 +228,8 @@ pub(super) fn rebase(pieces: Vec<Piece>, base: u64, first: usize) -> Vec<Piece> 
         .collect()
 }
 
-/// Streams `pieces` into `out`.
+/// Streams `pieces` (over the input `data` and the unit plans `units`) into `out`.
 pub(super) fn write<W: std::io::Write + ?Sized>(
-    out: &mut W,
-    plan: &Plan<'_>,
-    pieces: &[Piece],
-) -> core::result::Result<(), WriteError> {
-    write_parts(out, plan.data, &plan.units, pieces)
-}
-
-/// [`write`] from the input bytes and the unit plans.
-pub(super) fn write_parts<W: std::io::Write + ?Sized>(
     out: &mut W,
     data: &[u8],
     units: &[UnitPlan<'_>],

@@ -7,12 +7,13 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use crate::bundle::Bundle;
+use crate::ccob::CompressedBundle;
 use crate::ccob::CompressionMethod;
-use crate::container::{units, Unit, UnitContent};
+use crate::container::{units, ObjectBundle, OpenUnit, Unit, UnitContent};
 use crate::error::{ErrorKind, Result};
 use crate::image::{Image, OffloadKind};
 use crate::nvfatbin::Fatbin;
-use crate::offload_binary::OffloadBinary;
+use crate::offload_binary::{OffloadBinaries, OffloadBinary};
 use crate::select::{check, SelectOptions, Verdict};
 use crate::target::{identify, image_name, Code, Device};
 use crate::text::TextBundle;
@@ -180,6 +181,52 @@ fn kept_pairs<'a>(
         .collect()
 }
 
+/// What the kept devices make of the images of one unit.
+struct Judgement {
+    /// Whether each image stays, in image order.
+    keep: Vec<bool>,
+    /// Names of the images kept and dropped.
+    kept: Vec<String>,
+    dropped: Vec<String>,
+    /// Whether each kept device has an image in the unit.
+    covered: Vec<bool>,
+    /// How many images are not host entries.
+    device_images: usize,
+}
+
+/// Judges every image of `open` ([`covers`]).
+fn judge(open: &OpenUnit<'_>, devices: &[Device]) -> Judgement {
+    let mut j = Judgement {
+        keep: Vec::new(),
+        kept: Vec::new(),
+        dropped: Vec::new(),
+        covered: vec![false; devices.len()],
+        device_images: 0,
+    };
+    for image in open.images() {
+        let k = covers(&image, devices, &mut j.covered);
+        if image.offload_kind != OffloadKind::Host {
+            j.device_images = j.device_images.saturating_add(1);
+        }
+        j.keep.push(k);
+        let name = format!("{}", image_name(&image));
+        if k {
+            j.kept.push(name);
+        } else {
+            j.dropped.push(name);
+        }
+    }
+    j
+}
+
+/// The unit is left whole: everything counts as kept, with `note` saying why.
+fn leave_whole(plan: &mut UnitPlan<'_>, note: &str) {
+    plan.kept.append(&mut plan.dropped);
+    plan.whole = true;
+    plan.note = Some(note.to_string());
+}
+
+/// Plans one unit: which images stay and what the unit becomes.
 fn plan_unit<'a>(
     data: &'a [u8],
     unit: &Unit<'a>,
@@ -187,31 +234,15 @@ fn plan_unit<'a>(
     options: &PruneOptions,
 ) -> Result<UnitPlan<'a>> {
     let range = unit.extent(&options.read)?;
-    let mut covered = vec![false; devices.len()];
-    let mut keep = Vec::new();
-    let mut kept = Vec::new();
-    let mut dropped = Vec::new();
     // NVIDIA fatbinary entries are judged by their headers and written as stored, their
     // payloads copied unchanged and never decoded: the output holds the bytes the input
     // held, and checking that a compressed payload decodes is `validate`'s job (decoding
     // every entry of libnccl took 5x the time of copying the file). A compressed bundle's
     // content is decoded and rewritten below.
     let open = unit.open(&options.read)?;
-    let mut device_images = 0usize;
-    for image in open.images() {
-        let k = covers(&image, devices, &mut covered);
-        if image.offload_kind != OffloadKind::Host {
-            device_images = device_images.saturating_add(1);
-        }
-        keep.push(k);
-        let name = format!("{}", image_name(&image));
-        if k {
-            kept.push(name);
-        } else {
-            dropped.push(name);
-        }
-    }
-    let missing: Vec<usize> = covered
+    let j = judge(&open, devices);
+    let missing: Vec<usize> = j
+        .covered
         .iter()
         .enumerate()
         .filter(|(_, c)| !**c)
@@ -225,146 +256,184 @@ fn plan_unit<'a>(
         offset: range.start,
         len_before,
         len_after: len_before,
-        kept,
-        dropped,
+        kept: j.kept,
+        dropped: j.dropped,
         missing,
         whole: false,
         emptied: false,
         note: None,
-        range: range.clone(),
+        range,
         body: Body::Same,
-    };
-    let leave_whole = |plan: &mut UnitPlan<'a>, note: &str| {
-        plan.kept.append(&mut plan.dropped);
-        plan.whole = true;
-        plan.note = Some(note.to_string());
     };
     // Relocatable device code (`__nv_relfatbin`, `nvcc -rdc` units' fat binaries that
     // feed the device link, `REGISTRATION.md` §5.3) is pruned by the same rule: what a
     // kept device can load stays, so whatever reads the link inputs for it finds them.
-    if !covered.iter().any(|c| *c) && device_images > 0 {
-        // Units of host files are emptied, as nvprune does; standalone container files,
-        // and formats whose empty form no runtime registers, are left whole.
-        let in_host_file = !unit.location.path().is_empty();
-        let emptiable = matches!(
-            unit.content,
-            UnitContent::Bundle(_)
-                | UnitContent::Compressed(_)
-                | UnitContent::Text(_)
-                | UnitContent::NvFatbin(_)
-        );
-        if options.keep_unloadable_units || !in_host_file || !emptiable {
-            leave_whole(&mut plan, "no image for any kept device: left whole");
-            return Ok(plan);
-        }
-        plan.emptied = true;
-        plan.note = Some("no image for any kept device: emptied".into());
+    if !j.covered.iter().any(|c| *c)
+        && j.device_images > 0
+        && !empty_unloadable(&mut plan, unit, options)
+    {
+        return Ok(plan);
     }
     if plan.dropped.is_empty() {
         return Ok(plan);
     }
-    let body = match &unit.content {
+    if let Some(body) = new_body(data, unit, &open, &j.keep, &mut plan, options)? {
+        plan.len_after = body_len(&body)?;
+        plan.body = body;
+    }
+    Ok(plan)
+}
+
+/// A unit in which no kept device can load anything: units of host files are emptied
+/// (returns true), as nvprune does; standalone container files, and formats whose empty
+/// form no runtime registers, are left whole (returns false).
+fn empty_unloadable(plan: &mut UnitPlan<'_>, unit: &Unit<'_>, options: &PruneOptions) -> bool {
+    let in_host_file = !unit.location.path().is_empty();
+    let emptiable = matches!(
+        unit.content,
+        UnitContent::Bundle(_)
+            | UnitContent::Compressed(_)
+            | UnitContent::Text(_)
+            | UnitContent::NvFatbin(_)
+    );
+    if options.keep_unloadable_units || !in_host_file || !emptiable {
+        leave_whole(plan, "no image for any kept device: left whole");
+        return false;
+    }
+    plan.emptied = true;
+    plan.note = Some("no image for any kept device: emptied".into());
+    true
+}
+
+/// What a unit with images to drop becomes (`keep`: whether each image stays); `None`
+/// when `plan` is already final (left whole, or sections to remove).
+fn new_body<'a>(
+    data: &'a [u8],
+    unit: &Unit<'a>,
+    open: &OpenUnit<'_>,
+    keep: &[bool],
+    plan: &mut UnitPlan<'a>,
+    options: &PruneOptions,
+) -> Result<Option<Body<'a>>> {
+    let at = plan.range.start;
+    Ok(Some(match &unit.content {
         UnitContent::Bundle(b) => Body::Bundle {
-            entries: kept_pairs(b.entries().map(|e| (e.id, e.data)), &keep),
+            entries: kept_pairs(b.entries().map(|e| (e.id, e.data)), keep),
             align: bundle_align(b),
         },
-        UnitContent::Text(t) => Body::Owned(text_bundle(t, &keep)),
-        UnitContent::Compressed(c) => {
-            let inner = open.decompressed().ok_or(err(
-                ErrorKind::Malformed,
-                range.start,
-                "compressed bundle has no content",
-            ))?;
-            let rewritten = if crate::bundle::is_bundle(inner) {
-                let b = Bundle::parse(inner, &options.read.limits)
-                    .map_err(|e| e.in_decompressed(range.start))?;
-                let entries = kept_pairs(b.entries().map(|e| (e.id, e.data)), &keep);
-                crate::write::bundle::bundle_to_vec(&entries, bundle_align(&b))?
-            } else {
-                let t = TextBundle::parse(inner, &options.read.limits)
-                    .map_err(|e| e.in_decompressed(range.start))?;
-                text_bundle(&t, &keep)
-            };
-            Body::Owned(recompress(
-                &rewritten,
-                c.version(),
-                c.method(),
-                len_before,
-                options,
-                range.start,
-            )?)
-        }
-        UnitContent::OffloadBinaries(seq) => {
-            let mut out = Vec::new();
-            let mut flags = keep.iter();
-            for (_, b) in seq.iter() {
-                let n = usize::try_from(b.entry_count()).unwrap_or(usize::MAX);
-                let these: Vec<bool> = flags.by_ref().take(n).copied().collect();
-                if these.iter().all(|k| *k) {
-                    out.extend_from_slice(b.data());
-                } else if these.iter().any(|k| *k) {
-                    if b.is_compressed() {
-                        return Err(err(
-                            ErrorKind::BadContainer,
-                            range.start,
-                            "a compressed OffloadBinary would be kept only in part; pruning inside compressed OffloadBinaries is not supported",
-                        ));
-                    }
-                    rewrite_offload_binary(&b, &these, &mut out)?;
-                }
-            }
-            Body::Owned(out)
-        }
+        UnitContent::Text(t) => Body::Owned(text_bundle(t, keep)),
+        UnitContent::Compressed(c) => Body::Owned(compressed_bundle(
+            c,
+            open,
+            keep,
+            plan.len_before,
+            options,
+            at,
+        )?),
+        UnitContent::OffloadBinaries(seq) => Body::Owned(offload_binaries(seq, keep, at)?),
         // Opening the unit gave its error already; a damaged file is not pruned.
         UnitContent::Damaged(d) => return Err(d.error),
         UnitContent::Kpack(_) => {
             // Archives are per architecture: pruning one is deleting the file.
-            leave_whole(&mut plan, "a kpack archive is not rewritten: left whole");
-            return Ok(plan);
+            leave_whole(plan, "a kpack archive is not rewritten: left whole");
+            return Ok(None);
         }
         UnitContent::DeviceElf(_) => {
             // One image, which no kept device can load (else nothing would be dropped).
-            leave_whole(&mut plan, "a bare device ELF is one image: left whole");
-            return Ok(plan);
+            leave_whole(plan, "a bare device ELF is one image: left whole");
+            return Ok(None);
         }
         UnitContent::ObjectBundle(o) => {
-            let ids: Vec<String> = o
-                .sections()
-                .zip(&keep)
-                .filter(|(_, k)| !**k)
-                .map(|((id, _), _)| id.to_string())
-                .collect();
-            // The object shrinks by the sections removed: their contents and headers (the
-            // exact size, after the new layout, is that of the output).
-            let removed: u64 = o
-                .sections()
-                .filter(|(id, _)| ids.iter().any(|d| d == id))
-                .map(|(_, d)| len64(d.len()).saturating_add(64))
-                .sum();
-            plan.note = Some(format!(
-                "sections removed: __CLANG_OFFLOAD_BUNDLE__{}",
-                ids.join(", __CLANG_OFFLOAD_BUNDLE__")
-            ));
-            plan.len_after = diff(plan.len_after, removed);
-            plan.body = Body::DropSections(ids);
-            return Ok(plan);
+            drop_sections(plan, o, keep);
+            return Ok(None);
         }
         UnitContent::NvFatbin(f) => {
             let inside = crate::bytes::offset_in(data, f.bytes());
-            if inside != Some(range.start) {
+            if inside != Some(at) {
                 return Err(err(
                     ErrorKind::BadContainer,
-                    range.start,
+                    at,
                     "a fatbinary inside another container (an OffloadBinary image) is not pruned",
                 ));
             }
-            let (header, entries) = nv_fatbin(f, &keep, range.start)?;
+            let (header, entries) = nv_fatbin(f, keep, at)?;
             Body::Spliced(header, entries)
         }
+    }))
+}
+
+/// A compressed bundle (`c`, its content decoded in `open`) with the kept entries only,
+/// compressed again as it was.
+fn compressed_bundle(
+    c: &CompressedBundle<'_>,
+    open: &OpenUnit<'_>,
+    keep: &[bool],
+    len_before: u64,
+    options: &PruneOptions,
+    at: u64,
+) -> Result<Vec<u8>> {
+    let inner = open.decompressed().ok_or(err(
+        ErrorKind::Malformed,
+        at,
+        "compressed bundle has no content",
+    ))?;
+    let rewritten = if crate::bundle::is_bundle(inner) {
+        let b = Bundle::parse(inner, &options.read.limits).map_err(|e| e.in_decompressed(at))?;
+        let entries = kept_pairs(b.entries().map(|e| (e.id, e.data)), keep);
+        crate::write::bundle::bundle_to_vec(&entries, bundle_align(&b))?
+    } else {
+        let t =
+            TextBundle::parse(inner, &options.read.limits).map_err(|e| e.in_decompressed(at))?;
+        text_bundle(&t, keep)
     };
-    plan.len_after = body_len(&body)?;
-    plan.body = body;
-    Ok(plan)
+    recompress(&rewritten, c.version(), c.method(), len_before, options, at)
+}
+
+/// OffloadBinaries back to back with the kept binaries and entries: whole binaries
+/// copied, partly kept ones written again (a compressed one is kept or dropped whole).
+fn offload_binaries(seq: &OffloadBinaries<'_>, keep: &[bool], at: u64) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut flags = keep.iter();
+    for (_, b) in seq.iter() {
+        let n = usize::try_from(b.entry_count()).unwrap_or(usize::MAX);
+        let these: Vec<bool> = flags.by_ref().take(n).copied().collect();
+        if these.iter().all(|k| *k) {
+            out.extend_from_slice(b.data());
+        } else if these.iter().any(|k| *k) {
+            if b.is_compressed() {
+                return Err(err(
+                    ErrorKind::BadContainer,
+                    at,
+                    "a compressed OffloadBinary would be kept only in part; pruning inside compressed OffloadBinaries is not supported",
+                ));
+            }
+            rewrite_offload_binary(&b, &these, &mut out)?;
+        }
+    }
+    Ok(out)
+}
+
+/// A bundled host object: the `__CLANG_OFFLOAD_BUNDLE__<id>` sections of the dropped
+/// entries go; the object shrinks by their contents and headers (the exact size, after
+/// the new layout, is that of the output).
+fn drop_sections(plan: &mut UnitPlan<'_>, o: &ObjectBundle<'_>, keep: &[bool]) {
+    let ids: Vec<String> = o
+        .sections()
+        .zip(keep)
+        .filter(|(_, k)| !**k)
+        .map(|((id, _), _)| id.to_string())
+        .collect();
+    let removed: u64 = o
+        .sections()
+        .filter(|(id, _)| ids.iter().any(|d| d == id))
+        .map(|(_, d)| len64(d.len()).saturating_add(64))
+        .sum();
+    plan.note = Some(format!(
+        "sections removed: __CLANG_OFFLOAD_BUNDLE__{}",
+        ids.join(", __CLANG_OFFLOAD_BUNDLE__")
+    ));
+    plan.len_after = diff(plan.len_after, removed);
+    plan.body = Body::DropSections(ids);
 }
 
 /// The size of a rewritten unit.
@@ -423,6 +492,7 @@ fn nv_fatbin<'a>(f: &Fatbin<'a>, keep: &[bool], at: u64) -> Result<(Vec<u8>, Vec
     Ok((out, parts))
 }
 
+/// A text bundle (in the style of `t`) of the kept entries of `t`.
 fn text_bundle(t: &TextBundle<'_>, keep: &[bool]) -> Vec<u8> {
     let entries = kept_pairs(t.entries().map(|e| (e.id, e.data)), keep);
     crate::write::text::text_bundle_to_vec(t.style(), &entries)

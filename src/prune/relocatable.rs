@@ -23,18 +23,14 @@ use object::elf::{
 use object::read::elf::{FileHeader, SectionHeader};
 use object::{LittleEndian as LE, U64};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::host::elf::{Elf64, Encoding};
 
 use super::pieces::Piece;
 use super::plan::{Body, UnitPlan};
-use super::{diff, err, len64};
+use super::{bad, diff, len64};
 
 const SYM_SIZE: usize = core::mem::size_of::<Sym64<LE>>();
-
-fn bad(at: u64, what: &'static str) -> Error {
-    err(ErrorKind::BadContainer, at, what)
-}
 
 fn elf(what: &'static str) -> impl Fn(object::read::Error) -> Error {
     move |_| bad(0, what)
@@ -47,6 +43,43 @@ struct Change {
     new_size: u64,
 }
 
+/// The file range of a section (empty for `SHT_NOBITS`).
+fn file_range(sh: &SectionHeader64<LE>) -> Range<u64> {
+    let off = sh.sh_offset(LE);
+    let size = if sh.sh_type(LE) == SHT_NOBITS {
+        0
+    } else {
+        sh.sh_size(LE)
+    };
+    off..off.saturating_add(size)
+}
+
+/// The object being laid out again and what changes in it.
+struct Object<'d> {
+    data: &'d [u8],
+    file: Elf64<'d>,
+    /// The section headers, as read.
+    shdrs: Vec<SectionHeader64<LE>>,
+    /// Sections of a bundled host object to remove, in index order.
+    removed: Vec<usize>,
+    /// The section of every changed unit (by section index).
+    changes: Vec<(usize, Change)>,
+}
+
+impl Object<'_> {
+    /// The header of section `i`.
+    fn shdr(&self, i: usize) -> Result<&SectionHeader64<LE>> {
+        self.shdrs
+            .get(i)
+            .ok_or(bad(0, "section index out of range"))
+    }
+
+    /// The change of section `i`, if it holds a rewritten unit.
+    fn changed(&self, i: usize) -> Option<&Change> {
+        self.changes.iter().find(|(j, _)| *j == i).map(|(_, c)| c)
+    }
+}
+
 /// Lays out a relocatable object again (see the module documentation).
 pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>, String)> {
     let file = Elf64::parse(data)?;
@@ -57,20 +90,37 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
     if h.e_shnum(LE) == 0 || h.e_shstrndx(LE) == SHN_XINDEX {
         return Err(bad(60, "extended section numbering is not handled"));
     }
-    let sections = file.section_table();
-    let shdrs: Vec<SectionHeader64<LE>> = sections.iter().copied().collect();
-    let file_range = |sh: &SectionHeader64<LE>| -> Range<u64> {
-        let off = sh.sh_offset(LE);
-        let size = if sh.sh_type(LE) == SHT_NOBITS {
-            0
-        } else {
-            sh.sh_size(LE)
-        };
-        off..off.saturating_add(size)
+    let shdrs: Vec<SectionHeader64<LE>> = file.section_table().iter().copied().collect();
+    let removed = removed_sections(&file, &shdrs, plans)?;
+    let changes = changed_sections(data, &shdrs, plans)?;
+    let obj = Object {
+        data,
+        file,
+        shdrs,
+        removed,
+        changes,
     };
-    let shdr = |i: usize| shdrs.get(i).ok_or(bad(0, "section index out of range"));
+    let symtab_patch = patch_symbols(&obj)?;
+    check_renumbering(&obj)?;
+    let pieces = lay_out(&obj, symtab_patch.as_ref())?;
+    Ok((
+        pieces,
+        format!(
+            "relocatable object: {} section(s) resized, {} bundle section(s) removed, sections laid out again (symbols and relocations unchanged)",
+            obj.changes.len(),
+            obj.removed.len()
+        ),
+    ))
+}
 
-    // Sections of a bundled host object to remove.
+/// The `__CLANG_OFFLOAD_BUNDLE__<id>` sections of the dropped entries of a bundled host
+/// object, in index order.
+fn removed_sections(
+    file: &Elf64<'_>,
+    shdrs: &[SectionHeader64<LE>],
+    plans: &[UnitPlan<'_>],
+) -> Result<Vec<usize>> {
+    let sections = file.section_table();
     let mut removed: Vec<usize> = Vec::new();
     for p in plans {
         if let Body::DropSections(ids) = &p.body {
@@ -89,8 +139,16 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
         }
     }
     removed.sort_unstable();
+    Ok(removed)
+}
 
-    // The section of every changed unit, and its new contents.
+/// The section of every changed unit and its new contents; a rewritten unit must be alone
+/// at the start of its section.
+fn changed_sections(
+    data: &[u8],
+    shdrs: &[SectionHeader64<LE>],
+    plans: &[UnitPlan<'_>],
+) -> Result<Vec<(usize, Change)>> {
     let mut changes: Vec<(usize, Change)> = Vec::new();
     for (n, p) in plans.iter().enumerate() {
         if matches!(p.body, Body::DropSections(_)) {
@@ -106,7 +164,11 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
         if !p.is_rewritten() {
             continue;
         }
-        let r = file_range(shdr(index)?);
+        let r = file_range(
+            shdrs
+                .get(index)
+                .ok_or(bad(0, "section index out of range"))?,
+        );
         let others = plans
             .iter()
             .filter(|q| r.start <= q.range.start && q.range.end <= r.end)
@@ -134,13 +196,17 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
             },
         ));
     }
-    let changed = |i: usize| changes.iter().find(|(j, _)| *j == i).map(|(_, c)| c);
+    Ok(changes)
+}
 
-    // References into the resized sections.
+/// Checks the references into the resized sections (no relocation section applies to
+/// one, symbols in them are at offset 0) and returns the symbol table with the sizes of
+/// those symbols updated, when one changes: (section index, new contents).
+fn patch_symbols(obj: &Object<'_>) -> Result<Option<(usize, Vec<u8>)>> {
     let mut symtab_patch: Option<(usize, Vec<u8>)> = None;
-    for (si, sh) in shdrs.iter().enumerate() {
+    for (si, sh) in obj.shdrs.iter().enumerate() {
         let ty = sh.sh_type(LE);
-        if (ty == SHT_RELA || ty == SHT_REL) && changed(sh.sh_info(LE) as usize).is_some() {
+        if (ty == SHT_RELA || ty == SHT_REL) && obj.changed(sh.sh_info(LE) as usize).is_some() {
             return Err(bad(
                 sh.sh_offset(LE),
                 "relocations apply to a section holding device code",
@@ -149,15 +215,17 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
         if ty != SHT_SYMTAB {
             continue;
         }
-        let syms: &[Sym64<LE>] = sh.data_as_array(LE, data).map_err(elf("symbol table"))?;
-        let original = sh.data(LE, data).map_err(elf("symbol table"))?;
+        let syms: &[Sym64<LE>] = sh
+            .data_as_array(LE, obj.data)
+            .map_err(elf("symbol table"))?;
+        let original = sh.data(LE, obj.data).map_err(elf("symbol table"))?;
         let mut patched = original.to_vec();
         for (k, sym) in syms.iter().enumerate() {
             let shndx = usize::from(sym.st_shndx.get(LE).0);
-            let Some(c) = changed(shndx) else {
+            let Some(c) = obj.changed(shndx) else {
                 continue;
             };
-            let old = shdr(shndx)?.sh_size(LE);
+            let old = obj.shdr(shndx)?.sh_size(LE);
             if sym.st_value.get(LE) != 0 {
                 return Err(bad(
                     sh.sh_offset(LE),
@@ -180,32 +248,7 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
                 ));
             }
         }
-        // Relocations against symbols of the resized sections.
-        let targets_changed = |sym: usize| {
-            syms.get(sym)
-                .is_some_and(|s| changed(usize::from(s.st_shndx.get(LE).0)).is_some())
-        };
-        for r in file.relocations() {
-            let r = r?;
-            if r.symbols != si || !targets_changed(r.symbol as usize) {
-                continue;
-            }
-            match r.encoding {
-                Encoding::Rela(at) if r.addend != Some(0) => {
-                    return Err(bad(
-                        at,
-                        "a relocation points inside a section holding device code",
-                    ));
-                }
-                Encoding::Rel(at) => {
-                    return Err(bad(
-                        at,
-                        "REL relocations against device code are not handled",
-                    ));
-                }
-                _ => {}
-            }
-        }
+        check_relocations(obj, si, syms)?;
         if patched != original {
             if symtab_patch.is_some() {
                 return Err(bad(sh.sh_offset(LE), "more than one symbol table"));
@@ -213,48 +256,90 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
             symtab_patch = Some((si, patched));
         }
     }
+    Ok(symtab_patch)
+}
 
-    // Removing sections renumbers those after them: allowed only when no reference
-    // (sh_link, the sh_info of relocation sections, e_shstrndx, a symbol's section) names
-    // the first removed section or any after it.
-    if let Some(&first) = removed.first() {
-        let mut highest = usize::from(h.e_shstrndx(LE).0);
-        for sh in &shdrs {
-            highest = highest.max(sh.sh_link(LE) as usize);
-            let ty = sh.sh_type(LE);
-            if ty == SHT_RELA || ty == SHT_REL || sh.sh_flags(LE).0 & SHF_INFO_LINK.0 != 0 {
-                highest = highest.max(sh.sh_info(LE) as usize);
-            }
-            if ty == SHT_SYMTAB || ty == SHT_DYNSYM {
-                let syms: &[Sym64<LE>] = sh.data_as_array(LE, data).map_err(elf("symbol table"))?;
-                for sym in syms {
-                    let x = sym.st_shndx.get(LE).0;
-                    if x < SHN_LORESERVE {
-                        highest = highest.max(usize::from(x));
-                    }
-                }
-            }
-            if ty == SHT_GROUP || ty == SHT_SYMTAB_SHNDX {
+/// Relocations against the symbols (of symbol table `si`) of the resized sections: `RELA`
+/// with addend 0 only, no `REL`.
+fn check_relocations(obj: &Object<'_>, si: usize, syms: &[Sym64<LE>]) -> Result<()> {
+    let targets_changed = |sym: usize| {
+        syms.get(sym)
+            .is_some_and(|s| obj.changed(usize::from(s.st_shndx.get(LE).0)).is_some())
+    };
+    for r in obj.file.relocations() {
+        let r = r?;
+        if r.symbols != si || !targets_changed(r.symbol as usize) {
+            continue;
+        }
+        match r.encoding {
+            Encoding::Rela(at) if r.addend != Some(0) => {
                 return Err(bad(
-                    sh.sh_offset(LE),
-                    "section groups or extended symbol indices with bundle sections to remove",
+                    at,
+                    "a relocation points inside a section holding device code",
                 ));
             }
+            Encoding::Rel(at) => {
+                return Err(bad(
+                    at,
+                    "REL relocations against device code are not handled",
+                ));
+            }
+            _ => {}
         }
-        if highest >= first {
+    }
+    Ok(())
+}
+
+/// Removing sections renumbers those after them: allowed only when no reference
+/// (sh_link, the sh_info of relocation sections, e_shstrndx, a symbol's section) names
+/// the first removed section or any after it.
+fn check_renumbering(obj: &Object<'_>) -> Result<()> {
+    let Some(&first) = obj.removed.first() else {
+        return Ok(());
+    };
+    let mut highest = usize::from(obj.file.header().e_shstrndx(LE).0);
+    for sh in &obj.shdrs {
+        highest = highest.max(sh.sh_link(LE) as usize);
+        let ty = sh.sh_type(LE);
+        if ty == SHT_RELA || ty == SHT_REL || sh.sh_flags(LE).0 & SHF_INFO_LINK.0 != 0 {
+            highest = highest.max(sh.sh_info(LE) as usize);
+        }
+        if ty == SHT_SYMTAB || ty == SHT_DYNSYM {
+            let syms: &[Sym64<LE>] = sh
+                .data_as_array(LE, obj.data)
+                .map_err(elf("symbol table"))?;
+            for sym in syms {
+                let x = sym.st_shndx.get(LE).0;
+                if x < SHN_LORESERVE {
+                    highest = highest.max(usize::from(x));
+                }
+            }
+        }
+        if ty == SHT_GROUP || ty == SHT_SYMTAB_SHNDX {
             return Err(bad(
-                0,
-                "a bundle section cannot be removed: it or a section after it is referenced",
+                sh.sh_offset(LE),
+                "section groups or extended symbol indices with bundle sections to remove",
             ));
         }
     }
+    if highest >= first {
+        return Err(bad(
+            0,
+            "a bundle section cannot be removed: it or a section after it is referenced",
+        ));
+    }
+    Ok(())
+}
 
-    // Lay the sections out again, in file order.
-    let mut order: Vec<usize> = (1..shdrs.len()).filter(|i| !removed.contains(i)).collect();
-    order.sort_by_key(|&i| shdrs.get(i).map_or(0, |s| s.sh_offset(LE)));
+/// The kept sections in file order; sections must not overlap in the file.
+fn file_order(obj: &Object<'_>) -> Result<Vec<usize>> {
+    let mut order: Vec<usize> = (1..obj.shdrs.len())
+        .filter(|i| !obj.removed.contains(i))
+        .collect();
+    order.sort_by_key(|&i| obj.shdrs.get(i).map_or(0, |s| s.sh_offset(LE)));
     let mut last_end = 0u64;
     for &i in &order {
-        let r = file_range(shdr(i)?);
+        let r = file_range(obj.shdr(i)?);
         if r.end > r.start {
             if r.start < last_end {
                 return Err(bad(r.start, "sections overlap in the file"));
@@ -262,12 +347,20 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
             last_end = r.end;
         }
     }
+    Ok(order)
+}
+
+/// The pieces of the new file: the ELF header, the sections in file order each at its
+/// alignment (resized units, the patched symbol table), the section header table last.
+fn lay_out(obj: &Object<'_>, symtab_patch: Option<&(usize, Vec<u8>)>) -> Result<Vec<Piece>> {
+    let order = file_order(obj)?;
+    let h = obj.file.header();
     let mut pieces = Vec::new();
-    let mut new_shdrs = shdrs.clone();
+    let mut new_shdrs = obj.shdrs.clone();
     let ehsize = u64::from(h.e_ehsize(LE)).max(64);
     let mut pos = ehsize;
     for &i in &order {
-        let sh = shdr(i)?;
+        let sh = obj.shdr(i)?;
         let align = sh.sh_addralign(LE).max(1);
         let at = pos
             .checked_next_multiple_of(align)
@@ -281,14 +374,14 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
         }
         pieces.push(Piece::Zeros(diff(at, pos)));
         pos = at;
-        if let Some(c) = changed(i) {
+        if let Some(c) = obj.changed(i) {
             pieces.push(Piece::Unit(c.unit));
             if c.tail.end > c.tail.start {
                 pieces.push(Piece::Copy(c.tail.clone()));
             }
             new.sh_size = U64::new(LE, c.new_size);
             pos = pos.saturating_add(c.new_size);
-        } else if let Some((_, bytes)) = symtab_patch.as_ref().filter(|(k, _)| *k == i) {
+        } else if let Some((_, bytes)) = symtab_patch.filter(|(k, _)| *k == i) {
             pos = pos.saturating_add(len64(bytes.len()));
             pieces.push(Piece::Owned(bytes.clone()));
         } else {
@@ -303,32 +396,30 @@ pub(super) fn rewrite(data: &[u8], plans: &[UnitPlan<'_>]) -> Result<(Vec<Piece>
     pieces.push(Piece::Zeros(diff(shoff, pos)));
     let mut table = Vec::new();
     for (i, sh) in new_shdrs.iter().enumerate() {
-        if !removed.contains(&i) {
+        if !obj.removed.contains(&i) {
             table.extend_from_slice(object::pod::bytes_of(sh));
         }
     }
     pieces.push(Piece::Owned(table));
-    let mut eh = *h;
+    pieces.insert(0, Piece::Owned(elf_header(obj, shoff, ehsize)?));
+    Ok(pieces)
+}
+
+/// The new ELF header (`e_shoff`, `e_shnum`), `ehsize` bytes long: the bytes of a longer
+/// header than the structure as they were.
+fn elf_header(obj: &Object<'_>, shoff: u64, ehsize: u64) -> Result<Vec<u8>> {
+    let mut eh = *obj.file.header();
     eh.e_shoff = U64::new(LE, shoff);
-    let shnum = shdrs.len().saturating_sub(removed.len());
+    let shnum = obj.shdrs.len().saturating_sub(obj.removed.len());
     eh.e_shnum = object::U16::new(
         LE,
         u16::try_from(shnum).map_err(|_| bad(60, "too many sections"))?,
     );
     let mut header = object::pod::bytes_of(&eh).to_vec();
-    // Bytes of a longer ELF header than the structure, as they were.
     let ehsize = usize::try_from(ehsize).unwrap_or(64);
-    if let Some(extra) = data.get(header.len()..ehsize) {
+    if let Some(extra) = obj.data.get(header.len()..ehsize) {
         header.extend_from_slice(extra);
     }
     header.resize(ehsize, 0);
-    pieces.insert(0, Piece::Owned(header));
-    Ok((
-        pieces,
-        format!(
-            "relocatable object: {} section(s) resized, {} bundle section(s) removed, sections laid out again (symbols and relocations unchanged)",
-            changes.len(),
-            removed.len()
-        ),
-    ))
+    Ok(header)
 }

@@ -3,7 +3,7 @@
 use core::fmt;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use crate::target::amdgpu::{Feature, FeatureState, Processor, Subarch, TargetId};
 use crate::target::nvptx::NvArch;
 
 /// `HSA_CAP_SRAM_EDCSUPPORTED` in the KFD topology `capability` word (bit 26).
@@ -28,9 +28,10 @@ pub enum Device {
     },
 }
 
-/// Prefixes runtimes put before a processor name (`amdgcn-amd-amdhsa--gfx90a`).
+/// Prefixes runtimes put before a processor name (`amdgcn-amd-amdhsa--gfx90a`), LLVM's
+/// AMDGPU sub-architecture triples among them (`amdgpu9.42-amd-amdhsa--gfx942`).
 fn strip_triple(s: &str) -> Result<(Option<&str>, &str)> {
-    for arch in ["amdgcn-", "nvptx64-", "nvptx-"] {
+    for arch in ["amdgcn-", "amdgpu", "nvptx64-", "nvptx-"] {
         if s.starts_with(arch) {
             // arch-vendor-os-env-processor: the processor follows the fourth '-'.
             let mut dashes = s.match_indices('-').map(|(i, _)| i);
@@ -47,10 +48,27 @@ fn strip_triple(s: &str) -> Result<(Option<&str>, &str)> {
     Ok((None, s))
 }
 
+/// The sub-architecture of an AMDGPU device name's triple (`amdgcn-amd-amdhsa`,
+/// `amdgpu9.42-amd-amdhsa`; `COMPATIBILITY.md` §1.5), refused where it names no processor.
+fn device_subarch(triple: &str) -> Result<Subarch> {
+    let arch = triple.split('-').next().unwrap_or("");
+    let refuse = |why| Err(Error::new(ErrorKind::InvalidId, 0, why));
+    match Subarch::of_arch(arch) {
+        Some(s @ (Subarch::None | Subarch::Processor(_))) => Ok(s),
+        Some(Subarch::Family) => {
+            refuse("this AMDGPU sub-architecture names a family, not a device")
+        }
+        Some(Subarch::Unknown) => refuse("LLVM's table has no such AMDGPU sub-architecture"),
+        None => refuse("an AMDGPU target ID needs an amdgcn or amdgpu triple"),
+    }
+}
+
 impl Device {
     /// Parses what runtimes report or users type: an AMDGPU target ID with or without an
     /// `amdgcn-amd-amdhsa--` prefix (`amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`,
-    /// `gfx90a:sramecc+:xnack-`, `gfx1100`), or an NVPTX architecture (`sm_90`, `sm_90a`,
+    /// `gfx90a:sramecc+:xnack-`, `gfx1100`), also under a sub-architecture triple, whose
+    /// processor an empty one takes (`amdgpu9.42-amd-amdhsa--:sramecc+:xnack-` is gfx942;
+    /// `COMPATIBILITY.md` §1.5), or an NVPTX architecture (`sm_90`, `sm_90a`,
     /// `nvptx64-nvidia-cuda--sm_80`).
     ///
     /// An AMDGPU feature left out is *unknown* (not "any"): only images that do not
@@ -70,14 +88,10 @@ impl Device {
             let a = NvArch::parse(name)?;
             return Device::cuda(a.major() as u8, a.minor() as u8);
         }
-        if triple.is_some_and(|t| !t.starts_with("amdgcn-")) {
-            return Err(Error::new(
-                ErrorKind::InvalidId,
-                0,
-                "an AMDGPU target ID needs an amdgcn triple",
-            ));
-        }
-        let t = TargetId::parse(name)?;
+        let t = match triple {
+            None => TargetId::parse(name)?,
+            Some(triple) => TargetId::parse_under(name, device_subarch(triple)?)?,
+        };
         if t.processor.is_generic() {
             return Err(Error::new(
                 ErrorKind::InvalidId,
@@ -248,6 +262,37 @@ impl fmt::Display for Device {
 mod tests {
     use super::*;
     use alloc::string::ToString;
+
+    #[test]
+    fn subarch_triples_name_the_same_devices() {
+        // COMPATIBILITY.md §1.5: amdgpu9.42 is gfx942, amdgpu11.01 gfx1101.
+        let plain = Device::parse("gfx942:sramecc+:xnack-").unwrap();
+        for s in [
+            "amdgpu9.42-amd-amdhsa--gfx942:sramecc+:xnack-",
+            "amdgpu9.42-amd-amdhsa--:sramecc+:xnack-",
+            "amdgpu9.42-amd-amdhsa--generic:sramecc+:xnack-",
+            "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+        ] {
+            assert_eq!(Device::parse(s).unwrap(), plain, "{s}");
+        }
+        assert_eq!(
+            Device::parse("amdgpu11.01-amd-amdhsa--").unwrap(),
+            Device::parse("gfx1101").unwrap()
+        );
+        for bad in [
+            "amdgpu9.42-amd-amdhsa--gfx90a", // another processor than the triple's
+            "amdgpu9.4-amd-amdhsa--:xnack+", // gfx9-4-generic: a code target
+            "amdgpu8-amd-amdhsa--gfx803",    // a family without a processor
+            "amdgpu99.9-amd-amdhsa--gfx942", // not in LLVM's table
+            "amdgpu9.42-amd-amdhsa",         // no target ID field
+        ] {
+            assert_eq!(
+                Device::parse(bad).unwrap_err().kind(),
+                ErrorKind::InvalidId,
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn runtime_strings() {

@@ -5,10 +5,12 @@
 //!   `{key, value}` offset pairs in the order given, the string table
 //!   ([`super::strtab`]: leading NUL, deduplicated, tail-merged), zero padding to 8, the
 //!   image, zero padding to 8.
-//! * [`write_v2`]: several images in one binary, as LLVM main's multi-entry writer lays
-//!   them out with the 32-byte version-2 header: header, all entries, all string records
-//!   (`{key, value, value size}`, grouped per entry), one shared string table, padding to
-//!   8, the images back to back (only the first is aligned), padding to 8.
+//! * [`write_v2`]: several images in one binary, byte for byte as LLVM 23's
+//!   `OffloadBinary::write` (and so LLVM 23's `llvm-offload-binary`, which packages all
+//!   its `--image`s into one binary) lays them out with the 32-byte version-2 header:
+//!   header, all entries, all string records (`{key, value, value size}`, grouped per
+//!   entry), one shared string table, padding to 8, the images back to back (only the
+//!   first is aligned), padding to 8. [`v2_empty`] is the binary of no images.
 //!
 //! The order of the string records is the caller's: `clang-offload-packager` stores them
 //! in the iteration order of an LLVM `StringMap` over its `--image` arguments, which the
@@ -265,6 +267,24 @@ pub fn write_v2<W: Write + ?Sized>(
         size.saturating_sub(data_at.saturating_add(images_size)),
     )?;
     Ok(size)
+}
+
+/// The version-2 OffloadBinary of no images that LLVM 23's `OffloadBinary::write` lays out
+/// when it is given none (`llvm-offload-binary -o FILE` without `--image`): its source
+/// asserts at least one image, so only a build without assertions (as distributions ship
+/// LLVM) writes these 40 bytes: the header (size 40, entries at 32, count 0), the string
+/// table's leading NUL, and zero padding to 8 (`FORMATS.md` §6.4).
+pub fn v2_empty() -> Vec<u8> {
+    let header = OffloadBinaryHeader {
+        magic: *OFFLOAD_BINARY_MAGIC,
+        version: U32::new(2),
+        size: U64::new(40),
+        entries_offset: U64::new(32),
+        entry_size_or_count: U64::new(0),
+    };
+    let mut out = header.as_bytes().to_vec();
+    out.resize(40, 0);
+    out
 }
 
 /// `images` as one version-2 OffloadBinary in a new buffer.

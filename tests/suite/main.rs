@@ -24,6 +24,7 @@ mod nvfatbin;
 mod nvfatbin_tileir;
 mod nvptx_new_archs;
 mod offload_binary;
+mod offload_binary_v2;
 mod packaging;
 mod pe;
 mod peak_memory;

@@ -90,107 +90,141 @@ enum Op {
     Blob,
 }
 
-/// Reads the blob of the single `*_BLOB` record of the block whose header was just read.
+/// Reads the blob of the single `*_BLOB` record of the block whose header was just read
+/// (the loop of `BitstreamCursor::advance` over the block's entries).
 fn block_blob(b: &mut Bits<'_>, width: u32) -> Result<Option<Vec<u8>>, String> {
     let mut abbrevs: Vec<Vec<Op>> = Vec::new();
     let mut blob = None;
     loop {
         let id = b.read(width)?;
         match id {
+            // END_BLOCK.
             0 => {
                 b.align32();
                 return Ok(blob);
             }
-            1 => {
-                // Nested block: skip.
-                b.vbr(8)?;
-                b.vbr(4)?;
-                b.align32();
-                let words = b.read(32)?;
-                b.pos += usize::try_from(words * 32).map_err(|_| "bitcode block too large")?;
-            }
-            2 => {
-                let n = b.vbr(5)?;
-                let mut ops = Vec::new();
-                for _ in 0..n {
-                    if b.read(1)? == 1 {
-                        b.vbr(8)?;
-                        ops.push(Op::Literal);
-                    } else {
-                        ops.push(match b.read(3)? {
-                            1 => Op::Fixed(b.vbr(5)? as u32),
-                            2 => Op::Vbr(b.vbr(5)? as u32),
-                            3 => Op::Array,
-                            4 => Op::Char6,
-                            5 => Op::Blob,
-                            e => return Err(format!("unknown bitcode abbreviation encoding {e}")),
-                        });
-                    }
-                }
-                abbrevs.push(ops);
-            }
-            3 => {
-                b.vbr(6)?;
-                let n = b.vbr(6)?;
-                for _ in 0..n {
-                    b.vbr(6)?;
-                }
-            }
+            // ENTER_SUBBLOCK.
+            1 => skip_block(b)?,
+            // DEFINE_ABBREV.
+            2 => abbrevs.push(read_abbrev(b)?),
+            // UNABBREV_RECORD.
+            3 => skip_unabbreviated_record(b)?,
             n => {
                 let ops = abbrevs
                     .get((n - 4) as usize)
-                    .cloned()
                     .ok_or("undefined bitcode abbreviation")?;
-                let mut i = 0;
-                while i < ops.len() {
-                    match &ops[i] {
-                        Op::Literal => {}
-                        Op::Fixed(w) => {
-                            b.read(*w)?;
-                        }
-                        Op::Vbr(w) => {
-                            b.vbr(*w)?;
-                        }
-                        Op::Char6 => {
-                            b.read(6)?;
-                        }
-                        Op::Array => {
-                            let len = b.vbr(6)?;
-                            let elt = ops.get(i + 1).cloned().ok_or("bad bitcode array")?;
-                            for _ in 0..len {
-                                match elt {
-                                    Op::Fixed(w) => {
-                                        b.read(w)?;
-                                    }
-                                    Op::Vbr(w) => {
-                                        b.vbr(w)?;
-                                    }
-                                    Op::Char6 => {
-                                        b.read(6)?;
-                                    }
-                                    _ => return Err("bad bitcode array element".into()),
-                                }
-                            }
-                            i += 1;
-                        }
-                        Op::Blob => {
-                            let len = usize::try_from(b.vbr(6)?).map_err(|_| "blob too large")?;
-                            b.align32();
-                            let start = b.pos / 8;
-                            let bytes = b
-                                .data
-                                .get(start..start.checked_add(len).ok_or("blob too large")?)
-                                .ok_or("bitcode blob runs past the end")?;
-                            blob = Some(bytes.to_vec());
-                            b.pos += len * 8;
-                            b.align32();
-                        }
-                    }
-                    i += 1;
+                if let Some(bytes) = read_abbreviated_record(b, ops)? {
+                    blob = Some(bytes);
                 }
             }
         }
     }
+}
+
+/// `BitstreamCursor::SkipBlock`: a nested block, whose header (`ENTER_SUBBLOCK`) was just
+/// read, is skipped by its length word.
+fn skip_block(b: &mut Bits<'_>) -> Result<(), String> {
+    b.vbr(8)?;
+    b.vbr(4)?;
+    b.align32();
+    let words = b.read(32)?;
+    b.pos += usize::try_from(words * 32).map_err(|_| "bitcode block too large")?;
+    Ok(())
+}
+
+/// `BitstreamCursor::ReadAbbrevRecord`: the operands of a `DEFINE_ABBREV`.
+fn read_abbrev(b: &mut Bits<'_>) -> Result<Vec<Op>, String> {
+    let n = b.vbr(5)?;
+    let mut ops = Vec::new();
+    for _ in 0..n {
+        if b.read(1)? == 1 {
+            b.vbr(8)?;
+            ops.push(Op::Literal);
+        } else {
+            ops.push(match b.read(3)? {
+                1 => Op::Fixed(b.vbr(5)? as u32),
+                2 => Op::Vbr(b.vbr(5)? as u32),
+                3 => Op::Array,
+                4 => Op::Char6,
+                5 => Op::Blob,
+                e => return Err(format!("unknown bitcode abbreviation encoding {e}")),
+            });
+        }
+    }
+    Ok(ops)
+}
+
+/// `BitstreamCursor::skipRecord` for an `UNABBREV_RECORD`: code, operand count, operands.
+fn skip_unabbreviated_record(b: &mut Bits<'_>) -> Result<(), String> {
+    b.vbr(6)?;
+    let n = b.vbr(6)?;
+    for _ in 0..n {
+        b.vbr(6)?;
+    }
+    Ok(())
+}
+
+/// `BitstreamCursor::readRecord` for a record of the abbreviation `ops`: every operand is
+/// read past; the record's blob, if it has one, is returned.
+fn read_abbreviated_record(b: &mut Bits<'_>, ops: &[Op]) -> Result<Option<Vec<u8>>, String> {
+    let mut blob = None;
+    let mut i = 0;
+    while i < ops.len() {
+        match &ops[i] {
+            Op::Literal => {}
+            Op::Fixed(w) => {
+                b.read(*w)?;
+            }
+            Op::Vbr(w) => {
+                b.vbr(*w)?;
+            }
+            Op::Char6 => {
+                b.read(6)?;
+            }
+            Op::Array => {
+                skip_array(b, ops.get(i + 1).ok_or("bad bitcode array")?)?;
+                i += 1;
+            }
+            Op::Blob => blob = Some(read_blob(b)?),
+        }
+        i += 1;
+    }
+    Ok(blob)
+}
+
+/// An array operand: its length, then that many elements of the encoding `elt`.
+fn skip_array(b: &mut Bits<'_>, elt: &Op) -> Result<(), String> {
+    let len = b.vbr(6)?;
+    for _ in 0..len {
+        match *elt {
+            Op::Fixed(w) => {
+                b.read(w)?;
+            }
+            Op::Vbr(w) => {
+                b.vbr(w)?;
+            }
+            Op::Char6 => {
+                b.read(6)?;
+            }
+            _ => return Err("bad bitcode array element".into()),
+        }
+    }
+    Ok(())
+}
+
+/// A blob operand: its length, then its bytes between 32-bit alignments.
+fn read_blob(b: &mut Bits<'_>) -> Result<Vec<u8>, String> {
+    let len = usize::try_from(b.vbr(6)?).map_err(|_| "blob too large")?;
+    b.align32();
+    let start = b.pos / 8;
+    let bytes = b
+        .data
+        .get(start..start.checked_add(len).ok_or("blob too large")?)
+        .ok_or("bitcode blob runs past the end")?;
+    let blob = bytes.to_vec();
+    b.pos += len * 8;
+    b.align32();
+    Ok(blob)
 }
 
 fn word(b: &[u8], at: usize) -> Result<u32, String> {

@@ -180,125 +180,182 @@ pub fn parse(
     prog: &str,
 ) -> Result<Parsed, Vec<String>> {
     let args = expand_response_files(args, 0).map_err(|e| vec![e])?;
-    let mut errors = Vec::new();
-    let mut out = Parsed::default();
-    let mut i = 0;
-    let mut only_positional = false;
-    while i < args.len() {
-        let arg = &args[i];
-        i += 1;
-        if only_positional || !arg.starts_with('-') || arg == "-" {
-            if positional == 0 {
-                errors.push(format!(
-                    "Unknown command line argument '{arg}'.  Try: '{prog} --help'"
-                ));
+    let mut parser = Parser {
+        specs,
+        args: &args,
+        next: 0,
+        positional,
+        prog,
+        errors: Vec::new(),
+        out: Parsed::default(),
+    };
+    parser.parse_arguments();
+    parser.finish(required)
+}
+
+/// `CommandLineParser::ParseCommandLineOptions`' state: the arguments, the next one to
+/// read, the errors so far and what was parsed.
+struct Parser<'a> {
+    specs: &'a [Spec],
+    args: &'a [String],
+    next: usize,
+    /// How many positional arguments the tool takes.
+    positional: usize,
+    prog: &'a str,
+    errors: Vec<String>,
+    out: Parsed,
+}
+
+impl Parser<'_> {
+    /// The loop of `ParseCommandLineOptions` over the arguments, up to the end.
+    fn parse_arguments(&mut self) {
+        let args = self.args;
+        let mut only_positional = false;
+        while self.next < args.len() {
+            let arg = &args[self.next];
+            self.next += 1;
+            if only_positional || !arg.starts_with('-') || arg == "-" {
+                self.positional_argument(arg);
+            } else if arg == "--" {
+                only_positional = true;
             } else {
-                out.positional.push(arg.clone());
+                self.option(arg);
             }
-            continue;
         }
-        if arg == "--" {
-            only_positional = true;
-            continue;
+    }
+
+    /// A positional argument: kept, or an unknown argument for a tool that takes none.
+    fn positional_argument(&mut self, arg: &str) {
+        if self.positional == 0 {
+            self.unknown_argument(arg);
+        } else {
+            self.out.positional.push(arg.to_string());
         }
+    }
+
+    /// The `Unknown command line argument` error for `arg`.
+    fn unknown_argument(&mut self, arg: &str) {
+        let prog = self.prog;
+        self.errors.push(format!(
+            "Unknown command line argument '{arg}'.  Try: '{prog} --help'"
+        ));
+    }
+
+    /// An argument that starts with a dash: `LookupOption`, then `ProvideOption`; an
+    /// unknown option gets the `Did you mean` line of [`nearest`].
+    fn option(&mut self, arg: &str) {
         let body = arg
             .strip_prefix("--")
             .unwrap_or_else(|| arg.strip_prefix('-').unwrap_or(arg));
         let (name, inline) = match body.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
+            Some((n, v)) => (n, Some(v)),
             None => (body, None),
         };
-        let Some(spec) = specs.iter().find(|s| s.name == name) else {
-            errors.push(format!(
-                "Unknown command line argument '{arg}'.  Try: '{prog} --help'"
-            ));
-            if let Some(n) = nearest(specs, body) {
-                errors.push(format!("Did you mean '{n}'?"));
+        let Some(spec) = self.specs.iter().find(|s| s.name == name) else {
+            self.unknown_argument(arg);
+            if let Some(n) = nearest(self.specs, body) {
+                self.errors.push(format!("Did you mean '{n}'?"));
             }
-            continue;
+            return;
         };
-        let shown = dashed(name);
         match spec.kind {
-            Kind::Flag => {
-                let printer = matches!(
-                    name,
-                    "help" | "help-list" | "help-hidden" | "help-list-hidden" | "version"
-                );
-                let v = match inline.as_deref() {
-                    // The help and version printers take no value at all.
-                    Some(v) if printer => {
-                        errors.push(format!(
-                            "for the {shown} option: does not allow a value! '{v}' specified."
-                        ));
-                        continue;
-                    }
-                    None => true,
-                    Some("true" | "TRUE" | "True" | "1") => true,
-                    Some("false" | "FALSE" | "False" | "0") => false,
-                    Some(v) => {
-                        errors.push(format!(
-                            "for the {shown} option: '{v}' is invalid value for boolean argument! Try 0 or 1"
-                        ));
-                        continue;
-                    }
-                };
-                out.flags.insert(spec.name, v);
-            }
-            Kind::Value | Kind::List { .. } => {
-                let value = match inline {
-                    Some(v) => v,
-                    None => {
-                        let Some(v) = args.get(i) else {
-                            errors.push(format!("for the {shown} option: requires a value!"));
-                            continue;
-                        };
-                        i += 1;
-                        v.clone()
-                    }
-                };
-                let slot = out.values.entry(spec.name).or_default();
-                match spec.kind {
-                    Kind::Value => {
-                        slot.clear();
-                        slot.push(value);
-                    }
-                    Kind::List { comma: true } => {
-                        slot.extend(value.split(',').map(str::to_string));
-                    }
-                    _ => slot.push(value),
-                }
-            }
+            Kind::Flag => self.flag(spec, inline),
+            Kind::Value | Kind::List { .. } => self.value(spec, inline),
         }
     }
-    if out.positional.len() > positional && positional > 0 {
-        errors.push(format!(
-            "Too many positional arguments specified!\nCan specify at most {positional} positional arguments: See: {prog} --help"
-        ));
+
+    /// `parser<bool>::parse`: a flag, with an optional `=true|false|1|0`; the help and
+    /// version printers take no value at all.
+    fn flag(&mut self, spec: &Spec, inline: Option<&str>) {
+        let shown = dashed(spec.name);
+        let printer = matches!(
+            spec.name,
+            "help" | "help-list" | "help-hidden" | "help-list-hidden" | "version"
+        );
+        let v = match inline {
+            Some(v) if printer => {
+                self.errors.push(format!(
+                    "for the {shown} option: does not allow a value! '{v}' specified."
+                ));
+                return;
+            }
+            None => true,
+            Some("true" | "TRUE" | "True" | "1") => true,
+            Some("false" | "FALSE" | "False" | "0") => false,
+            Some(v) => {
+                self.errors.push(format!(
+                    "for the {shown} option: '{v}' is invalid value for boolean argument! Try 0 or 1"
+                ));
+                return;
+            }
+        };
+        self.out.flags.insert(spec.name, v);
     }
-    // `--help` and `--version` print and exit while the command line is parsed, before the
-    // required options are checked.
-    let exits = [
-        "help",
-        "help-list",
-        "help-hidden",
-        "help-list-hidden",
-        "h",
-        "version",
-    ]
-    .iter()
-    .any(|f| out.flag(f));
-    for r in required.iter().filter(|_| !exits) {
-        if !out.given(r) {
-            errors.push(format!(
-                "for the {} option: must be specified at least once!",
-                dashed(r)
+
+    /// `ProvideOption` for an option that takes a value (attached, or the next argument),
+    /// then `addOccurrence`: a single value replaces the last one, a list grows (split at
+    /// commas for `cl::CommaSeparated`).
+    fn value(&mut self, spec: &Spec, inline: Option<&str>) {
+        let value = match inline {
+            Some(v) => v.to_string(),
+            None => {
+                let Some(v) = self.args.get(self.next) else {
+                    let shown = dashed(spec.name);
+                    self.errors
+                        .push(format!("for the {shown} option: requires a value!"));
+                    return;
+                };
+                self.next += 1;
+                v.clone()
+            }
+        };
+        let slot = self.out.values.entry(spec.name).or_default();
+        match spec.kind {
+            Kind::Value => {
+                slot.clear();
+                slot.push(value);
+            }
+            Kind::List { comma: true } => {
+                slot.extend(value.split(',').map(str::to_string));
+            }
+            _ => slot.push(value),
+        }
+    }
+
+    /// The checks after the arguments: too many positional arguments, then every
+    /// `required` option that is missing (unless a help or version printer exits first).
+    fn finish(mut self, required: &[&str]) -> Result<Parsed, Vec<String>> {
+        let (positional, prog) = (self.positional, self.prog);
+        if self.out.positional.len() > positional && positional > 0 {
+            self.errors.push(format!(
+                "Too many positional arguments specified!\nCan specify at most {positional} positional arguments: See: {prog} --help"
             ));
         }
-    }
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(errors)
+        // `--help` and `--version` print and exit while the command line is parsed, before
+        // the required options are checked.
+        let exits = [
+            "help",
+            "help-list",
+            "help-hidden",
+            "help-list-hidden",
+            "h",
+            "version",
+        ]
+        .iter()
+        .any(|f| self.out.flag(f));
+        for r in required.iter().filter(|_| !exits) {
+            if !self.out.given(r) {
+                self.errors.push(format!(
+                    "for the {} option: must be specified at least once!",
+                    dashed(r)
+                ));
+            }
+        }
+        if self.errors.is_empty() {
+            Ok(self.out)
+        } else {
+            Err(self.errors)
+        }
     }
 }
 

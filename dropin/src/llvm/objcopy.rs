@@ -55,6 +55,9 @@
 //! sections placed inside segments do not fit it; its `Encoder` is used instead, into a
 //! buffer laid out here.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+
 use object::elf;
 use object::read::elf::{FileHeader, Rel as _, Rela as _, SectionHeader, Sym as _};
 use object::write::elf::{
@@ -279,10 +282,11 @@ fn read_raw(elf: &[u8], full: bool) -> Result<Raw<'_>, String> {
     }
 }
 
+/// [`read_raw`] for one class (`H`): the headers, every section's contents and, with
+/// `full`, the symbols and relocations.
 fn read_as<H: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> Result<Raw<'_>, String> {
     let h = H::parse(data).map_err(oerr("invalid ELF header"))?;
     let endian = h.endian().map_err(oerr("invalid ELF header"))?;
-    let is64 = h.is_type_64();
     let shoff: u64 = h.e_shoff(endian).into();
     let shentsize = usize::from(h.e_shentsize(endian));
     if shoff != 0 && shentsize != core::mem::size_of::<H::SectionHeader>() {
@@ -297,6 +301,44 @@ fn read_as<H: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> Resul
         h.shstrndx(endian, data)
             .map_err(oerr("invalid section name string table index"))?
     };
+    let (headers, contents) = read_sections::<H>(shdrs, endian, data)?;
+    let phdrs = h
+        .program_headers(endian, data)
+        .map_err(|_| "program header goes past the end of the file".to_string())?
+        .iter()
+        .map(|p| ProgramHeaderFields::from_raw(endian, p))
+        .collect();
+    let mut raw = Raw {
+        is64: h.is_type_64(),
+        endian,
+        header: FileHeaderFields::from_raw(endian, h),
+        version: h.e_version(endian),
+        shstrndx,
+        phoff: h.e_phoff(endian).into(),
+        phentsize: h.e_phentsize(endian),
+        headers,
+        contents,
+        phdrs,
+        symbols: Vec::new(),
+        relocs: Vec::new(),
+    };
+    if full {
+        raw.symbols = read_symbol_table::<H>(&raw, shdrs, data)?;
+        raw.relocs = read_relocations::<H>(shdrs, endian, data, h.is_mips64el(endian))?;
+    }
+    Ok(raw)
+}
+
+/// Section headers and contents: every header in plain fields, and its contents
+/// (empty for `SHT_NOBITS` and the null section), bounds checked.
+type Sections<'a> = (Vec<SectionHeaderFields>, Vec<&'a [u8]>);
+
+/// The section headers in plain fields, and every section's contents.
+fn read_sections<'a, H: FileHeader<Endian = Endianness>>(
+    shdrs: &[H::SectionHeader],
+    endian: Endianness,
+    data: &'a [u8],
+) -> Result<Sections<'a>, String> {
     let mut headers = Vec::with_capacity(shdrs.len());
     let mut contents = Vec::with_capacity(shdrs.len());
     for s in shdrs {
@@ -313,70 +355,66 @@ fn read_as<H: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> Resul
                 .ok_or_else(|| format!("range {offset}+{size} is outside the file"))?
         });
     }
-    let phdrs = h
-        .program_headers(endian, data)
-        .map_err(|_| "program header goes past the end of the file".to_string())?
-        .iter()
-        .map(|p| ProgramHeaderFields::from_raw(endian, p))
-        .collect();
-    let mut raw = Raw {
-        is64,
-        endian,
-        header: FileHeaderFields::from_raw(endian, h),
-        version: h.e_version(endian),
-        shstrndx,
-        phoff: h.e_phoff(endian).into(),
-        phentsize: h.e_phentsize(endian),
-        headers,
-        contents,
-        phdrs,
-        symbols: Vec::new(),
-        relocs: Vec::new(),
+    Ok((headers, contents))
+}
+
+/// The symbols of the symbol table (LLVM allows one), their names from the linked
+/// string table.
+fn read_symbol_table<H: FileHeader<Endian = Endianness>>(
+    raw: &Raw<'_>,
+    shdrs: &[H::SectionHeader],
+    data: &[u8],
+) -> Result<Vec<RawSym>, String> {
+    let endian = raw.endian;
+    let mut symtabs = shdrs.iter().filter(|s| s.sh_type(endian).0 == SHT_SYMTAB);
+    let Some(s) = symtabs.next() else {
+        return Ok(Vec::new());
     };
-    if !full {
-        return Ok(raw);
+    if symtabs.next().is_some() {
+        return Err("found multiple SHT_SYMTAB sections".into());
     }
-    // The symbol table (LLVM allows one), its names from the linked string table.
-    let mut symtabs = shdrs
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.sh_type(endian).0 == SHT_SYMTAB);
-    if let Some((i, s)) = symtabs.next() {
-        if symtabs.next().is_some() {
-            return Err("found multiple SHT_SYMTAB sections".into());
+    let link = s.sh_link(endian) as usize;
+    let names = match raw.headers.get(link) {
+        Some(l) if link != 0 && l.sh_type.0 == SHT_STRTAB && l.sh_flags.0 & SHF_ALLOC == 0 => {
+            raw.contents[link]
         }
-        let link = s.sh_link(endian) as usize;
-        let names = match raw.headers.get(link) {
-            Some(l) if link != 0 && l.sh_type.0 == SHT_STRTAB && l.sh_flags.0 & SHF_ALLOC == 0 => {
-                raw.contents[link]
+        _ => return Err("symbol table link is not a string table".into()),
+    };
+    let syms: &[H::Sym] = s
+        .data_as_array(endian, data)
+        .map_err(oerr("invalid symbol table"))?;
+    let mut symbols = Vec::with_capacity(syms.len());
+    for sym in syms {
+        let name = match sym.st_name(endian) {
+            0 => Vec::new(),
+            n if n as usize >= names.len() => {
+                return Err("symbol name offset outside the string table".into())
             }
-            _ => return Err("symbol table link is not a string table".into()),
+            n => cstr(names, n)?.to_vec(),
         };
-        let syms: &[H::Sym] = s
-            .data_as_array(endian, data)
-            .map_err(oerr("invalid symbol table"))?;
-        let _ = i;
-        for sym in syms {
-            let name = match sym.st_name(endian) {
-                0 => Vec::new(),
-                n if n as usize >= names.len() => {
-                    return Err("symbol name offset outside the string table".into())
-                }
-                n => cstr(names, n)?.to_vec(),
-            };
-            raw.symbols.push(RawSym {
-                name,
-                info: sym.st_info().0,
-                other: sym.st_other().0,
-                shndx: sym.st_shndx(endian).0,
-                value: sym.st_value(endian).into(),
-                size: sym.st_size(endian).into(),
-            });
-        }
+        symbols.push(RawSym {
+            name,
+            info: sym.st_info().0,
+            other: sym.st_other().0,
+            shndx: sym.st_shndx(endian).0,
+            value: sym.st_value(endian).into(),
+            size: sym.st_size(endian).into(),
+        });
     }
-    let mips64el = h.is_mips64el(endian);
+    Ok(symbols)
+}
+
+/// The relocations of every non-allocated `SHT_REL`/`SHT_RELA` section, by section
+/// index (`None` for the other sections).
+fn read_relocations<H: FileHeader<Endian = Endianness>>(
+    shdrs: &[H::SectionHeader],
+    endian: Endianness,
+    data: &[u8],
+    mips64el: bool,
+) -> Result<Vec<Option<Vec<Reloc>>>, String> {
+    let mut relocs = Vec::with_capacity(shdrs.len());
     for s in shdrs {
-        let relocs = if s.sh_flags(endian).0 & SHF_ALLOC != 0 {
+        relocs.push(if s.sh_flags(endian).0 & SHF_ALLOC != 0 {
             None
         } else if let Some((rels, _)) = s.rel(endian, data).map_err(oerr("invalid relocations"))? {
             Some(
@@ -402,13 +440,17 @@ fn read_as<H: FileHeader<Endian = Endianness>>(data: &[u8], full: bool) -> Resul
             )
         } else {
             None
-        };
-        raw.relocs.push(relocs);
+        });
     }
-    Ok(raw)
+    Ok(relocs)
 }
 
 impl Raw<'_> {
+    /// The section a header field's index names (`None` for 0 or out of range).
+    fn section_id(&self, index: u32) -> Option<Id> {
+        (index != 0 && (index as usize) < self.headers.len()).then_some(index as usize)
+    }
+
     /// The name of section header `s` (empty without a section name table).
     fn section_name(&self, s: &SectionHeaderFields) -> Result<Vec<u8>, String> {
         if self.shstrndx == 0 {
@@ -471,13 +513,37 @@ fn section_within_segment(sec: &Section, seg: &Segment) -> bool {
         && seg.original_offset + seg.filesz >= sec.original_offset + size
 }
 
+/// `ELFBuilder::makeSection`: the kind of section a header gives, from its type and
+/// flags (with `bytes`, its contents, for those kept verbatim).
+fn make_section(s: &SectionHeaderFields, bytes: &[u8]) -> Result<Kind, String> {
+    Ok(match s.sh_type.0 {
+        SHT_REL | SHT_RELA if s.sh_flags.0 & SHF_ALLOC == 0 => Kind::Rel {
+            relocs: Vec::new(),
+            target: None,
+            symtab: None,
+            rela: s.sh_type.0 == SHT_RELA,
+        },
+        SHT_STRTAB if s.sh_flags.0 & SHF_ALLOC == 0 => Kind::StrTab,
+        SHT_SYMTAB => Kind::SymTab { strtab: None },
+        SHT_SYMTAB_SHNDX => return Err("SHT_SYMTAB_SHNDX sections are not supported".into()),
+        SHT_CREL => return Err("SHT_CREL sections are not supported".into()),
+        SHT_NOBITS => Kind::NoBits,
+        SHT_REL | SHT_RELA => Kind::DynRel {
+            data: bytes.to_vec(),
+            dynsym: None,
+            target: None,
+        },
+        _ => Kind::Raw(bytes.to_vec()),
+    })
+}
+
 impl Object {
+    /// `ELFReader::create` + `ELFBuilder::build`: the object model of `elf`.
     fn parse(elf: &[u8]) -> Result<Object, String> {
         let raw = read_raw(elf, true)?;
         if raw.shstrndx == 0 || raw.headers.is_empty() {
             return Err("ELF objects without a section name table are not supported".into());
         }
-        let headers = &raw.headers;
         let mut obj = Object {
             is64: raw.is64,
             endian: raw.endian,
@@ -492,34 +558,29 @@ impl Object {
             segments: Vec::new(),
             removed_in_segments: Vec::new(),
         };
-        // readSectionHeaders + makeSection.
-        for (i, s) in headers.iter().enumerate().skip(1) {
-            let bytes = raw.contents[i];
-            let kind = match s.sh_type.0 {
-                SHT_REL | SHT_RELA if s.sh_flags.0 & SHF_ALLOC == 0 => Kind::Rel {
-                    relocs: Vec::new(),
-                    target: None,
-                    symtab: None,
-                    rela: s.sh_type.0 == SHT_RELA,
-                },
-                SHT_STRTAB if s.sh_flags.0 & SHF_ALLOC == 0 => Kind::StrTab,
-                SHT_SYMTAB => {
-                    obj.symtab = Some(i);
-                    Kind::SymTab { strtab: None }
-                }
-                SHT_SYMTAB_SHNDX => {
-                    return Err("SHT_SYMTAB_SHNDX sections are not supported".into())
-                }
-                SHT_CREL => return Err("SHT_CREL sections are not supported".into()),
-                SHT_NOBITS => Kind::NoBits,
-                SHT_REL | SHT_RELA => Kind::DynRel {
-                    data: bytes.to_vec(),
-                    dynsym: None,
-                    target: None,
-                },
-                _ => Kind::Raw(bytes.to_vec()),
-            };
-            obj.sections.push(Section {
+        obj.read_section_headers(&raw)?;
+        obj.next_id = raw.headers.len();
+        // e_shstrndx must name a string table section.
+        match obj.sections.get(raw.shstrndx as usize - 1).map(|s| &s.kind) {
+            Some(Kind::StrTab) => obj.shstrtab = Some(raw.shstrndx as usize),
+            _ => return Err("e_shstrndx does not reference a string table".into()),
+        }
+        obj.read_symbols(&raw)?;
+        obj.init_sections(&raw)?;
+        obj.read_program_headers(&raw, elf)?;
+        Ok(obj)
+    }
+
+    /// `ELFBuilder::readSectionHeaders`: one section per header (the null one apart), of
+    /// the kind [`make_section`] gives; links, relocations and group members are filled
+    /// in by [`Object::init_sections`].
+    fn read_section_headers(&mut self, raw: &Raw<'_>) -> Result<(), String> {
+        for (i, s) in raw.headers.iter().enumerate().skip(1) {
+            let kind = make_section(s, raw.contents[i])?;
+            if let Kind::SymTab { .. } = kind {
+                self.symtab = Some(i);
+            }
+            self.sections.push(Section {
                 id: i,
                 name: raw.section_name(s)?,
                 typ: s.sh_type.0,
@@ -539,171 +600,200 @@ impl Object {
                 offset: s.sh_offset,
             });
         }
-        obj.next_id = headers.len();
-        let by_index = |idx: u32| -> Option<Id> {
-            (idx != 0 && (idx as usize) < headers.len()).then_some(idx as usize)
-        };
-        // e_shstrndx must name a string table section.
-        match obj.sections.get(raw.shstrndx as usize - 1).map(|s| &s.kind) {
-            Some(Kind::StrTab) => obj.shstrtab = Some(raw.shstrndx as usize),
-            _ => return Err("e_shstrndx does not reference a string table".into()),
-        }
-        // The symbol table and its symbols.
-        if let Some(st) = obj.symtab {
-            let strtab = headers[st].sh_link as usize;
-            if let Kind::SymTab { strtab: t } = &mut obj.sections[st - 1].kind {
-                *t = Some(strtab);
-            }
-            for (n, sym) in raw.symbols.iter().enumerate() {
-                let shndx = sym.shndx;
-                let (defined_in, reserved) = if shndx == SHN_XINDEX {
-                    return Err("SHN_XINDEX symbols are not supported".into());
-                } else if shndx >= SHN_LORESERVE {
-                    let ok = matches!(shndx, 0xfff1 | 0xfff2)
-                        || (obj.header.e_machine == elf::EM_AMDGPU && shndx == 0xff00);
-                    if !ok {
-                        return Err(format!("symbol has unsupported section index {shndx:#x}"));
-                    }
-                    (None, shndx)
-                } else if shndx != 0 {
-                    (
-                        Some(
-                            by_index(u32::from(shndx))
-                                .ok_or("symbol has an invalid section index")?,
-                        ),
-                        0,
-                    )
-                } else {
-                    (None, 0)
-                };
-                obj.symbols.push(Symbol {
-                    id: n,
-                    name: sym.name.clone(),
-                    bind: sym.info >> 4,
-                    typ: sym.info & 0xf,
-                    defined_in,
-                    reserved,
-                    value: sym.value,
-                    other: sym.other,
-                    size: sym.size,
-                });
-            }
-        }
-        // Initialise the other sections: links, relocations, groups.
-        for i in 0..obj.sections.len() {
-            let id = obj.sections[i].id;
-            let s = &headers[id];
-            let typ = obj.sections[i].typ;
-            match &obj.sections[i].kind {
-                Kind::Rel { rela, .. } => {
-                    let rela = *rela;
-                    let symtab = if s.sh_link != 0 {
-                        let l = by_index(s.sh_link).ok_or("relocation section link is invalid")?;
-                        if !matches!(obj.sections[l - 1].kind, Kind::SymTab { .. }) {
-                            return Err("relocation section link is not a symbol table".into());
-                        }
-                        Some(l)
-                    } else {
-                        None
-                    };
-                    let target = if s.sh_info != 0 {
-                        Some(by_index(s.sh_info).ok_or("relocation section info is invalid")?)
-                    } else {
-                        None
-                    };
-                    let relocs = raw.relocs[id].clone().unwrap_or_default();
-                    for r in &relocs {
-                        if let Some(sym) = r.sym {
-                            if obj.symtab.is_none() || sym >= obj.symbols.len() {
-                                return Err(format!(
-                                    "relocation references invalid symbol index {sym}"
-                                ));
-                            }
-                        }
-                    }
-                    obj.sections[i].kind = Kind::Rel {
-                        relocs,
-                        target,
-                        symtab,
-                        rela,
-                    };
-                }
-                _ if typ == SHT_GROUP => {
-                    let raw_words = raw.contents[id];
-                    if s.sh_addralign % 4 != 0 {
-                        return Err("invalid alignment of a group section".into());
-                    }
-                    if raw_words.len() % 4 != 0 || raw_words.is_empty() {
-                        return Err("malformed group section".into());
-                    }
-                    let (sym, symtab) = if s.sh_link != 0 {
-                        let l = by_index(s.sh_link).ok_or("group section link is invalid")?;
-                        if !matches!(obj.sections[l - 1].kind, Kind::SymTab { .. }) {
-                            return Err("group section link is not a symbol table".into());
-                        }
-                        if s.sh_info as usize >= obj.symbols.len() {
-                            return Err("group section info is not a valid symbol index".into());
-                        }
-                        (Some(s.sh_info as usize), Some(l))
-                    } else {
-                        (None, None)
-                    };
-                    let words: Vec<u32> = raw_words
-                        .chunks(4)
-                        .map(|c| raw.endian.read_u32([c[0], c[1], c[2], c[3]]))
-                        .collect();
-                    let members = words[1..]
-                        .iter()
-                        .map(|&w| by_index(w).ok_or("invalid group member index"))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    obj.sections[i].kind = Kind::Group {
-                        flags: words[0],
-                        members,
-                        sym,
-                        symtab,
-                    };
-                }
-                Kind::DynRel { data, .. } => {
-                    let data = data.clone();
-                    let dynsym = if s.sh_link != 0 {
-                        let l = by_index(s.sh_link).ok_or("relocation section link is invalid")?;
-                        if obj.sections[l - 1].typ != SHT_DYNSYM {
-                            return Err(
-                                "dynamic relocation section link is not a dynamic symbol table"
-                                    .into(),
-                            );
-                        }
-                        Some(l)
-                    } else {
-                        None
-                    };
-                    let target = if s.sh_info != 0 {
-                        Some(by_index(s.sh_info).ok_or("relocation section info is invalid")?)
-                    } else {
-                        None
-                    };
-                    obj.sections[i].kind = Kind::DynRel {
-                        data,
-                        dynsym,
-                        target,
-                    };
-                }
-                Kind::Raw(_) | Kind::NoBits if s.sh_link != 0 => {
-                    let l = by_index(s.sh_link).ok_or("section link is invalid")?;
-                    if obj.sections[l - 1].typ == SHT_SYMTAB {
-                        obj.sections[i].has_symtab_link = true;
-                    } else {
-                        obj.sections[i].link_section = Some(l);
-                    }
-                }
-                _ => {}
-            }
-        }
-        obj.read_program_headers(&raw, elf)?;
-        Ok(obj)
+        Ok(())
     }
 
-    /// `ELFBuilder::readProgramHeaders`.
+    /// `ELFBuilder::readSymbols` (`initSymbolTable`): the symbols of the symbol table,
+    /// each with the section it is defined in or its reserved index.
+    fn read_symbols(&mut self, raw: &Raw<'_>) -> Result<(), String> {
+        let Some(st) = self.symtab else {
+            return Ok(());
+        };
+        let strtab = raw.headers[st].sh_link as usize;
+        if let Kind::SymTab { strtab: t } = &mut self.sections[st - 1].kind {
+            *t = Some(strtab);
+        }
+        for (n, sym) in raw.symbols.iter().enumerate() {
+            let (defined_in, reserved) = self.symbol_section(raw, sym.shndx)?;
+            self.symbols.push(Symbol {
+                id: n,
+                name: sym.name.clone(),
+                bind: sym.info >> 4,
+                typ: sym.info & 0xf,
+                defined_in,
+                reserved,
+                value: sym.value,
+                other: sym.other,
+                size: sym.size,
+            });
+        }
+        Ok(())
+    }
+
+    /// A symbol's `st_shndx`: the section it is defined in, or the reserved index LLVM
+    /// accepts (`SHN_ABS`, `SHN_COMMON`, AMDGPU's `SHN_AMDGPU_LDS`).
+    fn symbol_section(&self, raw: &Raw<'_>, shndx: u16) -> Result<(Option<Id>, u16), String> {
+        if shndx == SHN_XINDEX {
+            Err("SHN_XINDEX symbols are not supported".into())
+        } else if shndx >= SHN_LORESERVE {
+            let ok = matches!(shndx, 0xfff1 | 0xfff2)
+                || (self.header.e_machine == elf::EM_AMDGPU && shndx == 0xff00);
+            if !ok {
+                return Err(format!("symbol has unsupported section index {shndx:#x}"));
+            }
+            Ok((None, shndx))
+        } else if shndx != 0 {
+            let id = raw
+                .section_id(u32::from(shndx))
+                .ok_or("symbol has an invalid section index")?;
+            Ok((Some(id), 0))
+        } else {
+            Ok((None, 0))
+        }
+    }
+
+    /// `ELFBuilder::initSections`: every section's `initialize`, now that all sections
+    /// and symbols exist (relocations, groups, dynamic relocations, links).
+    fn init_sections(&mut self, raw: &Raw<'_>) -> Result<(), String> {
+        for i in 0..self.sections.len() {
+            let id = self.sections[i].id;
+            let s = &raw.headers[id];
+            let kind = match &self.sections[i].kind {
+                Kind::Rel { rela, .. } => self.init_relocations(raw, id, *rela)?,
+                _ if self.sections[i].typ == SHT_GROUP => self.init_group(raw, id)?,
+                Kind::DynRel { data, .. } => self.init_dynamic_relocations(raw, s, data.clone())?,
+                Kind::Raw(_) | Kind::NoBits if s.sh_link != 0 => {
+                    let l = raw.section_id(s.sh_link).ok_or("section link is invalid")?;
+                    if self.sections[l - 1].typ == SHT_SYMTAB {
+                        self.sections[i].has_symtab_link = true;
+                    } else {
+                        self.sections[i].link_section = Some(l);
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            self.sections[i].kind = kind;
+        }
+        Ok(())
+    }
+
+    /// `RelocationSection::initialize`: the linked symbol table, the target section and
+    /// the relocations of section `id`, whose symbols must exist.
+    fn init_relocations(&self, raw: &Raw<'_>, id: Id, rela: bool) -> Result<Kind, String> {
+        let s = &raw.headers[id];
+        let symtab = if s.sh_link != 0 {
+            let l = raw
+                .section_id(s.sh_link)
+                .ok_or("relocation section link is invalid")?;
+            if !matches!(self.sections[l - 1].kind, Kind::SymTab { .. }) {
+                return Err("relocation section link is not a symbol table".into());
+            }
+            Some(l)
+        } else {
+            None
+        };
+        let target = if s.sh_info != 0 {
+            Some(
+                raw.section_id(s.sh_info)
+                    .ok_or("relocation section info is invalid")?,
+            )
+        } else {
+            None
+        };
+        let relocs = raw.relocs[id].clone().unwrap_or_default();
+        for r in &relocs {
+            if let Some(sym) = r.sym {
+                if self.symtab.is_none() || sym >= self.symbols.len() {
+                    return Err(format!("relocation references invalid symbol index {sym}"));
+                }
+            }
+        }
+        Ok(Kind::Rel {
+            relocs,
+            target,
+            symtab,
+            rela,
+        })
+    }
+
+    /// `ELFBuilder::initGroupSection`: the flags, the signature symbol and the members of
+    /// the group section `id`.
+    fn init_group(&self, raw: &Raw<'_>, id: Id) -> Result<Kind, String> {
+        let s = &raw.headers[id];
+        let raw_words = raw.contents[id];
+        if !s.sh_addralign.is_multiple_of(4) {
+            return Err("invalid alignment of a group section".into());
+        }
+        if !raw_words.len().is_multiple_of(4) || raw_words.is_empty() {
+            return Err("malformed group section".into());
+        }
+        let (sym, symtab) = if s.sh_link != 0 {
+            let l = raw
+                .section_id(s.sh_link)
+                .ok_or("group section link is invalid")?;
+            if !matches!(self.sections[l - 1].kind, Kind::SymTab { .. }) {
+                return Err("group section link is not a symbol table".into());
+            }
+            if s.sh_info as usize >= self.symbols.len() {
+                return Err("group section info is not a valid symbol index".into());
+            }
+            (Some(s.sh_info as usize), Some(l))
+        } else {
+            (None, None)
+        };
+        let words: Vec<u32> = raw_words
+            .chunks(4)
+            .map(|c| raw.endian.read_u32([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let members = words[1..]
+            .iter()
+            .map(|&w| raw.section_id(w).ok_or("invalid group member index"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Kind::Group {
+            flags: words[0],
+            members,
+            sym,
+            symtab,
+        })
+    }
+
+    /// `DynamicRelocationSection::initialize`: the linked dynamic symbol table and the
+    /// target section; the contents stay as they are.
+    fn init_dynamic_relocations(
+        &self,
+        raw: &Raw<'_>,
+        s: &SectionHeaderFields,
+        data: Vec<u8>,
+    ) -> Result<Kind, String> {
+        let dynsym = if s.sh_link != 0 {
+            let l = raw
+                .section_id(s.sh_link)
+                .ok_or("relocation section link is invalid")?;
+            if self.sections[l - 1].typ != SHT_DYNSYM {
+                return Err("dynamic relocation section link is not a dynamic symbol table".into());
+            }
+            Some(l)
+        } else {
+            None
+        };
+        let target = if s.sh_info != 0 {
+            Some(
+                raw.section_id(s.sh_info)
+                    .ok_or("relocation section info is invalid")?,
+            )
+        } else {
+            None
+        };
+        Ok(Kind::DynRel {
+            data,
+            dynsym,
+            target,
+        })
+    }
+
+    /// `ELFBuilder::readProgramHeaders`: the segments, the sections each one holds, the
+    /// ELF header and program header pseudo-segments, and every segment's parent.
     fn read_program_headers(&mut self, raw: &Raw<'_>, elf: &[u8]) -> Result<(), String> {
         for (i, p) in raw.phdrs.iter().enumerate() {
             let contents = usize::try_from(p.p_offset)
@@ -726,20 +816,34 @@ impl Object {
                 parent: None,
                 contents,
             };
-            let si = self.segments.len();
-            for sec in self.sections.iter_mut() {
-                if section_within_segment(sec, &seg) {
-                    let replace = match sec.parent {
-                        None => true,
-                        Some(p) => self.segments[p].offset > seg.offset,
-                    };
-                    if replace {
-                        sec.parent = Some(si);
-                    }
-                }
-            }
+            self.claim_sections(&seg);
             self.segments.push(seg);
         }
+        self.add_header_segments(raw);
+        self.set_parent_segments();
+        Ok(())
+    }
+
+    /// The sections within `seg`, which is about to be added, get it as their parent
+    /// segment unless they have one at a lower offset.
+    fn claim_sections(&mut self, seg: &Segment) {
+        let si = self.segments.len();
+        for sec in self.sections.iter_mut() {
+            if section_within_segment(sec, seg) {
+                let replace = match sec.parent {
+                    None => true,
+                    Some(p) => self.segments[p].offset > seg.offset,
+                };
+                if replace {
+                    sec.parent = Some(si);
+                }
+            }
+        }
+    }
+
+    /// The ELF header (`ElfHdrSegment`) and program header (`ProgramHdrSegment`)
+    /// pseudo-segments, after the real ones.
+    fn add_header_segments(&mut self, raw: &Raw<'_>) {
         let n = self.segments.len() as u32;
         let word: u64 = if raw.is64 { 8 } else { 4 };
         let phnum = raw.phdrs.len() as u64;
@@ -771,7 +875,11 @@ impl Object {
             parent: None,
             contents: Vec::new(),
         });
-        // setParentSegment for every segment, the ELF header and the program headers.
+    }
+
+    /// `setParentSegment` for every segment, the ELF header and the program headers: the
+    /// first real segment (in `compareSegmentsByOffset` order) that contains it.
+    fn set_parent_segments(&mut self) {
         let real = self.segments.len() - 2;
         for child in 0..self.segments.len() {
             let mut parent: Option<usize> = None;
@@ -791,7 +899,6 @@ impl Object {
             }
             self.segments[child].parent = parent;
         }
-        Ok(())
     }
 
     fn position(&self, id: Id) -> Option<usize> {
@@ -800,35 +907,7 @@ impl Object {
 
     /// `Object::removeSections(AllowBrokenLinks = false, pred)`.
     fn remove_sections(&mut self, pred: impl Fn(&Section) -> bool) -> Result<(), String> {
-        let removed_ids: Vec<Id> = self
-            .sections
-            .iter()
-            .filter(|s| pred(s))
-            .map(|s| s.id)
-            .collect();
-        let is_removed = |id: Id| removed_ids.contains(&id);
-        let mut remove = Vec::new();
-        for s in &self.sections {
-            let gone = pred(s)
-                || match &s.kind {
-                    Kind::Rel {
-                        target: Some(t), ..
-                    }
-                    | Kind::DynRel {
-                        target: Some(t), ..
-                    } => is_removed(*t),
-                    Kind::Group { members, .. } => members.iter().all(|m| is_removed(*m)),
-                    _ => false,
-                };
-            remove.push(gone);
-        }
-        let removed: Vec<Id> = self
-            .sections
-            .iter()
-            .zip(&remove)
-            .filter(|(_, g)| **g)
-            .map(|(s, _)| s.id)
-            .collect();
+        let removed = self.sections_to_remove(pred);
         if removed.is_empty() {
             return Ok(());
         }
@@ -837,7 +916,54 @@ impl Object {
         {
             return Err("cannot remove the symbol table or the section name table".into());
         }
-        // onRemove: a removed group drops SHF_GROUP from its members.
+        self.on_remove(&removed);
+        self.remove_section_references(&removed)?;
+        self.remove_symbols(&removed);
+        // A removed section inside a segment is zeroed in the segment's data.
+        for s in self.sections.iter().filter(|s| removed.contains(&s.id)) {
+            if let Some(p) = s.parent {
+                if s.typ != SHT_NOBITS && s.size != 0 {
+                    let rel = s.original_offset - self.segments[p].original_offset;
+                    self.removed_in_segments.push((p, rel, s.size));
+                }
+            }
+        }
+        self.sections.retain(|s| !removed.contains(&s.id));
+        Ok(())
+    }
+
+    /// The sections `pred` removes, with the relocation sections of removed sections and
+    /// the groups whose members all go (as `replaceAndRemoveSections` extends the
+    /// predicate), in section order.
+    fn sections_to_remove(&self, pred: impl Fn(&Section) -> bool) -> Vec<Id> {
+        let removed_ids: Vec<Id> = self
+            .sections
+            .iter()
+            .filter(|s| pred(s))
+            .map(|s| s.id)
+            .collect();
+        let is_removed = |id: Id| removed_ids.contains(&id);
+        self.sections
+            .iter()
+            .filter(|s| {
+                pred(s)
+                    || match &s.kind {
+                        Kind::Rel {
+                            target: Some(t), ..
+                        }
+                        | Kind::DynRel {
+                            target: Some(t), ..
+                        } => is_removed(*t),
+                        Kind::Group { members, .. } => members.iter().all(|m| is_removed(*m)),
+                        _ => false,
+                    }
+            })
+            .map(|s| s.id)
+            .collect()
+    }
+
+    /// `GroupSection::onRemove`: a removed group drops `SHF_GROUP` from its members.
+    fn on_remove(&mut self, removed: &[Id]) {
         for s in self
             .sections
             .clone()
@@ -852,7 +978,12 @@ impl Object {
                 }
             }
         }
-        // removeSectionReferences on the sections that stay.
+    }
+
+    /// `removeSectionReferences` on the sections that stay: a relocation against a
+    /// symbol of a removed section, or a link to a removed section, is an error; groups
+    /// forget removed members.
+    fn remove_section_references(&mut self, removed: &[Id]) -> Result<(), String> {
         for s in self
             .sections
             .iter_mut()
@@ -887,34 +1018,29 @@ impl Object {
                 }
             }
         }
-        if self.symtab.is_some() {
-            // SymbolTableSection::removeSectionReferences -> removeSymbols.
-            let before = self.symbols.len();
-            let first = self.symbols.first().cloned();
-            let mut kept: Vec<Symbol> = first.into_iter().collect();
-            kept.extend(
-                self.symbols
-                    .iter()
-                    .skip(1)
-                    .filter(|s| !s.defined_in.is_some_and(|d| removed.contains(&d)))
-                    .cloned(),
-            );
-            if kept.len() < before {
-                self.indices_changed = true;
-            }
-            self.symbols = kept;
-        }
-        // A removed section inside a segment is zeroed in the segment's data.
-        for s in self.sections.iter().filter(|s| removed.contains(&s.id)) {
-            if let Some(p) = s.parent {
-                if s.typ != SHT_NOBITS && s.size != 0 {
-                    let rel = s.original_offset - self.segments[p].original_offset;
-                    self.removed_in_segments.push((p, rel, s.size));
-                }
-            }
-        }
-        self.sections.retain(|s| !removed.contains(&s.id));
         Ok(())
+    }
+
+    /// `SymbolTableSection::removeSectionReferences` → `removeSymbols`: the symbols
+    /// defined in removed sections go (the null symbol stays).
+    fn remove_symbols(&mut self, removed: &[Id]) {
+        if self.symtab.is_none() {
+            return;
+        }
+        let before = self.symbols.len();
+        let first = self.symbols.first().cloned();
+        let mut kept: Vec<Symbol> = first.into_iter().collect();
+        kept.extend(
+            self.symbols
+                .iter()
+                .skip(1)
+                .filter(|s| !s.defined_in.is_some_and(|d| removed.contains(&d)))
+                .cloned(),
+        );
+        if kept.len() < before {
+            self.indices_changed = true;
+        }
+        self.symbols = kept;
     }
 
     /// `updateAndRemoveSymbols` with no symbol options: `updateSymbols` stably partitions
@@ -982,23 +1108,75 @@ impl Object {
         if self.sections.len() + 1 >= usize::from(SHN_LORESERVE) {
             return Err("objects with 65280 or more sections are not supported".into());
         }
-        let is64 = self.is64;
-        // removeUnneededSections: an empty symbol table of a non-relocatable file goes,
-        // with its string table unless that also names the sections.
+        self.remove_unneeded_sections();
+        self.relink_symbol_table();
+        // Indices (layoutSections numbers from 1 in order).
+        for (i, s) in self.sections.iter_mut().enumerate() {
+            s.index = (i + 1) as u32;
+        }
+        self.size_sections();
+        let section_names: Vec<Vec<u8>> = self.sections.iter().map(|s| s.name.clone()).collect();
+        let symbol_names: Vec<Vec<u8>> = self.symbols.iter().map(|s| s.name.clone()).collect();
+        let encoder = Encoder::new(self.endian, self.is64, self.header.e_machine);
+        let strings = self.string_tables(encoder, &section_names, &symbol_names)?;
+        let end = self.assign_offsets()?;
+        let shoff = end
+            .checked_next_multiple_of(self.word_size())
+            .ok_or("file size overflows")?;
+        let mut out = self.allocate_output(shoff)?;
+        self.write_segment_data(&mut out);
+        let writer = Writer::new(&self, encoder, &strings, shoff);
+        for s in &self.sections {
+            writer.write_section(&mut out, s)?;
+        }
+        writer.write_file_header(&mut out)?;
+        writer.write_program_headers(&mut out)?;
+        Ok(out)
+    }
+
+    /// `sizeof(Elf_Addr)`: 8 or 4.
+    fn word_size(&self) -> u64 {
+        if self.is64 {
+            8
+        } else {
+            4
+        }
+    }
+
+    /// `sizeof(Elf_Shdr)`: 64 or 40.
+    fn section_header_size(&self) -> u64 {
+        if self.is64 {
+            64
+        } else {
+            40
+        }
+    }
+
+    /// The string table linked from the symbol table `st`.
+    fn symtab_strtab(&self, st: Id) -> Option<Id> {
+        self.sections
+            .iter()
+            .find(|s| s.id == st)
+            .and_then(|s| match s.kind {
+                Kind::SymTab { strtab } => strtab,
+                _ => None,
+            })
+    }
+
+    /// `removeUnneededSections`: an empty symbol table of a non-relocatable file goes,
+    /// with its string table unless that also names the sections.
+    fn remove_unneeded_sections(&mut self) {
         if self.header.e_type != elf::ET_REL && self.symbols.len() == 1 {
             if let Some(st) = self.symtab.take() {
-                let strtab = self
-                    .sections
-                    .iter()
-                    .find(|s| s.id == st)
-                    .and_then(|s| match s.kind {
-                        Kind::SymTab { strtab } => strtab,
-                        _ => None,
-                    });
-                let strtab = strtab.filter(|t| Some(*t) != self.shstrtab);
+                let strtab = self.symtab_strtab(st).filter(|t| Some(*t) != self.shstrtab);
                 self.sections.retain(|s| s.id != st && Some(s.id) != strtab);
             }
         }
+    }
+
+    /// Sections that linked to the symbol table link to it again, unless symbol indices
+    /// changed (then their `sh_link` is 0, as `llvm-objcopy` leaves it).
+    fn relink_symbol_table(&mut self) {
         if let Some(st) = self.symtab {
             if !self.indices_changed {
                 for s in self.sections.iter_mut() {
@@ -1008,20 +1186,13 @@ impl Object {
                 }
             }
         }
-        // Indices (layoutSections numbers from 1 in order).
-        for (i, s) in self.sections.iter_mut().enumerate() {
-            s.index = (i + 1) as u32;
-        }
-        let index_of: std::collections::HashMap<Id, u32> =
-            self.sections.iter().map(|s| (s.id, s.index)).collect();
-        let sym_index: std::collections::HashMap<usize, u32> = self
-            .symbols
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.id, i as u32))
-            .collect();
-        // Sizes (ELFSectionSizer).
-        let word = if is64 { 8 } else { 4 };
+    }
+
+    /// `ELFSectionSizer`: the sizes, entry sizes and alignments of the symbol table, the
+    /// relocation sections and the groups.
+    fn size_sections(&mut self) {
+        let is64 = self.is64;
+        let word = self.word_size();
         let nsyms = self.symbols.len() as u64;
         for s in self.sections.iter_mut() {
             match &s.kind {
@@ -1044,22 +1215,19 @@ impl Object {
                 _ => {}
             }
         }
-        // String tables: section names into e_shstrndx's table, symbol names into the
-        // symbol table's.
-        let names: Vec<Vec<u8>> = self.sections.iter().map(|s| s.name.clone()).collect();
-        let sym_names: Vec<Vec<u8>> = self.symbols.iter().map(|s| s.name.clone()).collect();
-        let sym_strtab = self.symtab.and_then(|st| {
-            self.sections
-                .iter()
-                .find(|s| s.id == st)
-                .and_then(|s| match s.kind {
-                    Kind::SymTab { strtab } => strtab,
-                    _ => None,
-                })
-        });
-        let encoder = Encoder::new(self.endian, is64, self.header.e_machine);
-        let mut finals: std::collections::HashMap<Id, Strings<'_>> =
-            std::collections::HashMap::new();
+    }
+
+    /// The string tables rebuilt (`StringTableBuilder`), and their sizes set: section
+    /// names (`section_names`) go into `e_shstrndx`'s table, symbol names
+    /// (`symbol_names`) into the symbol table's.
+    fn string_tables<'n>(
+        &mut self,
+        encoder: Encoder<Endianness>,
+        section_names: &'n [Vec<u8>],
+        symbol_names: &'n [Vec<u8>],
+    ) -> Result<StringTables<'n>, String> {
+        let symbols = self.symtab.and_then(|st| self.symtab_strtab(st));
+        let mut tables: HashMap<Id, Strings<'n>> = HashMap::new();
         for s in self
             .sections
             .iter()
@@ -1067,24 +1235,37 @@ impl Object {
         {
             let mut t = Strings::default();
             if Some(s.id) == self.shstrtab {
-                names.iter().for_each(|n| t.add(n));
+                section_names.iter().for_each(|n| t.add(n));
             }
-            if Some(s.id) == sym_strtab {
-                sym_names.iter().for_each(|n| t.add(n));
+            if Some(s.id) == symbols {
+                symbol_names.iter().for_each(|n| t.add(n));
             }
             t.finish(encoder)?;
-            finals.insert(s.id, t);
+            tables.insert(s.id, t);
         }
         for s in self.sections.iter_mut() {
-            if let Some(f) = finals.get(&s.id) {
+            if let Some(f) = tables.get(&s.id) {
                 s.size = f.data.len() as u64;
             }
         }
-        // Layout (assignOffsets): segments in `compareSegmentsByOffset` order, each at its
-        // parent's relative position or aligned after the previous one; then the sections
-        // that are in a segment keep their place in it, the others follow by original
-        // offset.
-        let ehdr_size: u64 = if is64 { 64 } else { 52 };
+        Ok(StringTables {
+            tables,
+            symbols,
+            sections: self.shstrtab,
+        })
+    }
+
+    /// `assignOffsets`: the ELF header pseudo-segment set up, the segments laid out, then
+    /// the sections. Returns the end of the laid-out data.
+    fn assign_offsets(&mut self) -> Result<u64, String> {
+        self.init_ehdr_segment();
+        let end = self.layout_segments();
+        self.layout_sections(end)
+    }
+
+    /// `ELFWriter::initEhdrSegment`: the ELF header pseudo-segment covers the header.
+    fn init_ehdr_segment(&mut self) {
+        let ehdr_size: u64 = if self.is64 { 64 } else { 52 };
         let nseg = self.segments.len();
         if nseg >= 2 {
             let e = &mut self.segments[nseg - 2];
@@ -1096,7 +1277,13 @@ impl Object {
             e.memsz = ehdr_size;
             e.align = 0;
         }
-        let mut seg_order: Vec<usize> = (0..nseg).collect();
+    }
+
+    /// `layoutSegments` (after `orderSegments`): segments in `compareSegmentsByOffset`
+    /// order, each at its parent's relative position or aligned after the previous one.
+    /// Returns the end of the last one.
+    fn layout_segments(&mut self) -> u64 {
+        let mut seg_order: Vec<usize> = (0..self.segments.len()).collect();
         seg_order.sort_by(|&a, &b| {
             if segment_before(&self.segments[a], &self.segments[b]) {
                 std::cmp::Ordering::Less
@@ -1121,6 +1308,12 @@ impl Object {
             self.segments[si].offset = new_offset;
             offset = offset.max(new_offset.wrapping_add(self.segments[si].filesz));
         }
+        offset
+    }
+
+    /// `layoutSections`: the sections that are in a segment keep their place in it, the
+    /// others follow `offset` by original offset, each aligned. Returns the end.
+    fn layout_sections(&mut self, mut offset: u64) -> Result<u64, String> {
         let mut order: Vec<usize> = Vec::new();
         for i in 0..self.sections.len() {
             match self.sections[i].parent {
@@ -1148,12 +1341,13 @@ impl Object {
                 offset = offset.checked_add(s.size).ok_or("file size overflows")?;
             }
         }
-        let shoff = offset
-            .checked_next_multiple_of(word)
-            .ok_or("file size overflows")?;
-        let shentsize: u64 = if is64 { 64 } else { 40 };
+        Ok(offset)
+    }
+
+    /// The output, zeroed: the laid-out data and the section header table at `shoff`.
+    fn allocate_output(&self, shoff: u64) -> Result<Vec<u8>, String> {
         let total = (self.sections.len() as u64 + 1)
-            .checked_mul(shentsize)
+            .checked_mul(self.section_header_size())
             .and_then(|t| t.checked_add(shoff))
             .ok_or("file size overflows")?;
         // Alignments and offsets come from the input; a corrupt one could ask for an
@@ -1176,9 +1370,13 @@ impl Object {
         out.try_reserve_exact(len)
             .map_err(|_| format!("cannot allocate {total} bytes for the output"))?;
         out.resize(len, 0);
-        // writeSegmentData: the original bytes of every segment, then zeros over removed
-        // sections that were inside one.
-        let real_segments = nseg.saturating_sub(2);
+        Ok(out)
+    }
+
+    /// `writeSegmentData`: the original bytes of every segment, then zeros over removed
+    /// sections that were inside one.
+    fn write_segment_data(&self, out: &mut [u8]) {
+        let real_segments = self.segments.len().saturating_sub(2);
         for seg in &self.segments[..real_segments] {
             let n = (seg.filesz as usize).min(seg.contents.len());
             let at = seg.offset as usize;
@@ -1192,15 +1390,71 @@ impl Object {
                 dst.fill(0);
             }
         }
+    }
+}
 
-        // Symbol string offsets.
-        let sym_name_index = |name: &[u8]| -> u32 {
-            sym_strtab
-                .and_then(|t| finals.get(&t))
-                .map_or(0, |f| f.offset(name))
-        };
-        let shstr = self.shstrtab.and_then(|t| finals.get(&t));
-        let max_local = self
+/// The rebuilt string tables of an object being written, by section id.
+struct StringTables<'a> {
+    tables: HashMap<Id, Strings<'a>>,
+    /// The table of the symbol names.
+    symbols: Option<Id>,
+    /// The table of the section names (`e_shstrndx`).
+    sections: Option<Id>,
+}
+
+impl StringTables<'_> {
+    /// `st_name` of a symbol named `name`.
+    fn symbol_name(&self, name: &[u8]) -> u32 {
+        self.symbols
+            .and_then(|t| self.tables.get(&t))
+            .map_or(0, |f| f.offset(name))
+    }
+
+    /// `sh_name` of a section named `name`.
+    fn section_name(&self, name: &[u8]) -> u32 {
+        self.sections
+            .and_then(|t| self.tables.get(&t))
+            .map_or(0, |f| f.offset(name))
+    }
+}
+
+/// Copies `bytes` into `out` at `at`, or fails if they do not fit.
+fn put(out: &mut [u8], at: u64, bytes: &[u8]) -> Result<(), String> {
+    usize::try_from(at)
+        .ok()
+        .and_then(|a| out.get_mut(a..a.checked_add(bytes.len())?))
+        .map(|dst| dst.copy_from_slice(bytes))
+        .ok_or_else(|| "section data lies outside the output (corrupt offsets?)".to_string())
+}
+
+/// A section's contents as written (`None` for none) and its renumbered `sh_link` and
+/// `sh_info`.
+type Body<'a> = (Option<Cow<'a, [u8]>>, u32, u32);
+
+/// `ELFWriter`'s `SectionWriter` and header writers, over a laid-out object: the
+/// encoder, the new section and symbol indices, the string tables and the section header
+/// table's offset.
+struct Writer<'a> {
+    obj: &'a Object,
+    encoder: Encoder<Endianness>,
+    strings: &'a StringTables<'a>,
+    /// New section index by section id.
+    section_index: HashMap<Id, u32>,
+    /// New symbol index by symbol id.
+    symbol_index: HashMap<usize, u32>,
+    /// The index of the last local symbol.
+    max_local: u32,
+    shoff: u64,
+}
+
+impl<'a> Writer<'a> {
+    fn new(
+        obj: &'a Object,
+        encoder: Encoder<Endianness>,
+        strings: &'a StringTables<'a>,
+        shoff: u64,
+    ) -> Self {
+        let max_local = obj
             .symbols
             .iter()
             .enumerate()
@@ -1208,190 +1462,216 @@ impl Object {
             .map(|(i, _)| i as u32)
             .max()
             .unwrap_or(0);
+        Writer {
+            obj,
+            encoder,
+            strings,
+            section_index: obj.sections.iter().map(|s| (s.id, s.index)).collect(),
+            symbol_index: (obj.symbols.iter().enumerate())
+                .map(|(i, s)| (s.id, i as u32))
+                .collect(),
+            max_local,
+            shoff,
+        }
+    }
 
-        // Section contents and headers.
-        let put = |out: &mut Vec<u8>, at: u64, bytes: &[u8]| -> Result<(), String> {
-            usize::try_from(at)
-                .ok()
-                .and_then(|a| out.get_mut(a..a.checked_add(bytes.len())?))
-                .map(|dst| dst.copy_from_slice(bytes))
-                .ok_or_else(|| {
-                    "section data lies outside the output (corrupt offsets?)".to_string()
-                })
-        };
-        for s in &self.sections {
-            // Sections inside a segment were written with the segment's bytes.
-            let own = s.parent.is_none();
-            let mut link = s.link;
-            let mut info = s.info;
-            let index = |id: &Id| index_of.get(id).copied().unwrap_or(0);
-            match &s.kind {
-                Kind::Raw(d) => {
-                    if own {
-                        put(&mut out, s.offset, d)?;
-                    }
-                    link = s.link_section.as_ref().map_or(0, index);
-                }
-                Kind::DynRel {
-                    data,
-                    dynsym,
-                    target,
-                } => {
-                    if own {
-                        put(&mut out, s.offset, data)?;
-                    }
-                    link = dynsym.as_ref().map_or(0, index);
-                    if let Some(t) = target {
-                        info = index(t);
-                    }
-                }
-                Kind::NoBits => {
-                    link = s.link_section.as_ref().map_or(0, index);
-                }
-                Kind::StrTab => {
-                    if let Some(f) = finals.get(&s.id) {
-                        if own {
-                            put(&mut out, s.offset, &f.data)?;
-                        }
-                    }
-                }
-                Kind::SymTab { strtab } => {
-                    let mut e = Vec::new();
-                    for sym in &self.symbols {
-                        let shndx = match sym.defined_in {
-                            Some(d) => *index_of
-                                .get(&d)
-                                .ok_or("symbol defined in a removed section")?
-                                as u16,
-                            None => sym.reserved,
-                        };
-                        encoder.symbol(
-                            &mut e,
-                            &object::write::elf::Sym {
-                                section: None,
-                                st_name: sym_name_index(&sym.name),
-                                st_info: elf::SymbolInfo((sym.bind << 4) | (sym.typ & 0xf)),
-                                st_other: elf::SymbolOther(sym.other),
-                                st_shndx: elf::SymbolSection(shndx),
-                                st_value: sym.value,
-                                st_size: sym.size,
-                            },
-                        );
-                    }
-                    if own {
-                        put(&mut out, s.offset, &e)?;
-                    }
-                    link = strtab.as_ref().map_or(0, index);
-                    info = max_local + 1;
-                }
-                Kind::Rel {
-                    relocs,
-                    target,
-                    symtab,
-                    rela,
-                } => {
-                    let mut e = Vec::new();
-                    for r in relocs {
-                        let sym = r
-                            .sym
-                            .and_then(|id| sym_index.get(&id).copied())
-                            .unwrap_or(0);
-                        encoder.relocation(
-                            &mut e,
-                            *rela,
-                            &object::write::elf::Rel {
-                                r_offset: r.offset,
-                                r_sym: sym,
-                                r_type: elf::RelocationType(r.typ),
-                                r_addend: r.addend,
-                            },
-                        );
-                    }
-                    if own {
-                        put(&mut out, s.offset, &e)?;
-                    }
-                    link = symtab.as_ref().map_or(0, index);
-                    if let Some(t) = target {
-                        info = index(t);
-                    }
-                }
-                Kind::Group {
-                    flags,
-                    members,
-                    sym,
-                    symtab,
-                } => {
-                    let mut flags = *flags;
-                    let sym_entry = sym.and_then(|id| self.symbols.iter().position(|x| x.id == id));
-                    if flags & GRP_COMDAT != 0
-                        && sym_entry.is_some_and(|p| self.symbols[p].bind == STB_LOCAL)
-                    {
-                        flags &= !GRP_COMDAT;
-                    }
-                    let mut e = self.endian.write_u32(flags).to_vec();
-                    for m in members {
-                        e.extend_from_slice(&self.endian.write_u32(index(m)));
-                    }
-                    if own {
-                        put(&mut out, s.offset, &e)?;
-                    }
-                    info = sym_entry.map_or(0, |p| p as u32);
-                    link = symtab.as_ref().map_or(0, index);
-                }
+    /// The new index of section `id` (0 if it was removed).
+    fn index(&self, id: &Id) -> u32 {
+        self.section_index.get(id).copied().unwrap_or(0)
+    }
+
+    /// The new index of an optional linked section (0 for none).
+    fn link(&self, id: &Option<Id>) -> u32 {
+        id.as_ref().map_or(0, |i| self.index(i))
+    }
+
+    /// One section: its contents (unless it is inside a segment, whose bytes were written
+    /// already) and its section header.
+    fn write_section(&self, out: &mut [u8], s: &Section) -> Result<(), String> {
+        let (data, link, info) = self.section_body(s)?;
+        if let Some(data) = data.filter(|_| s.parent.is_none()) {
+            put(out, s.offset, &data)?;
+        }
+        let mut h = Vec::new();
+        self.encoder.section_header(
+            &mut h,
+            &object::write::elf::SectionHeader {
+                sh_name: self.strings.section_name(&s.name),
+                sh_type: elf::SectionType(s.typ),
+                sh_flags: elf::SectionFlags(s.flags),
+                sh_addr: s.addr,
+                sh_offset: s.offset,
+                sh_size: s.size,
+                sh_link: link,
+                sh_info: info,
+                sh_addralign: s.align,
+                sh_entsize: s.entsize,
+            },
+        );
+        let at = self.shoff + u64::from(s.index) * self.obj.section_header_size();
+        put(out, at, &h)
+    }
+
+    /// A section's contents, `sh_link` and `sh_info` as written (each kind's
+    /// `writeSection`).
+    fn section_body<'s>(&'s self, s: &'s Section) -> Result<Body<'s>, String> {
+        let target = |t: &Option<Id>| t.as_ref().map_or(s.info, |t| self.index(t));
+        Ok(match &s.kind {
+            Kind::Raw(d) => (Some(Cow::Borrowed(d)), self.link(&s.link_section), s.info),
+            Kind::DynRel {
+                data,
+                dynsym,
+                target: t,
+            } => (Some(Cow::Borrowed(data)), self.link(dynsym), target(t)),
+            Kind::NoBits => (None, self.link(&s.link_section), s.info),
+            Kind::StrTab => {
+                let data = self.strings.tables.get(&s.id);
+                (data.map(|f| Cow::Borrowed(&f.data[..])), s.link, s.info)
             }
-            // Section header.
-            let mut h = Vec::new();
-            encoder.section_header(
-                &mut h,
-                &object::write::elf::SectionHeader {
-                    sh_name: shstr.map_or(0, |f| f.offset(&s.name)),
-                    sh_type: elf::SectionType(s.typ),
-                    sh_flags: elf::SectionFlags(s.flags),
-                    sh_addr: s.addr,
-                    sh_offset: s.offset,
-                    sh_size: s.size,
-                    sh_link: link,
-                    sh_info: info,
-                    sh_addralign: s.align,
-                    sh_entsize: s.entsize,
+            Kind::SymTab { strtab } => {
+                let data = self.symbol_table()?;
+                (
+                    Some(Cow::Owned(data)),
+                    self.link(strtab),
+                    self.max_local + 1,
+                )
+            }
+            Kind::Rel {
+                relocs,
+                target: t,
+                symtab,
+                rela,
+            } => {
+                let data = self.relocations(relocs, *rela);
+                (Some(Cow::Owned(data)), self.link(symtab), target(t))
+            }
+            Kind::Group {
+                flags,
+                members,
+                sym,
+                symtab,
+            } => {
+                let (data, info) = self.group(*flags, members, *sym);
+                (Some(Cow::Owned(data)), self.link(symtab), info)
+            }
+        })
+    }
+
+    /// `SymbolTableSection`'s entries, with the new section indices and name offsets.
+    fn symbol_table(&self) -> Result<Vec<u8>, String> {
+        let mut e = Vec::new();
+        for sym in &self.obj.symbols {
+            let shndx = match sym.defined_in {
+                Some(d) => *self
+                    .section_index
+                    .get(&d)
+                    .ok_or("symbol defined in a removed section")?
+                    as u16,
+                None => sym.reserved,
+            };
+            self.encoder.symbol(
+                &mut e,
+                &object::write::elf::Sym {
+                    section: None,
+                    st_name: self.strings.symbol_name(&sym.name),
+                    st_info: elf::SymbolInfo((sym.bind << 4) | (sym.typ & 0xf)),
+                    st_other: elf::SymbolOther(sym.other),
+                    st_shndx: elf::SymbolSection(shndx),
+                    st_value: sym.value,
+                    st_size: sym.size,
                 },
             );
-            put(&mut out, shoff + u64::from(s.index) * shentsize, &h)?;
         }
-        // ELF header and program headers.
-        let phnum = nseg.saturating_sub(2);
-        let phoff = if phnum != 0 {
-            self.segments[nseg - 1].offset
-        } else {
-            0
-        };
-        let shstrndx = self
-            .shstrtab
-            .and_then(|t| index_of.get(&t).copied())
-            .unwrap_or(0);
+        Ok(e)
+    }
+
+    /// `RelocationSection`'s entries, with the new symbol indices.
+    fn relocations(&self, relocs: &[Reloc], rela: bool) -> Vec<u8> {
         let mut e = Vec::new();
-        encoder
+        for r in relocs {
+            let sym = r
+                .sym
+                .and_then(|id| self.symbol_index.get(&id).copied())
+                .unwrap_or(0);
+            self.encoder.relocation(
+                &mut e,
+                rela,
+                &object::write::elf::Rel {
+                    r_offset: r.offset,
+                    r_sym: sym,
+                    r_type: elf::RelocationType(r.typ),
+                    r_addend: r.addend,
+                },
+            );
+        }
+        e
+    }
+
+    /// `GroupSection`'s words (flags, then the new member indices) and its `sh_info`
+    /// (the signature symbol's new index). A group whose signature became local loses
+    /// `GRP_COMDAT`.
+    fn group(&self, flags: u32, members: &[Id], sym: Option<usize>) -> (Vec<u8>, u32) {
+        let symbols = &self.obj.symbols;
+        let mut flags = flags;
+        let sym_entry = sym.and_then(|id| symbols.iter().position(|x| x.id == id));
+        if flags & GRP_COMDAT != 0 && sym_entry.is_some_and(|p| symbols[p].bind == STB_LOCAL) {
+            flags &= !GRP_COMDAT;
+        }
+        let endian = self.obj.endian;
+        let mut e = endian.write_u32(flags).to_vec();
+        for m in members {
+            e.extend_from_slice(&endian.write_u32(self.index(m)));
+        }
+        (e, sym_entry.map_or(0, |p| p as u32))
+    }
+
+    /// `writeEhdr`: the ELF header, with the input's `e_version`.
+    fn write_file_header(&self, out: &mut [u8]) -> Result<(), String> {
+        let obj = self.obj;
+        let phnum = obj.segments.len().saturating_sub(2);
+        let mut e = Vec::new();
+        self.encoder
             .file_header(
                 &mut e,
-                &self.header,
+                &obj.header,
                 &object::write::elf::FileHeaderLayout {
-                    e_phoff: phoff,
+                    e_phoff: self.phoff(),
                     segment_num: phnum as u32,
-                    e_shoff: shoff,
-                    section_num: self.sections.len() as u32 + 1,
-                    shstrtab_index: shstrndx,
+                    e_shoff: self.shoff,
+                    section_num: obj.sections.len() as u32 + 1,
+                    shstrtab_index: obj
+                        .shstrtab
+                        .and_then(|t| self.section_index.get(&t).copied())
+                        .unwrap_or(0),
                 },
             )
             .map_err(|e| format!("cannot write the ELF header: {e}"))?;
         // The encoder writes EV_CURRENT; llvm-objcopy copies the input's e_version.
         if let Some(v) = e.get_mut(20..24) {
-            v.copy_from_slice(&self.endian.write_u32(self.version));
+            v.copy_from_slice(&obj.endian.write_u32(obj.version));
         }
-        put(&mut out, 0, &e)?;
-        let phentsize = encoder.program_header_size();
-        for seg in &self.segments[..phnum] {
+        put(out, 0, &e)
+    }
+
+    /// `e_phoff`: where the program header pseudo-segment was laid out (0 without
+    /// program headers).
+    fn phoff(&self) -> u64 {
+        let nseg = self.obj.segments.len();
+        if nseg.saturating_sub(2) != 0 {
+            self.obj.segments[nseg - 1].offset
+        } else {
+            0
+        }
+    }
+
+    /// `writePhdrs`: the program headers of the real segments.
+    fn write_program_headers(&self, out: &mut [u8]) -> Result<(), String> {
+        let phnum = self.obj.segments.len().saturating_sub(2);
+        let phoff = self.phoff();
+        let phentsize = self.encoder.program_header_size();
+        for seg in &self.obj.segments[..phnum] {
             let mut ph = Vec::new();
-            encoder.program_header(
+            self.encoder.program_header(
                 &mut ph,
                 &object::write::elf::ProgramHeader {
                     p_type: elf::ProgramType(seg.typ),
@@ -1404,9 +1684,9 @@ impl Object {
                     p_align: seg.align,
                 },
             );
-            put(&mut out, phoff + u64::from(seg.index) * phentsize, &ph)?;
+            put(out, phoff + u64::from(seg.index) * phentsize, &ph)?;
         }
-        Ok(out)
+        Ok(())
     }
 }
 

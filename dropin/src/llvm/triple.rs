@@ -478,105 +478,10 @@ fn default_format(arch: Option<&str>, os: Option<&str>) -> &'static str {
 /// number of components.
 pub fn normalize(s: &str, form: Option<usize>) -> String {
     let mut comps: Vec<String> = s.split('-').map(str::to_string).collect();
-    let get = |c: &Vec<String>, i: usize| c.get(i).cloned();
-    let mut arch = get(&comps, 0).and_then(|c| parse_arch(&c));
-    let mut vendor = get(&comps, 1).and_then(|c| parse_vendor(&c));
-    let mut os = get(&comps, 2).and_then(|c| parse_os(&c));
-    let mut is_cygwin = get(&comps, 2).is_some_and(|c| c.starts_with("cygwin"));
-    let mut is_mingw = get(&comps, 2).is_some_and(|c| c.starts_with("mingw"));
-    let mut env = get(&comps, 3).and_then(|c| parse_env(&c));
-    let mut format = get(&comps, 4).and_then(|c| parse_format(&c));
-    let mut found = [
-        arch.is_some(),
-        vendor.is_some(),
-        os.is_some(),
-        env.is_some(),
-    ];
-    for pos in 0..4 {
-        if found[pos] {
-            continue;
-        }
-        let mut idx = 0;
-        while idx < comps.len() {
-            if idx < 4 && found[idx] {
-                idx += 1;
-                continue;
-            }
-            let comp = comps[idx].clone();
-            let valid = match pos {
-                0 => {
-                    arch = parse_arch(&comp);
-                    arch.is_some()
-                }
-                1 => {
-                    vendor = parse_vendor(&comp);
-                    vendor.is_some()
-                }
-                2 => {
-                    os = parse_os(&comp);
-                    is_cygwin = comp.starts_with("cygwin");
-                    is_mingw = comp.starts_with("mingw");
-                    os.is_some() || is_cygwin || is_mingw
-                }
-                _ => {
-                    env = parse_env(&comp);
-                    if env.is_some() {
-                        true
-                    } else {
-                        format = parse_format(&comp);
-                        format.is_some()
-                    }
-                }
-            };
-            if !valid {
-                idx += 1;
-                continue;
-            }
-            if pos < idx {
-                // Insert left, pushing the components in between to the right.
-                let mut current = std::mem::take(&mut comps[idx]);
-                let mut i = pos;
-                while !current.is_empty() {
-                    while i < 4 && found[i] {
-                        i += 1;
-                    }
-                    if i >= comps.len() {
-                        comps.push(String::new());
-                    }
-                    std::mem::swap(&mut current, &mut comps[i]);
-                    i += 1;
-                }
-            } else if pos > idx {
-                // Push right by inserting empty components until it reaches `pos`.
-                loop {
-                    let mut current = String::new();
-                    let mut i = idx;
-                    while i < comps.len() {
-                        std::mem::swap(&mut current, &mut comps[i]);
-                        if current.is_empty() {
-                            break;
-                        }
-                        i += 1;
-                        while i < 4 && found[i] {
-                            i += 1;
-                        }
-                    }
-                    if !current.is_empty() {
-                        comps.push(current);
-                    }
-                    idx += 1;
-                    while idx < 4 && found[idx] {
-                        idx += 1;
-                    }
-                    if idx >= pos {
-                        break;
-                    }
-                }
-            }
-            found[pos] = true;
-            break;
-        }
-    }
+    let mut parsed = Components::in_place(&comps);
+    let found = parsed.permute(&mut comps);
+    // If "none" is in the middle component in a three-component triple, treat it as the
+    // OS instead of the vendor.
     if found[0]
         && !found[1]
         && !found[2]
@@ -592,37 +497,7 @@ pub fn normalize(s: &str, form: Option<usize>) -> String {
             *c = "unknown".into();
         }
     }
-    if env == Some("android") && comps.len() > 3 && comps[3].starts_with("androideabi") {
-        let v = comps[3]["androideabi".len()..].to_string();
-        comps[3] = format!("android{v}");
-    }
-    if vendor == Some("suse") && env == Some("gnueabi") && comps.len() > 3 {
-        comps[3] = "gnueabihf".into();
-    }
-    if os == Some("windows") {
-        comps.resize(4, String::new());
-        comps[2] = "windows".into();
-        if env.is_none() {
-            comps[3] = match format {
-                None | Some("coff") => "msvc".into(),
-                Some(f) => f.into(),
-            };
-        }
-    } else if is_mingw {
-        comps.resize(4, String::new());
-        comps[2] = "windows".into();
-        comps[3] = "gnu".into();
-    } else if is_cygwin {
-        comps.resize(4, String::new());
-        comps[2] = "windows".into();
-        comps[3] = "cygnus".into();
-    }
-    if (is_mingw || is_cygwin || (os == Some("windows") && env.is_some()))
-        && format.is_some_and(|f| f != "coff")
-    {
-        comps.resize(5, String::new());
-        comps[4] = format.unwrap_or_default().into();
-    }
+    parsed.special_cases(&mut comps);
     if comps.first().map(String::as_str) == Some("dxil") && comps.len() > 4 {
         comps.truncate(4);
     }
@@ -630,6 +505,174 @@ pub fn normalize(s: &str, form: Option<usize>) -> String {
         comps.resize(n, "unknown".into());
     }
     comps.join("-")
+}
+
+/// What `Triple::normalize` has parsed of the components; permuting them updates it as
+/// each position is searched.
+struct Components {
+    arch: Option<&'static str>,
+    vendor: Option<&'static str>,
+    os: Option<&'static str>,
+    is_cygwin: bool,
+    is_mingw: bool,
+    env: Option<&'static str>,
+    format: Option<&'static str>,
+}
+
+impl Components {
+    /// The components parsed where they stand (arch, vendor, OS, environment, format).
+    fn in_place(comps: &[String]) -> Self {
+        let get = |i: usize| comps.get(i).map(String::as_str);
+        Components {
+            arch: get(0).and_then(parse_arch),
+            vendor: get(1).and_then(parse_vendor),
+            os: get(2).and_then(parse_os),
+            is_cygwin: get(2).is_some_and(|c| c.starts_with("cygwin")),
+            is_mingw: get(2).is_some_and(|c| c.starts_with("mingw")),
+            env: get(3).and_then(parse_env),
+            format: get(4).and_then(parse_format),
+        }
+    }
+
+    /// The permutation loop: every position not already filled takes the first free
+    /// component that parses for it, moved there ([`move_component`]). Returns which
+    /// positions were found.
+    fn permute(&mut self, comps: &mut Vec<String>) -> [bool; 4] {
+        let mut found = [
+            self.arch.is_some(),
+            self.vendor.is_some(),
+            self.os.is_some(),
+            self.env.is_some(),
+        ];
+        for pos in 0..4 {
+            if found[pos] {
+                continue;
+            }
+            // Do not reparse any components that already matched.
+            let matching = (0..comps.len())
+                .filter(|&idx| !(idx < 4 && found[idx]))
+                .find(|&idx| self.parse_as(pos, &comps[idx]));
+            if let Some(idx) = matching {
+                move_component(comps, &found, pos, idx);
+                found[pos] = true;
+            }
+        }
+        found
+    }
+
+    /// The `switch (Pos)` of the permutation loop: whether `comp` is valid for `pos`
+    /// (parsing it overwrites that position's value, as in LLVM).
+    fn parse_as(&mut self, pos: usize, comp: &str) -> bool {
+        match pos {
+            0 => {
+                self.arch = parse_arch(comp);
+                self.arch.is_some()
+            }
+            1 => {
+                self.vendor = parse_vendor(comp);
+                self.vendor.is_some()
+            }
+            2 => {
+                self.os = parse_os(comp);
+                self.is_cygwin = comp.starts_with("cygwin");
+                self.is_mingw = comp.starts_with("mingw");
+                self.os.is_some() || self.is_cygwin || self.is_mingw
+            }
+            _ => {
+                self.env = parse_env(comp);
+                if self.env.is_some() {
+                    true
+                } else {
+                    self.format = parse_format(comp);
+                    self.format.is_some()
+                }
+            }
+        }
+    }
+
+    /// The special cases after the permutation: Android's `androideabi`, SUSE's
+    /// `gnueabi`, Windows environments and object formats.
+    fn special_cases(&self, comps: &mut Vec<String>) {
+        let (vendor, os, env, format) = (self.vendor, self.os, self.env, self.format);
+        let (is_mingw, is_cygwin) = (self.is_mingw, self.is_cygwin);
+        if env == Some("android") && comps.len() > 3 && comps[3].starts_with("androideabi") {
+            let v = comps[3]["androideabi".len()..].to_string();
+            comps[3] = format!("android{v}");
+        }
+        if vendor == Some("suse") && env == Some("gnueabi") && comps.len() > 3 {
+            comps[3] = "gnueabihf".into();
+        }
+        if os == Some("windows") {
+            comps.resize(4, String::new());
+            comps[2] = "windows".into();
+            if env.is_none() {
+                comps[3] = match format {
+                    None | Some("coff") => "msvc".into(),
+                    Some(f) => f.into(),
+                };
+            }
+        } else if is_mingw {
+            comps.resize(4, String::new());
+            comps[2] = "windows".into();
+            comps[3] = "gnu".into();
+        } else if is_cygwin {
+            comps.resize(4, String::new());
+            comps[2] = "windows".into();
+            comps[3] = "cygnus".into();
+        }
+        if (is_mingw || is_cygwin || (os == Some("windows") && env.is_some()))
+            && format.is_some_and(|f| f != "coff")
+        {
+            comps.resize(5, String::new());
+            comps[4] = format.unwrap_or_default().into();
+        }
+    }
+}
+
+/// Moves component `idx` to position `pos` (of the four), pushing the components that are
+/// not fixed (`found`) and in the way to the right.
+fn move_component(comps: &mut Vec<String>, found: &[bool; 4], pos: usize, mut idx: usize) {
+    if pos < idx {
+        // Insert left, pushing the components in between to the right.
+        let mut current = std::mem::take(&mut comps[idx]);
+        let mut i = pos;
+        while !current.is_empty() {
+            while i < 4 && found[i] {
+                i += 1;
+            }
+            if i >= comps.len() {
+                comps.push(String::new());
+            }
+            std::mem::swap(&mut current, &mut comps[i]);
+            i += 1;
+        }
+    } else if pos > idx {
+        // Push right by inserting empty components until it reaches `pos`.
+        loop {
+            let mut current = String::new();
+            let mut i = idx;
+            while i < comps.len() {
+                std::mem::swap(&mut current, &mut comps[i]);
+                if current.is_empty() {
+                    break;
+                }
+                i += 1;
+                while i < 4 && found[i] {
+                    i += 1;
+                }
+            }
+            if !current.is_empty() {
+                comps.push(current);
+            }
+            idx += 1;
+            while idx < 4 && found[idx] {
+                idx += 1;
+            }
+            if idx >= pos {
+                break;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod hostile2;
 mod kpack;
 mod list;
 mod packager_differential;
+mod packager_llvm23;
 mod prune;
 mod prune_layouts;
 mod prune_pe;

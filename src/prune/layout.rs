@@ -1,0 +1,61 @@
+//! Which layout a file is rewritten in: standalone containers, a PE image or COFF
+//! object ([`super::pe`]), a host ELF file ([`super::linked`], which hands relocatable
+//! objects to [`super::relocatable`]).
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::error::{ErrorKind, Result};
+
+use super::pieces::{standalone, Piece};
+use super::plan::UnitPlan;
+use super::{err, len64};
+
+/// Decides how the output is made of input bytes and rewritten units.
+pub(super) fn assemble(
+    data: &[u8],
+    plans: &[UnitPlan<'_>],
+    shrink: bool,
+    move_table: bool,
+    refuse_signed: bool,
+) -> Result<(Vec<Piece>, String)> {
+    if plans.iter().all(|p| !p.is_rewritten()) {
+        return Ok((
+            vec![Piece::Copy(0..len64(data.len()))],
+            "unchanged (nothing to drop)".into(),
+        ));
+    }
+    if data.starts_with(crate::raw::AR_THIN_MAGIC) {
+        return Err(err(
+            ErrorKind::BadContainer,
+            0,
+            "thin archives are not pruned (their members are other files)",
+        ));
+    }
+    if crate::host::pe::is_pe_or_coff(data) {
+        if let Some(p) = plans.iter().find(|p| p.drops_sections()) {
+            return Err(err(
+                ErrorKind::BadContainer,
+                p.range.start,
+                "a bundled COFF object (__CLANG_OFFLOAD_BUNDLE__ sections) is not pruned: its sections cannot be removed",
+            ));
+        }
+        return super::pe::host_pe(data, plans, shrink, refuse_signed);
+    }
+    let is_host_elf = data.starts_with(crate::raw::ELF_MAGIC)
+        && !plans
+            .iter()
+            .any(|p| p.format == "elf" && p.range.start == 0);
+    if !is_host_elf {
+        if let Some(p) = plans.iter().find(|p| p.drops_sections()) {
+            return Err(err(
+                ErrorKind::BadContainer,
+                p.range.start,
+                "the entry sections of a bundled object are removed only from an ELF relocatable object",
+            ));
+        }
+        return Ok((standalone(data, plans, false), "standalone".into()));
+    }
+    super::linked::host_elf(data, plans, shrink, move_table)
+}
