@@ -859,7 +859,7 @@ fn comgr_agrees(a: &Path, b: &Path, keep: &[&str]) {
         .collect();
     let picks = |f: &Path| -> Vec<(String, String)> {
         let offs = offsets(f);
-        let mut child = Command::new(&exe)
+        let mut child = Command::new(exe)
             .arg(f)
             .arg("4096")
             .args(&isas)
