@@ -180,7 +180,7 @@ if [ "$LARGE_ROUNDS" -gt 0 ]; then
       fi
     done
     # How many fatbinaries have an image for sm_86, beside cuobjdump's count of sm_86
-    # cubins (the rules themselves are checked by tests/nvfatbin.rs and the corpus tests).
+    # cubins (the rules themselves are checked by tests/suite/nvfatbin.rs and the corpus tests).
     chosen=$({ "$LS" select "$big" --target sm_86 --json || true; } | jq -s '[.[] | select(.selected != null)] | length')
     units=$({ "$LS" select "$big" --target sm_86 --json || true; } | jq -s 'length')
     cubins=$("$CUOBJDUMP" -lelf "$big" | grep -c '\.sm_86\.cubin$' || true)

@@ -4,8 +4,8 @@
 //! compressed bundles, streamed (`offload_image::stream`) against decompressing them whole.
 //!
 //! `cargo bench --bench select` (add `-- --warm-up-time 1 --measurement-time 2` for a
-//! quick run). Parsing and selecting allocate nothing: `tests/alloc_free.rs` and
-//! `tests/zero_alloc.rs` count the allocations of the same calls.
+//! quick run). Parsing and selecting allocate nothing: `tests/suite/alloc_free.rs` and
+//! `tests/suite/zero_alloc.rs` count the allocations of the same calls.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use offload_image::stream::select_in_stream;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compares offload-image's selection with AMD comgr's amd_comgr_lookup_code_object on every
 # bundle of a real ROCm library, for every ISA comgr knows in every feature combination
-# (tests/comgr_agreement.rs, ignored test `rocsparse`). Needs libamd-comgr-dev and cc.
+# (tests/suite/comgr_agreement.rs, ignored test `rocsparse`). Needs libamd-comgr-dev and cc.
 #
 #   scripts/comgr-agreement.sh                 # fetches librocsparse0, compares librocsparse.so.0
 #   scripts/comgr-agreement.sh path/to/lib.so  # any file with uncompressed bundles
@@ -17,5 +17,5 @@ else
   libdir="$(scripts/fetch-rocm-libs.sh librocsparse0 | tail -n1)"
   lib="$libdir/librocsparse.so.0"
 fi
-COMGR_AGREEMENT_LIB="$lib" cargo test --release --test comgr_agreement -- \
-  --ignored --exact rocsparse --nocapture
+COMGR_AGREEMENT_LIB="$lib" cargo test --release --test suite -- \
+  --ignored --exact comgr_agreement::rocsparse --nocapture

@@ -3,7 +3,7 @@
 # target/external/ for the prune test of a `.hip_fatbin` in a segment of its own:
 #
 #   scripts/fetch-cyllama-rocm.sh
-#   OFFLOAD_IMAGE_EXTERNAL_TESTS=1 cargo test -p loader-sim --test prune_layouts cyllama
+#   OFFLOAD_IMAGE_EXTERNAL_TESTS=1 cargo test -p loader-sim --test suite prune_layouts::cyllama
 #
 # Result: target/external/cyllama-rocm/libggml-hip.so, the libggml-hip-*.so of the
 # cyllama-rocm 0.2.18 wheel (168.8 MB; 130 bundles of gfx1100/gfx1101/... code objects in

@@ -7,7 +7,7 @@
 #   scripts/fetch-jax-rocm.sh jax-rocm60-pjrt==0.5.0   # ROCm 6.0 build: 29 uncompressed bundles
 #
 # Used by scripts/check-jax-rocm.sh and by the ignored test `jax_rocm_plugins` of
-# loader-sim/tests/prune.rs. OFFLOAD_IMAGE_EXTERNAL moves target/external.
+# loader-sim/tests/suite/prune.rs. OFFLOAD_IMAGE_EXTERNAL moves target/external.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 spec="${1:-jax-rocm7-pjrt==0.12.0}"

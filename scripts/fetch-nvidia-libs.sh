@@ -4,7 +4,7 @@
 # runs it):
 #
 #   scripts/fetch-nvidia-libs.sh
-#   cargo test --test nvfatbin libcurand
+#   cargo test --test suite nvfatbin::libcurand
 #
 # Result: target/external/nvidia/libcurand.so.10 (nvidia-curand-cu12 10.3.10.19: 11
 # fatbinaries, 153 entries in .nv_fatbin). Its cuobjdump extraction is recorded in

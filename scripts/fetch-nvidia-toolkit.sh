@@ -17,7 +17,7 @@
 #                          includes curand_mtgp32_kernel.h, which a full toolkit has): taken
 #                          out of the wheel, the 100 MB library is not installed.
 # clang 22 knows CUDA up to 12.9 and takes this 13.5 tree with a warning
-# (-Wunknown-cuda-version), see loader-sim/tests/cuda_program.rs.
+# (-Wunknown-cuda-version), see loader-sim/tests/suite/cuda_program.rs.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${OFFLOAD_IMAGE_EXTERNAL:-$repo/target/external}"

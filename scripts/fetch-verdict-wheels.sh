@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetches the wheels whose libraries doctor's verdicts are checked on
-# (loader-sim/tests/doctor_verdicts.rs, COMPATIBILITY.md §12): pip download, no install, into
+# (loader-sim/tests/suite/doctor_verdicts.rs, COMPATIBILITY.md §12): pip download, no install, into
 # target/external/verdict-wheels/: six CUDA wheels (1.5 GB), and in outside/ mojolearn-amd
 # 0.8.62 (28 MB), whose gfx942 code objects sit in .rodata outside any container.
 # scripts/setup.sh runs it. Prints the folder.

@@ -2,7 +2,7 @@
 # Fetches the Windows (win_amd64) wheels whose PE DLLs and .pyd hold device code from the
 # Python package index (pip download, no install) into target/external/windows/, checks
 # the sha256 of every member the tests read, and unpacks those members (scripts/setup.sh
-# runs it; tests/pe.rs reads them under OFFLOAD_IMAGE_EXTERNAL_TESTS=1):
+# runs it; tests/suite/pe.rs reads them under OFFLOAD_IMAGE_EXTERNAL_TESTS=1):
 #
 #   scripts/fetch-windows-wheels.sh        # prints the directory
 #

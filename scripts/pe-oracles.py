@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Records what LLVM 22's and NVIDIA's tools extract from the device code of PE images and
 COFF objects (and archives of them), as JSON on standard output. scripts/make-pe-corpus.sh
-runs it on tests/data/pe/ and on the fetched Windows wheels; tests/pe.rs compares the
+runs it on tests/data/pe/ and on the fetched Windows wheels; tests/suite/pe.rs compares the
 library with its answers.
 
     pe-oracles.py --cuda CUDA_TREE FILE...

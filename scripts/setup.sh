@@ -3,11 +3,11 @@
 # LLVM 22 and 19 tools (reference outputs), AMD comgr (reference selection), and the real
 # ROCm library librocrand1 from Debian's archive (into target/external/), and a CUDA 13 tree
 # from NVIDIA's Python wheels (into target/external/nvidia-venv: clang's CUDA driver and
-# cuobjdump for loader-sim/tests/cuda_program.rs and benches/nvfatbin.sh), and the Windows
-# wheels whose PE DLLs and .pyd hold device code (into target/external/windows: tests/pe.rs),
-# and libggml-hip of the cyllama-rocm wheel (tests/damage.rs, loader-sim's doctor and prune tests),
+# cuobjdump for loader-sim/tests/suite/cuda_program.rs and benches/nvfatbin.sh), and the Windows
+# wheels whose PE DLLs and .pyd hold device code (into target/external/windows: tests/suite/pe.rs),
+# and libggml-hip of the cyllama-rocm wheel (tests/suite/damage.rs, loader-sim's doctor and prune tests),
 # and the CUDA and mojolearn-amd wheels doctor's verdicts are checked on (into
-# target/external/verdict-wheels: loader-sim/tests/doctor_verdicts.rs).
+# target/external/verdict-wheels: loader-sim/tests/suite/doctor_verdicts.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(clang-22 clang-tools-22 llvm-22 lld-22 clang-19 clang-tools-19 llvm-19 libamd-comgr-dev

@@ -4,7 +4,7 @@
  *
  * Reads FILE into memory, opens a reader over it, selects for all TARGETs in one call,
  * fetches the chosen images, then lists every image. Prints tab-separated lines that
- * tests/c_api.rs compares with loader-sim and the corpus manifest:
+ * tests/suite/c_api.rs compares with loader-sim and the corpus manifest:
  *   unit    <u> <index in container> <compression> <location>
  *   stats   <phase> <decode passes> <decoded bytes> <held bytes>
  *   select  <u> <target> <name|-> <offset|-> <size|-> <image|->

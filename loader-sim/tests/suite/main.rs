@@ -1,0 +1,34 @@
+//! The integration tests of `loader-sim`, one test binary: a module per subject (commands,
+//! drop-ins, differential tests against LLVM's tools), the helpers they share in `common`.
+//!
+//! One subject's tests: `cargo test -p loader-sim --test suite prune::` (a name filter on
+//! the module).
+
+mod common;
+
+mod bundler_differential;
+mod ccob_differential;
+mod cli_doc;
+mod compressed_bundles_differential;
+mod cuda_driver;
+mod cuda_program;
+mod doctor;
+mod doctor_verdicts;
+mod dropin_errors_differential;
+mod generative_differential;
+mod hostile;
+mod hostile2;
+mod kpack;
+mod list;
+mod packager_differential;
+mod packager_llvm23;
+mod prune;
+mod prune_layouts;
+mod prune_pe;
+mod readme;
+mod register;
+mod select;
+mod skip_rule;
+mod subarch;
+mod validate;
+mod wrap;

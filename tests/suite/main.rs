@@ -1,0 +1,43 @@
+//! The integration tests of `offload-image`, one test binary: a module per subject, the
+//! helpers they share in `common`, and the binary's metered allocator in `common::alloc`.
+//!
+//! One subject's tests: `cargo test --test suite corpus::` (a name filter on the module).
+
+mod common;
+
+mod alloc_free;
+mod architecture;
+mod choose;
+mod comgr_agreement;
+mod corpus;
+mod damage;
+mod doc_links;
+mod doc_refs;
+mod gfx1250_xnack;
+mod host;
+mod kpack;
+mod kpack_toc;
+mod limits;
+mod llvm_processor_table;
+mod mutation;
+mod nvfatbin;
+mod nvfatbin_tileir;
+mod nvptx_new_archs;
+mod offload_binary;
+mod offload_binary_v2;
+mod packaging;
+mod pe;
+mod peak_memory;
+mod props;
+mod real_files;
+mod registration;
+mod regressions;
+mod select_corpus;
+mod select_props;
+mod select_ranking;
+mod spirv_entries;
+mod stream;
+mod subarch_triples;
+mod validate_damage;
+mod write_roundtrip;
+mod zero_alloc;
