@@ -8,6 +8,7 @@ mod common;
 mod alloc_free;
 mod architecture;
 mod choose;
+mod clr_rules;
 mod comgr_agreement;
 mod corpus;
 mod damage;

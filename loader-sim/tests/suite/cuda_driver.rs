@@ -20,10 +20,14 @@ use serde_json::Value;
 /// The driver the records were made with.
 const DRIVER: &str = "580.159.04";
 
-/// The folders of records to walk.
+/// The folders of records to walk: the recorded oracle, the random cases recorded the same
+/// way (`tests/data/cuda-driver-random/README.md`), and the shared copy.
 fn oracles() -> Vec<PathBuf> {
     let repo = common::repo();
-    let mut out = vec![repo.join("tests/data/cuda-driver")];
+    let mut out = vec![
+        repo.join("tests/data/cuda-driver"),
+        repo.join("tests/data/cuda-driver-random"),
+    ];
     let shared = match std::env::var_os("OFFLOAD_IMAGE_CUDA_ORACLE") {
         Some(dir) => PathBuf::from(dir),
         None => repo.join("../shared/oracle/cuda-driver"),
@@ -71,7 +75,8 @@ fn check(
     .arg(&out_file)
     .arg(file)
     .env_remove("CUDA_FORCE_PTX_JIT")
-    .env_remove("CUDA_DISABLE_PTX_JIT");
+    .env_remove("CUDA_DISABLE_PTX_JIT")
+    .env_remove("CUDA_CACHE_DISABLE");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -134,7 +139,7 @@ fn select_reproduces_every_recorded_driver_load() {
         for line in cases.lines().filter(|l| !l.trim().is_empty()) {
             let case: Value = serde_json::from_str(line).unwrap();
             let file = dir.join(case["file"].as_str().unwrap());
-            let runs: [(&str, &[(&str, &str)]); 3] = [
+            let runs: [(&str, &[(&str, &str)]); 4] = [
                 ("driver", &[]),
                 (
                     "driver_CUDA_FORCE_PTX_JIT_1",
@@ -143,6 +148,10 @@ fn select_reproduces_every_recorded_driver_load() {
                 (
                     "driver_CUDA_DISABLE_PTX_JIT_1",
                     &[("CUDA_DISABLE_PTX_JIT", "1")],
+                ),
+                (
+                    "driver_CUDA_DISABLE_PTX_JIT_1_no_cache",
+                    &[("CUDA_DISABLE_PTX_JIT", "1"), ("CUDA_CACHE_DISABLE", "1")],
                 ),
             ];
             for (key, env) in runs {
@@ -156,14 +165,76 @@ fn select_reproduces_every_recorded_driver_load() {
             }
         }
     }
-    // The repository's copy alone holds 574 records (208 fatbinaries).
-    assert!(checked >= 574, "only {checked} records walked");
+    // The repository's copies alone hold 2,112 records: 208 and 320 fatbinaries, each in
+    // four runs (recorded again, with the fourth, on 2026-11-28).
+    assert!(checked >= 2112, "only {checked} records walked");
     assert!(
         wrong.is_empty(),
         "{} of {checked} records differ:\n{}",
         wrong.len(),
         wrong.join("\n")
     );
+}
+
+/// An empty JIT cache cannot be seen in a file, so `select` under `CUDA_DISABLE_PTX_JIT`
+/// says when its pick loads only from the cache: the driver with an empty cache
+/// (`driver_CUDA_DISABLE_PTX_JIT_1_cold_cache`) failed with 223 exactly where that note
+/// stands, and loaded what it loads with a filled cache everywhere else.
+#[test]
+fn an_empty_jit_cache_fails_where_select_says_the_cache_is_needed() {
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    let repo = common::repo();
+    for dir in [
+        repo.join("tests/data/cuda-driver"),
+        repo.join("tests/data/cuda-driver-random"),
+    ] {
+        let cases = std::fs::read_to_string(dir.join("cases.jsonl")).unwrap();
+        for line in cases.lines().filter(|l| !l.trim().is_empty()) {
+            let case: Value = serde_json::from_str(line).unwrap();
+            let (Some(cold), Some(warm)) = (
+                case.get("driver_CUDA_DISABLE_PTX_JIT_1_cold_cache"),
+                case.get("driver_CUDA_DISABLE_PTX_JIT_1"),
+            ) else {
+                continue;
+            };
+            let out = Command::new(common::ours())
+                .args([
+                    "select",
+                    "--target",
+                    "sm_90",
+                    "--nvidia-driver",
+                    DRIVER,
+                    "--json",
+                ])
+                .arg(dir.join(case["file"].as_str().unwrap()))
+                .env_remove("CUDA_FORCE_PTX_JIT")
+                .env_remove("CUDA_CACHE_DISABLE")
+                .env("CUDA_DISABLE_PTX_JIT", "1")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let record: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+            let needs_cache = record["runtime_note"]
+                .as_str()
+                .is_some_and(|n| n.contains("JIT cache"));
+            let expected = if needs_cache {
+                serde_json::json!({"cuda_error": 223})
+            } else {
+                warm.clone()
+            };
+            checked += 1;
+            if *cold != expected {
+                wrong.push(format!(
+                    "{} case {}: cold cache {cold}, select says {stdout}",
+                    dir.display(),
+                    case["case"]
+                ));
+            }
+        }
+    }
+    assert_eq!(checked, 528);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// The reason a user reads names the cause, the driver and what it compiles; the driver
