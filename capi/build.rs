@@ -8,7 +8,7 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=build.rs");
     // `cfg(external_tests)` when OFFLOAD_IMAGE_EXTERNAL_TESTS=1: the tests that need tools
-    // from outside the repository are ignored without it (see tests/common).
+    // from outside the repository are ignored without it (see tests/suite/common).
     println!("cargo::rustc-check-cfg=cfg(external_tests)");
     println!("cargo::rerun-if-env-changed=OFFLOAD_IMAGE_EXTERNAL_TESTS");
     if std::env::var_os("OFFLOAD_IMAGE_EXTERNAL_TESTS").is_some_and(|v| v == "1") {

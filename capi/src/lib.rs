@@ -1,5 +1,5 @@
 //! C API of offload-image (header `capi/include/offload_image.h`, generated from this file
-//! by cbindgen with `capi/cbindgen.toml`; `tests/header.rs` keeps the two in step).
+//! by cbindgen with `capi/cbindgen.toml`; `tests/suite/header.rs` keeps the two in step).
 //!
 //! A reader handle (`oi_reader`) walks the containers of a caller buffer or a mapped file
 //! once, then lists, selects and hands out images from that walk. Compressed bundles are
@@ -2016,7 +2016,7 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/data/damage/libthree.so");
         let original = std::fs::read(path).unwrap();
-        // The second bundle of `.hip_fatbin` (at 24576, `tests/damage.rs` finds it the
+        // The second bundle of `.hip_fatbin` (at 24576, `tests/suite/damage.rs` finds it the
         // same way) loses its magic.
         let at = original
             .windows(24)

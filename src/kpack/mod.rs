@@ -18,7 +18,7 @@
 //!   loader takes, or its [`LoaderError`].
 //!
 //! Every rule cites the file and function of rocm-kpack's runtime (`runtime/src/`, commit
-//! e3483286) it follows; `docs/KPACK.md` describes them, and `tests/kpack.rs` checks them
+//! e3483286) it follows; `docs/KPACK.md` describes them, and `tests/suite/kpack.rs` checks them
 //! against that loader's answers on real split libraries.
 
 mod archive;
