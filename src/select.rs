@@ -573,16 +573,7 @@ impl fmt::Display for Rejection<'_> {
             Rejection::Processor { image, device } => {
                 write!(f, "{image} code does not run on {device}")
             }
-            Rejection::ClrGenericMap { generic, device } => write!(
-                f,
-                "ROCm CLR does not use {generic} code on {device}: no CLR generic map read \
-                 (ROCm 6.4 on) takes {device} to {generic}"
-            ),
-            Rejection::ClrSpelling { arch } => write!(
-                f,
-                "ROCm CLR does not find an entry under the triple spelling `{arch}`: it looks \
-                 HIP entries up as `hipv4-amdgcn-amd-amdhsa--<target id>`"
-            ),
+            Rejection::ClrGenericMap { .. } | Rejection::ClrSpelling { .. } => fmt_clr(f, self),
             Rejection::NotInFamily { generic, device } => {
                 write!(f, "{generic} code does not run on {device}")?;
                 match device.family {
@@ -625,6 +616,23 @@ impl fmt::Display for Rejection<'_> {
                 rule,
             } => fmt_nvptx(f, *image, *code, *device, *rule),
         }
+    }
+}
+
+/// Why ROCm CLR's own rules refuse an image ([`SelectOptions::clr`]).
+fn fmt_clr(f: &mut fmt::Formatter<'_>, rejection: &Rejection<'_>) -> fmt::Result {
+    match rejection {
+        Rejection::ClrGenericMap { generic, device } => write!(
+            f,
+            "ROCm CLR does not use {generic} code on {device}: no CLR generic map read \
+             (ROCm 6.4 on) takes {device} to {generic}"
+        ),
+        Rejection::ClrSpelling { arch } => write!(
+            f,
+            "ROCm CLR does not find an entry under the triple spelling `{arch}`: it looks \
+             HIP entries up as `hipv4-amdgcn-amd-amdhsa--<target id>`"
+        ),
+        _ => Ok(()),
     }
 }
 

@@ -63,6 +63,12 @@ pub struct Args {
     /// `--kind hip --no-generic --no-spirv --policy first`.
     #[arg(long)]
     no_spirv: bool,
+    /// ROCm CLR's own rules too: a generic code object only where CLR's generic map takes
+    /// the device there, and no entry under an `amdgpu<subarch>` triple
+    /// (COMPATIBILITY.md §7.8, §1.5). ROCm CLR's choice is `--kind hip --policy
+    /// first-by-class --clr`.
+    #[arg(long)]
+    clr: bool,
     /// Reject images whose container and ELF header disagree (default: the ELF header
     /// wins), and refuse bytes between containers that are neither padding nor a container
     /// (default: skipped and noted, FORMATS.md §2.4).
@@ -130,6 +136,7 @@ fn select_options(args: &Args) -> SelectOptions {
         strict: args.strict,
         cuda: crate::cmd::cuda_driver(args.nvidia_driver),
         force_spirv: crate::cmd::hip_force_spirv(),
+        clr: args.clr,
     }
 }
 
