@@ -26,6 +26,7 @@ mod input;
 mod kpack;
 mod output;
 mod python;
+mod scan;
 mod table;
 mod wheel;
 
