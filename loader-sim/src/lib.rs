@@ -29,6 +29,7 @@ mod python;
 mod scan;
 mod table;
 mod wheel;
+mod wrapper;
 
 use std::io::Write;
 use std::process::ExitCode;

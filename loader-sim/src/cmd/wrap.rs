@@ -4,7 +4,7 @@
 //!
 //! It writes an x86-64 ELF relocatable object that embeds the device images and registers
 //! them when the program or shared library it is linked into starts, and unregisters them
-//! at exit (`REGISTRATION.md` §1, §3, §4; layout in [`emit`], machine code in [`code`]):
+//! at exit (`REGISTRATION.md` §1, §3, §4; the object is written by `crate::wrapper`):
 //!
 //! * **OpenMP** (the default): every image becomes a version-1 OffloadBinary, byte for
 //!   byte what `clang-offload-packager -o - --image=<the same spec>` writes (the keys other
@@ -34,9 +34,6 @@
 //! else by extension: `o`, `bc`, `cubin`, `fatbin`, `s`), except that a file the extension
 //! says nothing about (`.co`, `.hsaco`) but that is an ELF file is stored as an object
 //! (`clang-offload-packager` would store "none").
-
-mod code;
-mod emit;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -284,14 +281,14 @@ fn openmp(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
                 check_elf(spec, &image);
             }
         }
-        images.push(emit::OpenMpImage {
+        images.push(crate::wrapper::OpenMpImage {
             binary,
             image_offset: entry.image_offset,
             image_size: entry.image.len() as u64,
             arch: &spec.arch,
         });
     }
-    emit::openmp(&images).map_err(Failure::msg)
+    crate::wrapper::openmp(&images).map_err(Failure::msg)
 }
 
 /// The bundle entry ID `clang-offload-bundler` stores for `hip-<triple>-<arch>`.
@@ -361,5 +358,5 @@ fn hip(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
             check_elf(spec, &image);
         }
     }
-    emit::hip(&bundle).map_err(Failure::msg)
+    crate::wrapper::hip(&bundle).map_err(Failure::msg)
 }

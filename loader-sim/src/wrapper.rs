@@ -1,6 +1,8 @@
 //! The wrapper object: an x86-64 ELF relocatable file laid out as LLVM 22's
 //! `llvm-offload-wrapper` + `llc -relocation-model=pic` lays out the module of
-//! `OffloadWrapper.cpp` (`REGISTRATION.md` §1, §3, §4), written with `object::write`.
+//! `OffloadWrapper.cpp` (`REGISTRATION.md` §1, §3, §4), written with `object::write`: what
+//! `loader-sim wrap` writes (`crate::cmd::wrap` checks the images and builds the
+//! OffloadBinaries or the bundle it embeds).
 //!
 //! OpenMP (`__tgt_register_lib`):
 //!
@@ -39,6 +41,8 @@
 //! information is emitted (LLVM's `.eh_frame` for these leaf-like functions only serves
 //! debuggers).
 
+mod code;
+
 use std::collections::HashMap;
 use std::mem::offset_of;
 
@@ -53,7 +57,7 @@ use offload_image::registration::abi::{
     FATBIN_WRAPPER_SIZE, HIP_FATBIN_MAGIC, HIP_FATBIN_VERSION,
 };
 
-use super::code::{self, Fixup, Line};
+use code::{Fixup, Line};
 
 /// `SHT_LLVM_OFFLOADING`.
 const SHT_LLVM_OFFLOADING: elf::SectionType =
