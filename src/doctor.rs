@@ -20,6 +20,10 @@
 //! * **A library's reason summarises its units** ([`Coverage`]): the gap most units share,
 //!   with the count ("no cubin for 11.x and no PTX in 107 of 107 units"), not the first
 //!   rejection met; every gap with its count is kept ([`Coverage::gaps`]).
+//! * **A unit is judged from as little as identifies its images** ([`Judge::unit`]): the
+//!   headers of an opened unit, and of a compressed bundle only the start of its
+//!   decompressed stream (its entry table, judged by entry ID as comgr's code object lookup
+//!   judges it; with [`Judge::deep`], also the first bytes of every image).
 //!
 //! ```
 //! use offload_image::doctor::Coverage;
