@@ -1183,11 +1183,7 @@ impl Judge<'_> {
     /// [`Judge::deep`] by entry ID and the first bytes of each image. False when the
     /// content is not a binary bundle or (deep) its payloads overlap: then the unit is to
     /// be opened whole.
-    fn compressed(
-        &self,
-        c: &CompressedBundle<'_>,
-        offer: &mut dyn FnMut(&[(usize, Identity<'_>)]),
-    ) -> crate::Result<bool> {
+    fn compressed(&self, c: &CompressedBundle<'_>, offer: &mut Offer<'_>) -> crate::Result<bool> {
         if !self.deep {
             c.check_size(&self.read)?;
             let mut reader = c.reader(&self.read)?;
@@ -1218,13 +1214,16 @@ impl Judge<'_> {
     }
 }
 
+/// What [`Judge::unit`] does with a compressed bundle's identified entries.
+type Offer<'o> = dyn FnMut(&[(usize, Identity<'_>)]) + 'o;
+
+/// A compressed bundle's entry table, and the first bytes of every payload (by entry).
+type Heads = (BundleTable, Vec<Vec<u8>>);
+
 /// The entry table of a compressed bundle and the first [`IDENTIFY_LEN`] bytes of every
 /// payload (indexed by entry), read from the start of the decompressed stream. `None` when
 /// the content is not a binary bundle or payloads overlap (then the unit is opened whole).
-fn stream_heads(
-    c: &CompressedBundle<'_>,
-    read: &ReadOptions,
-) -> crate::Result<Option<(BundleTable, Vec<Vec<u8>>)>> {
+fn stream_heads(c: &CompressedBundle<'_>, read: &ReadOptions) -> crate::Result<Option<Heads>> {
     c.check_size(read)?;
     let mut reader = c.reader(read)?;
     let Some(table) = BundleTable::read(&mut reader, &read.limits)? else {
