@@ -42,6 +42,7 @@
 //! debuggers).
 
 mod code;
+pub mod contents;
 
 use std::collections::HashMap;
 use std::mem::offset_of;
