@@ -42,7 +42,7 @@ use offload_dropin::packager::image_arguments;
 use offload_image::target::{NvArch, Triple};
 use offload_image::TargetId;
 
-use crate::wrapper::contents;
+use crate::wrapper::contents::{self, bad};
 use crate::{Failure, Outcome};
 
 /// What the wrapper registers with.
@@ -89,10 +89,6 @@ struct Spec {
     kind: Option<WrapKind>,
     /// The packager's strings: every key but `file` and `kind`, in its order.
     strings: Vec<(Vec<u8>, Vec<u8>)>,
-}
-
-fn bad(spec: &str, what: impl std::fmt::Display) -> Failure {
-    Failure::msg(format!("--image '{spec}': {what}"))
 }
 
 fn parse_spec(text: &str) -> Result<Spec, Failure> {

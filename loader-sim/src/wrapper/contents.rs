@@ -38,7 +38,7 @@ pub struct Spec<'a> {
 }
 
 /// The error for the `--image` `spec`.
-fn bad(spec: &str, what: impl std::fmt::Display) -> Failure {
+pub fn bad(spec: &str, what: impl std::fmt::Display) -> Failure {
     Failure::msg(format!("--image '{spec}': {what}"))
 }
 
