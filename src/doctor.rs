@@ -20,6 +20,10 @@
 //! * **A library's reason summarises its units** ([`Coverage`]): the gap most units share,
 //!   with the count ("no cubin for 11.x and no PTX in 107 of 107 units"), not the first
 //!   rejection met; every gap with its count is kept ([`Coverage::gaps`]).
+//! * **A unit is judged from as little as identifies its images** ([`Judge::unit`]): the
+//!   headers of an opened unit, and of a compressed bundle only the start of its
+//!   decompressed stream (its entry table, judged by entry ID as comgr's code object lookup
+//!   judges it; with [`Judge::deep`], also the first bytes of every image).
 //!
 //! ```
 //! use offload_image::doctor::Coverage;
@@ -50,16 +54,19 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::container::units;
+use crate::bundle::BundleTable;
+use crate::ccob::CompressedBundle;
+use crate::container::{units, Unit, UnitContent};
 use crate::decompress::Codec;
 use crate::driver::Refusal;
 use crate::error::ErrorKind;
 use crate::host::{FileKind, HostFile};
-use crate::image::Image;
 use crate::image::OffloadKind;
+use crate::image::{Format, Image};
 use crate::registration::FatbinWrapperView;
 use crate::select::SelectOptions;
 use crate::select::{Choice, Rejection, Verdict};
+use crate::stream::IDENTIFY_LEN;
 use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
 use crate::target::{Code, Device, Identity};
 use crate::ReadOptions;
@@ -1100,6 +1107,163 @@ impl Tally {
     pub fn covers(&self, p: usize) -> bool {
         self.covered.get(p) == Some(&self.units)
     }
+}
+
+/// How [`Judge::unit`] reads and judges a unit: against which probes, with which options.
+#[derive(Clone, Debug)]
+pub struct Judge<'p> {
+    /// The devices judged ([`Probes`]).
+    pub probes: &'p Probes,
+    /// The selection options (the NVIDIA driver, where the probes name none).
+    pub select: SelectOptions,
+    /// How units are read.
+    pub read: ReadOptions,
+    /// Inside compressed bundles, also read the first [`IDENTIFY_LEN`] bytes of every
+    /// image, so that the ELF header wins over the entry ID as in [`crate::choose`]
+    /// (decodes each compressed bundle up to its last image). Without it their entries
+    /// are judged by entry ID, as the HIP runtime's code object lookup (comgr) judges them.
+    pub deep: bool,
+}
+
+impl Judge<'_> {
+    /// Judges one unit into `tally` ([`Tally::offer`]), named `label` in reports;
+    /// `registered` when the runtime registers it (a fat-binary wrapper's unit). Of a
+    /// compressed bundle only the start of the decompressed stream is decoded, up to the
+    /// end of its entry table (with [`Judge::deep`], up to the first bytes of its last
+    /// image); other units are opened, and their images identified from their headers.
+    pub fn unit(
+        &self,
+        tally: &mut Tally,
+        unit: &Unit<'_>,
+        label: &str,
+        registered: bool,
+    ) -> crate::Result<()> {
+        let code = |ids, codecs| UnitCode {
+            label,
+            ids,
+            codecs,
+            registered,
+        };
+        if let UnitContent::Compressed(c) = &unit.content {
+            let at = unit.location.offset;
+            let judged = self.compressed(c, &mut |ids| {
+                let unit = UnitCode {
+                    label,
+                    ids,
+                    codecs: &[],
+                    registered,
+                };
+                tally.offer(&unit, &mut || Kernels::Unknown, self.probes, &self.select);
+            });
+            if judged.map_err(|e| e.rebase(at))? {
+                return Ok(());
+            }
+        }
+        let open = unit.open(&self.read)?;
+        let mut ids: Vec<(usize, Identity<'_>)> = Vec::new();
+        let mut codecs: Vec<(usize, Codec)> = Vec::new();
+        for image in open.images() {
+            if let Some(encoded) = image.encoded {
+                codecs.push((image.index, encoded.codec));
+            }
+            ids.push((image.index, crate::identify(&image)));
+        }
+        let read = &self.read;
+        tally.offer(
+            &code(&ids, &codecs),
+            &mut || Kernels::of_unit(open.images(), read),
+            self.probes,
+            &self.select,
+        );
+        Ok(())
+    }
+
+    /// Hands `offer` the entries of a compressed bundle, identified from the start of its
+    /// decompressed stream: by entry ID alone ([`identify_by_id`]), or with
+    /// [`Judge::deep`] by entry ID and the first bytes of each image. False when the
+    /// content is not a binary bundle or (deep) its payloads overlap: then the unit is to
+    /// be opened whole.
+    fn compressed(&self, c: &CompressedBundle<'_>, offer: &mut Offer<'_>) -> crate::Result<bool> {
+        if !self.deep {
+            c.check_size(&self.read)?;
+            let mut reader = c.reader(&self.read)?;
+            let Some(table) = BundleTable::read(&mut reader, &self.read.limits)? else {
+                return Ok(false);
+            };
+            let ids: Vec<(usize, Identity<'_>)> = table
+                .entries()
+                .map(|e| (e.index, identify_by_id(e.index, e.id, e.size)))
+                .collect();
+            offer(&ids);
+            return Ok(true);
+        }
+        let Some((table, heads)) = stream_heads(c, &self.read)? else {
+            return Ok(false);
+        };
+        let ids: Vec<(usize, Identity<'_>)> = table
+            .entries()
+            .map(|e| {
+                let head = heads.get(e.index).map(Vec::as_slice).unwrap_or_default();
+                let mut id = crate::identify(&Image::from_id(e.index, Format::Bundle, e.id, head));
+                id.size = e.size;
+                (e.index, id)
+            })
+            .collect();
+        offer(&ids);
+        Ok(true)
+    }
+}
+
+/// What [`Judge::unit`] does with a compressed bundle's identified entries.
+type Offer<'o> = dyn FnMut(&[(usize, Identity<'_>)]) + 'o;
+
+/// A compressed bundle's entry table, and the first bytes of every payload (by entry).
+type Heads = (BundleTable, Vec<Vec<u8>>);
+
+/// The entry table of a compressed bundle and the first [`IDENTIFY_LEN`] bytes of every
+/// payload (indexed by entry), read from the start of the decompressed stream. `None` when
+/// the content is not a binary bundle or payloads overlap (then the unit is opened whole).
+fn stream_heads(c: &CompressedBundle<'_>, read: &ReadOptions) -> crate::Result<Option<Heads>> {
+    c.check_size(read)?;
+    let mut reader = c.reader(read)?;
+    let Some(table) = BundleTable::read(&mut reader, &read.limits)? else {
+        return Ok(None);
+    };
+    let mut order: Vec<(u64, usize, u64)> = table
+        .entries()
+        .map(|e| (e.offset, e.index, e.size))
+        .collect();
+    order.sort_unstable();
+    let mut heads = alloc::vec![Vec::new(); order.len()];
+    for (offset, index, size) in order {
+        let n = usize::try_from(size)
+            .unwrap_or(IDENTIFY_LEN)
+            .min(IDENTIFY_LEN);
+        if n == 0 {
+            continue;
+        }
+        let Some(gap) = offset.checked_sub(reader.position()) else {
+            return Ok(None);
+        };
+        reader.skip(gap)?;
+        let mut head = alloc::vec![0u8; n];
+        reader.read_exact(&mut head)?;
+        if let Some(slot) = heads.get_mut(index) {
+            *slot = head;
+        }
+    }
+    Ok(Some((table, heads)))
+}
+
+/// The identity of a compressed bundle's entry from its entry ID alone, as comgr's code
+/// object lookup (which the HIP runtime uses) sees it: a code object for the stated target.
+pub fn identify_by_id(index: usize, id: &str, size: u64) -> Identity<'_> {
+    let mut identity = crate::identify(&Image::from_id(index, Format::Bundle, id, &[]));
+    identity.size = size;
+    if identity.code == Code::Other {
+        identity.code = Code::Elf;
+    }
+    identity
 }
 
 /// What would make a library load on a device ([`hints`]).

@@ -13,9 +13,16 @@
 
 use std::path::Path;
 
+use offload_image::driver::DriverVersion;
+
 use offload_image::target::amdgpu::Processor;
 use offload_image::target::visible_devices;
 use offload_image::Device;
+
+use crate::Failure;
+
+/// The machine's KFD topology, used when neither --target nor --kfd-topology is given.
+const SYSTEM_KFD: &str = "/sys/class/kfd/kfd/topology";
 
 /// A GPU found, with where it was found.
 pub struct Found {
@@ -148,6 +155,78 @@ fn nvidia(env: Env<'_>, d: &mut Detection) {
             });
         }
     }
+}
+
+/// The devices to judge (name as given, device) and the NVIDIA driver they have.
+pub type Judged = (Vec<(String, Device)>, Option<DriverVersion>);
+
+/// The devices `doctor` judges: every `targets` (as given), then every GPU of the KFD
+/// topology `kfd_topology`; with neither, the GPUs of this machine as the runtimes see them
+/// ([`detect`]: KFD and NVML, narrowed by the `*_VISIBLE_DEVICES` variables,
+/// `HSA_OVERRIDE_GFX_VERSION` applied); without duplicates (each one noted on standard
+/// error). And the NVIDIA driver they have: `nvidia_driver`, else NVML's.
+pub fn judged(
+    targets: Vec<(String, Device)>,
+    kfd_topology: Option<&Path>,
+    xnack: Option<bool>,
+    nvidia_driver: Option<DriverVersion>,
+) -> Result<Judged, Failure> {
+    let mut driver = nvidia_driver;
+    let detect = targets.is_empty() && kfd_topology.is_none();
+    let mut devices = targets;
+    let mut looked = Vec::new();
+    if let Some(dir) = kfd_topology {
+        // Given explicitly: a topology that does not read is an error.
+        Device::from_kfd_topology(dir, xnack)
+            .map_err(|e| Failure::file(dir, format!("cannot read the KFD topology: {e}")))?;
+    }
+    if detect || kfd_topology.is_some() {
+        let env = |k: &str| std::env::var(k).ok();
+        let kfd = kfd_topology.unwrap_or(Path::new(SYSTEM_KFD));
+        let found = self::detect(Some(kfd), detect, xnack, &env);
+        for f in &found.devices {
+            crate::output::stderr_line(format_args!(
+                "loader-sim: doctor: detected {} ({})",
+                f.device, f.source
+            ));
+        }
+        looked = found.looked;
+        driver = driver.or(found
+            .nvidia_driver
+            .as_deref()
+            .and_then(DriverVersion::parse));
+        devices.extend(
+            found
+                .devices
+                .into_iter()
+                .map(|f| (f.device.to_string(), f.device)),
+        );
+    }
+    let mut unique: Vec<(String, Device)> = Vec::new();
+    for (name, d) in devices {
+        match unique.iter().find(|(_, u)| *u == d) {
+            // Two names for one device (`sm_90` and `sm_90a`: a GPU is a compute capability;
+            // `a` and `f` name code, not devices): judged once, and said so.
+            Some((first, _)) => crate::output::stderr_line(format_args!(
+                "loader-sim: doctor: --target {name} is the same device as {first} ({d}): judged once"
+            )),
+            None => unique.push((name, d)),
+        }
+    }
+    if unique.is_empty() {
+        return Err(Failure::msg(match kfd_topology {
+            Some(dir) => format!(
+                "{}: the KFD topology has no visible GPU node ({})",
+                dir.display(),
+                looked.join("; ")
+            ),
+            None => format!(
+                "no device to check: give --target TARGET or --kfd-topology DIR (looked for this machine's GPUs: {})",
+                looked.join("; ")
+            ),
+        }));
+    }
+    Ok((unique, driver))
 }
 
 #[cfg(test)]

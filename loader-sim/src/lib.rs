@@ -28,10 +28,12 @@ mod listing;
 mod output;
 mod python;
 mod registration;
+mod scan;
 mod selection;
 mod stream;
 mod table;
 mod wheel;
+mod wrapper;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -315,56 +315,18 @@ fn random_u64() -> u64 {
     h.finish()
 }
 
+/// The report of a prune: a line per unit and a summary line ([`report_json`] with `--json`).
 fn report(
     args: &Args,
     plan: &Plan<'_>,
     pruned: &Pruned<'_, '_>,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
-    let s = pruned.summary();
-    let missing = |m: &[usize]| -> Vec<&str> {
-        m.iter()
-            .filter_map(|i| args.keep.get(*i).map(String::as_str))
-            .collect()
-    };
     if args.json {
-        for p in plan.units() {
-            json_line(
-                out,
-                &UnitRecord {
-                    unit: &p.location,
-                    index: p.index,
-                    format: p.format,
-                    offset: p.offset,
-                    kept: &p.kept,
-                    dropped: &p.dropped,
-                    missing: missing(&p.missing),
-                    whole: p.whole,
-                    emptied: p.emptied,
-                    bytes_before: p.len_before,
-                    bytes_after: p.len_after,
-                    note: p.note.as_deref(),
-                },
-            )?;
-        }
-        json_line(
-            out,
-            &Summary {
-                file: &args.file.display().to_string(),
-                layout: pruned.layout(),
-                keep: &args.keep,
-                units: s.units,
-                units_emptied: s.units_emptied,
-                images_kept: s.images_kept,
-                images_dropped: s.images_dropped,
-                size_before: s.size_before,
-                size_after: s.size_after,
-                saved: s.size_before.saturating_sub(s.size_after),
-                dry_run: args.dry_run,
-            },
-        )?;
-        return Ok(());
+        return report_json(args, plan, pruned, out);
     }
+    let s = pruned.summary();
+    let missing = |m: &[usize]| missing(&args.keep, m);
     let rows: Vec<Vec<String>> = plan
         .units()
         .iter()
@@ -408,4 +370,58 @@ fn report(
         },
         pruned.layout()
     )
+}
+
+/// The `--keep` devices of `m` (indices into `keep`).
+fn missing<'k>(keep: &'k [String], m: &[usize]) -> Vec<&'k str> {
+    m.iter()
+        .filter_map(|i| keep.get(*i).map(String::as_str))
+        .collect()
+}
+
+/// [`report`] with `--json`: one record per unit, then the summary.
+fn report_json(
+    args: &Args,
+    plan: &Plan<'_>,
+    pruned: &Pruned<'_, '_>,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let s = pruned.summary();
+    let missing = |m: &[usize]| missing(&args.keep, m);
+    for p in plan.units() {
+        json_line(
+            out,
+            &UnitRecord {
+                unit: &p.location,
+                index: p.index,
+                format: p.format,
+                offset: p.offset,
+                kept: &p.kept,
+                dropped: &p.dropped,
+                missing: missing(&p.missing),
+                whole: p.whole,
+                emptied: p.emptied,
+                bytes_before: p.len_before,
+                bytes_after: p.len_after,
+                note: p.note.as_deref(),
+            },
+        )?;
+    }
+    json_line(
+        out,
+        &Summary {
+            file: &args.file.display().to_string(),
+            layout: pruned.layout(),
+            keep: &args.keep,
+            units: s.units,
+            units_emptied: s.units_emptied,
+            images_kept: s.images_kept,
+            images_dropped: s.images_dropped,
+            size_before: s.size_before,
+            size_after: s.size_after,
+            saved: s.size_before.saturating_sub(s.size_after),
+            dry_run: args.dry_run,
+        },
+    )?;
+    Ok(())
 }

@@ -4,7 +4,7 @@
 //!
 //! It writes an x86-64 ELF relocatable object that embeds the device images and registers
 //! them when the program or shared library it is linked into starts, and unregisters them
-//! at exit (`REGISTRATION.md` §1, §3, §4; layout in [`emit`], machine code in [`code`]):
+//! at exit (`REGISTRATION.md` §1, §3, §4; the object is written by `crate::wrapper`):
 //!
 //! * **OpenMP** (the default): every image becomes a version-1 OffloadBinary, byte for
 //!   byte what `clang-offload-packager -o - --image=<the same spec>` writes (the keys other
@@ -35,21 +35,15 @@
 //! says nothing about (`.co`, `.hsaco`) but that is an ELF file is stored as an object
 //! (`clang-offload-packager` would store "none").
 
-mod code;
-mod emit;
-
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use offload_image::offload_binary::OffloadBinary;
+use offload_dropin::packager::image_arguments;
 use offload_image::target::{NvArch, Triple};
-use offload_image::write::offload_binary::{v1_to_vec, OffloadImage};
-use offload_image::{identify, units, ReadOptions, TargetId};
+use offload_image::TargetId;
 
+use crate::wrapper::contents::{self, bad};
 use crate::{Failure, Outcome};
-use offload_dropin::bundler::target::{conflicting_ids, TargetInfo};
-use offload_dropin::llvm::bitcode;
-use offload_dropin::packager::{extension, image_arguments, image_kind};
 
 /// What the wrapper registers with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -65,14 +59,6 @@ impl WrapKind {
         match self {
             WrapKind::Openmp => "openmp",
             WrapKind::Hip => "hip",
-        }
-    }
-
-    /// `OffloadKind` of the OffloadBinary entry (LLVM 21+ numbering).
-    fn offload_kind(self) -> u16 {
-        match self {
-            WrapKind::Openmp => 1,
-            WrapKind::Hip => 4,
         }
     }
 }
@@ -103,10 +89,6 @@ struct Spec {
     kind: Option<WrapKind>,
     /// The packager's strings: every key but `file` and `kind`, in its order.
     strings: Vec<(Vec<u8>, Vec<u8>)>,
-}
-
-fn bad(spec: &str, what: impl std::fmt::Display) -> Failure {
-    Failure::msg(format!("--image '{spec}': {what}"))
 }
 
 fn parse_spec(text: &str) -> Result<Spec, Failure> {
@@ -204,17 +186,6 @@ fn read(spec: &Spec) -> Result<Vec<u8>, Failure> {
     Ok(data)
 }
 
-/// The packager's image kind, or "object" for an ELF file whose extension says nothing.
-fn offload_image_kind(file: &Path, data: &[u8]) -> u16 {
-    if bitcode::is_bitcode(data) {
-        return 2;
-    }
-    match image_kind(extension(&file.to_string_lossy())) {
-        0 if data.starts_with(b"\x7fELF") => 1,
-        k => k,
-    }
-}
-
 /// Runs `wrap`.
 pub fn run(args: &Args) -> Result<Outcome, Failure> {
     let specs = args
@@ -224,142 +195,23 @@ pub fn run(args: &Args) -> Result<Outcome, Failure> {
         .collect::<Result<Vec<_>, _>>()?;
     let kind = wrap_kind(args.kind, &specs)?;
     let data = specs.iter().map(read).collect::<Result<Vec<_>, _>>()?;
+    let images: Vec<contents::Spec<'_>> = specs
+        .iter()
+        .zip(&data)
+        .map(|(s, data)| contents::Spec {
+            text: &s.text,
+            file: &s.file,
+            triple: &s.triple,
+            arch: &s.arch,
+            strings: &s.strings,
+            data,
+        })
+        .collect();
     let object = match kind {
-        WrapKind::Openmp => openmp(&specs, &data)?,
-        WrapKind::Hip => hip(&specs, &data)?,
+        WrapKind::Openmp => contents::openmp(&images)?,
+        WrapKind::Hip => contents::hip(&images)?,
     };
     std::fs::write(&args.output, object)
         .map_err(|e| Failure::file(&args.output, format!("cannot write: {e}")))?;
     Ok(Outcome::Ok)
-}
-
-/// Warns when the code object's ELF header names another target than the spec's arch.
-fn check_elf(spec: &Spec, image: &offload_image::Image<'_>) {
-    let id = identify(image);
-    if id.mismatch.is_some() {
-        let elf = id.elf_target.map(|t| t.to_string()).unwrap_or_default();
-        crate::output::stderr_line(format_args!(
-            "loader-sim: warning: {}: arch '{}' differs from the code object's ELF header ({elf}); runtimes go by the ELF header",
-            spec.file.display(),
-            spec.arch
-        ));
-    }
-}
-
-fn openmp(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
-    let mut binaries = Vec::with_capacity(specs.len());
-    for (spec, image) in specs.iter().zip(data) {
-        let strings: Vec<(&[u8], &[u8])> = spec
-            .strings
-            .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_slice()))
-            .collect();
-        let binary = v1_to_vec(&OffloadImage {
-            image_kind: offload_image_kind(&spec.file, image),
-            offload_kind: WrapKind::Openmp.offload_kind(),
-            flags: 0,
-            strings: &strings,
-            image,
-        })
-        .map_err(|e| bad(&spec.text, e.what()))?;
-        binaries.push(binary);
-    }
-    let options = ReadOptions::default();
-    let mut images = Vec::with_capacity(specs.len());
-    for ((spec, binary), data) in specs.iter().zip(&binaries).zip(data) {
-        // Read back what was written: the inner image's place, and its identity.
-        let parsed = OffloadBinary::parse(binary, &options.limits)
-            .map_err(|e| bad(&spec.text, format_args!("internal error: {e}")))?;
-        let entry = parsed
-            .entries()
-            .next()
-            .ok_or_else(|| bad(&spec.text, "internal error: empty OffloadBinary"))?;
-        debug_assert_eq!(entry.image, data.as_slice());
-        let unit = units(binary, &options)
-            .next()
-            .and_then(|u| u.ok())
-            .and_then(|u| u.open(&options).ok());
-        if let Some(open) = unit {
-            for image in open.images() {
-                check_elf(spec, &image);
-            }
-        }
-        images.push(emit::OpenMpImage {
-            binary,
-            image_offset: entry.image_offset,
-            image_size: entry.image.len() as u64,
-            arch: &spec.arch,
-        });
-    }
-    emit::openmp(&images).map_err(Failure::msg)
-}
-
-/// The bundle entry ID `clang-offload-bundler` stores for `hip-<triple>-<arch>`.
-fn hip_entry_id(spec: &Spec) -> Result<String, Failure> {
-    let t = Triple::parse(&spec.triple).map_err(|e| bad(&spec.text, e.what()))?;
-    if t.arch != "amdgcn" {
-        return Err(bad(
-            &spec.text,
-            format_args!(
-                "HIP fat binaries hold AMDGPU code objects; triple '{}' is not amdgcn",
-                spec.triple
-            ),
-        ));
-    }
-    let raw = format!(
-        "hip-{}-{}-{}-{}-{}",
-        t.arch, t.vendor, t.os, t.env, spec.arch
-    );
-    let info = TargetInfo::new(&raw)
-        .filter(|i| !i.target_id.is_empty())
-        .ok_or_else(|| bad(&spec.text, format_args!("'{raw}' is not a bundle entry ID")))?;
-    Ok(info.str())
-}
-
-fn hip(specs: &[Spec], data: &[Vec<u8>]) -> Result<Vec<u8>, Failure> {
-    let host = TargetInfo::new("host-x86_64-unknown-linux-gnu")
-        .map(|i| i.str())
-        .ok_or_else(|| Failure::msg("internal error: host entry ID".into()))?;
-    let ids = specs
-        .iter()
-        .map(hip_entry_id)
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut seen = BTreeSet::new();
-    for (spec, id) in specs.iter().zip(&ids) {
-        if !seen.insert(id.as_str()) {
-            return Err(bad(
-                &spec.text,
-                format_args!("bundle entry ID '{id}' is given twice"),
-            ));
-        }
-    }
-    let target_ids: BTreeSet<String> = specs.iter().map(|s| s.arch.clone()).collect();
-    match conflicting_ids(&target_ids) {
-        Ok(None) => {}
-        Ok(Some((a, b))) => {
-            return Err(Failure::msg(format!(
-                "--image: conflicting targets '{a}' and '{b}' (clang-offload-bundler refuses to bundle them: a runtime could not tell which one a device wants)"
-            )))
-        }
-        Err(e) => return Err(Failure::msg(format!("--image: {e}"))),
-    }
-    let mut entries: Vec<(&str, &[u8])> = vec![(host.as_str(), &[])];
-    entries.extend(
-        ids.iter()
-            .map(String::as_str)
-            .zip(data.iter().map(Vec::as_slice)),
-    );
-    let bundle = offload_image::write::bundle::bundle_to_vec(&entries, 4096)
-        .map_err(|e| Failure::msg(format!("cannot bundle the images: {}", e.what())))?;
-    let options = ReadOptions::default();
-    if let Some(open) = units(&bundle, &options)
-        .next()
-        .and_then(|u| u.ok())
-        .and_then(|u| u.open(&options).ok())
-    {
-        for (spec, image) in specs.iter().zip(open.images().skip(1)) {
-            check_elf(spec, &image);
-        }
-    }
-    emit::hip(&bundle).map_err(Failure::msg)
 }

@@ -1,6 +1,8 @@
 //! The wrapper object: an x86-64 ELF relocatable file laid out as LLVM 22's
 //! `llvm-offload-wrapper` + `llc -relocation-model=pic` lays out the module of
-//! `OffloadWrapper.cpp` (`REGISTRATION.md` §1, §3, §4), written with `object::write`.
+//! `OffloadWrapper.cpp` (`REGISTRATION.md` §1, §3, §4), written with `object::write`: what
+//! `loader-sim wrap` writes (`crate::cmd::wrap` checks the images and builds the
+//! OffloadBinaries or the bundle it embeds).
 //!
 //! OpenMP (`__tgt_register_lib`):
 //!
@@ -39,6 +41,9 @@
 //! information is emitted (LLVM's `.eh_frame` for these leaf-like functions only serves
 //! debuggers).
 
+mod code;
+pub mod contents;
+
 use std::collections::HashMap;
 use std::mem::offset_of;
 
@@ -53,7 +58,7 @@ use offload_image::registration::abi::{
     FATBIN_WRAPPER_SIZE, HIP_FATBIN_MAGIC, HIP_FATBIN_VERSION,
 };
 
-use super::code::{self, Fixup, Line};
+use code::{Fixup, Line};
 
 /// `SHT_LLVM_OFFLOADING`.
 const SHT_LLVM_OFFLOADING: elf::SectionType =
@@ -277,131 +282,132 @@ pub fn openmp(images: &[OpenMpImage<'_>]) -> Result<Vec<u8>, String> {
     let count = i32::try_from(images.len()).map_err(|_| "too many images".to_string())?;
     let mut b = Builder::new();
     b.entry_table();
-
-    // The images.
-    let offloading = b.section(
-        ".llvm.offloading",
-        SectionKind::ReadOnlyData,
-        SHT_LLVM_OFFLOADING,
-        elf::SHF_ALLOC,
-    );
-    let mut placed = Vec::with_capacity(images.len());
-    for (i, image) in images.iter().enumerate() {
-        let at = b.obj.append_section_data(offloading, image.binary, 8);
-        let name = nth(".omp_offloading.device_image", i);
-        b.local(
-            &name,
-            SymbolKind::Data,
-            offloading,
-            at,
-            image.binary.len() as u64,
-        );
-        placed.push(name);
-    }
-
-    // `__tgt_device_image[N]` and `__tgt_bin_desc`, pointers by relocation.
-    let data = b.section(
-        ".data.rel.ro",
-        SectionKind::ReadOnlyDataWithRel,
-        elf::SHT_PROGBITS,
-        elf::SHF_ALLOC | elf::SHF_WRITE,
-    );
-    let array_len = DEVICE_IMAGE_SIZE * images.len() as u64;
-    let mut bytes = vec![0u8; (array_len + BIN_DESC_SIZE) as usize];
-    let desc_at = array_len;
-    let n_at = desc_at as usize + offset_of!(RawBinDesc, num_device_images);
-    bytes[n_at..n_at + 4].copy_from_slice(&count.to_le_bytes());
-    b.obj.set_section_data(data, bytes, 8);
-    b.local(
-        ".omp_offloading.device_images",
-        SymbolKind::Data,
-        data,
-        0,
-        array_len,
-    );
-    b.local(
-        ".omp_offloading.descriptor",
-        SymbolKind::Data,
-        data,
-        desc_at,
-        BIN_DESC_SIZE,
-    );
-    let (start, stop) = (format!("__start_{ENTRIES}"), format!("__stop_{ENTRIES}"));
-    for (i, (image, name)) in images.iter().zip(&placed).enumerate() {
-        let at = DEVICE_IMAGE_SIZE * i as u64;
-        let field = |f: usize| at + f as u64;
-        let end = image
-            .image_offset
-            .checked_add(image.image_size)
-            .ok_or("image size overflows")?;
-        b.pointer(
-            data,
-            field(offset_of!(RawDeviceImage, image_start)),
-            name,
-            image.image_offset,
-        )?;
-        b.pointer(
-            data,
-            field(offset_of!(RawDeviceImage, image_end)),
-            name,
-            end,
-        )?;
-        b.pointer(
-            data,
-            field(offset_of!(RawDeviceImage, entries_begin)),
-            &start,
-            0,
-        )?;
-        b.pointer(
-            data,
-            field(offset_of!(RawDeviceImage, entries_end)),
-            &stop,
-            0,
-        )?;
-    }
-    let field = |f: usize| desc_at + f as u64;
-    b.pointer(
-        data,
-        field(offset_of!(RawBinDesc, device_images)),
-        ".omp_offloading.device_images",
-        0,
-    )?;
-    b.pointer(
-        data,
-        field(offset_of!(RawBinDesc, host_entries_begin)),
-        &start,
-        0,
-    )?;
-    b.pointer(
-        data,
-        field(offset_of!(RawBinDesc, host_entries_end)),
-        &stop,
-        0,
-    )?;
-
-    // AMD's `.offload_arch_list`.
-    let list = b.section(
-        ".offload_arch_list",
-        SectionKind::ReadOnlyData,
-        elf::SHT_PROGBITS,
-        elf::SHF_ALLOC | elf::SHF_GNU_RETAIN,
-    );
-    for (i, image) in images.iter().enumerate() {
-        let mut s = image.arch.as_bytes().to_vec();
-        s.push(0);
-        let at = b.obj.append_section_data(list, &s, 1);
-        b.local(
-            &nth("__offload_arch", i),
-            SymbolKind::Data,
-            list,
-            at,
-            s.len() as u64,
-        );
-    }
-
+    let placed = b.offloading(images);
+    b.descriptor(images, &placed, count)?;
+    b.arch_list(images);
     b.text(code::OPENMP)?;
     b.constructor(".omp_offloading.descriptor_reg")?;
     b.finish()
+}
+
+impl Builder<'_> {
+    /// `.llvm.offloading`: the OffloadBinary of every image, each 8-aligned, and the names
+    /// of their symbols.
+    fn offloading(&mut self, images: &[OpenMpImage<'_>]) -> Vec<String> {
+        let offloading = self.section(
+            ".llvm.offloading",
+            SectionKind::ReadOnlyData,
+            SHT_LLVM_OFFLOADING,
+            elf::SHF_ALLOC,
+        );
+        let mut placed = Vec::with_capacity(images.len());
+        for (i, image) in images.iter().enumerate() {
+            let at = self.obj.append_section_data(offloading, image.binary, 8);
+            let name = nth(".omp_offloading.device_image", i);
+            self.local(
+                &name,
+                SymbolKind::Data,
+                offloading,
+                at,
+                image.binary.len() as u64,
+            );
+            placed.push(name);
+        }
+        placed
+    }
+
+    /// `.data.rel.ro`: `__tgt_device_image[N]` and `__tgt_bin_desc` (of `count` images),
+    /// pointers by relocation (`placed`: the images' symbols).
+    fn descriptor(
+        &mut self,
+        images: &[OpenMpImage<'_>],
+        placed: &[String],
+        count: i32,
+    ) -> Result<(), String> {
+        let data = self.section(
+            ".data.rel.ro",
+            SectionKind::ReadOnlyDataWithRel,
+            elf::SHT_PROGBITS,
+            elf::SHF_ALLOC | elf::SHF_WRITE,
+        );
+        let array_len = DEVICE_IMAGE_SIZE * images.len() as u64;
+        let mut bytes = vec![0u8; (array_len + BIN_DESC_SIZE) as usize];
+        let desc_at = array_len;
+        let n_at = desc_at as usize + offset_of!(RawBinDesc, num_device_images);
+        bytes[n_at..n_at + 4].copy_from_slice(&count.to_le_bytes());
+        self.obj.set_section_data(data, bytes, 8);
+        self.local(
+            ".omp_offloading.device_images",
+            SymbolKind::Data,
+            data,
+            0,
+            array_len,
+        );
+        self.local(
+            ".omp_offloading.descriptor",
+            SymbolKind::Data,
+            data,
+            desc_at,
+            BIN_DESC_SIZE,
+        );
+        let (start, stop) = (format!("__start_{ENTRIES}"), format!("__stop_{ENTRIES}"));
+        for (i, (image, name)) in images.iter().zip(placed).enumerate() {
+            let at = DEVICE_IMAGE_SIZE * i as u64;
+            let field = |f: usize| at + f as u64;
+            let end = image
+                .image_offset
+                .checked_add(image.image_size)
+                .ok_or("image size overflows")?;
+            let fields = [
+                (
+                    offset_of!(RawDeviceImage, image_start),
+                    name.as_str(),
+                    image.image_offset,
+                ),
+                (offset_of!(RawDeviceImage, image_end), name, end),
+                (offset_of!(RawDeviceImage, entries_begin), &start, 0),
+                (offset_of!(RawDeviceImage, entries_end), &stop, 0),
+            ];
+            for (f, symbol, addend) in fields {
+                self.pointer(data, field(f), symbol, addend)?;
+            }
+        }
+        let field = |f: usize| desc_at + f as u64;
+        let fields = [
+            (
+                offset_of!(RawBinDesc, device_images),
+                ".omp_offloading.device_images",
+            ),
+            (offset_of!(RawBinDesc, host_entries_begin), &start),
+            (offset_of!(RawBinDesc, host_entries_end), &stop),
+        ];
+        for (f, symbol) in fields {
+            self.pointer(data, field(f), symbol, 0)?;
+        }
+        Ok(())
+    }
+
+    /// AMD's `.offload_arch_list`: the `arch` of every image, NUL-terminated.
+    fn arch_list(&mut self, images: &[OpenMpImage<'_>]) {
+        let list = self.section(
+            ".offload_arch_list",
+            SectionKind::ReadOnlyData,
+            elf::SHT_PROGBITS,
+            elf::SHF_ALLOC | elf::SHF_GNU_RETAIN,
+        );
+        for (i, image) in images.iter().enumerate() {
+            let mut s = image.arch.as_bytes().to_vec();
+            s.push(0);
+            let at = self.obj.append_section_data(list, &s, 1);
+            self.local(
+                &nth("__offload_arch", i),
+                SymbolKind::Data,
+                list,
+                at,
+                s.len() as u64,
+            );
+        }
+    }
 }
 
 /// The HIP wrapper object of the offload bundle `bundle` (see the module documentation).

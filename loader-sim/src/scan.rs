@@ -1,0 +1,545 @@
+//! What `loader-sim doctor` scans: the files under the paths given (directory trees walked,
+//! wheels and other zip files read member by member without unpacking), the `.kpack`
+//! archives a split library finds beside it or in the other wheels given, and, for every
+//! library with device code, its units judged by the library ([`doctor::Judge`]).
+//!
+//! Speed and memory: files are probed by their first bytes and mapped; only container
+//! headers and the first bytes of each image are read, and the pages of a unit are
+//! dropped from the process once it has been judged. Deflated zip members that may hold
+//! offload containers are decoded as a stream into an unlinked temporary file and mapped
+//! (`crate::wheel`), so a wheel costs no more memory than the unpacked tree.
+
+use std::fs::File;
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use offload_image::container::UnitContent;
+use offload_image::doctor::{self, Gap};
+use offload_image::host::HostFile;
+use offload_image::ErrorKind;
+
+use crate::input::Input;
+use crate::wheel::{Content, Zip};
+use crate::Failure;
+
+/// What one library (a file or a zip member) holds for every probe.
+pub struct Tally {
+    /// Units, and what each probe loads (see [`offload_image::doctor`]).
+    pub counts: doctor::Tally,
+    /// The first problem reading the library.
+    pub error: Option<String>,
+    /// Per probe of a split library: the device package that would carry its archives.
+    pub packages: Vec<Option<String>>,
+    /// A library without registered device code that carries code objects outside any
+    /// container (`doctor::LooseCode`): what was found, and per real device how many of them
+    /// it could load.
+    pub loose: Option<(String, Vec<usize>)>,
+}
+
+impl Tally {
+    fn new(probes: &doctor::Probes) -> Self {
+        Tally {
+            counts: doctor::Tally::new(probes),
+            error: None,
+            packages: vec![None; probes.devices.len()],
+            loose: None,
+        }
+    }
+
+    fn fail(&mut self, what: String) {
+        self.error.get_or_insert(what);
+    }
+}
+
+/// What a worker found in one file: (zip member, tally) per library.
+pub type Found = Vec<(Option<String>, Tally)>;
+
+/// Shared by the workers.
+pub struct Ctx<'a> {
+    /// How units are judged (the probes, the options, `--deep`).
+    pub judge: doctor::Judge<'a>,
+    /// The `.kpack` archives of the wheels given, as installed.
+    pub wheels: &'a WheelArchives,
+}
+
+/// Where the wheels given would be installed: their members lie under one root,
+/// `site-packages`, as pip puts them.
+const SITE_PACKAGES: &str = "/site-packages";
+
+/// The `.kpack` archives of every wheel given (host wheel and device wheels together): a
+/// split library in one of them finds its archives in the others, as it would once they
+/// are installed side by side.
+#[derive(Default)]
+pub struct WheelArchives {
+    /// Installed path → (wheel, member index).
+    files: std::collections::HashMap<String, (PathBuf, usize)>,
+}
+
+impl WheelArchives {
+    /// The `.kpack` members of every wheel among `files`.
+    pub fn new(files: &[PathBuf]) -> Self {
+        let mut out = WheelArchives::default();
+        for path in files {
+            let zip = File::open(path)
+                .and_then(|mut f| head_of(&mut f))
+                .is_ok_and(|h| is_zip(&h));
+            let Some(mut zip) = zip.then(|| Zip::open(path).ok()).flatten() else {
+                continue;
+            };
+            for (i, name) in zip.file_names() {
+                if name.ends_with(".kpack") {
+                    let installed =
+                        offload_image::kpack::lexically_normal(&format!("{SITE_PACKAGES}/{name}"));
+                    out.files.entry(installed).or_insert((path.clone(), i));
+                }
+            }
+        }
+        out
+    }
+}
+
+impl crate::kpack::FileSource for WheelArchives {
+    /// The member installed at `path`, copied to a temporary file under the spill limit
+    /// (`crate::wheel`), so that the archive is read by its TOC, never held whole.
+    fn open(&self, path: &str) -> Option<Result<File, String>> {
+        let (wheel, i) = self.files.get(path)?;
+        Some(Zip::open(wheel).and_then(|mut zip| zip.member_file(*i)))
+    }
+}
+
+/// True when `head` (the first bytes of a file) may start an offload container or a file
+/// that holds one (an NVIDIA fatbinary too). Thin archives are left out: their members
+/// are other files.
+fn is_candidate(head: &[u8]) -> bool {
+    // `.kpack` archives are not libraries: doctor judges a split library from them.
+    const PREFIXES: [&[u8]; 9] = [
+        b"\x7fELF",
+        // PE images (DLL, EXE, PYD), and COFF objects by machine (x86-64, ARM64).
+        b"MZ",
+        b"\x64\x86",
+        b"\x64\xaa",
+        b"\x50\xed\x55\xba",
+        b"!<arch>\n",
+        b"CCOB",
+        b"\x10\xff\x10\xad",
+        b"__CLANG_OFFLOAD_BUNDLE__",
+    ];
+    PREFIXES
+        .iter()
+        .any(|p| head.starts_with(p) || (head.len() < p.len() && p.starts_with(head)))
+        && !head.is_empty()
+        || head.first() == Some(&b'\n')
+}
+
+fn is_zip(head: &[u8]) -> bool {
+    head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
+}
+
+/// Judges every unit of `data` (a file, or a zip member); `None` when it holds no device
+/// code and nothing is wrong with it. In a linked host file with HIP or CUDA fat-binary
+/// wrappers, the units are what the runtime registers (`offload_image::doctor`); otherwise
+/// those of the container walk.
+fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tally> {
+    {
+        // ELF, PE image or COFF object: whatever the host-file reader reads.
+        if let Ok(elf) = HostFile::parse(data) {
+            let registered = doctor::registered_fat_binaries(&elf, &ctx.judge.read);
+            if !registered.is_empty() {
+                let tally = scan_registered(&elf, &registered, input, ctx);
+                if let Some(input) = input {
+                    input.release(data);
+                }
+                return Some(tally);
+            }
+        }
+    }
+    let mut tally = Tally::new(ctx.judge.probes);
+    let found = scan_units(data, input, ctx, &mut tally);
+    if found && (tally.counts.units > 0 || tally.error.is_some()) {
+        return Some(tally);
+    }
+    // No device code a runtime registers: code objects outside any container, which the
+    // program loads itself, are reported as such (COMPATIBILITY.md §12).
+    let host = HostFile::parse(data).ok()?;
+    let loose = doctor::LooseCode::find(&host);
+    if loose.is_empty() {
+        return None;
+    }
+    let real = &ctx.judge.probes.devices[..ctx.judge.probes.real];
+    let counts = real
+        .iter()
+        .map(|d| loose.for_device(d, &ctx.judge.select))
+        .collect();
+    tally.loose = Some((loose.summary(), counts));
+    Some(tally)
+}
+
+/// Judges the units of the container walk over `data` into `tally`; false when `data` is
+/// not an offload file after all.
+fn scan_units(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>, tally: &mut Tally) -> bool {
+    let mut finished: Option<&[u8]> = None;
+    for (seen, unit) in offload_image::units(data, &ctx.judge.read).enumerate() {
+        if let (Some(done), Some(input)) = (finished.take(), input) {
+            input.release(done);
+        }
+        let unit = match unit {
+            Ok(u) => u,
+            Err(e) if seen == 0 && e.kind() == ErrorKind::BadMagic && e.offset() == 0 => {
+                // Not an offload file after all (a text file starting with a newline).
+                return false;
+            }
+            Err(e) if seen == 0 && data.starts_with(b"MZ") && not_pe32_plus(&e) => {
+                // A DOS program, or a 32-bit PE image (setuptools' `cli-32.exe` launchers):
+                // HIP and CUDA on Windows are 64-bit only, so no device code to judge.
+                return false;
+            }
+            Err(e) => {
+                tally.fail(e.to_string());
+                break;
+            }
+        };
+        if let (UnitContent::Compressed(c), Some(input)) = (&unit.content, input) {
+            input.will_read(c.payload());
+        }
+        let label = format!("{} unit {}", unit.location, unit.index);
+        if let Err(e) = ctx.judge.unit(&mut tally.counts, &unit, &label, false) {
+            tally.fail(format!("{}: {e}", unit.location));
+        }
+        finished = unit.bytes(&ctx.judge.read).ok();
+    }
+    if let (Some(done), Some(input)) = (finished.take(), input) {
+        input.release(done);
+    }
+    true
+}
+
+/// True for the reader's answer on an `MZ` file that is not a PE32+ image: no `PE\0\0`
+/// signature (a DOS program), its offset outside the file, or a PE32 optional header.
+fn not_pe32_plus(e: &offload_image::Error) -> bool {
+    const E_LFANEW: u64 = 0x3c;
+    match e.kind() {
+        ErrorKind::UnsupportedVersion | ErrorKind::BadMagic => true,
+        ErrorKind::OutOfBounds => e.offset() == E_LFANEW,
+        _ => false,
+    }
+}
+
+/// Judges what the runtime registers from a linked host file: one unit per fat binary of
+/// its wrappers (a refused or unreadable one loads nowhere), and the units of its
+/// `.llvm.offloading` sections (registered through `__tgt_bin_desc` descriptors).
+fn scan_registered(
+    elf: &HostFile<'_>,
+    registered: &[doctor::Registered<'_>],
+    input: Option<&Input>,
+    ctx: &Ctx<'_>,
+) -> Tally {
+    let mut tally = Tally::new(ctx.judge.probes);
+    for r in registered {
+        let blob = match &r.fat_binary {
+            Ok(blob) => *blob,
+            Err(gap) => {
+                tally.counts.refuse(gap.clone());
+                continue;
+            }
+        };
+        match doctor::registered_unit(blob, &ctx.judge.read) {
+            Ok(unit) => {
+                if let (UnitContent::Compressed(c), Some(input)) = (&unit.content, input) {
+                    input.will_read(c.payload());
+                }
+                let label = format!("fat binary of the wrapper at {:#x}", r.wrapper);
+                if let Err(e) = ctx.judge.unit(&mut tally.counts, &unit, &label, true) {
+                    tally.counts.refuse(Gap::Unreadable {
+                        kind: e.kind(),
+                        what: e.what(),
+                    });
+                }
+            }
+            Err(gap) => tally.counts.refuse(gap),
+        }
+        if let Some(input) = input {
+            input.release(blob);
+        }
+    }
+    for s in elf.offloading_sections() {
+        scan_units(s.data, input, ctx, &mut tally);
+    }
+    tally
+}
+
+/// Judges a split library (`KPACK.md`) from its archives on disk: one unit per `HIPK`
+/// wrapper, loaded where rocm-kpack's loader finds its code object for the probe, else
+/// refused with the loader's error code (13: no archive, with the path expected; 14: the
+/// archives found and their architectures).
+fn scan_split(path: &Path, data: &[u8], ctx: &Ctx<'_>) -> Option<Tally> {
+    let library = crate::kpack::Library::open(path, data)?;
+    Some(judge_split(
+        &library,
+        crate::kpack::Archives::default(),
+        ctx,
+    ))
+}
+
+/// [`scan_split`] for a library inside a wheel: its archives are looked for among the
+/// members of every wheel given, installed together under one `site-packages`.
+fn scan_split_member(member: &str, data: &[u8], ctx: &Ctx<'_>) -> Option<Tally> {
+    let dir = match member.rsplit_once('/') {
+        Some((dir, _)) => format!("{SITE_PACKAGES}/{dir}"),
+        None => SITE_PACKAGES.to_string(),
+    };
+    let library = crate::kpack::Library::open_in(dir, data)?;
+    Some(judge_split(
+        &library,
+        crate::kpack::Archives::from_source(ctx.wheels),
+        ctx,
+    ))
+}
+
+fn judge_split(
+    library: &crate::kpack::Library<'_>,
+    mut archives: crate::kpack::Archives<'_>,
+    ctx: &Ctx<'_>,
+) -> Tally {
+    let env = crate::kpack::Env::from_process();
+    let mut tally = Tally::new(ctx.judge.probes);
+    tally.counts.units = library.wrappers();
+    for (p, device) in ctx.judge.probes.devices.iter().enumerate() {
+        let isa = crate::kpack::isa_name(device);
+        let arches: Vec<&str> = isa.as_deref().into_iter().collect();
+        for r in library.resolve(&arches, &env, &mut archives, &ctx.judge.read) {
+            let gap = match &r.outcome {
+                Ok(_) => None,
+                Err(e) => {
+                    if e.package.is_some() {
+                        tally.packages[p] = e.package.clone();
+                    }
+                    Some(Gap::Other(crate::kpack::sentence(e)))
+                }
+            };
+            tally.counts.count(p, gap);
+        }
+    }
+    tally
+}
+
+/// The first bytes of `file` (up to 32).
+fn head_of(file: &mut File) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(32);
+    file.take(32).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// Probes one file.
+fn scan_file(path: &Path, ctx: &Ctx<'_>) -> Found {
+    let damaged = |what: String| {
+        let mut t = Tally::new(ctx.judge.probes);
+        t.fail(what);
+        vec![(None, t)]
+    };
+    // Only a regular file, opened without blocking (a FIFO put in its place would hang).
+    let head = match loader_sim_os::open_regular(path).and_then(|mut f| head_of(&mut f)) {
+        Ok(h) => h,
+        Err(e) => return damaged(format!("cannot read: {e}")),
+    };
+    if is_zip(&head) {
+        return scan_zip(path, ctx);
+    }
+    if !is_candidate(&head) {
+        return Vec::new();
+    }
+    let input = match Input::open(path) {
+        Ok(i) => i,
+        Err(f) => return damaged(f.message),
+    };
+    if let Some(tally) = scan_split(path, input.bytes(), ctx) {
+        return vec![(None, tally)];
+    }
+    scan_buffer(input.bytes(), Some(&input), ctx)
+        .map(|t| vec![(None, t)])
+        .unwrap_or_default()
+}
+
+/// Probes every member of a zip file (a wheel), without unpacking it: stored members are
+/// read in place from the map, deflated ones whose first bytes look like an offload
+/// container or a file that holds one are decoded into a temporary file and mapped
+/// ([`crate::wheel`]).
+fn scan_zip(path: &Path, ctx: &Ctx<'_>) -> Found {
+    let mut found = Found::new();
+    let damaged = |member: Option<String>, what: String| {
+        let mut t = Tally::new(ctx.judge.probes);
+        t.fail(what);
+        (member, t)
+    };
+    let mut zip = match Zip::open(path) {
+        Ok(z) => z,
+        Err(e) => return vec![damaged(None, e)],
+    };
+    for i in 0..zip.len() {
+        let member = match zip.member(i, is_candidate) {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
+            Err(e) => {
+                found.push(damaged(
+                    Some(format!("#{i}")),
+                    format!("cannot read member: {e}"),
+                ));
+                continue;
+            }
+        };
+        let tally = match &member.content {
+            Content::Stored(range) => {
+                let input = zip.input();
+                let data = input.bytes().get(range.clone()).unwrap_or_default();
+                let tally = scan_split_member(&member.name, data, ctx)
+                    .or_else(|| scan_buffer(data, Some(input), ctx));
+                input.release(data);
+                tally
+            }
+            Content::Spilled(input) => scan_split_member(&member.name, input.bytes(), ctx)
+                .or_else(|| scan_buffer(input.bytes(), Some(input), ctx)),
+            Content::Skipped => None,
+            Content::Unreadable(e) => {
+                let mut t = Tally::new(ctx.judge.probes);
+                t.fail(format!("cannot read member: {e}"));
+                Some(t)
+            }
+        };
+        if let Some(t) = tally {
+            found.push((Some(member.name), t));
+        }
+    }
+    found
+}
+
+/// Every regular file under the given paths, in a stable order (directory entries sorted
+/// by name); symbolic links inside directories are not followed. A directory that cannot
+/// be read is a warning; a named path that is neither a regular file nor a directory (a
+/// FIFO, a device), or a directory under which nothing could be read, is an error.
+pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    let mut files = Vec::new();
+    for p in paths {
+        let meta =
+            std::fs::metadata(p).map_err(|e| Failure::file(p, format!("cannot read: {e}")))?;
+        if meta.is_dir() {
+            let (before, mut unreadable) = (files.len(), Vec::new());
+            walk(p, &mut files, &mut unreadable);
+            for u in &unreadable {
+                crate::output::stderr_line(format_args!("loader-sim: warning: {u}"));
+            }
+            if files.len() == before {
+                if let Some(first) = unreadable.first() {
+                    return Err(Failure::file(
+                        p,
+                        format!(
+                            "nothing under it could be read ({} director{} not read; first: {first})",
+                            unreadable.len(),
+                            if unreadable.len() == 1 { "y" } else { "ies" }
+                        ),
+                    ));
+                }
+            }
+        } else if meta.is_file() {
+            files.push(p.clone());
+        } else {
+            return Err(Failure::file(
+                p,
+                format!(
+                    "not a regular file or a directory ({}): nothing to read",
+                    loader_sim_os::file_type_name(&meta.file_type())
+                ),
+            ));
+        }
+    }
+    Ok(files)
+}
+
+fn walk(dir: &Path, files: &mut Vec<PathBuf>, unreadable: &mut Vec<String>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            unreadable.push(format!("{}: cannot read the directory: {e}", dir.display()));
+            return;
+        }
+    };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let Ok(ty) = e.file_type() else { continue };
+        if ty.is_dir() {
+            walk(&e.path(), files, unreadable);
+        } else if ty.is_file() {
+            files.push(e.path());
+        }
+    }
+}
+
+/// Prints a progress line on a terminal while the scan runs longer than a second.
+fn progress(done: &AtomicUsize, total: usize, libraries: &AtomicUsize, stop: &AtomicBool) {
+    let start = Instant::now();
+    let mut shown = false;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if start.elapsed() < Duration::from_secs(1) || stop.load(Ordering::Relaxed) {
+            continue;
+        }
+        shown = true;
+        eprint!(
+            "\r\x1b[Kdoctor: {}/{total} files, {} libraries with device code",
+            done.load(Ordering::Relaxed),
+            libraries.load(Ordering::Relaxed)
+        );
+    }
+    if shown {
+        eprint!("\r\x1b[K");
+    }
+}
+
+/// Scans `files` on `jobs` threads (default: the number of CPUs), with a progress line on
+/// a terminal: per file with device code, its index in `files` and what it holds, in the
+/// order of `files`.
+pub fn scan_all(files: &[PathBuf], ctx: &Ctx<'_>, jobs: Option<u32>) -> Vec<(usize, Found)> {
+    let jobs = jobs
+        .map(|j| j as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .min(files.len().max(1));
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let libraries = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let results: Mutex<Vec<(usize, Found)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        let ticker = std::io::stderr()
+            .is_terminal()
+            .then(|| s.spawn(|| progress(&done, files.len(), &libraries, &stop)));
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(path) = files.get(i) else { break };
+                    let found = scan_file(path, ctx);
+                    libraries.fetch_add(found.len(), Ordering::Relaxed);
+                    done.fetch_add(1, Ordering::Relaxed);
+                    if !found.is_empty() {
+                        results
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((i, found));
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            let _ = w.join();
+        }
+        stop.store(true, Ordering::Relaxed);
+        if let Some(t) = ticker {
+            let _ = t.join();
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|(i, _)| *i);
+    results
+}
