@@ -1127,10 +1127,12 @@ pub struct Judge<'p> {
 
 impl Judge<'_> {
     /// Judges one unit into `tally` ([`Tally::offer`]), named `label` in reports;
-    /// `registered` when the runtime registers it (a fat-binary wrapper's unit). Of a
-    /// compressed bundle only the start of the decompressed stream is decoded, up to the
-    /// end of its entry table (with [`Judge::deep`], up to the first bytes of its last
-    /// image); other units are opened, and their images identified from their headers.
+    /// `registered` when the runtime registers it (a fat-binary wrapper's unit: for an
+    /// AMDGPU device the HIP runtime, ROCm CLR, whose own rules are then added,
+    /// [`SelectOptions::clr`]). Of a compressed bundle only the start of the decompressed
+    /// stream is decoded, up to the end of its entry table (with [`Judge::deep`], up to
+    /// the first bytes of its last image); other units are opened, and their images
+    /// identified from their headers.
     pub fn unit(
         &self,
         tally: &mut Tally,
@@ -1138,6 +1140,10 @@ impl Judge<'_> {
         label: &str,
         registered: bool,
     ) -> crate::Result<()> {
+        let select = SelectOptions {
+            clr: self.select.clr || registered,
+            ..self.select
+        };
         let code = |ids, codecs| UnitCode {
             label,
             ids,
@@ -1153,7 +1159,7 @@ impl Judge<'_> {
                     codecs: &[],
                     registered,
                 };
-                tally.offer(&unit, &mut || Kernels::Unknown, self.probes, &self.select);
+                tally.offer(&unit, &mut || Kernels::Unknown, self.probes, &select);
             });
             if judged.map_err(|e| e.rebase(at))? {
                 return Ok(());
@@ -1173,7 +1179,7 @@ impl Judge<'_> {
             &code(&ids, &codecs),
             &mut || Kernels::of_unit(open.images(), read),
             self.probes,
-            &self.select,
+            &select,
         );
         Ok(())
     }

@@ -9,6 +9,7 @@ mod common;
 mod bundler_differential;
 mod ccob_differential;
 mod cli_doc;
+mod clr_rules;
 mod compressed_bundles_differential;
 mod cuda_driver;
 mod cuda_program;
