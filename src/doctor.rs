@@ -1264,12 +1264,7 @@ fn stream_heads(c: &CompressedBundle<'_>, read: &ReadOptions) -> crate::Result<O
 /// The identity of a compressed bundle's entry from its entry ID alone, as comgr's code
 /// object lookup (which the HIP runtime uses) sees it: a code object for the stated target.
 pub fn identify_by_id(index: usize, id: &str, size: u64) -> Identity<'_> {
-    let mut identity = crate::identify(&Image::from_id(index, Format::Bundle, id, &[]));
-    identity.size = size;
-    if identity.code == Code::Other {
-        identity.code = Code::Elf;
-    }
-    identity
+    crate::target::identify_entry(index, id, &[], size)
 }
 
 /// What would make a library load on a device ([`hints`]).

@@ -25,9 +25,8 @@ use crate::bundle::BundleTable;
 use crate::ccob::{CompressedBundle, ContentReader, Decompressor};
 use crate::container::Unit;
 use crate::error::Error;
-use crate::image::{Format, Image};
 use crate::select::{check, driver_refusal, RankKey, SelectOptions, Verdict};
-use crate::target::{identify, Code, Device};
+use crate::target::{identify_entry, Code, Device};
 use crate::{Limits, ReadOptions};
 
 /// How many leading bytes of an image [`identify`] and [`crate::ImageKind::sniff`] read
@@ -284,13 +283,7 @@ where
             reader.read_exact(head.get_mut(..head_len).unwrap_or_default())?;
         }
         let bytes = head.get(..head_len).unwrap_or_default();
-        let mut identity = identify(&Image::from_id(
-            entry.index,
-            Format::Bundle,
-            entry.id,
-            bytes,
-        ));
-        identity.size = entry.size;
+        let identity = identify_entry(entry.index, entry.id, bytes, entry.size);
         leaders.offer(&identity, entry.index, devices, options)?;
         if keep && !leaders.winners.is_empty() {
             let place = (entry.index, entry.size);

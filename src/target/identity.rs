@@ -278,6 +278,25 @@ fn amdgpu_mismatch(stated: &TargetId, elf: &TargetId, code_object: u8) -> Option
     })
 }
 
+/// What a bundle entry is built for when only its entry ID and its first bytes `head` are
+/// known (a compressed bundle read as a stream, or only its entry table read), its payload
+/// being `size` bytes: [`identify`] of those bytes, except that an entry none of whose bytes
+/// were read is taken for the code object its ID names, as comgr's lookup (which the HIP
+/// runtime uses) takes it.
+pub fn identify_entry<'a>(index: usize, id: &'a str, head: &'a [u8], size: u64) -> Identity<'a> {
+    let mut identity = identify(&Image::from_id(
+        index,
+        crate::image::Format::Bundle,
+        id,
+        head,
+    ));
+    identity.size = size;
+    if head.is_empty() && identity.code == Code::Other {
+        identity.code = Code::Elf;
+    }
+    identity
+}
+
 /// Identifies an image: normalised triple, effective target, what the ELF header says,
 /// and whether the two disagree. Reads only the first 64 bytes of the image (the ELF
 /// header or a magic number). Allocation-free.

@@ -23,6 +23,6 @@ pub use amdgpu::{Feature, FeatureState, Processor, Subarch, TargetId};
 pub use clr::{clr_generic_since, ClrSince};
 pub use device::{visible_devices, Device, HSA_CAP_SRAM_EDCSUPPORTED};
 pub use identity::{
-    identify, image_name, Code, Disagreement, Identity, ImageName, Mismatch, Target,
+    identify, identify_entry, image_name, Code, Disagreement, Identity, ImageName, Mismatch, Target,
 };
 pub use nvptx::{ArchVariant, NvArch};
