@@ -229,8 +229,8 @@ pub struct FatbinEntryHeader {
 /// A fat-binary wrapper as a file stores it (24 bytes; `REGISTRATION.md` §4.1, §5): CUDA's
 /// `__fatBinC_Wrapper_t` in `.nvFatBinSegment` ([`NVFATBIN_WRAPPER_MAGIC`]), HIP's in
 /// `.hipFatBinSegment` ([`HIP_WRAPPER_MAGIC`]), and a split library's ([`HIPK_MAGIC`],
-/// `KPACK.md` §3). The one declaration of the record: the registration model
-/// (`registration::abi::FatbinWrapper`) is its native form.
+/// `KPACK.md` §3). The one declaration of the record (`registration::abi::FatbinWrapper`
+/// re-exports it).
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 pub struct FatbinWrapper {

@@ -244,21 +244,10 @@ pub struct AmdImageInfo {
     pub compile_opts: *mut c_char,
 }
 
-/// The HIP (`HIPF`) or CUDA (`0x466243B1`) fat-binary wrapper (24 bytes; §4.1, §5).
-///
-/// The record carries no size for the blob it points at (§4.2).
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-pub struct FatbinWrapper {
-    /// [`HIP_FATBIN_MAGIC`] or [`CUDA_FATBIN_MAGIC`].
-    pub magic: u32,
-    /// 1 (CUDA RDC wrappers also use 2).
-    pub version: u32,
-    /// Start of the fat binary.
-    pub binary: *const c_void,
-    /// Null (CUDA: file name, or the pre-linked fatbins of a version-2 wrapper).
-    pub unused: *mut c_void,
-}
+/// The HIP (`HIPF`) or CUDA (`0x466243B1`) fat-binary wrapper (24 bytes; §4.1, §5): the one
+/// declaration of the record, [`crate::raw::FatbinWrapper`] (its pointers are 64-bit
+/// little-endian fields there). The record carries no size for the blob it points at (§4.2).
+pub use crate::raw::FatbinWrapper;
 
 /// The name `REGISTRATION.md` §8 gives the HIP wrapper: the same record as [`FatbinWrapper`].
 pub type HipFatbinWrapper = FatbinWrapper;
@@ -386,7 +375,7 @@ pub struct RawBinDesc {
     pub host_entries_end: U64,
 }
 
-/// [`FatbinWrapper`] as stored: the one on-disk record, [`crate::raw::FatbinWrapper`].
+/// [`FatbinWrapper`] under the name of the other records as stored.
 pub use crate::raw::FatbinWrapper as RawFatbinWrapper;
 
 // ---------------------------------------------------------------------------------------
@@ -432,9 +421,6 @@ mod checks {
         num_device_images / num_device_images @ 0, device_images / device_images @ 8,
         host_entries_begin / host_entries_begin @ 16, host_entries_end / host_entries_end @ 24,
     ]);
-    same_layout!(FatbinWrapper, RawFatbinWrapper, 24, [
-        magic / magic @ 0, version / version @ 4, binary / binary @ 8, unused / data @ 16,
-    ]);
     layout!(TargetTable, 16, [entries_begin @ 0, entries_end @ 8]);
     layout!(DeviceBinary, 8, [handle @ 0]);
     layout!(DeviceInfo, 24, [context @ 0, device @ 8, platform @ 16]);
@@ -461,7 +447,6 @@ mod checks {
     );
     const _: () = assert!(core::mem::align_of::<Entry>() == 8);
     const _: () = assert!(core::mem::align_of::<BinDesc>() == 8);
-    const _: () = assert!(core::mem::align_of::<FatbinWrapper>() == 8);
 }
 
 // The byte layouts do not depend on the pointer width.
