@@ -14,8 +14,9 @@ const USED_BY_LOADER_SIM: &[&str] = &[
     "offload_dropin::bundler::target::{conflicting_ids, TargetInfo}",
     "offload_dropin::input::MappedInput",
     "offload_dropin::llvm::bitcode",
+    "offload_dropin::packager::image_arguments",
     "offload_dropin::packager::run",
-    "offload_dropin::packager::{extension, image_arguments, image_kind}",
+    "offload_dropin::packager::{extension, image_kind}",
 ];
 
 fn repo() -> PathBuf {
