@@ -885,7 +885,6 @@ fn runtimes_differ(
             SelectOptions {
                 kind: crate::select::KindFilter::Hip,
                 policy: Policy::FirstByClass,
-                clr: true,
                 ..SelectOptions::default()
             },
         ),
