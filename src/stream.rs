@@ -3,7 +3,7 @@
 //!
 //! [`select_in_stream`] reads the bundle's descriptor table from the first decompressed
 //! bytes ([`BundleTable::read`]), then walks the payloads in offset order. Of every
-//! payload it reads the first [`IDENTIFY_LEN`] bytes — all that [`identify`] and the
+//! payload it reads the first [`IDENTIFY_LEN`] bytes — all that [`crate::identify`] and the
 //! image-kind sniffing ever look at — and checks the image against each device exactly
 //! as [`select`](crate::select::select) does on the whole bundle (the ELF header wins over
 //! the entry ID, `COMPATIBILITY.md` §10.1). An image that beats the best one so far for a
@@ -29,7 +29,7 @@ use crate::select::{check, driver_refusal, RankKey, SelectOptions, Verdict};
 use crate::target::{identify_entry, Code, Device};
 use crate::{Limits, ReadOptions};
 
-/// How many leading bytes of an image [`identify`] and [`crate::ImageKind::sniff`] read
+/// How many leading bytes of an image [`crate::identify`] and [`crate::ImageKind::sniff`] read
 /// at most (the ELF header is 64 bytes; PTX detection looks at 256).
 pub const IDENTIFY_LEN: usize = 256;
 

@@ -561,7 +561,7 @@ impl<'d> Library<'d> {
 
     /// What the loader gives wrapper `i` ([`Library::wrapper_at`]) for the ISA names
     /// `arches`: the candidate archive paths ([`candidate_paths`]), each opened once
-    /// ([`Archives`]), and the entry the loader takes from them ([`Archives::find`]).
+    /// ([`Archives`]), and the entry the loader takes from them (`Archives::find`).
     pub fn resolve_wrapper(
         &self,
         i: usize,
