@@ -224,8 +224,41 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
     }
 }
 
-fn bundle_images(output: &str, images: &[String]) -> Result<(), ToolError> {
-    let mut out = Vec::new();
+/// One image to package: what LLVM's `bundleImages` puts in an `OffloadingImage` for one
+/// file of an `--image` (LLVM 22 writes each as a binary of its own, LLVM 23 all of them as
+/// the entries of one).
+struct Packaged {
+    image_kind: u16,
+    offload_kind: u16,
+    strings: Vec<(Vec<u8>, Vec<u8>)>,
+    data: Vec<u8>,
+}
+
+impl Packaged {
+    /// The image, its strings being `strings` (this image's, borrowed).
+    fn image<'a>(&'a self, strings: &'a [(&'a [u8], &'a [u8])]) -> OffloadImage<'a> {
+        OffloadImage {
+            image_kind: self.image_kind,
+            offload_kind: self.offload_kind,
+            flags: 0,
+            strings,
+            image: &self.data,
+        }
+    }
+
+    /// The strings as the writer takes them.
+    fn strings(&self) -> Vec<(&[u8], &[u8])> {
+        self.strings
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .collect()
+    }
+}
+
+/// `bundleImages`' reading: every file of every `--image`, in order, with its image kind
+/// (bitcode by content, else by extension), offload kind and the other key-value strings.
+fn read_images(images: &[String]) -> Result<Vec<Packaged>, ToolError> {
+    let mut all = Vec::new();
     for image in images {
         let args = image_arguments(image);
         let Some(files) = args.get(b"file") else {
@@ -233,29 +266,37 @@ fn bundle_images(output: &str, images: &[String]) -> Result<(), ToolError> {
         };
         for file in files.split(',') {
             let data = read(file)?;
-            let kind = if bitcode::is_bitcode(&data) {
+            let image_kind = if bitcode::is_bitcode(&data) {
                 2
             } else {
                 image_kind(extension(file))
             };
-            let mut offload = 0u16;
-            let mut strings: Vec<(&[u8], &[u8])> = Vec::new();
+            let mut offload_kind_ = 0u16;
+            let mut strings = Vec::new();
             for (k, v) in args.iter() {
                 if k == b"kind" {
-                    offload = offload_kind(v);
+                    offload_kind_ = offload_kind(v);
                 } else if k != b"file" {
-                    strings.push((k, v.as_bytes()));
+                    strings.push((k.to_vec(), v.as_bytes().to_vec()));
                 }
             }
-            let img = OffloadImage {
-                image_kind: kind,
-                offload_kind: offload,
-                flags: 0,
-                strings: &strings,
-                image: &data,
-            };
-            out.extend_from_slice(&v1_to_vec(&img).map_err(|e| fail(e.what()))?);
+            all.push(Packaged {
+                image_kind,
+                offload_kind: offload_kind_,
+                strings,
+                data,
+            });
         }
+    }
+    Ok(all)
+}
+
+/// LLVM 22's `bundleImages`: one version-1 binary per file of every `--image`, back to back.
+fn bundle_images(output: &str, images: &[String]) -> Result<(), ToolError> {
+    let mut out = Vec::new();
+    for packaged in read_images(images)? {
+        let strings = packaged.strings();
+        out.extend_from_slice(&v1_to_vec(&packaged.image(&strings)).map_err(|e| fail(e.what()))?);
     }
     write(output, &out)
 }

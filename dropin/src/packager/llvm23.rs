@@ -20,11 +20,10 @@ use offload_image::offload_binary::is_offload_binary;
 use offload_image::write::offload_binary::{v2_empty, v2_to_vec, OffloadImage};
 
 use super::{
-    extension, extract_binaries, extract_offload_files, fail, image_arguments, image_kind,
-    image_kind_name, offload_kind, read, read_entries, stem, write, write_extracted, Entry,
+    extract_binaries, extract_offload_files, fail, image_arguments, image_kind_name, read,
+    read_entries, read_images, stem, write, write_extracted, Entry, Packaged,
 };
 use crate::bundler::ToolError;
-use crate::llvm::bitcode;
 
 /// Deepest nesting [`extract_binary`] opens (LLVM 23 sets none; its recursion would run out
 /// of stack on a deep enough file).
@@ -62,71 +61,16 @@ fn name_version(prog: &str) -> Option<u32> {
     rest.parse().ok()
 }
 
-/// One image to package: what `bundleImages` puts in an `OffloadingImage`.
-struct Owned {
-    image_kind: u16,
-    offload_kind: u16,
-    strings: Vec<(Vec<u8>, Vec<u8>)>,
-    data: Vec<u8>,
-}
-
 /// LLVM 23's `bundleImages`: every file of every `--image`, in order, as the entries of one
 /// version-2 binary. Without any image, the 40-byte binary of no entries
 /// ([`v2_empty`]: what a build without assertions writes).
 pub(super) fn bundle_images(output: &str, images: &[String]) -> Result<(), ToolError> {
-    let mut all: Vec<Owned> = Vec::new();
-    for image in images {
-        let args = image_arguments(image);
-        let Some(files) = args.get(b"file") else {
-            return Err(fail("'file' is a required image arguments"));
-        };
-        for file in files.split(',') {
-            let data = read(file)?;
-            let kind = if bitcode::is_bitcode(&data) {
-                2
-            } else {
-                image_kind(extension(file))
-            };
-            let mut offload = 0u16;
-            let mut strings = Vec::new();
-            for (k, v) in args.iter() {
-                if k == b"kind" {
-                    offload = offload_kind(v);
-                } else if k != b"file" {
-                    strings.push((k.to_vec(), v.as_bytes().to_vec()));
-                }
-            }
-            all.push(Owned {
-                image_kind: kind,
-                offload_kind: offload,
-                strings,
-                data,
-            });
-        }
-    }
+    let all = read_images(images)?;
     if all.is_empty() {
         return write(output, &v2_empty());
     }
-    let strings: Vec<Vec<(&[u8], &[u8])>> = all
-        .iter()
-        .map(|o| {
-            o.strings
-                .iter()
-                .map(|(k, v)| (k.as_slice(), v.as_slice()))
-                .collect()
-        })
-        .collect();
-    let images: Vec<OffloadImage<'_>> = all
-        .iter()
-        .zip(&strings)
-        .map(|(o, s)| OffloadImage {
-            image_kind: o.image_kind,
-            offload_kind: o.offload_kind,
-            flags: 0,
-            strings: s,
-            image: &o.data,
-        })
-        .collect();
+    let strings: Vec<Vec<(&[u8], &[u8])>> = all.iter().map(Packaged::strings).collect();
+    let images: Vec<OffloadImage<'_>> = all.iter().zip(&strings).map(|(p, s)| p.image(s)).collect();
     let bytes = v2_to_vec(&images).map_err(|e| fail(e.what()))?;
     write(output, &bytes)
 }
