@@ -62,6 +62,10 @@ pub enum ImageKind {
     /// Tile IR bytecode, an NVIDIA fatbinary entry of kind 0x80 (`NVFATBIN.md` §2.8). No
     /// OffloadBinary value names it; [`ImageKind::code`] gives the fatbinary's 0x80.
     TileIr,
+    /// LTO IR (NVVM IR for `nvcc -dlto`'s device link), an NVIDIA fatbinary entry of kind 8
+    /// (`NVFATBIN.md` §2.9). No OffloadBinary value names it; [`ImageKind::code`] gives
+    /// the fatbinary's 8.
+    LtoIr,
     /// Any other stored value.
     Other(u16),
 }
@@ -92,12 +96,13 @@ impl ImageKind {
             ImageKind::Ptx => 5,
             ImageKind::Spirv => 6,
             ImageKind::TileIr => crate::nvfatbin::KIND_TILE_IR,
+            ImageKind::LtoIr => crate::nvfatbin::KIND_LTO_IR,
             ImageKind::Other(n) => n,
         }
     }
 
     /// The name used by `loader-sim list`: `"none"`, `"elf"`, `"bc"`, `"cubin"`,
-    /// `"fatbin"`, `"ptx"`, `"spirv"`, `"tile-ir"`, `"unknown"`.
+    /// `"fatbin"`, `"ptx"`, `"spirv"`, `"tile-ir"`, `"lto-ir"`, `"unknown"`.
     pub const fn name(self) -> &'static str {
         match self {
             ImageKind::None => "none",
@@ -108,6 +113,7 @@ impl ImageKind {
             ImageKind::Ptx => "ptx",
             ImageKind::Spirv => "spirv",
             ImageKind::TileIr => "tile-ir",
+            ImageKind::LtoIr => "lto-ir",
             ImageKind::Other(_) => "unknown",
         }
     }
@@ -336,6 +342,7 @@ impl<'a> Image<'a> {
                 EntryKind::Cubin => ImageKind::Cubin,
                 EntryKind::Ptx => ImageKind::Ptx,
                 EntryKind::TileIr => ImageKind::TileIr,
+                EntryKind::LtoIr => ImageKind::LtoIr,
             },
             flags: u32::try_from(e.flags & 0xFFFF_FFFF).unwrap_or(0),
             strings: None,
@@ -344,7 +351,7 @@ impl<'a> Image<'a> {
             offset: None,
             ptx_isa: match e.kind {
                 EntryKind::Ptx => crate::driver::PtxIsa::of_code_version(e.code_version),
-                EntryKind::Cubin | EntryKind::TileIr => None,
+                EntryKind::Cubin | EntryKind::TileIr | EntryKind::LtoIr => None,
             },
         }
     }
@@ -558,7 +565,7 @@ impl Encoded<'_> {
     pub fn is_whole_size(&self, head: &[u8]) -> bool {
         match self.entry_kind {
             // Tile IR is kept whole (`trim_image`).
-            None | Some(EntryKind::TileIr) => true,
+            None | Some(EntryKind::TileIr | EntryKind::LtoIr) => true,
             Some(EntryKind::Ptx) => false,
             Some(EntryKind::Cubin) => crate::nvfatbin::elf64_tables_end(head)
                 .is_some_and(|(sh, ph)| sh == Some(self.size) || ph == Some(self.size)),

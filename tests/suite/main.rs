@@ -20,6 +20,7 @@ mod kpack;
 mod kpack_toc;
 mod limits;
 mod llvm_processor_table;
+mod lto_entries;
 mod mutation;
 mod nvfatbin;
 mod nvfatbin_tileir;

@@ -79,6 +79,8 @@ fn read_fatbin(bytes: &[u8]) -> Vec<(String, String, String)> {
             EntryKind::Ptx => "ptx",
             // cuobjdump's MANIFEST lists ELF and PTX only (tests/suite/nvfatbin_tileir.rs).
             EntryKind::TileIr => "tile ir",
+            // Not extracted by cuobjdump (tests/suite/lto_entries.rs).
+            EntryKind::LtoIr => "nvvm",
         };
         v.push((kind.to_string(), cuobjdump_arch(&e), image));
     }
