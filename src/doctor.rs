@@ -58,7 +58,7 @@ use crate::bundle::BundleTable;
 use crate::ccob::CompressedBundle;
 use crate::container::{units, Unit, UnitContent};
 use crate::decompress::Codec;
-use crate::driver::Refusal;
+use crate::driver::{DriverNeed, Refusal};
 use crate::error::ErrorKind;
 use crate::host::{FileKind, HostFile};
 use crate::image::OffloadKind;
@@ -1272,8 +1272,10 @@ pub fn identify_by_id(index: usize, id: &str, size: u64) -> Identity<'_> {
 pub enum Hint {
     /// Run with `HSA_XNACK=1` (`true`) or `=0` (safe).
     Xnack(bool),
-    /// An NVIDIA driver of this version or later: it decodes the chosen entries (safe).
-    Driver(DriverVersion),
+    /// A newer NVIDIA driver: one that decodes the chosen entries, or compiles the PTX the
+    /// library has for the device (safe). Its version when the release table gives it, else
+    /// the CUDA version it must implement, else "newer than this tool knows".
+    Driver(DriverNeed),
     /// Rebuild with `--offload-arch=` this target (safe).
     Rebuild(String),
     /// Run with `HSA_OVERRIDE_GFX_VERSION` naming this processor (unsupported: may fail
@@ -1298,13 +1300,17 @@ pub fn hints(probes: &Probes, k: usize, tally: &Tally) -> Vec<Hint> {
     }
     let driver = tally.coverage.get(k).and_then(|c| {
         c.gaps().find_map(|g| match &g.gap {
-            Gap::Driver { needs, .. } => Some(*needs),
-            Gap::PtxVersion(refusal) => refusal.needs_driver(),
+            Gap::Driver { needs, .. } => Some((DriverNeed::Version(*needs), false)),
+            Gap::PtxVersion(refusal) => refusal.driver_need().map(|n| (n, true)),
             _ => None,
         })
     });
-    if let Some(needs) = driver {
+    // PTX for the device that the driver refuses as too new: the library has code for the
+    // device, and the fix is a driver, not a rebuild.
+    let mut ptx_too_new = false;
+    if let Some((needs, ptx)) = driver {
         out.push(Hint::Driver(needs));
+        ptx_too_new = ptx;
     }
     match probes.devices.get(k) {
         Some(Device::Amdgpu(t)) => {
@@ -1313,7 +1319,8 @@ pub fn hints(probes: &Probes, k: usize, tally: &Tally) -> Vec<Hint> {
                 out.push(Hint::Rebuild(g.name.to_string()));
             }
         }
-        Some(d @ Device::Cuda { .. }) => out.push(Hint::Rebuild(d.to_string())),
+        Some(d @ Device::Cuda { .. }) if !ptx_too_new => out.push(Hint::Rebuild(d.to_string())),
+        Some(Device::Cuda { .. }) => {}
         None => {}
     }
     for (i, (of, v)) in probes.variants.iter().enumerate() {

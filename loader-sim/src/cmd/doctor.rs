@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use offload_image::doctor::{self, DriverVersion};
+use offload_image::driver::DriverNeed;
 use offload_image::{Device, SelectOptions};
 use serde::Serialize;
 
@@ -122,10 +123,17 @@ struct Hint {
     value: Option<String>,
     offload_arch: Option<String>,
     safe: bool,
+    /// What the hint says where no value names it (a driver whose number the release table
+    /// does not give: "an NVIDIA driver for CUDA 13.2 or later").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
 }
 
 impl Hint {
     fn text(&self) -> String {
+        if let Some(text) = &self.text {
+            return text.clone();
+        }
         match (self.kind, &self.value) {
             ("package", Some(p)) => return format!("a build of {p} with code for this device"),
             ("driver", Some(v)) => return format!("NVIDIA driver {v} or later"),
@@ -258,6 +266,7 @@ fn hints(plan: &Plan, k: usize, tally: &Tally, owner: Option<&String>) -> Vec<Hi
             value: Some(package.clone()),
             offload_arch: None,
             safe: true,
+            text: None,
         });
     }
     let hint = |kind, env, value: Option<String>, offload_arch: Option<String>, safe| Hint {
@@ -266,6 +275,7 @@ fn hints(plan: &Plan, k: usize, tally: &Tally, owner: Option<&String>) -> Vec<Hi
         value,
         offload_arch,
         safe,
+        text: None,
     };
     out.extend(
         doctor::hints(&plan.probes, k, &tally.counts)
@@ -278,9 +288,14 @@ fn hints(plan: &Plan, k: usize, tally: &Tally, owner: Option<&String>) -> Vec<Hi
                     None,
                     true,
                 ),
-                doctor::Hint::Driver(needs) => {
+                doctor::Hint::Driver(DriverNeed::Version(needs)) => {
                     hint("driver", None, Some(needs.to_string()), None, true)
                 }
+                // No driver number the release table gives: the text says which driver.
+                doctor::Hint::Driver(need) => Hint {
+                    text: Some(need.to_string()),
+                    ..hint("driver", None, None, None, true)
+                },
                 doctor::Hint::Rebuild(arch) => hint("rebuild", None, None, Some(arch), true),
                 doctor::Hint::Override(p) => hint(
                     "override",

@@ -14,6 +14,7 @@ mod compressed_bundles_differential;
 mod cuda_driver;
 mod cuda_program;
 mod doctor;
+mod doctor_isa;
 mod doctor_verdicts;
 mod dropin_errors_differential;
 mod generative_differential;
