@@ -29,6 +29,7 @@ mod offload_binary;
 mod offload_binary_v2;
 mod packaging;
 mod pe;
+mod pe_arm64;
 mod peak_memory;
 mod props;
 mod real_files;
