@@ -278,10 +278,8 @@ impl Archives<'_> {
             LoaderError::ArchiveNotFound => {
                 let mut d = format!(
                     "expected {}",
-                    paths
-                        .first()
-                        .map(String::as_str)
-                        .unwrap_or("an archive (the ref record names no path)")
+                    offload_image::kpack::expected_archives(paths)
+                        .unwrap_or_else(|| "an archive (the ref record names no path)".into())
                 );
                 // Archives that are there but did not open: why.
                 for p in paths {

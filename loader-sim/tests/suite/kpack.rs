@@ -518,6 +518,15 @@ fn split_library_missing_or_wrong_archive_is_explained() {
         reason.contains(&format!("expected {}", expected.display())),
         "{reason}"
     );
+    // Every file name the loader tried, not only the first: the device package may ship
+    // the archive under the bare processor's name.
+    assert!(
+        reason.contains(&format!(
+            "expected {} or rand_lib_gfx90a.kpack",
+            expected.display()
+        )),
+        "{reason}"
+    );
     assert_eq!(r["hints"][0]["kind"], "install");
     assert_eq!(r["hints"][0]["value"], "rocm-sdk-device-gfx90a");
     let out = run_env(
