@@ -30,8 +30,11 @@ struct Listed {
     options: Option<String>,
 }
 
+/// cuobjdump's listing per file, and (name, sha256) of every extracted image.
+type Oracle = (Vec<(String, Vec<Listed>)>, Vec<(String, String)>);
+
 /// cuobjdump's listing per file, and the sha256 of every extracted image by its name.
-fn oracle() -> (Vec<(String, Vec<Listed>)>, Vec<(String, String)>) {
+fn oracle() -> Oracle {
     let text = String::from_utf8(file("CUOBJDUMP.txt")).unwrap();
     let mut files: Vec<(String, Vec<Listed>)> = Vec::new();
     let mut shas = Vec::new();

@@ -22,6 +22,7 @@ mod hostile;
 mod hostile2;
 mod kpack;
 mod list;
+mod packager_compress;
 mod packager_differential;
 mod packager_llvm23;
 mod prune;
