@@ -835,6 +835,12 @@ pub fn overridden(device: &TargetId, p: &'static Processor) -> TargetId {
 pub struct LooseCode<'d> {
     /// (section name, offset in the file, identity) of each, in file order.
     pub objects: Vec<(&'d str, u64, Identity<'d>)>,
+    /// NVIDIA fat binaries in data sections, which no wrapper registers (cuFFT 12.5 keeps
+    /// 18,227 in `.data` and `.ldata`, cuSPARSE some in `.rodata`): (section name, offset
+    /// in the file, size, the identities of its entries). Each is read whole by
+    /// [`Fatbin::parse`](crate::nvfatbin::Fatbin::parse); ELF headers inside one are its
+    /// cubins, not loose code objects.
+    pub fatbins: Vec<(&'d str, u64, u64, Vec<Identity<'d>>)>,
 }
 
 /// At most this many loose code objects are identified in one file.
@@ -847,6 +853,8 @@ impl<'d> LooseCode<'d> {
         const SHF_EXECINSTR: u64 = 0x4;
         const IMAGE_SCN_MEM_EXECUTE: u64 = 0x2000_0000;
         let mut objects = Vec::new();
+        let mut fatbins = Vec::new();
+        let limits = crate::Limits::DEFAULT;
         for section in host.sections() {
             let executable = section.flags & (SHF_EXECINSTR | IMAGE_SCN_MEM_EXECUTE) != 0;
             if executable || !matches!(section.role(), crate::host::SectionRole::Other) {
@@ -857,11 +865,28 @@ impl<'d> LooseCode<'d> {
             let mut at = 0usize;
             while let Some(found) = data
                 .get(at..)
-                .and_then(|rest| rest.iter().position(|&b| b == 0x7F))
+                .and_then(|rest| rest.iter().position(|&b| b == 0x7F || b == 0x50))
             {
                 let start = at.saturating_add(found);
                 at = start.saturating_add(1);
                 let Some(rest) = data.get(start..) else { break };
+                if crate::nvfatbin::is_fatbin(rest) {
+                    if let Ok(f) = crate::nvfatbin::Fatbin::parse(rest, &limits) {
+                        let offset = section.offset.saturating_add(crate::bytes::u64_of(start));
+                        let base = offset;
+                        let ids = f
+                            .entries()
+                            .map(|e| crate::identify(&fatbin_entry_image(&e, base)))
+                            .collect();
+                        fatbins.push((name, offset, f.len(), ids));
+                        // Its cubins are not loose code objects: go on after it.
+                        at = start.saturating_add(usize::try_from(f.len()).unwrap_or(usize::MAX));
+                        if fatbins.len() >= MAX_LOOSE_CODE {
+                            return LooseCode { objects, fatbins };
+                        }
+                    }
+                    continue;
+                }
                 if !rest.starts_with(crate::raw::ELF_MAGIC) {
                     continue;
                 }
@@ -872,25 +897,37 @@ impl<'d> LooseCode<'d> {
                 let offset = section.offset.saturating_add(crate::bytes::u64_of(start));
                 objects.push((name, offset, identity));
                 if objects.len() >= MAX_LOOSE_CODE {
-                    return LooseCode { objects };
+                    return LooseCode { objects, fatbins };
                 }
             }
         }
-        LooseCode { objects }
+        LooseCode { objects, fatbins }
     }
 
     /// True when none was found.
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+        self.objects.is_empty() && self.fatbins.is_empty()
     }
 
-    /// How many of them `device` could load ([`crate::check`] on each header).
+    /// How many of them `device` could load ([`crate::check`] on each header): code objects,
+    /// and fat binaries with an entry the device can load (the driver picks among them).
     pub fn for_device(&self, device: &Device, options: &SelectOptions) -> usize {
-        self.objects
+        let objects = self
+            .objects
             .iter()
             .enumerate()
             .filter(|(i, (_, _, id))| crate::check(id, *i, device, options).key().is_some())
-            .count()
+            .count();
+        let fatbins = self
+            .fatbins
+            .iter()
+            .filter(|(_, _, _, ids)| {
+                ids.iter()
+                    .enumerate()
+                    .any(|(i, id)| crate::check(id, i, device, options).key().is_some())
+            })
+            .count();
+        objects.saturating_add(fatbins)
     }
 
     /// The verdict of a library that registers no device code but carries these code
@@ -933,13 +970,58 @@ impl<'d> LooseCode<'d> {
             .iter()
             .map(|(n, c)| alloc::format!("{n}: {c}"))
             .collect();
-        alloc::format!(
-            "{} code object{} in {} ({})",
-            self.objects.len(),
-            if self.objects.len() == 1 { "" } else { "s" },
-            sections.join(", "),
-            per.join(", ")
-        )
+        let mut parts: Vec<String> = Vec::new();
+        if !self.objects.is_empty() {
+            parts.push(alloc::format!(
+                "{} code object{} in {} ({})",
+                self.objects.len(),
+                if self.objects.len() == 1 { "" } else { "s" },
+                sections.join(", "),
+                per.join(", ")
+            ));
+        }
+        if !self.fatbins.is_empty() {
+            let mut in_sections: Vec<&str> = Vec::new();
+            let mut bytes = 0u64;
+            for (section, _, size, _) in &self.fatbins {
+                if !in_sections.contains(section) {
+                    in_sections.push(section);
+                }
+                bytes = bytes.saturating_add(*size);
+            }
+            parts.push(alloc::format!(
+                "{} fat binar{} ({} bytes) in {}",
+                self.fatbins.len(),
+                if self.fatbins.len() == 1 { "y" } else { "ies" },
+                bytes,
+                in_sections.join(", ")
+            ));
+        }
+        parts.join(" and ")
+    }
+}
+
+/// The image of fatbinary entry `e` for identification, from its header alone: in place
+/// when stored, else as an [`crate::image::Encoded`] image not decoded (`base`: the
+/// fatbinary's offset, for locating errors).
+fn fatbin_entry_image<'d>(e: &crate::nvfatbin::FatbinEntry<'d>, base: u64) -> Image<'d> {
+    match e.image() {
+        Some(bytes) => Image::from_fatbin_entry(e.index, e, bytes),
+        None => {
+            let at = base.saturating_add(e.offset);
+            Image::from_encoded_fatbin_entry(
+                e.index,
+                e,
+                crate::image::Encoded {
+                    codec: e.codec.unwrap_or(Codec::Zstd),
+                    stream: e.stream().unwrap_or_default(),
+                    size: e.uncompressed_size,
+                    stream_at: at.saturating_add(u64::from(e.header_size)),
+                    size_field: at.saturating_add(0x38),
+                    entry_kind: Some(e.kind),
+                },
+            )
+        }
     }
 }
 

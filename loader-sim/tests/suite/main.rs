@@ -15,6 +15,7 @@ mod cuda_driver;
 mod cuda_program;
 mod doctor;
 mod doctor_isa;
+mod doctor_outside;
 mod doctor_verdicts;
 mod dropin_errors_differential;
 mod generative_differential;
