@@ -96,6 +96,8 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+#[cfg(feature = "std")]
+pub mod aks2;
 pub mod bundle;
 mod bytes;
 pub mod ccob;

@@ -5,6 +5,8 @@
 
 mod common;
 
+#[cfg(feature = "std")]
+mod aks2;
 mod alloc_free;
 mod architecture;
 mod choose;
