@@ -904,6 +904,27 @@ impl<'d> LooseCode<'d> {
         LooseCode { objects, fatbins }
     }
 
+    /// The code objects of an AOTriton archive ([`crate::aks2`], `FORMATS.md` §12), which
+    /// AOTriton's runtime decompresses and loads itself: each identified from its ELF header,
+    /// under the section name `aks2` (a kernel whose compilation failed has no code object
+    /// and is left out).
+    #[cfg(feature = "std")]
+    pub fn from_aks2(archive: &'d crate::aks2::Aks2) -> Self {
+        let mut objects = Vec::new();
+        for kernel in archive.kernels.iter().take(MAX_LOOSE_CODE) {
+            let code = archive.code_object(kernel);
+            if code.is_empty() {
+                continue;
+            }
+            let identity = crate::identify(&Image::from_elf(objects.len(), code));
+            objects.push(("aks2", u64::from(kernel.offset), identity));
+        }
+        LooseCode {
+            objects,
+            fatbins: Vec::new(),
+        }
+    }
+
     /// True when none was found.
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty() && self.fatbins.is_empty()

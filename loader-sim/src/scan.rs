@@ -115,7 +115,7 @@ impl crate::kpack::FileSource for WheelArchives {
 /// are other files.
 fn is_candidate(head: &[u8]) -> bool {
     // `.kpack` archives are not libraries: doctor judges a split library from them.
-    const PREFIXES: [&[u8]; 9] = [
+    const PREFIXES: [&[u8]; 10] = [
         b"\x7fELF",
         // PE images (DLL, EXE, PYD), and COFF objects by machine (x86-64, ARM64).
         b"MZ",
@@ -126,6 +126,8 @@ fn is_candidate(head: &[u8]) -> bool {
         b"CCOB",
         b"\x10\xff\x10\xad",
         b"__CLANG_OFFLOAD_BUNDLE__",
+        // AOTriton's kernel archives (`doctor::LooseCode::from_aks2`).
+        b"AKS2",
     ];
     PREFIXES
         .iter()
@@ -143,6 +145,9 @@ fn is_zip(head: &[u8]) -> bool {
 /// wrappers, the units are what the runtime registers (`offload_image::doctor`); otherwise
 /// those of the container walk.
 fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tally> {
+    if offload_image::aks2::is_aks2(data) {
+        return Some(scan_aks2(data, ctx));
+    }
     {
         // ELF, PE image or COFF object: whatever the host-file reader reads.
         if let Ok(elf) = HostFile::parse(data) {
@@ -175,6 +180,27 @@ fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tall
         .collect();
     tally.loose = Some((loose.summary(), counts));
     Some(tally)
+}
+
+/// An AOTriton archive (`.aks2`): its code objects are loaded by AOTriton's runtime itself,
+/// so they are reported as code outside any offload container, judged per device.
+fn scan_aks2(data: &[u8], ctx: &Ctx<'_>) -> Tally {
+    let mut tally = Tally::new(ctx.judge.probes);
+    let archive = match offload_image::aks2::Aks2::parse(data, &ctx.judge.read.limits) {
+        Ok(a) => a,
+        Err(e) => {
+            tally.fail(e.to_string());
+            return tally;
+        }
+    };
+    let loose = doctor::LooseCode::from_aks2(&archive);
+    let real = &ctx.judge.probes.devices[..ctx.judge.probes.real];
+    let counts = real
+        .iter()
+        .map(|d| loose.for_device(d, &ctx.judge.select))
+        .collect();
+    tally.loose = Some((loose.summary(), counts));
+    tally
 }
 
 /// Judges the units of the container walk over `data` into `tally`; false when `data` is

@@ -72,3 +72,33 @@ fn cufft_12_5_is_outside_with_its_fat_binaries() {
         .unwrap()
         .contains("18227 fat binaries (216811296 bytes) in .data, .ldata"));
 }
+
+/// An AOTriton archive (`tests/data/aks2/`): its code objects, which AOTriton's runtime
+/// loads itself, are `outside`, counted per device from the names `unpack.py` lists
+/// (`UNPACKED.txt`: each ends in `--Arch_<processor>`); a gfx942 user is told none of them
+/// is for the device.
+#[test]
+fn aotriton_archives_are_outside_and_judged_per_device() {
+    let file = common::repo().join("tests/data/aks2/attn_fwd_F_F_3_0_gfx11xx.aks2");
+    let unpacked =
+        std::fs::read_to_string(common::repo().join("tests/data/aks2/UNPACKED.txt")).unwrap();
+    let total = unpacked.lines().count();
+    for device in ["gfx1100", "gfx1151", "gfx942"] {
+        let n = unpacked
+            .lines()
+            .filter(|l| l.ends_with(&format!("--Arch_{device}")))
+            .count();
+        let r = doctor(&file, device);
+        assert_eq!(r["status"], "outside", "{r}");
+        let reason = r["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!("{total} code objects in aks2")),
+            "{reason}"
+        );
+        let tail = match n {
+            0 => "none of them is for this device".to_string(),
+            n => format!("{n} of them for this device"),
+        };
+        assert!(reason.ends_with(&tail), "{device}: {reason}");
+    }
+}
