@@ -1022,6 +1022,22 @@ impl<'d> LooseCode<'d> {
     }
 }
 
+/// What a person should be told when `data` holds no offload container but device code
+/// outside any ([`LooseCode::find`]): `list` and `select` find nothing to list or choose
+/// in such a file, and `doctor` is what judges it. `None` when `data` is not a host file
+/// or carries no such code.
+pub fn outside_note(data: &[u8]) -> Option<String> {
+    let host = HostFile::parse(data).ok()?;
+    let loose = LooseCode::find(&host);
+    (!loose.is_empty()).then(|| {
+        alloc::format!(
+            "no offload container; {} outside any, which its program loads itself \
+             (`loader-sim doctor` judges them for a device)",
+            loose.summary()
+        )
+    })
+}
+
 /// The image of fatbinary entry `e` for identification, from its header alone: in place
 /// when stored, else as an [`crate::image::Encoded`] image not decoded (`base`: the
 /// fatbinary's offset, for locating errors).

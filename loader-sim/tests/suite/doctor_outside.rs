@@ -102,3 +102,24 @@ fn aotriton_archives_are_outside_and_judged_per_device() {
         assert!(reason.ends_with(&tail), "{device}: {reason}");
     }
 }
+
+/// `list` and `select` on a file whose device code lies outside any container: nothing to
+/// list or choose, and standard error says what is there and points to doctor.
+#[test]
+fn list_and_select_point_to_doctor() {
+    let file = common::repo().join("tests/data/nvfatbin/real2026/libdata_fatbins.so");
+    let (total, _) = oracle(&file, 90);
+    for args in [&["list"][..], &["select", "--target", "sm_90"][..]] {
+        let out = Command::new(common::ours())
+            .args(args)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("no offload container; {total} fat binaries (")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("`loader-sim doctor` judges them"), "{err}");
+    }
+}
