@@ -846,6 +846,14 @@ pub struct LooseCode<'d> {
 /// At most this many loose code objects are identified in one file.
 pub const MAX_LOOSE_CODE: usize = 1 << 16;
 
+/// Most entries of a fat binary found in a data section ([`LooseCode::find`]); one with
+/// more is not counted.
+pub const MAX_FATBIN_ENTRIES: u64 = 1024;
+
+/// After this many candidates at the fatbinary magic fail to parse in one file,
+/// [`LooseCode::find`] stops looking for fat binaries (it still finds code objects).
+pub const MAX_FAILED_FATBINS: usize = 4096;
+
 impl<'d> LooseCode<'d> {
     /// The device code objects in `host`'s data sections (neither offload containers nor
     /// executable code), at most [`MAX_LOOSE_CODE`].
@@ -854,7 +862,14 @@ impl<'d> LooseCode<'d> {
         const IMAGE_SCN_MEM_EXECUTE: u64 = 0x2000_0000;
         let mut objects = Vec::new();
         let mut fatbins = Vec::new();
-        let limits = crate::Limits::DEFAULT;
+        // Real fat binaries hold a few entries; a bound keeps a section full of fake
+        // headers from costing (attempts x entries) header reads: a candidate that does
+        // not parse costs at most MAX_FATBIN_ENTRIES, and at most MAX_FAILED_FATBINS fail.
+        let limits = crate::Limits {
+            max_entries: MAX_FATBIN_ENTRIES,
+            ..crate::Limits::DEFAULT
+        };
+        let mut failed = 0usize;
         for section in host.sections() {
             let executable = section.flags & (SHF_EXECINSTR | IMAGE_SCN_MEM_EXECUTE) != 0;
             if executable || !matches!(section.role(), crate::host::SectionRole::Other) {
@@ -870,8 +885,12 @@ impl<'d> LooseCode<'d> {
                 let start = at.saturating_add(found);
                 at = start.saturating_add(1);
                 let Some(rest) = data.get(start..) else { break };
-                if crate::nvfatbin::is_fatbin(rest) {
-                    if let Ok(f) = crate::nvfatbin::Fatbin::parse(rest, &limits) {
+                if crate::nvfatbin::is_fatbin(rest) && failed < MAX_FAILED_FATBINS {
+                    let parsed = crate::nvfatbin::Fatbin::parse(rest, &limits);
+                    if parsed.is_err() {
+                        failed = failed.saturating_add(1);
+                    }
+                    if let Ok(f) = parsed {
                         let offset = section.offset.saturating_add(crate::bytes::u64_of(start));
                         let base = offset;
                         let ids = f
