@@ -1,12 +1,17 @@
 //! C API of offload-image (header `capi/include/offload_image.h`, generated from this file
 //! by cbindgen with `capi/cbindgen.toml`; `tests/suite/header.rs` keeps the two in step).
 //!
-//! A reader handle (`oi_reader`) walks the containers of a caller buffer or a mapped file
-//! once, then lists, selects and hands out images from that walk. Compressed bundles are
-//! decoded lazily: a selection streams each one once (`offload_image::stream`) and keeps
-//! only the chosen images; listing or asking for an image the selection did not keep
-//! decompresses the bundle whole, once. Everything the reader hands out (strings, image
-//! bytes) lives until `oi_reader_close`.
+//! A reader handle (`oi_reader`) walks the containers of a caller buffer or a file read
+//! into memory once, then lists, selects, explains and hands out images from that walk.
+//! Compressed bundles are decoded lazily: a selection streams each one once
+//! (`offload_image::choose_streaming_keeping`) and keeps only the chosen images; listing,
+//! explaining or asking for an image the selection did not keep decompresses the bundle
+//! whole, once. Everything the reader hands out (strings, image bytes, reasons) lives until
+//! `oi_reader_close`; error messages live in static storage (`messages`).
+//!
+//! The C API uses the library's root tier only (and `raw`), with one exception: finding
+//! the `HIPK` wrappers of a split library (`kpack_split`) uses `host` and `split`, for which
+//! the root has no name yet.
 //!
 //! Unsafe code: the helpers under "the unsafe boundary", each with its safety contract,
 //! their calls in the `extern "C"` functions, and the two places that give the reader's
@@ -24,12 +29,11 @@ use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
-use offload_image::ccob::{CompressedBundle, CompressionMethod, Decoders, Decompressor};
-use offload_image::container::UnitContent;
-use offload_image::select::{KindFilter, Loss, Policy, Rejection, SelectOptions};
-use offload_image::stream::{self, select_in_bundle, Kept, Plan};
 use offload_image::{
-    choose, identify, Device, Error, ErrorKind, Format, Image, Limits, OpenUnit, ReadOptions, Unit,
+    choose, choose_streaming_keeping, identify, image_name, validate, CompressedBundle,
+    CompressionMethod, CudaDriver, Decoders, Decompressor, Device, DriverVersion, Error, ErrorKind,
+    Format, Image, JitSwitches, KindFilter, Limits, Loss, OpenUnit, Policy, ReadOptions, Rejection,
+    SelectOptions, Severity, Unit, UnitContent,
 };
 
 // ---- constants (cbindgen writes them as #defines) --------------------------------------
@@ -711,10 +715,6 @@ fn code_of(kind: ErrorKind) -> i32 {
     }
 }
 
-fn oom() -> Fail {
-    fail(OI_ERR_OUT_OF_MEMORY, c"cannot reserve memory for an image")
-}
-
 fn str_of(s: &CStr) -> OiStr {
     OiStr {
         data: s.as_ptr(),
@@ -759,7 +759,7 @@ fn describe(image: &Image<'_>, offset: Option<u64>) -> Described {
         size: image.size(),
         format: format_code(image.format),
         image_kind: u32::from(image.image_kind.code()),
-        name: cstring(&offload_image::target::image_name(image).to_string()),
+        name: cstring(&image_name(image).to_string()),
         offload_kind: cstring(image.offload_kind.name()),
         triple: cstring(&triple),
         target: cstring(&id.named_target().map(|t| t.to_string()).unwrap_or_default()),
@@ -804,94 +804,13 @@ fn counted<'a>(
     Ok(Box::new(Counting(c.decoder(options)?)))
 }
 
-/// An image of a streamed unit being kept while the stream runs.
-struct Keeping {
-    index: usize,
-    /// The device whose bytes fill it (every winner of an entry gets the same bytes).
-    owner: usize,
-    /// False if the reader already holds these bytes.
-    fill: bool,
-    bytes: Vec<u8>,
-}
-
 /// What a streaming selection hands back.
 struct Streamed {
     ids: Vec<String>,
     chosen: Vec<Option<usize>>,
     kept: Vec<(usize, Vec<u8>)>,
-}
-
-/// The sink of a streaming selection ([`State::stream`]): the image each device holds
-/// now, and the bytes of those the reader does not hold yet.
-struct Keeper {
-    /// Per device: the entry it holds now.
-    map: Vec<Option<usize>>,
-    keeping: Vec<Keeping>,
-    /// The entries whose bytes the reader holds already.
-    have: Vec<usize>,
-}
-
-impl Keeper {
-    fn new(devices: usize, have: Vec<usize>) -> Self {
-        Keeper {
-            map: vec![None; devices],
-            keeping: Vec::new(),
-            have,
-        }
-    }
-
-    /// Takes what the stream hands over.
-    fn take(&mut self, k: Kept<'_>) -> Result<(), Fail> {
-        match k {
-            Kept::Start {
-                device,
-                index,
-                size,
-            } => {
-                if let Some(m) = self.map.get_mut(device) {
-                    *m = Some(index);
-                }
-                if !self.keeping.iter().any(|k| k.index == index) {
-                    let fill = !self.have.contains(&index);
-                    let mut bytes = Vec::new();
-                    if fill {
-                        let n = usize::try_from(size).map_err(|_| oom())?;
-                        bytes.try_reserve_exact(n).map_err(|_| oom())?;
-                    }
-                    self.keeping.push(Keeping {
-                        index,
-                        owner: device,
-                        fill,
-                        bytes,
-                    });
-                }
-                // Images no device holds any more are dropped at once.
-                let map = &self.map;
-                self.keeping.retain(|k| map.contains(&Some(k.index)));
-            }
-            Kept::Bytes { device, bytes } => {
-                let current = self.map.get(device).copied().flatten();
-                if let Some(k) = self
-                    .keeping
-                    .iter_mut()
-                    .find(|k| Some(k.index) == current && k.owner == device && k.fill)
-                {
-                    k.bytes.try_reserve(bytes.len()).map_err(|_| oom())?;
-                    k.bytes.extend_from_slice(bytes);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The bytes kept: (entry index, bytes) of every image the reader did not hold.
-    fn into_kept(self) -> Vec<(usize, Vec<u8>)> {
-        self.keeping
-            .into_iter()
-            .filter(|k| k.fill)
-            .map(|k| (k.index, k.bytes))
-            .collect()
-    }
+    /// The whole stream was decoded and its hash checked.
+    verified: bool,
 }
 
 impl State {
@@ -1089,13 +1008,12 @@ impl State {
             .ok_or_else(|| fail(OI_ERR_INTERNAL, c"image bytes missing"))
     }
 
-    /// One pass over compressed bundle `c` of unit `u`: the choice for every device,
-    /// chosen images kept. `None` if the content cannot be streamed (text bundle,
-    /// overlapping payloads).
+    /// One pass over compressed unit `u` (`offload_image::choose_streaming_keeping`): the
+    /// choice for every device, chosen images the reader does not hold yet kept. `None` if
+    /// the content cannot be streamed (text bundle, overlapping payloads).
     fn stream(
         &mut self,
         u: usize,
-        c: CompressedBundle<'static>,
         devices: &[Device],
         options: &SelectOptions,
     ) -> Result<Option<Streamed>, Fail> {
@@ -1103,7 +1021,6 @@ impl State {
             .units
             .get(u)
             .ok_or_else(|| invalid(c"no unit with that index"))?;
-        let at = slot.unit.location.offset;
         let have: Vec<usize> = slot.images.as_ref().map_or_else(Vec::new, |v| {
             v.iter()
                 .enumerate()
@@ -1111,42 +1028,24 @@ impl State {
                 .map(|(i, _)| i)
                 .collect()
         });
-        let mut keeper = Keeper::new(devices.len(), have);
         let before = produced();
-        let (read, stats) = (&self.read, &mut self.stats);
-        let found = select_in_bundle(
-            &c,
-            read,
-            || {
-                let reader = c.reader(read)?;
-                stats.passes = stats.passes.saturating_add(1);
-                Ok::<_, Fail>(reader)
-            },
-            devices,
-            options,
-            true,
-            |k| keeper.take(k),
-        );
-        self.stats.decoded = self
-            .stats
-            .decoded
-            .saturating_add(produced().saturating_sub(before));
-        let found = match found {
-            Ok(f) => f,
-            Err(mut e) => {
-                if e.offset != OI_NO_OFFSET {
-                    e.offset = e.offset.saturating_add(at);
-                }
-                return Err(e);
-            }
-        };
-        let Some(found) = found else {
+        let found = choose_streaming_keeping(&slot.unit, devices, options, &self.read, |i| {
+            !have.contains(&i)
+        });
+        let decoded = produced().saturating_sub(before);
+        // A pass: the stream was read (its size is checked before a decoder is made).
+        if decoded > 0 || matches!(found, Ok(Some(_))) {
+            self.stats.passes = self.stats.passes.saturating_add(1);
+        }
+        self.stats.decoded = self.stats.decoded.saturating_add(decoded);
+        let Some(found) = found.map_err(Fail::from)? else {
             return Ok(None);
         };
         Ok(Some(Streamed {
             ids: found.table.entries().map(|e| e.id.to_string()).collect(),
-            chosen: found.chosen.iter().map(|k| k.map(|k| k.index)).collect(),
-            kept: keeper.into_kept(),
+            chosen: found.chosen,
+            kept: found.kept.into_iter().map(|k| (k.index, k.bytes)).collect(),
+            verified: found.verified,
         }))
     }
 
@@ -1191,19 +1090,11 @@ impl State {
             return Ok(vec![None; devices.len()]);
         }
         // The library's rule: a compressed bundle not yet open is streamed.
-        let plan = self
-            .units
-            .get(u)
-            .map(|s| match stream::plan(&s.unit, s.open.is_some()) {
-                Plan::Stream(c) => Some(*c),
-                Plan::Open => None,
-            });
-        if let Some(Some(c)) = plan {
-            match self.stream(u, c, devices, options) {
+        if self.units.get(u).is_some_and(|s| s.open.is_none()) {
+            match self.stream(u, devices, options) {
                 Ok(Some(s)) => {
                     if let Some(slot) = self.units.get_mut(u) {
-                        // With the hash verified the stream was read to its end.
-                        slot.checked |= self.read.verify_hash;
+                        slot.checked |= s.verified;
                     }
                     return self.keep_streamed(u, s);
                 }
@@ -1333,7 +1224,7 @@ fn read_options(o: Option<&OiReadOptions>) -> Result<ReadOptions, Fail> {
                 0 => Limits::DEFAULT.max_depth,
                 d => usize::try_from(d)
                     .unwrap_or(usize::MAX)
-                    .min(offload_image::container::MAX_DEPTH),
+                    .min(Limits::MAX_DEPTH),
             },
         };
     }
@@ -1374,21 +1265,19 @@ fn select_options(o: Option<&OiSelectOptions>) -> Result<SelectOptions, Fail> {
         select.strict = o.flags & OI_SELECT_STRICT != 0;
         let from_env = o.flags & OI_SELECT_CUDA_JIT_FROM_ENV != 0;
         let switches = if from_env {
-            offload_image::driver::JitSwitches::from_env(|name| {
+            JitSwitches::from_env(|name| {
                 std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
             })
         } else {
-            offload_image::driver::JitSwitches::default()
+            JitSwitches::default()
         };
-        select.cuda = offload_image::driver::CudaDriver {
-            version: (o.nvidia_driver_branch != 0).then_some(
-                offload_image::driver::DriverVersion {
-                    major: o.nvidia_driver_branch,
-                    minor: 0,
-                    patch: None,
-                },
-            ),
-            switches: offload_image::driver::JitSwitches {
+        select.cuda = CudaDriver {
+            version: (o.nvidia_driver_branch != 0).then_some(DriverVersion {
+                major: o.nvidia_driver_branch,
+                minor: 0,
+                patch: None,
+            }),
+            switches: JitSwitches {
                 force_ptx_jit: switches.force_ptx_jit
                     || o.flags & OI_SELECT_CUDA_FORCE_PTX_JIT != 0,
                 disable_ptx_jit: switches.disable_ptx_jit
@@ -2358,15 +2247,15 @@ pub unsafe extern "C" fn oi_validate(
                 decoders: Decoders::BUILTIN,
                 ..read_options(options.as_ref())?
             };
-            let found = offload_image::validate::validate(data, &read);
+            let found = validate(data, &read);
             let mut strings = Vec::with_capacity(found.len().saturating_mul(3));
             let mut findings = Vec::with_capacity(found.len());
             let mut worst = None;
             for f in &found {
                 let severity = match f.severity() {
-                    offload_image::validate::Severity::Note => OI_SEVERITY_NOTE,
-                    offload_image::validate::Severity::Warning => OI_SEVERITY_WARNING,
-                    offload_image::validate::Severity::Error => OI_SEVERITY_ERROR,
+                    Severity::Note => OI_SEVERITY_NOTE,
+                    Severity::Warning => OI_SEVERITY_WARNING,
+                    Severity::Error => OI_SEVERITY_ERROR,
                 };
                 worst = worst.max(Some(severity));
                 let (code, container, message) = (
