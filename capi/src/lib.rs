@@ -621,10 +621,12 @@ mod messages {
     /// Messages held.
     const ENTRIES: usize = 2048;
 
+    /// (bytes used, entries used, each entry's start and length without the NUL).
+    type Index = (usize, usize, [(u32, u32); ENTRIES]);
+
     struct Arena {
         bytes: UnsafeCell<[u8; BYTES]>,
-        /// (bytes used, entries used, each entry's start and length without the NUL).
-        index: Mutex<(usize, usize, [(u32, u32); ENTRIES])>,
+        index: Mutex<Index>,
     }
 
     // SAFETY: the bytes are written only under the lock, each byte once, before any
