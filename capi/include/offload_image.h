@@ -844,8 +844,9 @@ extern "C" {
  *
  * A damaged container costs its unit only: the reader keeps it as a unit without images
  * (`oi_reader_unit_status`, `oi_reader_damage`) and reads the others. Returns NULL on
- * failure (nothing in the data reads), with the reason in `*error` (when `error` is not
- * NULL).
+ * failure (nothing in the data reads; or `OI_ERR_KPACK_SPLIT` for a split library, whose
+ * code objects are in `.kpack` archives beside it, with `error->offset` at its first
+ * `HIPK` wrapper), with the reason in `*error` (when `error` is not NULL).
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -859,9 +860,10 @@ struct oi_reader *oi_reader_open(const uint8_t *data,
  * Opens a reader over the file at `path` (NUL-terminated), which it reads into memory
  * (not mapped: a file another process truncates or rewrites meanwhile cannot fault the
  * host process). Otherwise as `oi_reader_open`; `OI_ERR_IO` (with the errno in
- * `error->offset`) if the file cannot be opened or read, is not a regular file (a FIFO, a
- * device, a directory: `EINVAL`, without blocking on a FIFO), or changed size while it
- * was read (`EIO`); `OI_ERR_OUT_OF_MEMORY` if it does not fit in memory.
+ * `error->os_error` and the system's text for it in `error->os_message`) if the file cannot
+ * be opened or read, is not a regular file (a FIFO, a device, a directory: `EINVAL`,
+ * without blocking on a FIFO), or changed size while it was read (`EIO`);
+ * `OI_ERR_OUT_OF_MEMORY` if it does not fit in memory.
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -889,10 +891,12 @@ size_t oi_reader_unit_count(const struct oi_reader *reader);
 
 /**
  * Whether unit `unit` reads: `OI_OK`, or the error that makes it damaged (its container
- * does not read, or it does not open: a bad hash, a corrupt stream), with its offset in
- * `*error`. A damaged unit has no images and no selection (`found` 0); the other units
- * are unaffected. A compressed bundle that no call has decompressed yet is checked when
- * it is (`oi_reader_image_count` decompresses every one).
+ * does not read, or it does not open: a bad hash, a corrupt stream), with its offset and
+ * the unit (`index`) in `*error`. A damaged unit has no images and no selection (`found`
+ * 0); the other units are unaffected. Right from the first call: a compressed bundle that
+ * no call has decoded yet is decoded once here to check its stream and hash (nothing is
+ * kept; with `OI_READ_NO_VERIFY_HASH` it is not decoded here, and its damage is found by
+ * the call that reads it).
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -900,8 +904,9 @@ size_t oi_reader_unit_count(const struct oi_reader *reader);
 int32_t oi_reader_unit_status(const struct oi_reader *reader, size_t unit, struct oi_error *error);
 
 /**
- * The number of damages known: damaged units (`oi_reader_unit_status`) and errors of the
- * walk outside any unit, after which it went on. 0 for a NULL reader.
+ * The number of damages: damaged units (`oi_reader_unit_status`, which checks each unit
+ * as it does) and errors of the walk outside any unit, after which it went on. 0 for a
+ * NULL reader.
  *
  * # Safety
  * `reader` must be NULL or an open reader.
@@ -910,7 +915,8 @@ size_t oi_reader_damage_count(const struct oi_reader *reader);
 
 /**
  * Damage `index` (in offset order, below `oi_reader_damage_count`): returns its error
- * code and fills `*error` with it and its offset.
+ * code and fills `*error` with it, its offset and, for a damaged unit, the unit
+ * (`error->index`; `OI_NO_INDEX` for an error of the walk outside any unit).
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -979,13 +985,18 @@ int32_t oi_reader_image_data(const struct oi_reader *reader,
  *
  * Writes `results[unit * n_targets + t]`; `capacity` must be at least
  * `oi_reader_unit_count(reader) * n_targets` (else `OI_ERR_BUFFER_TOO_SMALL`, nothing
- * done; `error->offset` is the number needed). `options` may be NULL. Returns `OI_OK` if
- * every pair has an image, `OI_NO_MATCH` if some has none, or an error (a bad target:
- * `OI_ERR_INVALID_ID` with its position in `error->offset`; more than 65,536 targets:
- * `OI_ERR_INVALID_ARGUMENT` with `n_targets` in `error->offset`, checked before anything is
- * read or allocated), after which the contents of
- * `results` are unspecified. Selecting again for other devices streams the compressed
- * bundles again; what earlier calls handed out stays valid.
+ * done; `error->count` is the number needed). `options` may be NULL.
+ *
+ * Returns `OI_OK` if every pair has an image, `OI_NO_MATCH` if some has none, and
+ * `OI_PARTIAL` if some unit is damaged (its container, its compressed stream or its hash
+ * does not read; found by this call or earlier): every unit's results are written, the
+ * damaged unit's with `found` 0, and `*error` holds the first damaged unit's status
+ * (`code`), byte offset and unit (`index`); the other units are chosen in as if it were
+ * not there. Otherwise an error, after which the contents of `results` are unspecified: a
+ * bad target (`OI_ERR_INVALID_ID` with its position in `error->index`), more than 65,536
+ * targets (`OI_ERR_INVALID_ARGUMENT` with `n_targets` in `error->count`, checked before
+ * anything is read or allocated), out of memory. Selecting again for other devices streams
+ * the compressed bundles again; what earlier calls handed out stays valid.
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
