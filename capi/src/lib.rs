@@ -2346,7 +2346,7 @@ pub unsafe extern "C" fn oi_validation_finding(
             let f = *v
                 .findings
                 .get(index)
-                .ok_or_else(|| invalid(c"finding index out of range"))?;
+                .ok_or_else(|| invalid(c"finding index out of range").index(index))?;
             store(finding, f);
             Ok(OI_OK)
         })
