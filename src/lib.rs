@@ -99,6 +99,7 @@ extern crate std;
 pub mod bundle;
 mod bytes;
 pub mod ccob;
+mod compressed;
 pub mod container;
 pub mod decompress;
 pub mod doctor;
@@ -110,6 +111,7 @@ pub mod image;
 pub mod kpack;
 pub mod nvfatbin;
 pub mod offload_binary;
+mod options;
 #[cfg(feature = "write")]
 pub mod prune;
 pub mod raw;
@@ -128,6 +130,7 @@ pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent,
 pub use driver::{CudaDriver, DriverVersion, JitSwitches};
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Checked, Encoded, Format, Image, ImageKind, OffloadKind};
+pub use options::{Limits, ReadOptions};
 pub use select::{
     check, choose, explain, select, Candidate, Choice, KindFilter, Loss, Policy, RankKey,
     Rejection, SelectOptions, Selection, Verdict,
@@ -135,88 +138,3 @@ pub use select::{
 pub use stream::{choose_streaming, choose_streaming_keeping, KeptImage, StreamChoice};
 pub use target::{identify, image_name, Device, Identity, Target, TargetId};
 pub use validate::{validate, Code as FindingCode, Finding, Severity};
-
-/// Resource limits applied while reading untrusted bytes: part of the API contract.
-///
-/// The defaults are generous for real files (the largest real bundles hold a few hundred
-/// MB of code and a handful of entries) and keep hostile input from exhausting memory or
-/// time. Every limit is checked before anything is allocated for what it bounds:
-///
-/// | limit | what it bounds | default | refused with |
-/// |---|---|---|---|
-/// | [`max_decompressed_size`](Limits::max_decompressed_size) | the content of one `CCOB`; all compressed OffloadBinaries of one unit together; all compressed entries of one NVIDIA fatbinary together | 1 GiB | [`ErrorKind::LimitExceeded`] at the field that claims the size |
-/// | [`max_entries`](Limits::max_entries) | entries of a bundle, text bundle, OffloadBinary or fatbinary; strings per entry; binaries in a sequence; containers in one section; offload-entry tables, and entries bound from them to all registered units together | 65 536 | [`ErrorKind::LimitExceeded`] at the count field (or the table) |
-/// | [`max_id_len`](Limits::max_id_len) | bundle entry IDs; NUL-terminated OffloadBinary strings | 4 KiB | [`ErrorKind::LimitExceeded`] |
-/// | [`max_depth`](Limits::max_depth) | archive in archive in ELF section ... (hard cap [`container::MAX_DEPTH`] = 8) | 6 | [`ErrorKind::LimitExceeded`] |
-///
-/// A header's claim is never trusted for allocation: a declared decompressed size is also
-/// checked against what the payload could produce at most (zlib 1032:1, zstd 32768:1), and
-/// the output grows only as the stream really produces bytes, up to the declared size (a
-/// longer stream is [`ErrorKind::SizeMismatch`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest decompressed size accepted (compressed bundles, compressed OffloadBinaries).
-    /// Checked against the header's claim before anything is allocated.
-    pub max_decompressed_size: u64,
-    /// Most entries in one bundle, OffloadBinary or sequence; most strings per entry.
-    pub max_entries: u64,
-    /// Longest bundle entry ID.
-    pub max_id_len: u64,
-    /// Deepest nesting of containers (archive → ELF → section → bundle, ...).
-    pub max_depth: usize,
-}
-
-impl Limits {
-    /// The default limits: 1 GiB decompressed, 65 536 entries, 4 KiB IDs, depth 6.
-    pub const DEFAULT: Limits = Limits {
-        max_decompressed_size: 1 << 30,
-        max_entries: 1 << 16,
-        max_id_len: 4096,
-        max_depth: 6,
-    };
-
-    /// The hard cap on [`Limits::max_depth`]: containers nest at most this deep whatever
-    /// the limits say.
-    pub const MAX_DEPTH: usize = container::MAX_DEPTH;
-
-    /// No limits beyond the size of the data (depth is still capped at
-    /// [`container::MAX_DEPTH`]).
-    pub const UNLIMITED: Limits = Limits {
-        max_decompressed_size: u64::MAX,
-        max_entries: u64::MAX,
-        max_id_len: u64::MAX,
-        max_depth: container::MAX_DEPTH,
-    };
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits::DEFAULT
-    }
-}
-
-/// Options for reading containers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReadOptions {
-    /// Resource limits.
-    pub limits: Limits,
-    /// Verify the truncated MD5 of decompressed bundles (default: on; costs an MD5 pass).
-    pub verify_hash: bool,
-    /// The caller's decoders for compressed bundles (default: the built-in ones).
-    pub decoders: ccob::Decoders,
-    /// Refuse bytes between containers that are neither zero padding nor a container
-    /// (default: off, they are skipped and reported in [`Unit::skipped`]; `FORMATS.md`
-    /// §2.4).
-    pub strict: bool,
-}
-
-impl Default for ReadOptions {
-    fn default() -> Self {
-        ReadOptions {
-            limits: Limits::DEFAULT,
-            verify_hash: true,
-            decoders: ccob::Decoders::BUILTIN,
-            strict: false,
-        }
-    }
-}

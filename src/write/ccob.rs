@@ -287,7 +287,7 @@ pub fn compress(data: &[u8], options: &CcobOptions) -> Result<Vec<u8>, Error> {
 mod tests {
     use super::*;
     use crate::ccob::CompressedBundle;
-    use crate::ReadOptions;
+    use crate::options::ReadOptions;
 
     /// The libzstd and zlib codecs write standard streams that the library's pure-Rust
     /// decoders read back, with the header fields LLVM computes; the level reaches libzstd
