@@ -49,8 +49,8 @@ impl Codec {
 
 /// A decoder of one compressed stream, read front to back into caller buffers.
 ///
-/// The crate implements it for zlib ([`ZlibStream`], miniz_oxide with a 32 KiB window) and
-/// zstd ([`ZstdStream`], ruzstd); a program with `std` can implement it over a faster
+/// The crate implements it for zlib (`ZlibStream`, miniz_oxide with a 32 KiB window) and
+/// zstd (`ZstdStream`, ruzstd); a program with `std` can implement it over a faster
 /// decoder (`loader-sim` does over C libzstd). [`crate::ccob::ContentReader`] drives it.
 pub trait Decompressor {
     /// Decompresses the next bytes into `out` and returns how many it wrote. `Ok(0)` with
@@ -124,7 +124,7 @@ impl CompressionMethod {
         }
     }
 
-    /// The codec ([`crate::decompress`]).
+    /// The codec.
     pub const fn codec(self) -> Codec {
         match self {
             CompressionMethod::Zlib => Codec::Zlib,

@@ -16,15 +16,15 @@ use crate::error::Result;
 ///
 /// | limit | what it bounds | default | refused with |
 /// |---|---|---|---|
-/// | [`max_decompressed_size`](Limits::max_decompressed_size) | the content of one `CCOB`; all compressed OffloadBinaries of one unit together; all compressed entries of one NVIDIA fatbinary together | 1 GiB | [`ErrorKind::LimitExceeded`] at the field that claims the size |
-/// | [`max_entries`](Limits::max_entries) | entries of a bundle, text bundle, OffloadBinary or fatbinary; strings per entry; binaries in a sequence; containers in one section; offload-entry tables, and entries bound from them to all registered units together | 65 536 | [`ErrorKind::LimitExceeded`] at the count field (or the table) |
-/// | [`max_id_len`](Limits::max_id_len) | bundle entry IDs; NUL-terminated OffloadBinary strings | 4 KiB | [`ErrorKind::LimitExceeded`] |
-/// | [`max_depth`](Limits::max_depth) | archive in archive in ELF section ... (hard cap [`Limits::MAX_DEPTH`] = 8) | 6 | [`ErrorKind::LimitExceeded`] |
+/// | [`max_decompressed_size`](Limits::max_decompressed_size) | the content of one `CCOB`; all compressed OffloadBinaries of one unit together; all compressed entries of one NVIDIA fatbinary together | 1 GiB | [`crate::ErrorKind::LimitExceeded`] at the field that claims the size |
+/// | [`max_entries`](Limits::max_entries) | entries of a bundle, text bundle, OffloadBinary or fatbinary; strings per entry; binaries in a sequence; containers in one section; offload-entry tables, and entries bound from them to all registered units together | 65 536 | [`crate::ErrorKind::LimitExceeded`] at the count field (or the table) |
+/// | [`max_id_len`](Limits::max_id_len) | bundle entry IDs; NUL-terminated OffloadBinary strings | 4 KiB | [`crate::ErrorKind::LimitExceeded`] |
+/// | [`max_depth`](Limits::max_depth) | archive in archive in ELF section ... (hard cap [`Limits::MAX_DEPTH`] = 8) | 6 | [`crate::ErrorKind::LimitExceeded`] |
 ///
 /// A header's claim is never trusted for allocation: a declared decompressed size is also
 /// checked against what the payload could produce at most (zlib 1032:1, zstd 32768:1), and
 /// the output grows only as the stream really produces bytes, up to the declared size (a
-/// longer stream is [`ErrorKind::SizeMismatch`]).
+/// longer stream is [`crate::ErrorKind::SizeMismatch`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Largest decompressed size accepted (compressed bundles, compressed OffloadBinaries).
@@ -101,7 +101,7 @@ pub type StreamDecoderFn =
 /// A caller's whole-content decoder ([`Decoders::whole`]): the content of `bundle`, checked
 /// as [`CompressedBundle::decompress`] checks it (declared size, trailing bytes, the hash
 /// when [`ReadOptions::verify_hash`] is set), with errors located relative to the bundle's
-/// start. [`ContentReader::read_to_vec`] does all of that over any [`Decompressor`].
+/// start. [`ContentReader::read_to_vec`](crate::read::ccob::ContentReader::read_to_vec) does all of that over any [`Decompressor`].
 pub type WholeDecoderFn = for<'a> fn(&CompressedBundle<'a>, &ReadOptions) -> Result<Vec<u8>>;
 
 /// The one place a caller plugs in faster decoders (C libzstd, a decoder on a second

@@ -17,7 +17,7 @@
 //! `zlib::compress` calls zlib's `compress2` at the level (zlib's default 6 unless set).
 //! Which payload a codec writes:
 //!
-//! * [`Codec::LibZstd`] and [`Codec::LibZlib`] (feature `llvm-compress`) make the same
+//! * `Codec::LibZstd` and `Codec::LibZlib` (feature `llvm-compress`) make the same
 //!   calls into the C libraries, through `zstd-safe` and `flate2`'s zlib backend, so the
 //!   payload is byte-identical to LLVM's *when both link the same library version*. By
 //!   default the feature builds the libraries' bundled sources (`zstd-sys`'s zstd 1.5.7,

@@ -219,7 +219,10 @@ fn the_checker_sees_a_back_edge() {
     assert!(step_of("write") > step_of("container"));
     // The crate root is the last step: a module using a name defined in `lib.rs` goes back.
     assert_eq!(step_of("lib"), ROAD.len() - 1);
-    assert!(ROAD.iter().take(ROAD.len() - 1).all(|s| !s.contains(&"lib".to_string())));
+    assert!(ROAD
+        .iter()
+        .take(ROAD.len() - 1)
+        .all(|s| !s.contains(&"lib".to_string())));
 }
 
 /// The workspace is cut by audience, and its crates depend on each other one way: the
