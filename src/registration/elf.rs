@@ -15,7 +15,7 @@ use object::LittleEndian as LE;
 use crate::bytes::u64_of;
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::{FileKind, HostFile};
-use crate::ReadOptions;
+use crate::options::ReadOptions;
 
 use super::abi::BIN_DESC_SIZE;
 use super::view::{AddressSpace, Descriptor};
