@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use offload_image::{choose, units, Device, ReadOptions, SelectOptions};
+use offload_image::{choose, units, Device, Loss, ReadOptions, SelectOptions};
 
 use crate::c_api::{compile_c_demo, json_lines, loader_sim, repo};
 use crate::common;
@@ -129,7 +129,7 @@ fn line<'a>(demo: &'a Demo, tag: &str) -> &'a [String] {
 }
 
 /// `oi_reason_name` of a loss, from the library's own value (its variant's name).
-fn kind_name(loss: &offload_image::select::Loss<'_>) -> String {
+fn kind_name(loss: &Loss<'_>) -> String {
     let debug = format!("{loss:?}");
     let Some(rejected) = debug.strip_prefix("Rejected(") else {
         assert!(debug.starts_with("Outranked("), "{debug}");
