@@ -1078,7 +1078,7 @@ impl<'data> Units<'data> {
         if archive.is_thin() {
             return if top {
                 Err(Error::new(
-                    ErrorKind::BadContainer,
+                    ErrorKind::Unsupported,
                     base,
                     "thin archive: its members are not stored in it",
                 ))

@@ -62,6 +62,7 @@ fn label(outcome: &str) -> &str {
         "invalid-id" => "id",
         "bad-container" => "container",
         "out-of-memory" => "oom",
+        "unsupported" => "unsup",
         other => other,
     }
 }
