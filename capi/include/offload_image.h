@@ -188,6 +188,12 @@
 #define OI_ERR_KPACK_SPLIT 20
 
 /**
+ * A valid file of a kind this library does not read (a big-endian or 32-bit host ELF file,
+ * a PE file for another machine, a thin archive at the top level).
+ */
+#define OI_ERR_UNSUPPORTED 21
+
+/**
  * The major version of this library (`oi_version`), Cargo's version of the C API crate.
  */
 #define OI_VERSION_MAJOR 0

@@ -86,6 +86,9 @@ pub const OI_PARTIAL: i32 = 19;
 /// in it but in `.kpack` archives installed beside it (the HIP runtime's kpack loader reads
 /// them); `offset` is its first `HIPK` wrapper.
 pub const OI_ERR_KPACK_SPLIT: i32 = 20;
+/// A valid file of a kind this library does not read (a big-endian or 32-bit host ELF file,
+/// a PE file for another machine, a thin archive at the top level).
+pub const OI_ERR_UNSUPPORTED: i32 = 21;
 
 /// The major version of this library (`oi_version`), Cargo's version of the C API crate.
 pub const OI_VERSION_MAJOR: u32 = 0;
@@ -713,6 +716,7 @@ fn code_of(kind: ErrorKind) -> i32 {
         ErrorKind::InvalidId => OI_ERR_INVALID_ID,
         ErrorKind::BadContainer => OI_ERR_BAD_CONTAINER,
         ErrorKind::OutOfMemory => OI_ERR_OUT_OF_MEMORY,
+        ErrorKind::Unsupported => OI_ERR_UNSUPPORTED,
         _ => OI_ERR_INTERNAL,
     }
 }
@@ -2391,6 +2395,7 @@ pub extern "C" fn oi_status_name(code: i32) -> *const c_char {
         OI_ERR_IO => c"io",
         OI_PARTIAL => c"partial",
         OI_ERR_KPACK_SPLIT => c"kpack-split",
+        OI_ERR_UNSUPPORTED => c"unsupported",
         _ => c"unknown status",
     };
     name.as_ptr()
@@ -2466,11 +2471,29 @@ mod tests {
             ErrorKind::InvalidId,
             ErrorKind::BadContainer,
             ErrorKind::OutOfMemory,
+            ErrorKind::Unsupported,
         ] {
             // SAFETY: oi_status_name returns a static NUL-terminated string.
             let name = unsafe { CStr::from_ptr(oi_status_name(code_of(kind))) };
             assert_eq!(name.to_str().unwrap(), kind.name());
         }
+        // A code this library does not return is named as such (before: "internal").
+        for code in [-1, 22, 1000, i32::MIN] {
+            // SAFETY: as above.
+            let name = unsafe { CStr::from_ptr(oi_status_name(code)) };
+            assert_eq!(name.to_str().unwrap(), "unknown status", "{code}");
+        }
+        // SAFETY: as above.
+        let internal = unsafe { CStr::from_ptr(oi_status_name(OI_ERR_INTERNAL)) };
+        assert_eq!(internal.to_str().unwrap(), "internal");
+        // SAFETY: oi_reason_name returns a static NUL-terminated string.
+        let reason = |k| {
+            unsafe { CStr::from_ptr(oi_reason_name(k)) }
+                .to_str()
+                .unwrap()
+        };
+        assert_eq!(reason(OI_REASON_NVIDIA_RULE), "nvidia-rule");
+        assert_eq!(reason(27), "unknown reason");
     }
 
     // ---- the C API called as C calls it ----------------------------------------------
