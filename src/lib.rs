@@ -107,6 +107,12 @@
     )
 )]
 
+/// The README's code blocks, run as doc tests (its Rust example in a `main` returning
+/// `Box<dyn std::error::Error>`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
+
 extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
