@@ -23,12 +23,12 @@ use std::time::{Duration, Instant};
 
 use common::craft::*;
 use common::read_corpus;
+use offload_image::arch::{EntryId, Triple};
 use offload_image::container::UnitContent;
 use offload_image::registration::{
     descriptors, EntryTable, HostFile, Registry, RegistryOptions, SimulatedDevice,
 };
 use offload_image::select::{check, Verdict};
-use offload_image::target::{EntryId, Triple};
 use offload_image::{
     for_each_unit, identify, select, Device, Error, Image, Policy, ReadOptions, SelectOptions,
 };
