@@ -20,7 +20,7 @@
 //!   byte-identical to LLVM 22's tools.
 //! * **The tools' layer** (feature `tools`): the modules `loader-sim`, the drop-in LLVM tools
 //!   and the tests build on — the simulated runtime's registry and the runtime records
-//!   (`registration`), host files (`host`, `split`), judging a library for devices
+//!   (`registration`), host files (`host`, with kpack's host side in `host::kpack`), judging a library for devices
 //!   (`doctor`), pruning (`prune`, with `write`), the driver and target tables (`driver`,
 //!   `arch`), and the per-format and unified modules whole (`bundle`, `ccob`, `container`,
 //!   `image`, `select`, `stream`, ...). Not a stable plugin API: without the feature these
@@ -160,7 +160,6 @@ tools_layer! {
     host;
     image;
     select;
-    split;
     arch;
     stream;
     validate;

@@ -258,7 +258,7 @@ pub fn validate_for_driver(
     // A split library: every `HIPK` wrapper's ref record must read (`KPACK.md` §3).
     if data.starts_with(crate::raw::ELF_MAGIC) || data.starts_with(b"MZ") {
         if let Ok(host) = crate::host::HostFile::parse(data) {
-            for (i, w) in crate::split::split_wrappers(&host).iter().enumerate() {
+            for (i, w) in crate::host::kpack::split_wrappers(&host).iter().enumerate() {
                 if let Err((code, e)) = w {
                     let mut f = Finding::error(&format!("wrapper {i}"), e);
                     f.message

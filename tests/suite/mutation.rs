@@ -878,7 +878,7 @@ fn exercise(data: &[u8]) -> Result<usize, Error> {
     stream_select(data);
     // A split host: every `HIPK` wrapper's ref record, or its located error.
     if let Ok(host) = HostFile::parse(data) {
-        for w in offload_image::split::split_wrappers(&host) {
+        for w in offload_image::host::kpack::split_wrappers(&host) {
             match w {
                 Ok(w) => assert!(w.lookup_key.starts_with(w.reference.kernel_name)),
                 Err((_, e)) => assert!(e.offset() <= data.len() as u64, "{e}"),
