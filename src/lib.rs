@@ -20,9 +20,9 @@
 //!   byte-identical to LLVM 22's tools.
 //! * **The tools' layer** (feature `tools`): the modules `loader-sim`, the drop-in LLVM tools
 //!   and the tests build on — the simulated runtime's registry and the runtime records
-//!   (`registration`), host files (`host`, `split`), judging a library for devices
+//!   (`registration`), host files (`host`, with kpack's host side in `host::kpack`), judging a library for devices
 //!   (`doctor`), pruning (`prune`, with `write`), the driver and target tables (`driver`,
-//!   `target`), and the per-format and unified modules whole (`bundle`, `ccob`, `container`,
+//!   `arch`), and the per-format and unified modules whole (`bundle`, `ccob`, `container`,
 //!   `image`, `select`, `stream`, ...). Not a stable plugin API: without the feature these
 //!   modules are private to the crate.
 //!
@@ -107,6 +107,12 @@
     )
 )]
 
+/// The README's code blocks, run as doc tests (its Rust example in a `main` returning
+/// `Box<dyn std::error::Error>`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
+
 extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
@@ -154,9 +160,8 @@ tools_layer! {
     host;
     image;
     select;
-    split;
+    arch;
     stream;
-    target;
     validate;
 }
 #[cfg(feature = "tools")]
@@ -170,6 +175,7 @@ pub mod registration;
 pub mod write;
 
 // The plugin tier.
+pub use arch::{identify, image_name, Device, Identity, Target, TargetId};
 pub use compressed::{CompressedBundle, CompressionMethod, Decompressor};
 pub use container::{units, Damage, Location, OpenUnit, PathElem, Unit, UnitContent, Units};
 pub use driver::{CudaDriver, DriverVersion, JitSwitches};
@@ -178,7 +184,6 @@ pub use image::{Checked, Encoded, Format, Image, ImageKind, OffloadKind};
 pub use options::{Decoders, Limits, ReadOptions};
 pub use select::{choose, Choice, KindFilter, Loss, Policy, RankKey, Rejection, SelectOptions};
 pub use stream::{choose_streaming, choose_streaming_keeping, KeptImage, StreamChoice};
-pub use target::{identify, image_name, Device, Identity, Target, TargetId};
 pub use validate::{validate, Code as FindingCode, Finding, Severity};
 
 // The root names the tools' layer adds (what the root held before the tiers).

@@ -10,7 +10,7 @@
 //! `oi_reader_close`; error messages live in static storage (`messages`).
 //!
 //! The C API uses the library's root tier only (and `raw`), with one exception: finding
-//! the `HIPK` wrappers of a split library (`kpack_split`) uses `host` and `split`, for which
+//! the `HIPK` wrappers of a split library (`kpack_split`) uses `host` and `host::kpack`, for which
 //! the root has no name yet.
 //!
 //! Unsafe code: the helpers under "the unsafe boundary", each with its safety contract,
@@ -1346,7 +1346,7 @@ fn read_file(path: &std::path::Path) -> Result<Box<[u8]>, Fail> {
 /// The offset of the first `HIPK` wrapper when `data` is a split (kpack) host library.
 fn kpack_split(data: &[u8]) -> Option<u64> {
     let host = offload_image::host::HostFile::parse(data).ok()?;
-    offload_image::split::hipk_slots(&host)
+    offload_image::host::kpack::hipk_slots(&host)
         .first()
         .map(|slot| slot.offset)
 }

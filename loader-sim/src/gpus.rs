@@ -15,8 +15,8 @@ use std::path::Path;
 
 use offload_image::driver::DriverVersion;
 
-use offload_image::target::amdgpu::Processor;
-use offload_image::target::visible_devices;
+use offload_image::arch::amdgpu::Processor;
+use offload_image::arch::visible_devices;
 use offload_image::Device;
 
 use crate::Failure;

@@ -12,12 +12,12 @@
 
 use alloc::vec::Vec;
 
+use crate::arch::elf::{EM_AMDGPU, EM_CUDA};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
 use crate::offload_binary::{OffloadBinary, OffloadBinaryEntry};
 use crate::options::{Limits, ReadOptions};
 use crate::raw::ELF_MAGIC;
-use crate::target::elf::{EM_AMDGPU, EM_CUDA};
 use crate::{bundle, ccob, offload_binary};
 
 use super::abi::{

@@ -120,7 +120,7 @@ fn root_names(lib: &str) -> BTreeMap<String, String> {
     names
 }
 
-/// The top-level module a source file belongs to (`src/target/elf.rs` → `target`).
+/// The top-level module a source file belongs to (`src/arch/elf.rs` → `arch`).
 fn module_of(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).unwrap();
     let first = rel
@@ -184,7 +184,7 @@ fn no_module_uses_one_further_down_the_road() {
     for (from, to) in [
         ("container", "bundle"),
         ("image", "offload_binary"),
-        ("select", "target"),
+        ("select", "arch"),
         ("stream", "select"),
         ("registration", "select"),
         ("write", "ccob"),
