@@ -925,12 +925,12 @@ impl State {
         Ok(slot.damage)
     }
 
-    /// Checks every unit ([`State::check`]).
-    fn check_all(&mut self) -> Result<(), Fail> {
+    /// Checks every unit ([`State::check`]). A unit that cannot be checked for want of
+    /// memory is left unchecked: the damages known are still reported.
+    fn check_all(&mut self) {
         for u in 0..self.units.len() {
-            self.check(u)?;
+            let _ = self.check(u);
         }
-        Ok(())
     }
 
     /// Number of images of unit `u`, opening it if nothing else told.
@@ -1586,7 +1586,7 @@ pub unsafe extern "C" fn oi_reader_damage_count(reader: *const OiReader) -> usiz
     };
     catch_unwind(AssertUnwindSafe(|| {
         r.with(|s| {
-            s.check_all()?;
+            s.check_all();
             Ok(s.damages().len())
         })
         .unwrap_or(0)
@@ -1611,7 +1611,7 @@ pub unsafe extern "C" fn oi_reader_damage(
         boundary(error, || {
             let r = reader_ref(reader)?;
             r.with(|s| {
-                s.check_all()?;
+                s.check_all();
                 let d = s
                     .damages()
                     .get(index)
@@ -2640,6 +2640,43 @@ mod tests {
             oi_reader_close(r);
             oi_reader_close(sound);
         }
+    }
+
+    /// A good compressed bundle then one with a bad hash: the damage is known from the
+    /// first call (each compressed unit decoded once to check it, nothing kept), and a
+    /// selection streams only the good one.
+    #[test]
+    fn damage_is_known_from_the_first_call() {
+        let mut bytes = corpus("compressed/hip_6arch.zstd.ccob");
+        let good = bytes.len() as u64;
+        bytes.extend(corpus("malformed/ccob_bad_hash.ccob"));
+        let r = open(&bytes, 0).unwrap();
+        // SAFETY: a valid reader and out pointers.
+        unsafe {
+            assert_eq!(oi_reader_damage_count(r), 1);
+            let mut e = no_error();
+            assert_eq!(oi_reader_damage(r, 0, &mut e), OI_ERR_HASH_MISMATCH);
+            assert_eq!((e.offset, e.index), (good + 16, 1));
+            assert_eq!(oi_reader_unit_status(r, 0, &mut e), OI_OK);
+        }
+        assert_eq!(
+            stats(r),
+            (2, 2 * 22368, 0),
+            "each unit decoded once, nothing held"
+        );
+        let (rc, out, e) = select(r, &["gfx906", "gfx1100"]);
+        assert_eq!(
+            (rc, e.code, e.offset, e.index),
+            (OI_PARTIAL, OI_ERR_HASH_MISMATCH, good + 16, 1)
+        );
+        assert_eq!((out[0].found, out[1].found), (1, 1));
+        assert_eq!((out[2].found, out[3].found), (0, 0));
+        assert_eq!(
+            stats(r),
+            (3, 3 * 22368, 3024 + 3536),
+            "the good unit streamed once"
+        );
+        close(r);
     }
 
     fn stats(r: *const OiReader) -> (u64, u64, u64) {
