@@ -21,7 +21,7 @@
 //! * **The tools' layer** (feature `tools`): the modules `loader-sim`, the drop-in LLVM tools
 //!   and the tests build on — the simulated runtime's registry and the runtime records
 //!   (`registration`), host files (`host`, with kpack's host side in `host::kpack`), judging a library for devices
-//!   (`doctor`), pruning (`prune`, with `write`), the driver and target tables (`driver`,
+//!   (`judge`), pruning (`prune`, with `write`), the driver and target tables (`driver`,
 //!   `arch`), and the per-format and unified modules whole (`bundle`, `ccob`, `container`,
 //!   `image`, `select`, `stream`, ...). Not a stable plugin API: without the feature these
 //!   modules are private to the crate.
@@ -165,7 +165,7 @@ tools_layer! {
     validate;
 }
 #[cfg(feature = "tools")]
-pub mod doctor;
+pub mod judge;
 #[cfg(all(feature = "tools", feature = "write"))]
 pub mod prune;
 #[cfg(feature = "tools")]

@@ -96,7 +96,7 @@ fn amd(dir: &Path, xnack: Option<bool>, env: Env<'_>, d: &mut Detection) {
             continue;
         };
         let device = match (device, processor) {
-            (Device::Amdgpu(t), Some(p)) => Device::Amdgpu(offload_image::doctor::overridden(t, p)),
+            (Device::Amdgpu(t), Some(p)) => Device::Amdgpu(offload_image::judge::overridden(t, p)),
             _ => *device,
         };
         d.devices.push(Found {

@@ -868,7 +868,7 @@ pub fn elf_len(data: &[u8]) -> Result<u64> {
             "ELF fat binary is not an AMDGPU or CUDA device object",
         ));
     }
-    crate::nvfatbin::elf64_len(data)
+    crate::bytes::elf64_len(data)
 }
 
 #[cfg(test)]

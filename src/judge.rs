@@ -26,7 +26,7 @@
 //!   judges it; with [`Judge::deep`], also the first bytes of every image).
 //!
 //! ```
-//! use offload_image::doctor::Coverage;
+//! use offload_image::judge::Coverage;
 //! use offload_image::{choose, units, Device, ReadOptions, SelectOptions};
 //!
 //! // A bundle of code for six processors, none of them a gfx1031.
@@ -745,7 +745,7 @@ pub enum Variant {
 /// `HSA_OVERRIDE_GFX_VERSION` would make it).
 ///
 /// ```
-/// use offload_image::doctor::{Probes, Variant};
+/// use offload_image::judge::{Probes, Variant};
 /// use offload_image::Device;
 ///
 /// let probes = Probes::new(&[Device::parse("gfx90a:xnack-")?], None);
