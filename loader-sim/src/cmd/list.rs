@@ -50,7 +50,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     }
     if records.is_empty() {
         // Code outside any container is all the file has: say so (issue 45).
-        if let Some(note) = offload_image::doctor::outside_note(input.bytes()) {
+        if let Some(note) = offload_image::judge::outside_note(input.bytes()) {
             eprintln!("{}: {note}", args.file.display());
         }
     }
