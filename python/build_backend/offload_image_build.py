@@ -148,7 +148,39 @@ def add_data(wheel: Path, exe: Path, shim: Path) -> None:
     os.replace(tmp, wheel)
 
 
+#: What the build says before it compiles: pip hides a build backend's output (its
+#: spinner, "Building wheel for offload-image (pyproject.toml) ...", is all a user sees
+#: unless ``pip install -v``), so the line also goes to the controlling terminal, which
+#: pip does not capture. The figures are docs/PYTHON.md's ("Build and install").
+NOTICE = (
+    "offload-image: compiling Rust (cargo build --release: the offload_image module, the "
+    "loader-sim command and its runtime shim). This takes about {minutes} on 2 cores "
+    "(longer on a busy machine), with no output from pip meanwhile; `pip install -v` "
+    "shows cargo's progress."
+)
+BUILD_MINUTES = "3 to 4 minutes"
+
+
+def _tell(message: str) -> None:
+    """Writes ``message`` where the user sees it while pip runs the build: the controlling
+    terminal when there is one (pip captures the backend's standard error and shows it only
+    with ``-v``), else standard error (build logs: ``pip -v``, ``python -m build``)."""
+    try:
+        tty = open("/dev/tty", "w")
+    except OSError:
+        tty = None
+    if tty is not None and not sys.stderr.isatty():
+        with tty:
+            tty.write("\n" + message + "\n")
+            tty.flush()
+        return
+    if tty is not None:
+        tty.close()
+    print(message, file=sys.stderr, flush=True)
+
+
 def _with_binaries(wheel_directory: str, build) -> str:
+    _tell(NOTICE.format(minutes=BUILD_MINUTES))
     # No debug information and no symbol table in the wheel (the dynamic symbols stay), as in
     # scripts/build-wheel.sh's; for cargo here and for maturin's cargo after it.
     os.environ.setdefault("CARGO_PROFILE_RELEASE_DEBUG", "false")
