@@ -48,22 +48,22 @@ def test_files_named_like_options(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     shutil.copy(BUNDLE, tmp_path / "-x.so")
     shutil.copy(BUNDLE, tmp_path / "--help")
-    want = offload_image.list(BUNDLE)
+    want = offload_image.list_images(BUNDLE)
     assert len(want) == 7
-    assert offload_image.list("-x.so") == want
-    assert offload_image.list("--help") == want
+    assert offload_image.list_images("-x.so") == want
+    assert offload_image.list_images("--help") == want
     assert offload_image.validate(["-x.so", "--help"]) == []
     chosen = offload_image.select("-x.so", "gfx90a:xnack-")
     assert [r["selected"] for r in chosen] == ["hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"]
     report = offload_image.prune("-x.so", "gfx906", "-y.out")
-    assert report[-1]["images_dropped"] == 5
+    assert report.summary.images_dropped == 5
     assert (tmp_path / "-y.out").stat().st_size < BUNDLE.stat().st_size
 
 
 def test_paths_as_bytes_and_path_objects():
-    want = offload_image.list(BUNDLE)
-    assert offload_image.list(os.fsencode(str(BUNDLE))) == want
-    assert offload_image.list(pathlib.PurePath(BUNDLE)) == want
+    want = offload_image.list_images(BUNDLE)
+    assert offload_image.list_images(os.fsencode(str(BUNDLE))) == want
+    assert offload_image.list_images(pathlib.PurePath(BUNDLE)) == want
     assert offload_image.validate([os.fsencode(str(BUNDLE)), BUNDLE]) == []
 
 
@@ -76,10 +76,10 @@ def test_a_file_name_that_is_not_utf8(tmp_path):
             f.write(BUNDLE.read_bytes())
     except OSError:
         pytest.skip("this file system refuses names that are not UTF-8")
-    want = offload_image.list(BUNDLE)
-    assert offload_image.list(name) == want
-    assert offload_image.list(os.fsdecode(name)) == want
-    assert offload_image.list(pathlib.Path(os.fsdecode(name))) == want
+    want = offload_image.list_images(BUNDLE)
+    assert offload_image.list_images(name) == want
+    assert offload_image.list_images(os.fsdecode(name)) == want
+    assert offload_image.list_images(pathlib.Path(os.fsdecode(name))) == want
     out = os.path.join(os.fsencode(str(tmp_path)), b"out\xff.bundle")
     offload_image.prune(name, "gfx906", out)
     assert os.path.getsize(out) < BUNDLE.stat().st_size
@@ -87,7 +87,7 @@ def test_a_file_name_that_is_not_utf8(tmp_path):
 
 def test_arguments_of_the_wrong_type_are_refused():
     with pytest.raises(TypeError):
-        offload_image.list(7)  # type: ignore[arg-type]
+        offload_image.list_images(7)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         offload_image.select(BUNDLE, [b"gfx90a"])  # type: ignore[list-item]
 
@@ -149,14 +149,23 @@ def test_every_user_string_is_data_property(monkeypatch):
     import random
 
     calls = []
-    monkeypatch.setattr(offload_image._native, "run", lambda argv: calls.append(list(argv)) or (0, ""))
+    # The command's closing records, which doctor and prune return apart.
+    closing = {
+        "doctor": '{"summary":true,"files_scanned":0,"libraries":0,"devices":0,"ok":0,"partial":0,'
+        '"none":0,"no_kernels":0,"outside":0,"damaged":0,"seconds":0.0}',
+        "prune": '{"file":"x","layout":"standalone","keep":[],"units":0,"units_emptied":0,'
+        '"images_kept":0,"images_dropped":0,"size_before":0,"size_after":0,"saved":0,"dry_run":false}',
+    }
+    monkeypatch.setattr(
+        offload_image._native, "run", lambda argv: calls.append(list(argv)) or (0, closing.get(argv[0], ""))
+    )
     rng = random.Random(38)
     for _ in range(400):
         calls.clear()
         (p, ps) = _random_path(rng)
         targets = [_random_text(rng) for _ in range(rng.randint(1, 3))]
         policy = _random_text(rng)
-        offload_image.list(p, sha256=rng.random() < 0.5, strict=rng.random() < 0.5)
+        offload_image.list_images(p, sha256=rng.random() < 0.5, strict=rng.random() < 0.5)
         _check(calls[-1], [ps], [])
         offload_image.select(p, targets, policy=policy, kind=None, explain=rng.random() < 0.5)
         _check(calls[-1], [ps], [("--policy", policy)] + [("--target", t) for t in targets])

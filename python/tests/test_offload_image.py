@@ -43,7 +43,7 @@ def test_installed_from_the_wheel():
 
 
 def test_list_gives_the_bytes_llvm_extracts(manifest):
-    records = offload_image.list(BUNDLE)
+    records = offload_image.list_images(BUNDLE)
     # The same records as the command's --json output.
     assert records == command("list", str(BUNDLE), "--json")[1]
     # Every entry, with the sha256 clang-offload-bundler's -unbundle gave (MANIFEST.jsonl).
@@ -55,7 +55,7 @@ def test_list_gives_the_bytes_llvm_extracts(manifest):
     assert len(want) == 7
     assert {r["entry_id"]: r["sha256"] for r in records} == want
     # Without hashes: the same entries, sha256 null.
-    bare = offload_image.list(BUNDLE, sha256=False)
+    bare = offload_image.list_images(BUNDLE, sha256=False)
     assert [r["entry_id"] for r in bare] == [r["entry_id"] for r in records]
     assert all(r["sha256"] is None for r in bare)
 
@@ -87,7 +87,7 @@ def test_errors_carry_kind_and_offset(tmp_path):
     cut = tmp_path / "cut.bundle"
     cut.write_bytes(BUNDLE.read_bytes()[:100])
     with pytest.raises(offload_image.Error) as e:
-        offload_image.list(cut)
+        offload_image.list_images(cut)
     assert e.value.kind == "truncated"
     assert e.value.offset is not None and 24 <= e.value.offset <= 100
     assert f"at byte {e.value.offset}" in e.value.message
@@ -105,7 +105,7 @@ def test_errors_carry_kind_and_offset(tmp_path):
         offload_image.select(BUNDLE, "gfx90a:xnack*")
     assert e.value.kind == "invalid-id"
     with pytest.raises(offload_image.Error) as e:
-        offload_image.list(tmp_path / "absent")
+        offload_image.list_images(tmp_path / "absent")
     assert e.value.kind is None and "cannot open" in e.value.message
     # Arguments the command does not take.
     with pytest.raises(offload_image.Error) as e:
@@ -145,18 +145,18 @@ def test_register_load_uses_the_shim_the_wheel_installed():
 def test_validate_reports_findings_with_offsets():
     damaged = CORPUS / "malformed" / "bundle_trunc_data.bundle"
     findings = offload_image.validate(damaged)
-    assert findings == command("validate", "--json", str(damaged))[1]
-    errors = [f for f in findings if f["severity"] == "error"]
+    assert [offload_image.as_dict(f) for f in findings] == command("validate", "--json", str(damaged))[1]
+    errors = [f for f in findings if f.severity == "error"]
     # The last entry runs past the end of the 21,368-byte file (MANIFEST.jsonl's mutation).
-    assert errors and errors[0]["code"] == "truncated"
+    assert errors and errors[0].code == "truncated"
     assert offload_image.validate(BUNDLE) == []
 
 
 def test_prune_writes_what_llvm_reads(tmp_path):
     out = tmp_path / "pruned.bundle"
     report = offload_image.prune(BUNDLE, "gfx90a:xnack-", out)
-    summary = report[-1]
-    assert summary["size_after"] == out.stat().st_size < BUNDLE.stat().st_size
+    summary = report.summary
+    assert summary.size_after == out.stat().st_size < BUNDLE.stat().st_size
     # LLVM's bundler lists the kept entries, and gives back the original bytes.
     bundler = shutil.which("clang-offload-bundler-22")
     assert bundler, "clang-offload-bundler-22 (scripts/setup.sh installs it)"
@@ -174,17 +174,17 @@ def test_prune_writes_what_llvm_reads(tmp_path):
     assert hashlib.sha256(got.read_bytes()).hexdigest() == want
     # A dry run writes nothing and reports the same sizes.
     dry = offload_image.prune(BUNDLE, ["gfx90a:xnack-"], dry_run=True)
-    assert dry[-1]["size_after"] == summary["size_after"] and dry[-1]["dry_run"] is True
+    assert dry.summary.size_after == summary.size_after and dry.summary.dry_run is True
 
 
 def test_doctor_on_a_real_wheel():
     wheel = external_file("nvidia-wheels", pattern="nvidia_curand_cu12-*.whl")
-    records = offload_image.doctor(wheel, ["sm_86", "sm_35"])
+    records = offload_image.doctor(wheel, ["sm_86", "sm_35"]).records
     # The command's records (the summary's timing aside).
-    assert records[:-1] == command(
+    assert [offload_image.as_dict(r) for r in records] == command(
         "doctor", "--json", str(wheel), "--target", "sm_86", "--target", "sm_35"
     )[1][:-1]
-    verdicts = {(r["member"].split("/")[-1], r["device"]): r["status"] for r in records[:-1]}
+    verdicts = {(r.member.split("/")[-1], r.device): r.status for r in records}
     # curand 10.3 has cubins from sm_50: everything loads on sm_86, nothing on sm_35.
     assert verdicts[("libcurand.so.10", "sm_86")] == "ok"
     assert verdicts[("libcurand.so.10", "sm_35")] == "none"
@@ -193,12 +193,12 @@ def test_doctor_on_a_real_wheel():
 def test_doctor_judges_compressed_entries_against_the_driver():
     # NVIDIA's fatbinary --compress-mode=size stores zstd entries: driver 550.54.14 or later.
     fatbin = CORPUS.parent / "nvfatbin" / "files" / "mixed.size.fatbin"
-    old = offload_image.doctor(fatbin, "sm_86", nvidia_driver="535.183.01")[0]
-    assert (old["status"], old["hints"][0]) == (
+    old = offload_image.doctor(fatbin, "sm_86", nvidia_driver="535.183.01").records[0]
+    assert (old.status, offload_image.as_dict(old.hints[0])) == (
         "none",
         {"kind": "driver", "env": None, "value": "550.54.14", "offload_arch": None, "safe": True},
     )
-    assert offload_image.doctor(fatbin, "sm_86", nvidia_driver="550.54.14")[0]["status"] == "ok"
+    assert offload_image.doctor(fatbin, "sm_86", nvidia_driver="550.54.14").records[0].status == "ok"
     with pytest.raises(offload_image.Error) as e:
         offload_image.doctor(fatbin, "sm_86", nvidia_driver="r550")
     assert e.value.kind == "usage"
@@ -214,7 +214,7 @@ def test_select_and_validate_follow_the_cuda_driver():
     assert "PTX ISA 9.1 needs a driver for CUDA 13.1 or later" in refused["runtime_note"]
     assert offload_image.select(fatbin, "sm_90")[0]["arch"] == "compute_90"
     findings = offload_image.validate(fatbin, nvidia_driver="580.159.04")
-    assert [f["code"] for f in findings] == ["ptx-too-new-for-driver"]
+    assert [f.code for f in findings] == ["ptx-too-new-for-driver"]
 
 
 def test_doctor_python_on_an_environment_with_a_gpu_wheel(tmp_path):
@@ -227,15 +227,15 @@ def test_doctor_python_on_an_environment_with_a_gpu_wheel(tmp_path):
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
         check=True,
     )
-    records = offload_image.doctor(targets=["sm_86", "sm_35"], python=python)
-    libs = [r for r in records[:-1] if r["file"].endswith("libcurand.so.10")]
-    assert {r["device"]: r["status"] for r in libs} == {"sm_86": "ok", "sm_35": "none"}
+    records = offload_image.doctor(targets=["sm_86", "sm_35"], python=python).records
+    libs = [r for r in records if r.file.endswith("libcurand.so.10")]
+    assert {r.device: r.status for r in libs} == {"sm_86": "ok", "sm_35": "none"}
     # Each library names the distribution whose RECORD lists it.
     version = wheel.name.split("-")[1]
-    assert {r["package"] for r in libs} == {f"nvidia-curand-cu12 {version}"}
+    assert {r.package for r in libs} == {f"nvidia-curand-cu12 {version}"}
     # The hint for the device it does not run on names that package.
-    failing = next(r for r in libs if r["device"] == "sm_35")
-    assert "nvidia-curand-cu12" in json.dumps(failing["hints"])
+    failing = next(r for r in libs if r.device == "sm_35")
+    assert "nvidia-curand-cu12" in json.dumps(offload_image.as_dict(failing)["hints"])
     # The command's table groups by distribution: PACKAGE is its first column.
     table = subprocess.run(
         ["loader-sim", "doctor", "--python", str(python), "--target", "sm_35"],
@@ -245,7 +245,7 @@ def test_doctor_python_on_an_environment_with_a_gpu_wheel(tmp_path):
     row = next(l for l in table if "libcurand.so.10" in l)
     assert row.startswith(f"nvidia-curand-cu12 {version} "), row
     # The command says the same.
-    assert records[:-1] == command(
+    assert [offload_image.as_dict(r) for r in records] == command(
         "doctor", "--json", "--python", str(python), "--target", "sm_86", "--target", "sm_35"
     )[1][:-1]
 
