@@ -123,14 +123,18 @@ pub mod validate;
 #[cfg(feature = "write")]
 pub mod write;
 
+pub use ccob::{CompressedBundle, CompressionMethod, Decoders, Decompressor};
 pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent, Units};
+pub use driver::{CudaDriver, DriverVersion, JitSwitches};
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Checked, Encoded, Format, Image, ImageKind, OffloadKind};
 pub use select::{
     check, choose, explain, select, Candidate, Choice, KindFilter, Loss, Policy, RankKey,
     Rejection, SelectOptions, Selection, Verdict,
 };
-pub use target::{identify, Device, Identity, Target, TargetId};
+pub use stream::{choose_streaming, choose_streaming_keeping, KeptImage, StreamChoice};
+pub use target::{identify, image_name, Device, Identity, Target, TargetId};
+pub use validate::{validate, Code as FindingCode, Finding, Severity};
 
 /// Resource limits applied while reading untrusted bytes: part of the API contract.
 ///
@@ -170,6 +174,10 @@ impl Limits {
         max_id_len: 4096,
         max_depth: 6,
     };
+
+    /// The hard cap on [`Limits::max_depth`]: containers nest at most this deep whatever
+    /// the limits say.
+    pub const MAX_DEPTH: usize = container::MAX_DEPTH;
 
     /// No limits beyond the size of the data (depth is still capped at
     /// [`container::MAX_DEPTH`]).

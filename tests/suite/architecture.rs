@@ -98,7 +98,8 @@ fn root_names(lib: &str) -> BTreeMap<String, String> {
         let (module, items) = rest[..end].split_once("::").expect("module path");
         let items = items.trim().trim_start_matches('{').trim_end_matches('}');
         for item in items.split(',') {
-            let name = item.trim();
+            // `Code as FindingCode`: the root name is the alias.
+            let name = item.trim().rsplit(" as ").next().unwrap_or("").trim();
             if !name.is_empty() {
                 names.insert(name.to_string(), module.trim().to_string());
             }
