@@ -267,7 +267,7 @@ class Unit:
         self.offset: int = d["offset"]
         self.format: str = d["format"]
         self.compressed: bool = d["compressed"]
-        self.skipped: Optional[Tuple[int, int]] = tuple(d["skipped"]) if d["skipped"] is not None else None  # type: ignore[assignment]
+        self.skipped: Optional[Tuple[int, int]] = tuple(d["skipped"]) if d["skipped"] is not None else None
         self.error: Optional[MalformedError] = file._error(d["error"]) if d["error"] is not None else None
         self.images: Tuple[Image, ...] = tuple(Image(self, i) for i in d["images"])
 

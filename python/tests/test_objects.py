@@ -15,7 +15,7 @@ import pathlib
 import shutil
 import subprocess
 import warnings
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -75,7 +75,7 @@ def test_in_place_bytes_are_a_view_of_the_mapping_or_the_buffer(tmp_path: pathli
     with offload_image.open(BUNDLE) as f:
         assert isinstance(f.mapping, mmap.mmap)
         image = f.units[0].choose("gfx90a:xnack-")[0].image
-        assert image is not None and image.in_place
+        assert image is not None and image.in_place and image.offset is not None
         data = image.data
         assert isinstance(data, memoryview) and data.readonly
         assert data.obj is f.mapping  # the file's mapping itself: no copy
@@ -290,7 +290,7 @@ def test_validate_and_prune_return_typed_records(tmp_path: pathlib.Path) -> None
 
 
 def test_star_import_leaves_the_builtins() -> None:
-    namespace: dict = {}
+    namespace: Dict[str, Any] = {}
     exec("from offload_image import *", namespace)
     assert "list" not in namespace and "open" in namespace
     exec("from offload_image import *\nresult = list('ab')", namespace)
@@ -300,7 +300,7 @@ def test_star_import_leaves_the_builtins() -> None:
         assert hasattr(offload_image, name), name
     # The old name still works, with a DeprecationWarning.
     with pytest.warns(DeprecationWarning):
-        assert offload_image.list(BUNDLE) == offload_image.list_images(BUNDLE)
+        assert getattr(offload_image, "list")(BUNDLE) == offload_image.list_images(BUNDLE)
 
 
 def test_warnings_go_through_warnings(tmp_path: pathlib.Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import sysconfig
 import venv
+from typing import Any, List, Tuple
 
 import pytest
 
@@ -21,7 +22,7 @@ from conftest import CORPUS, external_file
 BUNDLE = CORPUS / "bundles" / "hip_6arch.bundle"
 
 
-def command(*args: str) -> "tuple[int, list]":
+def command(*args: str) -> Tuple[int, List[Any]]:
     """The installed loader-sim command's JSON records and exit status."""
     exe = shutil.which("loader-sim")
     assert exe is not None, "the wheel puts loader-sim on PATH"
@@ -29,12 +30,14 @@ def command(*args: str) -> "tuple[int, list]":
     return p.returncode, [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
 
 
-def test_installed_from_the_wheel():
+def test_installed_from_the_wheel() -> None:
     # The module and the command come from the environment the wheel was installed into.
     here = pathlib.Path(offload_image.__file__).resolve()
     assert pathlib.Path(sysconfig.get_paths()["purelib"]).resolve() in here.parents
     scripts = pathlib.Path(sysconfig.get_paths()["scripts"]).resolve()
-    assert pathlib.Path(shutil.which("loader-sim")).resolve().parent == scripts
+    exe = shutil.which("loader-sim")
+    assert exe is not None
+    assert pathlib.Path(exe).resolve().parent == scripts
     assert (here.parent / "py.typed").exists()
     assert (here.parent / "_native.pyi").exists()
     assert offload_image.__version__ == subprocess.run(
@@ -42,7 +45,7 @@ def test_installed_from_the_wheel():
     ).stdout.split()[-1]
 
 
-def test_list_gives_the_bytes_llvm_extracts(manifest):
+def test_list_gives_the_bytes_llvm_extracts(manifest: List[Any]) -> None:
     records = offload_image.list_images(BUNDLE)
     # The same records as the command's --json output.
     assert records == command("list", str(BUNDLE), "--json")[1]
@@ -60,7 +63,7 @@ def test_list_gives_the_bytes_llvm_extracts(manifest):
     assert all(r["sha256"] is None for r in bare)
 
 
-def test_select_chooses_as_the_rules_say(manifest):
+def test_select_chooses_as_the_rules_say(manifest: List[Any]) -> None:
     records = offload_image.select(BUNDLE, ["gfx90a:xnack-", "gfx90a:xnack+", "gfx1201"])
     assert records == command(
         "select", str(BUNDLE), "--json", "--policy", "best",
@@ -82,7 +85,7 @@ def test_select_chooses_as_the_rules_say(manifest):
     assert (r["offset"], r["size"], r["sha256"]) == (entry["offset"], entry["size"], entry["sha256"])
 
 
-def test_errors_carry_kind_and_offset(tmp_path):
+def test_errors_carry_kind_and_offset(tmp_path: pathlib.Path) -> None:
     # A bundle cut inside its entry table: the library's kind and the byte offset.
     cut = tmp_path / "cut.bundle"
     cut.write_bytes(BUNDLE.read_bytes()[:100])
@@ -124,7 +127,7 @@ def test_errors_carry_kind_and_offset(tmp_path):
     assert e.value.kind is not None and e.value.offset is not None, e.value
 
 
-def test_register_load_uses_the_shim_the_wheel_installed():
+def test_register_load_uses_the_shim_the_wheel_installed() -> None:
     # librocrand's constructor registers its fat binary with the shim the wheel put in
     # <prefix>/lib: the code objects chosen at run time are those found statically.
     lib = external_file("unpacked", "usr", "lib", "x86_64-linux-gnu", "librocrand.so.1")
@@ -134,7 +137,9 @@ def test_register_load_uses_the_shim_the_wheel_installed():
     code_s, static = command("register", str(lib), "--json", *devices)
     code_d, loaded = command("register", "--load", str(lib), "--json", *devices)
     assert (code_s, code_d) == (0, 0)
-    pick = lambda rs: sorted((r["device"], r["selected"], r["sha256"]) for r in rs)
+    def pick(rs: List[Any]) -> List[Any]:
+        return sorted((r["device"], r["selected"], r["sha256"]) for r in rs)
+
     assert pick(loaded) == pick(static)
     assert {r["selected"] for r in loaded} == {
         "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
@@ -142,7 +147,7 @@ def test_register_load_uses_the_shim_the_wheel_installed():
     }
 
 
-def test_validate_reports_findings_with_offsets():
+def test_validate_reports_findings_with_offsets() -> None:
     damaged = CORPUS / "malformed" / "bundle_trunc_data.bundle"
     findings = offload_image.validate(damaged)
     assert [offload_image.as_dict(f) for f in findings] == command("validate", "--json", str(damaged))[1]
@@ -152,7 +157,7 @@ def test_validate_reports_findings_with_offsets():
     assert offload_image.validate(BUNDLE) == []
 
 
-def test_prune_writes_what_llvm_reads(tmp_path):
+def test_prune_writes_what_llvm_reads(tmp_path: pathlib.Path) -> None:
     out = tmp_path / "pruned.bundle"
     report = offload_image.prune(BUNDLE, "gfx90a:xnack-", out)
     summary = report.summary
@@ -177,20 +182,20 @@ def test_prune_writes_what_llvm_reads(tmp_path):
     assert dry.summary.size_after == summary.size_after and dry.summary.dry_run is True
 
 
-def test_doctor_on_a_real_wheel():
+def test_doctor_on_a_real_wheel() -> None:
     wheel = external_file("nvidia-wheels", pattern="nvidia_curand_cu12-*.whl")
     records = offload_image.doctor(wheel, ["sm_86", "sm_35"]).records
     # The command's records (the summary's timing aside).
     assert [offload_image.as_dict(r) for r in records] == command(
         "doctor", "--json", str(wheel), "--target", "sm_86", "--target", "sm_35"
     )[1][:-1]
-    verdicts = {(r.member.split("/")[-1], r.device): r.status for r in records}
+    verdicts = {((r.member or "").split("/")[-1], r.device): r.status for r in records}
     # curand 10.3 has cubins from sm_50: everything loads on sm_86, nothing on sm_35.
     assert verdicts[("libcurand.so.10", "sm_86")] == "ok"
     assert verdicts[("libcurand.so.10", "sm_35")] == "none"
 
 
-def test_doctor_judges_compressed_entries_against_the_driver():
+def test_doctor_judges_compressed_entries_against_the_driver() -> None:
     # NVIDIA's fatbinary --compress-mode=size stores zstd entries: driver 550.54.14 or later.
     fatbin = CORPUS.parent / "nvfatbin" / "files" / "mixed.size.fatbin"
     old = offload_image.doctor(fatbin, "sm_86", nvidia_driver="535.183.01").records[0]
@@ -204,7 +209,7 @@ def test_doctor_judges_compressed_entries_against_the_driver():
     assert e.value.kind == "usage"
 
 
-def test_select_and_validate_follow_the_cuda_driver():
+def test_select_and_validate_follow_the_cuda_driver() -> None:
     # A driver-oracle fatbinary: compute_90 PTX at ISA 9.1, then compute_86 at 8.8. Driver
     # 580.159.04 (CUDA 13.0) refused it with CUDA_ERROR_UNSUPPORTED_PTX_VERSION, and did not
     # fall back to the older PTX.
@@ -217,7 +222,7 @@ def test_select_and_validate_follow_the_cuda_driver():
     assert [f.code for f in findings] == ["ptx-too-new-for-driver"]
 
 
-def test_doctor_python_on_an_environment_with_a_gpu_wheel(tmp_path):
+def test_doctor_python_on_an_environment_with_a_gpu_wheel(tmp_path: pathlib.Path) -> None:
     # A fresh virtual environment with NVIDIA's curand wheel installed by pip.
     wheel = external_file("nvidia-wheels", pattern="nvidia_curand_cu12-*.whl")
     env = tmp_path / "env"
@@ -250,7 +255,7 @@ def test_doctor_python_on_an_environment_with_a_gpu_wheel(tmp_path):
     )[1][:-1]
 
 
-def test_doctor_without_a_gpu_asks_for_targets(tmp_path):
+def test_doctor_without_a_gpu_asks_for_targets(tmp_path: pathlib.Path) -> None:
     # No KFD topology and no NVML here: doctor says what it looked for.
     env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path))
     code = (
