@@ -103,7 +103,9 @@ class Image:
         name: how ``loader-sim list`` names it (the entry ID, or triple and target).
         offset: where its bytes are in the file, when stored there as they are; None
             when decoded (compressed bundle content, a compressed fatbinary entry).
-        size: its size in bytes (decoded).
+        size: its size in bytes: stored, or for a compressed entry as its header declares
+            (``loader-sim list --no-sha256``'s); ``len(data)`` is the decoded bytes' (a
+            compressed PTX entry's declared size may count a NUL that decoding drops).
     """
 
     __slots__ = (
