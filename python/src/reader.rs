@@ -13,7 +13,7 @@
 //! reader's bytes must not change under it.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use offload_image::{
     identify, image_name, units, CudaDriver, Device, DriverVersion, Error, Image, JitSwitches,
@@ -143,7 +143,7 @@ impl Drop for Data {
 /// One unit: opened, or why it does not open.
 enum Slot {
     Open(Box<OpenUnit<'static>>),
-    Damaged,
+    Damaged(Error),
 }
 
 /// What an open reader holds. Field order is drop order: the units borrow `data`.
@@ -155,9 +155,21 @@ struct Inner {
 }
 
 /// The library's view of one buffer (see the module documentation).
+///
+/// The lock is held only to take or clone the `Arc`, never while the GIL is released (a
+/// thread waiting for it with the GIL would otherwise block the one that holds it); a call
+/// in flight keeps what it reads alive through its clone, past a `close` meanwhile.
 #[pyclass(module = "offload_image._native", frozen)]
 pub struct Reader {
-    inner: Mutex<Option<Inner>>,
+    inner: Mutex<Option<Arc<Inner>>>,
+}
+
+impl Reader {
+    /// What the reader holds, or `ValueError` once closed.
+    fn inner(&self) -> PyResult<Arc<Inner>> {
+        let guard = self.inner.lock().map_err(|_| closed())?;
+        guard.as_ref().map(Arc::clone).ok_or_else(closed)
+    }
 }
 
 /// An error of the library as `(kind, offset, message, decompressed_offset)`.
@@ -354,28 +366,27 @@ impl Reader {
                 let unit: Unit<'static> = unit?;
                 slots.push(match unit.open(&options) {
                     Ok(open) => Slot::Open(Box::new(open)),
-                    Err(_) => Slot::Damaged,
+                    Err(e) => Slot::Damaged(e),
                 });
-                // The unit itself is kept inside the open one; a damaged one is described
+                // The unit itself is kept inside the open one; a damaged one is walked to
                 // again by `units`.
             }
             Ok(slots)
         });
         let slots = walked.map_err(|e| crate::ReadError::new_err(error_tuple(&e)))?;
         Ok(Reader {
-            inner: Mutex::new(Some(Inner {
+            inner: Mutex::new(Some(Arc::new(Inner {
                 slots,
                 options,
                 data,
-            })),
+            }))),
         })
     }
 
     /// The units, in discovery order: one dict each (`index`, `location`, `section`,
     /// `offset`, `format`, `skipped`, `error`, `images`).
     fn units<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let guard = self.inner.lock().map_err(|_| closed())?;
-        let inner = guard.as_ref().ok_or_else(closed)?;
+        let inner = self.inner()?;
         let out = PyList::empty(py);
         // The walk again for the units that did not open (allocation-free, no decoding).
         let walked: Vec<Unit<'static>> = units(inner.data.bytes(), &inner.options)
@@ -386,7 +397,7 @@ impl Reader {
             let d = PyDict::new(py);
             let unit = match slot {
                 Slot::Open(open) => open.unit(),
-                Slot::Damaged => unit,
+                Slot::Damaged(_) => unit,
             };
             d.set_item("index", unit.index)?;
             d.set_item("location", unit.location.to_string())?;
@@ -408,20 +419,7 @@ impl Reader {
                         images.append(image_dict(py, &image)?)?;
                     }
                 }
-                Slot::Damaged => {
-                    let error = match unit.damage() {
-                        Some(damage) => damage.error,
-                        None => match unit.open(&inner.options) {
-                            Err(e) => e,
-                            Ok(_) => Error::new(
-                                offload_image::ErrorKind::Malformed,
-                                unit.location.offset,
-                                "the unit did not open",
-                            ),
-                        },
-                    };
-                    d.set_item("error", error_tuple(&error))?;
-                }
+                Slot::Damaged(error) => d.set_item("error", error_tuple(error))?,
             }
             d.set_item("images", images)?;
             out.append(d)?;
@@ -437,8 +435,7 @@ impl Reader {
         unit: usize,
         image: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let guard = self.inner.lock().map_err(|_| closed())?;
-        let inner = guard.as_ref().ok_or_else(closed)?;
+        let inner = self.inner()?;
         let Some(Slot::Open(open)) = inner.slots.get(unit) else {
             return Err(PyValueError::new_err(format!("no open unit {unit}")));
         };
@@ -495,8 +492,7 @@ impl Reader {
                 })
             })
             .collect::<PyResult<Vec<Device>>>()?;
-        let guard = self.inner.lock().map_err(|_| closed())?;
-        let inner = guard.as_ref().ok_or_else(closed)?;
+        let inner = self.inner()?;
         let Some(Slot::Open(open)) = inner.slots.get(unit) else {
             return Err(PyValueError::new_err(format!("no open unit {unit}")));
         };
@@ -535,6 +531,7 @@ impl Reader {
     /// Releases the buffer and everything read from it; later calls raise `ValueError`.
     fn close(&self) {
         let taken = self.inner.lock().ok().and_then(|mut g| g.take());
+        // The buffer is released here, or when a call in flight ends.
         drop(taken);
     }
 
