@@ -319,3 +319,59 @@ def test_warnings_go_through_warnings(tmp_path: pathlib.Path, capfd: pytest.Capt
     with pytest.raises(offload_image.MalformedError):
         offload_image.open(odd, strict=True)
     assert capfd.readouterr() == ("", "")
+
+
+def test_mutated_files_raise_malformed_error_or_read(capfd: pytest.CaptureFixture[str]) -> None:
+    # Random byte flips and cuts of corpus files: every outcome is a read or an Error of
+    # the module (never another exception, a crash or output on standard error).
+    import random
+
+    rng = random.Random(44)
+    seeds = [BUNDLE, CCOB, NVFATBIN, CORPUS / "compressed" / "hip_6arch.zlib.ccob"]
+    outcomes = {"read": 0, "error": 0}
+    for _ in range(300):
+        data = bytearray(rng.choice(seeds).read_bytes())
+        for _ in range(rng.randint(1, 4)):
+            if rng.random() < 0.3:
+                del data[rng.randrange(len(data)) :]
+                if not data:
+                    data.append(0)
+            else:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        try:
+            with offload_image.open(bytes(data), damaged="keep") as f:
+                for image in f.images:
+                    if image.unit.error is None:
+                        hashlib.sha256(image.data).hexdigest()
+                f.choose(["gfx90a:xnack-", "sm_86"])
+            outcomes["read"] += 1
+        except offload_image.Error as e:
+            assert isinstance(e, ValueError) and e.offset is not None, repr(e)
+            outcomes["error"] += 1
+    assert outcomes["read"] > 0 and outcomes["error"] > 0, outcomes
+    assert capfd.readouterr() == ("", "")
+
+
+def test_choosing_in_threads_while_closing() -> None:
+    import threading
+
+    f = offload_image.open(CCOB)
+    errors: List[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(200):
+                f.choose(["gfx90a:xnack-", "gfx1100"])
+        except ValueError as e:  # closed meanwhile
+            assert "closed" in str(e)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    f.close()
+    for t in threads:
+        t.join(timeout=60)
+        assert not t.is_alive(), "a thread is stuck"
+    assert errors == []
