@@ -113,9 +113,12 @@ class _IsADirectory(FileError, IsADirectoryError):
     __doc__ = FileError.__doc__
 
 
+# Named as FileError's attributes (and found there by pickle): FileError.FileNotFound, ...
 for _cls, _name in ((_NotFound, "FileNotFound"), (_PermissionDenied, "PermissionDenied"), (_IsADirectory, "IsADirectory")):
-    _cls.__name__ = _cls.__qualname__ = f"FileError.{_name}"
+    _cls.__name__ = _name
+    _cls.__qualname__ = f"FileError.{_name}"
     _cls.__module__ = "offload_image"
+    setattr(FileError, _name, _cls)
 
 _BY_ERRNO: Dict[int, Type[FileError]] = {
     _errno.ENOENT: _NotFound,
