@@ -13,7 +13,7 @@ Prints the total and the count per top-level module; exits 1 when the total is a
 import argparse
 import json
 import sys
-from collections import Counter
+from collections import Counter, deque
 
 
 def main() -> int:
@@ -27,32 +27,19 @@ def main() -> int:
     index = doc["index"]
     root = str(doc["root"])
 
-    paths = doc.get("paths", {})
-    # The crate root's public modules: an item counts for the one it is defined in, or for
-    # "(root)" when it is defined in the root or in a private module and re-exported there.
-    top_modules = {
-        index[str(m)]["name"]
-        for m in index[root]["inner"]["module"]["items"]
-        if str(m) in index and "module" in index[str(m)]["inner"]
-    }
-
-    def top_of(i, inherited):
-        path = paths.get(i, {}).get("path")
-        if path and path[0] == doc["index"][root]["name"]:
-            return path[1] if len(path) > 2 and path[1] in top_modules else "(root)"
-        return inherited
-
     seen = set()
     per_module = Counter()
-    # (id, the top-level module its parent counts for)
-    todo = [(root, "(root)")]
+    # Breadth first from the root, so that an item counts for the first place it is reached
+    # from: the root itself ("(root)": its own items and re-exports), or one of the root's
+    # public modules (its name).
+    todo = deque([(root, None)])
 
     def push(i, top):
         if i is not None and str(i) in index and str(i) not in seen:
             todo.append((str(i), top))
 
     while todo:
-        i, top = todo.pop()
+        i, top = todo.popleft()
         if i in seen:
             continue
         seen.add(i)
@@ -62,19 +49,22 @@ def main() -> int:
         inner = item["inner"]
         kind = next(iter(inner))
         body = inner[kind]
-        top = top_of(i, top) if kind != "use" else top
         if kind == "impl":
             # The block itself is not counted; an inherent impl's members are.
             if body.get("trait") is None:
                 for m in body.get("items", []):
                     push(m, top)
             continue
-        per_module[top] += 1
+        per_module[top or "(root)"] += 1
         if kind == "module":
             for m in body.get("items", []):
-                push(m, top)
+                if i == root:
+                    child = index.get(str(m), {})
+                    push(m, child.get("name") if "module" in child.get("inner", {}) else None)
+                else:
+                    push(m, top)
         elif kind == "use":
-            push(body.get("id"), "(root)")
+            push(body.get("id"), top)
         elif kind == "struct":
             k = body.get("kind", {})
             if isinstance(k, dict):

@@ -31,12 +31,12 @@ use crate::nvfatbin::{self, Fatbin, FatbinEntries};
 use crate::offload_binary::{
     self, OffloadBinaries, OffloadBinary, OffloadBinaryEntries, OffloadBinaryIter,
 };
+use crate::options::ReadOptions;
 use crate::raw::{AR_MAGIC, AR_THIN_MAGIC, ELF_MAGIC, KPACK_MAGIC};
 use crate::text::{self, TextBundle, TextEntries};
-use crate::ReadOptions;
 
 /// Deepest nesting of containers (archive in archive in ELF ...) a path can record.
-pub const MAX_DEPTH: usize = 8;
+pub const MAX_DEPTH: usize = crate::options::Limits::MAX_DEPTH;
 
 pub use crate::host::elf::SHT_LLVM_OFFLOADING;
 /// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
@@ -440,7 +440,7 @@ impl<'a> Iterator for Images<'a> {
                 let (_, b) = binaries.next()?;
                 *current = if b.is_compressed() {
                     let inflated = owned.next()?;
-                    OffloadBinary::parse(inflated, &crate::Limits::UNLIMITED)
+                    OffloadBinary::parse(inflated, &crate::options::Limits::UNLIMITED)
                         .ok()
                         .map(|b| b.entries())
                 } else {
@@ -633,7 +633,7 @@ fn next_in_walk<'data>(
     pos: usize,
     index: usize,
     base: u64,
-    limits: &crate::Limits,
+    limits: &crate::options::Limits,
 ) -> Result<Option<(usize, u64, &'data [u8])>> {
     let Some(start) = bytes::skip_zeros(data, pos) else {
         return Ok(None);
@@ -1078,7 +1078,7 @@ impl<'data> Units<'data> {
         if archive.is_thin() {
             return if top {
                 Err(Error::new(
-                    ErrorKind::BadContainer,
+                    ErrorKind::Unsupported,
                     base,
                     "thin archive: its members are not stored in it",
                 ))

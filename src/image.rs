@@ -242,7 +242,7 @@ pub struct Image<'a> {
     /// The triple as stored (entry ID triple, or the OffloadBinary `triple` string).
     pub triple: Option<&'a str>,
     /// The target ID as stored (entry ID target, or the OffloadBinary `arch` string).
-    /// `None` for a bare ELF: derive it from the ELF header (`crate::target`).
+    /// `None` for a bare ELF: derive it from the ELF header (`crate::arch`).
     pub target_id: Option<&'a str>,
     /// The image kind: the OffloadBinary value, else sniffed from the bytes.
     pub image_kind: ImageKind,

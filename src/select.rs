@@ -98,11 +98,11 @@ use core::fmt;
 
 use crate::driver::{CudaDriver, PtxIsa, Refusal};
 use crate::image::{Image, OffloadKind};
-use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
-use crate::target::clr::{clr_generic_since, ClrSince};
-use crate::target::elf::AmdgpuElfProblem;
-use crate::target::nvptx::{ArchVariant, NvArch};
-use crate::target::{identify, Code, Device, Disagreement, Identity, Target, Triple};
+use crate::arch::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use crate::arch::clr::{clr_generic_since, ClrSince};
+use crate::arch::elf::AmdgpuElfProblem;
+use crate::arch::nvptx::{ArchVariant, NvArch};
+use crate::arch::{identify, Code, Device, Disagreement, Identity, Target, Triple};
 
 /// Which offload kinds a request accepts (`COMPATIBILITY.md` §1.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -1148,7 +1148,7 @@ impl Rejection<'_> {
     /// major version, or PTX).
     ///
     /// ```
-    /// use offload_image::{select::Rejection, target::amdgpu::Processor};
+    /// use offload_image::{select::Rejection, arch::amdgpu::Processor};
     ///
     /// let p = |n| Processor::by_name(n).unwrap();
     /// let far = Rejection::Processor { image: p("gfx1030"), device: p("gfx906") };

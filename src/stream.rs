@@ -25,9 +25,9 @@ use crate::bundle::BundleTable;
 use crate::ccob::{CompressedBundle, ContentReader, Decompressor};
 use crate::container::Unit;
 use crate::error::Error;
+use crate::options::{Limits, ReadOptions};
 use crate::select::{check, driver_refusal, RankKey, SelectOptions, Verdict};
-use crate::target::{identify_entry, Code, Device};
-use crate::{Limits, ReadOptions};
+use crate::arch::{identify_entry, Code, Device};
 
 /// How many leading bytes of an image [`crate::identify`] and [`crate::ImageKind::sniff`] read
 /// at most (the ELF header is 64 bytes; PTX detection looks at 256).
@@ -161,7 +161,7 @@ impl Leaders {
     /// for which it beats the best so far are left in `winners`.
     fn offer(
         &mut self,
-        identity: &crate::target::Identity<'_>,
+        identity: &crate::arch::Identity<'_>,
         index: usize,
         devices: &[Device],
         options: &SelectOptions,

@@ -490,7 +490,7 @@ fn describe(image: &Image<'_>, offset: Option<u64>) -> Described {
         size: image.size(),
         format: format_code(image.format),
         image_kind: u32::from(image.image_kind.code()),
-        name: cstring(&offload_image::target::image_name(image).to_string()),
+        name: cstring(&offload_image::arch::image_name(image).to_string()),
         offload_kind: intern(image.offload_kind.name()),
         triple: cstring(&triple),
         target: cstring(&id.named_target().map(|t| t.to_string()).unwrap_or_default()),

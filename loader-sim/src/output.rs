@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use offload_image::target::Code;
+use offload_image::arch::Code;
 use offload_image::{Identity, Image, Target};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -155,7 +155,7 @@ impl Damaged {
 
 /// How `list` and `select` name an image (`offload_image::image_name`).
 pub fn image_name(image: &Image<'_>) -> String {
-    offload_image::target::image_name(image).to_string()
+    offload_image::arch::image_name(image).to_string()
 }
 
 /// What an image holds, as `select` and `list` name it: `cubin` (an NVIDIA device ELF),

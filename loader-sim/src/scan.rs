@@ -17,8 +17,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use offload_image::container::UnitContent;
-use offload_image::doctor::{self, Gap};
 use offload_image::host::HostFile;
+use offload_image::judge::{self as doctor, Gap};
 use offload_image::ErrorKind;
 
 use crate::input::Input;
@@ -27,7 +27,7 @@ use crate::Failure;
 
 /// What one library (a file or a zip member) holds for every probe.
 pub struct Tally {
-    /// Units, and what each probe loads (see [`offload_image::doctor`]).
+    /// Units, and what each probe loads (see [`offload_image::judge`]).
     pub counts: doctor::Tally,
     /// The first problem reading the library.
     pub error: Option<String>,
@@ -140,7 +140,7 @@ fn is_zip(head: &[u8]) -> bool {
 
 /// Judges every unit of `data` (a file, or a zip member); `None` when it holds no device
 /// code and nothing is wrong with it. In a linked host file with HIP or CUDA fat-binary
-/// wrappers, the units are what the runtime registers (`offload_image::doctor`); otherwise
+/// wrappers, the units are what the runtime registers (`offload_image::judge`); otherwise
 /// those of the container walk.
 fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tally> {
     {

@@ -380,7 +380,7 @@ impl<'d> Elf64<'d> {
         let header = FileHeader64::<LE>::parse(data).map_err(elf_error(BAD_HEADER))?;
         if !header.is_little_endian() {
             return Err(Error::new(
-                ErrorKind::BadContainer,
+                ErrorKind::Unsupported,
                 5,
                 "only little-endian 64-bit host ELF files are supported",
             ));
@@ -389,9 +389,18 @@ impl<'d> Elf64<'d> {
             1 => FileKind::Relocatable,
             2 => FileKind::Executable,
             3 => FileKind::Shared,
-            _ => {
+            // ET_NONE: no file type at all.
+            0 => {
                 return Err(Error::new(
                     ErrorKind::BadContainer,
+                    16,
+                    "ELF file is not an object, executable or shared library",
+                ))
+            }
+            // A core file or an OS- or processor-specific type: valid, not a host file.
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
                     16,
                     "ELF file is not an object, executable or shared library",
                 ))

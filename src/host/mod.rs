@@ -22,6 +22,7 @@ use crate::error::Result;
 use crate::raw::ELF_MAGIC;
 
 pub mod elf;
+pub mod kpack;
 pub mod pe;
 
 pub use elf::HostElf;

@@ -284,7 +284,7 @@ impl<'d> PeSections<'d> {
         let machine = header.machine.get(LE).0;
         if machine != MACHINE_AMD64 && machine != MACHINE_ARM64 {
             return Err(err(
-                ErrorKind::BadContainer,
+                ErrorKind::Unsupported,
                 nt_at.saturating_add(4),
                 "PE machine is neither x86-64 nor AArch64",
             ));

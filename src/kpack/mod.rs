@@ -9,7 +9,7 @@
 //!
 //! * [`KpackArchive`]: the archive (header, TOC, blobs plain or one zstd frame per kernel);
 //! * [`HipkWrapper`] and [`KpackRef`]: the wrapper record and the ref record;
-//! * [`crate::split::split_wrappers`]: per `HIPK` wrapper of a host file, its ref record
+//! * [`crate::host::kpack::split_wrappers`]: per `HIPK` wrapper of a host file, its ref record
 //!   and TOC key;
 //! * [`candidate_paths`]: the archive paths the loader tries, in order, for a library
 //!   directory, the ref's search paths, the device's ISA names and the environment

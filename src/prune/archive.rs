@@ -11,9 +11,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+use crate::arch::Device;
 use crate::container::{units, PathElem};
 use crate::error::{ErrorKind, Result};
-use crate::target::Device;
 
 use super::layout;
 use super::pieces::{self, Piece};

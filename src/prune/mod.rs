@@ -107,8 +107,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+use crate::arch::Device;
 use crate::error::{Error, ErrorKind, Result};
-use crate::target::Device;
 use crate::write::WriteError;
 use crate::ReadOptions;
 
@@ -409,7 +409,7 @@ mod tests {
         for unit in crate::units(data, &options) {
             let open = unit.unwrap().open(&options).unwrap();
             for image in open.images() {
-                let name = crate::target::image_name(&image).to_string();
+                let name = crate::arch::image_name(&image).to_string();
                 out.push((name, image.decode(&options).unwrap().into_owned()));
             }
         }

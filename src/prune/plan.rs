@@ -6,6 +6,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+use crate::arch::{identify, image_name, Code, Device};
 use crate::bundle::Bundle;
 use crate::ccob::CompressedBundle;
 use crate::ccob::CompressionMethod;
@@ -15,7 +16,6 @@ use crate::image::{Image, OffloadKind};
 use crate::nvfatbin::Fatbin;
 use crate::offload_binary::{OffloadBinaries, OffloadBinary};
 use crate::select::{check, SelectOptions, Verdict};
-use crate::target::{identify, image_name, Code, Device};
 use crate::text::TextBundle;
 use crate::write::ccob::{CcobOptions, Codec, ZstdMode};
 use crate::write::offload_binary::OffloadImage;

@@ -12,12 +12,13 @@
 
 use alloc::vec::Vec;
 
+use crate::arch::elf::{EM_AMDGPU, EM_CUDA};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
 use crate::offload_binary::{OffloadBinary, OffloadBinaryEntry};
+use crate::options::{Limits, ReadOptions};
 use crate::raw::ELF_MAGIC;
-use crate::target::elf::{EM_AMDGPU, EM_CUDA};
-use crate::{bundle, ccob, offload_binary, Limits, ReadOptions};
+use crate::{bundle, ccob, offload_binary};
 
 use super::abi::{
     self, gpu_flags, omp_flags, RawBinDesc, RawDeviceImage, RawEntry, RawFatbinWrapper,
@@ -867,7 +868,7 @@ pub fn elf_len(data: &[u8]) -> Result<u64> {
             "ELF fat binary is not an AMDGPU or CUDA device object",
         ));
     }
-    crate::nvfatbin::elf64_len(data)
+    crate::bytes::elf64_len(data)
 }
 
 #[cfg(test)]

@@ -305,7 +305,7 @@ pub fn v2_to_vec(images: &[OffloadImage<'_>]) -> Result<Vec<u8>, Error> {
 mod tests {
     use super::*;
     use crate::offload_binary::OffloadBinary;
-    use crate::Limits;
+    use crate::options::Limits;
     use std::vec;
 
     #[test]

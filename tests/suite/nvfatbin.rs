@@ -386,8 +386,8 @@ fn libcurand_matches_cuobjdump() {
 /// reported (and the ELF header names the effective target), never silently preferred.
 #[test]
 fn entry_and_cubin_disagreement_is_reported() {
+    use offload_image::arch::Mismatch;
     use offload_image::identify;
-    use offload_image::target::Mismatch;
     let bytes = std::fs::read(dir().join("files/cubin_only.fatbin")).unwrap();
     let options = ReadOptions::default();
     let read = |b: &[u8]| -> Vec<(String, Option<Mismatch>, String)> {

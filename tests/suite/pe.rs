@@ -555,7 +555,7 @@ fn malformed_image_headers_are_refused_where_they_are_wrong() {
         (
             "i386 machine",
             patch(&|d| d[nt + 4..nt + 6].copy_from_slice(&0x14Cu16.to_le_bytes())),
-            ErrorKind::BadContainer,
+            ErrorKind::Unsupported,
             (nt + 4) as u64,
         ),
         (

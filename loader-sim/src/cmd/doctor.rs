@@ -15,7 +15,7 @@
 //! images are identified once and checked (`select::check`) against the real devices and
 //! all their variants, and a setting is offered only when its variant loads every unit.
 //!
-//! Units and reasons come from the library (`offload_image::doctor`): in a linked host file
+//! Units and reasons come from the library (`offload_image::judge`): in a linked host file
 //! with fat-binary wrappers the units are what the runtime registers (a refused wrapper,
 //! an unreadable fat binary or a unit without images loads nowhere), elsewhere those of
 //! the container walk; a library's reason is what most of its failing units lack, with the
@@ -33,14 +33,14 @@
 //! Speed and memory: what is scanned and how (files probed by their first bytes and
 //! mapped, wheels read member by member, pages dropped once judged) is `crate::scan`; how
 //! little of a compressed bundle is decoded (its entry table; with `--deep`, the first
-//! bytes of every image) is `offload_image::doctor::Judge`. Hashes of compressed bundles
+//! bytes of every image) is `offload_image::judge::Judge`. Hashes of compressed bundles
 //! are not verified.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use offload_image::doctor::{self, DriverVersion};
+use offload_image::judge::{self as doctor, DriverVersion};
 use offload_image::{Device, SelectOptions};
 use serde::Serialize;
 

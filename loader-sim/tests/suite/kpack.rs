@@ -298,9 +298,9 @@ fn run_env(cwd: &std::path::Path, args: &[&str], env: &[(String, String)]) -> st
 /// libraries' sections hold.
 #[test]
 fn split_hosts_read_as_the_runtime_reads_them() {
+    use offload_image::host::kpack::split_wrappers;
     use offload_image::host::HostFile;
     use offload_image::kpack::KpackRef;
-    use offload_image::split::split_wrappers;
     for (host, wrappers) in [("rocrand", 1), ("jax", 45)] {
         let data = split_host(host);
         let file = HostFile::parse(&data).unwrap();

@@ -6,8 +6,8 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::raw::ELF_MAGIC;
-use crate::target::amdgpu::{Feature, FeatureState, FeatureSupport, Processor, TargetId};
-use crate::target::nvptx::{ArchVariant, NvArch};
+use crate::arch::amdgpu::{Feature, FeatureState, FeatureSupport, Processor, TargetId};
+use crate::arch::nvptx::{ArchVariant, NvArch};
 
 /// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
 pub const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;

@@ -5,13 +5,13 @@ use core::fmt;
 
 use crate::error::Error;
 use crate::image::{Image, ImageKind, OffloadKind};
-use crate::target::amdgpu::{Feature, Subarch, TargetId};
-use crate::target::elf::{
+use crate::arch::amdgpu::{Feature, Subarch, TargetId};
+use crate::arch::elf::{
     AmdgpuElf, AmdgpuElfProblem, CudaElf, DeviceElf, ELFOSABI_AMDGPU_HSA, ELFOSABI_AMDGPU_MESA3D,
     ELFOSABI_AMDGPU_PAL,
 };
-use crate::target::nvptx::{ArchVariant, NvArch};
-use crate::target::Triple;
+use crate::arch::nvptx::{ArchVariant, NvArch};
+use crate::arch::Triple;
 
 /// A target as named by a container or an ELF header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

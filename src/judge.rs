@@ -26,7 +26,7 @@
 //!   judges it; with [`Judge::deep`], also the first bytes of every image).
 //!
 //! ```
-//! use offload_image::doctor::Coverage;
+//! use offload_image::judge::Coverage;
 //! use offload_image::{choose, units, Device, ReadOptions, SelectOptions};
 //!
 //! // A bundle of code for six processors, none of them a gfx1031.
@@ -54,6 +54,8 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::arch::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use crate::arch::{Code, Device, Identity};
 use crate::bundle::BundleTable;
 use crate::ccob::CompressedBundle;
 use crate::container::{units, Unit, UnitContent};
@@ -67,8 +69,6 @@ use crate::registration::FatbinWrapperView;
 use crate::select::SelectOptions;
 use crate::select::{Choice, Rejection, Verdict};
 use crate::stream::IDENTIFY_LEN;
-use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
-use crate::target::{Code, Device, Identity};
 use crate::ReadOptions;
 
 /// One unit as the runtime registers it from a linked host file's fat-binary wrapper.
@@ -745,7 +745,7 @@ pub enum Variant {
 /// `HSA_OVERRIDE_GFX_VERSION` would make it).
 ///
 /// ```
-/// use offload_image::doctor::{Probes, Variant};
+/// use offload_image::judge::{Probes, Variant};
 /// use offload_image::Device;
 ///
 /// let probes = Probes::new(&[Device::parse("gfx90a:xnack-")?], None);
@@ -1264,7 +1264,7 @@ fn stream_heads(c: &CompressedBundle<'_>, read: &ReadOptions) -> crate::Result<O
 /// The identity of a compressed bundle's entry from its entry ID alone, as comgr's code
 /// object lookup (which the HIP runtime uses) sees it: a code object for the stated target.
 pub fn identify_by_id(index: usize, id: &str, size: u64) -> Identity<'_> {
-    crate::target::identify_entry(index, id, &[], size)
+    crate::arch::identify_entry(index, id, &[], size)
 }
 
 /// What would make a library load on a device ([`hints`]).
