@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from . import _native
 from ._command import doctor, list, list_images, prune, run, select, validate
-from ._errors import Error, FileError, MalformedError, OffloadImageWarning, Record, UsageError
+from ._errors import Error, FileError, InterpreterError, MalformedError, OffloadImageWarning, Record, UsageError
 from ._objects import Choice, Device, File, Image, Loss, PathLike, Unit, open, open_path
 from ._records import (
     DoctorRecord,
@@ -76,6 +76,7 @@ __all__ = [
     "MalformedError",
     "FileError",
     "UsageError",
+    "InterpreterError",
     "OffloadImageWarning",
     "PathLike",
     "__version__",

@@ -15,7 +15,7 @@ import warnings
 from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _native
-from ._errors import _OS_ERROR, Error, Record, UsageError, file_error, from_failure, warn
+from ._errors import _OS_ERROR, Error, FileError, InterpreterError, Record, UsageError, file_error, from_failure, warn
 from ._objects import PathLike
 from ._records import DoctorRecord, DoctorReport, DoctorSummary, Finding, PrunedUnit, PruneReport, PruneSummary, _build
 
@@ -256,7 +256,9 @@ def doctor(
     With no ``paths``, the site-packages of ``python`` are scanned (default: this
     interpreter, ``sys.executable``), and each library names the distribution that owns
     it. With no ``targets``, the GPUs of this machine are detected (KFD, NVML); without a
-    GPU this raises :class:`UsageError` asking for ``targets=``. ``nvidia_driver``
+    GPU this raises :class:`UsageError` asking for ``targets=``; an interpreter that fails
+    (or that the command stops: it bounds the probe's time and output) raises
+    :class:`InterpreterError`, one that cannot be started a :class:`FileError`. ``nvidia_driver``
     (``"535.183.01"``) judges compressed NVIDIA entries against that driver (default:
     NVML's, when the GPUs are detected): zstd needs 550.54.14. Asking the interpreter
     ``python`` for its site-packages runs it (bounded in time and output by the command).
@@ -274,12 +276,21 @@ def doctor(
     if paths is not None:
         ps = [_path(p, "paths") for p in _many(paths)]
         args += ["--"] + ps
+    interpreter = None if paths is not None else _arg(python) if python is not None else sys.executable
     try:
-        records = _records(args, ps)[1]
+        records = _records(args, ps + ([interpreter] if interpreter else []))[1]
     except UsageError as e:
         if targets is None and "give --target" in e.message:
             e.message = e.message.replace("give --target TARGET", "give targets= (the command's --target TARGET)")
             e.args = (e.message,)
+        raise
+    except FileError:
+        raise
+    except Error as e:
+        # The interpreter asked for its site-packages failed (not: could not be started,
+        # which is the FileError above).
+        if interpreter is not None and e.message.startswith(interpreter + ": ") and e.offset is None:
+            raise InterpreterError(e.message, e.kind, None, e.records, filename=interpreter) from None
         raise
     body = [r for r in records if not r.get("summary")]
     summary = [r for r in records if r.get("summary")]

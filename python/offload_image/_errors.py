@@ -75,6 +75,13 @@ class UsageError(Error, ValueError):
     is ``"usage"``."""
 
 
+class InterpreterError(Error, RuntimeError):
+    """The interpreter :func:`doctor` asked for its site-packages (``python=``, default
+    ``sys.executable``) failed: it exited with an error or a signal, was stopped by the
+    command's bound on its time or output, or named no package directory. ``message`` says
+    which; ``filename`` is the interpreter."""
+
+
 class FileError(Error, OSError):
     """A file that cannot be opened or read: an ``OSError`` with ``errno``, ``strerror`` and
     ``filename``; the subclass is Python's for the errno (``FileNotFoundError``,

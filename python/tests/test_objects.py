@@ -375,3 +375,17 @@ def test_choosing_in_threads_while_closing() -> None:
         t.join(timeout=60)
         assert not t.is_alive(), "a thread is stuck"
     assert errors == []
+
+
+def test_doctor_on_an_interpreter_that_fails(tmp_path: pathlib.Path, capfd: pytest.CaptureFixture[str]) -> None:
+    failing = tmp_path / "python"
+    failing.write_text("#!/bin/sh\necho 'no such module' >&2\nexit 3\n")
+    failing.chmod(0o755)
+    with pytest.raises(offload_image.InterpreterError) as e:
+        offload_image.doctor(targets="sm_86", python=failing)
+    assert isinstance(e.value, RuntimeError) and e.value.filename == str(failing)
+    assert e.value.message.startswith(f"{failing}: ") and "interpreter" in e.value.message
+    # One that cannot be started is the OSError of why.
+    with pytest.raises(FileNotFoundError):
+        offload_image.doctor(targets="sm_86", python=tmp_path / "absent-python")
+    assert capfd.readouterr() == ("", "")
