@@ -101,8 +101,11 @@ def _images(args: Sequence[Any], paths: List[str]) -> List[Record]:
         return records
     for r in records:
         if r.get("note") == "damaged":
-            e = from_failure(r.get("message", "damaged"), r.get("error"), r.get("offset"), records, None)
-            e.filename = paths[0] if paths else None
+            # The message names the file, as the command's error line does.
+            message = r.get("message", "damaged")
+            if paths:
+                message = f"{paths[0]}: {message}"
+            e = from_failure(message, r.get("error"), r.get("offset"), records, paths)
             raise e
     raise Error("the command reported a problem", None, None, records)
 

@@ -225,6 +225,7 @@ def test_not_an_offload_file(tmp_path: pathlib.Path, capfd: pytest.CaptureFixtur
     with pytest.raises(ValueError) as e2:
         offload_image.list_images(junk)
     assert (e2.value.kind, e2.value.offset) == ("bad-magic", 0)  # type: ignore[attr-defined]
+    assert str(junk) in str(e2.value) and e2.value.filename == str(junk)  # type: ignore[attr-defined]
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
     with pytest.raises(offload_image.MalformedError):
