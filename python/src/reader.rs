@@ -507,7 +507,13 @@ impl Reader {
             d.set_item("compatible", choice.compatible)?;
             d.set_item("candidates", choice.candidates)?;
             let losses = PyList::empty(py);
-            for (index, loss) in choice.losses() {
+            // Every image with a verdict that is not the chosen one, in discovery order
+            // (`Choice::loss` by index: the same on both sides of `losses`' change).
+            let lost = choice
+                .verdicts
+                .iter()
+                .filter_map(|(i, _)| choice.loss(*i).map(|l| (*i, l)));
+            for (index, loss) in lost {
                 let kind = match &loss {
                     Loss::Rejected(r) => rejection_kind(r),
                     Loss::Outranked(_) => "outranked",
