@@ -281,7 +281,7 @@ fn workspace_crates_depend_one_way_and_confine_unsafe() {
         (
             "python/Cargo.toml",
             "offload-image-python",
-            &["loader-sim"],
+            &["offload-image", "loader-sim"],
             "python/src/lib.rs",
             true,
         ),
