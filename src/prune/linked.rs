@@ -13,7 +13,7 @@
 //!    unit is set to its new address: `R_*_RELATIVE` addends of `SHT_RELA` sections (and
 //!    the relocated word when it holds the address too), words that `SHT_REL`/`SHT_RELR`
 //!    relocations relocate, the pointer field of every wrapper
-//!    ([`crate::registration::abi::RawFatbinWrapper`]), and symbols defined in the
+//!    ([`crate::raw::FatbinWrapper`]), and symbols defined in the
 //!    section. A pointer into the middle of a unit, a symbolic relocation against the
 //!    section, or bytes between units that are not zero keep the file in place (3).
 //! 2. The freed bytes leave the file in multiples of the largest `PT_LOAD` alignment, so
@@ -64,7 +64,9 @@ use object::{LittleEndian as LE, U64};
 use crate::error::{ErrorKind, Result};
 use crate::host::elf::{Elf64, Encoding, RelocationKind};
 use crate::host::SectionRole;
-use crate::registration::abi::{RawFatbinWrapper, FATBIN_WRAPPER_SIZE};
+use crate::raw::{
+    FatbinWrapper, FATBIN_WRAPPER_SIZE, HIP_FATBIN_SECTION, NV_FATBIN_SECTION, NV_RELFATBIN_SECTION,
+};
 
 use super::pieces::{apply_patches, cut, hole_bytes, mapped, standalone, Patches, Piece};
 use super::plan::UnitPlan;
@@ -73,7 +75,13 @@ use super::{bad, diff, err, len64, u64_at};
 /// The sections of linked files whose containers are rewritten (compacted, or in place):
 /// AMD's bundles, NVIDIA's fatbinaries, and the relocatable fatbinaries of `nvcc -rdc`
 /// units (the device link's inputs, each pointed at by its version-1 wrapper).
-pub const FATBIN_SECTIONS: [&str; 3] = [".hip_fatbin", ".nv_fatbin", "__nv_relfatbin"];
+pub const FATBIN_SECTIONS: [&[u8]; 3] =
+    [HIP_FATBIN_SECTION, NV_FATBIN_SECTION, NV_RELFATBIN_SECTION];
+
+/// A section name of [`FATBIN_SECTIONS`] as text (they are ASCII).
+fn section_text(name: &'static [u8]) -> &'static str {
+    core::str::from_utf8(name).unwrap_or_default()
+}
 
 const PHDR_SIZE: u64 = core::mem::size_of::<ProgramHeader64<LE>>() as u64;
 const SYM_SIZE: u64 = core::mem::size_of::<Sym64<LE>>() as u64;
@@ -81,7 +89,7 @@ const DYN_SIZE: u64 = core::mem::size_of::<Dyn64<LE>>() as u64;
 const RELA_ADDEND: u64 = core::mem::offset_of!(object::elf::Rela64<LE>, r_addend) as u64;
 const SYM_VALUE: u64 = core::mem::offset_of!(Sym64<LE>, st_value) as u64;
 const SYM_SIZE_FIELD: u64 = core::mem::offset_of!(Sym64<LE>, st_size) as u64;
-const WRAPPER_POINTER: u64 = core::mem::offset_of!(RawFatbinWrapper, binary) as u64;
+const WRAPPER_POINTER: u64 = core::mem::offset_of!(FatbinWrapper, binary) as u64;
 
 /// A host ELF file with units to rewrite.
 pub(super) fn host_elf(
@@ -108,7 +116,7 @@ pub(super) fn host_elf(
     for p in plans {
         let in_fatbin = FATBIN_SECTIONS
             .iter()
-            .any(|s| p.location.strip_prefix("section ") == Some(s));
+            .any(|s| p.location.strip_prefix("section ").map(str::as_bytes) == Some(*s));
         if !in_fatbin && !p.dropped.is_empty() {
             return Err(bad(
                 p.range.start,
@@ -250,9 +258,10 @@ fn packings(
     let mut packs: Vec<Packing> = Vec::new();
     for (index, sh) in sections.iter().enumerate() {
         let name = sections.section_name(LE, sh).unwrap_or_default();
-        let Some(sname) = FATBIN_SECTIONS.iter().find(|s| s.as_bytes() == name) else {
+        let Some(sname) = FATBIN_SECTIONS.iter().find(|s| **s == name) else {
             continue;
         };
+        let sname = section_text(*sname);
         if let Some(k) = pack_section(data, plans, loads, index, sname, sh)? {
             packs.push(k);
         }
@@ -277,7 +286,7 @@ fn pack_section(
     // Relocatable device code with nothing to rewrite stays out of the packing, so
     // that its layout cannot keep the other sections from being compacted.
     let (start, len) = (sh.sh_offset(LE), sh.sh_size(LE));
-    if sname == "__nv_relfatbin"
+    if sname.as_bytes() == NV_RELFATBIN_SECTION
         && !plans.iter().any(|p| {
             p.is_rewritten() && start <= p.range.start && p.range.end <= start.saturating_add(len)
         })
@@ -498,7 +507,7 @@ fn wrapper_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::R
         let o = section.offset;
         for k in 0..len64(section.data.len()) / FATBIN_WRAPPER_SIZE {
             let at = o.saturating_add(k.saturating_mul(FATBIN_WRAPPER_SIZE));
-            let Ok(w) = crate::bytes::read::<RawFatbinWrapper>(data, at, "wrapper") else {
+            let Ok(w) = crate::bytes::read::<FatbinWrapper>(data, at, "wrapper") else {
                 break;
             };
             ptrs.repoint(

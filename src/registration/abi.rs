@@ -37,12 +37,10 @@ pub const ENTRY_SIZE: u64 = 56;
 pub const DEVICE_IMAGE_SIZE: u64 = 32;
 /// Size of `__tgt_bin_desc` (§1.7).
 pub const BIN_DESC_SIZE: u64 = 32;
-/// Size of the HIP/CUDA fat-binary wrapper (§4.1).
-pub const FATBIN_WRAPPER_SIZE: u64 = crate::raw::FATBIN_WRAPPER_SIZE;
 
-// The host reader walks wrapper sections and names entry tables with its own copies of
-// these numbers (it comes before this module).
-const _: () = assert!(crate::host::WRAPPER_SIZE == FATBIN_WRAPPER_SIZE);
+// The host reader names entry tables with its own copies of these numbers (it comes
+// before this module). The fat-binary wrapper is `crate::raw::FatbinWrapper`, its size
+// `crate::raw::FATBIN_WRAPPER_SIZE`.
 const _: () = assert!(crate::host::ENTRY_SECTIONS[0].1 == kind::OPENMP);
 const _: () = assert!(crate::host::ENTRY_SECTIONS[1].1 == kind::CUDA);
 const _: () = assert!(crate::host::ENTRY_SECTIONS[2].1 == kind::HIP);
@@ -244,14 +242,6 @@ pub struct AmdImageInfo {
     pub compile_opts: *mut c_char,
 }
 
-/// The HIP (`HIPF`) or CUDA (`0x466243B1`) fat-binary wrapper (24 bytes; §4.1, §5): the one
-/// declaration of the record, [`crate::raw::FatbinWrapper`] (its pointers are 64-bit
-/// little-endian fields there). The record carries no size for the blob it points at (§4.2).
-pub use crate::raw::FatbinWrapper;
-
-/// The name `REGISTRATION.md` §8 gives the HIP wrapper: the same record as [`FatbinWrapper`].
-pub type HipFatbinWrapper = FatbinWrapper;
-
 /// Header of an NVIDIA fatbinary container (16 bytes; §5): the one on-disk record,
 /// [`crate::raw::FatbinHeader`]. The blob is `header_size + size` bytes long.
 pub type NvFatbinHeader = crate::raw::FatbinHeader;
@@ -375,9 +365,6 @@ pub struct RawBinDesc {
     pub host_entries_end: U64,
 }
 
-/// [`FatbinWrapper`] under the name of the other records as stored.
-pub use crate::raw::FatbinWrapper as RawFatbinWrapper;
-
 // ---------------------------------------------------------------------------------------
 // Layout checks (REGISTRATION.md §8), for LP64 hosts.
 
@@ -454,7 +441,6 @@ const _: () = assert!(core::mem::size_of::<RawLegacyEntry>() as u64 == LEGACY_EN
 const _: () = assert!(core::mem::size_of::<RawEntry>() as u64 == ENTRY_SIZE);
 const _: () = assert!(core::mem::size_of::<RawDeviceImage>() as u64 == DEVICE_IMAGE_SIZE);
 const _: () = assert!(core::mem::size_of::<RawBinDesc>() as u64 == BIN_DESC_SIZE);
-const _: () = assert!(core::mem::size_of::<RawFatbinWrapper>() as u64 == FATBIN_WRAPPER_SIZE);
 
 #[cfg(test)]
 mod tests {

@@ -15,14 +15,13 @@ use alloc::vec::Vec;
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
 use crate::offload_binary::{OffloadBinary, OffloadBinaryEntry};
-use crate::raw::ELF_MAGIC;
-use crate::target::elf::{EM_AMDGPU, EM_CUDA};
+use crate::raw::{FatbinWrapper, ELF_MAGIC, EM_AMDGPU, EM_CUDA};
 use crate::{bundle, ccob, offload_binary, Limits, ReadOptions};
 
 use super::abi::{
-    self, gpu_flags, omp_flags, RawBinDesc, RawDeviceImage, RawEntry, RawFatbinWrapper,
-    RawLegacyEntry, CUDA_FATBIN_MAGIC, ENTRY_SIZE, HIP_FATBIN_MAGIC, HIP_FATBIN_VERSION,
-    LEGACY_ENTRY_SIZE, NV_FATBIN_MAGIC,
+    self, gpu_flags, omp_flags, RawBinDesc, RawDeviceImage, RawEntry, RawLegacyEntry,
+    CUDA_FATBIN_MAGIC, ENTRY_SIZE, HIP_FATBIN_MAGIC, HIP_FATBIN_VERSION, LEGACY_ENTRY_SIZE,
+    NV_FATBIN_MAGIC,
 };
 
 use zerocopy::{FromBytes, Immutable, KnownLayout};
@@ -707,7 +706,7 @@ impl FatbinWrapperView {
     /// `HIPK` variant, is [`ErrorKind::BadMagic`] / [`ErrorKind::UnsupportedVersion`]);
     /// CUDA accepts versions 1 and 2.
     pub fn read<'d, S: AddressSpace<'d> + ?Sized>(space: &S, addr: u64) -> Result<Self> {
-        let raw: &RawFatbinWrapper = read_record(space, addr, "fat-binary wrapper truncated")?;
+        let raw: &FatbinWrapper = read_record(space, addr, "fat-binary wrapper truncated")?;
         let (magic, version) = (raw.magic.get(), raw.version.get());
         let kind = match magic {
             HIP_FATBIN_MAGIC => WrapperKind::Hip,

@@ -245,17 +245,13 @@ fn elf_triple(elf: &DeviceElf) -> Triple<'static> {
     }
 }
 
-/// Magic-number sniffing of image bytes: 4 bytes, never more.
+/// Magic-number sniffing of image bytes: 4 bytes, never more ([`ImageKind::from_magic`]).
 fn code_from_magic(bytes: &[u8]) -> Code {
-    if bytes.starts_with(&[0x42, 0x43, 0xC0, 0xDE]) || bytes.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
-    {
-        Code::Bitcode
-    } else if bytes.starts_with(&[0x03, 0x02, 0x23, 0x07]) {
-        Code::Spirv
-    } else if bytes.starts_with(&[0x50, 0xED, 0x55, 0xBA]) {
-        Code::Fatbinary
-    } else {
-        Code::Other
+    match ImageKind::from_magic(bytes) {
+        Some(ImageKind::Bitcode) => Code::Bitcode,
+        Some(ImageKind::Spirv) => Code::Spirv,
+        Some(ImageKind::Fatbinary) => Code::Fatbinary,
+        _ => Code::Other,
     }
 }
 
