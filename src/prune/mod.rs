@@ -409,7 +409,7 @@ mod tests {
         for unit in crate::units(data, &options) {
             let open = unit.unwrap().open(&options).unwrap();
             for image in open.images() {
-                let name = crate::target::image_name(&image).to_string();
+                let name = image.name().to_string();
                 out.push((name, image.decode(&options).unwrap().into_owned()));
             }
         }
