@@ -166,23 +166,25 @@ impl<'a> Identity<'a> {
 
     /// The effective target ([`Identity::target`]) as the toolchain that made the code
     /// names it: for NVIDIA code, `sm_86` for a cubin and `compute_86`, the virtual
-    /// architecture, for PTX (with the `a`/`f` suffix), as nvcc's `-gencode` and cuobjdump's
-    /// `-lelf`/`-lptx` file names tell them apart; an AMDGPU target ID as is. `None` when
+    /// architecture, for PTX and Tile IR bytecode (with the `a`/`f` suffix), as nvcc's
+    /// `-gencode` and cuobjdump's `-lelf`/`-lptx`/`-ltileir` file names tell them apart; an
+    /// AMDGPU target ID as is. `None` when
     /// the image names no target (or an invalid one).
     pub fn toolchain_target(&self) -> Option<Target<'a>> {
         match self.target {
             Target::None | Target::Invalid { .. } => None,
-            t => Some(spelled(t, self.code)),
+            t => Some(spelled(t, self)),
         }
     }
 }
 
-/// `target` as the toolchain spells it for code of kind `code`: an NVIDIA architecture is
-/// virtual (`compute_86`) for PTX and real (`sm_86`) for anything else.
-fn spelled(target: Target<'_>, code: Code) -> Target<'_> {
+/// `target` as the toolchain spells it for the code `id` identifies: an NVIDIA
+/// architecture is virtual (`compute_86`) for PTX and Tile IR bytecode (cuobjdump's
+/// `-ltileir` lists it as `NAME.compute_80.tileir`), real (`sm_86`) for anything else.
+fn spelled<'a>(target: Target<'a>, id: &Identity<'_>) -> Target<'a> {
     match target {
         Target::Nvptx(arch) => Target::Nvptx(NvArch {
-            virtual_name: code == Code::Ptx,
+            virtual_name: id.code == Code::Ptx || id.image_kind == ImageKind::TileIr,
             ..arch
         }),
         t => t,
@@ -223,7 +225,7 @@ impl<'a> ImageName<'_, 'a> {
         let id = identify(self.image);
         id.named_target()
             .filter(|t| !matches!(t, Target::None))
-            .map(|t| spelled(t, id.code))
+            .map(|t| spelled(t, &id))
     }
 }
 
@@ -246,7 +248,7 @@ impl core::fmt::Display for ImageName<'_, '_> {
         }
         f.write_str("--")?;
         match id.named_target() {
-            Some(t) => write!(f, "{}", spelled(t, id.code)),
+            Some(t) => write!(f, "{}", spelled(t, &id)),
             None => Ok(()),
         }
     }

@@ -158,3 +158,55 @@ fn losses_come_with_their_images() {
         "{lost:?}"
     );
 }
+
+/// Tile IR bytecode is named as cuobjdump's `-ltileir` names it, virtual like PTX
+/// (`empty_kernel.compute_80.tileir`, `tests/data/nvfatbin/tileir/CUOBJDUMP.txt`), and PTX
+/// beside it by its own SM (`k.sm_100.ptx`: `compute_100`).
+#[test]
+fn tile_ir_is_named_as_cuobjdump_lists_it() {
+    let dir = common::root().join("tests/data/nvfatbin/tileir");
+    let listing = std::fs::read_to_string(dir.join("CUOBJDUMP.txt")).unwrap();
+    // The architecture of every `TileIR file` line, as cuobjdump spells it.
+    let tile_archs: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.starts_with("TileIR file"))
+        .map(|l| l.rsplit('.').nth(1).unwrap())
+        .collect();
+    assert_eq!(tile_archs, ["compute_80", "compute_80"]);
+    let options = ReadOptions::default();
+    let mut names = Vec::new();
+    for file in ["tile_only.fatbin", "tile_ptx.fatbin"] {
+        let data = std::fs::read(dir.join(file)).unwrap();
+        for unit in units(&data, &options) {
+            let open = unit.unwrap().open(&options).unwrap();
+            for image in open.images() {
+                let target = image.name().target().unwrap().to_string();
+                if image.image_kind == offload_image::ImageKind::TileIr {
+                    assert_eq!(target, tile_archs[0], "{file}");
+                }
+                names.push((file, image.image_kind.name(), image.name().to_string()));
+            }
+        }
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            (
+                "tile_only.fatbin",
+                "tile-ir",
+                "nvptx64-nvidia-cuda--compute_80".to_string()
+            ),
+            (
+                "tile_ptx.fatbin",
+                "ptx",
+                "nvptx64-nvidia-cuda--compute_100".to_string()
+            ),
+            (
+                "tile_ptx.fatbin",
+                "tile-ir",
+                "nvptx64-nvidia-cuda--compute_80".to_string()
+            ),
+        ]
+    );
+}
