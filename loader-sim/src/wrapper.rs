@@ -54,11 +54,11 @@ use object::{
     SymbolFlags, SymbolKind, SymbolScope,
 };
 use offload_image::raw::{
-    FatbinWrapper, FATBIN_WRAPPER_SIZE, HIP_FATBIN_SECTION, HIP_WRAPPER_SECTION, OFFLOADING_SECTION,
+    FatbinWrapper, FATBIN_WRAPPER_SIZE, HIP_FATBIN_SECTION, HIP_WRAPPER_MAGIC, HIP_WRAPPER_SECTION,
+    OFFLOADING_SECTION,
 };
 use offload_image::registration::abi::{
-    RawBinDesc, RawDeviceImage, BIN_DESC_SIZE, DEVICE_IMAGE_SIZE, HIP_FATBIN_MAGIC,
-    HIP_FATBIN_VERSION,
+    RawBinDesc, RawDeviceImage, BIN_DESC_SIZE, DEVICE_IMAGE_SIZE, HIP_FATBIN_VERSION,
 };
 
 use code::{Fixup, Line};
@@ -441,7 +441,7 @@ pub fn hip(bundle: &[u8]) -> Result<Vec<u8>, String> {
     let mut wrapper = vec![0u8; FATBIN_WRAPPER_SIZE as usize];
     let magic = offset_of!(FatbinWrapper, magic);
     let version = offset_of!(FatbinWrapper, version);
-    wrapper[magic..magic + 4].copy_from_slice(&HIP_FATBIN_MAGIC.to_le_bytes());
+    wrapper[magic..magic + 4].copy_from_slice(&HIP_WRAPPER_MAGIC.to_le_bytes());
     wrapper[version..version + 4].copy_from_slice(&HIP_FATBIN_VERSION.to_le_bytes());
     b.obj.set_section_data(segment, wrapper, 8);
     b.local(

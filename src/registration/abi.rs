@@ -18,14 +18,10 @@ use core::ffi::{c_char, c_void};
 use zerocopy::byteorder::little_endian::{I32, U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-/// Magic of the HIP fat-binary wrapper: `0x48495046` ("HIPF", bytes `46 50 49 48`; §4.1).
-pub const HIP_FATBIN_MAGIC: u32 = crate::raw::HIP_WRAPPER_MAGIC;
-/// Magic of the downstream "HIPK" wrapper variant (MessagePack metadata; not supported).
-pub const HIPK_FATBIN_MAGIC: u32 = crate::raw::HIPK_MAGIC;
-/// Magic of the CUDA fat-binary wrapper: `0x466243B1` (`__cudaFatMAGIC2`; §5).
-pub const CUDA_FATBIN_MAGIC: u32 = crate::raw::NVFATBIN_WRAPPER_MAGIC;
-/// Magic of an NVIDIA fatbinary container (`__cudaFatMAGIC3`, `0xBA55ED50`; §5).
-pub const NV_FATBIN_MAGIC: u32 = u32::from_le_bytes(*crate::raw::NVFATBIN_MAGIC);
+// The wrappers' magics are `crate::raw`'s: `HIP_WRAPPER_MAGIC` ("HIPF", §4.1),
+// `NVFATBIN_WRAPPER_MAGIC` (`__cudaFatMAGIC2`, §5), `HIPK_MAGIC`, and the fatbinary's
+// `NVFATBIN_MAGIC` (`__cudaFatMAGIC3`).
+
 /// The only HIP wrapper version runtimes accept.
 pub const HIP_FATBIN_VERSION: u32 = 1;
 
@@ -448,11 +444,12 @@ mod tests {
 
     #[test]
     fn hip_magic_spells_hipf_and_matches_llvm_decimal() {
+        use crate::raw::{HIP_WRAPPER_MAGIC, NVFATBIN_WRAPPER_MAGIC};
         // offload-wrapper.ll (REGISTRATION.md §9): i32 1212764230 / i32 1180844977.
-        assert_eq!(HIP_FATBIN_MAGIC, 1_212_764_230);
-        assert_eq!(CUDA_FATBIN_MAGIC, 1_180_844_977);
-        assert_eq!(&HIP_FATBIN_MAGIC.to_be_bytes(), b"HIPF");
-        assert_eq!(&HIP_FATBIN_MAGIC.to_le_bytes(), b"FPIH");
+        assert_eq!(HIP_WRAPPER_MAGIC, 1_212_764_230);
+        assert_eq!(NVFATBIN_WRAPPER_MAGIC, 1_180_844_977);
+        assert_eq!(&HIP_WRAPPER_MAGIC.to_be_bytes(), b"HIPF");
+        assert_eq!(&HIP_WRAPPER_MAGIC.to_le_bytes(), b"FPIH");
     }
 
     #[test]
