@@ -39,15 +39,7 @@ use crate::text::{self, TextBundle, TextEntries};
 pub const MAX_DEPTH: usize = crate::options::Limits::MAX_DEPTH;
 
 pub use crate::host::elf::SHT_LLVM_OFFLOADING;
-/// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
-const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
-/// `e_machine` of NVIDIA cubins (`object::elf::EM_CUDA`).
-const EM_CUDA: u16 = object::elf::EM_CUDA.0;
-/// Section of host ELF files holding NVIDIA fatbinaries back to back.
-pub const NV_FATBIN_SECTION: &[u8] = b".nv_fatbin";
-/// Section of relocatable-device-code objects (`nvcc -rdc`) holding their fatbinary.
-pub const NV_RELFATBIN_SECTION: &[u8] = b"__nv_relfatbin";
-pub use crate::host::OBJECT_BUNDLE_PREFIX;
+use crate::raw::{EM_AMDGPU, EM_CUDA};
 
 /// One step of the path to a unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

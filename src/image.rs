@@ -118,28 +118,37 @@ impl ImageKind {
         }
     }
 
+    /// The kind of image whose first 4 bytes are a magic number: LLVM bitcode (bare or
+    /// wrapped), an NVIDIA fatbinary or SPIR-V ([`crate::raw`]'s magics); `None` for
+    /// anything else (ELF files and PTX text included: [`ImageKind::sniff`] tells those).
+    /// The one sniffer of first bytes: [`ImageKind::sniff`] and [`crate::identify`] use it.
+    pub fn from_magic(bytes: &[u8]) -> Option<Self> {
+        use crate::raw::{BITCODE_MAGIC, BITCODE_WRAPPER_MAGIC, NVFATBIN_MAGIC, SPIRV_MAGIC};
+        if bytes.starts_with(BITCODE_MAGIC) || bytes.starts_with(BITCODE_WRAPPER_MAGIC) {
+            Some(ImageKind::Bitcode)
+        } else if bytes.starts_with(NVFATBIN_MAGIC) {
+            Some(ImageKind::Fatbinary)
+        } else if bytes.starts_with(SPIRV_MAGIC) {
+            Some(ImageKind::Spirv)
+        } else {
+            None
+        }
+    }
+
     /// Identifies image bytes by content: ELF (cubin if `e_machine` is `EM_CUDA`), LLVM
     /// bitcode, NVIDIA fatbinary, SPIR-V, or PTX text (`.version` and `.target` directives
     /// near the start). Reads at most the first 256 bytes, so listing and selecting touch
     /// no more than the first page of an image.
     pub fn sniff(bytes: &[u8]) -> Self {
         if bytes.starts_with(ELF_MAGIC) {
-            return if crate::bytes::elf_machine(bytes) == Some(object::elf::EM_CUDA.0) {
+            return if crate::bytes::elf_machine(bytes) == Some(crate::raw::EM_CUDA) {
                 ImageKind::Cubin
             } else {
                 ImageKind::Object
             };
         }
-        if bytes.starts_with(&[0x42, 0x43, 0xC0, 0xDE])
-            || bytes.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
-        {
-            return ImageKind::Bitcode;
-        }
-        if bytes.starts_with(&[0x50, 0xED, 0x55, 0xBA]) {
-            return ImageKind::Fatbinary;
-        }
-        if bytes.starts_with(&[0x03, 0x02, 0x23, 0x07]) {
-            return ImageKind::Spirv;
+        if let Some(kind) = Self::from_magic(bytes) {
+            return kind;
         }
         let head = bytes.get(..bytes.len().min(256)).unwrap_or(bytes);
         // `.target sm_…`: AMDGPU assembly also has `.version`/`.target` substrings

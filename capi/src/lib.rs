@@ -1989,13 +1989,13 @@ impl State {
         .ok_or_else(|| fail(OI_ERR_INTERNAL, c"no choice for the device"))?;
         let losses = choice
             .losses()
-            .filter_map(|(i, loss)| {
-                let img = images.get(i)?;
-                let mut text = loss.to_string();
+            .filter_map(|lost| {
+                let img = lost.image?;
+                let mut text = lost.loss.to_string();
                 if let (false, Some(d)) = (options.strict, identify(img).disagreement()) {
                     text += &format!(" (note: {d}; the ELF header wins)");
                 }
-                Some((i, reason_kind(&loss), text))
+                Some((lost.index, reason_kind(&lost.loss), text))
             })
             .collect();
         let summary = match (choice.chosen(), choice.rejection) {

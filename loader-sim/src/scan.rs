@@ -114,20 +114,26 @@ impl crate::kpack::FileSource for WheelArchives {
 /// that holds one (an NVIDIA fatbinary too). Thin archives are left out: their members
 /// are other files.
 fn is_candidate(head: &[u8]) -> bool {
+    use offload_image::raw::{
+        AR_MAGIC, BUNDLE_MAGIC, CCOB_MAGIC, ELF_MAGIC, NVFATBIN_MAGIC, OFFLOAD_BINARY_MAGIC,
+    };
+    // PE images (DLL, EXE, PYD), and COFF objects by machine (x86-64, ARM64).
+    const MZ: [u8; 2] = object::pe::IMAGE_DOS_SIGNATURE.to_le_bytes();
+    const AMD64: [u8; 2] = object::pe::IMAGE_FILE_MACHINE_AMD64.0.to_le_bytes();
+    const ARM64: [u8; 2] = object::pe::IMAGE_FILE_MACHINE_ARM64.0.to_le_bytes();
     // `.kpack` archives are not libraries: doctor judges a split library from them.
     const PREFIXES: [&[u8]; 10] = [
-        b"\x7fELF",
-        // PE images (DLL, EXE, PYD), and COFF objects by machine (x86-64, ARM64).
-        b"MZ",
-        b"\x64\x86",
-        b"\x64\xaa",
-        b"\x50\xed\x55\xba",
-        b"!<arch>\n",
-        b"CCOB",
-        b"\x10\xff\x10\xad",
-        b"__CLANG_OFFLOAD_BUNDLE__",
-        // AOTriton's kernel archives (`doctor::LooseCode::from_aks2`).
-        b"AKS2",
+        ELF_MAGIC,
+        &MZ,
+        &AMD64,
+        &ARM64,
+        NVFATBIN_MAGIC,
+        AR_MAGIC,
+        CCOB_MAGIC,
+        OFFLOAD_BINARY_MAGIC,
+        BUNDLE_MAGIC,
+        // AOTriton's kernel archives (`judge::LooseCode::from_aks2`).
+        offload_image::aks2::AKS2_MAGIC,
     ];
     PREFIXES
         .iter()

@@ -269,7 +269,7 @@ fn prune_members(
             ));
         }
         let body = slice(data, &m.data, "archive member")?;
-        let (p, _) = layout::assemble(body, these, shrink, false, false)
+        let (p, _, _) = layout::assemble(body, these, shrink, false, false)
             .map_err(|e| e.rebase(m.data.start))?;
         let size = pieces::total_len(&p, these)?;
         pruned.push(Some((pieces::rebase(p, m.data.start, m.units.start), size)));

@@ -235,7 +235,7 @@ fn kernel_symbols<'d>(
             .symbols(LE, image, object::elf::SHT_SYMTAB)
             .map_err(elf_error("device ELF symbol table is malformed"))?;
     }
-    let cuda = h.e_machine(LE).0 == crate::arch::elf::EM_CUDA;
+    let cuda = h.e_machine(LE).0 == crate::raw::EM_CUDA;
     for sym in symtab.iter() {
         let sym: &Sym64<LE> = sym;
         if sym.st_shndx(LE).0 == 0 || (sym.st_bind().0 == 0 && !local) {

@@ -487,7 +487,7 @@ impl<'d> Registry<'d> {
         let choices = select::choose(reg.images(), core::slice::from_ref(d.device()), &options);
         choices
             .first()
-            .map(|c| c.losses().map(|(i, why)| (i, why.to_string())).collect())
+            .map(|c| c.losses().map(|l| (l.index, l.loss.to_string())).collect())
             .unwrap_or_default()
     }
 

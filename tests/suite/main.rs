@@ -18,6 +18,7 @@ mod doc_links;
 mod doc_refs;
 mod gfx1250_xnack;
 mod host;
+mod image_names;
 mod kpack;
 mod kpack_toc;
 mod limits;

@@ -364,9 +364,7 @@ fn libcurand_matches_cuobjdump() {
     if !common::external("libcurand.so.10 (scripts/fetch-nvidia-libs.sh)") {
         return;
     }
-    let external = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/external"));
+    let external = common::external_dir();
     let lib = external.join("nvidia/libcurand.so.10");
     let bytes = std::fs::read(&lib)
         .unwrap_or_else(|e| panic!("{}: {e}: run scripts/fetch-nvidia-libs.sh", lib.display()));

@@ -30,10 +30,7 @@ fn oracles(name: &str) -> Value {
 }
 
 fn external_windows() -> PathBuf {
-    std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::root().join("target/external"))
-        .join("windows")
+    common::external_dir().join("windows")
 }
 
 fn u(v: &Value) -> u64 {

@@ -165,7 +165,7 @@ fn library_kinds(data: &[u8]) -> Vec<Option<Vec<Vec<String>>>> {
             Some(
                 choose(open.images(), &devices, &options)
                     .iter()
-                    .map(|c| c.losses().map(|(_, l)| kind_name(&l)).collect())
+                    .map(|c| c.losses().map(|l| kind_name(&l.loss)).collect())
                     .collect(),
             )
         })
