@@ -30,7 +30,7 @@
 //!
 //! | step | names |
 //! |---|---|
-//! | open a buffer | [`units`] → [`Units`] of [`Unit`] (its [`Location`], [`PathElem`], [`UnitContent`], [`Damage`]); [`Unit::open`] → [`OpenUnit`] |
+//! | open a buffer | [`units`] → [`Units`] of [`Unit`] (or [`for_each_unit`]) (its [`Location`], [`PathElem`], [`UnitContent`], [`Damage`]); [`Unit::open`] → [`OpenUnit`] |
 //! | images | [`OpenUnit::images`] → [`Image`] ([`Format`], [`ImageKind`], [`OffloadKind`], [`Encoded`], [`Checked`]); [`image_name`] |
 //! | devices and targets | [`Device`] ([`Device::parse`]), [`Target`], [`TargetId`], [`identify`] → [`Identity`] |
 //! | choose | [`choose`] → [`Choice`] per device ([`RankKey`]); [`SelectOptions`] ([`Policy`], [`KindFilter`], and the CUDA driver's [`CudaDriver`], [`DriverVersion`], [`JitSwitches`]) |
@@ -180,7 +180,9 @@ pub mod write;
 // The plugin tier.
 pub use arch::{identify, image_name, Device, Identity, Target, TargetId};
 pub use compressed::{CompressedBundle, CompressionMethod, Decompressor};
-pub use container::{units, Damage, Location, OpenUnit, PathElem, Unit, UnitContent, Units};
+pub use container::{
+    for_each_unit, units, Damage, Location, OpenUnit, PathElem, Unit, UnitContent, Units,
+};
 pub use driver::{CudaDriver, DriverVersion, JitSwitches};
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Checked, Encoded, Format, Image, ImageKind, OffloadKind};
@@ -190,7 +192,5 @@ pub use stream::{choose_streaming, choose_streaming_keeping, KeptImage, StreamCh
 pub use validate::{validate, Code as FindingCode, Finding, Severity};
 
 // The root names the tools' layer adds (what the root held before the tiers).
-#[cfg(feature = "tools")]
-pub use container::for_each_unit;
 #[cfg(feature = "tools")]
 pub use select::{check, explain, select, Candidate, Selection, Verdict};
