@@ -21,7 +21,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::raw::{
     FatbinEntryHeader, FatbinHeader, BUNDLE_MAGIC, CCOB_MAGIC, NVFATBIN_MAGIC, OFFLOAD_BINARY_MAGIC,
 };
-use crate::{Limits, ReadOptions};
+use crate::options::{Limits, ReadOptions};
 
 /// Entry flag: 64-bit code.
 pub const FLAG_64BIT: u64 = 0x1;
