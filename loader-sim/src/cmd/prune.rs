@@ -173,8 +173,19 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     Ok(Outcome::Ok)
 }
 
-/// True when `a` and `b` name the same existing file.
+/// True when `a` and `b` name the same existing file: the same device and inode (a hard
+/// link, a bind mount, a symbolic link to it; issue 43: a bind mount got past a comparison
+/// of paths and the input was overwritten), or the same final path after links.
 fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            if x.dev() == y.dev() && x.ino() == y.ino() {
+                return true;
+            }
+        }
+    }
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(x), Ok(y)) => x == y,
         _ => false,
@@ -284,12 +295,18 @@ fn write_through(
     file.flush()
 }
 
-/// Creates a new file `.NAME.prune-RANDOM.tmp` in `dir`, exclusively (never an existing
-/// file or a link's target), with a name nobody can predict.
+/// Creates a new file `.NAME.loader-sim-prune.PID.RANDOM.tmp` in `dir`, exclusively (never
+/// an existing file or a link's target), with a name nobody can predict. The name says
+/// whose it is: a prune killed with SIGKILL (which no process can catch) leaves it behind,
+/// and `.*.loader-sim-prune.PID.*.tmp` finds it (docs/RELIABILITY.md).
 fn create_temp(dir: &Path, name: &str) -> std::io::Result<(File, PathBuf)> {
     let mut last = None;
     for _ in 0..16 {
-        let tmp = dir.join(format!(".{name}.prune-{:016x}.tmp", random_u64()));
+        let tmp = dir.join(format!(
+            ".{name}.loader-sim-prune.{}.{:016x}.tmp",
+            std::process::id(),
+            random_u64()
+        ));
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

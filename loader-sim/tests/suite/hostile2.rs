@@ -141,7 +141,7 @@ fn a_fatbinary_with_a_broken_size_hides_no_container_after_it() {
 
 /// Peak resident set size of a running child, polled from `/proc/PID/status` (`VmHWM`,
 /// KiB) until it exits; returns its output and the largest value seen.
-fn run_polling_peak(cmd: &mut std::process::Command) -> (Output, u64) {
+pub(crate) fn run_polling_peak(cmd: &mut std::process::Command) -> (Output, u64) {
     use std::io::Read;
     let mut child = cmd
         .stdout(std::process::Stdio::piped())

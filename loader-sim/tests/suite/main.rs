@@ -19,6 +19,7 @@ mod dropin_errors_differential;
 mod generative_differential;
 mod hostile;
 mod hostile2;
+mod hostile3;
 mod kpack;
 mod list;
 mod packager_differential;
