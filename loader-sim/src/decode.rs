@@ -257,9 +257,19 @@ impl<'data> ZstdCore<'data> {
         options: &ReadOptions,
         heap: bool,
     ) -> Result<(Self, Arc<FillBuffer>), Error> {
-        use zstd::zstd_safe::{get_frame_content_size, DCtx, DParameter};
-        match get_frame_content_size(input) {
-            Ok(Some(n)) if n != declared => {
+        use zstd::zstd_safe::{
+            find_frame_compressed_size, get_frame_content_size, DCtx, DParameter,
+        };
+        // Skippable frames before the first frame, and frames after it, are read as
+        // `ZSTD_decompress` (LLVM's `compression::zstd::decompress`) reads them: the
+        // content size of the first frame must equal the declared size only when that
+        // frame is the whole payload (docs/FORMATS.md §5.4).
+        let first = offload_image::decompress::skip_skippable_frames(input)
+            .map_err(|at| Error::new(ErrorKind::Truncated, at, "zstd stream is truncated"))?;
+        let frame = input.get(first..).unwrap_or_default();
+        let alone = find_frame_compressed_size(frame).is_ok_and(|n| n == frame.len());
+        match get_frame_content_size(frame) {
+            Ok(Some(n)) if n > declared || (alone && n != declared) => {
                 return Err(Error::new(
                     ErrorKind::SizeMismatch,
                     0,
@@ -361,10 +371,13 @@ impl<'data> ZstdCore<'data> {
                 };
                 Err(Error::new(kind, at, what))
             }
-            Ok(0) => {
+            // The end of a frame: another frame (or a skippable one) may follow, which the
+            // next call decodes.
+            Ok(0) if self.pos >= self.input.len() => {
                 self.done = true;
                 Ok(())
             }
+            Ok(0) => Ok(()),
             Ok(_) if read == 0 && self.out.position() == before => {
                 Err(if self.pos >= self.input.len() {
                     Error::new(ErrorKind::Truncated, at, "zstd stream is truncated")

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod aliasing;
 mod alloc_free;
 mod architecture;
 mod choose;

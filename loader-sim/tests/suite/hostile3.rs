@@ -325,7 +325,11 @@ fn a_fatbinary_named_by_many_entries_is_walked_once() {
     // The fatbinary once for the 2,000 entries, and its two entries once.
     let inner_bytes: u64 = lines
         .iter()
-        .filter(|l| l["format"].as_str().is_some_and(|f| f.starts_with("nvidia-fatbin")))
+        .filter(|l| {
+            l["format"]
+                .as_str()
+                .is_some_and(|f| f.starts_with("nvidia-fatbin"))
+        })
         .map(|l| l["size"].as_u64().unwrap())
         .sum();
     assert_eq!(hashed, fatbin.len() as u64 + inner_bytes);
@@ -554,4 +558,75 @@ fn empty_zip() -> Vec<u8> {
     let mut v = 0x0605_4b50u32.to_le_bytes().to_vec();
     v.extend([0u8; 18]);
     v
+}
+
+/// Issue 43, "Why" 4: a `CCOB` whose zstd payload is two frames, or has a skippable frame
+/// before or after its frame, or whose zlib stream has bytes after it, is read as LLVM
+/// reads it (`ZSTD_decompress` decodes every frame and skips skippable ones; zlib's
+/// `uncompress` stops at the end of the stream): `list` exits 0 with the bundle's entries
+/// and `select` writes the gfx906 code object of the bundle, with libzstd and with ruzstd.
+/// (clang-offload-bundler-22 lists and unbundles the same files to the same code object:
+/// docs/RELIABILITY.md.) Bytes after the frames that are no frame stay an error, as in LLVM.
+#[test]
+fn multi_frame_and_trailing_bytes_read_as_llvm_reads_them() {
+    let dir = TempDir::new("hostile3-frames");
+    let bundle = std::fs::read(common::corpus("bundles/hip_3field.bundle")).unwrap();
+    let plain = dir.write("plain.bundle", &bundle);
+    let want = dir.path("want.co");
+    let o = loader_sim(&[
+        "select".as_ref(),
+        "--target".as_ref(),
+        "gfx906".as_ref(),
+        "-o".as_ref(),
+        want.as_os_str(),
+        plain.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    let want = std::fs::read(&want).unwrap();
+    let half = bundle.len() / 2;
+    let two = [zstd_frame(&bundle[..half]), zstd_frame(&bundle[half..])].concat();
+    let before = [skippable_frame(8), zstd_frame(&bundle)].concat();
+    let after = [zstd_frame(&bundle), skippable_frame(8)].concat();
+    let mut trailing = miniz_zlib(&bundle);
+    trailing.extend(b"JUNKJUNK");
+    let shapes: [(&str, u16, Vec<u8>); 4] = [
+        ("two-frames", 1, two),
+        ("skippable-before", 1, before),
+        ("skippable-after", 1, after),
+        ("zlib-trailing", 0, trailing),
+    ];
+    for (name, method, payload) in shapes {
+        let file = dir.write(&format!("{name}.ccob"), &ccob_v3(&bundle, method, &payload));
+        let o = loader_sim(&["list".as_ref(), "--json".as_ref(), file.as_os_str()]);
+        let (stdout, stderr) = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{name}: {stderr}");
+        assert_eq!(common::json_lines(&o.stdout).len(), 3, "{name}: {stdout}");
+        for decoder in ["libzstd", "ruzstd"] {
+            let out = dir.path(&format!("{name}.{decoder}.co"));
+            let o = loader_sim(&[
+                "select".as_ref(),
+                "--zstd-decoder".as_ref(),
+                decoder.as_ref(),
+                "--target".as_ref(),
+                "gfx906".as_ref(),
+                "-o".as_ref(),
+                out.as_os_str(),
+                file.as_os_str(),
+            ]);
+            assert_eq!(o.status.code(), Some(0), "{name} {decoder}: {}", text(&o).1);
+            assert_eq!(std::fs::read(&out).unwrap(), want, "{name} {decoder}");
+        }
+    }
+    // Bytes after the frames that are not a frame: an error, as clang-offload-bundler-22's
+    // "Src size is incorrect".
+    let mut junk = zstd_frame(&bundle);
+    junk.extend(b"JUNKJUNKJUNK");
+    let file = dir.write("junk.ccob", &ccob_v3(&bundle, 1, &junk));
+    let o = loader_sim(&["list".as_ref(), file.as_os_str()]);
+    let (_, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is damaged: zstd stream is corrupt"),
+        "{stderr}"
+    );
 }
