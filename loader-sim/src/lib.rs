@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod child;
 mod cmd;
 mod decode;
 mod gpus;

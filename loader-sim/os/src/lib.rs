@@ -103,3 +103,30 @@ pub fn load_library(path: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Sends SIGKILL to the process group `pgid` (a child started as the leader of a group of
+/// its own): the child and whatever it forked that stayed in the group. Off Unix, nothing.
+pub fn kill_process_group(pgid: u32) {
+    #[cfg(unix)]
+    if let Ok(pgid) = libc::pid_t::try_from(pgid) {
+        if pgid > 0 {
+            // SAFETY: kill has no memory effects; a negative pid names the group.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = pgid;
+}
+
+/// Gives SIGSEGV, SIGBUS, SIGILL and SIGFPE their default action (the process ends), for
+/// the child of `register --load` before it runs a library's constructors: the Rust
+/// runtime's stack-overflow handler returns from a SIGSEGV that is no fault of the stack,
+/// so a constructor that raised one went on as if nothing happened ("nothing was
+/// registered", issue 43). Off Unix, nothing.
+pub fn default_crash_signals() {
+    #[cfg(unix)]
+    for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE] {
+        // SAFETY: setting a signal's disposition to its default has no memory effects.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+}

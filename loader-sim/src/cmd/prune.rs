@@ -260,8 +260,7 @@ fn write_atomically(
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::other("OUT has no file name"))?;
-    let (mut file, tmp) = create_temp(&dir, &name.to_string_lossy())?;
-    let _remove = loader_sim_os::cleanup::RemoveOnSignal::new(&tmp);
+    let (mut file, tmp, _remove) = create_temp(&dir, &name.to_string_lossy())?;
     let result = (|| {
         if let Ok(meta) = std::fs::metadata(original) {
             let _ = file.set_permissions(meta.permissions());
@@ -299,7 +298,13 @@ fn write_through(
 /// an existing file or a link's target), with a name nobody can predict. The name says
 /// whose it is: a prune killed with SIGKILL (which no process can catch) leaves it behind,
 /// and `.*.loader-sim-prune.PID.*.tmp` finds it (docs/RELIABILITY.md).
-fn create_temp(dir: &Path, name: &str) -> std::io::Result<(File, PathBuf)> {
+///
+/// The file is removed on a signal from before it exists (the guard returned is armed
+/// first: a signal between the creation and the guard left the file behind).
+fn create_temp(
+    dir: &Path,
+    name: &str,
+) -> std::io::Result<(File, PathBuf, loader_sim_os::cleanup::RemoveOnSignal)> {
     let mut last = None;
     for _ in 0..16 {
         let tmp = dir.join(format!(
@@ -307,12 +312,13 @@ fn create_temp(dir: &Path, name: &str) -> std::io::Result<(File, PathBuf)> {
             std::process::id(),
             random_u64()
         ));
+        let remove = loader_sim_os::cleanup::RemoveOnSignal::new(&tmp);
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
         {
-            Ok(file) => return Ok((file, tmp)),
+            Ok(file) => return Ok((file, tmp, remove)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(e),
         }

@@ -630,3 +630,141 @@ fn multi_frame_and_trailing_bytes_read_as_llvm_reads_them() {
         "{stderr}"
     );
 }
+
+/// Runs `cmd` to its end, failing the test if it takes more than `limit` (a hang).
+fn run_bounded(cmd: &mut Command, limit: std::time::Duration) -> Output {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// True while process `pid` exists and is not a zombie.
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// Issue 43, "Why" 2: `doctor --python=` an interpreter that floods its output (`yes x`)
+/// or never ends (`sleep 1000`): killed at the output cap (1 MiB) or the time limit
+/// (`LOADER_SIM_CHILD_TIMEOUT`, here 1 s), exit 2 with a message naming the bound, and the
+/// child gone (before: SIGABRT on a 4 GiB allocation, and a hang).
+#[test]
+fn the_interpreter_probe_is_bounded() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("hostile3-python");
+    for (name, body) in [
+        ("flood.sh", "echo $$ > \"$0.pid\"; exec yes x".to_string()),
+        (
+            "hang.sh",
+            "echo $$ > \"$0.pid\"; exec sleep 1000".to_string(),
+        ),
+    ] {
+        let script = dir.write(name, format!("#!/bin/sh\n{body}\n").as_bytes());
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let o = run_bounded(
+            Command::new(ours())
+                .args(["doctor", "--target", "gfx906"])
+                .arg(format!("--python={}", script.display()))
+                .arg(dir.path(""))
+                .env("LOADER_SIM_CHILD_TIMEOUT", "1"),
+            std::time::Duration::from_secs(60),
+        );
+        let (_, stderr) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {stderr}");
+        let want = if name == "flood.sh" {
+            "the interpreter failed: it wrote more than 1048576 bytes to its standard output and was killed"
+        } else {
+            "the interpreter failed: it did not finish within 1 s and was killed"
+        };
+        assert!(stderr.contains(want), "{name}: {stderr}");
+        let pid = std::fs::read_to_string(format!("{}.pid", script.display())).unwrap();
+        assert!(!alive(pid.trim()), "{name}: pid {pid} still runs");
+    }
+    // A value of the variable that is not a number of seconds is a usage error.
+    let o = Command::new(ours())
+        .args(["doctor", "--target", "gfx906", "--python=python3"])
+        .arg(dir.path(""))
+        .env("LOADER_SIM_CHILD_TIMEOUT", "soon")
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("LOADER_SIM_CHILD_TIMEOUT=soon: not a positive number of seconds"),
+        "{stderr}"
+    );
+}
+
+/// Issue 43, "Why" 7: `register --load` of a library whose constructor never returns,
+/// forks a child that lives on, raises SIGSEGV, calls `exit(0)` or `_exit(3)`: the load is
+/// killed at the time limit, the forked child killed with its group, and each ending named
+/// as what it was, exit 2 (before: hangs, and "nothing was registered", exit 0). A library
+/// whose forked child lives on loads: exit 0, and the child is gone afterwards.
+#[test]
+fn register_load_bounds_the_constructors() {
+    let dir = TempDir::new("hostile3-load");
+    let cases = [
+        ("hang", "for (;;) pause();", Some(2), "did not finish within 2 s and was killed"),
+        (
+            "fork",
+            "pid_t p = fork(); if (p == 0) { for (;;) pause(); } else { FILE *f = fopen(getenv(\"PIDFILE\"), \"w\"); fprintf(f, \"%d\", (int)p); fclose(f); }",
+            Some(0),
+            "nothing was registered",
+        ),
+        ("segv", "raise(SIGSEGV);", Some(2), "ended before the load finished (killed by signal 11 (SIGSEGV))"),
+        ("exit0", "exit(0);", Some(2), "ended before the load finished (exit status 0): the library's constructors ended the process"),
+        ("exit3", "_exit(3);", Some(2), "ended before the load finished (exit status 3)"),
+    ];
+    for (name, body, code, want) in cases {
+        let src = dir.write(
+            &format!("{name}.c"),
+            format!(
+                "#include <signal.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n\
+                 __attribute__((constructor)) static void ctor(void) {{ {body} }}\nint f(void) {{ return 1; }}\n"
+            )
+            .as_bytes(),
+        );
+        let lib = dir.path(&format!("lib{name}.so"));
+        let o = Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::describe(&o));
+        let pidfile = dir.path(&format!("{name}.pid"));
+        let o = run_bounded(
+            Command::new(ours())
+                .args(["register", "--device", "gfx906", "--load"])
+                .arg(&lib)
+                .env("LOADER_SIM_CHILD_TIMEOUT", "2")
+                .env("PIDFILE", &pidfile),
+            std::time::Duration::from_secs(60),
+        );
+        let (_, stderr) = text(&o);
+        assert_eq!(o.status.code(), code, "{name}: {stderr}");
+        assert!(stderr.contains(want), "{name}: {stderr}");
+        if let Ok(pid) = std::fs::read_to_string(&pidfile) {
+            assert!(
+                !alive(pid.trim()),
+                "{name}: the forked child {pid} still runs"
+            );
+        }
+    }
+}
