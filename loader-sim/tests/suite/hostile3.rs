@@ -768,3 +768,93 @@ fn register_load_bounds_the_constructors() {
         }
     }
 }
+
+/// Issue 43, "Why" 6: the drop-in tools read their inputs as the main commands do. A FIFO
+/// (`offload-packager --image=file=FIFO`, `offload-bundler -input=FIFO`, with `-list` too)
+/// and a device (`--image=file=/dev/zero`) are refused at once, exit 1, `not a regular file
+/// (a FIFO)` (before: hangs, and a read until memory ran out); a 3 GiB sparse file under a
+/// 4 GB address-space limit is an error saying what could not be held, never SIGABRT.
+#[test]
+fn the_drop_ins_refuse_fifos_and_devices_and_bound_their_reads() {
+    let dir = TempDir::new("hostile3-dropin");
+    let fifo = dir.path("fifo");
+    let o = Command::new("mkfifo").arg(&fifo).output().unwrap();
+    assert!(o.status.success());
+    let image = |file: &Path| {
+        format!(
+            "--image=file={},triple=amdgcn-amd-amdhsa,arch=gfx906,kind=hip",
+            file.display()
+        )
+    };
+    let out = dir.path("out.bin");
+    let fifo_input = format!("-input={}", fifo.display());
+    let runs: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "offload-packager".into(),
+                "-o".into(),
+                out.display().to_string(),
+                image(&fifo),
+            ],
+            "not a regular file (a FIFO)",
+        ),
+        (
+            vec![
+                "offload-packager".into(),
+                "-o".into(),
+                out.display().to_string(),
+                image(Path::new("/dev/zero")),
+            ],
+            "not a regular file (a character device)",
+        ),
+        (
+            vec![
+                "offload-bundler".into(),
+                "-type=o".into(),
+                fifo_input.clone(),
+                "-list".into(),
+            ],
+            "not a regular file (a FIFO)",
+        ),
+        (
+            vec![
+                "offload-bundler".into(),
+                "-type=o".into(),
+                fifo_input,
+                format!("-output={}", out.display()),
+                "-targets=hip-amdgcn-amd-amdhsa--gfx906".into(),
+                "-unbundle".into(),
+            ],
+            "not a regular file (a FIFO)",
+        ),
+    ];
+    for (args, want) in runs {
+        let o = run_bounded(
+            Command::new(ours()).args(&args),
+            std::time::Duration::from_secs(60),
+        );
+        let (_, stderr) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+    let big = dir.path("big.bin");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
+    let o = run_bounded(
+        Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 4000000; exec \"$0\" offload-packager -o \"$1\" \"$2\"")
+            .arg(ours())
+            .arg(&out)
+            .arg(image(&big)),
+        std::time::Duration::from_secs(120),
+    );
+    let (_, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot hold") && stderr.contains("in memory"),
+        "{stderr}"
+    );
+}
