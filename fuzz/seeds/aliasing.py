@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Aliasing shapes (issue 43): containers whose entries all name one image.
 
-    fuzz/seeds/aliasing.py OUTDIR [--big]
+    fuzz/seeds/aliasing.py OUTDIR [--big] [--fatbin FILE]
 
 Writes small seeds for the fuzz targets (every shape under 64 KiB): an OffloadBinary v2
 whose entries name one image, a bundle whose entries name one image, the same bundle as a
-CCOB (zlib, and zstd when the `zstd` command exists), and an OffloadBinary whose entries
-name one nested OffloadBinary of entries naming one image. With --big it also writes
+CCOB (zlib, and zstd when the `zstd` command exists), an OffloadBinary whose entries
+name one nested OffloadBinary of entries naming one image, with --fatbin an OffloadBinary
+whose entries all name that NVIDIA fatbinary (walked as a unit once), and CCOBs whose zstd
+payload is two frames or has skippable frames, and whose zlib stream has bytes after it. With --big it also writes
 `ccob-65536x900m.ccob`: the 29 KB CCOB of docs/PERFORMANCE.md (65,535 device entries and a host entry
 naming one 900 MB image, zstd --long=27; needs the `zstd` command and about 1 GB of disk
 for a moment).
@@ -20,7 +22,7 @@ import zlib
 import hashlib
 
 
-def offload_binary_v2(n, image, arch=b"gfx906"):
+def offload_binary_v2(n, image, arch=b"gfx906", image_kind=1, offload_kind=4):
     """A v2 OffloadBinary of n entries, all naming one image (two strings each)."""
     strtab = b"\0triple\0amdgcn-amd-amdhsa\0arch\0" + arch + b"\0"
     k_triple, v_triple = 1, 8
@@ -35,7 +37,7 @@ def offload_binary_v2(n, image, arch=b"gfx906"):
     out = bytearray()
     out += b"\x10\xff\x10\xad" + struct.pack("<IQQQ", 2, size, entries_at, n)
     for i in range(n):
-        out += struct.pack("<HHIQQQQ", 1, 4, 0, records_at + 48 * i, 2, image_at, len(image))
+        out += struct.pack("<HHIQQQQ", image_kind, offload_kind, 0, records_at + 48 * i, 2, image_at, len(image))
     for _ in range(n):
         out += struct.pack("<QQQ", strtab_at + k_triple, strtab_at + v_triple, len(b"amdgcn-amd-amdhsa"))
         out += struct.pack("<QQQ", strtab_at + k_arch, strtab_at + v_arch, len(arch))
@@ -84,9 +86,17 @@ def main():
     b = bundle_header(256, len(img)) + img
     write(out, "bundle-256x4k.bundle", b)
     write(out, "ccob-zlib-256x4k.ccob", ccob_v3(b, 0, zlib.compress(b, 9)))
+    skippable = struct.pack("<II", 0x184D2A50, 8) + b"\xa5" * 8
+    write(out, "ccob-zlib-trailing.ccob", ccob_v3(b, 0, zlib.compress(b, 9) + b"JUNKJUNK"))
     if shutil.which("zstd"):
-        z = subprocess.run(["zstd", "-19", "-q", "-c"], input=b, stdout=subprocess.PIPE, check=True).stdout
-        write(out, "ccob-zstd-256x4k.ccob", ccob_v3(b, 1, z))
+        zstd = lambda x: subprocess.run(["zstd", "-19", "-q", "-c"], input=x, stdout=subprocess.PIPE, check=True).stdout
+        write(out, "ccob-zstd-256x4k.ccob", ccob_v3(b, 1, zstd(b)))
+        half = len(b) // 2
+        write(out, "ccob-zstd-two-frames.ccob", ccob_v3(b, 1, zstd(b[:half]) + zstd(b[half:])))
+        write(out, "ccob-zstd-skippable.ccob", ccob_v3(b, 1, skippable + zstd(b) + skippable))
+    if "--fatbin" in sys.argv:
+        fatbin = open(sys.argv[sys.argv.index("--fatbin") + 1], "rb").read()
+        write(out, "ob-fatbin-256.bin", offload_binary_v2(256, fatbin, b"sm_86", 4, 2))
     if big:
         big_ccob(out)
 

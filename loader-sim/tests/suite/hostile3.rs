@@ -50,9 +50,7 @@ pub(crate) fn offload_binary_aliasing(n: usize, image: &[u8], arch: &[u8]) -> Ve
     let image_at = (strtab_at + strtab.len()).next_multiple_of(8);
     let size = (image_at + image.len()).next_multiple_of(8);
     let mut out = b"\x10\xff\x10\xad".to_vec();
-    for w in [2u32] {
-        out.extend(w.to_le_bytes());
-    }
+    out.extend(2u32.to_le_bytes());
     for w in [size as u64, 32, n as u64] {
         out.extend(w.to_le_bytes());
     }
