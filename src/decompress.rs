@@ -546,8 +546,19 @@ fn inflate_zlib(input: &[u8], out: &mut Output<'_>) -> core::result::Result<u64,
     }
 }
 
+/// True when `bytes` start a zstd frame or a skippable frame: after a frame, decoding goes
+/// on only then; other bytes end the payload's stream (a v1 `CCOB`'s payload runs to the
+/// end of the data; a v2/v3 one with bytes after the stream is refused by its reader:
+/// "bytes after the end of the compressed stream").
+pub fn starts_zstd_frame(bytes: &[u8]) -> bool {
+    bytes.starts_with(crate::raw::ZSTD_MAGIC)
+        || (bytes.get(1..4) == Some(&[0x2A, 0x4D, 0x18][..])
+            && bytes.first().is_some_and(|b| b & 0xF0 == 0x50))
+}
+
 /// The offset of the first byte of `input` after the zstd skippable frames at its start
-/// (magic `0x184D2A50`–`0x184D2A5F`, a 4-byte size, that many bytes; RFC 8878 §3.1.2).
+/// (magic `0x184D2A50`–`0x184D2A5F`, a 4-byte size, that many bytes; RFC 8878, section
+/// 3.1.2).
 /// `Err(offset)` of a skippable frame that runs past the end of `input`.
 ///
 /// A `CCOB` payload is read as LLVM reads it: `llvm::compression::zstd::decompress` calls
@@ -646,8 +657,12 @@ fn decode_zstd(
     let mut written = 0usize;
     let mut next = skip_skippable_frames(input).map_err(truncated_at)?;
     let mut frames = 0u32;
-    // The first frame always; later ones while bytes are left.
-    while frames == 0 || next < input.len() {
+    // The first frame always; later ones while frames follow.
+    while frames == 0
+        || input
+            .get(next..)
+            .is_some_and(|r| r.starts_with(crate::raw::ZSTD_MAGIC))
+    {
         let start = input.get(next..).unwrap_or_default();
         let mut src = init_zstd(&mut decoder, start, declared, options).map_err(|e| {
             Failure::Stream(e.kind(), e.what(), e.offset().saturating_add(u64_of(next)))
@@ -934,7 +949,7 @@ impl<'data> ZstdStream<'data> {
             )
         })?;
         self.src = self.src.get(skip..).unwrap_or_default();
-        if self.src.is_empty() {
+        if !self.src.starts_with(crate::raw::ZSTD_MAGIC) {
             return Ok(false);
         }
         let at = self.consumed();

@@ -372,8 +372,13 @@ impl<'data> ZstdCore<'data> {
                 Err(Error::new(kind, at, what))
             }
             // The end of a frame: another frame (or a skippable one) may follow, which the
-            // next call decodes.
-            Ok(0) if self.pos >= self.input.len() => {
+            // next call decodes; other bytes end the stream (the reader refuses them in a
+            // v2/v3 payload).
+            Ok(0)
+                if !offload_image::decompress::starts_zstd_frame(
+                    self.input.get(self.pos..).unwrap_or_default(),
+                ) =>
+            {
                 self.done = true;
                 Ok(())
             }

@@ -114,7 +114,7 @@ fn multi_frame_payloads_decode_as_llvm_decodes_them() {
         (
             "bytes that are no frame",
             [zstd_frame(&bundle), b"JUNKJUNKJUNK".to_vec()].concat(),
-            ErrorKind::Decompress,
+            ErrorKind::Malformed,
         ),
     ];
     for (name, payload, kind) in bad {
