@@ -209,4 +209,24 @@ mod tests {
         assert_eq!(b.filled(), &[7u8; 10][..]);
         assert_eq!(b.len(), 100);
     }
+
+    /// A heap buffer hands back exactly its published prefix, without a copy (the same
+    /// address), once its writer is gone; a mapped one is returned as it is.
+    #[test]
+    fn a_heap_buffer_becomes_the_vec_it_was_filled_into() {
+        let b = Arc::new(FillBuffer::on_heap(1 << 20).unwrap());
+        let mut w = b.writer().unwrap();
+        let at = w.as_mut_ptr() as usize;
+        // SAFETY: writes 4096 bytes within the capacity, at the writer's position.
+        unsafe {
+            std::ptr::write_bytes(w.as_mut_ptr(), 9, 4096);
+            w.filled_until(4096);
+        }
+        w.publish();
+        drop(w);
+        let v = Arc::try_unwrap(b).ok().unwrap().into_vec().ok().unwrap();
+        assert_eq!(v, vec![9u8; 4096]);
+        assert_eq!(v.as_ptr() as usize, at);
+        assert!(FillBuffer::new(10).unwrap().into_vec().is_err());
+    }
 }
