@@ -93,6 +93,15 @@ case "$target" in
         done ;;
 esac
 
+# Aliasing shapes (issue 43): entries that all name one image, a fatbinary named by every
+# entry, multi-frame and skippable-frame zstd payloads, zlib with bytes after the stream.
+case "$target" in
+    bundle | ccob | offload_binary | container | select | validate | prune | nvfatbin)
+        if command -v python3 >/dev/null 2>&1; then
+            python3 seeds/aliasing.py "corpus/$target" --fatbin "$corpus/../nvfatbin/files/device_c.fatbin"
+        fi ;;
+esac
+
 # FUZZ_BIN: run an already built target binary (e.g. a saved copy) instead of building.
 if [[ -n "${FUZZ_BIN:-}" ]]; then
     exec "$FUZZ_BIN" "corpus/$target" "${seeds[@]}" \

@@ -129,7 +129,12 @@ impl<'data> CompressedBundle<'data> {
             size_field,
             options,
         )?;
-        if self.total_size.is_some() && used != u64_of(self.payload.len()) {
+        // zlib: bytes after the stream are not read, as zlib's `uncompress` (LLVM's
+        // `compression::zlib::decompress`) does not read them (docs/FORMATS.md §5.4).
+        if self.total_size.is_some()
+            && used != u64_of(self.payload.len())
+            && self.method != CompressionMethod::Zlib
+        {
             return Err(Error::new(
                 ErrorKind::Malformed,
                 self.header_len.saturating_add(used),
@@ -436,7 +441,11 @@ impl<'data, D: Decompressor> ContentReader<'data, D> {
             )));
         }
         let used = self.decoder.consumed();
-        if self.bundle.total_size.is_some() && used != u64_of(self.bundle.payload.len()) {
+        // zlib: bytes after the stream are not read ([`CompressedBundle::decompress`]).
+        if self.bundle.total_size.is_some()
+            && used != u64_of(self.bundle.payload.len())
+            && self.bundle.method != CompressionMethod::Zlib
+        {
             return Err(self.stream_error(Error::new(
                 ErrorKind::Malformed,
                 used,

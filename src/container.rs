@@ -792,9 +792,8 @@ enum Frame<'data> {
     Blobs {
         data: &'data [u8],
         cursor: Cursor,
-        /// OffloadBinaries just handed out whose `fatbin` images are still to be walked,
-        /// and how many of their entries have been looked at.
-        nested: Option<(OffloadBinaries<'data>, usize)>,
+        /// OffloadBinaries just handed out whose `fatbin` images are still to be walked.
+        nested: Option<NestedFatbins<'data>>,
         /// A file or archive member rather than a section: NVIDIA fatbinaries are
         /// containers of this walk too (a bundle after a bare fatbinary is found).
         any: bool,
@@ -1269,7 +1268,7 @@ impl<'data> Units<'data> {
     fn next_blob(
         walked: &Walked<'data>,
         cursor: &mut Cursor,
-        nested: &mut Option<(OffloadBinaries<'data>, usize)>,
+        nested: &mut Option<NestedFatbins<'data>>,
         any: bool,
         options: &ReadOptions,
         resume: &mut Resume<'_, 'data>,
@@ -1283,7 +1282,7 @@ impl<'data> Units<'data> {
         match parse_blob(blob, at, any, options) {
             Ok((content, len)) => {
                 if let UnitContent::OffloadBinaries(s) = content {
-                    *nested = Some((s, 0));
+                    *nested = Some(NestedFatbins::new(s));
                 }
                 Ok(cursor.unit(walked, start, content, len, options, resume))
             }
@@ -1438,29 +1437,69 @@ fn not_a_container(data: &[u8], base: u64) -> Error {
     Error::new(ErrorKind::BadMagic, base, what)
 }
 
-/// The next fatbinary held by the OffloadBinaries just handed out (`nested`: them, and how
-/// many of their entries were looked at), to walk; `None` (and `nested` cleared) when they
-/// hold no more.
+/// The fatbinaries held by OffloadBinaries just handed out (entries of image kind
+/// `fatbin`), still to be walked as units of their own. Each entry is looked at once, and
+/// each range walked once: entries may all name one image (issue 43), and a fatbinary
+/// whose range overlaps one already walked, or lies between two walked ones, is not walked
+/// again (writers lay images out in entry order, so the walked ranges grow at one end; the
+/// entries themselves are still listed as the OffloadBinary's images). No allocation: the
+/// walked ranges are kept as their hull.
+#[derive(Clone, Debug)]
+pub(crate) struct NestedFatbins<'data> {
+    binaries: OffloadBinaryIter<'data>,
+    current: Option<OffloadBinaryEntries<'data>>,
+    /// (first address, end address) of the fatbinaries walked so far.
+    hull: Option<(usize, usize)>,
+}
+
+impl<'data> NestedFatbins<'data> {
+    fn new(seq: OffloadBinaries<'data>) -> Self {
+        NestedFatbins {
+            binaries: seq.iter(),
+            current: None,
+            hull: None,
+        }
+    }
+
+    /// The next fatbinary image to walk, if any.
+    fn next_image(&mut self) -> Option<&'data [u8]> {
+        loop {
+            if let Some(entries) = &mut self.current {
+                for e in entries.by_ref() {
+                    if ImageKind::from_code(e.image_kind) != ImageKind::Fatbinary
+                        || !nvfatbin::is_fatbin(e.image)
+                    {
+                        continue;
+                    }
+                    let start = e.image.as_ptr() as usize;
+                    let end = start.saturating_add(e.image.len());
+                    match self.hull {
+                        None => self.hull = Some((start, end)),
+                        Some((lo, hi)) if end <= lo || start >= hi => {
+                            self.hull = Some((lo.min(start), hi.max(end)));
+                        }
+                        // Walked already, or inside what was walked.
+                        Some(_) => continue,
+                    }
+                    return Some(e.image);
+                }
+            }
+            let (_, binary) = self.binaries.next()?;
+            self.current = (!binary.is_compressed()).then(|| binary.entries());
+        }
+    }
+}
+
+/// The next fatbinary held by the OffloadBinaries just handed out (`nested`), to walk;
+/// `None` (and `nested` cleared) when they hold no more.
 fn next_nested_fatbin<'data>(
     file: &'data [u8],
-    nested: &mut Option<(OffloadBinaries<'data>, usize)>,
+    nested: &mut Option<NestedFatbins<'data>>,
 ) -> Option<Step<'data>> {
-    let (seq, seen) = nested.as_mut()?;
-    let next = seq
-        .iter()
-        .filter(|(_, b)| !b.is_compressed())
-        .flat_map(|(_, b)| b.entries())
-        .enumerate()
-        .skip(*seen)
-        .find(|(_, e)| {
-            ImageKind::from_code(e.image_kind) == ImageKind::Fatbinary
-                && nvfatbin::is_fatbin(e.image)
-        });
-    match next {
-        Some((i, e)) => {
-            *seen = i.saturating_add(1);
-            let at = bytes::offset_in(file, e.image).unwrap_or(0);
-            Some(Step::Fatbins(e.image, None, at))
+    match nested.as_mut()?.next_image() {
+        Some(image) => {
+            let at = bytes::offset_in(file, image).unwrap_or(0);
+            Some(Step::Fatbins(image, None, at))
         }
         None => {
             *nested = None;

@@ -504,8 +504,93 @@ fn inflate_zlib(input: &[u8], out: &mut Output<'_>) -> core::result::Result<u64,
     }
 }
 
-/// Decodes one zstd frame into `out`, which must end up exactly full; returns the
-/// compressed length.
+/// True when `bytes` start a zstd frame or a skippable frame: after a frame, decoding goes
+/// on only then; other bytes end the payload's stream (a v1 `CCOB`'s payload runs to the
+/// end of the data; a v2/v3 one with bytes after the stream is refused by its reader:
+/// "bytes after the end of the compressed stream").
+pub fn starts_zstd_frame(bytes: &[u8]) -> bool {
+    bytes.starts_with(crate::raw::ZSTD_MAGIC)
+        || (bytes.get(1..4) == Some(&[0x2A, 0x4D, 0x18][..])
+            && bytes.first().is_some_and(|b| b & 0xF0 == 0x50))
+}
+
+/// The offset of the first byte of `input` after the zstd skippable frames at its start
+/// (magic `0x184D2A50`–`0x184D2A5F`, a 4-byte size, that many bytes; RFC 8878, section
+/// 3.1.2).
+/// `Err(offset)` of a skippable frame that runs past the end of `input`.
+///
+/// A `CCOB` payload is read as LLVM reads it: `llvm::compression::zstd::decompress` calls
+/// `ZSTD_decompress`, which decodes every frame of the buffer one after the other and
+/// skips skippable frames anywhere among them; the output must then be exactly the
+/// declared size (docs/FORMATS.md §5.4).
+pub fn skip_skippable_frames(input: &[u8]) -> core::result::Result<usize, u64> {
+    let mut at = 0usize;
+    loop {
+        let rest = input.get(at..).unwrap_or_default();
+        let Some(magic) = rest.get(..4) else {
+            return Ok(at);
+        };
+        if magic.get(1..4) != Some(&[0x2A, 0x4D, 0x18][..])
+            || magic.first().is_none_or(|b| b & 0xF0 != 0x50)
+        {
+            return Ok(at);
+        }
+        let size = rest
+            .get(4..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+            .ok_or(u64_of(at))?;
+        let len = usize::try_from(size)
+            .ok()
+            .and_then(|n| n.checked_add(8))
+            .filter(|&n| n <= rest.len())
+            .ok_or(u64_of(at))?;
+        at = at.saturating_add(len);
+    }
+}
+
+/// True when the zstd frame at the start of `input` is all of it (no frame, skippable or
+/// not, after it): then its content size, when stated, must be the declared size. Walks
+/// the block headers (3 bytes each) without decoding.
+fn single_frame(input: &[u8]) -> bool {
+    let Some(descriptor) = input.get(4).copied() else {
+        return false;
+    };
+    let window = usize::from(descriptor & 0x20 == 0);
+    let dictionary = match descriptor & 3 {
+        0 => 0usize,
+        1 => 1,
+        2 => 2,
+        _ => 4,
+    };
+    let content = match descriptor >> 6 {
+        0 => usize::from(descriptor & 0x20 != 0),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    let mut at = 5usize
+        .saturating_add(window)
+        .saturating_add(dictionary)
+        .saturating_add(content);
+    loop {
+        let Some(&[a, b, c]) = input.get(at..at.saturating_add(3)) else {
+            return false;
+        };
+        let h = u32::from(a) | (u32::from(b) << 8) | (u32::from(c) << 16);
+        let size = usize::try_from(h >> 3).unwrap_or(usize::MAX);
+        let body = if (h >> 1) & 3 == 1 { 1 } else { size };
+        at = at.saturating_add(3).saturating_add(body);
+        if h & 1 == 1 {
+            let checksum = if descriptor & 4 != 0 { 4 } else { 0 };
+            return at.saturating_add(checksum) >= input.len();
+        }
+    }
+}
+
+/// Decodes the zstd frames of `input` (one or more, skippable frames before, between and
+/// after them: [`skip_skippable_frames`]) into `out`, which must end up exactly full;
+/// returns the compressed length.
 fn decode_zstd(
     input: &[u8],
     out: &mut Output<'_>,
@@ -524,54 +609,76 @@ fn decode_zstd(
         )
     };
     let declared = u64_of(out.end.saturating_sub(out.start));
+    let truncated_at =
+        |at: u64| Failure::Stream(ErrorKind::Truncated, "zstd stream is truncated", at);
     let mut decoder = FrameDecoder::new();
-    let mut src = init_zstd(&mut decoder, input, declared, options)
-        .map_err(|e| Failure::Stream(e.kind(), e.what(), e.offset()))?;
-    let fcs = decoder.content_size();
-    if fcs != 0 && fcs != declared {
-        return Err(Failure::Stream(
-            ErrorKind::SizeMismatch,
-            "zstd frame content size differs from the declared decompressed size",
-            0,
-        ));
-    }
     let mut written = 0usize;
-    loop {
-        decoder
-            .decode_blocks(&mut src, BlockDecodingStrategy::UptoBytes(1 << 20))
-            .map_err(|e| match e {
-                FrameDecoderError::FailedToReadBlockHeader(_)
-                | FrameDecoderError::FailedToReadBlockBody(_)
-                    if src.is_empty() =>
-                {
-                    Failure::Stream(
-                        ErrorKind::Truncated,
-                        "zstd stream is truncated",
+    let mut next = skip_skippable_frames(input).map_err(truncated_at)?;
+    let mut frames = 0u32;
+    // The first frame always; later ones while frames follow.
+    while frames == 0
+        || input
+            .get(next..)
+            .is_some_and(|r| r.starts_with(crate::raw::ZSTD_MAGIC))
+    {
+        let start = input.get(next..).unwrap_or_default();
+        let mut src = init_zstd(&mut decoder, start, declared, options).map_err(|e| {
+            Failure::Stream(e.kind(), e.what(), e.offset().saturating_add(u64_of(next)))
+        })?;
+        let fcs = decoder.content_size();
+        let left = declared.saturating_sub(u64_of(written));
+        if fcs != 0 && (fcs > left || (frames == 0 && fcs != declared && single_frame(start))) {
+            return Err(Failure::Stream(
+                ErrorKind::SizeMismatch,
+                "zstd frame content size differs from the declared decompressed size",
+                u64_of(next),
+            ));
+        }
+        loop {
+            decoder
+                .decode_blocks(&mut src, BlockDecodingStrategy::UptoBytes(1 << 20))
+                .map_err(|e| match e {
+                    FrameDecoderError::FailedToReadBlockHeader(_)
+                    | FrameDecoderError::FailedToReadBlockBody(_)
+                        if src.is_empty() =>
+                    {
+                        Failure::Stream(
+                            ErrorKind::Truncated,
+                            "zstd stream is truncated",
+                            consumed(src),
+                        )
+                    }
+                    _ => corrupt(src),
+                })?;
+            // Drain what was decoded, growing the output only as far as there is data.
+            while decoder.can_collect() > 0 {
+                if out.window().len() == written && !out.grow()? {
+                    return Err(Failure::Stream(
+                        ErrorKind::SizeMismatch,
+                        "compressed stream is longer than the declared decompressed size",
                         consumed(src),
-                    )
+                    ));
                 }
-                _ => corrupt(src),
-            })?;
-        // Drain what was decoded, growing the output only as far as there is data.
-        while decoder.can_collect() > 0 {
-            if out.window().len() == written && !out.grow()? {
-                return Err(Failure::Stream(
-                    ErrorKind::SizeMismatch,
-                    "compressed stream is longer than the declared decompressed size",
-                    consumed(src),
-                ));
+                let dst = out.window().get_mut(written..).unwrap_or_default();
+                let n = decoder.read(dst).map_err(|_| corrupt(src))?;
+                if n == 0 {
+                    break;
+                }
+                written = written.saturating_add(n);
             }
-            let dst = out.window().get_mut(written..).unwrap_or_default();
-            let n = decoder.read(dst).map_err(|_| corrupt(src))?;
-            if n == 0 {
+            if decoder.is_finished() {
                 break;
             }
-            written = written.saturating_add(n);
         }
-        if decoder.is_finished() {
-            break;
-        }
+        frames = frames.saturating_add(1);
+        let end = input.len().saturating_sub(src.len());
+        let after = input.get(end..).unwrap_or_default();
+        next = end.saturating_add(
+            skip_skippable_frames(after)
+                .map_err(|at| truncated_at(u64_of(end).saturating_add(at)))?,
+        );
     }
+    let src = input.get(next..).unwrap_or_default();
     if u64_of(written) != declared {
         return Err(Failure::Stream(
             ErrorKind::SizeMismatch,
@@ -693,6 +800,9 @@ pub struct ZstdStream<'data> {
     src: &'data [u8],
     total: usize,
     decoder: Box<ruzstd::decoding::FrameDecoder>,
+    /// The declared content size and the window limit, for the frames after the first.
+    declared: u64,
+    window_limit: u64,
 }
 
 impl core::fmt::Debug for ZstdStream<'_> {
@@ -707,14 +817,21 @@ impl<'data> ZstdStream<'data> {
     /// Reads the frame header at the start of `input` ([`bounded_zstd_header`]: a window
     /// larger than `declared`, the decompressed size the container states, is narrowed
     /// to it); a frame content size must equal `declared`.
+    ///
+    /// Frames after the first, and skippable frames before, between and after them, are
+    /// read as `ZSTD_decompress` reads them ([`skip_skippable_frames`]).
     pub fn new(input: &'data [u8], declared: u64, options: &ReadOptions) -> Result<Self> {
         let mut decoder = Box::new(ruzstd::decoding::FrameDecoder::new());
-        let src = init_zstd(&mut decoder, input, declared, options)?;
+        let first = skip_skippable_frames(input)
+            .map_err(|at| Error::new(ErrorKind::Truncated, at, "zstd stream is truncated"))?;
+        let start = input.get(first..).unwrap_or_default();
+        let src = init_zstd(&mut decoder, start, declared, options)
+            .map_err(|e| e.rebase(u64_of(first)))?;
         let fcs = decoder.content_size();
-        if fcs != 0 && fcs != declared {
+        if fcs != 0 && (fcs > declared || (fcs != declared && single_frame(start))) {
             return Err(Error::new(
                 ErrorKind::SizeMismatch,
-                0,
+                u64_of(first),
                 "zstd frame content size differs from the declared decompressed size",
             ));
         }
@@ -722,7 +839,41 @@ impl<'data> ZstdStream<'data> {
             src,
             total: input.len(),
             decoder,
+            declared,
+            window_limit: zstd_window_limit(declared, options),
         })
+    }
+
+    /// After a frame: skips skippable frames and starts the next frame, if any bytes are
+    /// left. `Ok(false)` at the end of the payload.
+    fn next_frame(&mut self) -> Result<bool> {
+        let at = self.consumed();
+        let skip = skip_skippable_frames(self.src).map_err(|n| {
+            Error::new(
+                ErrorKind::Truncated,
+                at.saturating_add(n),
+                "zstd stream is truncated",
+            )
+        })?;
+        self.src = self.src.get(skip..).unwrap_or_default();
+        if !self.src.starts_with(crate::raw::ZSTD_MAGIC) {
+            return Ok(false);
+        }
+        let at = self.consumed();
+        self.decoder.set_max_window_size(self.window_limit);
+        let mut src = self.src;
+        let result = match bounded_zstd_header(src, self.declared) {
+            Some((header, len)) => {
+                let mut head = header.get(..len).unwrap_or_default();
+                src = src.get(len..).unwrap_or_default();
+                self.decoder.init(&mut head)
+            }
+            None => self.decoder.init(&mut src),
+        };
+        result
+            .map_err(|_| Error::new(ErrorKind::Decompress, at, "zstd frame header is invalid"))?;
+        self.src = src;
+        Ok(true)
     }
 }
 
@@ -853,8 +1004,14 @@ impl Decompressor for ZstdStream<'_> {
                 .decoder
                 .read(out)
                 .map_err(|_| Error::new(ErrorKind::Decompress, at, "zstd stream is corrupt"))?;
-            if n > 0 || self.decoder.is_finished() {
+            if n > 0 {
                 return Ok(n);
+            }
+            if self.decoder.is_finished() {
+                if self.next_frame()? {
+                    continue;
+                }
+                return Ok(0);
             }
             let src_empty = self.src.is_empty();
             self.decoder

@@ -29,6 +29,7 @@
 //! Reading the images needs their bytes: compressed bundles are decompressed (with the
 //! decoders of [`ReadOptions::decoders`]) one unit at a time.
 
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -251,6 +252,28 @@ pub fn validate_for_driver(
     options: &ReadOptions,
     driver: &crate::driver::CudaDriver,
 ) -> Vec<Finding> {
+    validate_counting(data, options, driver, &mut Work::default())
+}
+
+/// What a validation read of the images: a count of work that tests bound hostile inputs
+/// by (issue 43), rather than the clock. Entries that name one range of the input (or of
+/// a unit's decompressed content) are checked once: the work is linear in the input.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Bytes of images scanned whole (for a container magic), each distinct range once.
+    /// The rest of an image's checks read its first 4 KiB at most.
+    pub bytes_scanned: u64,
+    /// Ranges scanned whole.
+    pub ranges_scanned: u64,
+}
+
+/// [`validate_for_driver`], adding what it read to `work`.
+pub fn validate_counting(
+    data: &[u8],
+    options: &ReadOptions,
+    driver: &crate::driver::CudaDriver,
+    work: &mut Work,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     // The offsets of the units of the file itself (not of archive members).
     let mut starts = Vec::new();
@@ -274,7 +297,7 @@ pub fn validate_for_driver(
                 if unit.location.path().len() <= 1 {
                     starts.push(unit.location.offset);
                 }
-                check_unit(&unit, options, driver, &mut out);
+                check_unit(&unit, options, driver, work, &mut out);
             }
             Err(e) => {
                 out.push(Finding::error("file", &e));
@@ -375,6 +398,7 @@ fn check_unit(
     unit: &Unit<'_>,
     options: &ReadOptions,
     driver: &crate::driver::CudaDriver,
+    work: &mut Work,
     out: &mut Vec<Finding>,
 ) {
     let container = unit.location.to_string();
@@ -402,7 +426,7 @@ fn check_unit(
         at,
         table,
     };
-    let device_images = check_images(&open, &place, options, driver, out);
+    let device_images = check_images(&open, &place, options, driver, work, out);
     if let Some((base, in_file)) = table {
         overlapping(&open, base, in_file, &container, at, out);
     }
@@ -467,13 +491,21 @@ fn check_container(unit: &Unit<'_>, container: &str, at: u64, out: &mut Vec<Find
 
 /// The findings of every image of an open unit, each decoded in turn: the image itself,
 /// its entry ID, a container magic in its bytes. Returns how many are device images.
+///
+/// Entries may all name one range (a bundle or OffloadBinary of 65,536 entries naming one
+/// image, issue 43): the bytes of a range of the file or of the unit's content are
+/// scanned once (every entry naming it gets the finding of that one scan, under its own
+/// name); the other checks read an image's first 4 KiB at most.
 fn check_images(
     open: &crate::container::OpenUnit<'_>,
     unit: &Place<'_>,
     options: &ReadOptions,
     driver: &crate::driver::CudaDriver,
+    work: &mut Work,
     out: &mut Vec<Finding>,
 ) -> usize {
+    // (address, length) of a stable range -> its container magic, if any.
+    let mut magic: BTreeMap<(usize, usize), Option<(u64, &'static str)>> = BTreeMap::new();
     let container = unit.container;
     let descriptors = unit
         .table
@@ -481,6 +513,9 @@ fn check_images(
     let mut device_images = 0usize;
     for image in open.images() {
         let place = image.offset.unwrap_or(unit.at);
+        // A slice of the file or of the unit's content stays put for the whole unit; a
+        // decoded image lives in a buffer of its own (whose address may be reused).
+        let stable = image.encoded.is_none();
         // Images identified from their headers are decoded here, one at a time.
         let decoded = match image.decode(options) {
             Ok(d) => d,
@@ -490,6 +525,7 @@ fn check_images(
             }
         };
         let image = image.with_bytes(&decoded);
+        let key = (image.bytes.as_ptr() as usize, image.bytes.len());
         check_image(&image, container, place, driver, out);
         // ID findings point at the entry's descriptor where the file holds it.
         let id_place = match (descriptors.get(image.index), unit.table) {
@@ -501,7 +537,19 @@ fn check_images(
         let decompressed = unit.table.is_some_and(|t| t.1.is_none());
         check_id(&image, container, id_place, descriptor, decompressed, out);
         if image.offset.is_some() {
-            if let Some(p) = magic_in(image.bytes) {
+            let found = match magic.get(&key) {
+                Some(found) if stable => *found,
+                _ => {
+                    work.bytes_scanned = work.bytes_scanned.saturating_add(u64_of(key.1));
+                    work.ranges_scanned = work.ranges_scanned.saturating_add(1);
+                    let found = magic_in(image.bytes);
+                    if stable {
+                        magic.insert(key, found);
+                    }
+                    found
+                }
+            };
+            if let Some(p) = found {
                 out.push(Finding::new(
                     Code::MagicInPayload,
                     container,

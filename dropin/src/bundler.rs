@@ -31,7 +31,7 @@ mod handler;
 pub mod target;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+use std::io::Write;
 
 use offload_image::ccob::CompressedBundle;
 use offload_image::write::ccob::{self as ccob_writer, CcobOptions};
@@ -610,13 +610,10 @@ fn config_from_env(files_type: &str) -> Config {
 /// Reads a file (`-` is standard input).
 fn read_input(name: &str) -> Result<Vec<u8>, ToolError> {
     if name == "-" {
-        let mut v = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut v)
-            .map_err(|e| fail(format!("'{name}': {e}")))?;
-        return Ok(v);
+        return crate::input::read_stdin().map_err(|e| fail(format!("'{name}': {e}")));
     }
-    std::fs::read(name).map_err(|e| fail(format!("'{name}': {}", io_msg(&e))))
+    crate::input::read_regular(std::path::Path::new(name))
+        .map_err(|e| fail(format!("'{name}': {}", io_msg(&e))))
 }
 
 /// Writes a file (`-` is standard output).
@@ -729,7 +726,9 @@ fn map_input(name: &str, map_file: MapFile) -> Result<Source, ToolError> {
     if name == "-" {
         return read_input(name).map(Source::Owned);
     }
-    let file = std::fs::File::open(name).map_err(|e| fail(format!("'{name}': {}", io_msg(&e))))?;
+    // A FIFO or a device is refused at once (`open_regular` does not block on a FIFO).
+    let file = crate::input::open_regular(std::path::Path::new(name))
+        .map_err(|e| fail(format!("'{name}': {}", io_msg(&e))))?;
     map_file(&file)
         .map(Source::Mapped)
         .map_err(|e| fail(format!("'{name}': {}", io_msg(&e))))

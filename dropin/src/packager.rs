@@ -27,7 +27,7 @@
 //! with status 1, as in LLVM.
 
 use offload_image::offload_binary::OffloadBinary;
-use offload_image::write::offload_binary::{v1_to_vec, OffloadImage};
+use offload_image::write::offload_binary::OffloadImage;
 use offload_image::{Limits, ReadOptions};
 
 use crate::bundler::ToolError;
@@ -192,12 +192,10 @@ fn stem(path: &str) -> &str {
 
 fn read(name: &str) -> Result<Vec<u8>, ToolError> {
     if name == "-" {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut v)
-            .map_err(|e| fail(e.to_string()))?;
-        return Ok(v);
+        return crate::input::read_stdin().map_err(|e| fail(e.to_string()));
     }
-    std::fs::read(name).map_err(|e| match e.kind() {
+    // A FIFO or a device is refused at once; the size is reserved fallibly (issue 43).
+    crate::input::read_regular(std::path::Path::new(name)).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => fail("No such file or directory"),
         _ => fail(e.to_string()),
     })
@@ -319,9 +317,25 @@ fn bundle_images(output: &str, images: &[String]) -> Result<(), ToolError> {
     let mut out = Vec::new();
     for packaged in read_images(images)? {
         let strings = packaged.strings();
-        out.extend_from_slice(&v1_to_vec(&packaged.image(&strings)).map_err(|e| fail(e.what()))?);
+        append_v1(&mut out, &packaged.image(&strings))?;
     }
     write(output, &out)
+}
+
+/// Appends `image` as a version-1 binary to `out`, its size reserved fallibly first: an
+/// image larger than the memory the process may take is an error, not an abort (issue 43:
+/// a 3 GiB `--image=file=` under a 4 GB address limit died of SIGABRT).
+fn append_v1(out: &mut Vec<u8>, image: &OffloadImage<'_>) -> Result<(), ToolError> {
+    let len = offload_image::write::offload_binary::v1_len(image).map_err(|e| fail(e.what()))?;
+    let too_big = || {
+        fail(format!(
+            "cannot hold the {len}-byte OffloadBinary in memory"
+        ))
+    };
+    let n = usize::try_from(len).map_err(|_| too_big())?;
+    out.try_reserve_exact(n).map_err(|_| too_big())?;
+    offload_image::write::offload_binary::write_v1(out, image).map_err(|e| fail(e.to_string()))?;
+    Ok(())
 }
 
 /// One binary found in the input: its (uncompressed) bytes and the identifier LLVM gives

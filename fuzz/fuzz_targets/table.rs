@@ -1,7 +1,8 @@
 //! The text table printer of `loader-sim` (`loader-sim/src/table.rs`, compiled here as it
 //! is): any header and cells, one cell widened past 65,535 characters on demand. Never a
-//! panic; one line per row; no line ends in a space; a cell without spaces starts at its
-//! column (the widths of the columns before it, two spaces after each).
+//! panic; one line per row; no control character of the input in the output (cells are
+//! escaped, `table::escape`); no line ends in a space; a cell without spaces starts, escaped,
+//! at its column (the widths of the columns before it, two spaces after each).
 #![no_main]
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
@@ -37,6 +38,20 @@ fuzz_target!(|input: Input| {
     let mut out = Vec::new();
     table::table(&mut out, &header, &rows).expect("writing to a Vec does not fail");
     let text = String::from_utf8(out).expect("the table is UTF-8");
+    // No control character from the input reaches the output: the only one is the end of
+    // each line.
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "a control character in {text:?}"
+    );
+    assert_eq!(text.matches('\n').count(), rows.len() + 1);
+    let escaped = |s: &str| table::escape(s).into_owned();
+    let header: Vec<String> = header.iter().map(|h| escaped(h)).collect();
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| escaped(c)).collect())
+        .collect();
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
     let plain = |s: &str| !s.chars().any(char::is_whitespace);
     let all_plain = header.iter().all(|h| plain(h)) && rows.iter().flatten().all(|c| plain(c));
     if !all_plain {

@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod child;
 mod cmd;
 mod decode;
 mod gpus;
@@ -269,6 +270,7 @@ pub fn run_cli(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
             }
         }
     }
+    output::work::report();
     result
 }
 
@@ -288,7 +290,16 @@ fn run_command(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
         Command::Register(a) => cmd::register::run(&a, out),
         Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a, out),
-        Command::Doctor(a) => cmd::doctor::run(&a, out),
+        Command::Doctor(a) => {
+            // Wheels spill to the temporary folder under this limit: a value that is not a
+            // size is the caller's mistake, said once, not a wheel reported damaged.
+            wheel::spill_limit().map_err(|m| Failure {
+                message: m,
+                kind: Some("usage"),
+                offset: None,
+            })?;
+            cmd::doctor::run(&a, out)
+        }
         Command::Validate(a) => cmd::validate::run(&a, out),
         Command::Wrap(a) => cmd::wrap::run(&a),
         Command::Completions { shell } => {

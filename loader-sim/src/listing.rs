@@ -130,15 +130,21 @@ pub(crate) fn unit_lines(
         records.push(Line::Damaged(Damaged::unit(unit, &d.error)));
         return;
     }
+    // Entries may all name one range (issue 43): each distinct range of the file or of the
+    // unit's decompressed content is hashed once. Decoded images (`encoded`) live in
+    // buffers of their own, which may reuse an address: they are never looked up.
+    let mut hashed = HashCache::default();
     // Without hashes, compressed entries are not decoded: what their headers say.
     let listed = crate::decode::for_each_image_with(unit, options, hash, |image| {
         // Hashing reads the whole image: read ahead, and drop its pages afterwards so
         // that listing a 1.3 GB library does not keep it all mapped.
         let sha256 = hash.then(|| {
-            input.will_read(image.bytes);
-            let sha256 = sha256_hex(image.bytes);
-            input.release(image.bytes);
-            sha256
+            hashed.get(image.encoded.is_none(), image.bytes, |bytes| {
+                input.will_read(bytes);
+                let sha256 = sha256_hex(bytes);
+                input.release(bytes);
+                sha256
+            })
         });
         records.push(Line::Image(image_record(unit, image, sha256)));
     });
@@ -155,6 +161,34 @@ pub(crate) fn unit_lines(
             bundle_index: unit.index,
             skipped: Skipped::new(r),
         });
+    }
+}
+
+/// The SHA-256 of the ranges of one unit already hashed, by (address, length): entries
+/// that name one range (a bundle or OffloadBinary whose entries alias one image) cost one
+/// hash, so `list` is linear in the input (docs/RELIABILITY.md, issue 43).
+#[derive(Default)]
+pub(crate) struct HashCache {
+    seen: std::collections::HashMap<(usize, usize), String>,
+}
+
+impl HashCache {
+    /// The hash of `bytes`: `hash(bytes)` the first time a range is seen, the recorded
+    /// value afterwards. `stable`: `bytes` stay where they are for the whole unit (a slice
+    /// of the file or of the unit's content); other ranges are always hashed.
+    pub(crate) fn get(
+        &mut self,
+        stable: bool,
+        bytes: &[u8],
+        hash: impl FnOnce(&[u8]) -> String,
+    ) -> String {
+        if !stable {
+            return hash(bytes);
+        }
+        self.seen
+            .entry((bytes.as_ptr() as usize, bytes.len()))
+            .or_insert_with(|| hash(bytes))
+            .clone()
     }
 }
 

@@ -24,19 +24,41 @@ for p in sys.path:
     print(r)
 "#;
 
-/// The package directories of the interpreter `python`'s `sys.path`.
+/// How long the interpreter may take to answer (`LOADER_SIM_CHILD_TIMEOUT` overrides it).
+const PROBE_TIME: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The most bytes read of each of its outputs (a `sys.path` is a few KB).
+const PROBE_OUTPUT: usize = 1 << 20;
+
+/// The package directories of the interpreter `python`'s `sys.path`. The interpreter runs
+/// under bounds ([`crate::child`]): one that never ends, or floods its output, is killed
+/// and is an error naming the bound (issue 43: `yes x` as the interpreter was an abort on a
+/// 4 GiB allocation, `sleep 1000` a hang).
 pub fn site_dirs(python: &Path) -> Result<Vec<PathBuf>, Failure> {
-    let out = Command::new(python)
-        .args(["-c", SITE_DIRS])
-        .env_remove("PYTHONHOME")
-        .output()
-        .map_err(|e| Failure::file(python, format!("cannot run the interpreter: {e}")))?;
+    let limit = crate::child::time_limit(PROBE_TIME).map_err(|m| Failure {
+        message: m,
+        kind: Some("usage"),
+        offset: None,
+    })?;
+    let out = crate::child::run(
+        Command::new(python)
+            .args(["-c", SITE_DIRS])
+            .env_remove("PYTHONHOME"),
+        limit,
+        PROBE_OUTPUT,
+    )
+    .map_err(|e| Failure::file(python, format!("cannot run the interpreter: {e}")))?
+    .map_err(|stopped| Failure::file(python, format!("the interpreter failed: {stopped}")))?;
     if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr.trim();
         return Err(Failure::file(
             python,
             format!(
-                "the interpreter failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
+                "the interpreter failed ({}){}{}",
+                crate::child::describe(&out.status),
+                if stderr.is_empty() { "" } else { ": " },
+                stderr
             ),
         ));
     }

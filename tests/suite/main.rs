@@ -5,6 +5,7 @@
 
 mod common;
 
+mod aliasing;
 #[cfg(feature = "std")]
 mod aks2;
 mod alloc_free;

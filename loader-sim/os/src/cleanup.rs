@@ -1,5 +1,6 @@
 //! Removing a temporary file when the process is interrupted (`SIGINT`, `SIGTERM`,
-//! `SIGHUP`): `prune` writes its result to a temporary file next to OUT, which a caught
+//! `SIGHUP`, `SIGQUIT`, `SIGUSR1`, `SIGUSR2`, `SIGALRM`, `SIGVTALRM`, `SIGPROF`, `SIGXCPU`,
+//! `SIGXFSZ`, `SIGPIPE`: every catchable signal whose default ends the process): `prune` writes its result to a temporary file next to OUT, which a caught
 //! interrupt would otherwise leave behind (up to the size of the output).
 //!
 //! While a [`RemoveOnSignal`] is alive, those signals first unlink its file, then get the
@@ -26,7 +27,25 @@ mod imp {
     pub static PREVIOUS: [AtomicPtr<libc::sigaction>; 32] =
         [const { AtomicPtr::new(std::ptr::null_mut()) }; 32];
 
-    pub const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+    /// Every signal whose default action ends the process and that a process can catch
+    /// (issue 43 found SIGQUIT, SIGUSR1 and SIGXFSZ leaving the file behind). SIGKILL
+    /// cannot be caught: the file's name says whose it is (`prune`'s
+    /// `.OUT.loader-sim-prune.PID.RANDOM.tmp`). Crashes (SIGSEGV, SIGBUS, SIGABRT) are not
+    /// handled here.
+    pub const SIGNALS: [libc::c_int; 12] = [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGPIPE,
+    ];
 
     /// The handler: unlink, then the previous action.
     pub extern "C" fn on_signal(

@@ -15,10 +15,19 @@ use std::sync::Arc;
 
 use memmap2::MmapMut;
 
+/// What owns a [`FillBuffer`]'s memory.
+enum Storage {
+    /// An anonymous map; never dereferenced after construction.
+    Map(#[allow(dead_code)] MmapMut),
+    /// A heap allocation of `len` bytes' capacity, handed back by
+    /// [`FillBuffer::into_vec`]; never touched through the `Vec` while shared.
+    Heap(Vec<u8>),
+}
+
 /// See the module documentation.
 pub struct FillBuffer {
-    /// Owns the memory; never dereferenced after construction.
-    _map: MmapMut,
+    /// Owns the memory.
+    storage: Storage,
     ptr: *mut u8,
     len: usize,
     filled: AtomicUsize,
@@ -40,12 +49,49 @@ impl FillBuffer {
         let _ = map.advise(memmap2::Advice::HugePage);
         let ptr = map.as_mut_ptr();
         Ok(FillBuffer {
-            _map: map,
+            storage: Storage::Map(map),
             ptr,
             len,
             filled: AtomicUsize::new(0),
             writer_taken: AtomicBool::new(false),
         })
+    }
+
+    /// A buffer of `len` bytes on the heap, whose filled prefix [`FillBuffer::into_vec`]
+    /// hands back without a copy: a decoder thread fills it while the caller hashes it,
+    /// and the caller keeps it as the decoded content (one buffer of the content's size,
+    /// not a map and a copy of it). Fails when the memory cannot be reserved.
+    pub fn on_heap(len: usize) -> io::Result<FillBuffer> {
+        let mut v: Vec<u8> = Vec::new();
+        v.try_reserve_exact(len.max(1))
+            .map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        #[cfg(target_os = "linux")]
+        advise_huge_pages(v.as_mut_ptr(), v.capacity());
+        let ptr = v.as_mut_ptr();
+        Ok(FillBuffer {
+            storage: Storage::Heap(v),
+            ptr,
+            len,
+            filled: AtomicUsize::new(0),
+            writer_taken: AtomicBool::new(false),
+        })
+    }
+
+    /// The filled prefix as a `Vec`, without a copy, for a buffer made by
+    /// [`FillBuffer::on_heap`]; `Err(self)` for a mapped buffer.
+    pub fn into_vec(mut self) -> Result<Vec<u8>, FillBuffer> {
+        let n = *self.filled.get_mut();
+        match &mut self.storage {
+            Storage::Heap(v) => {
+                let mut v = std::mem::take(v);
+                // SAFETY: `n <= len <= capacity` (the writer publishes positions within
+                // the buffer) and the bytes below a published length were written
+                // (module documentation); `self` is owned, so no reader or writer is left.
+                unsafe { v.set_len(n) };
+                Ok(v)
+            }
+            Storage::Map(_) => Err(self),
+        }
     }
 
     /// Capacity in bytes.
@@ -76,6 +122,23 @@ impl FillBuffer {
             buf: Arc::clone(self),
             pos: 0,
         })
+    }
+}
+
+/// Advises the whole 2 MiB pages inside `[ptr, ptr + len)` for transparent huge pages, as
+/// the mapped buffer is (a large heap block is a map of its own; its first bytes are the
+/// allocator's).
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(ptr: *mut u8, len: usize) {
+    const HUGE: usize = 2 << 20;
+    let start = (ptr as usize).next_multiple_of(HUGE);
+    let end = (ptr as usize).saturating_add(len) / HUGE * HUGE;
+    if end > start {
+        // SAFETY: `[start, end)` lies inside the allocation; MADV_HUGEPAGE changes no
+        // content and no mapping, only how the kernel backs the pages.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
     }
 }
 
@@ -145,5 +208,25 @@ mod tests {
         w.publish();
         assert_eq!(b.filled(), &[7u8; 10][..]);
         assert_eq!(b.len(), 100);
+    }
+
+    /// A heap buffer hands back exactly its published prefix, without a copy (the same
+    /// address), once its writer is gone; a mapped one is returned as it is.
+    #[test]
+    fn a_heap_buffer_becomes_the_vec_it_was_filled_into() {
+        let b = Arc::new(FillBuffer::on_heap(1 << 20).unwrap());
+        let mut w = b.writer().unwrap();
+        let at = w.as_mut_ptr() as usize;
+        // SAFETY: writes 4096 bytes within the capacity, at the writer's position.
+        unsafe {
+            std::ptr::write_bytes(w.as_mut_ptr(), 9, 4096);
+            w.filled_until(4096);
+        }
+        w.publish();
+        drop(w);
+        let v = Arc::try_unwrap(b).ok().unwrap().into_vec().ok().unwrap();
+        assert_eq!(v, vec![9u8; 4096]);
+        assert_eq!(v.as_ptr() as usize, at);
+        assert!(FillBuffer::new(10).unwrap().into_vec().is_err());
     }
 }

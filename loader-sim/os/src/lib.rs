@@ -42,7 +42,8 @@ pub fn file_type_name(t: &std::fs::FileType) -> &'static str {
 }
 
 /// Opens `path` for reading as an input file: only a regular file (symbolic links
-/// followed). The open does not block (`O_NONBLOCK`: a FIFO without a writer would
+/// followed). The drop-in tools open theirs with the same code
+/// (`offload_dropin::input::open_regular`: the crates may not depend on each other). The open does not block (`O_NONBLOCK`: a FIFO without a writer would
 /// otherwise hang it), and anything but a regular file (a FIFO, a device, a socket, a
 /// directory) is an error of kind `InvalidInput` saying what it is, before anything is
 /// read.
@@ -102,4 +103,31 @@ pub fn load_library(path: &Path) -> Result<(), String> {
         return Err(msg);
     }
     Ok(())
+}
+
+/// Sends SIGKILL to the process group `pgid` (a child started as the leader of a group of
+/// its own): the child and whatever it forked that stayed in the group. Off Unix, nothing.
+pub fn kill_process_group(pgid: u32) {
+    #[cfg(unix)]
+    if let Ok(pgid) = libc::pid_t::try_from(pgid) {
+        if pgid > 0 {
+            // SAFETY: kill has no memory effects; a negative pid names the group.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = pgid;
+}
+
+/// Gives SIGSEGV, SIGBUS, SIGILL and SIGFPE their default action (the process ends), for
+/// the child of `register --load` before it runs a library's constructors: the Rust
+/// runtime's stack-overflow handler returns from a SIGSEGV that is no fault of the stack,
+/// so a constructor that raised one went on as if nothing happened ("nothing was
+/// registered", issue 43). Off Unix, nothing.
+pub fn default_crash_signals() {
+    #[cfg(unix)]
+    for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE] {
+        // SAFETY: setting a signal's disposition to its default has no memory effects.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
 }

@@ -173,8 +173,19 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     Ok(Outcome::Ok)
 }
 
-/// True when `a` and `b` name the same existing file.
+/// True when `a` and `b` name the same existing file: the same device and inode (a hard
+/// link, a bind mount, a symbolic link to it; issue 43: a bind mount got past a comparison
+/// of paths and the input was overwritten), or the same final path after links.
 fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            if x.dev() == y.dev() && x.ino() == y.ino() {
+                return true;
+            }
+        }
+    }
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(x), Ok(y)) => x == y,
         _ => false,
@@ -249,8 +260,7 @@ fn write_atomically(
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::other("OUT has no file name"))?;
-    let (mut file, tmp) = create_temp(&dir, &name.to_string_lossy())?;
-    let _remove = loader_sim_os::cleanup::RemoveOnSignal::new(&tmp);
+    let (mut file, tmp, _remove) = create_temp(&dir, &name.to_string_lossy())?;
     let result = (|| {
         if let Ok(meta) = std::fs::metadata(original) {
             let _ = file.set_permissions(meta.permissions());
@@ -284,18 +294,31 @@ fn write_through(
     file.flush()
 }
 
-/// Creates a new file `.NAME.prune-RANDOM.tmp` in `dir`, exclusively (never an existing
-/// file or a link's target), with a name nobody can predict.
-fn create_temp(dir: &Path, name: &str) -> std::io::Result<(File, PathBuf)> {
+/// Creates a new file `.NAME.loader-sim-prune.PID.RANDOM.tmp` in `dir`, exclusively (never
+/// an existing file or a link's target), with a name nobody can predict. The name says
+/// whose it is: a prune killed with SIGKILL (which no process can catch) leaves it behind,
+/// and `.*.loader-sim-prune.PID.*.tmp` finds it (docs/RELIABILITY.md).
+///
+/// The file is removed on a signal from before it exists (the guard returned is armed
+/// first: a signal between the creation and the guard left the file behind).
+fn create_temp(
+    dir: &Path,
+    name: &str,
+) -> std::io::Result<(File, PathBuf, loader_sim_os::cleanup::RemoveOnSignal)> {
     let mut last = None;
     for _ in 0..16 {
-        let tmp = dir.join(format!(".{name}.prune-{:016x}.tmp", random_u64()));
+        let tmp = dir.join(format!(
+            ".{name}.loader-sim-prune.{}.{:016x}.tmp",
+            std::process::id(),
+            random_u64()
+        ));
+        let remove = loader_sim_os::cleanup::RemoveOnSignal::new(&tmp);
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
         {
-            Ok(file) => return Ok((file, tmp)),
+            Ok(file) => return Ok((file, tmp, remove)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(e),
         }

@@ -205,20 +205,27 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
     }
     let exe = std::env::current_exe()
         .map_err(|e| Failure::msg(format!("cannot locate this program: {e}")))?;
-    let child = Command::new(exe)
-        .arg("__load")
-        .arg(&lib_abs)
-        .env("LD_LIBRARY_PATH", path)
-        .env("LOADER_SIM_DEVICES", args.devices.join(","))
-        .env("LOADER_SIM_REPORT", &report)
-        .env("LOADER_SIM_POLICY", args.policy.env())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .map_err(|e| Failure::msg(format!("cannot start the loader process: {e}")))?;
+    let limit = crate::child::time_limit(LOAD_TIME).map_err(|m| Failure {
+        message: m,
+        kind: Some("usage"),
+        offset: None,
+    })?;
+    let child = crate::child::run(
+        Command::new(exe)
+            .arg("__load")
+            .arg(&lib_abs)
+            .env("LD_LIBRARY_PATH", path)
+            .env("LOADER_SIM_DEVICES", args.devices.join(","))
+            .env("LOADER_SIM_REPORT", &report)
+            .env("LOADER_SIM_POLICY", args.policy.env()),
+        limit,
+        LOAD_OUTPUT,
+    )
+    .map_err(|e| Failure::msg(format!("cannot start the loader process: {e}")))?
+    .map_err(|stopped| Failure::file(lib, format!("cannot load: the loader process: {stopped}")))?;
     let stderr = String::from_utf8_lossy(&child.stderr);
     if !child.status.success() {
-        // The child's own one-line error (dlopen's message), else its exit status.
+        // The child's own one-line error (dlopen's message), else how it ended.
         let why = stderr
             .lines()
             .find_map(|l| l.strip_prefix("loader-sim: error: "))
@@ -228,8 +235,26 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
                 let l = l.strip_prefix(&abs).unwrap_or(l);
                 l.strip_prefix(&abs).unwrap_or(l).to_string()
             })
-            .unwrap_or_else(|| format!("the loader process failed ({})", child.status));
+            .unwrap_or_else(|| {
+                format!(
+                    "the loader process ended before the load finished ({}): the library's constructors crashed or ended the process",
+                    crate::child::describe(&child.status)
+                )
+            });
         return Err(Failure::file(lib, format!("cannot load: {why}")));
+    }
+    // A constructor that calls exit(0) ends the child with success, before `dlopen` returns.
+    if !String::from_utf8_lossy(&child.stdout)
+        .lines()
+        .any(|l| l == LOADED)
+    {
+        return Err(Failure::file(
+            lib,
+            format!(
+                "cannot load: the loader process ended before the load finished ({}): the library's constructors ended the process",
+                crate::child::describe(&child.status)
+            ),
+        ));
     }
     // The shim's diagnostics (refused registrations, ...) pass through.
     eprint!("{stderr}");
@@ -251,9 +276,26 @@ fn load(args: &Args, lib: &Path) -> Result<Vec<Record>, Failure> {
     Ok(records)
 }
 
+/// How long `register --load` lets the library load (`LOADER_SIM_CHILD_TIMEOUT` overrides
+/// it): a constructor that never returns is killed there.
+const LOAD_TIME: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The most bytes read of each output of the loader process.
+const LOAD_OUTPUT: usize = 4 << 20;
+
+/// What the loader process prints on standard output once `dlopen` has returned: a
+/// constructor that ends the process with `exit(0)` leaves it out.
+const LOADED: &str = "loader-sim: loaded";
+
 /// `loader-sim __load LIB` (internal): the child of `register --load`.
 pub fn load_child(lib: &Path) -> Result<Outcome, Failure> {
+    // A crash in a constructor ends this process with its signal, which the parent names.
+    loader_sim_os::default_crash_signals();
     loader_sim_os::load_library(lib).map_err(|e| Failure::file(lib, e))?;
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{LOADED}");
+    let _ = out.flush();
     Ok(Outcome::Ok)
 }
 

@@ -10,7 +10,7 @@ use crate::cmd::{OnOff, PolicyArg};
 use crate::decode::ZstdDecoder;
 use crate::input::Input;
 use crate::kpack::Library;
-use crate::output::{json_line, table};
+use crate::output::{json_line, table, text_line};
 use crate::selection::{split, Found, Record, Selected, Split, Walk, Wanted};
 use crate::stream::When;
 use crate::{Failure, Outcome};
@@ -306,34 +306,39 @@ fn write_table(out: &mut impl Write, records: &[Record], sha: bool) -> std::io::
     table(out, &header, &rows)?;
     for r in records.iter().filter(|r| r.rejected.is_none()) {
         if let Some(note) = &r.runtime_note {
-            writeln!(
+            text_line(
                 out,
-                "note: {} unit {}, target {}: {note}",
-                r.container, r.bundle_index, r.target
+                format_args!(
+                    "note: {} unit {}, target {}: {note}",
+                    r.container, r.bundle_index, r.target
+                ),
             )?;
         }
     }
     for r in records {
         if let Some(rejected) = &r.rejected {
-            writeln!(
+            writeln!(out)?;
+            text_line(
                 out,
-                "\n{} unit {}, target {}:",
-                r.container, r.bundle_index, r.target
+                format_args!(
+                    "{} unit {}, target {}:",
+                    r.container, r.bundle_index, r.target
+                ),
             )?;
             if let Some(s) = &r.selected {
-                writeln!(out, "  selected {s}")?;
+                text_line(out, format_args!("  selected {s}"))?;
             }
             if let Some(d) = &r.disagreement {
-                writeln!(out, "  note: {d}")?;
+                text_line(out, format_args!("  note: {d}"))?;
             }
             if let Some(s) = &r.skipped {
-                writeln!(out, "  note: {}", s.message)?;
+                text_line(out, format_args!("  note: {}", s.message))?;
             }
             if let Some(n) = &r.runtime_note {
-                writeln!(out, "  note: {n}")?;
+                text_line(out, format_args!("  note: {n}"))?;
             }
             for x in rejected {
-                writeln!(out, "  not {}: {}", x.image, x.reason)?;
+                text_line(out, format_args!("  not {}: {}", x.image, x.reason))?;
             }
         }
     }

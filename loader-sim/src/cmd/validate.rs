@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use offload_image::validate::{validate_for_driver, Code, Finding, Severity};
+use offload_image::validate::{validate_counting, Code, Finding, Severity};
 use serde::Serialize;
 
 use crate::input::Input;
@@ -101,7 +101,9 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         let findings: Vec<Finding> = match Input::open(file) {
             Ok(input) => {
                 let driver = crate::cmd::cuda_driver(args.nvidia_driver);
-                let mut findings = validate_for_driver(input.bytes(), &read, &driver);
+                let mut work = offload_image::validate::Work::default();
+                let mut findings = validate_counting(input.bytes(), &read, &driver, &mut work);
+                crate::output::work::validated(work.bytes_scanned);
                 findings.extend(kpack_findings(file, input.bytes()));
                 findings
             }
@@ -135,15 +137,17 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
                     },
                 )
             } else {
-                writeln!(
-                    out,
-                    "{}: {}: {} [{}] {}, at byte {}",
-                    file.display(),
-                    f.severity().name(),
-                    f.message,
-                    f.code.name(),
-                    f.container,
-                    f.offset
+                crate::output::text_line(
+                    &mut out,
+                    format_args!(
+                        "{}: {}: {} [{}] {}, at byte {}",
+                        file.display(),
+                        f.severity().name(),
+                        f.message,
+                        f.code.name(),
+                        f.container,
+                        f.offset
+                    ),
                 )
             };
             written.map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;

@@ -391,7 +391,7 @@ fn prune_interrupted_leaves_no_temporary_file() {
         }
         let left: Vec<String> = names(&dir.path(""))
             .into_iter()
-            .filter(|n| n.contains(".prune-"))
+            .filter(|n| n.contains("prune"))
             .collect();
         assert!(left.is_empty(), "run {run}: left behind: {left:?}");
     }

@@ -21,6 +21,7 @@ mod dropin_errors_differential;
 mod generative_differential;
 mod hostile;
 mod hostile2;
+mod hostile3;
 mod image_names;
 mod kpack;
 mod list;
