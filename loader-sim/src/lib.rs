@@ -21,6 +21,7 @@
 
 mod cmd;
 mod decode;
+mod gpu_names;
 mod gpus;
 mod input;
 mod kpack;

@@ -17,6 +17,7 @@ mod doctor;
 mod doctor_verdicts;
 mod dropin_errors_differential;
 mod generative_differential;
+mod gpu_names;
 mod hostile;
 mod hostile2;
 mod kpack;
