@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod cuda_runtime;
 mod decode;
 mod gpu_names;
 mod gpus;

@@ -443,19 +443,35 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             (a.package.is_none(), &a.package).cmp(&(b.package.is_none(), &b.package))
         });
     }
+    // The CUDA runtime's own driver floor (issue 46 item 6): crate::cuda_runtime.
+    let cuda = plan
+        .real
+        .iter()
+        .any(|(_, d)| matches!(d, Device::Cuda { .. }));
+    let runtime = crate::cuda_runtime::findings(&files, nvidia_driver, cuda);
+    if let Some((floor, _)) = runtime.first() {
+        let driver_hints = records.iter_mut().flat_map(|r| r.hints.iter_mut());
+        for h in driver_hints.filter(|h| h.kind == "driver") {
+            crate::cuda_runtime::raise(&mut h.value, *floor);
+        }
+    }
     let summary = Summary::new(&records, files.len(), library_count, &plan, start);
     let written = if args.json {
         records
             .iter()
             .try_for_each(|r| json_line(&mut out, r))
+            .and_then(|()| runtime.iter().try_for_each(|f| json_line(&mut out, &f.1)))
             .and_then(|()| json_line(&mut out, &summary))
     } else {
-        write_tables(&mut out, &plan, &records, &summary)
+        crate::cuda_runtime::text(&runtime)
+            .iter()
+            .try_for_each(|l| writeln!(out, "{l}"))
+            .and_then(|()| write_tables(&mut out, &plan, &records, &summary))
     };
     written
         .and_then(|()| out.flush())
         .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
-    if records.iter().all(|r| r.loads) {
+    if records.iter().all(|r| r.loads) && runtime.is_empty() {
         Ok(Outcome::Ok)
     } else {
         Ok(Outcome::NoMatch)

@@ -13,6 +13,7 @@ mod clr_rules;
 mod compressed_bundles_differential;
 mod cuda_driver;
 mod cuda_program;
+mod cuda_runtime;
 mod doctor;
 mod doctor_verdicts;
 mod dropin_errors_differential;
