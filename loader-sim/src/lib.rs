@@ -28,6 +28,7 @@ mod input;
 mod kpack;
 mod listing;
 mod output;
+mod packages;
 mod python;
 mod registration;
 mod scan;

@@ -230,6 +230,9 @@ struct Summary {
     outside: usize,
     damaged: usize,
     seconds: f64,
+    /// With `--python`: each package's verdict per device (crate::packages).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    packages: Vec<crate::packages::PackageVerdict>,
 }
 
 /// The devices to judge (name as given, device) and the NVIDIA driver they have
@@ -390,6 +393,14 @@ impl Summary {
             outside: count("outside"),
             damaged: count("damaged"),
             seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+            packages: plan
+                .real
+                .iter()
+                .flat_map(|(name, _)| {
+                    let mine = records.iter().filter(|r| &r.device == name);
+                    crate::packages::verdicts(name, &library_verdicts(mine))
+                })
+                .collect(),
         }
     }
 }
@@ -489,21 +500,26 @@ fn write_tables(
         let mine: Vec<&Record> = records.iter().filter(|r| &r.device == name).collect();
         let ok = mine.iter().filter(|r| r.loads).count();
         let no_kernels = mine.iter().filter(|r| r.status == "no-kernels").count();
-        writeln!(
-            out,
-            "{name}{}: {ok} of {} libraries load{}",
-            if name == &device.to_string() {
-                String::new()
-            } else {
-                format!(" ({device})")
-            },
-            mine.len(),
-            if no_kernels > 0 {
-                format!(", {no_kernels} register no kernels")
-            } else {
-                String::new()
-            }
-        )?;
+        // With packages known (--python), the headline counts packages (crate::packages).
+        if let Some(h) = package_headline(name, device, &mine) {
+            writeln!(out, "{h}")?;
+        } else {
+            writeln!(
+                out,
+                "{name}{}: {ok} of {} libraries load{}",
+                if name == &device.to_string() {
+                    String::new()
+                } else {
+                    format!(" ({device})")
+                },
+                mine.len(),
+                if no_kernels > 0 {
+                    format!(", {no_kernels} register no kernels")
+                } else {
+                    String::new()
+                }
+            )?;
+        }
         if !mine.is_empty() {
             device_table(out, &mine)?;
         }
@@ -532,6 +548,28 @@ fn write_tables(
         )?;
     }
     Ok(())
+}
+
+/// The per-package headline of device `name` ([`crate::packages::headline`]).
+fn package_headline(name: &str, device: &Device, mine: &[&Record]) -> Option<String> {
+    let libs = library_verdicts(mine.iter().copied());
+    let label = match name == device.to_string() {
+        true => name.to_string(),
+        false => format!("{name} ({device})"),
+    };
+    crate::packages::headline(&label, &crate::packages::verdicts(name, &libs), &libs)
+}
+
+/// The package and verdict of each of `records`.
+fn library_verdicts<'a>(
+    records: impl Iterator<Item = &'a Record>,
+) -> Vec<crate::packages::LibraryVerdict<'a>> {
+    records
+        .map(|r| crate::packages::LibraryVerdict {
+            package: r.package.as_deref(),
+            loads: r.loads,
+        })
+        .collect()
 }
 
 /// One device's table: a line per library (in a Python environment the first column is

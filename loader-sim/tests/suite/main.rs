@@ -15,6 +15,7 @@ mod cuda_driver;
 mod cuda_program;
 mod cuda_runtime;
 mod doctor;
+mod doctor_packages;
 mod doctor_verdicts;
 mod dropin_errors_differential;
 mod generative_differential;
