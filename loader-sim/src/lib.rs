@@ -68,6 +68,8 @@ enum Command {
     /// For every library with device code under PATH and every device: which units load,
     /// why the others do not, and what would make them run.
     Doctor(cmd::doctor::Args),
+    /// Which GPUs the libraries and packages under PATH serve, and how many units of each.
+    Coverage(cmd::coverage::Args),
     /// Drop the device images no kept device can load (bundles, CCOB, OffloadBinaries, .hip_fatbin of linked files).
     Prune(cmd::prune::Args),
     /// Check offload containers: every problem, with severity, code and byte offset.
@@ -292,6 +294,7 @@ fn run_command(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
         Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a, out),
         Command::Doctor(a) => cmd::doctor::run(&a, out),
+        Command::Coverage(a) => cmd::coverage::run(&a, out),
         Command::Validate(a) => cmd::validate::run(&a, out),
         Command::Wrap(a) => cmd::wrap::run(&a),
         Command::Completions { shell } => {

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod coverage;
 pub mod doctor;
 pub mod list;
 pub mod prune;

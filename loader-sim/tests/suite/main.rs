@@ -11,6 +11,7 @@ mod ccob_differential;
 mod cli_doc;
 mod clr_rules;
 mod compressed_bundles_differential;
+mod coverage;
 mod cuda_driver;
 mod cuda_program;
 mod cuda_runtime;

@@ -1,0 +1,169 @@
+//! `loader-sim coverage` (docs/CLI.md): the GPUs each library serves are the ones `select`
+//! finds an image for in every unit; a package serves what every library of it serves.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::common::{self, corpus, json_lines, loader_sim, loader_sim_ok};
+
+/// For each file: the set of GPUs `coverage --format json` says it serves equals the set
+/// of GPUs among the catalogue for which `select --json` selects an image in every unit.
+#[test]
+fn serves_what_select_selects() {
+    let files = [
+        "bundles/hip_6arch.bundle",
+        "bundles/hip_generic.bundle",
+        "bundles/hip_unsorted.bundle",
+        "bundles/omp_amd_nv.bundle",
+        "compressed/hip_6arch.zstd.ccob",
+        "compressed/omp_amd_nv.zstd.ccob",
+    ];
+    let nvfatbins = [
+        "variants.fatbin",
+        "mixed.size.fatbin",
+        "mixed.none.fatbin",
+        "cubin_only.fatbin",
+        "ptx_only.fatbin",
+    ];
+    let mut paths: Vec<std::path::PathBuf> = files.iter().map(|f| corpus(f)).collect();
+    paths.extend(
+        nvfatbins
+            .iter()
+            .map(|f| common::repo().join("tests/data/nvfatbin/files").join(f)),
+    );
+    for path in &paths {
+        let out = loader_sim_ok(&["coverage", path.to_str().unwrap(), "--format", "json"]);
+        let records = json_lines(&out.stdout);
+        let lib = records
+            .iter()
+            .find(|r| r["record"] == "library")
+            .unwrap_or_else(|| panic!("{path:?}: {records:?}"));
+        let served: BTreeSet<String> = lib["serves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect();
+        let partly: BTreeSet<String> = lib["partial"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[0].as_str().unwrap().to_string())
+            .collect();
+        // select, for every GPU coverage knows (the union of both lists and a spread of
+        // GPUs it does not list, which must get nothing in some unit).
+        let mut targets: BTreeSet<String> = served.union(&partly).cloned().collect();
+        for t in [
+            "sm_50",
+            "sm_61",
+            "sm_70",
+            "sm_75",
+            "sm_80",
+            "sm_86",
+            "sm_89",
+            "sm_90",
+            "sm_100",
+            "sm_120",
+            "gfx900",
+            "gfx906:sramecc+:xnack-",
+            "gfx908:sramecc+:xnack-",
+            "gfx90a:sramecc+:xnack-",
+            "gfx90a:sramecc+:xnack+",
+            "gfx942:sramecc+:xnack-",
+            "gfx1030",
+            "gfx1100",
+            "gfx1201",
+        ] {
+            targets.insert(t.to_string());
+        }
+        let mut args = vec![
+            "select".to_string(),
+            path.to_str().unwrap().to_string(),
+            "--json".into(),
+        ];
+        for t in &targets {
+            args.push("--target".into());
+            args.push(t.clone());
+        }
+        let out = loader_sim(&args);
+        assert!(out.status.code().is_some_and(|c| c <= 1), "{out:?}");
+        let picks = json_lines(&out.stdout);
+        for t in &targets {
+            let mine: Vec<&Value> = picks.iter().filter(|p| p["target"] == t.as_str()).collect();
+            assert!(!mine.is_empty(), "{path:?} {t}");
+            let every = mine.iter().all(|p| !p["selected"].is_null());
+            assert_eq!(served.contains(t), every, "{path:?} {t}: select {mine:?}");
+        }
+        assert!(!served.is_empty(), "{path:?}: serves nothing");
+    }
+}
+
+/// A wheel is a package: it serves what every library of it serves; the union record
+/// lists what any library serves; the Markdown names each GPU column once.
+#[test]
+fn packages_and_formats() {
+    let dir = common::TempDir::new("coverage-wheel");
+    // A wheel of two libraries: one for gfx90a and gfx942, one with every gfx90a image.
+    let whl = dir.path("pkg-1.0-py3-none-linux_x86_64.whl");
+    let zip = std::fs::File::create(&whl).unwrap();
+    let mut w = zip::ZipWriter::new(zip);
+    let opts = zip::write::SimpleFileOptions::default();
+    use std::io::Write;
+    for (name, file) in [
+        ("pkg/a.bundle", "bundles/hip_6arch.bundle"),
+        ("pkg/b.bundle", "bundles/hip_unsorted.bundle"),
+    ] {
+        w.start_file(name, opts).unwrap();
+        w.write_all(&std::fs::read(corpus(file)).unwrap()).unwrap();
+    }
+    w.finish().unwrap();
+    let out = loader_sim_ok(&["coverage", whl.to_str().unwrap(), "--format", "json"]);
+    let records = json_lines(&out.stdout);
+    let libs: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["record"] == "library")
+        .collect();
+    assert_eq!(libs.len(), 2);
+    let set = |v: &Value| -> BTreeSet<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let a = set(&libs[0]["serves"]);
+    let b = set(&libs[1]["serves"]);
+    let pkg = records.iter().find(|r| r["record"] == "package").unwrap();
+    assert_eq!(pkg["package"], "pkg 1.0");
+    assert_eq!(set(&pkg["serves"]), a.intersection(&b).cloned().collect());
+    assert_eq!(set(&pkg["any"]), a.union(&b).cloned().collect());
+    assert_ne!(
+        a, b,
+        "the two libraries differ: the intersection is not vacuous"
+    );
+    let union = records.last().unwrap();
+    assert_eq!(union["record"], "union");
+    assert_eq!(set(&union["serves"]), a.union(&b).cloned().collect());
+    // Markdown: a header row with each GPU some library serves, the package row first.
+    let md = String::from_utf8(
+        loader_sim_ok(&["coverage", whl.to_str().unwrap(), "--format", "markdown"]).stdout,
+    )
+    .unwrap();
+    let header = md.lines().next().unwrap();
+    for t in a.union(&b) {
+        assert_eq!(header.matches(&format!(" {t} |")).count(), 1, "{header}");
+    }
+    assert!(
+        md.lines()
+            .nth(2)
+            .unwrap()
+            .starts_with("| **pkg 1.0** (2 libraries) |"),
+        "{md}"
+    );
+    // Text: one line per library and the package table.
+    let text =
+        String::from_utf8(loader_sim_ok(&["coverage", whl.to_str().unwrap()]).stdout).unwrap();
+    assert!(text.starts_with("LIBRARY "), "{text}");
+    assert!(text.contains("\nPACKAGE "), "{text}");
+}
