@@ -167,3 +167,113 @@ fn packages_and_formats() {
     assert!(text.starts_with("LIBRARY "), "{text}");
     assert!(text.contains("\nPACKAGE "), "{text}");
 }
+
+/// The GPUs `coverage --format json` says the library of `records` serves.
+fn served(records: &[Value]) -> BTreeSet<String> {
+    records.iter().find(|r| r["record"] == "library").unwrap()["serves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The GPUs of `targets` for which `select` chooses an image in every unit of `file`.
+fn select_serves(file: &std::path::Path, targets: &[&str]) -> BTreeSet<String> {
+    let mut args = vec![file.as_os_str().to_owned(), "--json".into()];
+    args.insert(0, "select".into());
+    for t in targets {
+        args.extend(["--target".into(), (*t).into()]);
+    }
+    let picks = json_lines(&loader_sim(&args).stdout);
+    targets
+        .iter()
+        .filter(|t| {
+            let mine: Vec<&Value> = picks.iter().filter(|p| p["target"] == **t).collect();
+            !mine.is_empty() && mine.iter().all(|p| !p["selected"].is_null())
+        })
+        .map(|t| t.to_string())
+        .collect()
+}
+
+/// Real packages: NVIDIA's curand wheel (CUDA 12, read inside the wheel; select on the
+/// library unpacked) and cyllama-rocm's libggml-hip (130 HIP units): what coverage says
+/// each serves is what select chooses an image for in every unit, GPU by GPU.
+#[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs the curand wheel (scripts/fetch-nvidia-libs.sh) and cyllama-rocm (scripts/fetch-cyllama-rocm.sh); set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
+fn real_packages_serve_what_select_selects() {
+    if !common::external("the curand wheel and cyllama-rocm's libggml-hip") {
+        return;
+    }
+    let targets: Vec<&str> = [
+        "sm_50",
+        "sm_60",
+        "sm_61",
+        "sm_70",
+        "sm_75",
+        "sm_80",
+        "sm_86",
+        "sm_89",
+        "sm_90",
+        "sm_100",
+        "sm_110",
+        "sm_120",
+        "gfx906:sramecc+:xnack-",
+        "gfx90a:sramecc+:xnack-",
+        "gfx90a:sramecc+:xnack+",
+        "gfx942:sramecc+:xnack-",
+        "gfx942:sramecc+:xnack+",
+        "gfx1030",
+        "gfx1100",
+        "gfx1201",
+    ]
+    .to_vec();
+    // NVIDIA: the wheel, and its library unpacked for select.
+    let wheels = common::external_dir().join("nvidia-wheels");
+    let wheel = std::fs::read_dir(&wheels)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.to_string_lossy()
+                .contains("nvidia_curand_cu12-10.3.10.19-")
+        })
+        .expect("the curand wheel");
+    let dir = common::TempDir::new("coverage-curand");
+    let lib = dir.path("libcurand.so.10");
+    {
+        let mut zip = zip::ZipArchive::new(std::fs::File::open(&wheel).unwrap()).unwrap();
+        let mut member = zip.by_name("nvidia/curand/lib/libcurand.so.10").unwrap();
+        std::io::copy(&mut member, &mut std::fs::File::create(&lib).unwrap()).unwrap();
+    }
+    let records = json_lines(
+        &loader_sim_ok(&["coverage", wheel.to_str().unwrap(), "--format", "json"]).stdout,
+    );
+    let want: BTreeSet<String> = served(&records)
+        .into_iter()
+        .filter(|t| targets.contains(&t.as_str()))
+        .collect();
+    assert_eq!(want, select_serves(&lib, &targets));
+    assert!(
+        want.contains("sm_80") && !want.contains("gfx1100"),
+        "{want:?}"
+    );
+    let pkg = records.iter().find(|r| r["record"] == "package").unwrap();
+    assert_eq!(pkg["package"], "nvidia-curand-cu12 10.3.10.19");
+    // AMD: the library of the cyllama-rocm wheel.
+    let hip = common::external_dir().join("cyllama-rocm/libggml-hip.so");
+    let records =
+        json_lines(&loader_sim_ok(&["coverage", hip.to_str().unwrap(), "--format", "json"]).stdout);
+    let want: BTreeSet<String> = served(&records)
+        .into_iter()
+        .filter(|t| targets.contains(&t.as_str()))
+        .collect();
+    assert_eq!(want, select_serves(&hip, &targets));
+    assert!(
+        want.contains("gfx1100") && !want.contains("sm_80"),
+        "{want:?}"
+    );
+}
