@@ -24,6 +24,7 @@ mod cuda_runtime;
 mod decode;
 mod gpu_names;
 mod gpus;
+mod images;
 mod input;
 mod kpack;
 mod listing;
@@ -70,6 +71,9 @@ enum Command {
     Doctor(cmd::doctor::Args),
     /// Which GPUs the libraries and packages under PATH serve, and how many units of each.
     Coverage(cmd::coverage::Args),
+    /// The wheel-variant properties a wheel's device code backs; --check compares the
+    /// wheel's declared ones (variant.json) with them.
+    Variants(cmd::variants::Args),
     /// Drop the device images no kept device can load (bundles, CCOB, OffloadBinaries, .hip_fatbin of linked files).
     Prune(cmd::prune::Args),
     /// Check offload containers: every problem, with severity, code and byte offset.
@@ -295,6 +299,7 @@ fn run_command(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
         Command::Select(a) => cmd::select::run(&a, out),
         Command::Doctor(a) => cmd::doctor::run(&a, out),
         Command::Coverage(a) => cmd::coverage::run(&a, out),
+        Command::Variants(a) => cmd::variants::run(&a, out),
         Command::Validate(a) => cmd::validate::run(&a, out),
         Command::Wrap(a) => cmd::wrap::run(&a),
         Command::Completions { shell } => {

@@ -7,6 +7,7 @@ pub mod prune;
 pub mod register;
 pub mod select;
 pub mod validate;
+pub mod variants;
 pub mod wrap;
 
 use offload_image::{Device, Policy};

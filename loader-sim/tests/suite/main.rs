@@ -36,4 +36,5 @@ mod select;
 mod skip_rule;
 mod subarch;
 mod validate;
+mod variants;
 mod wrap;
