@@ -74,6 +74,9 @@ enum Command {
     /// The wheel-variant properties a wheel's device code backs; --check compares the
     /// wheel's declared ones (variant.json) with them.
     Variants(cmd::variants::Args),
+    /// A CycloneDX 1.6 SBOM of the device code under PATH: a component per library, one per
+    /// device image under it; --into-wheel adds it to a copy of a wheel (PEP 770).
+    Sbom(cmd::sbom::Args),
     /// Drop the device images no kept device can load (bundles, CCOB, OffloadBinaries, .hip_fatbin of linked files).
     Prune(cmd::prune::Args),
     /// Check offload containers: every problem, with severity, code and byte offset.
@@ -300,6 +303,7 @@ fn run_command(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
         Command::Doctor(a) => cmd::doctor::run(&a, out),
         Command::Coverage(a) => cmd::coverage::run(&a, out),
         Command::Variants(a) => cmd::variants::run(&a, out),
+        Command::Sbom(a) => cmd::sbom::run(&a, out),
         Command::Validate(a) => cmd::validate::run(&a, out),
         Command::Wrap(a) => cmd::wrap::run(&a),
         Command::Completions { shell } => {

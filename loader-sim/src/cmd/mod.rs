@@ -5,6 +5,7 @@ pub mod doctor;
 pub mod list;
 pub mod prune;
 pub mod register;
+pub mod sbom;
 pub mod select;
 pub mod validate;
 pub mod variants;
