@@ -32,6 +32,7 @@ mod output;
 mod packages;
 mod python;
 mod registration;
+mod sarif;
 mod scan;
 mod selection;
 mod stream;

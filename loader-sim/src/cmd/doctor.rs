@@ -92,6 +92,9 @@ pub struct Args {
     /// (compression not judged) with --target alone.
     #[arg(long, value_name = "VERSION", value_parser = parse_driver)]
     nvidia_driver: Option<DriverVersion>,
+    /// Output format: text, json (as --json), or sarif (a SARIF 2.1.0 log).
+    #[arg(long, value_enum)]
+    format: Option<crate::sarif::ReportFormat>,
 }
 
 use crate::cmd::parse_driver;
@@ -467,7 +470,20 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         }
     }
     let summary = Summary::new(&records, files.len(), library_count, &plan, start);
-    let written = if args.json {
+    let written = if args.format == Some(crate::sarif::ReportFormat::Sarif) {
+        // SARIF 2.1.0 (crate::sarif) from the JSON records.
+        let values: Vec<serde_json::Value> = records
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .chain(
+                runtime
+                    .iter()
+                    .filter_map(|f| serde_json::to_value(&f.1).ok()),
+            )
+            .collect();
+        let findings = crate::sarif::doctor_findings(&values);
+        crate::sarif::write(&mut out, &findings, &crate::sarif::doctor_rule)
+    } else if args.json || args.format == Some(crate::sarif::ReportFormat::Json) {
         records
             .iter()
             .try_for_each(|r| json_line(&mut out, r))

@@ -32,6 +32,7 @@ mod prune_layouts;
 mod prune_pe;
 mod readme;
 mod register;
+mod sarif;
 mod sbom;
 mod select;
 mod skip_rule;
