@@ -34,6 +34,7 @@ mod readme;
 mod register;
 mod sarif;
 mod sbom;
+mod schemas;
 mod select;
 mod skip_rule;
 mod subarch;
