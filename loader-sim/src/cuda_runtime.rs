@@ -103,7 +103,7 @@ fn of_distribution(name: &str) -> Option<(RuntimeVersion, String)> {
         None => (String::new(), rest.strip_prefix('_')?),
     };
     let version = version
-        .split(|c: char| c == '_' || c == '/')
+        .split(['_', '/'])
         .next()?
         .trim_end_matches(".dist")
         .trim_end_matches(".dist_info");
@@ -336,7 +336,7 @@ pub fn judge(evidence: &[Evidence], driver: DriverVersion) -> Vec<(DriverVersion
             },
         ));
     }
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|b| std::cmp::Reverse(b.0));
     out
 }
 

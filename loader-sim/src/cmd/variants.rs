@@ -91,7 +91,7 @@ pub fn computed(wheel: &std::path::Path) -> Result<Vec<(String, String)>, Failur
             }
         }
     }
-    out.sort_by(|a, b| order(&a.0).cmp(&order(&b.0)));
+    out.sort_by_key(|a| order(&a.0));
     Ok(out)
 }
 
