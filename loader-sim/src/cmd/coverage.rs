@@ -117,6 +117,9 @@ pub struct LibraryRow {
     serves: Vec<String>,
     /// The GPUs some units load on, with how many.
     partial: Vec<(String, usize)>,
+    /// How: the targets of its images by kind (`cubin`, `PTX`, `code object`, `LTO IR`,
+    /// `SPIR-V`), as `list` names them (`sm_90a`, `gfx90a:xnack-`, `gfx9-generic`).
+    code: std::collections::BTreeMap<String, Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
     #[serde(skip)]
@@ -226,11 +229,13 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
                 units: tally.counts.units,
                 serves,
                 partial,
+                code: Default::default(),
                 error: tally.error.clone(),
                 cells,
             });
         }
     }
+    add_code(&mut rows);
     let packages = package_rows(&rows);
     let union = Union {
         record: "union",
@@ -259,6 +264,45 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
         .and_then(|()| out.flush())
         .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
     Ok(Outcome::Ok)
+}
+
+/// Fills each row's `code`: its images' targets by kind, read as `list` reads them (each
+/// file once; a wheel's members by name).
+fn add_code(rows: &mut [LibraryRow]) {
+    let mut files: Vec<String> = rows.iter().map(|r| r.file.clone()).collect();
+    files.dedup();
+    for file in files {
+        // A file that does not read again is left without: its row has the error.
+        let Ok(libraries) = crate::images::libraries(Path::new(&file), false) else {
+            continue;
+        };
+        for lib in libraries {
+            let Some(row) = rows
+                .iter_mut()
+                .find(|r| r.file == file && r.member == lib.member)
+            else {
+                continue;
+            };
+            for line in &lib.lines {
+                let crate::listing::Line::Image(r) = line else {
+                    continue;
+                };
+                let kind = match r.image_kind {
+                    "cubin" => "cubin",
+                    "ptx" => "PTX",
+                    "elf" => "code object",
+                    "bitcode" => "LTO IR",
+                    "spirv" => "SPIR-V",
+                    _ => continue,
+                };
+                let Some(target) = &r.target_id else { continue };
+                let list = row.code.entry(kind.to_string()).or_default();
+                if !list.contains(target) {
+                    list.push(target.clone());
+                }
+            }
+        }
+    }
 }
 
 /// One row per package, in first-seen order.

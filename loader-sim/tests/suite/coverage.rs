@@ -96,6 +96,29 @@ fn serves_what_select_selects() {
             assert_eq!(served.contains(t), every, "{path:?} {t}: select {mine:?}");
         }
         assert!(!served.is_empty(), "{path:?}: serves nothing");
+        // How: the targets of the images by kind, as list names them.
+        let mut code: BTreeSet<(String, String)> = BTreeSet::new();
+        for (kind, targets) in lib["code"].as_object().unwrap() {
+            for t in targets.as_array().unwrap() {
+                code.insert((kind.clone(), t.as_str().unwrap().to_string()));
+            }
+        }
+        let listed: BTreeSet<(String, String)> =
+            json_lines(&loader_sim_ok(&["list", path.to_str().unwrap(), "--json"]).stdout)
+                .iter()
+                .filter_map(|r| {
+                    let kind = match r["image_kind"].as_str()? {
+                        "cubin" => "cubin",
+                        "ptx" => "PTX",
+                        "elf" => "code object",
+                        "bitcode" => "LTO IR",
+                        "spirv" => "SPIR-V",
+                        _ => return None,
+                    };
+                    Some((kind.to_string(), r["target_id"].as_str()?.to_string()))
+                })
+                .collect();
+        assert_eq!(code, listed, "{path:?}");
     }
 }
 
