@@ -175,8 +175,8 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
         .collect::<Result<_, _>>()?;
     // The catalogue itself, no variants: coverage has no hints to offer.
     let probes = doctor::Probes {
-        devices: devices.clone(),
         real: devices.len(),
+        devices,
         variants: Vec::new(),
         nvidia_driver: None,
     };
@@ -195,10 +195,36 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
         wheels: &wheels,
     };
     let results = scan_all(&files, &ctx, args.jobs);
+    let mut rows = library_rows(&results, &files, &owners);
+    add_code(&mut rows);
+    let packages = package_rows(&rows);
+    let union = union_of(&rows);
+    let written = match args.format {
+        Format::Json => rows
+            .iter()
+            .try_for_each(|r| json_line(&mut out, r))
+            .and_then(|()| packages.iter().try_for_each(|p| json_line(&mut out, p)))
+            .and_then(|()| json_line(&mut out, &union)),
+        Format::Text => text(&mut out, &rows, &packages, &union),
+        Format::Markdown => markdown(&mut out, &rows, &packages),
+    };
+    written
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
+    Ok(Outcome::Ok)
+}
+
+/// One row per library of the scan `results` (over `files`; `owners`: the distribution
+/// owning each file), a cell per GPU of the catalogue.
+fn library_rows(
+    results: &[(usize, crate::scan::Found)],
+    files: &[PathBuf],
+    owners: &HashMap<PathBuf, String>,
+) -> Vec<LibraryRow> {
     let mut rows = Vec::new();
-    for (i, found) in &results {
+    for (i, found) in results {
         for (member, tally) in found {
-            let cells: Vec<Cell> = (0..devices.len())
+            let cells: Vec<Cell> = (0..CATALOGUE.len())
                 .map(|k| {
                     let judged = match &tally.loose {
                         Some((found, n)) => doctor::LooseCode::judgement(found, n[k]),
@@ -213,11 +239,11 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
                     }
                 })
                 .collect();
-            let serves = (0..devices.len())
+            let serves = (0..CATALOGUE.len())
                 .filter(|&k| cells[k].status == "ok")
                 .map(|k| CATALOGUE[k].to_string())
                 .collect();
-            let partial = (0..devices.len())
+            let partial = (0..CATALOGUE.len())
                 .filter(|&k| cells[k].status == "partial")
                 .map(|k| (CATALOGUE[k].to_string(), cells[k].units_covered))
                 .collect();
@@ -225,7 +251,7 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
                 record: "library",
                 file: files[*i].display().to_string(),
                 member: member.clone(),
-                package: package_of(&files[*i], member, &owners),
+                package: package_of(&files[*i], member, owners),
                 units: tally.counts.units,
                 serves,
                 partial,
@@ -235,9 +261,12 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
             });
         }
     }
-    add_code(&mut rows);
-    let packages = package_rows(&rows);
-    let union = Union {
+    rows
+}
+
+/// The union record of `rows`.
+fn union_of(rows: &[LibraryRow]) -> Union {
+    Union {
         record: "union",
         libraries: rows.len(),
         serves: CATALOGUE
@@ -250,20 +279,7 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
             .filter(|t| !rows.is_empty() && rows.iter().all(|r| r.serves.iter().any(|s| s == *t)))
             .map(|t| t.to_string())
             .collect(),
-    };
-    let written = match args.format {
-        Format::Json => rows
-            .iter()
-            .try_for_each(|r| json_line(&mut out, r))
-            .and_then(|()| packages.iter().try_for_each(|p| json_line(&mut out, p)))
-            .and_then(|()| json_line(&mut out, &union)),
-        Format::Text => text(&mut out, &rows, &packages, &union),
-        Format::Markdown => markdown(&mut out, &rows, &packages),
-    };
-    written
-        .and_then(|()| out.flush())
-        .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
-    Ok(Outcome::Ok)
+    }
 }
 
 /// Fills each row's `code`: its images' targets by kind, read as `list` reads them (each
