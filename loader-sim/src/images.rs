@@ -21,6 +21,28 @@ pub struct Library {
     pub sha256: String,
     /// What `list` prints for it.
     pub lines: Vec<Line>,
+    /// Its PTX images: the target (`sm_90`) and the PTX ISA version the driver must compile
+    /// (the text's `.version`, else the fatbinary entry header's), where known.
+    pub ptx: Vec<(String, Option<offload_image::driver::PtxIsa>)>,
+}
+
+/// The PTX images of `unit`: target and ISA version.
+fn ptx_of(
+    unit: &offload_image::Unit<'_>,
+    options: &offload_image::ReadOptions,
+    out: &mut Vec<(String, Option<offload_image::driver::PtxIsa>)>,
+) {
+    let _ = crate::decode::for_each_image_with(unit, options, false, |image| {
+        if image.image_kind != offload_image::ImageKind::Ptx {
+            return;
+        }
+        let (_, target) = crate::listing::identity(image);
+        let isa = offload_image::driver::PtxIsa::of_text(image.bytes).or(image.ptx_isa);
+        let entry = (target.unwrap_or_else(|| "?".to_string()), isa);
+        if !out.contains(&entry) {
+            out.push(entry);
+        }
+    });
 }
 
 /// True when `head` (a member's first bytes) may start a file with device code: the
@@ -41,24 +63,32 @@ fn candidate(head: &[u8]) -> bool {
     !head.is_empty() && PREFIXES.iter().any(|p| head.starts_with(p))
 }
 
-/// The lines of `data` (a file or a member, read through `input`); `None` when it holds
-/// no device code (its first unit does not read, or there is none).
-fn lines_of(path: &Path, data: &[u8], input: &Input, hash: bool) -> Result<Vec<Line>, Failure> {
+/// The lines of `data` (a file or a member, read through `input`), and its PTX images;
+/// none when it holds no device code (its first unit does not read, or there is none).
+type Listed = (
+    Vec<Line>,
+    Vec<(String, Option<offload_image::driver::PtxIsa>)>,
+);
+
+fn lines_of(path: &Path, data: &[u8], input: &Input, hash: bool) -> Result<Listed, Failure> {
     let options = crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, hash);
-    let mut lines = Vec::new();
+    let (mut lines, mut ptx) = (Vec::new(), Vec::new());
     if let Some(library) = crate::kpack::Library::open(path, data) {
         split_lines(hash, &library, &options, &mut lines)?;
-        return Ok(lines);
+        return Ok((lines, ptx));
     }
     for (i, unit) in units(data, &options).enumerate() {
         match unit {
-            Ok(unit) => unit_lines(hash, input, &unit, &options, &mut lines),
+            Ok(unit) => {
+                unit_lines(hash, input, &unit, &options, &mut lines);
+                ptx_of(&unit, &options, &mut ptx);
+            }
             // Not an offload file at all: nothing to list.
-            Err(_) if i == 0 => return Ok(Vec::new()),
+            Err(_) if i == 0 => return Ok((Vec::new(), Vec::new())),
             Err(e) => lines.push(Line::Damaged(crate::output::Damaged::outside(&e))),
         }
     }
-    Ok(lines)
+    Ok((lines, ptx))
 }
 
 /// Whether `lines` hold an image.
@@ -73,13 +103,14 @@ pub fn libraries(path: &Path, hash: bool) -> Result<Vec<Library>, Failure> {
     if input.bytes().starts_with(b"PK\x03\x04") || input.bytes().starts_with(b"PK\x05\x06") {
         return members(path, hash);
     }
-    let lines = lines_of(path, input.bytes(), &input, hash)?;
+    let (lines, ptx) = lines_of(path, input.bytes(), &input, hash)?;
     Ok(if has_images(&lines) {
         vec![Library {
             member: None,
             size: input.bytes().len() as u64,
             sha256: crate::output::sha256_hex(input.bytes()),
             lines,
+            ptx,
         }]
     } else {
         Vec::new()
@@ -97,7 +128,7 @@ fn members(path: &Path, hash: bool) -> Result<Vec<Library>, Failure> {
             Err(e) => return Err(Failure::file(path, format!("member #{i}: {e}"))),
         };
         let inner = Path::new(&member.name);
-        let (lines, size, sha256) = match &member.content {
+        let ((lines, ptx), size, sha256) = match &member.content {
             Content::Stored(range) => {
                 let input = zip.input();
                 let data = input.bytes().get(range.clone()).unwrap_or_default();
@@ -126,6 +157,7 @@ fn members(path: &Path, hash: bool) -> Result<Vec<Library>, Failure> {
                 size,
                 sha256,
                 lines,
+                ptx,
             });
         }
     }

@@ -120,10 +120,39 @@ pub struct LibraryRow {
     /// How: the targets of its images by kind (`cubin`, `PTX`, `code object`, `LTO IR`,
     /// `SPIR-V`), as `list` names them (`sm_90a`, `gfx90a:xnack-`, `gfx9-generic`).
     code: std::collections::BTreeMap<String, Vec<String>>,
+    /// Its PTX: per target, the ISA version and the oldest Linux driver that compiles it
+    /// (`offload_image::driver`: the release that introduced the ISA, its GA driver).
+    ptx: Vec<Ptx>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
     #[serde(skip)]
     cells: Vec<Cell>,
+}
+
+/// One PTX of a library: what the driver must JIT.
+#[derive(Serialize)]
+struct Ptx {
+    target: String,
+    /// `8.8`, when known.
+    isa: Option<String>,
+    /// The oldest CUDA version whose driver compiles it.
+    needs_cuda: Option<String>,
+    /// That release's minimum Linux driver.
+    needs_driver: Option<String>,
+}
+
+impl Ptx {
+    fn new(target: &str, isa: Option<offload_image::driver::PtxIsa>) -> Self {
+        let cuda = isa.and_then(|i| i.needs_cuda());
+        Ptx {
+            target: target.to_string(),
+            isa: isa.map(|i| i.to_string()),
+            needs_cuda: cuda.map(|c| c.to_string()),
+            needs_driver: cuda
+                .and_then(|c| offload_image::driver::RELEASES.iter().find(|r| r.cuda == c))
+                .map(|r| r.min_driver.to_string()),
+        }
+    }
 }
 
 /// One package (JSON record `"record": "package"`).
@@ -256,6 +285,7 @@ fn library_rows(
                 serves,
                 partial,
                 code: Default::default(),
+                ptx: Vec::new(),
                 error: tally.error.clone(),
                 cells,
             });
@@ -299,6 +329,7 @@ fn add_code(rows: &mut [LibraryRow]) {
             else {
                 continue;
             };
+            row.ptx = lib.ptx.iter().map(|(t, isa)| Ptx::new(t, *isa)).collect();
             for line in &lib.lines {
                 let crate::listing::Line::Image(r) = line else {
                     continue;

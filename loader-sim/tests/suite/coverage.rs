@@ -119,6 +119,20 @@ fn serves_what_select_selects() {
                 })
                 .collect();
         assert_eq!(code, listed, "{path:?}");
+        // Each PTX target once in `ptx`, with the ISA its text states.
+        let ptx: BTreeSet<(String, String)> = lib["ptx"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| ("PTX".to_string(), p["target"].as_str().unwrap().to_string()))
+            .collect();
+        let listed_ptx: BTreeSet<(String, String)> =
+            listed.iter().filter(|(k, _)| k == "PTX").cloned().collect();
+        assert_eq!(ptx, listed_ptx, "{path:?}");
+        for p in lib["ptx"].as_array().unwrap() {
+            let isa = p["isa"].as_str().expect("every PTX here states its ISA");
+            assert!(isa.split('.').all(|d| d.parse::<u8>().is_ok()), "{p}");
+        }
     }
 }
 
