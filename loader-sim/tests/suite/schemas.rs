@@ -95,6 +95,31 @@ fn json_records_validate_against_the_published_schemas() {
             ],
         ),
     ];
+    // A wheel for variants: a corpus bundle and a variant.json with one true claim, one
+    // false one.
+    let whl = dir.path("pkg-1.0-py3-none-any-lbl.whl");
+    {
+        use std::io::Write;
+        let mut w = zip::ZipWriter::new(std::fs::File::create(&whl).unwrap());
+        let opts = zip::write::SimpleFileOptions::default();
+        w.start_file("pkg/k.bundle", opts).unwrap();
+        w.write_all(&std::fs::read(corpus("bundles/hip_6arch.bundle")).unwrap())
+            .unwrap();
+        w.start_file("pkg-1.0.dist-info/variant.json", opts)
+            .unwrap();
+        w.write_all(br#"{"variants": {"lbl": {"amd": {"gfx_arch": ["gfx90a", "gfx1201"]}}}}"#)
+            .unwrap();
+        w.finish().unwrap();
+    }
+    let whl = whl.display().to_string();
+    runs.push((
+        "variants",
+        vec!["variants".into(), whl.clone(), "--json".into()],
+    ));
+    runs.push((
+        "variants",
+        vec!["variants".into(), whl, "--check".into(), "--json".into()],
+    ));
     let mut validate = vec!["validate".to_string(), "--json".into()];
     validate.extend(malformed.iter().cloned());
     runs.push(("validate", validate));
