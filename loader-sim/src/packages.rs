@@ -2,7 +2,7 @@
 //! when every library of it with device code loads there. A count of files says little:
 //! a profiling library with stray images for an old GPU made "14 of 39 libraries load"
 //! of an install whose PyTorch, cuBLAS and cuDNN load nothing (issue 46). The headline
-//! counts packages and says what the count means; the per-library count follows.
+//! counts packages and says what the count means; doctor's per-library line follows it.
 
 use serde::Serialize;
 
@@ -66,11 +66,7 @@ pub fn verdicts(device: &str, libraries: &[LibraryVerdict<'_>]) -> Vec<PackageVe
 /// The headline of one device's table when packages are known: `None` otherwise (the
 /// per-library line stands alone). `label` is the device as shown (`sm_61`,
 /// `RTX 4090 (sm_89)`).
-pub fn headline(
-    label: &str,
-    packages: &[PackageVerdict],
-    libraries: &[LibraryVerdict<'_>],
-) -> Option<String> {
+pub fn headline(label: &str, packages: &[PackageVerdict]) -> Option<String> {
     if packages.is_empty() {
         return None;
     }
@@ -86,21 +82,10 @@ pub fn headline(
             text.push_str(&format!("\n  {status}: {}", these.join(", ")));
         }
     }
-    let loading = libraries.iter().filter(|l| l.loads).count();
-    let unowned = libraries.iter().filter(|l| l.package.is_none()).count();
-    text.push_str(&format!(
-        "\n  libraries: {loading} of {} load{}",
-        libraries.len(),
-        if unowned > 0 {
-            format!(" ({unowned} owned by no distribution)")
-        } else {
-            String::new()
-        }
-    ));
     Some(text)
 }
 
-/// The packages of `status`, with their counts when partial.
+/// The packages of `status`.
 fn names<'a>(packages: &'a [PackageVerdict], status: &str) -> Vec<&'a str> {
     packages
         .iter()
@@ -145,16 +130,14 @@ mod tests {
                 ("mixed 1.0", "partial"),
             ]
         );
-        let h = headline("sm_61", &v, &libs).unwrap();
+        let h = headline("sm_61", &v).unwrap();
         assert!(h.starts_with("sm_61: 1 of 4 packages run ("), "{h}");
         assert!(
             h.contains("\n  none: torch 2.15.0, nvidia-cublas 13.1.0.3"),
             "{h}"
         );
-        assert!(
-            h.ends_with("\n  libraries: 5 of 8 load (1 owned by no distribution)"),
-            "{h}"
-        );
-        assert_eq!(headline("sm_61", &[], &libs), None);
+        assert!(h.contains("\n  partial: mixed 1.0\n"), "{h}");
+        assert!(h.starts_with("sm_61: 1 of 4 packages run ("), "{h}");
+        assert_eq!(headline("sm_61", &[]), None);
     }
 }

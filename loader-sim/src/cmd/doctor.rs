@@ -519,23 +519,22 @@ fn write_tables(
         // With packages known (--python), the headline counts packages (crate::packages).
         if let Some(h) = package_headline(name, device, &mine) {
             writeln!(out, "{h}")?;
-        } else {
-            writeln!(
-                out,
-                "{name}{}: {ok} of {} libraries load{}",
-                if name == &device.to_string() {
-                    String::new()
-                } else {
-                    format!(" ({device})")
-                },
-                mine.len(),
-                if no_kernels > 0 {
-                    format!(", {no_kernels} register no kernels")
-                } else {
-                    String::new()
-                }
-            )?;
         }
+        writeln!(
+            out,
+            "{name}{}: {ok} of {} libraries load{}",
+            if name == &device.to_string() {
+                String::new()
+            } else {
+                format!(" ({device})")
+            },
+            mine.len(),
+            if no_kernels > 0 {
+                format!(", {no_kernels} register no kernels")
+            } else {
+                String::new()
+            }
+        )?;
         if !mine.is_empty() {
             device_table(out, &mine)?;
         }
@@ -573,7 +572,7 @@ fn package_headline(name: &str, device: &Device, mine: &[&Record]) -> Option<Str
         true => name.to_string(),
         false => format!("{name} ({device})"),
     };
-    crate::packages::headline(&label, &crate::packages::verdicts(name, &libs), &libs)
+    crate::packages::headline(&label, &crate::packages::verdicts(name, &libs))
 }
 
 /// The package and verdict of each of `records`.

@@ -114,7 +114,7 @@ fn headline_counts_packages() {
     assert!(text.contains("\n  none: torchlike 1.0"), "{text}");
     assert!(text.contains("\n  partial: mixedpkg 1.0"), "{text}");
     let libs = format!(
-        "\n  libraries: {} of {} load",
+        "\nsm_75: {} of {} libraries load",
         expected.values().map(|e| e.1).sum::<usize>(),
         expected.values().map(|e| e.0).sum::<usize>()
     );
