@@ -51,7 +51,7 @@ libdir=\${prefix}/lib
 includedir=\${prefix}/include
 
 Name: offload_image
-Description: Reader and selector of GPU offload device images (clang offload bundles, CCOB, OffloadBinary)
+Description: Reader and selector of GPU offload device images (clang offload bundles, CCOB, OffloadBinary, NVIDIA fatbinaries, AMD .kpack archives), with the reasons for each choice
 Version: $version
 Cflags: -I\${includedir}
 Libs: -L\${libdir} -loffload_image

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(clang-22 clang-tools-22 llvm-22 lld-22 clang-19 clang-tools-19 llvm-19 libamd-comgr-dev
-  g++ pkg-config binutils libzstd-dev)  # g++, binutils: C API tests; pkg-config, libzstd-dev: the system libzstd of feature system-zstd (scripts/test.sh), as Debian's LLVM links it
+  g++ pkg-config binutils libzstd-dev valgrind)  # g++, binutils, valgrind: C API tests; pkg-config, libzstd-dev: the system libzstd of feature system-zstd (scripts/test.sh), as Debian's LLVM links it
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

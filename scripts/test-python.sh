@@ -5,7 +5,8 @@
 # installs each with pytest into a fresh virtual environment, and runs python/tests there
 # against the installed module and command. The sdist's wheel is also tested under the
 # oldest (3.9) and newest CPython that pyenv has, where it has them: one stable-ABI wheel for
-# all. Extra arguments go to pytest.
+# all; mypy --strict checks python/tests and python/examples against the installed package.
+# Extra arguments go to pytest.
 #
 # Both builds use the workspace's target directory (the sdist's build too, through
 # CARGO_TARGET_DIR), so the second compiles only the workspace's own crates again; they run
@@ -63,6 +64,10 @@ run() { # PYTHON WHEEL [pytest args]
     (cd python/tests && PATH="$env/bin:$PATH" "$env/bin/python" -m pytest -q -p no:cacheprovider "$@" .)
 }
 run python3 "$tree" "$@"
+# The types: the tests and the examples against the installed package (its py.typed and
+# _native.pyi), mypy --strict.
+"$work/env/bin/pip" install "${pip_q[@]}" mypy==2.4.1
+(cd python/tests && "$work/env/bin/python" -m mypy --strict --cache-dir "$work/mypy-cache" . ../examples)
 for py in "${pythons[@]}"; do
     run "$py" "$sdist" "$@"
 done

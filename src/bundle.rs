@@ -9,8 +9,8 @@ use alloc::vec::Vec;
 use crate::bytes::{self, u64_of};
 use crate::ccob::{ContentReader, Decompressor};
 use crate::error::{Error, ErrorKind, Result};
+use crate::options::Limits;
 use crate::raw::{BundleEntryHeader, BundleHeader, BUNDLE_MAGIC};
-use crate::Limits;
 
 /// Size of the fixed bundle header.
 const HEADER_SIZE: u64 = 32;

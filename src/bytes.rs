@@ -116,6 +116,74 @@ pub(crate) fn offset_in(outer: &[u8], inner: &[u8]) -> Option<u64> {
     (end <= outer.len()).then_some(u64_of(d))
 }
 
+/// Length of the little-endian ELF64 file at the start of `data`: the furthest byte its
+/// headers account for (the header, its non-empty section and program header tables, the
+/// file data of every section but `SHT_NOBITS` ones and of every segment; `FORMATS.md` §7).
+///
+/// The one answer to "where does this ELF file end", for a cubin in a fatbinary
+/// (`nvfatbin::trim_image`) and a bare device ELF a registration wrapper points at
+/// (`registration::view::elf_len`). Errors (at offset 0 of `data`): `BadContainer`
+/// for a header or a header table that does not read, `OutOfBounds` for a range that
+/// overflows, `Truncated` for an end past `data`.
+pub(crate) fn elf64_len(data: &[u8]) -> Result<u64> {
+    use object::elf::FileHeader64;
+    use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+    use object::LittleEndian as LE;
+
+    let bad = |what| move |_| Error::new(ErrorKind::BadContainer, 0, what);
+    let overflow = |what| Error::new(ErrorKind::OutOfBounds, 0, what);
+    let h = FileHeader64::<LE>::parse(data).map_err(bad("device ELF header is malformed"))?;
+    let mut end = u64::from(h.e_ehsize(LE));
+    let sections = h
+        .section_headers(LE, data)
+        .map_err(bad("device ELF section table lies outside the data"))?;
+    if !sections.is_empty() {
+        end = end.max(table_end(h.e_shoff(LE), sections.len(), h.e_shentsize(LE))?);
+    }
+    for s in sections {
+        if s.sh_type(LE) != object::elf::SHT_NOBITS {
+            let e = s
+                .sh_offset(LE)
+                .checked_add(s.sh_size(LE))
+                .ok_or(overflow("device ELF section range overflows"))?;
+            end = end.max(e);
+        }
+    }
+    let segments = h
+        .program_headers(LE, data)
+        .map_err(bad("device ELF program header table lies outside the data"))?;
+    if !segments.is_empty() {
+        end = end.max(table_end(h.e_phoff(LE), segments.len(), h.e_phentsize(LE))?);
+    }
+    for p in segments {
+        let e = p
+            .p_offset(LE)
+            .checked_add(p.p_filesz(LE))
+            .ok_or(overflow("device ELF segment range overflows"))?;
+        end = end.max(e);
+    }
+    if end > u64_of(data.len()) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            0,
+            "device ELF runs past the end of its region",
+        ));
+    }
+    Ok(end)
+}
+
+/// End of an ELF header table of `n` entries of `size` bytes at `offset`.
+fn table_end(offset: u64, n: usize, size: u16) -> Result<u64> {
+    u64_of(n)
+        .checked_mul(u64::from(size))
+        .and_then(|len| offset.checked_add(len))
+        .ok_or(Error::new(
+            ErrorKind::OutOfBounds,
+            0,
+            "device ELF header table range overflows",
+        ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,60 +10,15 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::bytes::{self, u64_of};
-use crate::decompress::{self, check_declared_size, Codec};
+pub use crate::compressed::{CompressedBundle, CompressionMethod};
+use crate::decompress::{self, check_declared_size};
 pub use crate::decompress::{
     bounded_zstd_header, zstd_window_limit, Decompressor, RawDecoderFn, ZlibStream, ZstdStream,
 };
 use crate::error::{Error, ErrorKind, Result};
-use crate::raw::{CcobHeaderV1, CcobHeaderV2, CcobHeaderV3, CcobPrefix, CCOB_MAGIC};
-use crate::ReadOptions;
-
-/// The compression method of a `CCOB` (values of `llvm::compression::Format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CompressionMethod {
-    /// 0: a zlib (RFC 1950) stream.
-    Zlib,
-    /// 1: a zstd frame.
-    Zstd,
-}
-
-impl CompressionMethod {
-    /// The value stored in the header.
-    pub const fn code(self) -> u16 {
-        match self {
-            CompressionMethod::Zlib => 0,
-            CompressionMethod::Zstd => 1,
-        }
-    }
-
-    /// Lowercase name: `"zlib"` or `"zstd"`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            CompressionMethod::Zlib => "zlib",
-            CompressionMethod::Zstd => "zstd",
-        }
-    }
-
-    /// The codec ([`crate::decompress`]).
-    pub const fn codec(self) -> Codec {
-        match self {
-            CompressionMethod::Zlib => Codec::Zlib,
-            CompressionMethod::Zstd => Codec::Zstd,
-        }
-    }
-}
-
-/// A compressed bundle header and its compressed payload, borrowed in place.
-#[derive(Clone, Copy, Debug)]
-pub struct CompressedBundle<'data> {
-    version: u16,
-    method: CompressionMethod,
-    total_size: Option<u64>,
-    uncompressed_size: u64,
-    hash: [u8; 8],
-    header_len: u64,
-    payload: &'data [u8],
-}
+use crate::options::ReadOptions;
+pub use crate::options::{Decoders, StreamDecoderFn, WholeDecoderFn};
+use crate::raw::{CcobHeaderV2, CcobHeaderV3, CcobPrefix, CCOB_MAGIC};
 
 /// Returns true if `data` starts with `CCOB`.
 pub fn is_compressed_bundle(data: &[u8]) -> bool {
@@ -92,146 +47,7 @@ pub fn described_len(data: &[u8]) -> Option<u64> {
     }
 }
 
-/// What the header of a version-`version` `CCOB` at `data[0]` declares: its length, its
-/// total size (none in version 1), the uncompressed size and the hash.
-fn read_sizes(data: &[u8], version: u16) -> Result<(u64, Option<u64>, u64, [u8; 8])> {
-    match version {
-        1 => {
-            let h: &CcobHeaderV1 = bytes::read(data, 0, "compressed bundle v1 header truncated")?;
-            Ok((20u64, None, u64::from(h.uncompressed_size.get()), h.hash))
-        }
-        2 => {
-            let h: &CcobHeaderV2 = bytes::read(data, 0, "compressed bundle v2 header truncated")?;
-            Ok((
-                24,
-                Some(u64::from(h.total_size.get())),
-                u64::from(h.uncompressed_size.get()),
-                h.hash,
-            ))
-        }
-        3 => {
-            let h: &CcobHeaderV3 = bytes::read(data, 0, "compressed bundle v3 header truncated")?;
-            Ok((
-                32,
-                Some(h.total_size.get()),
-                h.uncompressed_size.get(),
-                h.hash,
-            ))
-        }
-        _ => Err(Error::new(
-            ErrorKind::UnsupportedVersion,
-            4,
-            "compressed bundle version is not 1, 2 or 3",
-        )),
-    }
-}
-
-/// The compression method a `CCOB` header's method field names.
-fn method_of(method: u16) -> Result<CompressionMethod> {
-    match method {
-        0 => Ok(CompressionMethod::Zlib),
-        1 => Ok(CompressionMethod::Zstd),
-        _ => Err(Error::new(
-            ErrorKind::UnsupportedMethod,
-            6,
-            "compressed bundle method is neither zlib (0) nor zstd (1)",
-        )),
-    }
-}
-
-/// Checks a `CCOB`'s declared total size: at least its header, inside `data`.
-fn check_total_size(total: u64, header_len: u64, data: &[u8]) -> Result<u64> {
-    if total < header_len {
-        return Err(Error::new(
-            ErrorKind::SizeMismatch,
-            8,
-            "compressed bundle total size is smaller than its header",
-        ));
-    }
-    if total > u64_of(data.len()) {
-        return Err(Error::new(
-            ErrorKind::Truncated,
-            8,
-            "compressed bundle total size runs past the end of the data",
-        ));
-    }
-    Ok(total)
-}
-
 impl<'data> CompressedBundle<'data> {
-    /// Parses the header of the compressed bundle at `data[0]`.
-    ///
-    /// For v2/v3 the blob is `[0, total_size)` and must lie inside `data`. A v1 blob records
-    /// no size: its payload is taken to run to the end of `data` and its real end is that of
-    /// the compressed stream ([`CompressedBundle::len`]).
-    pub fn parse(data: &'data [u8]) -> Result<Self> {
-        let prefix: &CcobPrefix = bytes::read(data, 0, "compressed bundle header truncated")?;
-        if &prefix.magic != CCOB_MAGIC {
-            return Err(Error::new(
-                ErrorKind::BadMagic,
-                0,
-                "not a compressed offload bundle (no CCOB magic)",
-            ));
-        }
-        let version = prefix.version.get();
-        let (header_len, total_size, uncompressed_size, hash) = read_sizes(data, version)?;
-        let method = method_of(prefix.method.get())?;
-        let end = match total_size {
-            Some(total) => check_total_size(total, header_len, data)?,
-            None => u64_of(data.len()),
-        };
-        let payload = bytes::sub(
-            data,
-            header_len,
-            end.saturating_sub(header_len),
-            "compressed payload",
-        )?;
-        Ok(CompressedBundle {
-            version,
-            method,
-            total_size,
-            uncompressed_size,
-            hash,
-            header_len,
-            payload,
-        })
-    }
-
-    /// Header version: 1, 2 or 3.
-    pub fn version(&self) -> u16 {
-        self.version
-    }
-
-    /// Compression method.
-    pub fn method(&self) -> CompressionMethod {
-        self.method
-    }
-
-    /// The total size recorded in a v2/v3 header (`None` for v1).
-    pub fn total_size(&self) -> Option<u64> {
-        self.total_size
-    }
-
-    /// The declared size of the decompressed bundle.
-    pub fn uncompressed_size(&self) -> u64 {
-        self.uncompressed_size
-    }
-
-    /// The stored hash: the first 8 bytes of the MD5 digest of the decompressed bundle.
-    pub fn hash(&self) -> [u8; 8] {
-        self.hash
-    }
-
-    /// The header size (20, 24 or 32): the payload starts here.
-    pub fn header_len(&self) -> u64 {
-        self.header_len
-    }
-
-    /// The compressed payload (for v1: up to the end of the data given to `parse`).
-    pub fn payload(&self) -> &'data [u8] {
-        self.payload
-    }
-
     /// Size of the blob in its container: `total_size` for v2/v3; for v1 the header plus
     /// the length of the compressed stream, found by decoding it.
     pub fn len(&self, options: &ReadOptions) -> Result<u64> {
@@ -256,21 +72,6 @@ impl<'data> CompressedBundle<'data> {
             options,
         )
         .map(|_| ())
-    }
-
-    /// Offset (from the start of the blob) of the header field that declares the
-    /// decompressed size.
-    pub fn size_field(&self) -> u64 {
-        match self.version {
-            3 => 16,
-            2 => 12,
-            _ => 8,
-        }
-    }
-
-    /// Offset of the stored hash in the header.
-    fn hash_field(&self) -> u64 {
-        self.header_len.saturating_sub(8)
     }
 
     /// The built-in decoder of the payload (miniz_oxide for zlib, ruzstd for zstd), for
@@ -299,11 +100,6 @@ impl<'data> CompressedBundle<'data> {
     /// [`ReadOptions::decoders`] ([`Self::stream_decoder`]).
     pub fn reader(&self, options: &ReadOptions) -> Result<ContentReader<'data, Decoder<'data>>> {
         ContentReader::new(self, self.stream_decoder(options)?, options)
-    }
-
-    /// True if the blob has no payload at all (never true for a valid blob).
-    pub fn is_empty(&self) -> bool {
-        self.payload.is_empty()
     }
 
     /// Decompresses the payload into a new buffer of exactly [`Self::uncompressed_size`]
@@ -384,70 +180,6 @@ impl Decompressor for BuiltinDecoder<'_> {
         }
     }
 }
-
-/// A caller's streaming decoder ([`Decoders::stream`]): a decoder of `bundle`'s payload,
-/// with errors located relative to the bundle's start.
-pub type StreamDecoderFn =
-    for<'a> fn(&CompressedBundle<'a>, &ReadOptions) -> Result<Box<dyn Decompressor + Send + 'a>>;
-
-/// A caller's whole-content decoder ([`Decoders::whole`]): the content of `bundle`, checked
-/// as [`CompressedBundle::decompress`] checks it (declared size, trailing bytes, the hash
-/// when [`ReadOptions::verify_hash`] is set), with errors located relative to the bundle's
-/// start. [`ContentReader::read_to_vec`] does all of that over any [`Decompressor`].
-pub type WholeDecoderFn = for<'a> fn(&CompressedBundle<'a>, &ReadOptions) -> Result<Vec<u8>>;
-
-/// The one place a caller plugs in faster decoders (C libzstd, a decoder on a second
-/// thread): a field of [`ReadOptions`], used wherever the crate decompresses a compressed
-/// bundle — [`crate::Unit::open`], [`CompressedBundle::decompress`] and
-/// [`CompressedBundle::reader`] (and so streaming selection, [`crate::stream`]), and the
-/// simulated runtime ([`crate::registration::Registry`]). Unset fields fall back to the
-/// built-in decoders (miniz_oxide, ruzstd). Whatever decodes, the content's length, the
-/// limits and (when enabled) the hash are checked.
-///
-#[derive(Clone, Copy, Default)]
-pub struct Decoders {
-    /// A streaming decoder of compressed-bundle payloads.
-    pub stream: Option<StreamDecoderFn>,
-    /// A whole-content decoder (for example one that decodes on a second thread while the
-    /// calling thread verifies the hash); without it, whole-content decoding reads
-    /// [`Decoders::stream`] to the end.
-    pub whole: Option<WholeDecoderFn>,
-    /// A decoder of every other compressed payload: NVIDIA fatbinary entries (zstd, LZ4)
-    /// and compressed OffloadBinaries (zlib, zstd). It may decline a codec (`None`), and
-    /// the built-in decoder runs instead.
-    pub raw: Option<RawDecoderFn>,
-}
-
-impl Decoders {
-    /// The built-in decoders only.
-    pub const BUILTIN: Decoders = Decoders {
-        stream: None,
-        whole: None,
-        raw: None,
-    };
-}
-
-impl core::fmt::Debug for Decoders {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Decoders")
-            .field("stream", &self.stream.map(|_| "caller's"))
-            .field("whole", &self.whole.map(|_| "caller's"))
-            .field("raw", &self.raw.map(|_| "caller's"))
-            .finish()
-    }
-}
-
-/// Two `Decoders` are equal when the same fields are set (function pointers have no
-/// reliable identity to compare).
-impl PartialEq for Decoders {
-    fn eq(&self, other: &Self) -> bool {
-        self.stream.is_some() == other.stream.is_some()
-            && self.whole.is_some() == other.whole.is_some()
-            && self.raw.is_some() == other.raw.is_some()
-    }
-}
-
-impl Eq for Decoders {}
 
 /// The decoder [`CompressedBundle::reader`] uses: built in, or the caller's.
 pub enum Decoder<'data> {

@@ -31,23 +31,15 @@ use crate::nvfatbin::{self, Fatbin, FatbinEntries};
 use crate::offload_binary::{
     self, OffloadBinaries, OffloadBinary, OffloadBinaryEntries, OffloadBinaryIter,
 };
+use crate::options::ReadOptions;
 use crate::raw::{AR_MAGIC, AR_THIN_MAGIC, ELF_MAGIC, KPACK_MAGIC};
 use crate::text::{self, TextBundle, TextEntries};
-use crate::ReadOptions;
 
 /// Deepest nesting of containers (archive in archive in ELF ...) a path can record.
-pub const MAX_DEPTH: usize = 8;
+pub const MAX_DEPTH: usize = crate::options::Limits::MAX_DEPTH;
 
 pub use crate::host::elf::SHT_LLVM_OFFLOADING;
-/// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
-const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
-/// `e_machine` of NVIDIA cubins (`object::elf::EM_CUDA`).
-const EM_CUDA: u16 = object::elf::EM_CUDA.0;
-/// Section of host ELF files holding NVIDIA fatbinaries back to back.
-pub const NV_FATBIN_SECTION: &[u8] = b".nv_fatbin";
-/// Section of relocatable-device-code objects (`nvcc -rdc`) holding their fatbinary.
-pub const NV_RELFATBIN_SECTION: &[u8] = b"__nv_relfatbin";
-pub use crate::host::OBJECT_BUNDLE_PREFIX;
+use crate::raw::{EM_AMDGPU, EM_CUDA};
 
 /// One step of the path to a unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -440,7 +432,7 @@ impl<'a> Iterator for Images<'a> {
                 let (_, b) = binaries.next()?;
                 *current = if b.is_compressed() {
                     let inflated = owned.next()?;
-                    OffloadBinary::parse(inflated, &crate::Limits::UNLIMITED)
+                    OffloadBinary::parse(inflated, &crate::options::Limits::UNLIMITED)
                         .ok()
                         .map(|b| b.entries())
                 } else {
@@ -633,7 +625,7 @@ fn next_in_walk<'data>(
     pos: usize,
     index: usize,
     base: u64,
-    limits: &crate::Limits,
+    limits: &crate::options::Limits,
 ) -> Result<Option<(usize, u64, &'data [u8])>> {
     let Some(start) = bytes::skip_zeros(data, pos) else {
         return Ok(None);
@@ -1078,7 +1070,7 @@ impl<'data> Units<'data> {
         if archive.is_thin() {
             return if top {
                 Err(Error::new(
-                    ErrorKind::BadContainer,
+                    ErrorKind::Unsupported,
                     base,
                     "thin archive: its members are not stored in it",
                 ))

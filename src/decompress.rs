@@ -17,49 +17,10 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::bytes::u64_of;
+pub use crate::compressed::{Codec, Decompressor};
 use crate::error::{Error, ErrorKind, Result};
-use crate::ReadOptions;
-
-/// A compression codec.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Codec {
-    /// A zlib (RFC 1950) stream.
-    Zlib,
-    /// A zstd frame.
-    Zstd,
-    /// An LZ4 block (no frame).
-    Lz4,
-}
-
-impl Codec {
-    /// Lowercase name: `"zlib"`, `"zstd"` or `"lz4"`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Codec::Zlib => "zlib",
-            Codec::Zstd => "zstd",
-            Codec::Lz4 => "lz4",
-        }
-    }
-
-    /// The most output one input byte can produce: bounds a plausible declared size.
-    ///
-    /// Deflate expands at most 1032:1; a zstd RLE block turns 4 bytes into 128 KiB; an LZ4
-    /// token with a 255-byte run extension adds at most 255 bytes of match per input byte.
-    pub const fn max_ratio(self) -> u64 {
-        match self {
-            Codec::Zlib => 1032,
-            Codec::Zstd => 32768,
-            Codec::Lz4 => 256,
-        }
-    }
-}
-
-/// A caller's decoder of a whole compressed payload ([`crate::ccob::Decoders::raw`]): the
-/// `size` bytes that `stream` (a complete stream of `codec`) decodes to, or an error located
-/// in `stream`. The crate checks `size` against the limits before calling it, and the
-/// length of what it returns afterwards; a decoder may return `None` for a codec it does not
-/// handle, and the built-in one runs instead.
-pub type RawDecoderFn = fn(Codec, &[u8], u64, &ReadOptions) -> Option<Result<Vec<u8>>>;
+pub use crate::options::RawDecoderFn;
+use crate::options::ReadOptions;
 
 /// Decodes with the caller's [`RawDecoderFn`] when [`ReadOptions::decoders`] has one that
 /// handles `codec`, else with [`decode`]: the output, exactly `size` bytes. Locations as for
@@ -88,9 +49,6 @@ pub fn decode_with_hook(
     }
     decode(codec, payload, payload_at, size, size_field, options).map(|(v, _)| v)
 }
-
-/// Bytes a default [`Decompressor::read_with`] reads per call.
-pub(crate) const READ_CHUNK: usize = 16 << 10;
 
 /// Checks a declared decompressed size against the limit and against what `payload` can
 /// possibly produce (errors at `size_field`); returns it as a `usize`.
@@ -650,57 +608,6 @@ fn decode_lz4(input: &[u8], out: &mut Output<'_>) -> core::result::Result<u64, F
         )));
     }
     Ok(u64_of(input.len()))
-}
-
-/// A decoder of one compressed stream, read front to back into caller buffers.
-///
-/// The crate implements it for zlib ([`ZlibStream`], miniz_oxide with a 32 KiB window) and
-/// zstd ([`ZstdStream`], ruzstd); a program with `std` can implement it over a faster
-/// decoder (`loader-sim` does over C libzstd). [`crate::ccob::ContentReader`] drives it.
-pub trait Decompressor {
-    /// Decompresses the next bytes into `out` and returns how many it wrote. `Ok(0)` with
-    /// a non-empty `out` means the stream has ended. Errors are located in the compressed
-    /// payload (offset from its first byte).
-    fn read(&mut self, out: &mut [u8]) -> Result<usize>;
-
-    /// Compressed bytes consumed so far: the length of the stream once it has ended.
-    fn consumed(&self) -> u64;
-
-    /// Decompresses the next bytes (at most `max`, at least one unless the stream has
-    /// ended) and shows them to `f`; returns how many. A decoder that holds its output in
-    /// a buffer of its own overrides this to show that buffer without a copy; the default
-    /// reads into a 16 KiB stack buffer.
-    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
-        let mut buf = [0u8; READ_CHUNK];
-        let dst = buf.get_mut(..max.min(READ_CHUNK)).unwrap_or_default();
-        let n = self.read(dst)?;
-        f(dst.get(..n).unwrap_or_default());
-        Ok(n)
-    }
-}
-
-impl<D: Decompressor + ?Sized> Decompressor for &mut D {
-    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
-        (**self).read(out)
-    }
-    fn consumed(&self) -> u64 {
-        (**self).consumed()
-    }
-    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
-        (**self).read_with(max, f)
-    }
-}
-
-impl<D: Decompressor + ?Sized> Decompressor for Box<D> {
-    fn read(&mut self, out: &mut [u8]) -> Result<usize> {
-        (**self).read(out)
-    }
-    fn consumed(&self) -> u64 {
-        (**self).consumed()
-    }
-    fn read_with(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize> {
-        (**self).read_with(max, f)
-    }
 }
 
 /// A zlib stream decoded by miniz_oxide's streaming inflater (about 43 KB of state,

@@ -214,11 +214,13 @@ pub struct Release {
     pub cuda: CudaVersion,
     /// The first driver branch of this CUDA version (`580` for 13.0); every branch up to
     /// the next release's first branch implements it (Windows numbers of a release lie in
-    /// the same range: 551.61 is CUDA 12.4's).
-    pub first_branch: u32,
+    /// the same range: 551.61 is CUDA 12.4's). `None` where no source this tool cites gives
+    /// it (CUDA 13.2 on).
+    pub first_branch: Option<u32>,
     /// The minimum Linux driver of the toolkit's GA release (NVIDIA's CUDA Toolkit release
-    /// notes, "CUDA Toolkit and Corresponding Driver Versions").
-    pub min_driver: DriverVersion,
+    /// notes, "CUDA Toolkit and Corresponding Driver Versions"); `None` where no source
+    /// this tool cites gives it (CUDA 13.2 on).
+    pub min_driver: Option<DriverVersion>,
     /// The highest PTX ISA version its driver compiles (the PTX ISA documentation's
     /// "PTX ISA Version" release table).
     pub ptx_isa: PtxIsa,
@@ -227,12 +229,23 @@ pub struct Release {
 const fn release(cuda: (u8, u8), branch: u32, driver: (u32, u32, u32), isa: (u8, u8)) -> Release {
     Release {
         cuda: CudaVersion::new(cuda.0, cuda.1),
-        first_branch: branch,
-        min_driver: DriverVersion {
+        first_branch: Some(branch),
+        min_driver: Some(DriverVersion {
             major: driver.0,
             minor: driver.1,
             patch: Some(driver.2),
-        },
+        }),
+        ptx_isa: PtxIsa::new(isa.0, isa.1),
+    }
+}
+
+/// A release whose PTX ISA is measured but whose driver branch and minimum driver no
+/// source this tool cites gives.
+const fn release_isa_only(cuda: (u8, u8), isa: (u8, u8)) -> Release {
+    Release {
+        cuda: CudaVersion::new(cuda.0, cuda.1),
+        first_branch: None,
+        min_driver: None,
         ptx_isa: PtxIsa::new(isa.0, isa.1),
     }
 }
@@ -244,9 +257,15 @@ const fn release(cuda: (u8, u8), branch: u32, driver: (u32, u32, u32), isa: (u8,
 /// ISA documentation's release history (ISA per CUDA version: 12.5 and 12.6 both 8.5),
 /// `cuDriverGetVersion` as the records in `shared/oracle/cuda-driver` report it (driver
 /// 580.159.04: 13000) and those records themselves: driver 580 compiles ISA 8.8 and 9.0
-/// and refuses 9.1 and 9.5 with `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` (222). Branches
-/// newer than the last row are not known: their CUDA version is `None` and PTX ISA
-/// versions are not judged for them.
+/// and refuses 9.1 and 9.5 with `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` (222).
+///
+/// CUDA 13.2 to 13.5: the PTX ISA each compiles is measured on its `ptxas` (the
+/// `nvidia-cuda-nvcc` wheels 13.2.51, 13.3.33, 13.4.59 and 13.5.37 refuse `.version 9.9`
+/// with "current version is '9.2'", '9.3', '9.4', '9.5'). Their minimum drivers and first
+/// driver branches are not in a source this tool cites (the release notes' driver table
+/// could not be read), so they are `None`: no driver number is invented. Branches from
+/// [`UNKNOWN_FROM_BRANCH`] on are newer than the rows with a branch: their CUDA version is
+/// `None` and PTX ISA versions are not judged for them.
 pub const RELEASES: &[Release] = &[
     release((9, 0), 384, (384, 81, 0), (6, 0)),
     release((9, 1), 387, (387, 26, 0), (6, 1)),
@@ -275,17 +294,24 @@ pub const RELEASES: &[Release] = &[
     release((12, 9), 575, (575, 51, 3), (8, 8)),
     release((13, 0), 580, (580, 65, 6), (9, 0)),
     release((13, 1), 590, (590, 44, 1), (9, 1)),
+    release_isa_only((13, 2), (9, 2)),
+    release_isa_only((13, 3), (9, 3)),
+    release_isa_only((13, 4), (9, 4)),
+    release_isa_only((13, 5), (9, 5)),
 ];
 
-/// The first branch after the table's last release that is not known to implement it:
-/// branches from here on are newer than the table.
-const UNKNOWN_FROM_BRANCH: u32 = 595;
+/// The first branch after CUDA 13.1's (the last release with a known branch) that is not
+/// known to implement it: branches from here on are newer than the table knows.
+pub const UNKNOWN_FROM_BRANCH: u32 = 595;
 
 fn release_of_branch(branch: u32) -> Option<&'static Release> {
     if branch >= UNKNOWN_FROM_BRANCH {
         return None;
     }
-    RELEASES.iter().rev().find(|r| r.first_branch <= branch)
+    RELEASES
+        .iter()
+        .rev()
+        .find(|r| r.first_branch.is_some_and(|b| b <= branch))
 }
 
 /// The driver's environment switches (NVIDIA's CUDA Environment Variables documentation):
@@ -444,6 +470,15 @@ impl Refusal {
             Refusal::NoJitNoCache => None,
         }
     }
+
+    /// The driver that fixes the refusal, as far as the table knows it, when a newer
+    /// driver is the fix ([`PtxTooNew::driver_need`]); `None` for [`Refusal::NoJitNoCache`].
+    pub fn driver_need(&self) -> Option<DriverNeed> {
+        match self {
+            Refusal::TooNew(t) => Some(t.driver_need()),
+            Refusal::NoJitNoCache => None,
+        }
+    }
 }
 
 impl fmt::Display for Refusal {
@@ -484,23 +519,57 @@ impl PtxTooNew {
         }
     }
 
-    /// The oldest Linux driver that compiles the entry, when the table knows one.
+    /// The oldest Linux driver that compiles the entry, when the table knows its number.
     pub fn needs_driver(&self) -> Option<DriverVersion> {
         let needs = self.needs?;
         RELEASES
             .iter()
             .find(|r| r.cuda == needs)
-            .map(|r| r.min_driver)
+            .and_then(|r| r.min_driver)
+    }
+
+    /// The driver that fixes the refusal, as far as the table knows it
+    /// ([`DriverNeed`]).
+    pub fn driver_need(&self) -> DriverNeed {
+        match (self.needs_driver(), self.needs) {
+            (Some(d), _) => DriverNeed::Version(d),
+            (None, Some(cuda)) => DriverNeed::ForCuda(cuda),
+            (None, None) => DriverNeed::Newer,
+        }
+    }
+}
+
+/// The NVIDIA driver that compiles a PTX entry the present driver refuses as too new
+/// ([`PtxTooNew::driver_need`]): the fix is a driver, since the library has the PTX.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DriverNeed {
+    /// This Linux driver or later (the release table gives its number).
+    Version(DriverVersion),
+    /// A driver for this CUDA version or later: the table knows the PTX ISA it compiles
+    /// but not its driver number.
+    ForCuda(CudaVersion),
+    /// A driver newer than this tool knows: the ISA is newer than every release the table
+    /// lists.
+    Newer,
+}
+
+impl fmt::Display for DriverNeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverNeed::Version(v) => write!(f, "NVIDIA driver {v} or later"),
+            DriverNeed::ForCuda(c) => write!(f, "an NVIDIA driver for CUDA {c} or later"),
+            DriverNeed::Newer => f.write_str("an NVIDIA driver newer than this tool knows"),
+        }
     }
 }
 
 impl fmt::Display for PtxTooNew {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (_, error) = self.cuda_error();
-        write!(f, "PTX ISA {} needs a driver for ", self.isa)?;
+        write!(f, "PTX ISA {} needs ", self.isa)?;
         match self.needs {
-            Some(cuda) => write!(f, "CUDA {cuda} or later")?,
-            None => f.write_str("a CUDA version newer than this tool knows")?,
+            Some(cuda) => write!(f, "a driver for CUDA {cuda} or later")?,
+            None => f.write_str("a newer driver than this tool knows")?,
         }
         write!(
             f,
@@ -549,11 +618,19 @@ mod tests {
     fn the_release_table_is_consistent() {
         for pair in RELEASES.windows(2) {
             let [a, b] = pair else { unreachable!() };
-            assert!(a.cuda < b.cuda && a.first_branch < b.first_branch);
-            assert!(a.min_driver < b.min_driver && a.ptx_isa <= b.ptx_isa);
+            assert!(a.cuda < b.cuda && a.ptx_isa <= b.ptx_isa);
+            if let (Some(x), Some(y)) = (a.first_branch, b.first_branch) {
+                assert!(x < y);
+            }
+            if let (Some(x), Some(y)) = (a.min_driver, b.min_driver) {
+                assert!(x < y);
+            }
         }
         for r in RELEASES {
-            assert_eq!(r.min_driver.cuda(), Some(r.cuda), "{}", r.cuda);
+            if let Some(min) = r.min_driver {
+                assert_eq!(min.cuda(), Some(r.cuda), "{}", r.cuda);
+            }
+            assert_eq!(r.first_branch.is_some(), r.min_driver.is_some());
             assert_eq!(r.cuda.max_ptx_isa(), Some(r.ptx_isa));
         }
     }
@@ -578,7 +655,14 @@ mod tests {
             PtxIsa::new(8, 5).needs_cuda(),
             Some(CudaVersion::new(12, 5))
         );
-        assert_eq!(PtxIsa::new(9, 5).needs_cuda(), None);
+        // CUDA 13.2-13.5 by their ptxas; nothing newer is known.
+        for minor in 2..=5 {
+            assert_eq!(
+                PtxIsa::new(9, minor).needs_cuda(),
+                Some(CudaVersion::new(13, minor))
+            );
+        }
+        assert_eq!(PtxIsa::new(9, 6).needs_cuda(), None);
     }
 
     #[test]
@@ -612,12 +696,39 @@ mod tests {
     #[test]
     fn refusals_name_the_cause_and_the_error() {
         let mut d = CudaDriver::new(DriverVersion::parse("580.159.04"));
-        let r = d.refusal(Some(PtxIsa::new(9, 5))).unwrap();
+        // ISA 9.2 (cupy-cuda13x 14.2.0): CUDA 13.2's driver, whose number no cited source
+        // gives; 9.6: newer than the table.
+        let r = d.refusal(Some(PtxIsa::new(9, 2))).unwrap();
         assert_eq!(r.cuda_error().0, 222);
         assert_eq!(r.needs_driver(), None);
-        assert!(r.to_string().contains("newer than this tool knows"));
+        assert_eq!(
+            r.to_string(),
+            "PTX ISA 9.2 needs a driver for CUDA 13.2 or later; this driver (580.159.04) \
+             compiles up to 9.0 (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)"
+        );
+        let Refusal::TooNew(t) = r else { panic!() };
+        assert_eq!(
+            t.driver_need(),
+            DriverNeed::ForCuda(CudaVersion::new(13, 2))
+        );
+        assert_eq!(
+            t.driver_need().to_string(),
+            "an NVIDIA driver for CUDA 13.2 or later"
+        );
+        let r = d.refusal(Some(PtxIsa::new(9, 6))).unwrap();
+        assert_eq!(r.needs_driver(), None);
+        assert!(r
+            .to_string()
+            .starts_with("PTX ISA 9.6 needs a newer driver than this tool knows;"));
+        let Refusal::TooNew(t) = r else { panic!() };
+        assert_eq!(t.driver_need(), DriverNeed::Newer);
         let r = d.refusal(Some(PtxIsa::new(9, 1))).unwrap();
         assert_eq!(r.needs_driver(), DriverVersion::parse("590.44.01"));
+        let Refusal::TooNew(t) = r else { panic!() };
+        assert_eq!(
+            t.driver_need(),
+            DriverNeed::Version(DriverVersion::parse("590.44.01").unwrap())
+        );
         d.switches.disable_ptx_jit = true;
         assert_eq!(
             d.refusal(Some(PtxIsa::new(9, 1))).unwrap().cuda_error().0,

@@ -1,5 +1,5 @@
 //! Bundle entry IDs (`<kind>-<arch>-<vendor>-<os>-<env>-<target id>`) and triples, split
-//! into their fields as stored (the comparison rules live in [`crate::target`]).
+//! into their fields as stored (the comparison rules live in [`crate::arch`]).
 
 use crate::error::{Error, ErrorKind, Result};
 

@@ -34,6 +34,11 @@ pub enum ErrorKind {
     BadContainer,
     /// The memory for a decompressed buffer could not be reserved.
     OutOfMemory,
+    /// The bytes are a valid file or container of a kind this crate does not read: a
+    /// big-endian or 32-bit host ELF file, an ELF file that is neither an object, an
+    /// executable nor a shared library, a PE file for another machine, a thin archive (its
+    /// members are other files). [`ErrorKind::BadContainer`] is for files that are broken.
+    Unsupported,
 }
 
 impl ErrorKind {
@@ -53,6 +58,7 @@ impl ErrorKind {
             ErrorKind::InvalidId => "invalid-id",
             ErrorKind::BadContainer => "bad-container",
             ErrorKind::OutOfMemory => "out-of-memory",
+            ErrorKind::Unsupported => "unsupported",
         }
     }
 }
@@ -146,8 +152,9 @@ impl fmt::Display for Error {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for Error {}
+/// With or without `std`: `core::error::Error` is `std::error::Error`, so a program's
+/// `Box<dyn std::error::Error>` takes an [`Error`] with `?`.
+impl core::error::Error for Error {}
 
 #[cfg(test)]
 mod tests {
@@ -169,5 +176,22 @@ mod tests {
             Error::new(ErrorKind::Malformed, 1, "x").rebase(10).offset(),
             11
         );
+    }
+
+    /// `Error` is a `core::error::Error` without any feature: `?` turns it into the boxed
+    /// error a program's `main` returns.
+    #[test]
+    fn converts_to_a_boxed_core_error() {
+        fn fails() -> core::result::Result<(), alloc::boxed::Box<dyn core::error::Error>> {
+            Err(Error::new(ErrorKind::Unsupported, 7, "thin archive"))?;
+            Ok(())
+        }
+        let e = fails().unwrap_err();
+        assert_eq!(e.to_string(), "thin archive, at byte 7");
+        assert_eq!(
+            e.downcast_ref::<Error>().map(Error::kind),
+            Some(ErrorKind::Unsupported)
+        );
+        assert_eq!(ErrorKind::Unsupported.name(), "unsupported");
     }
 }

@@ -62,6 +62,10 @@ pub enum ImageKind {
     /// Tile IR bytecode, an NVIDIA fatbinary entry of kind 0x80 (`NVFATBIN.md` §2.8). No
     /// OffloadBinary value names it; [`ImageKind::code`] gives the fatbinary's 0x80.
     TileIr,
+    /// LTO IR (NVVM IR for `nvcc -dlto`'s device link), an NVIDIA fatbinary entry of kind 8
+    /// (`NVFATBIN.md` §2.9). No OffloadBinary value names it; [`ImageKind::code`] gives
+    /// the fatbinary's 8.
+    LtoIr,
     /// Any other stored value.
     Other(u16),
 }
@@ -92,12 +96,13 @@ impl ImageKind {
             ImageKind::Ptx => 5,
             ImageKind::Spirv => 6,
             ImageKind::TileIr => crate::nvfatbin::KIND_TILE_IR,
+            ImageKind::LtoIr => crate::nvfatbin::KIND_LTO_IR,
             ImageKind::Other(n) => n,
         }
     }
 
     /// The name used by `loader-sim list`: `"none"`, `"elf"`, `"bc"`, `"cubin"`,
-    /// `"fatbin"`, `"ptx"`, `"spirv"`, `"tile-ir"`, `"unknown"`.
+    /// `"fatbin"`, `"ptx"`, `"spirv"`, `"tile-ir"`, `"lto-ir"`, `"unknown"`.
     pub const fn name(self) -> &'static str {
         match self {
             ImageKind::None => "none",
@@ -108,7 +113,25 @@ impl ImageKind {
             ImageKind::Ptx => "ptx",
             ImageKind::Spirv => "spirv",
             ImageKind::TileIr => "tile-ir",
+            ImageKind::LtoIr => "lto-ir",
             ImageKind::Other(_) => "unknown",
+        }
+    }
+
+    /// The kind of image whose first 4 bytes are a magic number: LLVM bitcode (bare or
+    /// wrapped), an NVIDIA fatbinary or SPIR-V ([`crate::raw`]'s magics); `None` for
+    /// anything else (ELF files and PTX text included: [`ImageKind::sniff`] tells those).
+    /// The one sniffer of first bytes: [`ImageKind::sniff`] and [`crate::identify`] use it.
+    pub fn from_magic(bytes: &[u8]) -> Option<Self> {
+        use crate::raw::{BITCODE_MAGIC, BITCODE_WRAPPER_MAGIC, NVFATBIN_MAGIC, SPIRV_MAGIC};
+        if bytes.starts_with(BITCODE_MAGIC) || bytes.starts_with(BITCODE_WRAPPER_MAGIC) {
+            Some(ImageKind::Bitcode)
+        } else if bytes.starts_with(NVFATBIN_MAGIC) {
+            Some(ImageKind::Fatbinary)
+        } else if bytes.starts_with(SPIRV_MAGIC) {
+            Some(ImageKind::Spirv)
+        } else {
+            None
         }
     }
 
@@ -118,22 +141,14 @@ impl ImageKind {
     /// no more than the first page of an image.
     pub fn sniff(bytes: &[u8]) -> Self {
         if bytes.starts_with(ELF_MAGIC) {
-            return if crate::bytes::elf_machine(bytes) == Some(object::elf::EM_CUDA.0) {
+            return if crate::bytes::elf_machine(bytes) == Some(crate::raw::EM_CUDA) {
                 ImageKind::Cubin
             } else {
                 ImageKind::Object
             };
         }
-        if bytes.starts_with(&[0x42, 0x43, 0xC0, 0xDE])
-            || bytes.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
-        {
-            return ImageKind::Bitcode;
-        }
-        if bytes.starts_with(&[0x50, 0xED, 0x55, 0xBA]) {
-            return ImageKind::Fatbinary;
-        }
-        if bytes.starts_with(&[0x03, 0x02, 0x23, 0x07]) {
-            return ImageKind::Spirv;
+        if let Some(kind) = Self::from_magic(bytes) {
+            return kind;
         }
         let head = bytes.get(..bytes.len().min(256)).unwrap_or(bytes);
         // `.target sm_…`: AMDGPU assembly also has `.version`/`.target` substrings
@@ -242,7 +257,7 @@ pub struct Image<'a> {
     /// The triple as stored (entry ID triple, or the OffloadBinary `triple` string).
     pub triple: Option<&'a str>,
     /// The target ID as stored (entry ID target, or the OffloadBinary `arch` string).
-    /// `None` for a bare ELF: derive it from the ELF header (`crate::target`).
+    /// `None` for a bare ELF: derive it from the ELF header (`crate::arch`).
     pub target_id: Option<&'a str>,
     /// The image kind: the OffloadBinary value, else sniffed from the bytes.
     pub image_kind: ImageKind,
@@ -336,6 +351,7 @@ impl<'a> Image<'a> {
                 EntryKind::Cubin => ImageKind::Cubin,
                 EntryKind::Ptx => ImageKind::Ptx,
                 EntryKind::TileIr => ImageKind::TileIr,
+                EntryKind::LtoIr => ImageKind::LtoIr,
             },
             flags: u32::try_from(e.flags & 0xFFFF_FFFF).unwrap_or(0),
             strings: None,
@@ -344,7 +360,7 @@ impl<'a> Image<'a> {
             offset: None,
             ptx_isa: match e.kind {
                 EntryKind::Ptx => crate::driver::PtxIsa::of_code_version(e.code_version),
-                EntryKind::Cubin | EntryKind::TileIr => None,
+                EntryKind::Cubin | EntryKind::TileIr | EntryKind::LtoIr => None,
             },
         }
     }
@@ -558,7 +574,7 @@ impl Encoded<'_> {
     pub fn is_whole_size(&self, head: &[u8]) -> bool {
         match self.entry_kind {
             // Tile IR is kept whole (`trim_image`).
-            None | Some(EntryKind::TileIr) => true,
+            None | Some(EntryKind::TileIr | EntryKind::LtoIr) => true,
             Some(EntryKind::Ptx) => false,
             Some(EntryKind::Cubin) => crate::nvfatbin::elf64_tables_end(head)
                 .is_some_and(|(sh, ph)| sh == Some(self.size) || ph == Some(self.size)),

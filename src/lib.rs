@@ -6,32 +6,44 @@
 //! when they sit inside ELF sections or `ar` archives. Every image it hands out is a
 //! `&[u8]` into the caller's buffer; only decompressed content is owned, once.
 //!
-//! The data takes one road, and every module knows only the steps before it; the road's
-//! exact order is written once, in `docs/ARCHITECTURE.md`, and a test enforces it. The
-//! modules, step by step:
+//! # Tiers
 //!
-//! * bytes: [`raw`], the on-disk structures (zerocopy, little-endian, alignment 1);
-//!   [`decompress`] (every codec) and [`driver`] (the NVIDIA driver's versions, the PTX ISA
-//!   it compiles and its environment switches);
-//! * containers: [`bundle`], [`text`], [`ccob`], [`offload_binary`], [`nvfatbin`] (one
-//!   reader per format), [`kpack`] (AMD `.kpack` archives, `HIPK` wrappers, ref records and
-//!   the kpack loader's path rules),
-//!   [`entry_id`] (bundle entry IDs split as stored), and [`container`] (finding those inside
-//!   files, ELF sections and archives: [`units`], an iterator of [`Unit`]s);
-//! * images: [`image`], the format-independent [`Image`];
-//! * host files: [`host`], the address space a host file gives its program, and [`split`]
-//!   (per `HIPK` wrapper of a split library, its ref record and TOC key);
-//! * candidates: [`target`]: AMDGPU target IDs and processors, NVPTX architectures, device
-//!   ELF headers, devices, and [`identify`] (what an image is built for);
-//! * choice: [`mod@select`] (the compatibility predicate, the ranking, and [`choose`]: any
-//!   iterator of images, any number of devices) and [`stream`] (the same choice made in one pass over a
-//!   compressed bundle's decompressed stream, without holding it);
-//! * checks: [`validate`], every problem of a file with a severity, a code and its offset;
-//! * registration: [`registration`], the runtime records, views that follow their pointers,
-//!   static discovery in host ELF files, and the simulated runtime [`registration::Registry`];
-//! * `write` (feature `write`, which implies `std`), beside the road: writers for every format, byte-identical to
-//!   LLVM 22's tools, and `prune` (the same feature): dropping the device images no kept
-//!   device can load, from every container and host file layout.
+//! As `object` does, the crate is cut in tiers (`docs/ARCHITECTURE.md`, "Tiers"):
+//!
+//! * **The plugin tier, at the crate root**: what a runtime plugin holds, listed below.
+//!   The C API and the Python module are its first users.
+//! * **[`read`]**: the format readers, one module per format (`read::bundle`, `read::ccob`,
+//!   `read::text`, `read::offload_binary`, `read::nvfatbin`, `read::kpack`,
+//!   `read::entry_id`), and **[`raw`]**: the on-disk records (zerocopy, little-endian,
+//!   alignment 1) and magic numbers.
+//! * **`write`** (feature `write`, which implies `std`): writers for every format,
+//!   byte-identical to LLVM 22's tools.
+//! * **The tools' layer** (feature `tools`): the modules `loader-sim`, the drop-in LLVM tools
+//!   and the tests build on — the simulated runtime's registry and the runtime records
+//!   (`registration`), host files (`host`, with kpack's host side in `host::kpack`), judging a library for devices
+//!   (`judge`), pruning (`prune`, with `write`), the driver and target tables (`driver`,
+//!   `arch`), and the per-format and unified modules whole (`bundle`, `ccob`, `container`,
+//!   `image`, `select`, `stream`, ...). Not a stable plugin API: without the feature these
+//!   modules are private to the crate.
+//!
+//! The plugin tier:
+//!
+//! | step | names |
+//! |---|---|
+//! | open a buffer | [`units`] → [`Units`] of [`Unit`] (or [`for_each_unit`]) (its [`Location`], [`PathElem`], [`UnitContent`], [`Damage`]); [`Unit::open`] → [`OpenUnit`] |
+//! | images | [`OpenUnit::images`] → [`Image`] ([`Format`], [`ImageKind`], [`OffloadKind`], [`Encoded`], [`Checked`]); [`image_name`] |
+//! | devices and targets | [`Device`] ([`Device::parse`]), [`Target`], [`TargetId`], [`identify`] → [`Identity`] |
+//! | choose | [`choose`] → [`Choice`] per device ([`RankKey`]); [`SelectOptions`] ([`Policy`], [`KindFilter`], and the CUDA driver's [`CudaDriver`], [`DriverVersion`], [`JitSwitches`]) |
+//! | choose while streaming | [`choose_streaming`], [`choose_streaming_keeping`] → [`StreamChoice`] ([`KeptImage`]): a compressed bundle chosen in without holding its content |
+//! | bytes | [`Image::decode`] (borrowed, or decoded now) |
+//! | explain | [`Choice::rejection`] ([`Rejection`]) and [`Choice::losses`] ([`Loss`]) |
+//! | check a file | [`validate()`] → [`Finding`] ([`FindingCode`], [`Severity`]) |
+//! | options | [`ReadOptions`] ([`Limits`], [`Decoders`]: [`Decompressor`], [`CompressedBundle`], [`CompressionMethod`]) |
+//! | errors | [`Error`], [`ErrorKind`], [`Result`] |
+//!
+//! Beneath the tiers the modules lie along one road, and every module knows only the steps
+//! before it; the road's exact order is written once, in `docs/ARCHITECTURE.md`, and a test
+//! enforces it.
 //!
 //! The crate is `#![no_std]` (with `alloc`) and forbids `unsafe`. Malformed input gives an
 //! [`Error`] with a matchable [`ErrorKind`] and the byte offset, never a panic.
@@ -79,6 +91,9 @@
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Without `tools` the tools' layer is private to the crate, and the plugin tier's documentation
+// may name its items (the tools' build documents them all, as docs.rs does).
+#![cfg_attr(not(feature = "tools"), allow(rustdoc::private_intra_doc_links))]
 // Untrusted bytes must never take the process down: no indexing or slicing that can panic,
 // no unchecked arithmetic, no explicit panics, unwraps or expects in library code.
 #![cfg_attr(
@@ -92,123 +107,90 @@
     )
 )]
 
+/// The README's code blocks, run as doc tests (its Rust example in a `main` returning
+/// `Box<dyn std::error::Error>`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
+
 extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
-pub mod bundle;
+/// Declares modules of the tools' layer: public with feature `tools` (the layer `loader-sim`,
+/// the drop-in tools and the tests build on), private to the crate without it, where the
+/// plugin tier re-exports what a runtime needs. Without `tools` some of their items serve
+/// only the tools, hence `dead_code` allowed there.
+macro_rules! tools_layer {
+    ($($(#[$attr:meta])* $name:ident;)*) => {$(
+        #[cfg(feature = "tools")]
+        $(#[$attr])*
+        pub mod $name;
+        #[cfg(not(feature = "tools"))]
+        $(#[$attr])*
+        #[allow(dead_code, unused_imports)]
+        pub(crate) mod $name;
+    )*};
+}
+
+// The bytes step: the plugin tier re-exports the error and the options; `raw` is public.
 mod bytes;
-pub mod ccob;
-pub mod container;
-pub mod decompress;
-pub mod doctor;
-pub mod driver;
-pub mod entry_id;
+mod compressed;
 mod error;
-pub mod host;
-pub mod image;
-pub mod kpack;
-pub mod nvfatbin;
-pub mod offload_binary;
-#[cfg(feature = "write")]
-pub mod prune;
+mod options;
 pub mod raw;
+
+// The format readers: public as `read::<format>` (their reader types), whole with `tools`.
+tools_layer! {
+    bundle;
+    ccob;
+    decompress;
+    entry_id;
+    kpack;
+    nvfatbin;
+    offload_binary;
+    text;
+}
+pub mod read;
+
+// The unified layer, whose front door is the crate root, and the tools' layer.
+tools_layer! {
+    container;
+    driver;
+    host;
+    image;
+    select;
+    arch;
+    stream;
+    validate;
+}
+/// AOTriton's `.aks2` kernel archives (xz), read where `judge` finds them.
+#[cfg(all(feature = "tools", feature = "std"))]
+pub mod aks2;
+#[cfg(feature = "tools")]
+pub mod judge;
+#[cfg(all(feature = "tools", feature = "write"))]
+pub mod prune;
+#[cfg(feature = "tools")]
 pub mod registration;
-pub mod select;
-pub mod split;
-pub mod stream;
-pub mod target;
-pub mod text;
-pub mod validate;
+
 #[cfg(feature = "write")]
 pub mod write;
 
-pub use container::{for_each_unit, units, Location, OpenUnit, Unit, UnitContent, Units};
+// The plugin tier.
+pub use arch::{identify, image_name, Device, Identity, Target, TargetId};
+pub use compressed::{CompressedBundle, CompressionMethod, Decompressor};
+pub use container::{
+    for_each_unit, units, Damage, Location, OpenUnit, PathElem, Unit, UnitContent, Units,
+};
+pub use driver::{CudaDriver, DriverVersion, JitSwitches};
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Checked, Encoded, Format, Image, ImageKind, OffloadKind};
-pub use select::{
-    check, choose, explain, select, Candidate, Choice, KindFilter, Loss, Policy, RankKey,
-    Rejection, SelectOptions, Selection, Verdict,
-};
-pub use target::{identify, Device, Identity, Target, TargetId};
+pub use options::{Decoders, Limits, ReadOptions};
+pub use select::{choose, Choice, KindFilter, Loss, Policy, RankKey, Rejection, SelectOptions};
+pub use stream::{choose_streaming, choose_streaming_keeping, KeptImage, StreamChoice};
+pub use validate::{validate, Code as FindingCode, Finding, Severity};
 
-/// Resource limits applied while reading untrusted bytes: part of the API contract.
-///
-/// The defaults are generous for real files (the largest real bundles hold a few hundred
-/// MB of code and a handful of entries) and keep hostile input from exhausting memory or
-/// time. Every limit is checked before anything is allocated for what it bounds:
-///
-/// | limit | what it bounds | default | refused with |
-/// |---|---|---|---|
-/// | [`max_decompressed_size`](Limits::max_decompressed_size) | the content of one `CCOB`; all compressed OffloadBinaries of one unit together; all compressed entries of one NVIDIA fatbinary together | 1 GiB | [`ErrorKind::LimitExceeded`] at the field that claims the size |
-/// | [`max_entries`](Limits::max_entries) | entries of a bundle, text bundle, OffloadBinary or fatbinary; strings per entry; binaries in a sequence; containers in one section; offload-entry tables, and entries bound from them to all registered units together | 65 536 | [`ErrorKind::LimitExceeded`] at the count field (or the table) |
-/// | [`max_id_len`](Limits::max_id_len) | bundle entry IDs; NUL-terminated OffloadBinary strings | 4 KiB | [`ErrorKind::LimitExceeded`] |
-/// | [`max_depth`](Limits::max_depth) | archive in archive in ELF section ... (hard cap [`container::MAX_DEPTH`] = 8) | 6 | [`ErrorKind::LimitExceeded`] |
-///
-/// A header's claim is never trusted for allocation: a declared decompressed size is also
-/// checked against what the payload could produce at most (zlib 1032:1, zstd 32768:1), and
-/// the output grows only as the stream really produces bytes, up to the declared size (a
-/// longer stream is [`ErrorKind::SizeMismatch`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest decompressed size accepted (compressed bundles, compressed OffloadBinaries).
-    /// Checked against the header's claim before anything is allocated.
-    pub max_decompressed_size: u64,
-    /// Most entries in one bundle, OffloadBinary or sequence; most strings per entry.
-    pub max_entries: u64,
-    /// Longest bundle entry ID.
-    pub max_id_len: u64,
-    /// Deepest nesting of containers (archive → ELF → section → bundle, ...).
-    pub max_depth: usize,
-}
-
-impl Limits {
-    /// The default limits: 1 GiB decompressed, 65 536 entries, 4 KiB IDs, depth 6.
-    pub const DEFAULT: Limits = Limits {
-        max_decompressed_size: 1 << 30,
-        max_entries: 1 << 16,
-        max_id_len: 4096,
-        max_depth: 6,
-    };
-
-    /// No limits beyond the size of the data (depth is still capped at
-    /// [`container::MAX_DEPTH`]).
-    pub const UNLIMITED: Limits = Limits {
-        max_decompressed_size: u64::MAX,
-        max_entries: u64::MAX,
-        max_id_len: u64::MAX,
-        max_depth: container::MAX_DEPTH,
-    };
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits::DEFAULT
-    }
-}
-
-/// Options for reading containers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReadOptions {
-    /// Resource limits.
-    pub limits: Limits,
-    /// Verify the truncated MD5 of decompressed bundles (default: on; costs an MD5 pass).
-    pub verify_hash: bool,
-    /// The caller's decoders for compressed bundles (default: the built-in ones).
-    pub decoders: ccob::Decoders,
-    /// Refuse bytes between containers that are neither zero padding nor a container
-    /// (default: off, they are skipped and reported in [`Unit::skipped`]; `FORMATS.md`
-    /// §2.4).
-    pub strict: bool,
-}
-
-impl Default for ReadOptions {
-    fn default() -> Self {
-        ReadOptions {
-            limits: Limits::DEFAULT,
-            verify_hash: true,
-            decoders: ccob::Decoders::BUILTIN,
-            strict: false,
-        }
-    }
-}
+// The root names the tools' layer adds (what the root held before the tiers).
+#[cfg(feature = "tools")]
+pub use select::{check, explain, select, Candidate, Selection, Verdict};

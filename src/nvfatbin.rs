@@ -14,14 +14,14 @@
 
 use alloc::vec::Vec;
 
-use crate::bytes::{self, u64_of};
+use crate::bytes::{self, elf64_len, u64_of};
 use crate::decompress;
 pub use crate::decompress::Codec;
 use crate::error::{Error, ErrorKind, Result};
 use crate::raw::{
     FatbinEntryHeader, FatbinHeader, BUNDLE_MAGIC, CCOB_MAGIC, NVFATBIN_MAGIC, OFFLOAD_BINARY_MAGIC,
 };
-use crate::{Limits, ReadOptions};
+use crate::options::{Limits, ReadOptions};
 
 /// Entry flag: 64-bit code.
 pub const FLAG_64BIT: u64 = 0x1;
@@ -37,6 +37,10 @@ pub const FLAG_ARCH_SPECIFIC: u64 = 0x10_0000;
 pub const FLAG_FAMILY: u64 = 0x20_0000;
 /// Entry flag seen on every sm_100+ cubin of CUDA 13 (meaning unknown).
 pub const FLAG_SM100_CUBIN: u64 = 0x100_0000;
+/// Entry flag seen on every LTO IR entry (kind 8, `NVFATBIN.md` §2.9) beside the codec
+/// bit, and on no other kind: the payload is then not a plain stream of the codec the
+/// flags name (a zstd-flagged one has no zstd magic), so it is never decoded.
+pub const FLAG_LTO_IR: u64 = 0x1_0000;
 /// The flag bits whose meaning is known (measured); others are reported, never guessed.
 pub const KNOWN_FLAGS: u64 = FLAG_64BIT
     | FLAG_LINUX
@@ -44,7 +48,8 @@ pub const KNOWN_FLAGS: u64 = FLAG_64BIT
     | FLAG_ZSTD
     | FLAG_ARCH_SPECIFIC
     | FLAG_FAMILY
-    | FLAG_SM100_CUBIN;
+    | FLAG_SM100_CUBIN
+    | FLAG_LTO_IR;
 
 /// Smallest entry header this reader accepts (it reads fields up to `+0x40`).
 pub const MIN_ENTRY_HEADER: u64 = 64;
@@ -70,19 +75,29 @@ pub enum EntryKind {
     /// 0x80: Tile IR bytecode (`nvFatbinAddTileIR`, CUDA 13.1; `NVFATBIN.md` §2.8), which
     /// the CUDA driver compiles for the device; never chosen by this crate.
     TileIr,
+    /// 8: LTO IR, the NVVM IR `nvcc -dlto` keeps for the device link (`cuobjdump`: "Fatbin
+    /// nvvm code"; `NVFATBIN.md` §2.9). Its payload is stored encoded (flag
+    /// [`FLAG_LTO_IR`]) and never decoded; since CUDA 12.0 the driver does not JIT it, so
+    /// it is never chosen.
+    LtoIr,
 }
+
+/// The entry kind of LTO IR (`nvcc -dlto`; `cuobjdump` lists such entries as "Fatbin nvvm
+/// code").
+pub const KIND_LTO_IR: u16 = 8;
 
 /// The entry kind `nvFatbinAddTileIR` writes (libnvfatbin 13.4; `cuobjdump` lists such
 /// entries as "Fatbin tile ir code").
 pub const KIND_TILE_IR: u16 = 0x80;
 
 impl EntryKind {
-    /// `"ptx"`, `"cubin"` or `"tile-ir"`.
+    /// `"ptx"`, `"cubin"`, `"tile-ir"` or `"lto-ir"`.
     pub const fn name(self) -> &'static str {
         match self {
             EntryKind::Ptx => "ptx",
             EntryKind::Cubin => "cubin",
             EntryKind::TileIr => "tile-ir",
+            EntryKind::LtoIr => "lto-ir",
         }
     }
 }
@@ -158,6 +173,8 @@ pub struct FatbinEntry<'data> {
     pub flags: u64,
     /// Size of the entry header.
     pub header_size: u32,
+    /// The whole entry header (`header_size` bytes; the reader interprets its first 64).
+    pub header: &'data [u8],
     /// The codec of a compressed payload.
     pub codec: Option<Codec>,
     /// The stored (padded) payload.
@@ -178,12 +195,45 @@ impl<'data> FatbinEntry<'data> {
     }
 
     /// The image of an uncompressed entry: its payload without the padding
-    /// ([`trim_image`]); `None` for a compressed entry.
+    /// ([`trim_image`]); `None` for a compressed entry. An LTO IR entry's image is its
+    /// stored stream ([`FatbinEntry::stream`]) as it is: that stream is never decoded
+    /// ([`FLAG_LTO_IR`]).
     pub fn image(&self) -> Option<&'data [u8]> {
-        match self.codec {
-            None => Some(trim_image(self.kind, self.payload)),
-            Some(_) => None,
+        match (self.kind, self.codec) {
+            (EntryKind::LtoIr, _) => Some(self.stream().unwrap_or(self.payload)),
+            (_, None) => Some(trim_image(self.kind, self.payload)),
+            (_, Some(_)) => None,
         }
+    }
+
+    /// The options string the header of a PTX or LTO IR entry records, without its
+    /// trailing NUL and space padding (`NVFATBIN.md` §2.5): the first non-empty (offset,
+    /// length) pair of `u32`s at `+0x40` or `+0x48` locates it in the header (offset from
+    /// the header's start). `nvcc` puts its `ptxas` options there for PTX (`cuobjdump`:
+    /// "ptxasOptions") and its NVVM options for LTO IR ("nvvmOptions"). `None` for cubins
+    /// (their pair locates binary data `cuobjdump` does not print), and when there is no
+    /// pair, or it points outside the header or at bytes that are not UTF-8.
+    pub fn options(&self) -> Option<&'data str> {
+        if !matches!(self.kind, EntryKind::Ptx | EntryKind::LtoIr) {
+            return None;
+        }
+        let word = |at: usize| {
+            self.header
+                .get(at..at.checked_add(4)?)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(u32::from_le_bytes)
+                .and_then(|v| usize::try_from(v).ok())
+        };
+        let (at, len) = [0x40, 0x48]
+            .into_iter()
+            .map_while(|pair: usize| Some((pair, word(pair)?, word(pair.checked_add(4)?)?)))
+            .find(|&(_, at, len)| at != 0 || len != 0)
+            .filter(|&(pair, at, len)| len > 0 && at >= pair.saturating_add(8))
+            .map(|(_, at, len)| (at, len))?;
+        let text = self.header.get(at..at.checked_add(len)?)?;
+        core::str::from_utf8(text)
+            .ok()
+            .map(|t| t.trim_end_matches(['\0', ' ']))
     }
 
     /// The architecture name `cuobjdump` would give with the recorded variant: `sm_86`,
@@ -205,6 +255,13 @@ impl<'data> FatbinEntry<'data> {
             self.offset,
             "fatbinary entry is not compressed",
         ))?;
+        if self.kind == EntryKind::LtoIr {
+            return Err(Error::new(
+                ErrorKind::UnsupportedMethod,
+                self.offset.saturating_add(0x28),
+                "LTO IR entry payload is stored encoded (flag 0x10000) and is not decoded",
+            ));
+        }
         decompress::decode_with_hook(
             codec,
             stream,
@@ -229,13 +286,13 @@ impl<'data> FatbinEntry<'data> {
 /// The image inside a (decompressed) payload, without the padding the fatbinary stores:
 /// a cubin ends at the furthest byte its ELF64 headers account for (header tables,
 /// section and segment data; the whole payload if the headers cannot be read or point
-/// past it), PTX text at its first NUL. Tile IR bytecode records no length of its own and
-/// is kept whole.
+/// past it), PTX text at its first NUL. Tile IR bytecode and LTO IR record no length of
+/// their own and are kept whole.
 pub fn trim_image(kind: EntryKind, payload: &[u8]) -> &[u8] {
     let end = match kind {
         EntryKind::Ptx => payload.iter().position(|&b| b == 0),
         EntryKind::Cubin => elf64_end(payload),
-        EntryKind::TileIr => None,
+        EntryKind::TileIr | EntryKind::LtoIr => None,
     };
     end.and_then(|e| payload.get(..e)).unwrap_or(payload)
 }
@@ -291,74 +348,6 @@ fn elf64_end(data: &[u8]) -> Option<usize> {
     elf64_len(data)
         .ok()
         .and_then(|end| usize::try_from(end).ok())
-}
-
-/// Length of the little-endian ELF64 file at the start of `data`: the furthest byte its
-/// headers account for (the header, its non-empty section and program header tables, the
-/// file data of every section but `SHT_NOBITS` ones and of every segment; `FORMATS.md` §7).
-///
-/// The one answer to "where does this ELF file end", for a cubin in a fatbinary
-/// ([`trim_image`]) and a bare device ELF a registration wrapper points at
-/// ([`crate::registration::view::elf_len`]). Errors (at offset 0 of `data`): `BadContainer`
-/// for a header or a header table that does not read, `OutOfBounds` for a range that
-/// overflows, `Truncated` for an end past `data`.
-pub(crate) fn elf64_len(data: &[u8]) -> Result<u64> {
-    use object::elf::FileHeader64;
-    use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
-    use object::LittleEndian as LE;
-
-    let bad = |what| move |_| Error::new(ErrorKind::BadContainer, 0, what);
-    let overflow = |what| Error::new(ErrorKind::OutOfBounds, 0, what);
-    let h = FileHeader64::<LE>::parse(data).map_err(bad("device ELF header is malformed"))?;
-    let mut end = u64::from(h.e_ehsize(LE));
-    let sections = h
-        .section_headers(LE, data)
-        .map_err(bad("device ELF section table lies outside the data"))?;
-    if !sections.is_empty() {
-        end = end.max(table_end(h.e_shoff(LE), sections.len(), h.e_shentsize(LE))?);
-    }
-    for s in sections {
-        if s.sh_type(LE) != object::elf::SHT_NOBITS {
-            let e = s
-                .sh_offset(LE)
-                .checked_add(s.sh_size(LE))
-                .ok_or(overflow("device ELF section range overflows"))?;
-            end = end.max(e);
-        }
-    }
-    let segments = h
-        .program_headers(LE, data)
-        .map_err(bad("device ELF program header table lies outside the data"))?;
-    if !segments.is_empty() {
-        end = end.max(table_end(h.e_phoff(LE), segments.len(), h.e_phentsize(LE))?);
-    }
-    for p in segments {
-        let e = p
-            .p_offset(LE)
-            .checked_add(p.p_filesz(LE))
-            .ok_or(overflow("device ELF segment range overflows"))?;
-        end = end.max(e);
-    }
-    if end > u64_of(data.len()) {
-        return Err(Error::new(
-            ErrorKind::Truncated,
-            0,
-            "device ELF runs past the end of its region",
-        ));
-    }
-    Ok(end)
-}
-
-/// End of an ELF header table of `n` entries of `size` bytes at `offset`.
-fn table_end(offset: u64, n: usize, size: u16) -> Result<u64> {
-    u64_of(n)
-        .checked_mul(u64::from(size))
-        .and_then(|len| offset.checked_add(len))
-        .ok_or(Error::new(
-            ErrorKind::OutOfBounds,
-            0,
-            "device ELF header table range overflows",
-        ))
 }
 
 /// True if `data` starts with the magic of a container that may follow a fatbinary in a
@@ -537,10 +526,11 @@ fn entry_kind(kind: u16, pos: u64) -> Result<EntryKind> {
         1 => Ok(EntryKind::Ptx),
         2 => Ok(EntryKind::Cubin),
         KIND_TILE_IR => Ok(EntryKind::TileIr),
+        KIND_LTO_IR => Ok(EntryKind::LtoIr),
         _ => Err(Error::new(
             ErrorKind::UnsupportedMethod,
             pos,
-            "fatbinary entry kind is none of PTX (1), ELF (2) and Tile IR (0x80)",
+            "fatbinary entry kind is none of PTX (1), ELF (2), LTO IR (8) and Tile IR (0x80)",
         )),
     }
 }
@@ -630,6 +620,10 @@ impl<'data> Fatbin<'data> {
         let Some(codec) = entry.codec else {
             return Ok(());
         };
+        // LTO IR is never decoded: its claim makes nothing.
+        if entry.kind == EntryKind::LtoIr {
+            return Ok(());
+        }
         let size_field = pos.saturating_add(0x38);
         match codec {
             Codec::Lz4 => check_claim(
@@ -699,6 +693,7 @@ impl<'data> Fatbin<'data> {
                 variant: Variant::from_flags(flags),
                 flags,
                 header_size,
+                header: bytes::sub(self.data, pos, u64::from(header_size), "entry header")?,
                 codec,
                 payload,
                 compressed_size,

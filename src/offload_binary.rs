@@ -14,11 +14,11 @@ use alloc::vec::Vec;
 use crate::bytes::{self, u64_of};
 use crate::decompress::Codec;
 use crate::error::{Error, ErrorKind, Result};
+use crate::options::{Limits, ReadOptions};
 use crate::raw::{
     OffloadBinaryHeader, OffloadBinaryHeaderV3, OffloadEntry, StringEntryV1, StringEntryV2,
     OFFLOAD_BINARY_MAGIC, OFFLOAD_ENTRY_SIZE, ZSTD_MAGIC,
 };
-use crate::{Limits, ReadOptions};
 
 /// Returns true if `data` starts with the OffloadBinary magic.
 pub fn is_offload_binary(data: &[u8]) -> bool {

@@ -21,6 +21,34 @@ pub const AR_MAGIC: &[u8; 8] = b"!<arch>\n";
 pub const AR_THIN_MAGIC: &[u8; 8] = b"!<thin>\n";
 /// zstd frame magic (`FORMATS.md` §6.6 uses it to tell zstd from zlib).
 pub const ZSTD_MAGIC: &[u8; 4] = &[0x28, 0xB5, 0x2F, 0xFD];
+/// Magic of LLVM bitcode (`BC C0 DE`).
+pub const BITCODE_MAGIC: &[u8; 4] = &[0x42, 0x43, 0xC0, 0xDE];
+/// Magic of LLVM's bitcode wrapper header (`0x0B17C0DE`, bytes `DE C0 17 0B`), which
+/// Apple's and some offload toolchains put before the bitcode.
+pub const BITCODE_WRAPPER_MAGIC: &[u8; 4] = &[0xDE, 0xC0, 0x17, 0x0B];
+/// Magic of a SPIR-V module (`0x07230203`, little-endian).
+pub const SPIRV_MAGIC: &[u8; 4] = &[0x03, 0x02, 0x23, 0x07];
+/// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
+pub const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
+/// `e_machine` of NVIDIA cubins (`object::elf::EM_CUDA`).
+pub const EM_CUDA: u16 = object::elf::EM_CUDA.0;
+
+/// Section of host files holding HIP offload bundles and `CCOB`s back to back.
+pub const HIP_FATBIN_SECTION: &[u8] = b".hip_fatbin";
+/// Section of host files holding NVIDIA fatbinaries back to back.
+pub const NV_FATBIN_SECTION: &[u8] = b".nv_fatbin";
+/// Section of relocatable-device-code objects (`nvcc -rdc`) holding their fatbinary.
+pub const NV_RELFATBIN_SECTION: &[u8] = b"__nv_relfatbin";
+/// Section of LLVM OffloadBinaries (ELF type `SHT_LLVM_OFFLOADING` too).
+pub const OFFLOADING_SECTION: &[u8] = b".llvm.offloading";
+/// Section of HIP fat-binary wrappers ([`FatbinWrapper`]).
+pub const HIP_WRAPPER_SECTION: &[u8] = b".hipFatBinSegment";
+/// Section of CUDA fat-binary wrappers ([`FatbinWrapper`]).
+pub const NV_WRAPPER_SECTION: &[u8] = b".nvFatBinSegment";
+/// Prefix of the per-entry sections of a bundled host object, `__CLANG_OFFLOAD_BUNDLE__<id>`
+/// (`FORMATS.md` §2.5): the bundle magic.
+pub const OBJECT_BUNDLE_PREFIX: &[u8] = BUNDLE_MAGIC;
+
 /// The text bundle marker that follows the comment token (`FORMATS.md` §3).
 pub const TEXT_START_MARKER: &[u8] = b" __CLANG_OFFLOAD_BUNDLE____START__ ";
 /// The text bundle end marker that follows the comment token.
@@ -229,8 +257,8 @@ pub struct FatbinEntryHeader {
 /// A fat-binary wrapper as a file stores it (24 bytes; `REGISTRATION.md` §4.1, §5): CUDA's
 /// `__fatBinC_Wrapper_t` in `.nvFatBinSegment` ([`NVFATBIN_WRAPPER_MAGIC`]), HIP's in
 /// `.hipFatBinSegment` ([`HIP_WRAPPER_MAGIC`]), and a split library's ([`HIPK_MAGIC`],
-/// `KPACK.md` §3). The one declaration of the record (`registration::abi::FatbinWrapper`
-/// re-exports it).
+/// `KPACK.md` §3). The one declaration and the one name of the record; its size is
+/// [`FATBIN_WRAPPER_SIZE`].
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 pub struct FatbinWrapper {

@@ -83,8 +83,10 @@
 //!     let chosen = choices[0].image.expect("a compatible image");
 //!     assert_eq!(chosen.entry_id, Some("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"));
 //!     // Why the others were not chosen, in words.
-//!     for (index, why) in choices[0].losses() {
-//!         println!("image {index}: {why}"); // "gfx906 code does not run on gfx90a"
+//!     for lost in choices[0].losses() {
+//!         let image = lost.image.expect("choose was given images");
+//!         // "not hipv4-amdgcn-amd-amdhsa--gfx906: gfx906 code does not run on gfx90a"
+//!         println!("not {}: {}", image.name(), lost.loss);
 //!     }
 //!     // One image's verdict on its own.
 //!     let first = open.images().next().expect("an image");
@@ -98,11 +100,11 @@ use core::fmt;
 
 use crate::driver::{CudaDriver, PtxIsa, Refusal};
 use crate::image::{Image, OffloadKind};
-use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
-use crate::target::clr::{clr_generic_since, ClrSince};
-use crate::target::elf::AmdgpuElfProblem;
-use crate::target::nvptx::{ArchVariant, NvArch};
-use crate::target::{identify, Code, Device, Disagreement, Identity, Target, Triple};
+use crate::arch::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use crate::arch::clr::{clr_generic_since, ClrSince};
+use crate::arch::elf::AmdgpuElfProblem;
+use crate::arch::nvptx::{ArchVariant, NvArch};
+use crate::arch::{identify, Code, Device, Disagreement, Identity, Target, Triple};
 
 /// Which offload kinds a request accepts (`COMPATIBILITY.md` §1.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -1148,7 +1150,7 @@ impl Rejection<'_> {
     /// major version, or PTX).
     ///
     /// ```
-    /// use offload_image::{select::Rejection, target::amdgpu::Processor};
+    /// use offload_image::{select::Rejection, arch::amdgpu::Processor};
     ///
     /// let p = |n| Processor::by_name(n).unwrap();
     /// let far = Rejection::Processor { image: p("gfx1030"), device: p("gfx906") };
@@ -1211,6 +1213,18 @@ impl fmt::Display for Loss<'_> {
     }
 }
 
+/// An image that lost the choice for a device, with why ([`Choice::losses`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Lost<'c, 'a> {
+    /// The image (name it with [`Image::name`]); `None` only when the candidates were
+    /// identities without images ([`Candidate`]).
+    pub image: Option<&'c Image<'a>>,
+    /// Its discovery index.
+    pub index: usize,
+    /// Why it lost: rejected, or outranked by the chosen image.
+    pub loss: Loss<'a>,
+}
+
 /// What [`choose`] found for one device: the chosen image with its rank key, and for every
 /// other image the reason it lost ([`Choice::loss`]).
 #[derive(Clone, Debug)]
@@ -1248,6 +1262,9 @@ pub struct Choice<'a> {
     pub from_jit_cache: bool,
     /// For the image ranked first so far: `Some(isa)` when it is PTX.
     best_ptx: Option<Option<PtxIsa>>,
+    /// The image of each verdict of [`Choice::verdicts`], at the same position (`None` for
+    /// a candidate without an image).
+    images: Vec<Option<Image<'a>>>,
 }
 
 impl<'a> Choice<'a> {
@@ -1264,6 +1281,7 @@ impl<'a> Choice<'a> {
         refused: None,
         from_jit_cache: false,
         best_ptx: None,
+        images: Vec::new(),
     };
 
     /// Discovery index of the chosen image.
@@ -1290,11 +1308,16 @@ impl<'a> Choice<'a> {
         self.loss_of(index, *verdict)
     }
 
-    /// Every image that lost, with why, in discovery order.
-    pub fn losses(&self) -> impl Iterator<Item = (usize, Loss<'a>)> + '_ {
-        self.verdicts
-            .iter()
-            .filter_map(|(i, v)| self.loss_of(*i, *v).map(|l| (*i, l)))
+    /// Every image that lost, with the image itself and why, in discovery order (empty for
+    /// [`select`], which keeps no verdicts).
+    pub fn losses(&self) -> impl Iterator<Item = Lost<'_, 'a>> + '_ {
+        self.verdicts.iter().enumerate().filter_map(|(k, (i, v))| {
+            self.loss_of(*i, *v).map(|loss| Lost {
+                image: self.images.get(k).and_then(Option::as_ref),
+                index: *i,
+                loss,
+            })
+        })
     }
 
     fn loss_of(&self, index: usize, verdict: Verdict<'a>) -> Option<Loss<'a>> {
@@ -1449,6 +1472,7 @@ fn rank<'a, C, I>(
             let verdict = check(&identity, index, device, options);
             if record {
                 slot.verdicts.push((index, verdict));
+                slot.images.push(image);
             }
             slot.offer(index, image.as_ref(), verdict, options.policy, ptx);
         }
@@ -1484,8 +1508,9 @@ fn rank<'a, C, I>(
 ///     let image = choices[0].image.expect("a compatible image");
 ///     assert_eq!(image.entry_id, Some("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"));
 ///     println!("{} bytes at {:?}, {} code", image.size(), image.offset, choices[0].key.unwrap().class.name());
-///     for (index, why) in choices[1].losses() {
-///         println!("image {index} not for gfx1100: {why}");
+///     for lost in choices[1].losses() {
+///         let name = lost.image.map(|i| i.name().to_string()).unwrap_or_default();
+///         println!("not {name} for gfx1100: {}", lost.loss);
 ///     }
 /// }
 /// # Ok::<(), offload_image::Error>(())

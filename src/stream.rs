@@ -25,9 +25,9 @@ use crate::bundle::BundleTable;
 use crate::ccob::{CompressedBundle, ContentReader, Decompressor};
 use crate::container::Unit;
 use crate::error::Error;
+use crate::options::{Limits, ReadOptions};
 use crate::select::{check, driver_refusal, RankKey, SelectOptions, Verdict};
-use crate::target::{identify_entry, Code, Device};
-use crate::{Limits, ReadOptions};
+use crate::arch::{identify_entry, Code, Device};
 
 /// How many leading bytes of an image [`crate::identify`] and [`crate::ImageKind::sniff`] read
 /// at most (the ELF header is 64 bytes; PTX detection looks at 256).
@@ -161,7 +161,7 @@ impl Leaders {
     /// for which it beats the best so far are left in `winners`.
     fn offer(
         &mut self,
-        identity: &crate::target::Identity<'_>,
+        identity: &crate::arch::Identity<'_>,
         index: usize,
         devices: &[Device],
         options: &SelectOptions,
@@ -309,4 +309,186 @@ fn oom() -> Error {
         0,
         "cannot reserve memory for the bundle's entry list",
     )
+}
+
+/// The bytes of one image a streaming choice kept ([`StreamChoice::kept`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptImage {
+    /// Entry index (header order) in the bundle's table.
+    pub index: usize,
+    /// The image's bytes, decompressed and owned.
+    pub bytes: Vec<u8>,
+}
+
+/// What [`choose_streaming`] found in one pass over a compressed bundle: per device the
+/// chosen entry, and the chosen images' bytes.
+#[derive(Clone, Debug)]
+pub struct StreamChoice {
+    /// The bundle's descriptor table (entry IDs, offsets and sizes, in header order).
+    pub table: BundleTable,
+    /// Per device (in the order given): the chosen entry's index in [`StreamChoice::table`],
+    /// `None` if no entry is compatible. The same entry as [`crate::choose`] chooses on the
+    /// opened unit.
+    pub chosen: Vec<Option<usize>>,
+    /// The bytes of every chosen image that was to be kept, once per image, in the order
+    /// they were streamed.
+    pub kept: Vec<KeptImage>,
+    /// True if the whole stream was decoded and its MD5 checked
+    /// ([`ReadOptions::verify_hash`]).
+    pub verified: bool,
+}
+
+impl StreamChoice {
+    /// The kept bytes of the image chosen for device `device` (its position in the list),
+    /// if one was chosen and kept.
+    pub fn bytes(&self, device: usize) -> Option<&[u8]> {
+        let index = self.chosen.get(device).copied().flatten()?;
+        self.kept
+            .iter()
+            .find(|k| k.index == index)
+            .map(|k| k.bytes.as_slice())
+    }
+}
+
+/// Chooses for every device in a compressed bundle without holding its decompressed
+/// content: one pass over the stream, which reads of every entry its first
+/// [`IDENTIFY_LEN`] bytes and keeps only the bytes of the images chosen (the path that
+/// saves the memory; `PERFORMANCE.md`). The choice is the one [`crate::choose`] makes on
+/// the opened unit.
+///
+/// `Ok(None)` when the unit is not chosen in this way: it is not a compressed bundle, or
+/// its content cannot be read as a stream (a text bundle, overlapping payloads). The
+/// caller then opens the unit ([`Unit::open`]) and uses [`crate::choose`], which also
+/// gives the reasons for every image. Errors are located in the walked buffer, as
+/// [`Unit::open`] locates them.
+///
+/// ```
+/// use offload_image::{choose_streaming, units, Device, ReadOptions, SelectOptions};
+///
+/// # fn main() -> offload_image::Result<()> {
+/// let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
+/// let (read, options) = (ReadOptions::default(), SelectOptions::default());
+/// let devices = [Device::parse("gfx90a:xnack-")?];
+/// for unit in units(data, &read) {
+///     let unit = unit?;
+///     let bytes: Vec<u8> = match choose_streaming(&unit, &devices, &options, &read)? {
+///         Some(found) => found.bytes(0).unwrap_or_default().to_vec(),
+///         None => {
+///             // Not a compressed bundle (this one is stored uncompressed): open and choose.
+///             let open = unit.open(&read)?;
+///             let choice = &offload_image::choose(open.images(), &devices, &options)[0];
+///             choice.image.map(|i| i.bytes.to_vec()).unwrap_or_default()
+///         }
+///     };
+///     assert!(bytes.starts_with(b"\x7fELF"));
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub fn choose_streaming(
+    unit: &Unit<'_>,
+    devices: &[Device],
+    options: &SelectOptions,
+    read: &ReadOptions,
+) -> Result<Option<StreamChoice>, Error> {
+    choose_streaming_keeping(unit, devices, options, read, |_| true)
+}
+
+/// [`choose_streaming`], keeping the bytes of a chosen entry only when `keep(index)` says
+/// so (for example, not those of entries the caller holds already); a chosen entry not
+/// kept is still in [`StreamChoice::chosen`].
+pub fn choose_streaming_keeping(
+    unit: &Unit<'_>,
+    devices: &[Device],
+    options: &SelectOptions,
+    read: &ReadOptions,
+    mut keep: impl FnMut(usize) -> bool,
+) -> Result<Option<StreamChoice>, Error> {
+    let Plan::Stream(bundle) = plan(unit, false) else {
+        return Ok(None);
+    };
+    let at = unit.location.offset;
+    let mut keeper = Keeper::new(devices.len())?;
+    let found = select_in_bundle(
+        bundle,
+        read,
+        || bundle.reader(read),
+        devices,
+        options,
+        true,
+        |k| keeper.take(k, &mut keep),
+    )
+    .map_err(|e| e.rebase(at))?;
+    Ok(found.map(|found| StreamChoice {
+        table: found.table,
+        chosen: found.chosen.iter().map(|k| k.map(|k| k.index)).collect(),
+        kept: keeper.kept,
+        verified: found.verified,
+    }))
+}
+
+/// The sink of [`choose_streaming`]: the entry each device holds now, and the bytes of
+/// those to keep. All of an entry's bytes follow its starts ([`keep_entry`]), and every
+/// entry is offered once.
+struct Keeper {
+    /// Per device: the entry it holds now.
+    held: Vec<Option<usize>>,
+    /// The entry being streamed and the device whose bytes fill it (every winner of an
+    /// entry gets the same bytes), if it is kept.
+    filling: Option<(usize, usize)>,
+    kept: Vec<KeptImage>,
+}
+
+impl Keeper {
+    fn new(devices: usize) -> Result<Self, Error> {
+        let mut held = Vec::new();
+        held.try_reserve_exact(devices).map_err(|_| oom())?;
+        held.resize(devices, None);
+        Ok(Keeper {
+            held,
+            filling: None,
+            kept: Vec::new(),
+        })
+    }
+
+    fn take(&mut self, k: Kept<'_>, keep: &mut impl FnMut(usize) -> bool) -> Result<(), Error> {
+        match k {
+            Kept::Start {
+                device,
+                index,
+                size,
+            } => {
+                if let Some(h) = self.held.get_mut(device) {
+                    *h = Some(index);
+                }
+                // A new entry: the bytes that follow are its own.
+                if self.filling.map(|(i, _)| i) != Some(index) {
+                    self.filling = None;
+                }
+                let known = self.kept.iter().any(|k| k.index == index);
+                if !known && keep(index) {
+                    let n = usize::try_from(size).map_err(|_| oom())?;
+                    let mut bytes = Vec::new();
+                    bytes.try_reserve_exact(n).map_err(|_| oom())?;
+                    self.kept.try_reserve(1).map_err(|_| oom())?;
+                    self.kept.push(KeptImage { index, bytes });
+                    self.filling = Some((index, device));
+                }
+                // Images no device holds any more are dropped at once.
+                let held = &self.held;
+                self.kept.retain(|k| held.contains(&Some(k.index)));
+            }
+            Kept::Bytes { device, bytes } => {
+                if let Some((index, owner)) = self.filling {
+                    if owner == device {
+                        if let Some(k) = self.kept.iter_mut().find(|k| k.index == index) {
+                            k.bytes.try_reserve(bytes.len()).map_err(|_| oom())?;
+                            k.bytes.extend_from_slice(bytes);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }

@@ -7,8 +7,8 @@
 
 use crate::bytes::{self, u64_of};
 use crate::error::{Error, ErrorKind, Result};
+use crate::options::Limits;
 use crate::raw::{TEXT_END_MARKER, TEXT_START_MARKER};
-use crate::Limits;
 
 /// The comment token a text bundle uses, which depends on its file type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -39,9 +39,9 @@ use crate::error::{Error, ErrorKind};
 use crate::image::{Format, Image, OffloadKind};
 use crate::raw::{BUNDLE_MAGIC, CCOB_MAGIC, HIP_WRAPPER_MAGIC, NVFATBIN_WRAPPER_MAGIC};
 use crate::select::{select, Policy, SelectOptions};
-use crate::target::amdgpu::{Feature, FeatureState, TargetId};
-use crate::target::elf::{AmdgpuElfProblem, DeviceElf};
-use crate::target::{identify, Device, Target};
+use crate::arch::amdgpu::{Feature, FeatureState, TargetId};
+use crate::arch::elf::{AmdgpuElfProblem, DeviceElf};
+use crate::arch::{identify, Device, Target};
 use crate::ReadOptions;
 
 /// How serious a finding is.
@@ -258,7 +258,7 @@ pub fn validate_for_driver(
     // A split library: every `HIPK` wrapper's ref record must read (`KPACK.md` §3).
     if data.starts_with(crate::raw::ELF_MAGIC) || data.starts_with(b"MZ") {
         if let Ok(host) = crate::host::HostFile::parse(data) {
-            for (i, w) in crate::split::split_wrappers(&host).iter().enumerate() {
+            for (i, w) in crate::host::kpack::split_wrappers(&host).iter().enumerate() {
                 if let Err((code, e)) = w {
                     let mut f = Finding::error(&format!("wrapper {i}"), e);
                     f.message
@@ -645,7 +645,7 @@ fn overlapping(
 }
 
 fn name(image: &Image<'_>) -> String {
-    crate::target::image_name(image).to_string()
+    crate::arch::image_name(image).to_string()
 }
 
 /// The first bundle or `CCOB` magic in `bytes`: (offset, which).
@@ -666,7 +666,7 @@ fn check_image(
     out: &mut Vec<Finding>,
 ) {
     let identity = identify(image);
-    if identity.code == crate::target::Code::Ptx {
+    if identity.code == crate::arch::Code::Ptx {
         if let Some(refusal) = driver.refusal(identity.ptx_isa) {
             out.push(Finding::new(
                 Code::PtxTooNewForDriver,
@@ -679,7 +679,7 @@ fn check_image(
             ));
         }
     }
-    if is_code_object_entry(image, &identity) && identity.code == crate::target::Code::Other {
+    if is_code_object_entry(image, &identity) && identity.code == crate::arch::Code::Other {
         out.push(Finding::new(
             Code::NotCodeObject,
             container,
@@ -741,7 +741,7 @@ fn check_image(
 /// An entry a runtime loads as an AMDGPU code object: a binary bundle entry or an
 /// OffloadBinary image of kind `hip`, `hipv4`, `hcc` or `openmp` for `amdgcn` with a
 /// target, holding bytes (an empty payload is no match for comgr).
-fn is_code_object_entry(image: &Image<'_>, identity: &crate::target::Identity<'_>) -> bool {
+fn is_code_object_entry(image: &Image<'_>, identity: &crate::arch::Identity<'_>) -> bool {
     matches!(image.format, Format::Bundle | Format::OffloadBinary)
         && image.encoded.is_none()
         && !image.bytes.is_empty()
@@ -757,12 +757,12 @@ fn is_code_object_entry(image: &Image<'_>, identity: &crate::target::Identity<'_
 fn subarch_triple(
     id: &str,
     image: &Image<'_>,
-    identity: &crate::target::Identity<'_>,
+    identity: &crate::arch::Identity<'_>,
     container: &str,
     place: u64,
 ) -> Option<Finding> {
     let parsed = crate::entry_id::EntryId::parse(id).ok()?;
-    let triple = crate::target::Triple::parse(parsed.triple).ok()?;
+    let triple = crate::arch::Triple::parse(parsed.triple).ok()?;
     if image.format != Format::Bundle
         || !matches!(parsed.kind, "hip" | "hipv4" | "hcc")
         || !triple.arch.starts_with("amdgpu")
@@ -791,7 +791,7 @@ fn subarch_triple(
 }
 
 /// Why some tools or runtimes reject the spelling of a bundle entry ID.
-fn spelling(id: &str, identity: &crate::target::Identity<'_>) -> Option<&'static str> {
+fn spelling(id: &str, identity: &crate::arch::Identity<'_>) -> Option<&'static str> {
     let parsed = crate::entry_id::EntryId::parse(id).ok()?;
     let fields = parsed.triple.split('-').count();
     if parsed.kind != "host" && fields < 4 {
@@ -901,7 +901,7 @@ fn runtimes_differ(
             [pick(&runtime_options), pick(&SelectOptions::default())],
         ));
     }
-    let mut noted: Vec<&'static crate::target::amdgpu::Processor> = Vec::new();
+    let mut noted: Vec<&'static crate::arch::amdgpu::Processor> = Vec::new();
     for (device, got) in &results {
         let Device::Amdgpu(t) = device else { continue };
         if got[0] == got[1] || noted.iter().any(|p| core::ptr::eq(*p, t.processor)) {

@@ -1,41 +1,68 @@
 /*
  * offload_image.h: C API of offload-image for runtime plugins and loaders.
  *
- * Reads clang offload bundles, compressed bundles (CCOB) and LLVM OffloadBinaries, also
- * inside ELF files and ar archives, in place, and selects the image to load on each device
- * by the target-ID compatibility rules. Link with -loffload_image (static or shared; see
- * capi/install.sh and its offload_image.pc).
+ * Reads clang offload bundles, compressed bundles (CCOB), LLVM OffloadBinaries, NVIDIA
+ * fatbinaries and AMD .kpack archives, also inside ELF files and ar archives, in place, and
+ * selects the image to load on each device by the target-ID and NVIDIA compatibility
+ * rules. Link with -loffload_image (static or shared; see capi/install.sh and its
+ * offload_image.pc). Version: oi_version() and the OI_VERSION_* macros.
  *
- * Use:
- *   oi_error err;
- *   oi_reader *r = oi_reader_open(buf, len, NULL, &err);     (or oi_reader_open_file)
- *   size_t units = oi_reader_unit_count(r);
- *   const char *targets[] = {"gfx90a:sramecc+:xnack-", "gfx1100"};
- *   oi_selection sel[units * 2];
- *   oi_reader_select(r, targets, 2, NULL, sel, units * 2, &err);   (one pass, all devices)
- *   oi_reader_image_data(r, sel[u * 2 + t].image, &bytes, &size, &err);
- *   oi_reader_close(r);
+ * Example (C11 and C++17 alike; tests/suite/header.rs compiles it with both):
+ *   int load_all(const uint8_t *buf, size_t len) {
+ *     oi_error err;
+ *     oi_reader *r = oi_reader_open(buf, len, NULL, &err); // or oi_reader_open_file
+ *     if (!r) return err.code;
+ *     size_t units = oi_reader_unit_count(r);
+ *     const char *targets[2] = {"gfx90a:sramecc+:xnack-", "gfx1100"};
+ *     oi_selection *sel = (oi_selection *)calloc(units * 2 + 1, sizeof *sel);
+ *     // OI_OK, OI_NO_MATCH, OI_PARTIAL (a damaged unit gives nothing) or an OI_ERR_*
+ *     int32_t rc = sel ? oi_reader_select(r, targets, 2, NULL, sel, units * 2, &err)
+ *                      : OI_ERR_OUT_OF_MEMORY;
+ *     int chosen = rc == OI_OK || rc == OI_NO_MATCH || rc == OI_PARTIAL;
+ *     for (size_t u = 0; chosen && u < units; u++) {
+ *       for (size_t t = 0; t < 2; t++) {
+ *         const oi_selection *s = &sel[u * 2 + t];
+ *         const uint8_t *bytes = NULL;
+ *         size_t size = 0, lost = 0;
+ *         oi_reason why;
+ *         if (s->found && oi_reader_image_data(r, s->image, &bytes, &size, &err) == OI_OK)
+ *           printf("unit %zu, %s: %zu bytes to load\n", u, targets[t], size);
+ *         else if (oi_reader_explain(r, u, targets[t], NULL, &why, NULL, 0, &lost, &err) !=
+ *                  OI_OK)
+ *           printf("unit %zu, %s: nothing (%s: %s)\n", u, targets[t],
+ *                  oi_reason_name(why.kind), why.text.data);
+ *       }
+ *     }
+ *     free(sel);
+ *     oi_reader_close(r);
+ *     return rc;
+ *   }
  *
  * Memory: the reader borrows the caller's buffer (oi_reader_open), which must stay valid and
- * unmodified until oi_reader_close, or maps the file (oi_reader_open_file). Every pointer the
- * reader hands out (strings, image bytes) stays valid until oi_reader_close and is freed
- * by it; nothing is freed by the caller. Images stored uncompressed are handed out in place;
- * a compressed bundle is decoded once per selection (only the chosen images are kept), or
- * once whole when listing or asking for an image no selection kept. Error messages are static
- * strings. No string is truncated: strings are (pointer, length) and NUL-terminated.
+ * unmodified until oi_reader_close, or reads the file into memory it owns
+ * (oi_reader_open_file: not mapped, so a file changed meanwhile cannot fault the process).
+ * Every pointer the reader hands out (strings, image bytes, reasons) stays valid until
+ * oi_reader_close and is freed by it; nothing is freed by the caller. Images stored
+ * uncompressed are handed out in place; a compressed bundle is decoded once per selection
+ * (only the chosen images are kept), or once whole when listing, explaining or asking for
+ * an image no selection kept. Error messages and oi_error.os_message are static strings.
+ * No string is truncated: strings are (pointer, length) and NUL-terminated.
  *
  * Threads: every function may be called from any thread; calls on one reader are
  * serialised by a lock inside it, so a reader may be shared between threads. Only
  * oi_reader_close must not run concurrently with another call on the same reader.
  *
- * Malformed input never aborts: it gives a status code with the byte offset. Every function
- * that can fail returns an int32_t status (OI_OK, OI_NO_MATCH or OI_ERR_*) and fills the
- * optional oi_error.
+ * Errors: malformed input never aborts: it gives a status code. Every function that can
+ * fail returns an int32_t status (OI_OK, OI_NO_MATCH, OI_PARTIAL or OI_ERR_*) and fills
+ * the optional oi_error, whose fields each hold one fact: the kind (code), the byte offset,
+ * the target, unit or image it is about (index), a count (count), and the OS error
+ * (os_error, os_message). A damaged unit costs that unit only (oi_reader_unit_status).
  *
  * Removed in 0.2 (they re-walked and re-decompressed the data on every call and truncated
  * strings to fixed arrays): oi_list (use oi_reader_image_count + oi_reader_image), oi_select
  * (oi_reader_select, which takes many targets), oi_extract (oi_reader_image_data), and the
- * oi_image struct (oi_image_info). oi_status_name is unchanged.
+ * oi_image struct (oi_image_info). oi_status_name names the codes, "unknown status" for
+ * others.
  */
 
 #ifndef OFFLOAD_IMAGE_H
@@ -140,15 +167,58 @@
 #define OI_ERR_INTERNAL 17
 
 /**
- * `oi_reader_open_file`: the file cannot be opened or mapped (`offset` holds the errno).
+ * `oi_reader_open_file`: the file cannot be opened or read (`oi_error.os_error` holds the
+ * errno, `oi_error.os_message` its text).
  */
 #define OI_ERR_IO 18
 
 /**
- * Offset reported for an image stored compressed, and `oi_error.decompressed_offset`
- * when the problem is not inside decompressed content.
+ * `oi_reader_select`: results were written for every unit, but some unit is damaged (its
+ * container or its compressed stream does not read: `found` 0 there). `oi_error` describes
+ * the first damaged unit: its status in `code`, its byte offset, its unit in `index`. Not
+ * an `OI_ERR_*`: the results are valid.
+ */
+#define OI_PARTIAL 19
+
+/**
+ * `oi_reader_open`: the file is a split (kpack) library: its device code objects are not
+ * in it but in `.kpack` archives installed beside it (the HIP runtime's kpack loader reads
+ * them); `offset` is its first `HIPK` wrapper.
+ */
+#define OI_ERR_KPACK_SPLIT 20
+
+/**
+ * A valid file of a kind this library does not read (a big-endian or 32-bit host ELF file,
+ * a PE file for another machine, a thin archive at the top level).
+ */
+#define OI_ERR_UNSUPPORTED 21
+
+/**
+ * The major version of this library (`oi_version`), Cargo's version of the C API crate.
+ */
+#define OI_VERSION_MAJOR 0
+
+/**
+ * The minor version of this library.
+ */
+#define OI_VERSION_MINOR 1
+
+/**
+ * The patch version of this library.
+ */
+#define OI_VERSION_PATCH 0
+
+/**
+ * Offset reported for an image stored compressed; `oi_error.offset` when the problem is
+ * not at a byte of the data, and `oi_error.decompressed_offset` when it is not inside
+ * decompressed content.
  */
 #define OI_NO_OFFSET UINT64_MAX
+
+/**
+ * `oi_error.index` when the problem is not about one target, unit or image.
+ */
+#define OI_NO_INDEX UINT64_MAX
 
 /**
  * `oi_read_options.flags`: do not verify the truncated MD5 of compressed bundles (decoding
@@ -315,6 +385,148 @@
 #define OI_SELECT_CUDA_JIT_FROM_ENV 128
 
 /**
+ * `oi_reason.kind`: (summary) an image was chosen: `oi_reason.image` is it.
+ */
+#define OI_REASON_CHOSEN 0
+
+/**
+ * Compatible with the device, but the chosen image ranks above it (the policy's order).
+ */
+#define OI_REASON_OUTRANKED 1
+
+/**
+ * The host entry of a bundle.
+ */
+#define OI_REASON_HOST 2
+
+/**
+ * The image is empty.
+ */
+#define OI_REASON_EMPTY 3
+
+/**
+ * Its offload kind is not the one asked for (`oi_select_options.kind`).
+ */
+#define OI_REASON_KIND 4
+
+/**
+ * Built for another architecture (or no device architecture at all).
+ */
+#define OI_REASON_ARCH 5
+
+/**
+ * An AMDGPU image for an OS other than HSA (PAL, Mesa).
+ */
+#define OI_REASON_NOT_HSA 6
+
+/**
+ * Neither the container nor the ELF header names a target processor.
+ */
+#define OI_REASON_NO_TARGET 7
+
+/**
+ * The stated target does not parse or names an unknown processor.
+ */
+#define OI_REASON_INVALID_TARGET 8
+
+/**
+ * The AMDGPU ELF header makes the image unloadable.
+ */
+#define OI_REASON_ELF 9
+
+/**
+ * The container and the ELF header disagree (`OI_SELECT_STRICT`).
+ */
+#define OI_REASON_MISMATCH 10
+
+/**
+ * Not loadable device code (text, a host object, unrecognised bytes).
+ */
+#define OI_REASON_NOT_CODE 11
+
+/**
+ * Needs a JIT, which `OI_SELECT_NO_JIT` forbids.
+ */
+#define OI_REASON_JIT_NOT_ALLOWED 12
+
+/**
+ * Generic code, which `OI_SELECT_NO_GENERIC` forbids.
+ */
+#define OI_REASON_GENERIC_NOT_ALLOWED 13
+
+/**
+ * AMD SPIR-V, which `OI_SELECT_NO_SPIRV` forbids.
+ */
+#define OI_REASON_SPIRV_NOT_ALLOWED 14
+
+/**
+ * A different AMDGPU processor.
+ */
+#define OI_REASON_PROCESSOR 15
+
+/**
+ * Generic code that ROCm CLR's generic map does not take the device to.
+ */
+#define OI_REASON_CLR_GENERIC_MAP 16
+
+/**
+ * A bundle entry spelled in a way ROCm CLR does not find.
+ */
+#define OI_REASON_CLR_SPELLING 17
+
+/**
+ * Generic code whose family does not include the device.
+ */
+#define OI_REASON_NOT_IN_FAMILY 18
+
+/**
+ * Generic code older than the device requires.
+ */
+#define OI_REASON_GENERIC_VERSION 19
+
+/**
+ * A feature state (`xnack`, `sramecc`) the device does not have.
+ */
+#define OI_REASON_FEATURE 20
+
+/**
+ * A cubin, which the CUDA driver ignores under `CUDA_FORCE_PTX_JIT`.
+ */
+#define OI_REASON_FORCED_JIT 21
+
+/**
+ * Native or generic AMDGPU code, passed over under `HIP_FORCE_SPIRV_CODEOBJECT`.
+ */
+#define OI_REASON_FORCED_SPIRV 22
+
+/**
+ * The CUDA driver picks this PTX and refuses it (its ISA is newer than the driver
+ * compiles); the driver does not fall back to another image.
+ */
+#define OI_REASON_DRIVER 23
+
+/**
+ * An NVIDIA compatibility rule fails (cubin major or minor version, `a` or `f` code,
+ * PTX newer than the device).
+ */
+#define OI_REASON_NVIDIA_RULE 24
+
+/**
+ * (summary) The unit has no images.
+ */
+#define OI_REASON_NO_IMAGES 25
+
+/**
+ * (summary) The unit is damaged: `oi_reader_unit_status` says why.
+ */
+#define OI_REASON_DAMAGED 26
+
+/**
+ * A reason this version of the header has no code for (a newer library).
+ */
+#define OI_REASON_OTHER 255
+
+/**
  * `oi_finding.severity`: the file is sound, but runtimes differ on it.
  */
 #define OI_SEVERITY_NOTE 0
@@ -381,17 +593,22 @@ typedef struct oi_str {
 } oi_str;
 
 /**
- * Error details of a failed call.
+ * Error details of a call: each fact in a field of its own.
  */
 typedef struct oi_error {
   /**
-   * `OI_OK` or an `OI_ERR_*` code (the call's return value).
+   * The kind of problem: `OI_OK` or an `OI_ERR_*` code, the call's return value; for a
+   * call that returns `OI_PARTIAL`, the status of the first damaged unit.
    */
   int32_t code;
   /**
+   * The operating system's error number (`errno`) behind an `OI_ERR_IO`; 0 otherwise.
+   */
+  int32_t os_error;
+  /**
    * Byte offset of the problem in the reader's data (for a compressed bundle's content:
-   * the start of that bundle); for a bad target of `oi_reader_select`, its position in
-   * `targets`; 0 when not applicable.
+   * the start of that bundle); `OI_NO_OFFSET` when the problem is not at a byte of the
+   * data (a bad argument, an I/O error).
    */
   uint64_t offset;
   /**
@@ -400,10 +617,26 @@ typedef struct oi_error {
    */
   uint64_t decompressed_offset;
   /**
+   * What the problem is about: a target's position in `targets` (`oi_reader_select`), a
+   * unit (a damaged unit, a unit index out of range), an image index out of range;
+   * `OI_NO_INDEX` when none.
+   */
+  uint64_t index;
+  /**
+   * A count the problem is about: the records `results` must hold
+   * (`OI_ERR_BUFFER_TOO_SMALL`), the `n_targets` refused; 0 when none.
+   */
+  uint64_t count;
+  /**
    * What went wrong (without the offset). Static storage: valid for the life of the
-   * process, never freed.
+   * process, never freed by the caller.
    */
   struct oi_str message;
+  /**
+   * The system's text for `os_error` (`strerror`), empty when `os_error` is 0. Static
+   * storage, as `message`.
+   */
+  struct oi_str os_message;
 } oi_error;
 
 /**
@@ -533,6 +766,30 @@ typedef struct oi_selection {
 } oi_selection;
 
 /**
+ * Why an image lost, or why a (unit, target) pair has the choice it has
+ * (`oi_reader_explain`). `text` is the sentence `loader-sim select --explain` prints,
+ * valid until `oi_reader_close`.
+ */
+typedef struct oi_reason {
+  /**
+   * The image (flat index, as `oi_selection.image`), or `OI_NO_IMAGE`.
+   */
+  size_t image;
+  /**
+   * `OI_REASON_*`.
+   */
+  uint32_t kind;
+  /**
+   * Always 0.
+   */
+  uint32_t reserved;
+  /**
+   * The sentence (empty for `OI_REASON_CHOSEN`).
+   */
+  struct oi_str text;
+} oi_reason;
+
+/**
  * What a reader has done so far (for diagnostics and tests).
  */
 typedef struct oi_reader_stats {
@@ -593,8 +850,9 @@ extern "C" {
  *
  * A damaged container costs its unit only: the reader keeps it as a unit without images
  * (`oi_reader_unit_status`, `oi_reader_damage`) and reads the others. Returns NULL on
- * failure (nothing in the data reads), with the reason in `*error` (when `error` is not
- * NULL).
+ * failure (nothing in the data reads; or `OI_ERR_KPACK_SPLIT` for a split library, whose
+ * code objects are in `.kpack` archives beside it, with `error->offset` at its first
+ * `HIPK` wrapper), with the reason in `*error` (when `error` is not NULL).
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -608,9 +866,10 @@ struct oi_reader *oi_reader_open(const uint8_t *data,
  * Opens a reader over the file at `path` (NUL-terminated), which it reads into memory
  * (not mapped: a file another process truncates or rewrites meanwhile cannot fault the
  * host process). Otherwise as `oi_reader_open`; `OI_ERR_IO` (with the errno in
- * `error->offset`) if the file cannot be opened or read, is not a regular file (a FIFO, a
- * device, a directory: `EINVAL`, without blocking on a FIFO), or changed size while it
- * was read (`EIO`); `OI_ERR_OUT_OF_MEMORY` if it does not fit in memory.
+ * `error->os_error` and the system's text for it in `error->os_message`) if the file cannot
+ * be opened or read, is not a regular file (a FIFO, a device, a directory: `EINVAL`,
+ * without blocking on a FIFO), or changed size while it was read (`EIO`);
+ * `OI_ERR_OUT_OF_MEMORY` if it does not fit in memory.
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -638,10 +897,12 @@ size_t oi_reader_unit_count(const struct oi_reader *reader);
 
 /**
  * Whether unit `unit` reads: `OI_OK`, or the error that makes it damaged (its container
- * does not read, or it does not open: a bad hash, a corrupt stream), with its offset in
- * `*error`. A damaged unit has no images and no selection (`found` 0); the other units
- * are unaffected. A compressed bundle that no call has decompressed yet is checked when
- * it is (`oi_reader_image_count` decompresses every one).
+ * does not read, or it does not open: a bad hash, a corrupt stream), with its offset and
+ * the unit (`index`) in `*error`. A damaged unit has no images and no selection (`found`
+ * 0); the other units are unaffected. Right from the first call: a compressed bundle that
+ * no call has decoded yet is decoded once here to check its stream and hash (nothing is
+ * kept; with `OI_READ_NO_VERIFY_HASH` it is not decoded here, and its damage is found by
+ * the call that reads it).
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -649,8 +910,9 @@ size_t oi_reader_unit_count(const struct oi_reader *reader);
 int32_t oi_reader_unit_status(const struct oi_reader *reader, size_t unit, struct oi_error *error);
 
 /**
- * The number of damages known: damaged units (`oi_reader_unit_status`) and errors of the
- * walk outside any unit, after which it went on. 0 for a NULL reader.
+ * The number of damages: damaged units (`oi_reader_unit_status`, which checks each unit
+ * as it does) and errors of the walk outside any unit, after which it went on. 0 for a
+ * NULL reader.
  *
  * # Safety
  * `reader` must be NULL or an open reader.
@@ -659,7 +921,8 @@ size_t oi_reader_damage_count(const struct oi_reader *reader);
 
 /**
  * Damage `index` (in offset order, below `oi_reader_damage_count`): returns its error
- * code and fills `*error` with it and its offset.
+ * code and fills `*error` with it, its offset and, for a damaged unit, the unit
+ * (`error->index`; `OI_NO_INDEX` for an error of the walk outside any unit).
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -728,13 +991,18 @@ int32_t oi_reader_image_data(const struct oi_reader *reader,
  *
  * Writes `results[unit * n_targets + t]`; `capacity` must be at least
  * `oi_reader_unit_count(reader) * n_targets` (else `OI_ERR_BUFFER_TOO_SMALL`, nothing
- * done; `error->offset` is the number needed). `options` may be NULL. Returns `OI_OK` if
- * every pair has an image, `OI_NO_MATCH` if some has none, or an error (a bad target:
- * `OI_ERR_INVALID_ID` with its position in `error->offset`; more than 65,536 targets:
- * `OI_ERR_INVALID_ARGUMENT` with `n_targets` in `error->offset`, checked before anything is
- * read or allocated), after which the contents of
- * `results` are unspecified. Selecting again for other devices streams the compressed
- * bundles again; what earlier calls handed out stays valid.
+ * done; `error->count` is the number needed). `options` may be NULL.
+ *
+ * Returns `OI_OK` if every pair has an image, `OI_NO_MATCH` if some has none, and
+ * `OI_PARTIAL` if some unit is damaged (its container, its compressed stream or its hash
+ * does not read; found by this call or earlier): every unit's results are written, the
+ * damaged unit's with `found` 0, and `*error` holds the first damaged unit's status
+ * (`code`), byte offset and unit (`index`); the other units are chosen in as if it were
+ * not there. Otherwise an error, after which the contents of `results` are unspecified: a
+ * bad target (`OI_ERR_INVALID_ID` with its position in `error->index`), more than 65,536
+ * targets (`OI_ERR_INVALID_ARGUMENT` with `n_targets` in `error->count`, checked before
+ * anything is read or allocated), out of memory. Selecting again for other devices streams
+ * the compressed bundles again; what earlier calls handed out stays valid.
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -746,6 +1014,57 @@ int32_t oi_reader_select(const struct oi_reader *reader,
                          struct oi_selection *results,
                          size_t capacity,
                          struct oi_error *error);
+
+/**
+ * Explains the choice for unit `unit` and the device `target` (NUL-terminated, as in
+ * `oi_reader_select`; `options` may be NULL): why each image lost and why the pair has
+ * the choice it has, with the kinds (`OI_REASON_*`) and sentences of
+ * `loader-sim select --explain`.
+ *
+ * `*summary` (may be NULL): the chosen image with `OI_REASON_CHOSEN`; when nothing is
+ * chosen, the most telling rejection (its image, kind and sentence), `OI_REASON_NO_IMAGES`
+ * for a unit without images, or `OI_REASON_DAMAGED` with the damage's message for a
+ * damaged unit. `losses[0..min(capacity, *count))`: every image that lost, in discovery
+ * order; `*count` is set to their number (call again with a larger array when it exceeds
+ * `capacity`; `losses` may be NULL when `capacity` is 0). Image indices are flat, as in
+ * `oi_selection`. The texts stay valid until `oi_reader_close`; they may hold bytes of the
+ * file (an entry ID, a target as stored): escape them before printing to a terminal.
+ *
+ * The unit is opened whole (a compressed bundle decompressed once, as `oi_reader_image`
+ * does), and the image counts of the units before it are found (as for `oi_reader_image`).
+ * Returns `OI_OK` when an image is chosen, `OI_NO_MATCH` when none is, the unit's status
+ * for a damaged unit (with `error->index` the unit), or an error (a bad target:
+ * `OI_ERR_INVALID_ID`; a unit out of range: `OI_ERR_INVALID_ARGUMENT`).
+ *
+ * # Safety
+ * Pointers must be NULL or valid for their documented use (`losses` for `capacity`
+ * records); `error` may always be NULL.
+ */
+int32_t oi_reader_explain(const struct oi_reader *reader,
+                          size_t unit,
+                          const char *target,
+                          const struct oi_select_options *options,
+                          struct oi_reason *summary,
+                          struct oi_reason *losses,
+                          size_t capacity,
+                          size_t *count,
+                          struct oi_error *error);
+
+/**
+ * Sets `*first` to the flat index of unit `unit`'s first image and `*count` to its number
+ * of images (0 for a damaged unit): its images are `first .. first + count`. Needs the
+ * image counts of that unit and the ones before it: after `oi_reader_select` or
+ * `oi_reader_image_count` they are known; before, finding them decompresses those
+ * compressed bundles whose tables no call has read (as `oi_reader_image`).
+ *
+ * # Safety
+ * Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+ */
+int32_t oi_reader_unit_images(const struct oi_reader *reader,
+                              size_t unit,
+                              size_t *first,
+                              size_t *count,
+                              struct oi_error *error);
 
 /**
  * Fills `*stats` (zeros for a NULL reader).
@@ -807,9 +1126,22 @@ int32_t oi_validation_finding(const struct oi_validation *validation,
 void oi_validation_free(struct oi_validation *validation);
 
 /**
- * A static string naming a status code (`"ok"`, `"no-match"`, `"truncated"`, ...).
+ * A static string naming a status code (`"ok"`, `"no-match"`, `"truncated"`, ...), or
+ * `"unknown status"` for a code this library does not return.
  */
 const char *oi_status_name(int32_t code);
+
+/**
+ * A static string naming an `OI_REASON_*` code (`"outranked"`, `"processor"`,
+ * `"feature"`, ...), or `"unknown reason"`.
+ */
+const char *oi_reason_name(uint32_t kind);
+
+/**
+ * This library's version, `"MAJOR.MINOR.PATCH"` (static storage): compare with the
+ * `OI_VERSION_*` macros of the header a program was built with.
+ */
+const char *oi_version(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,12 +1,17 @@
 //! C API of offload-image (header `capi/include/offload_image.h`, generated from this file
 //! by cbindgen with `capi/cbindgen.toml`; `tests/suite/header.rs` keeps the two in step).
 //!
-//! A reader handle (`oi_reader`) walks the containers of a caller buffer or a mapped file
-//! once, then lists, selects and hands out images from that walk. Compressed bundles are
-//! decoded lazily: a selection streams each one once (`offload_image::stream`) and keeps
-//! only the chosen images; listing or asking for an image the selection did not keep
-//! decompresses the bundle whole, once. Everything the reader hands out (strings, image
-//! bytes) lives until `oi_reader_close`.
+//! A reader handle (`oi_reader`) walks the containers of a caller buffer or a file read
+//! into memory once, then lists, selects, explains and hands out images from that walk.
+//! Compressed bundles are decoded lazily: a selection streams each one once
+//! (`offload_image::choose_streaming_keeping`) and keeps only the chosen images; listing,
+//! explaining or asking for an image the selection did not keep decompresses the bundle
+//! whole, once. Everything the reader hands out (strings, image bytes, reasons) lives until
+//! `oi_reader_close`; error messages live in static storage (`messages`).
+//!
+//! The C API uses the library's root tier only (and `raw`), with one exception: finding
+//! the `HIPK` wrappers of a split library (`kpack_split`) uses `host` and `host::kpack`, for which
+//! the root has no name yet.
 //!
 //! Unsafe code: the helpers under "the unsafe boundary", each with its safety contract,
 //! their calls in the `extern "C"` functions, and the two places that give the reader's
@@ -22,14 +27,13 @@ use core::ffi::{c_char, CStr};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
-use offload_image::ccob::{CompressedBundle, CompressionMethod, Decoders, Decompressor};
-use offload_image::container::UnitContent;
-use offload_image::select::{KindFilter, Policy, SelectOptions};
-use offload_image::stream::{self, select_in_bundle, Kept, Plan};
 use offload_image::{
-    choose, identify, Device, Error, ErrorKind, Format, Image, Limits, OpenUnit, ReadOptions, Unit,
+    choose, choose_streaming_keeping, identify, image_name, validate, CompressedBundle,
+    CompressionMethod, CudaDriver, Decoders, Decompressor, Device, DriverVersion, Error, ErrorKind,
+    Format, Image, JitSwitches, KindFilter, Limits, Loss, OpenUnit, Policy, ReadOptions, Rejection,
+    SelectOptions, Severity, Unit, UnitContent,
 };
 
 // ---- constants (cbindgen writes them as #defines) --------------------------------------
@@ -70,12 +74,52 @@ pub const OI_ERR_INVALID_ARGUMENT: i32 = 15;
 pub const OI_ERR_BUFFER_TOO_SMALL: i32 = 16;
 /// A bug in the library (a panic caught at the boundary).
 pub const OI_ERR_INTERNAL: i32 = 17;
-/// `oi_reader_open_file`: the file cannot be opened or mapped (`offset` holds the errno).
+/// `oi_reader_open_file`: the file cannot be opened or read (`oi_error.os_error` holds the
+/// errno, `oi_error.os_message` its text).
 pub const OI_ERR_IO: i32 = 18;
+/// `oi_reader_select`: results were written for every unit, but some unit is damaged (its
+/// container or its compressed stream does not read: `found` 0 there). `oi_error` describes
+/// the first damaged unit: its status in `code`, its byte offset, its unit in `index`. Not
+/// an `OI_ERR_*`: the results are valid.
+pub const OI_PARTIAL: i32 = 19;
+/// `oi_reader_open`: the file is a split (kpack) library: its device code objects are not
+/// in it but in `.kpack` archives installed beside it (the HIP runtime's kpack loader reads
+/// them); `offset` is its first `HIPK` wrapper.
+pub const OI_ERR_KPACK_SPLIT: i32 = 20;
+/// A valid file of a kind this library does not read (a big-endian or 32-bit host ELF file,
+/// a PE file for another machine, a thin archive at the top level).
+pub const OI_ERR_UNSUPPORTED: i32 = 21;
 
-/// Offset reported for an image stored compressed, and `oi_error.decompressed_offset`
-/// when the problem is not inside decompressed content.
+/// The major version of this library (`oi_version`), Cargo's version of the C API crate.
+pub const OI_VERSION_MAJOR: u32 = 0;
+/// The minor version of this library.
+pub const OI_VERSION_MINOR: u32 = 1;
+/// The patch version of this library.
+pub const OI_VERSION_PATCH: u32 = 0;
+
+// The version macros are Cargo's version (the build fails when they differ).
+const _: () = {
+    const fn number(s: &str) -> u32 {
+        let b = s.as_bytes();
+        let mut i = 0;
+        let mut n = 0u32;
+        while i < b.len() {
+            n = n * 10 + (b[i] - b'0') as u32;
+            i += 1;
+        }
+        n
+    }
+    assert!(OI_VERSION_MAJOR == number(env!("CARGO_PKG_VERSION_MAJOR")));
+    assert!(OI_VERSION_MINOR == number(env!("CARGO_PKG_VERSION_MINOR")));
+    assert!(OI_VERSION_PATCH == number(env!("CARGO_PKG_VERSION_PATCH")));
+};
+
+/// Offset reported for an image stored compressed; `oi_error.offset` when the problem is
+/// not at a byte of the data, and `oi_error.decompressed_offset` when it is not inside
+/// decompressed content.
 pub const OI_NO_OFFSET: u64 = u64::MAX;
+/// `oi_error.index` when the problem is not about one target, unit or image.
+pub const OI_NO_INDEX: u64 = u64::MAX;
 /// `oi_selection.image` when no image is compatible.
 pub const OI_NO_IMAGE: usize = usize::MAX;
 
@@ -154,6 +198,65 @@ pub const OI_SELECT_CUDA_DISABLE_PTX_JIT: u32 = 64;
 /// above); with the JIT and its cache both disabled no PTX loads.
 pub const OI_SELECT_CUDA_JIT_FROM_ENV: u32 = 128;
 
+/// `oi_reason.kind`: (summary) an image was chosen: `oi_reason.image` is it.
+pub const OI_REASON_CHOSEN: u32 = 0;
+/// Compatible with the device, but the chosen image ranks above it (the policy's order).
+pub const OI_REASON_OUTRANKED: u32 = 1;
+/// The host entry of a bundle.
+pub const OI_REASON_HOST: u32 = 2;
+/// The image is empty.
+pub const OI_REASON_EMPTY: u32 = 3;
+/// Its offload kind is not the one asked for (`oi_select_options.kind`).
+pub const OI_REASON_KIND: u32 = 4;
+/// Built for another architecture (or no device architecture at all).
+pub const OI_REASON_ARCH: u32 = 5;
+/// An AMDGPU image for an OS other than HSA (PAL, Mesa).
+pub const OI_REASON_NOT_HSA: u32 = 6;
+/// Neither the container nor the ELF header names a target processor.
+pub const OI_REASON_NO_TARGET: u32 = 7;
+/// The stated target does not parse or names an unknown processor.
+pub const OI_REASON_INVALID_TARGET: u32 = 8;
+/// The AMDGPU ELF header makes the image unloadable.
+pub const OI_REASON_ELF: u32 = 9;
+/// The container and the ELF header disagree (`OI_SELECT_STRICT`).
+pub const OI_REASON_MISMATCH: u32 = 10;
+/// Not loadable device code (text, a host object, unrecognised bytes).
+pub const OI_REASON_NOT_CODE: u32 = 11;
+/// Needs a JIT, which `OI_SELECT_NO_JIT` forbids.
+pub const OI_REASON_JIT_NOT_ALLOWED: u32 = 12;
+/// Generic code, which `OI_SELECT_NO_GENERIC` forbids.
+pub const OI_REASON_GENERIC_NOT_ALLOWED: u32 = 13;
+/// AMD SPIR-V, which `OI_SELECT_NO_SPIRV` forbids.
+pub const OI_REASON_SPIRV_NOT_ALLOWED: u32 = 14;
+/// A different AMDGPU processor.
+pub const OI_REASON_PROCESSOR: u32 = 15;
+/// Generic code that ROCm CLR's generic map does not take the device to.
+pub const OI_REASON_CLR_GENERIC_MAP: u32 = 16;
+/// A bundle entry spelled in a way ROCm CLR does not find.
+pub const OI_REASON_CLR_SPELLING: u32 = 17;
+/// Generic code whose family does not include the device.
+pub const OI_REASON_NOT_IN_FAMILY: u32 = 18;
+/// Generic code older than the device requires.
+pub const OI_REASON_GENERIC_VERSION: u32 = 19;
+/// A feature state (`xnack`, `sramecc`) the device does not have.
+pub const OI_REASON_FEATURE: u32 = 20;
+/// A cubin, which the CUDA driver ignores under `CUDA_FORCE_PTX_JIT`.
+pub const OI_REASON_FORCED_JIT: u32 = 21;
+/// Native or generic AMDGPU code, passed over under `HIP_FORCE_SPIRV_CODEOBJECT`.
+pub const OI_REASON_FORCED_SPIRV: u32 = 22;
+/// The CUDA driver picks this PTX and refuses it (its ISA is newer than the driver
+/// compiles); the driver does not fall back to another image.
+pub const OI_REASON_DRIVER: u32 = 23;
+/// An NVIDIA compatibility rule fails (cubin major or minor version, `a` or `f` code,
+/// PTX newer than the device).
+pub const OI_REASON_NVIDIA_RULE: u32 = 24;
+/// (summary) The unit has no images.
+pub const OI_REASON_NO_IMAGES: u32 = 25;
+/// (summary) The unit is damaged: `oi_reader_unit_status` says why.
+pub const OI_REASON_DAMAGED: u32 = 26;
+/// A reason this version of the header has no code for (a newer library).
+pub const OI_REASON_OTHER: u32 = 255;
+
 // ---- types -----------------------------------------------------------------------------
 
 /// A string owned by the library: `len` bytes at `data`, followed by a NUL byte. Never
@@ -167,22 +270,51 @@ pub struct OiStr {
     pub len: usize,
 }
 
-/// Error details of a failed call.
+/// Error details of a call: each fact in a field of its own.
 #[repr(C)]
 #[derive(Debug)]
 pub struct OiError {
-    /// `OI_OK` or an `OI_ERR_*` code (the call's return value).
+    /// The kind of problem: `OI_OK` or an `OI_ERR_*` code, the call's return value; for a
+    /// call that returns `OI_PARTIAL`, the status of the first damaged unit.
     pub code: i32,
+    /// The operating system's error number (`errno`) behind an `OI_ERR_IO`; 0 otherwise.
+    pub os_error: i32,
     /// Byte offset of the problem in the reader's data (for a compressed bundle's content:
-    /// the start of that bundle); for a bad target of `oi_reader_select`, its position in
-    /// `targets`; 0 when not applicable.
+    /// the start of that bundle); `OI_NO_OFFSET` when the problem is not at a byte of the
+    /// data (a bad argument, an I/O error).
     pub offset: u64,
     /// For problems inside the content decompressed from a compressed bundle: the offset
     /// in that content; else `OI_NO_OFFSET`.
     pub decompressed_offset: u64,
+    /// What the problem is about: a target's position in `targets` (`oi_reader_select`), a
+    /// unit (a damaged unit, a unit index out of range), an image index out of range;
+    /// `OI_NO_INDEX` when none.
+    pub index: u64,
+    /// A count the problem is about: the records `results` must hold
+    /// (`OI_ERR_BUFFER_TOO_SMALL`), the `n_targets` refused; 0 when none.
+    pub count: u64,
     /// What went wrong (without the offset). Static storage: valid for the life of the
-    /// process, never freed.
+    /// process, never freed by the caller.
     pub message: OiStr,
+    /// The system's text for `os_error` (`strerror`), empty when `os_error` is 0. Static
+    /// storage, as `message`.
+    pub os_message: OiStr,
+}
+
+/// Why an image lost, or why a (unit, target) pair has the choice it has
+/// (`oi_reader_explain`). `text` is the sentence `loader-sim select --explain` prints,
+/// valid until `oi_reader_close`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OiReason {
+    /// The image (flat index, as `oi_selection.image`), or `OI_NO_IMAGE`.
+    pub image: usize,
+    /// `OI_REASON_*`.
+    pub kind: u32,
+    /// Always 0.
+    pub reserved: u32,
+    /// The sentence (empty for `OI_REASON_CHOSEN`).
+    pub text: OiStr,
 }
 
 /// Reading options; zero-initialised means: default limits, hashes verified.
@@ -308,6 +440,8 @@ struct State {
     /// file, an archive member that does not read); the walk went on after each.
     walk_errors: Vec<Fail>,
     stats: Stats,
+    /// The texts `oi_reader_explain` handed out, each stored once, freed at close.
+    texts: HashMap<String, CString>,
 }
 
 impl State {
@@ -316,7 +450,8 @@ impl State {
         let mut all: Vec<Fail> = self
             .units
             .iter()
-            .filter_map(|s| s.damage)
+            .enumerate()
+            .filter_map(|(u, s)| s.damage.map(|d| d.index(u)))
             .chain(self.walk_errors.iter().copied())
             .collect();
         all.sort_by_key(|f| f.offset);
@@ -339,6 +474,9 @@ struct UnitSlot {
     damage: Option<Fail>,
     /// Set when the unit has been opened whole (decompressed content held here).
     open: Option<OpenUnit<'static>>,
+    /// A compressed bundle whose whole stream has been decoded (and its hash checked when
+    /// verifying): its damage, if any, is known. Always true for other units.
+    checked: bool,
     /// One slot per image, once the number of images is known.
     images: Option<Vec<ImageSlot>>,
 }
@@ -365,57 +503,201 @@ struct Described {
     format: u32,
     image_kind: u32,
     name: CString,
-    offload_kind: &'static CStr,
+    offload_kind: CString,
     triple: CString,
     target: CString,
 }
 
-/// A failure on its way to the caller.
-#[derive(Clone, Copy)]
+/// A failure on its way to the caller (the fields of `oi_error`).
+#[derive(Clone, Copy, Debug)]
 struct Fail {
     code: i32,
     offset: u64,
     decompressed_offset: u64,
+    index: u64,
+    count: u64,
+    os_error: i32,
     message: &'static CStr,
+    /// The call's return value when it is not `code` (`OI_PARTIAL`).
+    returned: Option<i32>,
 }
 
 impl From<Error> for Fail {
     fn from(e: Error) -> Self {
         Fail {
-            code: code_of(e.kind()),
             offset: e.offset(),
             decompressed_offset: e.decompressed_offset().unwrap_or(OI_NO_OFFSET),
-            message: intern(e.what()),
+            ..fail(code_of(e.kind()), messages::intern(e.what()))
         }
     }
 }
 
-fn fail(code: i32, offset: u64, message: &'static CStr) -> Fail {
+impl Fail {
+    /// The failure at byte `offset` of the data.
+    fn at(self, offset: u64) -> Self {
+        Fail { offset, ..self }
+    }
+
+    /// The failure about target, unit or image `index`.
+    fn index(self, index: usize) -> Self {
+        Fail {
+            index: index as u64,
+            ..self
+        }
+    }
+
+    /// The failure about a count (records needed, targets given).
+    fn count(self, count: usize) -> Self {
+        Fail {
+            count: count as u64,
+            ..self
+        }
+    }
+
+    /// The `oi_error` the caller gets.
+    fn to_c(self) -> OiError {
+        let os_message = if self.os_error == 0 {
+            c""
+        } else {
+            messages::intern(&os_text(self.os_error))
+        };
+        OiError {
+            code: self.code,
+            os_error: self.os_error,
+            offset: self.offset,
+            decompressed_offset: self.decompressed_offset,
+            index: self.index,
+            count: self.count,
+            message: str_of(self.message),
+            os_message: str_of(os_message),
+        }
+    }
+}
+
+/// A failure of kind `code`, about nothing in particular (no offset, no index).
+fn fail(code: i32, message: &'static CStr) -> Fail {
     Fail {
         code,
-        offset,
+        offset: OI_NO_OFFSET,
         decompressed_offset: OI_NO_OFFSET,
+        index: OI_NO_INDEX,
+        count: 0,
+        os_error: 0,
         message,
+        returned: None,
     }
 }
 
 fn invalid(message: &'static CStr) -> Fail {
-    fail(OI_ERR_INVALID_ARGUMENT, 0, message)
+    fail(OI_ERR_INVALID_ARGUMENT, message)
 }
 
-/// The library's messages are `&'static str` without a NUL: each distinct one is turned
-/// into a C string once and kept for the life of the process (a bounded set: the
-/// library's own message literals).
-fn intern(s: &'static str) -> &'static CStr {
-    static TABLE: OnceLock<Mutex<HashMap<&'static str, &'static CStr>>> = OnceLock::new();
-    let table = TABLE.get_or_init(Default::default);
-    let Ok(mut table) = table.lock() else {
-        return c"error";
+/// An `OI_ERR_IO` for the system error `errno`.
+fn io_fail(errno: i32, message: &'static CStr) -> Fail {
+    Fail {
+        os_error: errno,
+        ..fail(OI_ERR_IO, message)
+    }
+}
+
+/// The system's text for `errno` (`strerror`'s), without std's " (os error N)".
+fn os_text(errno: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+/// The C strings of messages, in static storage: no heap block is ever allocated for them,
+/// so nothing is left for a leak checker (valgrind) to report, and a message stays valid
+/// for the life of the process. The library's messages are literals (`Error::what` is
+/// `&'static str`) and the system's error texts a short list: a bounded set, each stored
+/// once.
+mod messages {
+    use core::cell::UnsafeCell;
+    use core::ffi::CStr;
+    use std::sync::Mutex;
+
+    /// Bytes for the messages (the library has fewer than 1,000, most under 80 bytes).
+    const BYTES: usize = 96 * 1024;
+    /// Messages held.
+    const ENTRIES: usize = 2048;
+
+    /// (bytes used, entries used, each entry's start and length without the NUL).
+    type Index = (usize, usize, [(u32, u32); ENTRIES]);
+
+    struct Arena {
+        bytes: UnsafeCell<[u8; BYTES]>,
+        index: Mutex<Index>,
+    }
+
+    // SAFETY: the bytes are written only under the lock, each byte once, before any
+    // reference to it is made; afterwards they are only read.
+    unsafe impl Sync for Arena {}
+
+    static ARENA: Arena = Arena {
+        bytes: UnsafeCell::new([0; BYTES]),
+        index: Mutex::new((0, 0, [(0, 0); ENTRIES])),
     };
-    table.entry(s).or_insert_with(|| {
-        let c = CString::new(s.replace('\0', " ")).unwrap_or_default();
-        Box::leak(c.into_boxed_c_str())
-    })
+
+    /// The stored message `[start, start + len]` (with its NUL).
+    ///
+    /// # Safety
+    /// The range must have been written (under the lock) and lie within the arena.
+    unsafe fn stored(start: usize, len: usize) -> &'static [u8] {
+        // SAFETY: within the arena, written once and never again (forwarded contract); no
+        // `&mut` to the array is ever made, writers use raw pointers to other bytes.
+        unsafe { std::slice::from_raw_parts(ARENA.bytes.get().cast::<u8>().add(start), len + 1) }
+    }
+
+    /// `s` as a C string in static storage (a NUL inside `s` becomes a space).
+    pub(super) fn intern(s: &str) -> &'static CStr {
+        const FULL: &CStr = c"(message table full)";
+        let Ok(mut guard) = ARENA.index.lock() else {
+            return FULL;
+        };
+        let (used, count, entries) = &mut *guard;
+        let want = s.as_bytes();
+        for &(start, len) in entries.iter().take(*count) {
+            let (start, len) = (start as usize, len as usize);
+            if len == want.len() {
+                // SAFETY: an entry written under the lock.
+                let have = unsafe { stored(start, len) };
+                if have.get(..len).is_some_and(|h| {
+                    h.iter()
+                        .zip(want)
+                        .all(|(a, b)| *a == if *b == 0 { b' ' } else { *b })
+                }) {
+                    return CStr::from_bytes_with_nul(have).unwrap_or(FULL);
+                }
+            }
+        }
+        let start = *used;
+        let Some(end) = start.checked_add(want.len()).filter(|e| *e < BYTES) else {
+            return FULL;
+        };
+        if *count >= ENTRIES {
+            return FULL;
+        }
+        let (Ok(s32), Ok(l32)) = (u32::try_from(start), u32::try_from(want.len())) else {
+            return FULL;
+        };
+        let base = ARENA.bytes.get().cast::<u8>();
+        for (i, b) in want.iter().enumerate() {
+            // SAFETY: `start + i < end < BYTES`, past every byte handed out (only this
+            // thread writes, under the lock).
+            unsafe { base.add(start + i).write(if *b == 0 { b' ' } else { *b }) };
+        }
+        // The NUL is already there (the arena starts zeroed and is written only here).
+        *used = end + 1;
+        if let Some(e) = entries.get_mut(*count) {
+            *e = (s32, l32);
+        }
+        *count += 1;
+        // SAFETY: written just above.
+        CStr::from_bytes_with_nul(unsafe { stored(start, want.len()) }).unwrap_or(FULL)
+    }
 }
 
 /// The status code of an error kind.
@@ -434,16 +716,9 @@ fn code_of(kind: ErrorKind) -> i32 {
         ErrorKind::InvalidId => OI_ERR_INVALID_ID,
         ErrorKind::BadContainer => OI_ERR_BAD_CONTAINER,
         ErrorKind::OutOfMemory => OI_ERR_OUT_OF_MEMORY,
+        ErrorKind::Unsupported => OI_ERR_UNSUPPORTED,
         _ => OI_ERR_INTERNAL,
     }
-}
-
-fn oom() -> Fail {
-    fail(
-        OI_ERR_OUT_OF_MEMORY,
-        0,
-        c"cannot reserve memory for an image",
-    )
 }
 
 fn str_of(s: &CStr) -> OiStr {
@@ -490,8 +765,8 @@ fn describe(image: &Image<'_>, offset: Option<u64>) -> Described {
         size: image.size(),
         format: format_code(image.format),
         image_kind: u32::from(image.image_kind.code()),
-        name: cstring(&offload_image::target::image_name(image).to_string()),
-        offload_kind: intern(image.offload_kind.name()),
+        name: cstring(&image_name(image).to_string()),
+        offload_kind: cstring(image.offload_kind.name()),
         triple: cstring(&triple),
         target: cstring(&id.named_target().map(|t| t.to_string()).unwrap_or_default()),
     }
@@ -535,94 +810,13 @@ fn counted<'a>(
     Ok(Box::new(Counting(c.decoder(options)?)))
 }
 
-/// An image of a streamed unit being kept while the stream runs.
-struct Keeping {
-    index: usize,
-    /// The device whose bytes fill it (every winner of an entry gets the same bytes).
-    owner: usize,
-    /// False if the reader already holds these bytes.
-    fill: bool,
-    bytes: Vec<u8>,
-}
-
 /// What a streaming selection hands back.
 struct Streamed {
     ids: Vec<String>,
     chosen: Vec<Option<usize>>,
     kept: Vec<(usize, Vec<u8>)>,
-}
-
-/// The sink of a streaming selection ([`State::stream`]): the image each device holds
-/// now, and the bytes of those the reader does not hold yet.
-struct Keeper {
-    /// Per device: the entry it holds now.
-    map: Vec<Option<usize>>,
-    keeping: Vec<Keeping>,
-    /// The entries whose bytes the reader holds already.
-    have: Vec<usize>,
-}
-
-impl Keeper {
-    fn new(devices: usize, have: Vec<usize>) -> Self {
-        Keeper {
-            map: vec![None; devices],
-            keeping: Vec::new(),
-            have,
-        }
-    }
-
-    /// Takes what the stream hands over.
-    fn take(&mut self, k: Kept<'_>) -> Result<(), Fail> {
-        match k {
-            Kept::Start {
-                device,
-                index,
-                size,
-            } => {
-                if let Some(m) = self.map.get_mut(device) {
-                    *m = Some(index);
-                }
-                if !self.keeping.iter().any(|k| k.index == index) {
-                    let fill = !self.have.contains(&index);
-                    let mut bytes = Vec::new();
-                    if fill {
-                        let n = usize::try_from(size).map_err(|_| oom())?;
-                        bytes.try_reserve_exact(n).map_err(|_| oom())?;
-                    }
-                    self.keeping.push(Keeping {
-                        index,
-                        owner: device,
-                        fill,
-                        bytes,
-                    });
-                }
-                // Images no device holds any more are dropped at once.
-                let map = &self.map;
-                self.keeping.retain(|k| map.contains(&Some(k.index)));
-            }
-            Kept::Bytes { device, bytes } => {
-                let current = self.map.get(device).copied().flatten();
-                if let Some(k) = self
-                    .keeping
-                    .iter_mut()
-                    .find(|k| Some(k.index) == current && k.owner == device && k.fill)
-                {
-                    k.bytes.try_reserve(bytes.len()).map_err(|_| oom())?;
-                    k.bytes.extend_from_slice(bytes);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The bytes kept: (entry index, bytes) of every image the reader did not hold.
-    fn into_kept(self) -> Vec<(usize, Vec<u8>)> {
-        self.keeping
-            .into_iter()
-            .filter(|k| k.fill)
-            .map(|k| (k.index, k.bytes))
-            .collect()
-    }
+    /// The whole stream was decoded and its hash checked.
+    verified: bool,
 }
 
 impl State {
@@ -643,8 +837,11 @@ impl State {
             Ok(open) => open,
             Err(e) => {
                 let d = Fail::from(e);
-                if let Some(slot) = self.units.get_mut(u) {
-                    slot.damage = Some(d);
+                // Memory is not the unit's fault: a later call may succeed.
+                if d.code != OI_ERR_OUT_OF_MEMORY {
+                    if let Some(slot) = self.units.get_mut(u) {
+                        slot.damage = Some(d);
+                    }
                 }
                 return Err(d);
             }
@@ -659,6 +856,7 @@ impl State {
         let Some(slot) = self.units.get_mut(u) else {
             return Err(invalid(c"no unit with that index"));
         };
+        slot.checked = true;
         let open = slot.open.insert(open);
         // SAFETY: the slices point into the caller's buffer or the reader's mapping (which
         // outlive the reader) or into `open`'s decompressed buffers, which stay where they
@@ -693,6 +891,48 @@ impl State {
         Ok(())
     }
 
+    /// The damage of unit `u`, found by decoding a compressed bundle's whole stream once
+    /// (nothing kept) if no call has yet; without hash verification a compressed bundle is
+    /// not decoded here (its damage is found when a call reads it).
+    fn check(&mut self, u: usize) -> Result<Option<Fail>, Fail> {
+        let slot = self
+            .units
+            .get(u)
+            .ok_or_else(|| invalid(c"no unit with that index").index(u))?;
+        if slot.damage.is_some() || slot.checked || !self.read.verify_hash {
+            return Ok(slot.damage);
+        }
+        let Some(c) = slot.unit.compressed() else {
+            return Ok(None);
+        };
+        let at = slot.unit.location.offset;
+        let before = produced();
+        let result = c.reader(&self.read).and_then(|r| r.finish());
+        self.stats.passes = self.stats.passes.saturating_add(1);
+        self.stats.decoded = self
+            .stats
+            .decoded
+            .saturating_add(produced().saturating_sub(before));
+        let slot = self
+            .units
+            .get_mut(u)
+            .ok_or_else(|| invalid(c"no unit with that index").index(u))?;
+        match result {
+            Ok(_) => slot.checked = true,
+            Err(e) if e.kind() == ErrorKind::OutOfMemory => return Err(Fail::from(e)),
+            Err(e) => slot.damage = Some(Fail::from(e.rebase(at))),
+        }
+        Ok(slot.damage)
+    }
+
+    /// Checks every unit ([`State::check`]). A unit that cannot be checked for want of
+    /// memory is left unchecked: the damages known are still reported.
+    fn check_all(&mut self) {
+        for u in 0..self.units.len() {
+            let _ = self.check(u);
+        }
+    }
+
     /// Number of images of unit `u`, opening it if nothing else told.
     fn count(&mut self, u: usize) -> Result<usize, Fail> {
         if let Some(v) = self.units.get(u).and_then(|s| s.images.as_ref()) {
@@ -710,7 +950,8 @@ impl State {
     }
 
     /// The (unit, index) of flat image index `i`.
-    fn locate(&mut self, mut i: usize) -> Result<(usize, usize), Fail> {
+    fn locate(&mut self, image: usize) -> Result<(usize, usize), Fail> {
+        let mut i = image;
         for u in 0..self.units.len() {
             let n = self.count(u)?;
             if i < n {
@@ -718,7 +959,7 @@ impl State {
             }
             i -= n;
         }
-        Err(invalid(c"no image with that index"))
+        Err(invalid(c"no image with that index").index(image))
     }
 
     fn slot(&mut self, u: usize, i: usize) -> Result<&mut ImageSlot, Fail> {
@@ -751,7 +992,7 @@ impl State {
         self.slot(u, i)?
             .info
             .as_deref()
-            .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"image not described"))
+            .ok_or_else(|| fail(OI_ERR_INTERNAL, c"image not described"))
     }
 
     fn bytes(&mut self, u: usize, i: usize) -> Result<&'static [u8], Fail> {
@@ -771,16 +1012,15 @@ impl State {
         }
         self.slot(u, i)?
             .bytes
-            .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"image bytes missing"))
+            .ok_or_else(|| fail(OI_ERR_INTERNAL, c"image bytes missing"))
     }
 
-    /// One pass over compressed bundle `c` of unit `u`: the choice for every device,
-    /// chosen images kept. `None` if the content cannot be streamed (text bundle,
-    /// overlapping payloads).
+    /// One pass over compressed unit `u` (`offload_image::choose_streaming_keeping`): the
+    /// choice for every device, chosen images the reader does not hold yet kept. `None` if
+    /// the content cannot be streamed (text bundle, overlapping payloads).
     fn stream(
         &mut self,
         u: usize,
-        c: CompressedBundle<'static>,
         devices: &[Device],
         options: &SelectOptions,
     ) -> Result<Option<Streamed>, Fail> {
@@ -788,7 +1028,6 @@ impl State {
             .units
             .get(u)
             .ok_or_else(|| invalid(c"no unit with that index"))?;
-        let at = slot.unit.location.offset;
         let have: Vec<usize> = slot.images.as_ref().map_or_else(Vec::new, |v| {
             v.iter()
                 .enumerate()
@@ -796,42 +1035,24 @@ impl State {
                 .map(|(i, _)| i)
                 .collect()
         });
-        let mut keeper = Keeper::new(devices.len(), have);
         let before = produced();
-        let (read, stats) = (&self.read, &mut self.stats);
-        let found = select_in_bundle(
-            &c,
-            read,
-            || {
-                let reader = c.reader(read)?;
-                stats.passes = stats.passes.saturating_add(1);
-                Ok::<_, Fail>(reader)
-            },
-            devices,
-            options,
-            true,
-            |k| keeper.take(k),
-        );
-        self.stats.decoded = self
-            .stats
-            .decoded
-            .saturating_add(produced().saturating_sub(before));
-        let found = match found {
-            Ok(f) => f,
-            Err(mut e) => {
-                if e.code != OI_ERR_OUT_OF_MEMORY {
-                    e.offset = e.offset.saturating_add(at);
-                }
-                return Err(e);
-            }
-        };
-        let Some(found) = found else {
+        let found = choose_streaming_keeping(&slot.unit, devices, options, &self.read, |i| {
+            !have.contains(&i)
+        });
+        let decoded = produced().saturating_sub(before);
+        // A pass: the stream was read (its size is checked before a decoder is made).
+        if decoded > 0 || matches!(found, Ok(Some(_))) {
+            self.stats.passes = self.stats.passes.saturating_add(1);
+        }
+        self.stats.decoded = self.stats.decoded.saturating_add(decoded);
+        let Some(found) = found.map_err(Fail::from)? else {
             return Ok(None);
         };
         Ok(Some(Streamed {
             ids: found.table.entries().map(|e| e.id.to_string()).collect(),
-            chosen: found.chosen.iter().map(|k| k.map(|k| k.index)).collect(),
-            kept: keeper.into_kept(),
+            chosen: found.chosen,
+            kept: found.kept.into_iter().map(|k| (k.index, k.bytes)).collect(),
+            verified: found.verified,
         }))
     }
 
@@ -876,16 +1097,23 @@ impl State {
             return Ok(vec![None; devices.len()]);
         }
         // The library's rule: a compressed bundle not yet open is streamed.
-        let plan = self
-            .units
-            .get(u)
-            .map(|s| match stream::plan(&s.unit, s.open.is_some()) {
-                Plan::Stream(c) => Some(*c),
-                Plan::Open => None,
-            });
-        if let Some(Some(c)) = plan {
-            if let Some(s) = self.stream(u, c, devices, options)? {
-                return self.keep_streamed(u, s);
+        if self.units.get(u).is_some_and(|s| s.open.is_none()) {
+            match self.stream(u, devices, options) {
+                Ok(Some(s)) => {
+                    if let Some(slot) = self.units.get_mut(u) {
+                        slot.checked |= s.verified;
+                    }
+                    return self.keep_streamed(u, s);
+                }
+                Ok(None) => {}
+                // Memory is not the unit's fault: the call fails.
+                Err(e) if e.code == OI_ERR_OUT_OF_MEMORY => return Err(e),
+                Err(e) => {
+                    if let Some(slot) = self.units.get_mut(u) {
+                        slot.damage = Some(e);
+                    }
+                    return Err(e);
+                }
             }
         }
         self.open_unit(u)?;
@@ -893,7 +1121,7 @@ impl State {
             .units
             .get(u)
             .and_then(|s| s.open.as_ref())
-            .ok_or_else(|| fail(OI_ERR_INTERNAL, 0, c"unit not open"))?;
+            .ok_or_else(|| fail(OI_ERR_INTERNAL, c"unit not open"))?;
         Ok(choose(slot.images(), devices, options)
             .iter()
             .map(|c| c.chosen())
@@ -965,25 +1193,14 @@ unsafe fn reader_ref<'a>(reader: *const OiReader) -> Result<&'a OiReader, Fail> 
 /// `error` must be null or valid for a write of `oi_error`.
 unsafe fn boundary(error: *mut OiError, f: impl FnOnce() -> Result<i32, Fail>) -> i32 {
     let result = catch_unwind(AssertUnwindSafe(f))
-        .unwrap_or_else(|_| Err(fail(OI_ERR_INTERNAL, 0, c"internal error (a bug)")));
-    let e = match result {
-        Ok(code) => OiError {
-            code,
-            offset: 0,
-            decompressed_offset: OI_NO_OFFSET,
-            message: str_of(c""),
-        },
-        Err(f) => OiError {
-            code: f.code,
-            offset: f.offset,
-            decompressed_offset: f.decompressed_offset,
-            message: str_of(f.message),
-        },
+        .unwrap_or_else(|_| Err(fail(OI_ERR_INTERNAL, c"internal error (a bug)")));
+    let (returned, e) = match result {
+        Ok(code) => (code, fail(code, c"").to_c()),
+        Err(f) => (f.returned.unwrap_or(f.code), f.to_c()),
     };
-    let code = e.code;
     // SAFETY: forwarded contract.
     unsafe { store(error, e) };
-    code
+    returned
 }
 
 // ---- safe helpers ----------------------------------------------------------------------
@@ -1014,7 +1231,7 @@ fn read_options(o: Option<&OiReadOptions>) -> Result<ReadOptions, Fail> {
                 0 => Limits::DEFAULT.max_depth,
                 d => usize::try_from(d)
                     .unwrap_or(usize::MAX)
-                    .min(offload_image::container::MAX_DEPTH),
+                    .min(Limits::MAX_DEPTH),
             },
         };
     }
@@ -1055,21 +1272,19 @@ fn select_options(o: Option<&OiSelectOptions>) -> Result<SelectOptions, Fail> {
         select.strict = o.flags & OI_SELECT_STRICT != 0;
         let from_env = o.flags & OI_SELECT_CUDA_JIT_FROM_ENV != 0;
         let switches = if from_env {
-            offload_image::driver::JitSwitches::from_env(|name| {
+            JitSwitches::from_env(|name| {
                 std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
             })
         } else {
-            offload_image::driver::JitSwitches::default()
+            JitSwitches::default()
         };
-        select.cuda = offload_image::driver::CudaDriver {
-            version: (o.nvidia_driver_branch != 0).then_some(
-                offload_image::driver::DriverVersion {
-                    major: o.nvidia_driver_branch,
-                    minor: 0,
-                    patch: None,
-                },
-            ),
-            switches: offload_image::driver::JitSwitches {
+        select.cuda = CudaDriver {
+            version: (o.nvidia_driver_branch != 0).then_some(DriverVersion {
+                major: o.nvidia_driver_branch,
+                minor: 0,
+                patch: None,
+            }),
+            switches: JitSwitches {
                 force_ptx_jit: switches.force_ptx_jit
                     || o.flags & OI_SELECT_CUDA_FORCE_PTX_JIT != 0,
                 disable_ptx_jit: switches.disable_ptx_jit
@@ -1086,17 +1301,16 @@ fn read_file(path: &std::path::Path) -> Result<Box<[u8]>, Fail> {
     use std::io::Read;
     // errno values for the two failures that are not the system's own.
     #[cfg(unix)]
-    const EINVAL: u64 = libc::EINVAL as u64;
+    const EINVAL: i32 = libc::EINVAL;
     #[cfg(unix)]
-    const EIO: u64 = libc::EIO as u64;
+    const EIO: i32 = libc::EIO;
     #[cfg(not(unix))]
-    const EINVAL: u64 = 22;
+    const EINVAL: i32 = 22;
     #[cfg(not(unix))]
-    const EIO: u64 = 5;
+    const EIO: i32 = 5;
     let io = |e: std::io::Error| {
-        fail(
-            OI_ERR_IO,
-            e.raw_os_error().map_or(0, |n| n as u64),
+        io_fail(
+            e.raw_os_error().unwrap_or(0),
             c"cannot open or read the file",
         )
     };
@@ -1111,26 +1325,30 @@ fn read_file(path: &std::path::Path) -> Result<Box<[u8]>, Fail> {
     let file = options.open(path).map_err(io)?;
     let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
-        return Err(fail(OI_ERR_IO, EINVAL, c"not a regular file"));
+        return Err(io_fail(EINVAL, c"not a regular file"));
     }
     let len = usize::try_from(meta.len())
-        .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, 0, c"the file does not fit in memory"))?;
+        .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, c"the file does not fit in memory"))?;
     let mut data = Vec::new();
     data.try_reserve_exact(len)
-        .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, 0, c"the file does not fit in memory"))?;
+        .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, c"the file does not fit in memory"))?;
     // One byte more than its size: a file that grew is seen too.
     (&file)
         .take(meta.len().saturating_add(1))
         .read_to_end(&mut data)
         .map_err(io)?;
     if data.len() != len {
-        return Err(fail(
-            OI_ERR_IO,
-            EIO,
-            c"the file changed size while it was read",
-        ));
+        return Err(io_fail(EIO, c"the file changed size while it was read"));
     }
     Ok(data.into_boxed_slice())
+}
+
+/// The offset of the first `HIPK` wrapper when `data` is a split (kpack) host library.
+fn kpack_split(data: &[u8]) -> Option<u64> {
+    let host = offload_image::host::HostFile::parse(data).ok()?;
+    offload_image::host::kpack::hipk_slots(&host)
+        .first()
+        .map(|slot| slot.offset)
 }
 
 /// Walks `data` and builds the reader; non-compressed units are opened at once (that
@@ -1152,6 +1370,16 @@ fn build(
             Err(e) => walk_errors.push(Fail::from(e)),
         }
     }
+    // No unit at all in a split (kpack) library: its code objects are elsewhere, say so.
+    if units.is_empty() {
+        if let Some(at) = kpack_split(data) {
+            return Err(fail(
+                OI_ERR_KPACK_SPLIT,
+                c"a split (kpack) library: its device code objects are not in the file but in .kpack archives installed beside it, which the HIP runtime's kpack loader reads",
+            )
+            .at(at));
+        }
+    }
     // Nothing that reads (every unit damaged, or only errors): the open fails with the
     // first problem, as `loader-sim list` prints only its errors then.
     if units.iter().all(|u| u.damage().is_some()) {
@@ -1171,6 +1399,7 @@ fn build(
             .map(|unit| UnitSlot {
                 location: cstring(&unit.location.to_string()),
                 damage: unit.damage().map(|d| Fail::from(d.error)),
+                checked: unit.compressed().is_none(),
                 unit,
                 open: None,
                 images: None,
@@ -1178,6 +1407,7 @@ fn build(
             .collect(),
         walk_errors,
         stats: Stats::default(),
+        texts: HashMap::new(),
     };
     for u in 0..state.units.len() {
         let compressed = state
@@ -1197,13 +1427,10 @@ fn build(
 
 impl OiReader {
     fn with<T>(&self, f: impl FnOnce(&mut State) -> Result<T, Fail>) -> Result<T, Fail> {
-        let mut state = self.state.lock().map_err(|_| {
-            fail(
-                OI_ERR_INTERNAL,
-                0,
-                c"reader is unusable after an earlier bug",
-            )
-        })?;
+        let mut state = self
+            .state
+            .lock()
+            .map_err(|_| fail(OI_ERR_INTERNAL, c"reader is unusable after an earlier bug"))?;
         f(&mut state)
     }
 }
@@ -1217,8 +1444,9 @@ impl OiReader {
 ///
 /// A damaged container costs its unit only: the reader keeps it as a unit without images
 /// (`oi_reader_unit_status`, `oi_reader_damage`) and reads the others. Returns NULL on
-/// failure (nothing in the data reads), with the reason in `*error` (when `error` is not
-/// NULL).
+/// failure (nothing in the data reads; or `OI_ERR_KPACK_SPLIT` for a split library, whose
+/// code objects are in `.kpack` archives beside it, with `error->offset` at its first
+/// `HIPK` wrapper), with the reason in `*error` (when `error` is not NULL).
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -1245,9 +1473,10 @@ pub unsafe extern "C" fn oi_reader_open(
 /// Opens a reader over the file at `path` (NUL-terminated), which it reads into memory
 /// (not mapped: a file another process truncates or rewrites meanwhile cannot fault the
 /// host process). Otherwise as `oi_reader_open`; `OI_ERR_IO` (with the errno in
-/// `error->offset`) if the file cannot be opened or read, is not a regular file (a FIFO, a
-/// device, a directory: `EINVAL`, without blocking on a FIFO), or changed size while it
-/// was read (`EIO`); `OI_ERR_OUT_OF_MEMORY` if it does not fit in memory.
+/// `error->os_error` and the system's text for it in `error->os_message`) if the file cannot
+/// be opened or read, is not a regular file (a FIFO, a device, a directory: `EINVAL`,
+/// without blocking on a FIFO), or changed size while it was read (`EIO`);
+/// `OI_ERR_OUT_OF_MEMORY` if it does not fit in memory.
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -1316,10 +1545,12 @@ pub unsafe extern "C" fn oi_reader_unit_count(reader: *const OiReader) -> usize 
 }
 
 /// Whether unit `unit` reads: `OI_OK`, or the error that makes it damaged (its container
-/// does not read, or it does not open: a bad hash, a corrupt stream), with its offset in
-/// `*error`. A damaged unit has no images and no selection (`found` 0); the other units
-/// are unaffected. A compressed bundle that no call has decompressed yet is checked when
-/// it is (`oi_reader_image_count` decompresses every one).
+/// does not read, or it does not open: a bad hash, a corrupt stream), with its offset and
+/// the unit (`index`) in `*error`. A damaged unit has no images and no selection (`found`
+/// 0); the other units are unaffected. Right from the first call: a compressed bundle that
+/// no call has decoded yet is decoded once here to check its stream and hash (nothing is
+/// kept; with `OI_READ_NO_VERIFY_HASH` it is not decoded here, and its damage is found by
+/// the call that reads it).
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -1333,22 +1564,17 @@ pub unsafe extern "C" fn oi_reader_unit_status(
     unsafe {
         boundary(error, || {
             let r = reader_ref(reader)?;
-            r.with(|s| {
-                let slot = s
-                    .units
-                    .get(unit)
-                    .ok_or_else(|| invalid(c"no unit with that index"))?;
-                match slot.damage {
-                    Some(d) => Err(d),
-                    None => Ok(OI_OK),
-                }
+            r.with(|s| match s.check(unit)? {
+                Some(d) => Err(d.index(unit)),
+                None => Ok(OI_OK),
             })
         })
     }
 }
 
-/// The number of damages known: damaged units (`oi_reader_unit_status`) and errors of the
-/// walk outside any unit, after which it went on. 0 for a NULL reader.
+/// The number of damages: damaged units (`oi_reader_unit_status`, which checks each unit
+/// as it does) and errors of the walk outside any unit, after which it went on. 0 for a
+/// NULL reader.
 ///
 /// # Safety
 /// `reader` must be NULL or an open reader.
@@ -1359,13 +1585,18 @@ pub unsafe extern "C" fn oi_reader_damage_count(reader: *const OiReader) -> usiz
         return 0;
     };
     catch_unwind(AssertUnwindSafe(|| {
-        r.with(|s| Ok(s.damages().len())).unwrap_or(0)
+        r.with(|s| {
+            s.check_all();
+            Ok(s.damages().len())
+        })
+        .unwrap_or(0)
     }))
     .unwrap_or(0)
 }
 
 /// Damage `index` (in offset order, below `oi_reader_damage_count`): returns its error
-/// code and fills `*error` with it and its offset.
+/// code and fills `*error` with it, its offset and, for a damaged unit, the unit
+/// (`error->index`; `OI_NO_INDEX` for an error of the walk outside any unit).
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -1380,6 +1611,7 @@ pub unsafe extern "C" fn oi_reader_damage(
         boundary(error, || {
             let r = reader_ref(reader)?;
             r.with(|s| {
+                s.check_all();
                 let d = s
                     .damages()
                     .get(index)
@@ -1413,7 +1645,7 @@ pub unsafe extern "C" fn oi_reader_unit(
                 let slot = s
                     .units
                     .get(unit)
-                    .ok_or_else(|| invalid(c"no unit with that index"))?;
+                    .ok_or_else(|| invalid(c"no unit with that index").index(unit))?;
                 Ok(OiUnitInfo {
                     location: str_of(&slot.location),
                     offset: slot.unit.location.offset,
@@ -1493,7 +1725,7 @@ pub unsafe extern "C" fn oi_reader_image(
                     image_kind: d.image_kind,
                     reserved: 0,
                     name: str_of(&d.name),
-                    offload_kind: str_of(d.offload_kind),
+                    offload_kind: str_of(&d.offload_kind),
                     triple: str_of(&d.triple),
                     target: str_of(&d.target),
                 })
@@ -1545,13 +1777,18 @@ const MAX_TARGETS: usize = 1 << 16;
 ///
 /// Writes `results[unit * n_targets + t]`; `capacity` must be at least
 /// `oi_reader_unit_count(reader) * n_targets` (else `OI_ERR_BUFFER_TOO_SMALL`, nothing
-/// done; `error->offset` is the number needed). `options` may be NULL. Returns `OI_OK` if
-/// every pair has an image, `OI_NO_MATCH` if some has none, or an error (a bad target:
-/// `OI_ERR_INVALID_ID` with its position in `error->offset`; more than 65,536 targets:
-/// `OI_ERR_INVALID_ARGUMENT` with `n_targets` in `error->offset`, checked before anything is
-/// read or allocated), after which the contents of
-/// `results` are unspecified. Selecting again for other devices streams the compressed
-/// bundles again; what earlier calls handed out stays valid.
+/// done; `error->count` is the number needed). `options` may be NULL.
+///
+/// Returns `OI_OK` if every pair has an image, `OI_NO_MATCH` if some has none, and
+/// `OI_PARTIAL` if some unit is damaged (its container, its compressed stream or its hash
+/// does not read; found by this call or earlier): every unit's results are written, the
+/// damaged unit's with `found` 0, and `*error` holds the first damaged unit's status
+/// (`code`), byte offset and unit (`index`); the other units are chosen in as if it were
+/// not there. Otherwise an error, after which the contents of `results` are unspecified: a
+/// bad target (`OI_ERR_INVALID_ID` with its position in `error->index`), more than 65,536
+/// targets (`OI_ERR_INVALID_ARGUMENT` with `n_targets` in `error->count`, checked before
+/// anything is read or allocated), out of memory. Selecting again for other devices streams
+/// the compressed bundles again; what earlier calls handed out stays valid.
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -1575,11 +1812,7 @@ pub unsafe extern "C" fn oi_reader_select(
             // Checked before anything is read or allocated: a huge count is a caller's bug
             // (or an attack), not a reason to abort the host process.
             if n_targets > MAX_TARGETS {
-                return Err(fail(
-                    OI_ERR_INVALID_ARGUMENT,
-                    n_targets as u64,
-                    c"n_targets is over 65536 (offset: n_targets)",
-                ));
+                return Err(invalid(c"n_targets is over 65536 (count: n_targets)").count(n_targets));
             }
             let devices = parse_targets(targets, n_targets)?;
             let select = select_options(options.as_ref())?;
@@ -1601,23 +1834,20 @@ unsafe fn parse_targets(targets: *const *const c_char, n: usize) -> Result<Vec<D
     let mut devices = Vec::new();
     devices
         .try_reserve_exact(n)
-        .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, 0, c"out of memory"))?;
+        .map_err(|_| fail(OI_ERR_OUT_OF_MEMORY, c"out of memory"))?;
     for t in 0..n {
         // SAFETY: guaranteed by the caller.
         let p = unsafe { *targets.add(t) };
         if p.is_null() {
-            return Err(fail(OI_ERR_INVALID_ARGUMENT, t as u64, c"target is null"));
+            return Err(invalid(c"target is null").index(t));
         }
         // SAFETY: non-null and NUL-terminated, guaranteed by the caller.
         let parsed = unsafe { CStr::from_ptr(p) }
             .to_str()
-            .map_err(|_| fail(OI_ERR_INVALID_ID, t as u64, c"target is not UTF-8"))
+            .map_err(|_| fail(OI_ERR_INVALID_ID, c"target is not UTF-8").index(t))
             .and_then(|s| {
-                Device::parse(s).map_err(|e| {
-                    let mut f = Fail::from(e);
-                    f.offset = t as u64;
-                    f
-                })
+                // The error's offset is in the target string, not in the data.
+                Device::parse(s).map_err(|e| Fail::from(e).at(OI_NO_OFFSET).index(t))
             })?;
         devices.push(parsed);
     }
@@ -1638,24 +1868,32 @@ impl State {
         capacity: usize,
     ) -> Result<i32, Fail> {
         let n_targets = devices.len();
-        let need = self.units.len().checked_mul(n_targets).ok_or_else(|| {
-            fail(
-                OI_ERR_BUFFER_TOO_SMALL,
-                u64::MAX,
-                c"results must hold unit_count * n_targets records (offset: that number)",
-            )
-        })?;
+        const SMALL: &CStr =
+            c"results must hold unit_count * n_targets records (count: that number)";
+        let need = self
+            .units
+            .len()
+            .checked_mul(n_targets)
+            .ok_or_else(|| fail(OI_ERR_BUFFER_TOO_SMALL, SMALL).count(usize::MAX))?;
         if capacity < need || (results.is_null() && need > 0) {
-            return Err(fail(
-                OI_ERR_BUFFER_TOO_SMALL,
-                need as u64,
-                c"results must hold unit_count * n_targets records (offset: that number)",
-            ));
+            return Err(fail(OI_ERR_BUFFER_TOO_SMALL, SMALL).count(need));
         }
         let mut base = 0usize;
         let mut missing = false;
+        let mut damaged: Option<Fail> = None;
         for u in 0..self.units.len() {
-            let chosen = self.select_unit(u, devices, select)?;
+            // A unit that does not read (its container, its stream, its hash) is recorded
+            // as damaged and gives nothing; the others are chosen in as before.
+            let chosen = match self.select_unit(u, devices, select) {
+                Ok(chosen) => chosen,
+                Err(e) => match self.units.get(u).and_then(|s| s.damage) {
+                    Some(_) => vec![None; n_targets],
+                    None => return Err(e),
+                },
+            };
+            if let (None, Some(d)) = (damaged, self.units.get(u).and_then(|s| s.damage)) {
+                damaged = Some(d.index(u));
+            }
             for (t, c) in chosen.iter().enumerate() {
                 missing |= c.is_none();
                 let sel = OiSelection {
@@ -1668,7 +1906,264 @@ impl State {
             }
             base = base.saturating_add(self.count(u)?);
         }
-        Ok(if missing { OI_NO_MATCH } else { OI_OK })
+        match damaged {
+            Some(d) => Err(Fail {
+                returned: Some(OI_PARTIAL),
+                ..d
+            }),
+            None => Ok(if missing { OI_NO_MATCH } else { OI_OK }),
+        }
+    }
+}
+
+/// The `OI_REASON_*` code of why an image lost.
+fn reason_kind(loss: &Loss<'_>) -> u32 {
+    let Loss::Rejected(r) = loss else {
+        return OI_REASON_OUTRANKED;
+    };
+    match r {
+        Rejection::Host => OI_REASON_HOST,
+        Rejection::Empty => OI_REASON_EMPTY,
+        Rejection::Kind { .. } => OI_REASON_KIND,
+        Rejection::Arch { .. } => OI_REASON_ARCH,
+        Rejection::NotHsa { .. } => OI_REASON_NOT_HSA,
+        Rejection::NoTarget => OI_REASON_NO_TARGET,
+        Rejection::InvalidTarget { .. } => OI_REASON_INVALID_TARGET,
+        Rejection::Elf(_) => OI_REASON_ELF,
+        Rejection::Mismatch(_) => OI_REASON_MISMATCH,
+        Rejection::NotCode => OI_REASON_NOT_CODE,
+        Rejection::JitNotAllowed(_) => OI_REASON_JIT_NOT_ALLOWED,
+        Rejection::GenericNotAllowed(_) => OI_REASON_GENERIC_NOT_ALLOWED,
+        Rejection::SpirvNotAllowed => OI_REASON_SPIRV_NOT_ALLOWED,
+        Rejection::Processor { .. } => OI_REASON_PROCESSOR,
+        Rejection::ClrGenericMap { .. } => OI_REASON_CLR_GENERIC_MAP,
+        Rejection::ClrSpelling { .. } => OI_REASON_CLR_SPELLING,
+        Rejection::NotInFamily { .. } => OI_REASON_NOT_IN_FAMILY,
+        Rejection::GenericVersion { .. } => OI_REASON_GENERIC_VERSION,
+        Rejection::Feature { .. } => OI_REASON_FEATURE,
+        Rejection::ForcedJit => OI_REASON_FORCED_JIT,
+        Rejection::ForcedSpirv => OI_REASON_FORCED_SPIRV,
+        Rejection::Driver(_) => OI_REASON_DRIVER,
+        Rejection::Nvptx { .. } => OI_REASON_NVIDIA_RULE,
+        #[allow(unreachable_patterns)]
+        _ => OI_REASON_OTHER,
+    }
+}
+
+/// What `oi_reader_explain` found: (image within the unit, kind, text) for the summary
+/// and for every image that lost.
+struct Explained {
+    summary: (Option<usize>, u32, String),
+    losses: Vec<(usize, u32, String)>,
+}
+
+impl State {
+    /// Why each image of unit `u` lost on `device`, and why the pair has the choice it
+    /// has: the sentences of `loader-sim select --explain` (the library's `Display` of
+    /// each loss, with the same note when the ELF header overrides the container).
+    fn explain(
+        &mut self,
+        u: usize,
+        device: &Device,
+        options: &SelectOptions,
+    ) -> Result<Explained, Fail> {
+        if let Err(e) = self.open_unit(u) {
+            return Err(match self.units.get(u).and_then(|s| s.damage) {
+                Some(d) => d.index(u),
+                None => e,
+            });
+        }
+        let open = self
+            .units
+            .get(u)
+            .and_then(|s| s.open.as_ref())
+            .ok_or_else(|| fail(OI_ERR_INTERNAL, c"unit not open"))?;
+        let images: Vec<Image<'_>> = open.images().collect();
+        let choice = choose(
+            images.iter().copied(),
+            core::slice::from_ref(device),
+            options,
+        )
+        .into_iter()
+        .next()
+        .ok_or_else(|| fail(OI_ERR_INTERNAL, c"no choice for the device"))?;
+        let losses = choice
+            .losses()
+            .filter_map(|lost| {
+                let img = lost.image?;
+                let mut text = lost.loss.to_string();
+                if let (false, Some(d)) = (options.strict, identify(img).disagreement()) {
+                    text += &format!(" (note: {d}; the ELF header wins)");
+                }
+                Some((lost.index, reason_kind(&lost.loss), text))
+            })
+            .collect();
+        let summary = match (choice.chosen(), choice.rejection) {
+            (Some(i), _) => (Some(i), OI_REASON_CHOSEN, String::new()),
+            (None, Some((i, why))) => {
+                let loss = Loss::Rejected(why);
+                (Some(i), reason_kind(&loss), loss.to_string())
+            }
+            (None, None) => (
+                None,
+                OI_REASON_NO_IMAGES,
+                "the unit has no images".to_string(),
+            ),
+        };
+        Ok(Explained { summary, losses })
+    }
+
+    /// `text` as a C string owned by the reader (each distinct text stored once).
+    fn text(&mut self, text: &str) -> OiStr {
+        let c = self
+            .texts
+            .entry(text.to_string())
+            .or_insert_with(|| cstring(text));
+        // The CString's buffer does not move when the map grows.
+        str_of(c)
+    }
+
+    /// The flat index of the first image of unit `u` (the counts of the units before it).
+    fn first_image(&mut self, u: usize) -> Result<usize, Fail> {
+        let mut base = 0usize;
+        for v in 0..u {
+            base = base.saturating_add(self.count(v)?);
+        }
+        Ok(base)
+    }
+}
+
+/// Explains the choice for unit `unit` and the device `target` (NUL-terminated, as in
+/// `oi_reader_select`; `options` may be NULL): why each image lost and why the pair has
+/// the choice it has, with the kinds (`OI_REASON_*`) and sentences of
+/// `loader-sim select --explain`.
+///
+/// `*summary` (may be NULL): the chosen image with `OI_REASON_CHOSEN`; when nothing is
+/// chosen, the most telling rejection (its image, kind and sentence), `OI_REASON_NO_IMAGES`
+/// for a unit without images, or `OI_REASON_DAMAGED` with the damage's message for a
+/// damaged unit. `losses[0..min(capacity, *count))`: every image that lost, in discovery
+/// order; `*count` is set to their number (call again with a larger array when it exceeds
+/// `capacity`; `losses` may be NULL when `capacity` is 0). Image indices are flat, as in
+/// `oi_selection`. The texts stay valid until `oi_reader_close`; they may hold bytes of the
+/// file (an entry ID, a target as stored): escape them before printing to a terminal.
+///
+/// The unit is opened whole (a compressed bundle decompressed once, as `oi_reader_image`
+/// does), and the image counts of the units before it are found (as for `oi_reader_image`).
+/// Returns `OI_OK` when an image is chosen, `OI_NO_MATCH` when none is, the unit's status
+/// for a damaged unit (with `error->index` the unit), or an error (a bad target:
+/// `OI_ERR_INVALID_ID`; a unit out of range: `OI_ERR_INVALID_ARGUMENT`).
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use (`losses` for `capacity`
+/// records); `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_explain(
+    reader: *const OiReader,
+    unit: usize,
+    target: *const c_char,
+    options: *const OiSelectOptions,
+    summary: *mut OiReason,
+    losses: *mut OiReason,
+    capacity: usize,
+    count: *mut usize,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            if losses.is_null() && capacity > 0 {
+                return Err(invalid(c"losses is null"));
+            }
+            let target = [target];
+            let device = parse_targets(target.as_ptr(), 1)?
+                .pop()
+                .ok_or_else(|| invalid(c"target is null"))?;
+            let select = select_options(options.as_ref())?;
+            r.with(|s| {
+                if unit >= s.units.len() {
+                    return Err(invalid(c"no unit with that index").index(unit));
+                }
+                let explained = match s.explain(unit, &device, &select) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        if s.units.get(unit).is_some_and(|slot| slot.damage.is_some()) {
+                            let text = str_of(e.message);
+                            store(
+                                summary,
+                                OiReason {
+                                    image: OI_NO_IMAGE,
+                                    kind: OI_REASON_DAMAGED,
+                                    reserved: 0,
+                                    text,
+                                },
+                            );
+                            store(count, 0);
+                        }
+                        return Err(e);
+                    }
+                };
+                let base = s.first_image(unit)?;
+                let flat = |i: Option<usize>| i.map_or(OI_NO_IMAGE, |i| base.saturating_add(i));
+                let (image, kind, text) = &explained.summary;
+                let sum = OiReason {
+                    image: flat(*image),
+                    kind: *kind,
+                    reserved: 0,
+                    text: s.text(text),
+                };
+                for (k, (i, kind, text)) in explained.losses.iter().take(capacity).enumerate() {
+                    let reason = OiReason {
+                        image: flat(Some(*i)),
+                        kind: *kind,
+                        reserved: 0,
+                        text: s.text(text),
+                    };
+                    // SAFETY: `k < capacity`, and `losses` holds `capacity` records.
+                    losses.add(k).write(reason);
+                }
+                store(summary, sum);
+                store(count, explained.losses.len());
+                Ok(if image.is_some() && *kind == OI_REASON_CHOSEN {
+                    OI_OK
+                } else {
+                    OI_NO_MATCH
+                })
+            })
+        })
+    }
+}
+
+/// Sets `*first` to the flat index of unit `unit`'s first image and `*count` to its number
+/// of images (0 for a damaged unit): its images are `first .. first + count`. Needs the
+/// image counts of that unit and the ones before it: after `oi_reader_select` or
+/// `oi_reader_image_count` they are known; before, finding them decompresses those
+/// compressed bundles whose tables no call has read (as `oi_reader_image`).
+///
+/// # Safety
+/// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn oi_reader_unit_images(
+    reader: *const OiReader,
+    unit: usize,
+    first: *mut usize,
+    count: *mut usize,
+    error: *mut OiError,
+) -> i32 {
+    // SAFETY: the contract is forwarded to the helpers.
+    unsafe {
+        boundary(error, || {
+            let r = reader_ref(reader)?;
+            let (f, n) = r.with(|s| {
+                if unit >= s.units.len() {
+                    return Err(invalid(c"no unit with that index").index(unit));
+                }
+                Ok((s.first_image(unit)?, s.count(unit)?))
+            })?;
+            store(first, f);
+            store(count, n);
+            Ok(OI_OK)
+        })
     }
 }
 
@@ -1770,15 +2265,15 @@ pub unsafe extern "C" fn oi_validate(
                 decoders: Decoders::BUILTIN,
                 ..read_options(options.as_ref())?
             };
-            let found = offload_image::validate::validate(data, &read);
+            let found = validate(data, &read);
             let mut strings = Vec::with_capacity(found.len().saturating_mul(3));
             let mut findings = Vec::with_capacity(found.len());
             let mut worst = None;
             for f in &found {
                 let severity = match f.severity() {
-                    offload_image::validate::Severity::Note => OI_SEVERITY_NOTE,
-                    offload_image::validate::Severity::Warning => OI_SEVERITY_WARNING,
-                    offload_image::validate::Severity::Error => OI_SEVERITY_ERROR,
+                    Severity::Note => OI_SEVERITY_NOTE,
+                    Severity::Warning => OI_SEVERITY_WARNING,
+                    Severity::Error => OI_SEVERITY_ERROR,
                 };
                 worst = worst.max(Some(severity));
                 let (code, container, message) = (
@@ -1855,7 +2350,7 @@ pub unsafe extern "C" fn oi_validation_finding(
             let f = *v
                 .findings
                 .get(index)
-                .ok_or_else(|| invalid(c"finding index out of range"))?;
+                .ok_or_else(|| invalid(c"finding index out of range").index(index))?;
             store(finding, f);
             Ok(OI_OK)
         })
@@ -1874,7 +2369,8 @@ pub unsafe extern "C" fn oi_validation_free(validation: *mut OiValidation) {
     }
 }
 
-/// A static string naming a status code (`"ok"`, `"no-match"`, `"truncated"`, ...).
+/// A static string naming a status code (`"ok"`, `"no-match"`, `"truncated"`, ...), or
+/// `"unknown status"` for a code this library does not return.
 #[no_mangle]
 pub extern "C" fn oi_status_name(code: i32) -> *const c_char {
     let name: &'static CStr = match code {
@@ -1895,10 +2391,64 @@ pub extern "C" fn oi_status_name(code: i32) -> *const c_char {
         OI_ERR_OUT_OF_MEMORY => c"out-of-memory",
         OI_ERR_INVALID_ARGUMENT => c"invalid-argument",
         OI_ERR_BUFFER_TOO_SMALL => c"buffer-too-small",
+        OI_ERR_INTERNAL => c"internal",
         OI_ERR_IO => c"io",
-        _ => c"internal",
+        OI_PARTIAL => c"partial",
+        OI_ERR_KPACK_SPLIT => c"kpack-split",
+        OI_ERR_UNSUPPORTED => c"unsupported",
+        _ => c"unknown status",
     };
     name.as_ptr()
+}
+
+/// A static string naming an `OI_REASON_*` code (`"outranked"`, `"processor"`,
+/// `"feature"`, ...), or `"unknown reason"`.
+#[no_mangle]
+pub extern "C" fn oi_reason_name(kind: u32) -> *const c_char {
+    let name: &'static CStr = match kind {
+        OI_REASON_CHOSEN => c"chosen",
+        OI_REASON_OUTRANKED => c"outranked",
+        OI_REASON_HOST => c"host",
+        OI_REASON_EMPTY => c"empty",
+        OI_REASON_KIND => c"kind",
+        OI_REASON_ARCH => c"arch",
+        OI_REASON_NOT_HSA => c"not-hsa",
+        OI_REASON_NO_TARGET => c"no-target",
+        OI_REASON_INVALID_TARGET => c"invalid-target",
+        OI_REASON_ELF => c"elf",
+        OI_REASON_MISMATCH => c"mismatch",
+        OI_REASON_NOT_CODE => c"not-code",
+        OI_REASON_JIT_NOT_ALLOWED => c"jit-not-allowed",
+        OI_REASON_GENERIC_NOT_ALLOWED => c"generic-not-allowed",
+        OI_REASON_SPIRV_NOT_ALLOWED => c"spirv-not-allowed",
+        OI_REASON_PROCESSOR => c"processor",
+        OI_REASON_CLR_GENERIC_MAP => c"clr-generic-map",
+        OI_REASON_CLR_SPELLING => c"clr-spelling",
+        OI_REASON_NOT_IN_FAMILY => c"not-in-family",
+        OI_REASON_GENERIC_VERSION => c"generic-version",
+        OI_REASON_FEATURE => c"feature",
+        OI_REASON_FORCED_JIT => c"forced-jit",
+        OI_REASON_FORCED_SPIRV => c"forced-spirv",
+        OI_REASON_DRIVER => c"driver",
+        OI_REASON_NVIDIA_RULE => c"nvidia-rule",
+        OI_REASON_NO_IMAGES => c"no-images",
+        OI_REASON_DAMAGED => c"damaged",
+        OI_REASON_OTHER => c"other",
+        _ => c"unknown reason",
+    };
+    name.as_ptr()
+}
+
+/// This library's version, `"MAJOR.MINOR.PATCH"` (static storage): compare with the
+/// `OI_VERSION_*` macros of the header a program was built with.
+#[no_mangle]
+pub extern "C" fn oi_version() -> *const c_char {
+    const VERSION: &CStr =
+        match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(v) => v,
+            Err(_) => c"unknown",
+        };
+    VERSION.as_ptr()
 }
 
 #[cfg(test)]
@@ -1921,11 +2471,29 @@ mod tests {
             ErrorKind::InvalidId,
             ErrorKind::BadContainer,
             ErrorKind::OutOfMemory,
+            ErrorKind::Unsupported,
         ] {
             // SAFETY: oi_status_name returns a static NUL-terminated string.
             let name = unsafe { CStr::from_ptr(oi_status_name(code_of(kind))) };
             assert_eq!(name.to_str().unwrap(), kind.name());
         }
+        // A code this library does not return is named as such (before: "internal").
+        for code in [-1, 22, 1000, i32::MIN] {
+            // SAFETY: as above.
+            let name = unsafe { CStr::from_ptr(oi_status_name(code)) };
+            assert_eq!(name.to_str().unwrap(), "unknown status", "{code}");
+        }
+        // SAFETY: as above.
+        let internal = unsafe { CStr::from_ptr(oi_status_name(OI_ERR_INTERNAL)) };
+        assert_eq!(internal.to_str().unwrap(), "internal");
+        // SAFETY: oi_reason_name returns a static NUL-terminated string.
+        let reason = |k| {
+            unsafe { CStr::from_ptr(oi_reason_name(k)) }
+                .to_str()
+                .unwrap()
+        };
+        assert_eq!(reason(OI_REASON_NVIDIA_RULE), "nvidia-rule");
+        assert_eq!(reason(27), "unknown reason");
     }
 
     // ---- the C API called as C calls it ----------------------------------------------
@@ -1938,9 +2506,13 @@ mod tests {
     fn no_error() -> OiError {
         OiError {
             code: -1,
+            os_error: -1,
             offset: 0,
             decompressed_offset: 0,
+            index: 0,
+            count: 0,
             message: str_of(c""),
+            os_message: str_of(c""),
         }
     }
 
@@ -2037,19 +2609,24 @@ mod tests {
             let mut e = no_error();
             assert_eq!(oi_reader_unit_status(r, 0, &mut e), OI_OK);
             assert_eq!(oi_reader_unit_status(r, 1, &mut e), OI_ERR_MALFORMED);
-            assert_eq!(e.offset, at as u64);
+            assert_eq!((e.offset, e.index), (at as u64, 1));
             let mut d = no_error();
             assert_eq!(oi_reader_damage(r, 0, &mut d), OI_ERR_MALFORMED);
-            assert_eq!(d.offset, at as u64);
+            assert_eq!((d.offset, d.index), (at as u64, 1));
             assert_eq!(oi_reader_damage(r, 1, &mut d), OI_ERR_INVALID_ARGUMENT);
             let (mut n, mut m) = (0usize, 0usize);
             assert_eq!(oi_reader_image_count(sound, &mut n, &mut e), OI_OK);
             assert_eq!(oi_reader_image_count(r, &mut m, &mut e), OI_OK);
             assert_eq!((n, m), (12, 8));
         }
-        // The sound units choose as before; the damaged one finds nothing.
-        let (rc, picks, _) = select(r, &["gfx90a:xnack+"]);
-        assert_eq!(rc, OI_NO_MATCH);
+        // The sound units choose as before; the damaged one finds nothing, and the call
+        // says so (before: OI_NO_MATCH, which hid the damage).
+        let (rc, picks, e) = select(r, &["gfx90a:xnack+"]);
+        assert_eq!(rc, OI_PARTIAL);
+        assert_eq!(
+            (e.code, e.offset, e.index),
+            (OI_ERR_MALFORMED, at as u64, 1)
+        );
         let (_, sound_picks, _) = select(sound, &["gfx90a:xnack+"]);
         assert_eq!(picks[1].found, 0);
         for u in [0, 2] {
@@ -2063,6 +2640,43 @@ mod tests {
             oi_reader_close(r);
             oi_reader_close(sound);
         }
+    }
+
+    /// A good compressed bundle then one with a bad hash: the damage is known from the
+    /// first call (each compressed unit decoded once to check it, nothing kept), and a
+    /// selection streams only the good one.
+    #[test]
+    fn damage_is_known_from_the_first_call() {
+        let mut bytes = corpus("compressed/hip_6arch.zstd.ccob");
+        let good = bytes.len() as u64;
+        bytes.extend(corpus("malformed/ccob_bad_hash.ccob"));
+        let r = open(&bytes, 0).unwrap();
+        // SAFETY: a valid reader and out pointers.
+        unsafe {
+            assert_eq!(oi_reader_damage_count(r), 1);
+            let mut e = no_error();
+            assert_eq!(oi_reader_damage(r, 0, &mut e), OI_ERR_HASH_MISMATCH);
+            assert_eq!((e.offset, e.index), (good + 16, 1));
+            assert_eq!(oi_reader_unit_status(r, 0, &mut e), OI_OK);
+        }
+        assert_eq!(
+            stats(r),
+            (2, 2 * 22368, 0),
+            "each unit decoded once, nothing held"
+        );
+        let (rc, out, e) = select(r, &["gfx906", "gfx1100"]);
+        assert_eq!(
+            (rc, e.code, e.offset, e.index),
+            (OI_PARTIAL, OI_ERR_HASH_MISMATCH, good + 16, 1)
+        );
+        assert_eq!((out[0].found, out[1].found), (1, 1));
+        assert_eq!((out[2].found, out[3].found), (0, 0));
+        assert_eq!(
+            stats(r),
+            (3, 3 * 22368, 3024 + 3536),
+            "the good unit streamed once"
+        );
+        close(r);
     }
 
     fn stats(r: *const OiReader) -> (u64, u64, u64) {
@@ -2107,13 +2721,16 @@ mod tests {
         }
         // The bad hash shows when the stream is checked: at the selection, at the hash
         // field of the header (byte 16 of a v2 header); not checked, the choice is made.
+        // The selection's results are valid (the unit gives nothing): OI_PARTIAL, with the
+        // unit's status in the error (before: the call returned OI_ERR_HASH_MISMATCH).
         let bytes = corpus("malformed/ccob_bad_hash.ccob");
         let r = open(&bytes, 0).unwrap();
-        let (rc, _, e) = select(r, &["gfx906"]);
+        let (rc, out, e) = select(r, &["gfx906"]);
         assert_eq!(
-            (rc, e.code, e.offset),
-            (OI_ERR_HASH_MISMATCH, OI_ERR_HASH_MISMATCH, 16)
+            (rc, e.code, e.offset, e.index),
+            (OI_PARTIAL, OI_ERR_HASH_MISMATCH, 16, 0)
         );
+        assert_eq!((out[0].found, out[0].image), (0, OI_NO_IMAGE));
         close(r);
         let r = open(&bytes, OI_READ_NO_VERIFY_HASH).unwrap();
         let (rc, out, _) = select(r, &["gfx906"]);
@@ -2158,7 +2775,10 @@ mod tests {
                 };
                 opened += 1;
                 let (rc, _, _) = select(r, &["gfx90a:xnack+", "gfx1100"]);
-                assert!(rc < OI_ERR_INTERNAL, "{file} {len}: {rc}");
+                assert!(
+                    rc < OI_ERR_INTERNAL || rc == OI_PARTIAL,
+                    "{file} {len}: {rc}"
+                );
                 let mut n = 0usize;
                 let mut e = no_error();
                 // SAFETY: valid reader and out pointers.
@@ -2246,12 +2866,21 @@ mod tests {
                 oi_reader_open_file(c"/nonexistent/x".as_ptr(), core::ptr::null(), &mut e)
                     .is_null()
             );
-            assert_eq!((e.code, e.offset), (OI_ERR_IO, 2), "ENOENT");
+            assert_eq!((e.code, e.os_error), (OI_ERR_IO, libc::ENOENT), "ENOENT");
+            assert_eq!(e.offset, OI_NO_OFFSET, "not a byte of any data");
+            // SAFETY: os_message is a static NUL-terminated string.
+            let text = CStr::from_ptr(e.os_message.data).to_str().unwrap();
+            let want = CStr::from_ptr(libc::strerror(libc::ENOENT))
+                .to_str()
+                .unwrap();
+            assert_eq!(text, want);
+            assert_eq!(e.os_message.len, want.len());
         }
         let r = open(&bytes, 0).unwrap();
         // A bad target: its position in the list.
         let (rc, _, e) = select(r, &["gfx90a", "gfx9000"]);
-        assert_eq!((rc, e.offset), (OI_ERR_INVALID_ID, 1), "{}", message(&e));
+        assert_eq!((rc, e.index), (OI_ERR_INVALID_ID, 1), "{}", message(&e));
+        assert_eq!(e.offset, OI_NO_OFFSET, "{}", message(&e));
         let (rc, _, _) = select(r, &["gfx9-generic"]);
         assert_eq!(rc, OI_ERR_INVALID_ID, "a generic processor is no device");
         // SAFETY: valid reader, arrays of the stated sizes.
@@ -2275,7 +2904,7 @@ mod tests {
                 ),
                 OI_ERR_BUFFER_TOO_SMALL
             );
-            assert_eq!(e.offset, 1, "the size needed");
+            assert_eq!(e.count, 1, "the size needed");
             let bad = OiSelectOptions {
                 policy: 3,
                 kind: 0,
@@ -2291,6 +2920,9 @@ mod tests {
                 oi_reader_image(r, 7, info.as_mut_ptr(), &mut e),
                 OI_ERR_INVALID_ARGUMENT
             );
+            assert_eq!((e.index, e.offset, e.count), (7, OI_NO_OFFSET, 0));
+            assert_eq!(oi_reader_unit_status(r, 1, &mut e), OI_ERR_INVALID_ARGUMENT);
+            assert_eq!(e.index, 1, "the unit out of range");
             assert_eq!(oi_reader_image(r, 6, info.as_mut_ptr(), &mut e), OI_OK);
         }
         close(r);
@@ -2422,8 +3054,8 @@ mod tests {
 
     #[test]
     fn interned_messages_are_shared_and_nul_terminated() {
-        let a = intern("bundle header truncated");
-        let b = intern("bundle header truncated");
+        let a = messages::intern("bundle header truncated");
+        let b = messages::intern(&String::from("bundle header truncated"));
         assert_eq!(a.as_ptr(), b.as_ptr());
         assert_eq!(a.to_str().unwrap(), "bundle header truncated");
     }
@@ -2458,7 +3090,7 @@ mod tests {
                     &mut e,
                 )
             };
-            assert_eq!((rc, e.offset), (OI_ERR_INVALID_ARGUMENT, n as u64), "{n}");
+            assert_eq!((rc, e.count), (OI_ERR_INVALID_ARGUMENT, n as u64), "{n}");
             assert!(message(&e).contains("n_targets"), "{}", message(&e));
         }
         // At the limit the count is taken (and every target read): a null target found.
@@ -2476,7 +3108,7 @@ mod tests {
                 &mut e,
             )
         };
-        assert_eq!((rc, e.offset), (OI_ERR_INVALID_ARGUMENT, 0));
+        assert_eq!((rc, e.index), (OI_ERR_INVALID_ARGUMENT, 0));
         close(r);
     }
 
@@ -2514,11 +3146,7 @@ mod tests {
             .success());
         for path in [fifo.as_path(), std::path::Path::new("/dev/zero"), &dir] {
             let e = open_file(path).unwrap_err();
-            assert_eq!(
-                (e.code, e.offset),
-                (OI_ERR_IO, libc::EINVAL as u64),
-                "{path:?}"
-            );
+            assert_eq!((e.code, e.os_error), (OI_ERR_IO, libc::EINVAL), "{path:?}");
             assert_eq!(message(&e), "not a regular file");
         }
         let _ = std::fs::remove_dir_all(&dir);
@@ -2567,7 +3195,7 @@ mod tests {
                     cutter.join().unwrap();
                     // Cut while read: the size changed; cut before: a damaged bundle.
                     if e.code == OI_ERR_IO {
-                        assert_eq!(e.offset, libc::EIO as u64);
+                        assert_eq!(e.os_error, libc::EIO);
                         assert_eq!(message(&e), "the file changed size while it was read");
                     } else {
                         assert!(e.code > OI_NO_MATCH && e.code < OI_ERR_INTERNAL, "{e:?}");

@@ -19,6 +19,9 @@
 //!   packaged in one version-2 OffloadBinary, and extraction of every image without
 //!   `--image`, nested OffloadBinaries opened, as LLVM 23's tool does (`llvm23`).
 //!
+//! * LLVM 24 (`--compress`, `--compression-format=zstd|zlib`, `--compression-level=N`): all
+//!   images in one compressed version-3 OffloadBinary (`compress`).
+//!
 //! Differences: version-2/3 OffloadBinaries are read too (LLVM 22 rejects them); bitcode
 //! inputs (OffloadBinaries embedded as IR globals) are refused with an error. Errors exit
 //! with status 1, as in LLVM.
@@ -33,6 +36,7 @@ use crate::llvm::bitcode;
 use crate::llvm::cl::{self, Kind, Spec};
 use crate::llvm::hashmap::DenseStringMap;
 
+mod compress;
 mod llvm23;
 
 fn fail(msg: impl Into<String>) -> ToolError {
@@ -55,6 +59,19 @@ const SPECS: &[Spec] = &[
     Spec {
         name: "archive",
         kind: Kind::Flag,
+    },
+    // LLVM 24's: one compressed version-3 binary of all images (`compress`).
+    Spec {
+        name: "compress",
+        kind: Kind::Flag,
+    },
+    Spec {
+        name: "compression-format",
+        kind: Kind::Value,
+    },
+    Spec {
+        name: "compression-level",
+        kind: Kind::Value,
     },
     // loader-sim's own: which LLVM's output to write (`llvm23::llvm_version`).
     Spec {
@@ -97,6 +114,9 @@ USAGE: clang-offload-packager [options] Extract from <file>.
 
 OPTIONS:
   --archive                   - Write extracted files to a static archive
+  --compress                  - Write one compressed (version 3) binary of all images, as LLVM 24 does
+  --compression-format=<zstd|zlib> - Codec of --compress (default zstd)
+  --compression-level=<n>     - Level of --compress (zlib 0-9, default 6; zstd default 5)
   --image=<<key>=<value>,...> - List of key and value arguments. Required keywords are 'file' and 'triple'.
   --llvm=<22|23>              - Write LLVM 22's layout (one binary per image, the default) or LLVM 23's (one binary of all images); a program name ending in -23 selects 23
   -o <file>                   - Write output to <file>.
@@ -212,7 +232,10 @@ pub fn run(prog: &str, args: &[String]) -> Result<(), ToolError> {
             "Packaging to an output file and extracting from an input file are mutually exclusive.",
         ));
     }
-    if !output.is_empty() {
+    if !output.is_empty() && p.flag("compress") {
+        let codec = compress::codec(p.value("compression-format"), p.value("compression-level"))?;
+        compress::bundle_images(output, p.list("image"), codec)
+    } else if !output.is_empty() {
         match llvm23::llvm_version(prog, p.value("llvm"))? {
             23 => llvm23::bundle_images(output, p.list("image")),
             _ => bundle_images(output, p.list("image")),

@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(within(data, e.data));
             assert!(e.offset + e.data.len() as u64 <= b.len());
             assert!(e.id.len() as u64 <= limits.max_id_len);
-            let _ = offload_image::target::EntryId::parse(e.id);
+            let _ = offload_image::arch::EntryId::parse(e.id);
             n += 1;
         }
         assert_eq!(n, b.entry_count(), "every validated entry is iterated");

@@ -1,7 +1,7 @@
 //! Bundle entry IDs and triples from any text.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use offload_image::target::{EntryId, Triple};
+use offload_image::arch::{EntryId, Triple};
 use offload_image_fuzz::within;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! and runtimes spell them, container targets, KFD topology properties.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use offload_image::target::{NvArch, Target, TargetId};
+use offload_image::arch::{NvArch, Target, TargetId};
 use offload_image::Device;
 
 fuzz_target!(|data: &[u8]| {

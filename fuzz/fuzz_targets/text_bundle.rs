@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
         for e in t.entries() {
             assert!(within(data, e.data));
             assert!(within(data, e.id.as_bytes()));
-            let _ = offload_image::target::EntryId::parse(e.id);
+            let _ = offload_image::arch::EntryId::parse(e.id);
             n += 1;
         }
         assert_eq!(n, t.entry_count(), "every validated entry is iterated");

@@ -3,8 +3,8 @@
 //! a fuzzing crash): images lie inside the input or inside decompressed content, the chosen
 //! image is compatible and ranked best, views hand out bytes of the memory they were given.
 
+use offload_image::arch::{EntryId, Triple};
 use offload_image::container::UnitContent;
-use offload_image::target::{EntryId, Triple};
 use offload_image::{for_each_unit, Error, Image, Limits, ReadOptions};
 
 /// The options the targets read with: the library's defaults except a 64 MiB decompressed

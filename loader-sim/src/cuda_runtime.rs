@@ -255,7 +255,7 @@ pub fn driver_floor(version: RuntimeVersion) -> Option<(DriverVersion, String)> 
         RELEASES
             .iter()
             .find(|r| r.cuda == cuda)
-            .map(|r| r.min_driver)
+            .and_then(|r| r.min_driver)
     };
     if version.major >= 11 {
         let floor = if version.major == 11 {

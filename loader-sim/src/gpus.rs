@@ -15,8 +15,8 @@ use std::path::Path;
 
 use offload_image::driver::DriverVersion;
 
-use offload_image::target::amdgpu::Processor;
-use offload_image::target::visible_devices;
+use offload_image::arch::amdgpu::Processor;
+use offload_image::arch::visible_devices;
 use offload_image::Device;
 
 use crate::Failure;
@@ -96,7 +96,7 @@ fn amd(dir: &Path, xnack: Option<bool>, env: Env<'_>, d: &mut Detection) {
             continue;
         };
         let device = match (device, processor) {
-            (Device::Amdgpu(t), Some(p)) => Device::Amdgpu(offload_image::doctor::overridden(t, p)),
+            (Device::Amdgpu(t), Some(p)) => Device::Amdgpu(offload_image::judge::overridden(t, p)),
             _ => *device,
         };
         d.devices.push(Found {

@@ -57,7 +57,8 @@ pub(crate) fn container_of(unit: &Unit<'_>, image: &Image<'_>) -> String {
     let base = unit.location.to_string();
     match (&unit.content, image.entry_id) {
         (UnitContent::ObjectBundle(_), Some(id)) => {
-            let section = format!("section __CLANG_OFFLOAD_BUNDLE__{id}");
+            let prefix = String::from_utf8_lossy(offload_image::raw::OBJECT_BUNDLE_PREFIX);
+            let section = format!("section {prefix}{id}");
             if unit.location.path().is_empty() {
                 section
             } else {

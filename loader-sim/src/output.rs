@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use offload_image::target::Code;
+use offload_image::arch::Code;
 use offload_image::{Identity, Image, Target};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -153,9 +153,10 @@ impl Damaged {
     }
 }
 
-/// How `list` and `select` name an image (`offload_image::image_name`).
+/// How `list` and `select` name an image ([`Image::name`]: `sm_86` for a cubin,
+/// `compute_86` for PTX).
 pub fn image_name(image: &Image<'_>) -> String {
-    offload_image::target::image_name(image).to_string()
+    image.name().to_string()
 }
 
 /// What an image holds, as `select` and `list` name it: `cubin` (an NVIDIA device ELF),
@@ -173,18 +174,12 @@ pub fn code_name(identity: &Identity<'_>) -> &'static str {
     }
 }
 
-/// The architecture as the toolchain names it: for NVIDIA code, nvcc's (`sm_86` for a
-/// cubin, `compute_86`, the virtual architecture, for PTX; with the `a`/`f` suffix;
-/// `cuobjdump` prints `arch = sm_86` for both); for AMDGPU code, the target ID. `None` when the image names no target.
+/// The architecture as the toolchain names it ([`Identity::toolchain_target`]): for NVIDIA
+/// code, nvcc's (`sm_86` for a cubin, `compute_86`, the virtual architecture, for PTX; with
+/// the `a`/`f` suffix); for AMDGPU code, the target ID. `None` when the image names no
+/// target.
 pub fn arch_name(identity: &Identity<'_>) -> Option<String> {
-    match identity.target {
-        Target::Nvptx(mut arch) => {
-            arch.virtual_name = identity.code != Code::Elf;
-            Some(arch.to_string())
-        }
-        Target::None | Target::Invalid { .. } => None,
-        t => Some(t.to_string()),
-    }
+    identity.toolchain_target().map(|t| t.to_string())
 }
 
 /// The writer every command's output goes through (`run_cli`): it stops the output at

@@ -17,8 +17,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use offload_image::container::UnitContent;
-use offload_image::doctor::{self, Gap};
 use offload_image::host::HostFile;
+use offload_image::judge::{self as doctor, Gap};
 use offload_image::ErrorKind;
 
 use crate::input::Input;
@@ -27,7 +27,7 @@ use crate::Failure;
 
 /// What one library (a file or a zip member) holds for every probe.
 pub struct Tally {
-    /// Units, and what each probe loads (see [`offload_image::doctor`]).
+    /// Units, and what each probe loads (see [`offload_image::judge`]).
     pub counts: doctor::Tally,
     /// The first problem reading the library.
     pub error: Option<String>,
@@ -114,18 +114,26 @@ impl crate::kpack::FileSource for WheelArchives {
 /// that holds one (an NVIDIA fatbinary too). Thin archives are left out: their members
 /// are other files.
 fn is_candidate(head: &[u8]) -> bool {
+    use offload_image::raw::{
+        AR_MAGIC, BUNDLE_MAGIC, CCOB_MAGIC, ELF_MAGIC, NVFATBIN_MAGIC, OFFLOAD_BINARY_MAGIC,
+    };
+    // PE images (DLL, EXE, PYD), and COFF objects by machine (x86-64, ARM64).
+    const MZ: [u8; 2] = object::pe::IMAGE_DOS_SIGNATURE.to_le_bytes();
+    const AMD64: [u8; 2] = object::pe::IMAGE_FILE_MACHINE_AMD64.0.to_le_bytes();
+    const ARM64: [u8; 2] = object::pe::IMAGE_FILE_MACHINE_ARM64.0.to_le_bytes();
     // `.kpack` archives are not libraries: doctor judges a split library from them.
-    const PREFIXES: [&[u8]; 9] = [
-        b"\x7fELF",
-        // PE images (DLL, EXE, PYD), and COFF objects by machine (x86-64, ARM64).
-        b"MZ",
-        b"\x64\x86",
-        b"\x64\xaa",
-        b"\x50\xed\x55\xba",
-        b"!<arch>\n",
-        b"CCOB",
-        b"\x10\xff\x10\xad",
-        b"__CLANG_OFFLOAD_BUNDLE__",
+    const PREFIXES: [&[u8]; 10] = [
+        ELF_MAGIC,
+        &MZ,
+        &AMD64,
+        &ARM64,
+        NVFATBIN_MAGIC,
+        AR_MAGIC,
+        CCOB_MAGIC,
+        OFFLOAD_BINARY_MAGIC,
+        BUNDLE_MAGIC,
+        // AOTriton's kernel archives (`judge::LooseCode::from_aks2`).
+        offload_image::aks2::AKS2_MAGIC,
     ];
     PREFIXES
         .iter()
@@ -140,9 +148,12 @@ fn is_zip(head: &[u8]) -> bool {
 
 /// Judges every unit of `data` (a file, or a zip member); `None` when it holds no device
 /// code and nothing is wrong with it. In a linked host file with HIP or CUDA fat-binary
-/// wrappers, the units are what the runtime registers (`offload_image::doctor`); otherwise
+/// wrappers, the units are what the runtime registers (`offload_image::judge`); otherwise
 /// those of the container walk.
 fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tally> {
+    if offload_image::aks2::is_aks2(data) {
+        return Some(scan_aks2(data, ctx));
+    }
     {
         // ELF, PE image or COFF object: whatever the host-file reader reads.
         if let Ok(elf) = HostFile::parse(data) {
@@ -175,6 +186,27 @@ fn scan_buffer(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>) -> Option<Tall
         .collect();
     tally.loose = Some((loose.summary(), counts));
     Some(tally)
+}
+
+/// An AOTriton archive (`.aks2`): its code objects are loaded by AOTriton's runtime itself,
+/// so they are reported as code outside any offload container, judged per device.
+fn scan_aks2(data: &[u8], ctx: &Ctx<'_>) -> Tally {
+    let mut tally = Tally::new(ctx.judge.probes);
+    let archive = match offload_image::aks2::Aks2::parse(data, &ctx.judge.read.limits) {
+        Ok(a) => a,
+        Err(e) => {
+            tally.fail(e.to_string());
+            return tally;
+        }
+    };
+    let loose = doctor::LooseCode::from_aks2(&archive);
+    let real = &ctx.judge.probes.devices[..ctx.judge.probes.real];
+    let counts = real
+        .iter()
+        .map(|d| loose.for_device(d, &ctx.judge.select))
+        .collect();
+    tally.loose = Some((loose.summary(), counts));
+    tally
 }
 
 /// Judges the units of the container walk over `data` into `tally`; false when `data` is

@@ -112,12 +112,12 @@ pub(crate) struct Found {
 }
 
 /// Why each image other than the chosen one was not chosen.
-fn reasons(images: &[Image<'_>], choice: &Choice<'_>, options: &SelectOptions) -> Vec<Rejected> {
+fn reasons(choice: &Choice<'_>, options: &SelectOptions) -> Vec<Rejected> {
     choice
         .losses()
-        .filter_map(|(i, loss)| {
-            let img = images.get(i)?;
-            let mut reason = loss.to_string();
+        .filter_map(|lost| {
+            let img = lost.image?;
+            let mut reason = lost.loss.to_string();
             if let (false, Some(d)) = (options.strict, identify(img).disagreement()) {
                 reason += &format!(" (note: {d}; the ELF header wins)");
             }
@@ -355,7 +355,7 @@ impl Walk<'_> {
                     .filter(|_| args.sha256)
                     .map(|img| sha256_hex(img.bytes)),
                 split: None,
-                rejected: explain.then(|| reasons(&images, choice, &self.options)),
+                rejected: explain.then(|| reasons(choice, &self.options)),
                 disagreement: chosen
                     .filter(|_| explain)
                     .and_then(|img| identify(img).disagreement())

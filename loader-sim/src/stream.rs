@@ -7,9 +7,9 @@ use std::fs::File;
 use std::io::{Seek, Write};
 use std::path::Path;
 
+use offload_image::arch::Code;
 use offload_image::ccob::{CompressedBundle, ContentReader};
 use offload_image::stream::{select_in_bundle, Kept};
-use offload_image::target::Code;
 use offload_image::{identify, Device, Format, Image, ReadOptions, SelectOptions};
 use sha2::{Digest, Sha256};
 

@@ -53,9 +53,12 @@ use object::{
     Architecture, BinaryFormat, Endianness, FileFlags, RelocationFlags, SectionFlags, SectionKind,
     SymbolFlags, SymbolKind, SymbolScope,
 };
+use offload_image::raw::{
+    FatbinWrapper, FATBIN_WRAPPER_SIZE, HIP_FATBIN_SECTION, HIP_WRAPPER_MAGIC, HIP_WRAPPER_SECTION,
+    OFFLOADING_SECTION,
+};
 use offload_image::registration::abi::{
-    RawBinDesc, RawDeviceImage, RawFatbinWrapper, BIN_DESC_SIZE, DEVICE_IMAGE_SIZE,
-    FATBIN_WRAPPER_SIZE, HIP_FATBIN_MAGIC, HIP_FATBIN_VERSION,
+    RawBinDesc, RawDeviceImage, BIN_DESC_SIZE, DEVICE_IMAGE_SIZE, HIP_FATBIN_VERSION,
 };
 
 use code::{Fixup, Line};
@@ -107,14 +110,12 @@ impl<'a> Builder<'a> {
     /// A section with explicit ELF type and flags.
     fn section(
         &mut self,
-        name: &str,
+        name: &[u8],
         kind: SectionKind,
         sh_type: elf::SectionType,
         sh_flags: elf::SectionFlags,
     ) -> SectionId {
-        let id = self
-            .obj
-            .add_section(Vec::new(), name.as_bytes().to_vec(), kind);
+        let id = self.obj.add_section(Vec::new(), name.to_vec(), kind);
         self.obj.section_mut(id).flags = SectionFlags::Elf { sh_type, sh_flags };
         id
     }
@@ -201,7 +202,7 @@ impl<'a> Builder<'a> {
     /// refer to, and the bounds would be undefined.
     fn entry_table(&mut self) {
         let s = self.section(
-            ENTRIES,
+            ENTRIES.as_bytes(),
             SectionKind::ReadOnlyData,
             elf::SHT_PROGBITS,
             elf::SHF_ALLOC | elf::SHF_GNU_RETAIN,
@@ -217,7 +218,7 @@ impl<'a> Builder<'a> {
     fn text(&mut self, listing: &[Line]) -> Result<(), String> {
         let code = code::assemble(listing);
         let s = self.section(
-            ".text.startup",
+            b".text.startup",
             SectionKind::Text,
             elf::SHT_PROGBITS,
             elf::SHF_ALLOC | elf::SHF_EXECINSTR,
@@ -244,7 +245,7 @@ impl<'a> Builder<'a> {
     /// constructors of default priority, as `llvm.global_ctors` priority 101 does).
     fn constructor(&mut self, ctor: &str) -> Result<(), String> {
         let s = self.section(
-            ".init_array.101",
+            b".init_array.101",
             SectionKind::Data,
             elf::SHT_INIT_ARRAY,
             elf::SHF_ALLOC | elf::SHF_WRITE,
@@ -255,7 +256,7 @@ impl<'a> Builder<'a> {
 
     fn finish(mut self) -> Result<Vec<u8>, String> {
         let s = self.section(
-            ".note.GNU-stack",
+            b".note.GNU-stack",
             SectionKind::Other,
             elf::SHT_PROGBITS,
             elf::SectionFlags(0),
@@ -295,7 +296,7 @@ impl Builder<'_> {
     /// of their symbols.
     fn offloading(&mut self, images: &[OpenMpImage<'_>]) -> Vec<String> {
         let offloading = self.section(
-            ".llvm.offloading",
+            OFFLOADING_SECTION,
             SectionKind::ReadOnlyData,
             SHT_LLVM_OFFLOADING,
             elf::SHF_ALLOC,
@@ -325,7 +326,7 @@ impl Builder<'_> {
         count: i32,
     ) -> Result<(), String> {
         let data = self.section(
-            ".data.rel.ro",
+            b".data.rel.ro",
             SectionKind::ReadOnlyDataWithRel,
             elf::SHT_PROGBITS,
             elf::SHF_ALLOC | elf::SHF_WRITE,
@@ -390,7 +391,7 @@ impl Builder<'_> {
     /// AMD's `.offload_arch_list`: the `arch` of every image, NUL-terminated.
     fn arch_list(&mut self, images: &[OpenMpImage<'_>]) {
         let list = self.section(
-            ".offload_arch_list",
+            b".offload_arch_list",
             SectionKind::ReadOnlyData,
             elf::SHT_PROGBITS,
             elf::SHF_ALLOC | elf::SHF_GNU_RETAIN,
@@ -416,7 +417,7 @@ pub fn hip(bundle: &[u8]) -> Result<Vec<u8>, String> {
     b.entry_table();
 
     let fatbin = b.section(
-        ".hip_fatbin",
+        HIP_FATBIN_SECTION,
         SectionKind::ReadOnlyData,
         elf::SHT_PROGBITS,
         elf::SHF_ALLOC,
@@ -432,15 +433,15 @@ pub fn hip(bundle: &[u8]) -> Result<Vec<u8>, String> {
     );
 
     let segment = b.section(
-        ".hipFatBinSegment",
+        HIP_WRAPPER_SECTION,
         SectionKind::ReadOnlyDataWithRel,
         elf::SHT_PROGBITS,
         elf::SHF_ALLOC | elf::SHF_WRITE,
     );
     let mut wrapper = vec![0u8; FATBIN_WRAPPER_SIZE as usize];
-    let magic = offset_of!(RawFatbinWrapper, magic);
-    let version = offset_of!(RawFatbinWrapper, version);
-    wrapper[magic..magic + 4].copy_from_slice(&HIP_FATBIN_MAGIC.to_le_bytes());
+    let magic = offset_of!(FatbinWrapper, magic);
+    let version = offset_of!(FatbinWrapper, version);
+    wrapper[magic..magic + 4].copy_from_slice(&HIP_WRAPPER_MAGIC.to_le_bytes());
     wrapper[version..version + 4].copy_from_slice(&HIP_FATBIN_VERSION.to_le_bytes());
     b.obj.set_section_data(segment, wrapper, 8);
     b.local(
@@ -452,13 +453,13 @@ pub fn hip(bundle: &[u8]) -> Result<Vec<u8>, String> {
     );
     b.pointer(
         segment,
-        offset_of!(RawFatbinWrapper, binary) as u64,
+        offset_of!(FatbinWrapper, binary) as u64,
         ".fatbin_image",
         0,
     )?;
 
     let bss = b.section(
-        ".bss",
+        b".bss",
         SectionKind::UninitializedData,
         elf::SHT_NOBITS,
         elf::SHF_ALLOC | elf::SHF_WRITE,

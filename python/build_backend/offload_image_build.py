@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -64,8 +65,10 @@ def _loader_sim_manifest() -> Path:
     raise RuntimeError(f"offload-image build: loader-sim's Cargo.toml is neither in {PROJECT} nor beside it")
 
 
-def build_binaries() -> tuple[Path, Path]:
-    """Builds the command and the shim (release) and returns their paths."""
+def build_binaries(tty: Optional[Any] = None) -> tuple[Path, Path]:
+    """Builds the command and the shim (release) and returns their paths; cargo's progress
+    goes to ``tty`` when given (the terminal pip does not capture), else to standard
+    error."""
     env = getattr(maturin, "_get_env", lambda: None)() or dict(os.environ)
     cargo = env.get("CARGO", "cargo")
     command = [
@@ -82,7 +85,7 @@ def build_binaries() -> tuple[Path, Path]:
     ]
     print("Running `{}`".format(" ".join(command)), file=sys.stderr)
     sys.stderr.flush()
-    result = subprocess.run(command, stdout=subprocess.PIPE, env=env, check=False)
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=tty, env=env, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"offload-image build: {' '.join(command)} exited with {result.returncode}")
     exe: Optional[Path] = None
@@ -148,14 +151,57 @@ def add_data(wheel: Path, exe: Path, shim: Path) -> None:
     os.replace(tmp, wheel)
 
 
+#: What the build says before it compiles: pip hides a build backend's output (its
+#: spinner, "Building wheel for offload-image (pyproject.toml) ...", is all a user sees
+#: unless ``pip install -v``), so the line also goes to the controlling terminal, which
+#: pip does not capture. The figures are docs/PYTHON.md's ("Build and install").
+NOTICE = (
+    "offload-image: compiling Rust (cargo build --release: the loader-sim command and its "
+    "runtime shim, then the offload_image module). This takes about {minutes}; cargo's "
+    "progress follows."
+)
+BUILD_MINUTES = "3 minutes on 2 idle cores, 10 or more on a busy machine"
+
+
+def _terminal() -> Optional[Any]:
+    """The controlling terminal, opened for writing, when pip hides standard error from the
+    user (it captures a build backend's output and shows it only with ``-v``); None when
+    standard error is the terminal already or there is none (a build log, CI)."""
+    if sys.stderr.isatty():
+        return None
+    try:
+        return open("/dev/tty", "w")
+    except OSError:
+        return None
+
+
+def _tell(message: str, tty: Optional[Any]) -> None:
+    """Writes ``message`` where the user sees it while pip runs the build: the terminal
+    (``tty``) when pip hides standard error, else standard error."""
+    if tty is not None:
+        tty.write("\n" + message + "\n")
+        tty.flush()
+    else:
+        print(message, file=sys.stderr, flush=True)
+
+
 def _with_binaries(wheel_directory: str, build) -> str:
+    tty = _terminal()
+    start = time.monotonic()
+    _tell(NOTICE.format(minutes=BUILD_MINUTES), tty)
     # No debug information and no symbol table in the wheel (the dynamic symbols stay), as in
     # scripts/build-wheel.sh's; for cargo here and for maturin's cargo after it.
     os.environ.setdefault("CARGO_PROFILE_RELEASE_DEBUG", "false")
     os.environ.setdefault("CARGO_PROFILE_RELEASE_STRIP", "symbols")
-    exe, shim = build_binaries()
-    filename = build()
-    add_data(Path(wheel_directory) / filename, exe, shim)
+    try:
+        exe, shim = build_binaries(tty)
+        _tell("offload-image: now the offload_image module (maturin; pip shows its output only with -v) ...", tty)
+        filename = build()
+        add_data(Path(wheel_directory) / filename, exe, shim)
+        _tell(f"offload-image: built in {time.monotonic() - start:.0f} s", tty)
+    finally:
+        if tty is not None:
+            tty.close()
     return filename
 
 

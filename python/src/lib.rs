@@ -5,7 +5,12 @@
 //! `--json`) and turns the lines into dicts, so that the module's records are the command's.
 //! A failure is raised as `offload_image._native.Failure(message, kind, offset)`.
 //!
+//! `Reader` is the library itself over a Python buffer (`reader`): the units and images of
+//! `offload_image.open`, their bytes, and the choice for devices.
+//!
 //! (`unsafe` is not forbidden here as in the other crates: PyO3's macros expand to it.)
+
+mod reader;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -16,6 +21,13 @@ create_exception!(
     Failure,
     PyException,
     "A command failed: args are (message, kind, offset); kind and offset may be None."
+);
+
+create_exception!(
+    _native,
+    ReadError,
+    PyException,
+    "The library refused the bytes: args are (kind, offset, message, decompressed_offset)."
 );
 
 /// Runs the `loader-sim` command line `argv` (without the program name) and returns the
@@ -80,6 +92,9 @@ fn run(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> PyResult<(u8, String)> 
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add("Failure", m.py().get_type::<Failure>())?;
+    m.add("ReadError", m.py().get_type::<ReadError>())?;
+    m.add_class::<reader::Reader>()?;
+    m.add_function(wrap_pyfunction!(reader::parse_device, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -28,7 +28,7 @@ def external_file(*parts: str, pattern: str = "") -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def manifest():
+def manifest() -> "list[dict[str, object]]":
     """The corpus manifest: what LLVM's tools extracted from each corpus file."""
     import json
 

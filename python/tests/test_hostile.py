@@ -4,8 +4,10 @@ too, on POSIX)."""
 
 import os
 import pathlib
+import random
 import shutil
 import sys
+from typing import Any, List, Optional, Tuple
 
 import pytest
 
@@ -16,7 +18,7 @@ BUNDLE = CORPUS / "bundles" / "hip_6arch.bundle"
 
 
 @pytest.fixture
-def evil(tmp_path, monkeypatch):
+def evil(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
     """A working directory holding ./evil.sh, which would leave ./ran if it ever ran."""
     script = tmp_path / "evil.sh"
     script.write_text("#!/bin/sh\ntouch \"$(dirname \"$0\")/ran\"\n")
@@ -25,7 +27,7 @@ def evil(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_a_path_that_looks_like_an_option_is_a_path(evil):
+def test_a_path_that_looks_like_an_option_is_a_path(evil: pathlib.Path) -> None:
     # Before: `doctor(["--python=./evil.sh"])` ran ./evil.sh as the interpreter to ask.
     with pytest.raises(offload_image.Error) as e:
         offload_image.doctor(["--python=./evil.sh"], ["gfx90a"])
@@ -33,7 +35,7 @@ def test_a_path_that_looks_like_an_option_is_a_path(evil):
     assert not (evil / "ran").exists()
 
 
-def test_an_option_value_that_looks_like_an_option_is_a_value(evil):
+def test_an_option_value_that_looks_like_an_option_is_a_value(evil: pathlib.Path) -> None:
     with pytest.raises(offload_image.Error) as e:
         offload_image.select(BUNDLE, ["--python=./evil.sh"])
     assert e.value.message == "invalid --target '--python=./evil.sh': unknown AMDGPU processor"
@@ -43,32 +45,32 @@ def test_an_option_value_that_looks_like_an_option_is_a_value(evil):
     assert not (evil / "ran").exists()
 
 
-def test_files_named_like_options(tmp_path, monkeypatch):
+def test_files_named_like_options(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Before: a file named -x.so or --help could not be listed.
     monkeypatch.chdir(tmp_path)
     shutil.copy(BUNDLE, tmp_path / "-x.so")
     shutil.copy(BUNDLE, tmp_path / "--help")
-    want = offload_image.list(BUNDLE)
+    want = offload_image.list_images(BUNDLE)
     assert len(want) == 7
-    assert offload_image.list("-x.so") == want
-    assert offload_image.list("--help") == want
+    assert offload_image.list_images("-x.so") == want
+    assert offload_image.list_images("--help") == want
     assert offload_image.validate(["-x.so", "--help"]) == []
     chosen = offload_image.select("-x.so", "gfx90a:xnack-")
     assert [r["selected"] for r in chosen] == ["hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"]
     report = offload_image.prune("-x.so", "gfx906", "-y.out")
-    assert report[-1]["images_dropped"] == 5
+    assert report.summary.images_dropped == 5
     assert (tmp_path / "-y.out").stat().st_size < BUNDLE.stat().st_size
 
 
-def test_paths_as_bytes_and_path_objects():
-    want = offload_image.list(BUNDLE)
-    assert offload_image.list(os.fsencode(str(BUNDLE))) == want
-    assert offload_image.list(pathlib.PurePath(BUNDLE)) == want
+def test_paths_as_bytes_and_path_objects() -> None:
+    want = offload_image.list_images(BUNDLE)
+    assert offload_image.list_images(os.fsencode(str(BUNDLE))) == want
+    assert offload_image.list_images(pathlib.PurePath(BUNDLE)) == want
     assert offload_image.validate([os.fsencode(str(BUNDLE)), BUNDLE]) == []
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX file names are bytes")
-def test_a_file_name_that_is_not_utf8(tmp_path):
+def test_a_file_name_that_is_not_utf8(tmp_path: pathlib.Path) -> None:
     # Before: bytes were refused, and the str form raised UnicodeEncodeError.
     name = os.path.join(os.fsencode(str(tmp_path)), b"lib\xff\xfe.bundle")
     try:
@@ -76,18 +78,18 @@ def test_a_file_name_that_is_not_utf8(tmp_path):
             f.write(BUNDLE.read_bytes())
     except OSError:
         pytest.skip("this file system refuses names that are not UTF-8")
-    want = offload_image.list(BUNDLE)
-    assert offload_image.list(name) == want
-    assert offload_image.list(os.fsdecode(name)) == want
-    assert offload_image.list(pathlib.Path(os.fsdecode(name))) == want
+    want = offload_image.list_images(BUNDLE)
+    assert offload_image.list_images(name) == want
+    assert offload_image.list_images(os.fsdecode(name)) == want
+    assert offload_image.list_images(pathlib.Path(os.fsdecode(name))) == want
     out = os.path.join(os.fsencode(str(tmp_path)), b"out\xff.bundle")
     offload_image.prune(name, "gfx906", out)
     assert os.path.getsize(out) < BUNDLE.stat().st_size
 
 
-def test_arguments_of_the_wrong_type_are_refused():
+def test_arguments_of_the_wrong_type_are_refused() -> None:
     with pytest.raises(TypeError):
-        offload_image.list(7)  # type: ignore[arg-type]
+        offload_image.list_images(7)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         offload_image.select(BUNDLE, [b"gfx90a"])  # type: ignore[list-item]
 
@@ -105,11 +107,11 @@ _PIECES = [
 ]
 
 
-def _random_text(rng):
+def _random_text(rng: random.Random) -> str:
     return "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 6)))
 
 
-def _random_path(rng):
+def _random_path(rng: random.Random) -> Tuple[Any, str]:
     s = _random_text(rng) or "-"
     kind = rng.randrange(3)
     if kind == 0:
@@ -127,7 +129,7 @@ FLAGS = {
 }
 
 
-def _check(argv, paths, options):
+def _check(argv: List[str], paths: Optional[List[str]], options: List[Tuple[str, str]]) -> None:
     """`paths` after the one `--`; `options` ((name, value) pairs, in order) as
     `name=value` arguments before it; flags only besides."""
     assert all(isinstance(a, str) for a in argv), argv
@@ -145,18 +147,27 @@ def _check(argv, paths, options):
         assert any(a.startswith(n + "=") for n in names), a
 
 
-def test_every_user_string_is_data_property(monkeypatch):
-    import random
+def test_every_user_string_is_data_property(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: List[List[str]] = []
+    # The command's closing records, which doctor and prune return apart.
+    closing = {
+        "doctor": '{"summary":true,"files_scanned":0,"libraries":0,"devices":0,"ok":0,"partial":0,'
+        '"none":0,"no_kernels":0,"outside":0,"damaged":0,"seconds":0.0}',
+        "prune": '{"file":"x","layout":"standalone","keep":[],"units":0,"units_emptied":0,'
+        '"images_kept":0,"images_dropped":0,"size_before":0,"size_after":0,"saved":0,"dry_run":false}',
+    }
+    def fake(argv: List[str]) -> Tuple[int, str]:
+        calls.append(list(argv))
+        return 0, closing.get(argv[0], "")
 
-    calls = []
-    monkeypatch.setattr(offload_image._native, "run", lambda argv: calls.append(list(argv)) or (0, ""))
+    monkeypatch.setattr(offload_image._native, "run", fake)
     rng = random.Random(38)
     for _ in range(400):
         calls.clear()
         (p, ps) = _random_path(rng)
         targets = [_random_text(rng) for _ in range(rng.randint(1, 3))]
         policy = _random_text(rng)
-        offload_image.list(p, sha256=rng.random() < 0.5, strict=rng.random() < 0.5)
+        offload_image.list_images(p, sha256=rng.random() < 0.5, strict=rng.random() < 0.5)
         _check(calls[-1], [ps], [])
         offload_image.select(p, targets, policy=policy, kind=None, explain=rng.random() < 0.5)
         _check(calls[-1], [ps], [("--policy", policy)] + [("--target", t) for t in targets])

@@ -49,7 +49,11 @@ use crate::error::{Error, ErrorKind, Result};
 
 use super::{
     EntrySection, FileKind, Section, SectionMap, SectionRole, WrapperSlot, ENTRY_SECTIONS,
-    OBJECT_BUNDLE_PREFIX, WRAPPER_SECTIONS,
+    WRAPPER_SECTIONS,
+};
+use crate::raw::{
+    HIP_FATBIN_SECTION, NV_FATBIN_SECTION, NV_RELFATBIN_SECTION, OBJECT_BUNDLE_PREFIX,
+    OFFLOADING_SECTION,
 };
 
 /// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`; `object::elf` does not
@@ -220,10 +224,10 @@ pub fn section_role(name: &[u8], sh_type: u32) -> SectionRole<'_> {
         return SectionRole::ObjectBundle(id);
     }
     match name {
-        b".hip_fatbin" => SectionRole::HipFatbin,
-        b".nv_fatbin" => SectionRole::NvFatbin,
-        b"__nv_relfatbin" => SectionRole::NvRelFatbin,
-        _ if sh_type == SHT_LLVM_OFFLOADING || name.starts_with(b".llvm.offloading") => {
+        HIP_FATBIN_SECTION => SectionRole::HipFatbin,
+        NV_FATBIN_SECTION => SectionRole::NvFatbin,
+        NV_RELFATBIN_SECTION => SectionRole::NvRelFatbin,
+        _ if sh_type == SHT_LLVM_OFFLOADING || name.starts_with(OFFLOADING_SECTION) => {
             SectionRole::Offloading
         }
         _ if WRAPPER_SECTIONS.contains(&name) => SectionRole::Wrappers,
@@ -380,7 +384,7 @@ impl<'d> Elf64<'d> {
         let header = FileHeader64::<LE>::parse(data).map_err(elf_error(BAD_HEADER))?;
         if !header.is_little_endian() {
             return Err(Error::new(
-                ErrorKind::BadContainer,
+                ErrorKind::Unsupported,
                 5,
                 "only little-endian 64-bit host ELF files are supported",
             ));
@@ -389,9 +393,18 @@ impl<'d> Elf64<'d> {
             1 => FileKind::Relocatable,
             2 => FileKind::Executable,
             3 => FileKind::Shared,
-            _ => {
+            // ET_NONE: no file type at all.
+            0 => {
                 return Err(Error::new(
                     ErrorKind::BadContainer,
+                    16,
+                    "ELF file is not an object, executable or shared library",
+                ))
+            }
+            // A core file or an OS- or processor-specific type: valid, not a host file.
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
                     16,
                     "ELF file is not an object, executable or shared library",
                 ))

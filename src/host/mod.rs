@@ -19,9 +19,10 @@
 use alloc::vec::Vec;
 
 use crate::error::Result;
-use crate::raw::ELF_MAGIC;
+use crate::raw::{ELF_MAGIC, FATBIN_WRAPPER_SIZE, HIP_WRAPPER_SECTION, NV_WRAPPER_SECTION};
 
 pub mod elf;
+pub mod kpack;
 pub mod pe;
 
 pub use elf::HostElf;
@@ -37,9 +38,6 @@ pub enum FileKind {
     /// A shared library or position-independent executable (ELF `ET_DYN`).
     Shared,
 }
-
-/// Prefix of the per-entry sections of a bundled host object (`FORMATS.md` §2.5).
-pub const OBJECT_BUNDLE_PREFIX: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 
 /// What a section holds for an offload runtime, by its name (and, in ELF, its type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,11 +93,8 @@ pub const ENTRY_SECTIONS: [(&[u8], u16); 4] = [
     (b"llvm_offload_entries", 1),
 ];
 
-/// Size of a HIP/CUDA fat-binary wrapper record (`registration::abi::RawFatbinWrapper`).
-pub const WRAPPER_SIZE: u64 = crate::raw::FATBIN_WRAPPER_SIZE;
-
 /// Sections holding HIP/CUDA fat-binary wrappers.
-pub const WRAPPER_SECTIONS: [&[u8]; 2] = [b".hipFatBinSegment", b".nvFatBinSegment"];
+pub const WRAPPER_SECTIONS: [&[u8]; 2] = [HIP_WRAPPER_SECTION, NV_WRAPPER_SECTION];
 
 /// One section of a host file, placed at its (possibly synthetic) address.
 #[derive(Clone, Copy)]
@@ -220,17 +215,19 @@ impl<'d> SectionMap<'d> {
             if s.role() != SectionRole::Wrappers {
                 continue;
             }
-            let n = crate::bytes::u64_of(s.data.len()) / WRAPPER_SIZE;
+            let n = crate::bytes::u64_of(s.data.len()) / FATBIN_WRAPPER_SIZE;
             for i in 0..n {
                 let Some(address) = i
-                    .checked_mul(WRAPPER_SIZE)
+                    .checked_mul(FATBIN_WRAPPER_SIZE)
                     .and_then(|o| s.address.checked_add(o))
                 else {
                     break;
                 };
                 out.push(WrapperSlot {
                     address,
-                    offset: s.offset.saturating_add(i.saturating_mul(WRAPPER_SIZE)),
+                    offset: s
+                        .offset
+                        .saturating_add(i.saturating_mul(FATBIN_WRAPPER_SIZE)),
                     section: s.name,
                     index: usize::try_from(i).unwrap_or(usize::MAX),
                     symbol: symbol_at(address),

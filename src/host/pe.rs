@@ -42,7 +42,11 @@ use crate::error::{Error, ErrorKind, Result};
 
 use super::{
     EntrySection, FileKind, Section, SectionMap, SectionRole, WrapperSlot, ENTRY_SECTIONS,
-    OBJECT_BUNDLE_PREFIX, WRAPPER_SECTIONS,
+    WRAPPER_SECTIONS,
+};
+use crate::raw::{
+    HIP_FATBIN_SECTION, NV_FATBIN_SECTION, NV_RELFATBIN_SECTION, OBJECT_BUNDLE_PREFIX,
+    OFFLOADING_SECTION,
 };
 
 /// `IMAGE_FILE_MACHINE_AMD64`.
@@ -94,9 +98,9 @@ fn le16(data: &[u8], at: usize) -> Option<u16> {
 /// What a section of a PE image holds, by its (at most 8-byte) name.
 pub fn image_section_role(name: &[u8], _kind: u32) -> SectionRole<'_> {
     match name {
-        b".hip_fat" | b".hip_fatbin" => SectionRole::HipFatbin,
-        b".nv_fatb" | b".nv_fatbin" => SectionRole::NvFatbin,
-        b".llvm.offloading" => SectionRole::Offloading,
+        b".hip_fat" | HIP_FATBIN_SECTION => SectionRole::HipFatbin,
+        b".nv_fatb" | NV_FATBIN_SECTION => SectionRole::NvFatbin,
+        OFFLOADING_SECTION => SectionRole::Offloading,
         b".hipFatB" | b".nvFatBi" => SectionRole::Wrappers,
         _ if WRAPPER_SECTIONS.contains(&name) => SectionRole::Wrappers,
         _ => entry_role(name, true),
@@ -110,10 +114,10 @@ pub fn object_section_role(name: &[u8], _kind: u32) -> SectionRole<'_> {
         return SectionRole::ObjectBundle(id);
     }
     match name {
-        b".hip_fatbin" => SectionRole::HipFatbin,
-        b".nv_fatbin" => SectionRole::NvFatbin,
-        b"__nv_relfatbin" => SectionRole::NvRelFatbin,
-        _ if name.starts_with(b".llvm.offloading") => SectionRole::Offloading,
+        HIP_FATBIN_SECTION => SectionRole::HipFatbin,
+        NV_FATBIN_SECTION => SectionRole::NvFatbin,
+        NV_RELFATBIN_SECTION => SectionRole::NvRelFatbin,
+        _ if name.starts_with(OFFLOADING_SECTION) => SectionRole::Offloading,
         _ if WRAPPER_SECTIONS.contains(&name) => SectionRole::Wrappers,
         _ => entry_role(group_name(name), false),
     }
@@ -284,7 +288,7 @@ impl<'d> PeSections<'d> {
         let machine = header.machine.get(LE).0;
         if machine != MACHINE_AMD64 && machine != MACHINE_ARM64 {
             return Err(err(
-                ErrorKind::BadContainer,
+                ErrorKind::Unsupported,
                 nt_at.saturating_add(4),
                 "PE machine is neither x86-64 nor AArch64",
             ));

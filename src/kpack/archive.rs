@@ -8,7 +8,7 @@ use crate::bytes::{read, sub, u64_of};
 use crate::decompress::{decode_with_hook, Codec};
 use crate::error::{Error, ErrorKind, Result};
 use crate::raw::{KpackHeader, KPACK_MAGIC};
-use crate::{Limits, ReadOptions};
+use crate::options::{Limits, ReadOptions};
 
 use super::msgpack::{Head, Reader};
 use super::LoaderError;

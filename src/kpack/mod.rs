@@ -9,7 +9,7 @@
 //!
 //! * [`KpackArchive`]: the archive (header, TOC, blobs plain or one zstd frame per kernel);
 //! * [`HipkWrapper`] and [`KpackRef`]: the wrapper record and the ref record;
-//! * [`crate::split::split_wrappers`]: per `HIPK` wrapper of a host file, its ref record
+//! * [`crate::host::kpack::split_wrappers`]: per `HIPK` wrapper of a host file, its ref record
 //!   and TOC key;
 //! * [`candidate_paths`]: the archive paths the loader tries, in order, for a library
 //!   directory, the ref's search paths, the device's ISA names and the environment
@@ -30,9 +30,10 @@ pub use archive::{
     Compression, KpackArchive, KpackEntry, Stored, KPACK_VERSION, MAX_ZSTD_BLOB, MAX_ZSTD_FRAMES,
 };
 pub use path::{
-    candidate_paths, compatible_targets, lexically_normal, resolve_embedded, split_path_list,
-    strip_target_prefix, CandidatePath, LoaderEnv, PathOrigin, GFXARCH_PLACEHOLDER, MAX_FEATURES,
-    PATH_LIST_SEPARATOR, PATH_LIST_SEPARATOR_WINDOWS, TARGET_PREFIX,
+    candidate_paths, compatible_targets, expected_archives, lexically_normal, resolve_embedded,
+    split_path_list, strip_target_prefix, CandidatePath, LoaderEnv, PathOrigin,
+    GFXARCH_PLACEHOLDER, MAX_FEATURES, PATH_LIST_SEPARATOR, PATH_LIST_SEPARATOR_WINDOWS,
+    TARGET_PREFIX,
 };
 pub use reference::{
     HipkWrapper, KpackRef, HIPK_VERSION, REF_READ_LIMIT, REF_SECTION_ELF, REF_SECTION_PE,

@@ -2,7 +2,7 @@
 //! (`KPACK.md` §4). Each rule cites the function of rocm-kpack's C runtime
 //! (`runtime/src/`, commit e3483286) it follows.
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -298,9 +298,55 @@ pub fn candidate_paths(
     Ok(out)
 }
 
+/// The archives a loader that found none expected, as a person should read them: the first
+/// path it tried, then the file names of the others (`or rand_lib_gfx90a.kpack`), without
+/// repeats. The loader tries the device's target ID with its features first
+/// (`fft_lib_gfx942:sramecc+:xnack-.kpack`) and the bare processor last; which of these
+/// names a device package ships depends on the target the code was built for (TheRock's
+/// splitter names an archive after the architecture of its code objects), so every name is
+/// given, not only the first. `None` when `paths` is empty.
+pub fn expected_archives(paths: &[String]) -> Option<String> {
+    let (first, rest) = paths.split_first()?;
+    let file_name = |p: &str| p.rsplit(['/', '\\']).next().unwrap_or(p).to_string();
+    let mut others: Vec<String> = Vec::new();
+    let first_name = file_name(first);
+    for p in rest {
+        let n = file_name(p);
+        if n != first_name && !others.contains(&n) {
+            others.push(n);
+        }
+    }
+    let mut out = first.clone();
+    if !others.is_empty() {
+        out.push_str(" or ");
+        out.push_str(&others.join(", "));
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
+
+    #[test]
+    fn expected_archives_name_every_file_the_loader_tried() {
+        let paths: Vec<String> = compatible_targets("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-")
+            .unwrap()
+            .iter()
+            .map(|t| format!("/site/.kpack/fft_lib_{t}.kpack"))
+            .collect();
+        assert_eq!(
+            expected_archives(&paths).unwrap(),
+            "/site/.kpack/fft_lib_gfx942:sramecc+:xnack-.kpack or fft_lib_gfx942:sramecc+.kpack, \
+             fft_lib_gfx942:xnack-.kpack, fft_lib_gfx942.kpack"
+        );
+        assert_eq!(expected_archives(&[]), None);
+        assert_eq!(
+            expected_archives(&["a/x.kpack".into(), "b/x.kpack".into()]).unwrap(),
+            "a/x.kpack"
+        );
+    }
 
     #[test]
     fn lexical_normalisation() {

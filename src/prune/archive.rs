@@ -11,9 +11,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+use crate::arch::Device;
 use crate::container::{units, PathElem};
 use crate::error::{ErrorKind, Result};
-use crate::target::Device;
 
 use super::layout;
 use super::pieces::{self, Piece};
@@ -269,7 +269,7 @@ fn prune_members(
             ));
         }
         let body = slice(data, &m.data, "archive member")?;
-        let (p, _) = layout::assemble(body, these, shrink, false, false)
+        let (p, _, _) = layout::assemble(body, these, shrink, false, false)
             .map_err(|e| e.rebase(m.data.start))?;
         let size = pieces::total_len(&p, these)?;
         pruned.push(Some((pieces::rebase(p, m.data.start, m.units.start), size)));

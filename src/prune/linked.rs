@@ -13,7 +13,7 @@
 //!    unit is set to its new address: `R_*_RELATIVE` addends of `SHT_RELA` sections (and
 //!    the relocated word when it holds the address too), words that `SHT_REL`/`SHT_RELR`
 //!    relocations relocate, the pointer field of every wrapper
-//!    ([`crate::registration::abi::RawFatbinWrapper`]), and symbols defined in the
+//!    ([`crate::raw::FatbinWrapper`]), and symbols defined in the
 //!    section. A pointer into the middle of a unit, a symbolic relocation against the
 //!    section, or bytes between units that are not zero keep the file in place (3).
 //! 2. The freed bytes leave the file in multiples of the largest `PT_LOAD` alignment, so
@@ -64,8 +64,12 @@ use object::{LittleEndian as LE, U64};
 use crate::error::{ErrorKind, Result};
 use crate::host::elf::{Elf64, Encoding, RelocationKind};
 use crate::host::SectionRole;
-use crate::registration::abi::{RawFatbinWrapper, FATBIN_WRAPPER_SIZE};
+use crate::raw::{
+    FatbinWrapper, FATBIN_WRAPPER_SIZE, HIP_FATBIN_SECTION, NV_FATBIN_SECTION, NV_RELFATBIN_SECTION,
+};
 
+use super::error::{Compact, PruneError, PruneErrorKind};
+use super::layout::{in_place_reason, Laid};
 use super::pieces::{apply_patches, cut, hole_bytes, mapped, standalone, Patches, Piece};
 use super::plan::UnitPlan;
 use super::{bad, diff, err, len64, u64_at};
@@ -73,7 +77,13 @@ use super::{bad, diff, err, len64, u64_at};
 /// The sections of linked files whose containers are rewritten (compacted, or in place):
 /// AMD's bundles, NVIDIA's fatbinaries, and the relocatable fatbinaries of `nvcc -rdc`
 /// units (the device link's inputs, each pointed at by its version-1 wrapper).
-pub const FATBIN_SECTIONS: [&str; 3] = [".hip_fatbin", ".nv_fatbin", "__nv_relfatbin"];
+pub const FATBIN_SECTIONS: [&[u8]; 3] =
+    [HIP_FATBIN_SECTION, NV_FATBIN_SECTION, NV_RELFATBIN_SECTION];
+
+/// A section name of [`FATBIN_SECTIONS`] as text (they are ASCII).
+fn section_text(name: &'static [u8]) -> &'static str {
+    core::str::from_utf8(name).unwrap_or_default()
+}
 
 const PHDR_SIZE: u64 = core::mem::size_of::<ProgramHeader64<LE>>() as u64;
 const SYM_SIZE: u64 = core::mem::size_of::<Sym64<LE>>() as u64;
@@ -81,7 +91,7 @@ const DYN_SIZE: u64 = core::mem::size_of::<Dyn64<LE>>() as u64;
 const RELA_ADDEND: u64 = core::mem::offset_of!(object::elf::Rela64<LE>, r_addend) as u64;
 const SYM_VALUE: u64 = core::mem::offset_of!(Sym64<LE>, st_value) as u64;
 const SYM_SIZE_FIELD: u64 = core::mem::offset_of!(Sym64<LE>, st_size) as u64;
-const WRAPPER_POINTER: u64 = core::mem::offset_of!(RawFatbinWrapper, binary) as u64;
+const WRAPPER_POINTER: u64 = core::mem::offset_of!(FatbinWrapper, binary) as u64;
 
 /// A host ELF file with units to rewrite.
 pub(super) fn host_elf(
@@ -89,7 +99,7 @@ pub(super) fn host_elf(
     plans: &[UnitPlan<'_>],
     shrink: bool,
     move_table: bool,
-) -> Result<(Vec<Piece>, String)> {
+) -> Result<Laid> {
     let h = FileHeader64::<LE>::parse(data)
         .map_err(|_| bad(4, "only 64-bit little-endian ELF files are pruned"))?;
     if !h.is_little_endian() {
@@ -97,7 +107,8 @@ pub(super) fn host_elf(
     }
     let e_type = h.e_type(LE);
     if e_type == ET_REL {
-        return super::relocatable::rewrite(data, plans);
+        let (pieces, layout) = super::relocatable::rewrite(data, plans)?;
+        return Ok((pieces, layout, None));
     }
     if e_type != ET_DYN && e_type != ET_EXEC {
         return Err(bad(
@@ -108,7 +119,7 @@ pub(super) fn host_elf(
     for p in plans {
         let in_fatbin = FATBIN_SECTIONS
             .iter()
-            .any(|s| p.location.strip_prefix("section ") == Some(s));
+            .any(|s| p.location.strip_prefix("section ").map(str::as_bytes) == Some(*s));
         if !in_fatbin && !p.dropped.is_empty() {
             return Err(bad(
                 p.range.start,
@@ -128,19 +139,20 @@ pub(super) fn host_elf(
     // header table) where the tail frees nothing.
     let why = if shrink {
         match compact(data, plans, true, move_table) {
-            Ok(done) if !done.0.is_empty() => return Ok(done),
+            Ok((pieces, layout)) if !pieces.is_empty() => return Ok((pieces, layout, None)),
             _ => match compact(data, plans, false, move_table) {
-                Ok(done) => return Ok(done),
-                Err(why) => why,
+                Ok((pieces, layout)) => return Ok((pieces, layout, None)),
+                Err(why) => Some(why),
             },
         }
     } else {
-        "--no-shrink".into()
+        None
     };
-    Ok((
-        standalone(data, plans, true),
-        format!("in place, zero-filled, file size unchanged ({why})"),
-    ))
+    let layout = format!(
+        "in place, zero-filled, file size unchanged ({})",
+        in_place_reason(why.as_ref())
+    );
+    Ok((standalone(data, plans, true), layout, why))
 }
 
 /// One fatbinary section ([`FATBIN_SECTIONS`]) of a linked file and where its units go.
@@ -221,15 +233,15 @@ impl Pointers<'_> {
 
     /// The field at `at` holds `old`; if `old` is inside a section being compacted it must
     /// be the start of a unit, and the field gets the unit's new address.
-    fn repoint(&mut self, at: u64, old: u64, what: &str) -> core::result::Result<(), String> {
+    fn repoint(&mut self, at: u64, old: u64, what: &str) -> Compact<()> {
         let Some(pack) = self.pack_of(old) else {
             return Ok(());
         };
         let Some(&new) = self.moved.get(&old) else {
-            return Err(format!(
+            return Err(PruneError::new(PruneErrorKind::Pointer, format!(
                 "{what} at offset {at:#x} points into {} ({old:#x}) but not at the start of a container",
                 pack.name
-            ));
+            )).at(at));
         };
         self.patches.insert(at, new.to_le_bytes().to_vec());
         self.referenced.insert(old);
@@ -246,19 +258,23 @@ fn packings(
     plans: &[UnitPlan<'_>],
     sections: &Sections<'_>,
     loads: &[&ProgramHeader64<LE>],
-) -> core::result::Result<Vec<Packing>, String> {
+) -> Compact<Vec<Packing>> {
     let mut packs: Vec<Packing> = Vec::new();
     for (index, sh) in sections.iter().enumerate() {
         let name = sections.section_name(LE, sh).unwrap_or_default();
-        let Some(sname) = FATBIN_SECTIONS.iter().find(|s| s.as_bytes() == name) else {
+        let Some(sname) = FATBIN_SECTIONS.iter().find(|s| **s == name) else {
             continue;
         };
+        let sname = section_text(sname);
         if let Some(k) = pack_section(data, plans, loads, index, sname, sh)? {
             packs.push(k);
         }
     }
     if packs.is_empty() {
-        return Err("no container in .hip_fatbin, .nv_fatbin or __nv_relfatbin".into());
+        return Err(PruneError::new(
+            PruneErrorKind::NoContainer,
+            "no container in .hip_fatbin, .nv_fatbin or __nv_relfatbin",
+        ));
     }
     packs.sort_by_key(|k| k.off);
     Ok(packs)
@@ -273,11 +289,11 @@ fn pack_section(
     index: usize,
     sname: &'static str,
     sh: &SectionHeader64<LE>,
-) -> core::result::Result<Option<Packing>, String> {
+) -> Compact<Option<Packing>> {
     // Relocatable device code with nothing to rewrite stays out of the packing, so
     // that its layout cannot keep the other sections from being compacted.
     let (start, len) = (sh.sh_offset(LE), sh.sh_size(LE));
-    if sname == "__nv_relfatbin"
+    if sname.as_bytes() == NV_RELFATBIN_SECTION
         && !plans.iter().any(|p| {
             p.is_rewritten() && start <= p.range.start && p.range.end <= start.saturating_add(len)
         })
@@ -285,28 +301,45 @@ fn pack_section(
         return Ok(None);
     }
     if sh.sh_type(LE) != SHT_PROGBITS || sh.sh_flags(LE).0 & SHF_ALLOC.0 == 0 {
-        return Err(format!("{sname} is not an allocated PROGBITS section"));
+        return Err(PruneError::new(
+            PruneErrorKind::Section,
+            format!("{sname} is not an allocated PROGBITS section"),
+        ));
     }
     let (off, size, addr) = (sh.sh_offset(LE), sh.sh_size(LE), sh.sh_addr(LE));
     let end = off
         .checked_add(size)
         .filter(|e| *e <= len64(data.len()))
-        .ok_or_else(|| format!("{sname} runs past the end of the file"))?;
+        .ok_or_else(|| {
+            PruneError::new(
+                PruneErrorKind::Section,
+                format!("{sname} runs past the end of the file"),
+            )
+        })?;
     let seg = loads
         .iter()
         .find(|p| p.p_offset(LE) <= off && end <= p.p_offset(LE).saturating_add(p.p_filesz(LE)))
-        .ok_or_else(|| format!("{sname} is not inside the file part of one PT_LOAD segment"))?;
+        .ok_or_else(|| {
+            PruneError::new(
+                PruneErrorKind::Section,
+                format!("{sname} is not inside the file part of one PT_LOAD segment"),
+            )
+        })?;
     let delta = seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE));
     if delta != addr.wrapping_sub(off) {
-        return Err(format!(
-            "{sname}'s address and offset disagree with its segment"
+        return Err(PruneError::new(
+            PruneErrorKind::Section,
+            format!("{sname}'s address and offset disagree with its segment"),
         ));
     }
     let ends_segment = end == seg.p_offset(LE).saturating_add(seg.p_filesz(LE))
         && seg.p_memsz(LE) == seg.p_filesz(LE);
     let sec_align = sh.sh_addralign(LE).max(1);
     if !sec_align.is_power_of_two() {
-        return Err(format!("{sname}'s alignment is not a power of two"));
+        return Err(PruneError::new(
+            PruneErrorKind::Section,
+            format!("{sname}'s alignment is not a power of two"),
+        ));
     }
     let mut here: Vec<(usize, &UnitPlan<'_>)> = plans
         .iter()
@@ -341,16 +374,18 @@ fn place_units(
     k: &mut Packing,
     here: &[(usize, &UnitPlan<'_>)],
     sec_align: u64,
-) -> core::result::Result<(), String> {
+) -> Compact<()> {
     let (off, addr, sname) = (k.off, k.addr, k.name);
     let (mut pos, mut cursor) = (off, off);
     for &(i, p) in here {
         // Bytes between containers are padding; anything else stays where it is.
         let gap = super::slice(data, &(pos..p.range.start), "gap").unwrap_or_default();
         if p.range.start < pos || gap.iter().any(|b| *b != 0) {
-            return Err(format!(
-                "{sname} holds bytes outside its containers at offset {pos:#x}"
-            ));
+            return Err(PruneError::new(
+                PruneErrorKind::BytesOutsideContainers,
+                format!("{sname} holds bytes outside its containers at offset {pos:#x}"),
+            )
+            .at(pos));
         }
         let new_len = if p.is_rewritten() {
             p.len_after
@@ -367,10 +402,16 @@ fn place_units(
         let new_addr = addr
             .checked_add(diff(cursor, off))
             .and_then(|a| a.checked_next_multiple_of(unit_align))
-            .ok_or("address overflow")?;
+            .ok_or(PruneError::new(
+                PruneErrorKind::TooLarge,
+                "address overflow",
+            ))?;
         let new = off.saturating_add(diff(new_addr, addr));
         if new > p.range.start || new < cursor {
-            return Err("a container would move up".into());
+            return Err(PruneError::new(
+                PruneErrorKind::NothingFreed,
+                "a container would move up",
+            ));
         }
         k.moves.push(Move {
             plan: i,
@@ -385,9 +426,11 @@ fn place_units(
     // Past the last container up to the section's end: padding only.
     let tail = super::slice(data, &(pos..k.end), "section tail").unwrap_or_default();
     if tail.iter().any(|b| *b != 0) {
-        return Err(format!(
-            "{sname} holds bytes outside its containers at offset {pos:#x}"
-        ));
+        return Err(PruneError::new(
+            PruneErrorKind::BytesOutsideContainers,
+            format!("{sname} holds bytes outside its containers at offset {pos:#x}"),
+        )
+        .at(pos));
     }
     k.packed_end = cursor;
     Ok(())
@@ -397,10 +440,13 @@ fn place_units(
 /// in place), the words they apply to, and the wrappers' pointer fields (absolute in
 /// executables), as the host reader ([`Elf64::relocations`], the wrapper sections)
 /// gives them.
-fn find_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Result<(), String> {
+fn find_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> Compact<()> {
     let machine = elf.machine();
     if machine != EM_X86_64.0 && machine != EM_AARCH64.0 {
-        return Err(format!("relocations of machine {machine} are not known"));
+        return Err(PruneError::new(
+            PruneErrorKind::Unsupported,
+            format!("relocations of machine {machine} are not known"),
+        ));
     }
     relocated_pointers(elf, ptrs)?;
     wrapper_pointers(elf, ptrs)
@@ -408,15 +454,12 @@ fn find_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Resu
 
 /// The pointers dynamic relocations give: relative ones are repointed; a symbolic `RELA`
 /// relocation against a symbol in a packed section keeps the file as it is.
-fn relocated_pointers(
-    elf: &Elf64<'_>,
-    ptrs: &mut Pointers<'_>,
-) -> core::result::Result<(), String> {
+fn relocated_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> Compact<()> {
     let data = elf.data();
     // The symbol table of the last relocation section read.
     let mut symbols: (usize, &[Sym64<LE>]) = (usize::MAX, &[]);
     for r in elf.relocations() {
-        let r = r.map_err(|e| format!("{e}"))?;
+        let r = r.map_err(PruneError::read)?;
         if !r.dynamic {
             continue;
         }
@@ -457,7 +500,7 @@ fn symbolic<'d>(
     packs: &[Packing],
     r: &crate::host::elf::Relocation,
     symbols: &mut (usize, &'d [Sym64<LE>]),
-) -> core::result::Result<(), String> {
+) -> Compact<()> {
     let sections = elf.section_table();
     if symbols.0 != r.symbols {
         let table: &[Sym64<LE>] = sections
@@ -478,27 +521,30 @@ fn symbolic<'d>(
             .ok()
             .and_then(|sh| sections.section_name(LE, sh).ok())
             .unwrap_or_default();
-        return Err(format!(
-            "a relocation of {} refers to a symbol in a fatbinary section",
-            String::from_utf8_lossy(name)
+        return Err(PruneError::new(
+            PruneErrorKind::Pointer,
+            format!(
+                "a relocation of {} refers to a symbol in a fatbinary section",
+                String::from_utf8_lossy(name)
+            ),
         ));
     }
     Ok(())
 }
 
 /// The pointer field of every wrapper record in the wrapper sections.
-fn wrapper_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> core::result::Result<(), String> {
+fn wrapper_pointers(elf: &Elf64<'_>, ptrs: &mut Pointers<'_>) -> Compact<()> {
     let data = elf.data();
-    let table = elf.sections().map_err(|e| format!("{e}"))?;
+    let table = elf.sections().map_err(PruneError::read)?;
     for section in crate::host::Sections::Elf(table).iter() {
-        let section = section.map_err(|e| format!("{e}"))?;
+        let section = section.map_err(PruneError::read)?;
         if section.kind != SHT_PROGBITS.0 || section.role() != SectionRole::Wrappers {
             continue;
         }
         let o = section.offset;
         for k in 0..len64(section.data.len()) / FATBIN_WRAPPER_SIZE {
             let at = o.saturating_add(k.saturating_mul(FATBIN_WRAPPER_SIZE));
-            let Ok(w) = crate::bytes::read::<RawFatbinWrapper>(data, at, "wrapper") else {
+            let Ok(w) = crate::bytes::read::<FatbinWrapper>(data, at, "wrapper") else {
                 break;
             };
             ptrs.repoint(
@@ -615,19 +661,25 @@ struct Linked<'d> {
 
 impl<'d> Linked<'d> {
     /// Reads the headers of a linked file; `Err` says why it is not compacted.
-    fn read(data: &'d [u8]) -> core::result::Result<Self, String> {
-        let elf = Elf64::parse(data).map_err(|e| format!("{e}"))?;
+    fn read(data: &'d [u8]) -> Compact<Self> {
+        let elf = Elf64::parse(data).map_err(PruneError::read)?;
         let h = elf.header();
-        let phdrs = elf.segments().map_err(|e| format!("{e}"))?;
+        let phdrs = elf.segments().map_err(PruneError::read)?;
         let sections = *elf.section_table();
         if h.e_shnum(LE) == 0 || h.e_shstrndx(LE) == SHN_XINDEX {
-            return Err("extended section numbering".into());
+            return Err(PruneError::new(
+                PruneErrorKind::Unsupported,
+                "extended section numbering",
+            ));
         }
         let first_delta = elf
             .loads()
             .next()
             .map(|p| p.p_vaddr(LE).wrapping_sub(p.p_offset(LE)))
-            .ok_or("no PT_LOAD segment")?;
+            .ok_or(PruneError::new(
+                PruneErrorKind::Layout,
+                "no PT_LOAD segment",
+            ))?;
         let align = elf
             .loads()
             .map(|p| p.p_align(LE))
@@ -635,7 +687,10 @@ impl<'d> Linked<'d> {
             .unwrap_or(0)
             .max(4096);
         if !align.is_power_of_two() {
-            return Err("PT_LOAD alignment is not a power of two".into());
+            return Err(PruneError::new(
+                PruneErrorKind::Section,
+                "PT_LOAD alignment is not a power of two",
+            ));
         }
         Ok(Linked {
             data,
@@ -683,7 +738,7 @@ fn compact(
     plans: &[UnitPlan<'_>],
     tail: bool,
     move_table: bool,
-) -> core::result::Result<(Vec<Piece>, String), String> {
+) -> Compact<(Vec<Piece>, String)> {
     let l = Linked::read(data)?;
     let loads: Vec<&ProgramHeader64<LE>> = l.elf.loads().collect();
     let packs = packings(data, plans, &l.sections, &loads)?;
@@ -694,7 +749,10 @@ fn compact(
     } = pointer_patches(&l, &packs)?;
     let h = l.elf.header();
     if u64::from(h.e_phentsize(LE)) != PHDR_SIZE {
-        return Err("unexpected program header size".into());
+        return Err(PruneError::new(
+            PruneErrorKind::Unsupported,
+            "unexpected program header size",
+        ));
     }
     let mut holes = first_holes(&l, &packs, tail)?;
     let count = {
@@ -720,9 +778,10 @@ fn compact(
         patches.insert(l.elf.header().e_phoff(LE), table);
     }
     let new_len = mapped(&holes, body_end);
-    let new_shoff = new_len
-        .checked_next_multiple_of(8)
-        .ok_or("file size overflows")?;
+    let new_shoff = new_len.checked_next_multiple_of(8).ok_or(PruneError::new(
+        PruneErrorKind::TooLarge,
+        "file size overflows",
+    ))?;
     let mut eh = *h;
     if let Some((_, at)) = place.moved {
         eh.e_phoff = U64::new(LE, mapped(&holes, at));
@@ -732,11 +791,14 @@ fn compact(
         u16::try_from(count)
             .ok()
             .filter(|n| *n < 0xffff)
-            .ok_or("too many segments")?,
+            .ok_or(PruneError::new(
+                PruneErrorKind::ProgramHeaders,
+                "too many segments",
+            ))?,
     );
     eh.e_shoff = U64::new(LE, new_shoff);
     patches.insert(0, object::pod::bytes_of(&eh).to_vec());
-    let pieces = apply_patches(pieces, plans, &patches).map_err(|e| format!("{e}"))?;
+    let pieces = apply_patches(pieces, plans, &patches).map_err(PruneError::read)?;
     let mut out = cut(pieces, plans, &holes, body_end);
     out.push(Piece::Zeros(diff(new_shoff, new_len)));
     out.push(Piece::Owned(shdrs));
@@ -761,7 +823,7 @@ struct Repointed {
 
 /// The patches that set every pointer to a unit (and the symbols defined in the packed
 /// sections) to the new addresses.
-fn pointer_patches(l: &Linked<'_>, packs: &[Packing]) -> core::result::Result<Repointed, String> {
+fn pointer_patches(l: &Linked<'_>, packs: &[Packing]) -> Compact<Repointed> {
     let mut ptrs = Pointers {
         packs,
         moved: packs
@@ -785,15 +847,14 @@ fn pointer_patches(l: &Linked<'_>, packs: &[Packing]) -> core::result::Result<Re
 
 /// The hole of each pack before the program header table is placed; `Err` when none
 /// frees anything or a segment other than `PT_LOAD` overlaps one.
-fn first_holes(
-    l: &Linked<'_>,
-    packs: &[Packing],
-    tail: bool,
-) -> core::result::Result<Vec<Option<Range<u64>>>, String> {
+fn first_holes(l: &Linked<'_>, packs: &[Packing], tail: bool) -> Compact<Vec<Option<Range<u64>>>> {
     let holes: Vec<Option<Range<u64>>> = packs.iter().map(|k| k.hole(l.align, 0, tail)).collect();
     if holes.iter().all(Option::is_none) {
         let names: Vec<&str> = packs.iter().map(|k| k.name).collect();
-        return Err(format!("no whole page of {} is freed", names.join(" and ")));
+        return Err(PruneError::new(
+            PruneErrorKind::NothingFreed,
+            format!("no whole page of {} is freed", names.join(" and ")),
+        ));
     }
     for p in l.phdrs.iter() {
         if p.p_type(LE) == PT_LOAD || p.p_filesz(LE) == 0 {
@@ -804,9 +865,12 @@ fn first_holes(
             .iter()
             .any(|h| h.start < r.end && r.start < h.end)
         {
-            return Err(format!(
-                "a segment of type {:#x} overlaps the freed pages",
-                p.p_type(LE)
+            return Err(PruneError::new(
+                PruneErrorKind::ProgramHeaders,
+                format!(
+                    "a segment of type {:#x} overlaps the freed pages",
+                    p.p_type(LE)
+                ),
             ));
         }
     }
@@ -826,7 +890,7 @@ fn place_table(
     table_len: u64,
     tail: bool,
     move_table: bool,
-) -> core::result::Result<TablePlace, String> {
+) -> Compact<TablePlace> {
     if count == l.phdrs.len() {
         return Ok(TablePlace::default());
     }
@@ -837,7 +901,7 @@ fn place_table(
         }),
         Ok(Some(block)) => {
             let Some((i, at, hole)) = block_host(l, packs, holes, &block, tail) else {
-                return Err("no room after the kept containers for the sections that must make room for one more program header".into());
+                return Err(PruneError::new(PruneErrorKind::ProgramHeaders, "no room after the kept containers for the sections that must make room for one more program header"));
             };
             if let Some(h) = holes.get_mut(i) {
                 *h = Some(hole);
@@ -848,8 +912,8 @@ fn place_table(
                 ..TablePlace::default()
             })
         }
-        Err(why) if !move_table => Err(format!(
-            "{why}; the program header table would have to move, which GNU strip/objcopy cannot rewrite (--move-program-headers allows it)"
+        Err(why) if !move_table => Err(why.then(
+            "; the program header table would have to move, which GNU strip/objcopy cannot rewrite (--move-program-headers allows it)",
         )),
         Err(_) => {
             let host = packs.iter().enumerate().find_map(|(i, k)| {
@@ -862,7 +926,7 @@ fn place_table(
                 (holes.get(i)?.is_some() && k.delta == l.first_delta).then_some((i, at, hole))
             });
             let Some((i, at, hole)) = host else {
-                return Err("no room for the program header table after the kept containers of a section in a segment mapped like the first PT_LOAD".into());
+                return Err(PruneError::new(PruneErrorKind::ProgramHeaders, "no room for the program header table after the kept containers of a section in a segment mapped like the first PT_LOAD"));
             };
             if let Some(h) = holes.get_mut(i) {
                 *h = Some(hole);
@@ -910,11 +974,14 @@ fn program_headers(
     count: usize,
     table_len: u64,
     place: &TablePlace,
-) -> core::result::Result<Vec<ProgramHeader64<LE>>, String> {
+) -> Compact<Vec<ProgramHeader64<LE>>> {
     let map = |o: u64| mapped(holes, o);
     let mut new_phdrs = split(l.phdrs, holes, &map);
     if new_phdrs.len() != count {
-        return Err("the segment count changed".into());
+        return Err(PruneError::new(
+            PruneErrorKind::ProgramHeaders,
+            "the segment count changed",
+        ));
     }
     if let Some((i, at)) = place.moved {
         let vaddr = at.wrapping_add(packs.get(i).map_or(0, |k| k.delta));
@@ -946,8 +1013,10 @@ fn move_block(
     (i, at, block): &(usize, u64, Block),
     new_phdrs: &mut [ProgramHeader64<LE>],
     patches: &mut Patches,
-) -> core::result::Result<MovedBlock, String> {
-    let k = packs.get(*i).ok_or("no section")?;
+) -> Compact<MovedBlock> {
+    let k = packs
+        .get(*i)
+        .ok_or(PruneError::new(PruneErrorKind::Layout, "no section"))?;
     let shift = at
         .wrapping_add(k.delta)
         .wrapping_sub(block.range.start.wrapping_add(block.delta));
@@ -974,7 +1043,7 @@ fn move_block(
     patch_dynamic(l.data, &l.sections, &addrs, shift, patches)?;
     patch_moved_symbols(l.data, &l.sections, &sections, shift, patches);
     let mut bytes = super::slice(l.data, &block.range, "sections")
-        .map_err(|e| format!("{e}"))?
+        .map_err(PruneError::read)?
         .to_vec();
     let inside: Vec<u64> = patches
         .range(block.range.clone())
@@ -985,7 +1054,10 @@ fn move_block(
         let from = usize::try_from(diff(a, block.range.start)).unwrap_or(usize::MAX);
         bytes
             .get_mut(from..from.saturating_add(patch.len()))
-            .ok_or("a patch crosses the moved sections")?
+            .ok_or(PruneError::new(
+                PruneErrorKind::Layout,
+                "a patch crosses the moved sections",
+            ))?
             .copy_from_slice(&patch);
     }
     Ok(MovedBlock {
@@ -1033,12 +1105,15 @@ fn file_pieces(
     table: &[u8],
     table_len: u64,
     mut block_bytes: Vec<u8>,
-) -> core::result::Result<(Vec<Piece>, u64), String> {
+) -> Compact<(Vec<Piece>, u64)> {
     let mut pieces = Vec::new();
     let mut pos = 0u64;
     for (i, k) in packs.iter().enumerate() {
         if k.off < pos {
-            return Err("fatbinary sections overlap".into());
+            return Err(PruneError::new(
+                PruneErrorKind::Section,
+                "fatbinary sections overlap",
+            ));
         }
         if place.grown && pos == 0 {
             grown_table(l, k, place, table, table_len, &mut pieces)?;
@@ -1077,7 +1152,10 @@ fn file_pieces(
         l.file_len
     };
     if body_end < pos {
-        return Err("the section header table overlaps a fatbinary section".into());
+        return Err(PruneError::new(
+            PruneErrorKind::Layout,
+            "the section header table overlaps a fatbinary section",
+        ));
     }
     pieces.push(Piece::Copy(pos..body_end));
     Ok((pieces, body_end))
@@ -1092,7 +1170,7 @@ fn grown_table(
     table: &[u8],
     table_len: u64,
     pieces: &mut Vec<Piece>,
-) -> core::result::Result<(), String> {
+) -> Compact<()> {
     let old_phoff = l.elf.header().e_phoff(LE);
     let table_end = old_phoff.saturating_add(table_len);
     let region_end = place
@@ -1100,7 +1178,10 @@ fn grown_table(
         .as_ref()
         .map_or(table_end, |b| b.2.range.end.max(table_end));
     if region_end > k.off {
-        return Err("the program header table would reach a fatbinary section".into());
+        return Err(PruneError::new(
+            PruneErrorKind::ProgramHeaders,
+            "the program header table would reach a fatbinary section",
+        ));
     }
     pieces.push(Piece::Copy(0..old_phoff));
     pieces.push(Piece::Owned(table.to_vec()));
@@ -1201,7 +1282,7 @@ fn room_for_table(
     elf: &Elf64<'_>,
     phdrs: &[ProgramHeader64<LE>],
     table_len: u64,
-) -> core::result::Result<Option<Block>, String> {
+) -> Compact<Option<Block>> {
     let sections = elf.section_table();
     let phoff = elf.header().e_phoff(LE);
     let old_end = phoff.saturating_add(len64(phdrs.len()).saturating_mul(PHDR_SIZE));
@@ -1210,12 +1291,18 @@ fn room_for_table(
         p.p_offset(LE) <= phoff && old_end <= p.p_offset(LE).saturating_add(p.p_filesz(LE))
     });
     if seg.is_none() && phdrs.iter().any(|p| p.p_type(LE) == PT_PHDR) {
-        return Err("the program header table is not in a PT_LOAD segment".into());
+        return Err(PruneError::new(
+            PruneErrorKind::ProgramHeaders,
+            "the program header table is not in a PT_LOAD segment",
+        ));
     }
     let (moved, region_end) = in_the_way(sections, phoff, old_end, need_end)?;
     if let Some(seg) = seg {
         if region_end > seg.p_offset(LE).saturating_add(seg.p_filesz(LE)) {
-            return Err("no room for the program header table in its segment".into());
+            return Err(PruneError::new(
+                PruneErrorKind::ProgramHeaders,
+                "no room for the program header table in its segment",
+            ));
         }
     }
     let Some(&(_, first)) = moved.first() else {
@@ -1227,20 +1314,26 @@ fn room_for_table(
                 && p.p_offset(LE) < need_end
                 && old_end < p.p_offset(LE).saturating_add(p.p_filesz(LE))
         }) {
-            Some(p) => Err(format!(
-                "a segment of type {:#x} lies after the program header table",
-                p.p_type(LE)
+            Some(p) => Err(PruneError::new(
+                PruneErrorKind::ProgramHeaders,
+                format!(
+                    "a segment of type {:#x} lies after the program header table",
+                    p.p_type(LE)
+                ),
             )),
             None => Ok(None),
         };
     };
-    let seg = seg.ok_or("the program header table is not in a PT_LOAD segment")?;
+    let seg = seg.ok_or(PruneError::new(
+        PruneErrorKind::ProgramHeaders,
+        "the program header table is not in a PT_LOAD segment",
+    ))?;
     if let Some(&(i, s)) = moved.iter().find(|(_, s)| !movable(sections, s)) {
         let name = sections.section_name(LE, s).unwrap_or_default();
-        return Err(format!(
+        return Err(PruneError::new(PruneErrorKind::Layout, format!(
             "section {i} ({}) follows the program header table and cannot make room for one more entry",
             String::from_utf8_lossy(name)
-        ));
+        )));
     }
     let moved_end = moved
         .iter()
@@ -1254,7 +1347,10 @@ fn room_for_table(
         .max()
         .unwrap_or(1);
     if !align.is_power_of_two() || align > 4096 {
-        return Err("a section after the program header table has an unusual alignment".into());
+        return Err(PruneError::new(
+            PruneErrorKind::Layout,
+            "a section after the program header table has an unusual alignment",
+        ));
     }
     let delta = seg.p_vaddr(LE).wrapping_sub(seg.p_offset(LE));
     let block = Block {
@@ -1279,7 +1375,7 @@ fn in_the_way<'d>(
     phoff: u64,
     old_end: u64,
     need_end: u64,
-) -> core::result::Result<(Vec<Indexed<'d>>, u64), String> {
+) -> Compact<(Vec<Indexed<'d>>, u64)> {
     let mut after: Vec<(usize, &SectionHeader64<LE>)> = sections
         .iter()
         .enumerate()
@@ -1289,7 +1385,10 @@ fn in_the_way<'d>(
         .collect();
     after.sort_by_key(|(_, s)| s.sh_offset(LE));
     if after.iter().any(|(_, s)| s.sh_offset(LE) < old_end) {
-        return Err("a section overlaps the program header table".into());
+        return Err(PruneError::new(
+            PruneErrorKind::Layout,
+            "a section overlaps the program header table",
+        ));
     }
     let moved: Vec<(usize, &SectionHeader64<LE>)> = after
         .iter()
@@ -1310,7 +1409,7 @@ fn check_block_segments(
     range: &Range<u64>,
     old_end: u64,
     region_end: u64,
-) -> core::result::Result<(), String> {
+) -> Compact<()> {
     for p in phdrs {
         let r = p.p_offset(LE)..p.p_offset(LE).saturating_add(p.p_filesz(LE));
         if matches!(p.p_type(LE), PT_LOAD | PT_PHDR) || p.p_filesz(LE) == 0 {
@@ -1318,10 +1417,10 @@ fn check_block_segments(
         }
         let overlaps = r.start < region_end && old_end < r.end;
         if overlaps && !(range.start <= r.start && r.end <= range.end) {
-            return Err(format!(
+            return Err(PruneError::new(PruneErrorKind::Layout, format!(
                 "a segment of type {:#x} covers part of the sections after the program header table",
                 p.p_type(LE)
-            ));
+            )));
         }
     }
     Ok(())
@@ -1333,20 +1432,21 @@ fn block_addresses(block: &Block) -> Range<u64> {
 }
 
 /// Nothing relocated lies in the block, and no relocated pointer points into it.
-fn check_block_relocations(elf: &Elf64<'_>, block: &Block) -> core::result::Result<(), String> {
+fn check_block_relocations(elf: &Elf64<'_>, block: &Block) -> Compact<()> {
     let addrs = block_addresses(block);
     let data = elf.data();
     for r in elf.relocations() {
-        let r = r.map_err(|e| format!("{e}"))?;
+        let r = r.map_err(PruneError::read)?;
         // RELA: the addend; REL and RELR: the word at the place.
         let target = match r.addend {
             Some(a) => Some(a as u64),
             None => elf.file_offset(r.place, 8).and_then(|f| u64_at(data, f)),
         };
         if addrs.contains(&r.place) || (r.dynamic && target.is_some_and(|t| addrs.contains(&t))) {
-            return Err(
-                "a relocation refers to the sections after the program header table".into(),
-            );
+            return Err(PruneError::new(
+                PruneErrorKind::Layout,
+                "a relocation refers to the sections after the program header table",
+            ));
         }
     }
     Ok(())
@@ -1355,7 +1455,7 @@ fn check_block_relocations(elf: &Elf64<'_>, block: &Block) -> core::result::Resu
 /// A named symbol in the block may be reached by code through a PC-relative address no
 /// relocation shows (`__start_<section>`): such a block stays. glibc's `__abi_tag`, a
 /// label on the ABI note of executables that nothing reads, is the exception.
-fn check_block_symbols(elf: &Elf64<'_>, block: &Block) -> core::result::Result<(), String> {
+fn check_block_symbols(elf: &Elf64<'_>, block: &Block) -> Compact<()> {
     let addrs = block_addresses(block);
     let (data, sections) = (elf.data(), elf.section_table());
     for sh in sections.iter() {
@@ -1382,9 +1482,12 @@ fn check_block_symbols(elf: &Elf64<'_>, block: &Block) -> core::result::Result<(
                 .and_then(|t| t.get(sym.st_name.get(LE)).ok())
                 .unwrap_or_default();
             if name != b"__abi_tag" {
-                return Err(format!(
-                    "symbol {} lies in the sections after the program header table",
-                    String::from_utf8_lossy(name)
+                return Err(PruneError::new(
+                    PruneErrorKind::Layout,
+                    format!(
+                        "symbol {} lies in the sections after the program header table",
+                        String::from_utf8_lossy(name)
+                    ),
                 ));
             }
         }
@@ -1399,11 +1502,11 @@ fn patch_dynamic(
     addrs: &Range<u64>,
     shift: u64,
     patches: &mut Patches,
-) -> core::result::Result<(), String> {
+) -> Compact<()> {
     for sh in sections.iter().filter(|s| s.sh_type(LE) == SHT_DYNAMIC) {
-        let entries: &[Dyn64<LE>] = sh
-            .data_as_array(LE, data)
-            .map_err(|_| String::from("the dynamic section does not read"))?;
+        let entries: &[Dyn64<LE>] = sh.data_as_array(LE, data).map_err(|_| {
+            PruneError::new(PruneErrorKind::Read, "the dynamic section does not read")
+        })?;
         let o = sh.sh_offset(LE);
         for (k, d) in (0u64..).zip(entries) {
             let (tag, value) = (d.d_tag.get(LE), d.d_val.get(LE));

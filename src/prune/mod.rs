@@ -96,6 +96,7 @@
 //! ```
 
 mod archive;
+mod error;
 mod layout;
 mod linked;
 mod pe;
@@ -107,11 +108,12 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+use crate::arch::Device;
 use crate::error::{Error, ErrorKind, Result};
-use crate::target::Device;
 use crate::write::WriteError;
 use crate::ReadOptions;
 
+pub use error::{PruneError, PruneErrorKind};
 use pieces::Piece;
 use plan::Body;
 pub use plan::UnitPlan;
@@ -211,6 +213,7 @@ pub struct Pruned<'p, 'd> {
     plan: &'p Plan<'d>,
     pieces: Vec<Piece>,
     layout: String,
+    in_place: Option<PruneError>,
     len: u64,
 }
 
@@ -219,6 +222,14 @@ impl Pruned<'_, '_> {
     /// (reason)`, `relocatable object: ...`, `archive: ...`, `unchanged (...)`).
     pub fn layout(&self) -> &str {
         &self.layout
+    }
+
+    /// For a linked file (ELF or PE) rewritten in place, zero-filled, instead of
+    /// compacted: why it could not be compacted ([`PruneError`], the text the layout line
+    /// ends with). `None` for every other layout and for `--no-shrink`
+    /// ([`PruneOptions::shrink`] off).
+    pub fn in_place_because(&self) -> Option<&PruneError> {
+        self.in_place.as_ref()
     }
 
     /// The size of the output in bytes.
@@ -309,8 +320,11 @@ pub fn plan_with<'d>(
 /// files, references
 /// into resized sections of relocatable objects, and an output larger than the input.
 pub fn rewrite<'p, 'd>(plan: &'p Plan<'d>) -> Result<Pruned<'p, 'd>> {
-    let (pieces, layout) = match &plan.members {
-        Some(members) => archive::assemble(plan.data, &plan.units, members, plan.shrink)?,
+    let (pieces, layout, in_place) = match &plan.members {
+        Some(members) => {
+            let (pieces, layout) = archive::assemble(plan.data, &plan.units, members, plan.shrink)?;
+            (pieces, layout, None)
+        }
         None => layout::assemble(
             plan.data,
             &plan.units,
@@ -331,6 +345,7 @@ pub fn rewrite<'p, 'd>(plan: &'p Plan<'d>) -> Result<Pruned<'p, 'd>> {
         plan,
         pieces,
         layout,
+        in_place,
         len,
     })
 }
@@ -409,7 +424,7 @@ mod tests {
         for unit in crate::units(data, &options) {
             let open = unit.unwrap().open(&options).unwrap();
             for image in open.images() {
-                let name = crate::target::image_name(&image).to_string();
+                let name = image.name().to_string();
                 out.push((name, image.decode(&options).unwrap().into_owned()));
             }
         }
@@ -636,5 +651,46 @@ mod tests {
             errors > 0 && pruned_files > 0,
             "{errors} errors, {pruned_files} pruned"
         );
+    }
+
+    /// A pointer into `.hip_fatbin` that is not at the start of a container keeps the file
+    /// from being compacted: the typed reason says where the pointer is, and the layout
+    /// line ends with its text.
+    #[test]
+    fn a_pointer_inside_a_container_is_a_typed_reason_with_its_offset() {
+        let mut data = corpus("driver/hip_nonrdc.exe");
+        // The R_X86_64_RELATIVE that sets the wrapper's pointer (place 0x9020, addend
+        // 0x3000, the start of .hip_fatbin): `readelf -r`.
+        let mut rela = std::vec::Vec::new();
+        rela.extend_from_slice(&0x9020u64.to_le_bytes());
+        rela.extend_from_slice(&8u64.to_le_bytes());
+        rela.extend_from_slice(&0x3000u64.to_le_bytes());
+        let at = data.windows(24).position(|w| w == rela).unwrap() + 16;
+        data[at..at + 8].copy_from_slice(&0x3008u64.to_le_bytes());
+        let keep = devices(&["gfx906"]);
+        let p = plan(&data, &keep, &PruneOptions::default()).unwrap();
+        let pruned = rewrite(&p).unwrap();
+        let why = pruned.in_place_because().expect("rewritten in place");
+        assert_eq!(why.kind(), PruneErrorKind::Pointer);
+        let offset = why.offset().expect("the pointer's offset");
+        // The field that holds the pointer: the relocation's addend.
+        assert_eq!(offset, at as u64);
+        let text = why.to_string();
+        assert!(
+            text.contains(&std::format!("at offset {offset:#x} points into .hip_fatbin (0x3008) but not at the start of a container")),
+            "{text}"
+        );
+        assert!(core::error::Error::source(why).is_none());
+        assert_eq!(
+            pruned.layout(),
+            std::format!("in place, zero-filled, file size unchanged ({why})")
+        );
+        // `--no-shrink` is no error.
+        let no_shrink = PruneOptions {
+            shrink: false,
+            ..PruneOptions::default()
+        };
+        let p = plan(&data, &keep, &no_shrink).unwrap();
+        assert!(rewrite(&p).unwrap().in_place_because().is_none());
     }
 }

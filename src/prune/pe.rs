@@ -41,6 +41,8 @@ use crate::error::{ErrorKind, Result};
 use crate::host::pe::{image_section_role, HostPe};
 use crate::host::SectionRole;
 
+use super::error::{Compact, PruneError, PruneErrorKind};
+use super::layout::{in_place_reason, Laid};
 use super::pieces::{apply_patches, cut, hole_bytes, mapped, standalone, Patches, Piece};
 use super::plan::UnitPlan;
 use super::{err, len64, u32_at, u64_at};
@@ -77,7 +79,7 @@ pub(super) fn host_pe(
     plans: &[UnitPlan<'_>],
     shrink: bool,
     refuse_signed: bool,
-) -> Result<(Vec<Piece>, String)> {
+) -> Result<Laid> {
     let cert = certificate(data);
     if let (Some((_, at, _)), true) = (cert, refuse_signed) {
         return Err(err(
@@ -88,14 +90,14 @@ pub(super) fn host_pe(
     }
     let why = if shrink {
         match compact(data, plans, cert) {
-            Ok(done) => return Ok(done),
-            Err(why) => why,
+            Ok((pieces, layout)) => return Ok((pieces, layout, None)),
+            Err(why) => Some(why),
         }
     } else {
-        "--no-shrink".into()
+        None
     };
     let mut pieces = standalone(data, plans, true);
-    let mut layout = format!("in place, zero-filled ({why})");
+    let mut layout = format!("in place, zero-filled ({})", in_place_reason(why.as_ref()));
     let mut cut_at = None;
     if let Some((entry_at, at, len)) = cert {
         if refuse_signed {
@@ -125,7 +127,7 @@ pub(super) fn host_pe(
     if cut_at.is_none() {
         layout.push_str(", file size unchanged");
     }
-    Ok((pieces, layout))
+    Ok((pieces, layout, why))
 }
 
 /// One fatbinary section of an image and where its units go.
@@ -171,24 +173,36 @@ struct Image<'d> {
 
 impl<'d> Image<'d> {
     /// Reads the headers of a PE32+ image; `Err` says why the file is not compacted.
-    fn read(data: &'d [u8]) -> core::result::Result<Self, String> {
+    fn read(data: &'d [u8]) -> Compact<Self> {
         if !data.starts_with(b"MZ") {
-            return Err("COFF objects are not laid out again".into());
+            return Err(PruneError::new(
+                PruneErrorKind::Unsupported,
+                "COFF objects are not laid out again",
+            ));
         }
-        let dos = ImageDosHeader::parse(data).map_err(|_| String::from("no DOS header"))?;
+        let dos = ImageDosHeader::parse(data)
+            .map_err(|_| PruneError::new(PruneErrorKind::Read, "no DOS header"))?;
         let nt_at = u64::from(dos.nt_headers_offset());
         let mut offset = nt_at;
-        let (nt, dirs) = ImageNtHeaders64::parse(data, &mut offset)
-            .map_err(|_| String::from("only PE32+ images are compacted"))?;
+        let (nt, dirs) = ImageNtHeaders64::parse(data, &mut offset).map_err(|_| {
+            PruneError::new(
+                PruneErrorKind::Unsupported,
+                "only PE32+ images are compacted",
+            )
+        })?;
         let table_at = offset;
-        let sections = SectionTable::parse(nt.file_header(), data, offset)
-            .map_err(|_| String::from("the section table does not read"))?;
+        let sections = SectionTable::parse(nt.file_header(), data, offset).map_err(|_| {
+            PruneError::new(PruneErrorKind::Read, "the section table does not read")
+        })?;
         let opt = nt.optional_header();
         let file_align = u64::from(opt.file_alignment.get(LE));
         if !file_align.is_power_of_two() || !(512..=65536).contains(&file_align) {
-            return Err("unusual FileAlignment".into());
+            return Err(PruneError::new(
+                PruneErrorKind::Unsupported,
+                "unusual FileAlignment",
+            ));
         }
-        let host = HostPe::parse(data).map_err(|e| format!("{e}"))?;
+        let host = HostPe::parse(data).map_err(PruneError::read)?;
         Ok(Image {
             data,
             nt_at,
@@ -215,7 +229,7 @@ fn compact(
     data: &[u8],
     plans: &[UnitPlan<'_>],
     cert: Option<(u64, u64, u64)>,
-) -> core::result::Result<(Vec<Piece>, String), String> {
+) -> Compact<(Vec<Piece>, String)> {
     let img = Image::read(data)?;
     let packs = packings(&img, plans)?;
     let holes = freed(&packs, img.file_align)?;
@@ -226,18 +240,19 @@ fn compact(
     patch_initialized_size(&img, &packs, &holes, &mut patches)?;
     let (end, cert_note) = drop_certificate(cert, img.file_len, &holes, &mut patches);
     let checksum_at = img.nt_at.saturating_add(24).saturating_add(64);
-    let old_checksum = u32_at(data, checksum_at).ok_or("no optional header")?;
+    let old_checksum = u32_at(data, checksum_at)
+        .ok_or(PruneError::new(PruneErrorKind::Read, "no optional header"))?;
     if old_checksum != 0 {
         patches.insert(checksum_at, alloc::vec![0u8; 4]);
     }
     let pieces = packed_pieces(&packs, plans, img.file_len);
-    let pieces = apply_patches(pieces, plans, &patches).map_err(|e| format!("{e}"))?;
+    let pieces = apply_patches(pieces, plans, &patches).map_err(PruneError::read)?;
     let mut pieces = cut(pieces, plans, &holes, end);
     if old_checksum != 0 {
         let sum = checksum(data, plans, &pieces, checksum_at)?;
         let mut fix = BTreeMap::new();
         fix.insert(checksum_at, sum.to_le_bytes().to_vec());
-        pieces = apply_patches(pieces, plans, &fix).map_err(|e| format!("{e}"))?;
+        pieces = apply_patches(pieces, plans, &fix).map_err(PruneError::read)?;
     }
     let units: usize = packs.iter().map(|k| k.moves.len()).sum();
     let moved_units = packs
@@ -256,7 +271,7 @@ fn compact(
 
 /// The fatbinary sections of the image and their packing, in file order; every unit to
 /// rewrite must be in one.
-fn packings(img: &Image<'_>, plans: &[UnitPlan<'_>]) -> core::result::Result<Vec<Packing>, String> {
+fn packings(img: &Image<'_>, plans: &[UnitPlan<'_>]) -> Compact<Vec<Packing>> {
     let mut packs: Vec<Packing> = Vec::new();
     for (i, h) in img.headers.iter().enumerate() {
         if let Some(k) = pack_section(img, plans, i, h)? {
@@ -264,7 +279,10 @@ fn packings(img: &Image<'_>, plans: &[UnitPlan<'_>]) -> core::result::Result<Vec
         }
     }
     if packs.is_empty() {
-        return Err("no container in .hip_fat or .nv_fatb".into());
+        return Err(PruneError::new(
+            PruneErrorKind::NoContainer,
+            "no container in .hip_fat or .nv_fatb",
+        ));
     }
     // Units elsewhere (relocatable device code, say) are rewritten where they are.
     let packed: BTreeSet<usize> = packs
@@ -276,14 +294,20 @@ fn packings(img: &Image<'_>, plans: &[UnitPlan<'_>]) -> core::result::Result<Vec
         .enumerate()
         .any(|(i, p)| p.is_rewritten() && !packed.contains(&i))
     {
-        return Err("device code to rewrite outside .hip_fat and .nv_fatb".into());
+        return Err(PruneError::new(
+            PruneErrorKind::NoContainer,
+            "device code to rewrite outside .hip_fat and .nv_fatb",
+        ));
     }
     packs.sort_by_key(|k| k.raw_at);
     if packs
         .windows(2)
         .any(|w| matches!(w, [a, b] if a.raw_at.saturating_add(a.raw_len) > b.raw_at))
     {
-        return Err("fatbinary sections overlap in the file".into());
+        return Err(PruneError::new(
+            PruneErrorKind::Section,
+            "fatbinary sections overlap in the file",
+        ));
     }
     Ok(packs)
 }
@@ -295,7 +319,7 @@ fn pack_section(
     plans: &[UnitPlan<'_>],
     i: usize,
     h: &ImageSectionHeader,
-) -> core::result::Result<Option<Packing>, String> {
+) -> Compact<Option<Packing>> {
     let role = image_section_role(h.raw_name(), 0);
     if !matches!(role, SectionRole::HipFatbin | SectionRole::NvFatbin) {
         return Ok(None);
@@ -313,14 +337,23 @@ fn pack_section(
         return Ok(None);
     }
     if raw_at.checked_add(raw_len).is_none_or(|e| e > img.file_len) {
-        return Err("a fatbinary section's raw data runs past the end of the file".into());
+        return Err(PruneError::new(
+            PruneErrorKind::Section,
+            "a fatbinary section's raw data runs past the end of the file",
+        ));
     }
     let file_align = img.file_align;
     if raw_at.checked_rem(file_align) != Some(0) || raw_len.checked_rem(file_align) != Some(0) {
-        return Err("a fatbinary section's raw data is not aligned to FileAlignment".into());
+        return Err(PruneError::new(
+            PruneErrorKind::Section,
+            "a fatbinary section's raw data is not aligned to FileAlignment",
+        ));
     }
     if h.pointer_to_relocations.get(LE) != 0 || h.pointer_to_linenumbers.get(LE) != 0 {
-        return Err("a fatbinary section has relocations or line numbers".into());
+        return Err(PruneError::new(
+            PruneErrorKind::Section,
+            "a fatbinary section has relocations or line numbers",
+        ));
     }
     here.sort_by_key(|(_, p)| p.range.start);
     let rva = u64::from(h.virtual_address.get(LE));
@@ -332,7 +365,11 @@ fn pack_section(
     )
     .unwrap_or_default();
     if tail.iter().any(|b| *b != 0) {
-        return Err(format!("bytes outside the containers at offset {pos:#x}"));
+        return Err(PruneError::new(
+            PruneErrorKind::BytesOutsideContainers,
+            format!("bytes outside the containers at offset {pos:#x}"),
+        )
+        .at(pos));
     }
     Ok(Some(Packing {
         header_at: img.header_at(i),
@@ -353,13 +390,17 @@ fn place_units(
     here: &[(usize, &UnitPlan<'_>)],
     raw_at: u64,
     rva: u64,
-) -> core::result::Result<(Vec<UnitMove>, u64, u64), String> {
+) -> Compact<(Vec<UnitMove>, u64, u64)> {
     let (mut pos, mut cursor) = (raw_at, raw_at);
     let mut moves = Vec::new();
     for &(k, p) in here {
         let gap = super::slice(data, &(pos..p.range.start), "gap").unwrap_or_default();
         if p.range.start < pos || gap.iter().any(|b| *b != 0) {
-            return Err(format!("bytes outside the containers at offset {pos:#x}"));
+            return Err(PruneError::new(
+                PruneErrorKind::BytesOutsideContainers,
+                format!("bytes outside the containers at offset {pos:#x}"),
+            )
+            .at(pos));
         }
         let old_rva = rva.saturating_add(p.range.start.saturating_sub(raw_at));
         let align = if old_rva == 0 {
@@ -371,10 +412,13 @@ fn place_units(
             cursor
                 .saturating_sub(raw_at)
                 .checked_next_multiple_of(align)
-                .ok_or("offset overflow")?,
+                .ok_or(PruneError::new(PruneErrorKind::TooLarge, "offset overflow"))?,
         );
         if new > p.range.start {
-            return Err("a container would move up".into());
+            return Err(PruneError::new(
+                PruneErrorKind::NothingFreed,
+                "a container would move up",
+            ));
         }
         let len = if p.is_rewritten() {
             p.len_after
@@ -389,7 +433,7 @@ fn place_units(
 }
 
 /// The holes: the raw data after the packed units, in whole FileAlignment units.
-fn freed(packs: &[Packing], file_align: u64) -> core::result::Result<Vec<Range<u64>>, String> {
+fn freed(packs: &[Packing], file_align: u64) -> Compact<Vec<Range<u64>>> {
     let holes: Vec<Range<u64>> = packs
         .iter()
         .filter_map(|k| {
@@ -403,18 +447,17 @@ fn freed(packs: &[Packing], file_align: u64) -> core::result::Result<Vec<Range<u
         })
         .collect();
     if holes.is_empty() {
-        return Err("no whole FileAlignment unit is freed".into());
+        return Err(PruneError::new(
+            PruneErrorKind::NothingFreed,
+            "no whole FileAlignment unit is freed",
+        ));
     }
     Ok(holes)
 }
 
 /// Every pointer to a unit (the wrappers' pointer fields and every DIR64-relocated word)
 /// patched to the unit's new address; returns how many.
-fn repoint(
-    img: &Image<'_>,
-    packs: &[Packing],
-    patches: &mut Patches,
-) -> core::result::Result<usize, String> {
+fn repoint(img: &Image<'_>, packs: &[Packing], patches: &mut Patches) -> Compact<usize> {
     let moved: BTreeMap<u64, u64> = packs
         .iter()
         .flat_map(|k| {
@@ -441,15 +484,18 @@ fn repoint(
             continue;
         }
         let Some(&new) = moved.get(&rva) else {
-            return Err(format!(
+            return Err(PruneError::new(PruneErrorKind::Pointer, format!(
                 "a pointer at offset {at:#x} points into a fatbinary section ({rva:#x}) but not at the start of a container"
-            ));
+            )).at(at));
         };
         if packs
             .iter()
             .any(|k| k.raw_at <= at && at < k.raw_at.saturating_add(k.raw_len))
         {
-            return Err("a pointer lies inside a fatbinary section".into());
+            return Err(PruneError::new(
+                PruneErrorKind::Pointer,
+                "a pointer lies inside a fatbinary section",
+            ));
         }
         patches.insert(at, img.image_base.wrapping_add(new).to_le_bytes().to_vec());
         repointed = repointed.saturating_add(1);
@@ -459,7 +505,7 @@ fn repoint(
 
 /// The file offsets of the words that may point to a unit: the wrappers' pointer fields
 /// and every DIR64-relocated word, sorted, without repeats.
-fn pointer_fields(host: &HostPe<'_>) -> core::result::Result<Vec<u64>, String> {
+fn pointer_fields(host: &HostPe<'_>) -> Compact<Vec<u64>> {
     let mut fields: Vec<u64> = host
         .fat_binary_wrappers()
         .iter()
@@ -468,7 +514,7 @@ fn pointer_fields(host: &HostPe<'_>) -> core::result::Result<Vec<u64>, String> {
     let mut relocated = Vec::new();
     host.table()
         .for_each_dir64(|rva| relocated.push(u64::from(rva)))
-        .map_err(|e| format!("{e}"))?;
+        .map_err(PruneError::read)?;
     for rva in relocated {
         if let Some((s, off)) = host.section_at(rva) {
             if off.saturating_add(8) <= len64(s.data.len()) {
@@ -482,8 +528,9 @@ fn pointer_fields(host: &HostPe<'_>) -> core::result::Result<Vec<u64>, String> {
 }
 
 /// A `u32` file-offset field patched to `value`.
-fn offset_patch(value: u64) -> core::result::Result<Vec<u8>, String> {
-    let p = u32::try_from(value).map_err(|_| "offset too large")?;
+fn offset_patch(value: u64) -> Compact<Vec<u8>> {
+    let p = u32::try_from(value)
+        .map_err(|_| PruneError::new(PruneErrorKind::TooLarge, "offset too large"))?;
     Ok(p.to_le_bytes().to_vec())
 }
 
@@ -495,7 +542,7 @@ fn patch_file_offsets(
     packs: &[Packing],
     holes: &[Range<u64>],
     patches: &mut Patches,
-) -> core::result::Result<(), String> {
+) -> Compact<()> {
     let map = |o: u64| mapped(holes, o);
     for (i, h) in img.headers.iter().enumerate() {
         let at = img.header_at(i);
@@ -505,7 +552,8 @@ fn patch_file_offsets(
             // VirtualAddress follows the previous one's VirtualSize), and the memory past
             // the raw data is zero-filled.
             let raw = map(k.raw_at.saturating_add(k.raw_len)).saturating_sub(map(k.raw_at));
-            let r = u32::try_from(raw).map_err(|_| "section too large")?;
+            let r = u32::try_from(raw)
+                .map_err(|_| PruneError::new(PruneErrorKind::TooLarge, "section too large"))?;
             patches.insert(
                 at.saturating_add(SIZE_OF_RAW_DATA),
                 r.to_le_bytes().to_vec(),
@@ -537,16 +585,19 @@ fn patch_file_offsets(
     if size == 0 {
         return Ok(());
     }
-    let (s, off) = img
-        .host
-        .section_at(rva)
-        .ok_or("the debug directory is not in a section")?;
+    let (s, off) = img.host.section_at(rva).ok_or(PruneError::new(
+        PruneErrorKind::Layout,
+        "the debug directory is not in a section",
+    ))?;
     let at = s.offset.saturating_add(off);
     for n in 0..size / DEBUG_ENTRY_SIZE {
         let field = at
             .saturating_add(n.saturating_mul(DEBUG_ENTRY_SIZE))
             .saturating_add(DEBUG_POINTER_TO_RAW_DATA);
-        let ptr = u64::from(u32_at(img.data, field).ok_or("the debug directory is truncated")?);
+        let ptr = u64::from(u32_at(img.data, field).ok_or(PruneError::new(
+            PruneErrorKind::Layout,
+            "the debug directory is truncated",
+        ))?);
         if ptr != 0 && map(ptr) != ptr {
             patches.insert(field, offset_patch(map(ptr))?);
         }
@@ -560,7 +611,7 @@ fn patch_initialized_size(
     packs: &[Packing],
     holes: &[Range<u64>],
     patches: &mut Patches,
-) -> core::result::Result<(), String> {
+) -> Compact<()> {
     let initialized: u64 = packs
         .iter()
         .filter(|k| k.initialized)
@@ -573,7 +624,8 @@ fn patch_initialized_size(
         })
         .fold(0, u64::saturating_add);
     let init_at = img.nt_at.saturating_add(24).saturating_add(8);
-    let old_init = u32_at(img.data, init_at).ok_or("no optional header")?;
+    let old_init = u32_at(img.data, init_at)
+        .ok_or(PruneError::new(PruneErrorKind::Read, "no optional header"))?;
     let new_init = u64::from(old_init).saturating_sub(initialized);
     patches.insert(
         init_at,
@@ -639,7 +691,7 @@ fn checksum(
     plans: &[UnitPlan<'_>],
     pieces: &[Piece],
     checksum_at: u64,
-) -> core::result::Result<u32, String> {
+) -> Compact<u32> {
     struct Sum {
         sum: u64,
         len: u64,
@@ -684,10 +736,12 @@ fn checksum(
         len: 0,
         odd: None,
     };
-    super::pieces::write(&mut s, data, plans, pieces).map_err(|e| format!("{e:?}"))?;
+    super::pieces::write(&mut s, data, plans, pieces)
+        .map_err(|e| PruneError::new(PruneErrorKind::Read, format!("{e:?}")))?;
     if let Some(lo) = s.odd.take() {
         s.word(u16::from(lo));
     }
     let folded = (s.sum & 0xffff).wrapping_add(s.sum >> 16) & 0xffff;
-    u32::try_from(folded.wrapping_add(s.len)).map_err(|_| String::from("file too large"))
+    u32::try_from(folded.wrapping_add(s.len))
+        .map_err(|_| PruneError::new(PruneErrorKind::TooLarge, "file too large"))
 }

@@ -6,6 +6,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+use crate::arch::{identify, Code, Device};
 use crate::bundle::Bundle;
 use crate::ccob::CompressedBundle;
 use crate::ccob::CompressionMethod;
@@ -15,7 +16,6 @@ use crate::image::{Image, OffloadKind};
 use crate::nvfatbin::Fatbin;
 use crate::offload_binary::{OffloadBinaries, OffloadBinary};
 use crate::select::{check, SelectOptions, Verdict};
-use crate::target::{identify, image_name, Code, Device};
 use crate::text::TextBundle;
 use crate::write::ccob::{CcobOptions, Codec, ZstdMode};
 use crate::write::offload_binary::OffloadImage;
@@ -209,7 +209,7 @@ fn judge(open: &OpenUnit<'_>, devices: &[Device]) -> Judgement {
             j.device_images = j.device_images.saturating_add(1);
         }
         j.keep.push(k);
-        let name = format!("{}", image_name(&image));
+        let name = image.name().to_string();
         if k {
             j.kept.push(name);
         } else {

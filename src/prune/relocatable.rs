@@ -125,13 +125,12 @@ fn removed_sections(
     for p in plans {
         if let Body::DropSections(ids) = &p.body {
             for id in ids {
-                let name = format!("__CLANG_OFFLOAD_BUNDLE__{id}");
                 let i = shdrs
                     .iter()
                     .position(|sh| {
-                        sections
-                            .section_name(LE, sh)
-                            .is_ok_and(|n| n == name.as_bytes())
+                        sections.section_name(LE, sh).is_ok_and(|n| {
+                            n.strip_prefix(crate::raw::OBJECT_BUNDLE_PREFIX) == Some(id.as_bytes())
+                        })
                     })
                     .ok_or(bad(p.range.start, "bundle section not found"))?;
                 removed.push(i);

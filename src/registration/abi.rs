@@ -18,14 +18,10 @@ use core::ffi::{c_char, c_void};
 use zerocopy::byteorder::little_endian::{I32, U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-/// Magic of the HIP fat-binary wrapper: `0x48495046` ("HIPF", bytes `46 50 49 48`; §4.1).
-pub const HIP_FATBIN_MAGIC: u32 = crate::raw::HIP_WRAPPER_MAGIC;
-/// Magic of the downstream "HIPK" wrapper variant (MessagePack metadata; not supported).
-pub const HIPK_FATBIN_MAGIC: u32 = crate::raw::HIPK_MAGIC;
-/// Magic of the CUDA fat-binary wrapper: `0x466243B1` (`__cudaFatMAGIC2`; §5).
-pub const CUDA_FATBIN_MAGIC: u32 = crate::raw::NVFATBIN_WRAPPER_MAGIC;
-/// Magic of an NVIDIA fatbinary container (`__cudaFatMAGIC3`, `0xBA55ED50`; §5).
-pub const NV_FATBIN_MAGIC: u32 = u32::from_le_bytes(*crate::raw::NVFATBIN_MAGIC);
+// The wrappers' magics are `crate::raw`'s: `HIP_WRAPPER_MAGIC` ("HIPF", §4.1),
+// `NVFATBIN_WRAPPER_MAGIC` (`__cudaFatMAGIC2`, §5), `HIPK_MAGIC`, and the fatbinary's
+// `NVFATBIN_MAGIC` (`__cudaFatMAGIC3`).
+
 /// The only HIP wrapper version runtimes accept.
 pub const HIP_FATBIN_VERSION: u32 = 1;
 
@@ -37,12 +33,10 @@ pub const ENTRY_SIZE: u64 = 56;
 pub const DEVICE_IMAGE_SIZE: u64 = 32;
 /// Size of `__tgt_bin_desc` (§1.7).
 pub const BIN_DESC_SIZE: u64 = 32;
-/// Size of the HIP/CUDA fat-binary wrapper (§4.1).
-pub const FATBIN_WRAPPER_SIZE: u64 = crate::raw::FATBIN_WRAPPER_SIZE;
 
-// The host reader walks wrapper sections and names entry tables with its own copies of
-// these numbers (it comes before this module).
-const _: () = assert!(crate::host::WRAPPER_SIZE == FATBIN_WRAPPER_SIZE);
+// The host reader names entry tables with its own copies of these numbers (it comes
+// before this module). The fat-binary wrapper is `crate::raw::FatbinWrapper`, its size
+// `crate::raw::FATBIN_WRAPPER_SIZE`.
 const _: () = assert!(crate::host::ENTRY_SECTIONS[0].1 == kind::OPENMP);
 const _: () = assert!(crate::host::ENTRY_SECTIONS[1].1 == kind::CUDA);
 const _: () = assert!(crate::host::ENTRY_SECTIONS[2].1 == kind::HIP);
@@ -244,14 +238,6 @@ pub struct AmdImageInfo {
     pub compile_opts: *mut c_char,
 }
 
-/// The HIP (`HIPF`) or CUDA (`0x466243B1`) fat-binary wrapper (24 bytes; §4.1, §5): the one
-/// declaration of the record, [`crate::raw::FatbinWrapper`] (its pointers are 64-bit
-/// little-endian fields there). The record carries no size for the blob it points at (§4.2).
-pub use crate::raw::FatbinWrapper;
-
-/// The name `REGISTRATION.md` §8 gives the HIP wrapper: the same record as [`FatbinWrapper`].
-pub type HipFatbinWrapper = FatbinWrapper;
-
 /// Header of an NVIDIA fatbinary container (16 bytes; §5): the one on-disk record,
 /// [`crate::raw::FatbinHeader`]. The blob is `header_size + size` bytes long.
 pub type NvFatbinHeader = crate::raw::FatbinHeader;
@@ -375,9 +361,6 @@ pub struct RawBinDesc {
     pub host_entries_end: U64,
 }
 
-/// [`FatbinWrapper`] under the name of the other records as stored.
-pub use crate::raw::FatbinWrapper as RawFatbinWrapper;
-
 // ---------------------------------------------------------------------------------------
 // Layout checks (REGISTRATION.md §8), for LP64 hosts.
 
@@ -454,7 +437,6 @@ const _: () = assert!(core::mem::size_of::<RawLegacyEntry>() as u64 == LEGACY_EN
 const _: () = assert!(core::mem::size_of::<RawEntry>() as u64 == ENTRY_SIZE);
 const _: () = assert!(core::mem::size_of::<RawDeviceImage>() as u64 == DEVICE_IMAGE_SIZE);
 const _: () = assert!(core::mem::size_of::<RawBinDesc>() as u64 == BIN_DESC_SIZE);
-const _: () = assert!(core::mem::size_of::<RawFatbinWrapper>() as u64 == FATBIN_WRAPPER_SIZE);
 
 #[cfg(test)]
 mod tests {
@@ -462,11 +444,12 @@ mod tests {
 
     #[test]
     fn hip_magic_spells_hipf_and_matches_llvm_decimal() {
+        use crate::raw::{HIP_WRAPPER_MAGIC, NVFATBIN_WRAPPER_MAGIC};
         // offload-wrapper.ll (REGISTRATION.md §9): i32 1212764230 / i32 1180844977.
-        assert_eq!(HIP_FATBIN_MAGIC, 1_212_764_230);
-        assert_eq!(CUDA_FATBIN_MAGIC, 1_180_844_977);
-        assert_eq!(&HIP_FATBIN_MAGIC.to_be_bytes(), b"HIPF");
-        assert_eq!(&HIP_FATBIN_MAGIC.to_le_bytes(), b"FPIH");
+        assert_eq!(HIP_WRAPPER_MAGIC, 1_212_764_230);
+        assert_eq!(NVFATBIN_WRAPPER_MAGIC, 1_180_844_977);
+        assert_eq!(&HIP_WRAPPER_MAGIC.to_be_bytes(), b"HIPF");
+        assert_eq!(&HIP_WRAPPER_MAGIC.to_le_bytes(), b"FPIH");
     }
 
     #[test]

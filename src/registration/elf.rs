@@ -15,7 +15,7 @@ use object::LittleEndian as LE;
 use crate::bytes::u64_of;
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::{FileKind, HostFile};
-use crate::ReadOptions;
+use crate::options::ReadOptions;
 
 use super::abi::BIN_DESC_SIZE;
 use super::view::{AddressSpace, Descriptor};
@@ -235,7 +235,7 @@ fn kernel_symbols<'d>(
             .symbols(LE, image, object::elf::SHT_SYMTAB)
             .map_err(elf_error("device ELF symbol table is malformed"))?;
     }
-    let cuda = h.e_machine(LE).0 == crate::target::elf::EM_CUDA;
+    let cuda = h.e_machine(LE).0 == crate::raw::EM_CUDA;
     for sym in symtab.iter() {
         let sym: &Sym64<LE> = sym;
         if sym.st_shndx(LE).0 == 0 || (sym.st_bind().0 == 0 && !local) {

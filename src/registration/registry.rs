@@ -39,13 +39,13 @@ use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use crate::arch::Device;
 use crate::container::{units, OpenUnit};
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::{Image, OffloadKind};
 use crate::offload_binary::OffloadBinaryEntry;
+use crate::options::ReadOptions;
 use crate::select::{self, select, KindFilter, Policy, SelectOptions, Selection};
-use crate::target::Device;
-use crate::ReadOptions;
 
 use super::abi::{self, gpu_flags, requires};
 use super::view::{
@@ -487,7 +487,7 @@ impl<'d> Registry<'d> {
         let choices = select::choose(reg.images(), core::slice::from_ref(d.device()), &options);
         choices
             .first()
-            .map(|c| c.losses().map(|(i, why)| (i, why.to_string())).collect())
+            .map(|c| c.losses().map(|l| (l.index, l.loss.to_string())).collect())
             .unwrap_or_default()
     }
 

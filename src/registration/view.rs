@@ -15,14 +15,16 @@ use alloc::vec::Vec;
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
 use crate::offload_binary::{OffloadBinary, OffloadBinaryEntry};
-use crate::raw::ELF_MAGIC;
-use crate::target::elf::{EM_AMDGPU, EM_CUDA};
-use crate::{bundle, ccob, offload_binary, Limits, ReadOptions};
+use crate::raw::{
+    FatbinWrapper, ELF_MAGIC, EM_AMDGPU, EM_CUDA, HIP_WRAPPER_MAGIC, NVFATBIN_MAGIC,
+    NVFATBIN_WRAPPER_MAGIC,
+};
+use crate::options::{Limits, ReadOptions};
+use crate::{bundle, ccob, offload_binary};
 
 use super::abi::{
-    self, gpu_flags, omp_flags, RawBinDesc, RawDeviceImage, RawEntry, RawFatbinWrapper,
-    RawLegacyEntry, CUDA_FATBIN_MAGIC, ENTRY_SIZE, HIP_FATBIN_MAGIC, HIP_FATBIN_VERSION,
-    LEGACY_ENTRY_SIZE, NV_FATBIN_MAGIC,
+    self, gpu_flags, omp_flags, RawBinDesc, RawDeviceImage, RawEntry, RawLegacyEntry, ENTRY_SIZE,
+    HIP_FATBIN_VERSION, LEGACY_ENTRY_SIZE,
 };
 
 use zerocopy::{FromBytes, Immutable, KnownLayout};
@@ -707,11 +709,11 @@ impl FatbinWrapperView {
     /// `HIPK` variant, is [`ErrorKind::BadMagic`] / [`ErrorKind::UnsupportedVersion`]);
     /// CUDA accepts versions 1 and 2.
     pub fn read<'d, S: AddressSpace<'d> + ?Sized>(space: &S, addr: u64) -> Result<Self> {
-        let raw: &RawFatbinWrapper = read_record(space, addr, "fat-binary wrapper truncated")?;
+        let raw: &FatbinWrapper = read_record(space, addr, "fat-binary wrapper truncated")?;
         let (magic, version) = (raw.magic.get(), raw.version.get());
         let kind = match magic {
-            HIP_FATBIN_MAGIC => WrapperKind::Hip,
-            CUDA_FATBIN_MAGIC => WrapperKind::Cuda,
+            HIP_WRAPPER_MAGIC => WrapperKind::Hip,
+            NVFATBIN_WRAPPER_MAGIC => WrapperKind::Cuda,
             _ => {
                 return Err(Error::new(
                     ErrorKind::BadMagic,
@@ -839,7 +841,7 @@ pub fn blob_len(data: &[u8], options: &ReadOptions) -> Result<u64> {
         Ok(offload_binary::OffloadBinaries::parse(data, &options.limits)?.len())
     } else if data.starts_with(ELF_MAGIC) {
         elf_len(data)
-    } else if data.get(..4) == Some(&NV_FATBIN_MAGIC.to_le_bytes()[..]) {
+    } else if data.get(..4) == Some(&NVFATBIN_MAGIC[..]) {
         crate::nvfatbin::declared_len(data)
     } else {
         Err(Error::new(
@@ -867,7 +869,7 @@ pub fn elf_len(data: &[u8]) -> Result<u64> {
             "ELF fat binary is not an AMDGPU or CUDA device object",
         ));
     }
-    crate::nvfatbin::elf64_len(data)
+    crate::bytes::elf64_len(data)
 }
 
 #[cfg(test)]
@@ -892,7 +894,7 @@ mod tests {
     /// `list` there.
     fn memory(version: u32, list: &[u64]) -> Vec<u8> {
         let mut m = Vec::new();
-        m.extend_from_slice(&super::super::abi::CUDA_FATBIN_MAGIC.to_le_bytes());
+        m.extend_from_slice(&crate::raw::NVFATBIN_WRAPPER_MAGIC.to_le_bytes());
         m.extend_from_slice(&version.to_le_bytes());
         m.extend_from_slice(&0x4000u64.to_le_bytes());
         m.extend_from_slice(&0x1018u64.to_le_bytes());

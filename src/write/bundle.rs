@@ -131,7 +131,7 @@ pub fn bundle_to_vec(entries: &[(&str, &[u8])], align: u64) -> Result<Vec<u8>, E
 mod tests {
     use super::*;
     use crate::bundle::Bundle;
-    use crate::Limits;
+    use crate::options::Limits;
     use std::vec;
 
     #[test]

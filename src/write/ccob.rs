@@ -17,7 +17,7 @@
 //! `zlib::compress` calls zlib's `compress2` at the level (zlib's default 6 unless set).
 //! Which payload a codec writes:
 //!
-//! * [`Codec::LibZstd`] and [`Codec::LibZlib`] (feature `llvm-compress`) make the same
+//! * `Codec::LibZstd` and `Codec::LibZlib` (feature `llvm-compress`) make the same
 //!   calls into the C libraries, through `zstd-safe` and `flate2`'s zlib backend, so the
 //!   payload is byte-identical to LLVM's *when both link the same library version*. By
 //!   default the feature builds the libraries' bundled sources (`zstd-sys`'s zstd 1.5.7,
@@ -287,7 +287,7 @@ pub fn compress(data: &[u8], options: &CcobOptions) -> Result<Vec<u8>, Error> {
 mod tests {
     use super::*;
     use crate::ccob::CompressedBundle;
-    use crate::ReadOptions;
+    use crate::options::ReadOptions;
 
     /// The libzstd and zlib codecs write standard streams that the library's pure-Rust
     /// decoders read back, with the header fields LLVM computes; the level reaches libzstd

@@ -11,6 +11,13 @@
 //!   header, all entries, all string records (`{key, value, value size}`, grouped per
 //!   entry), one shared string table, padding to 8, the images back to back (only the
 //!   first is aligned), padding to 8. [`v2_empty`] is the binary of no images.
+//! * [`write_v3`] / [`v3_compressed_to_vec`]: the same layout with the 40-byte version-3
+//!   header (`InflatedSize` 0), as LLVM 24's `OffloadBinary::write` lays it out, and the
+//!   compressed binary its `write(Images, compression::Params)` makes of it
+//!   (`llvm-offload-binary --compress`, llvm/llvm-project#227765 on #222774): the
+//!   uncompressed binary's header with `Size` = 40 + the stream's size and `InflatedSize` =
+//!   the uncompressed binary's size, then one zstd or zlib stream of everything after the
+//!   header, then zero padding to 8 (`FORMATS.md` §6.6).
 //!
 //! The order of the string records is the caller's: `clang-offload-packager` stores them
 //! in the iteration order of an LLVM `StringMap` over its `--image` arguments, which the
@@ -195,6 +202,81 @@ pub fn write_v2<W: Write + ?Sized>(
     out: &mut W,
     images: &[OffloadImage<'_>],
 ) -> Result<u64, WriteError> {
+    write_multi(out, images, 2)
+}
+
+/// Writes `images` as one uncompressed version-3 OffloadBinary (LLVM 24's
+/// `OffloadBinary::write`): [`write_v2`]'s layout after a 40-byte header whose
+/// `InflatedSize` is 0; returns its size (a multiple of 8).
+pub fn write_v3<W: Write + ?Sized>(
+    out: &mut W,
+    images: &[OffloadImage<'_>],
+) -> Result<u64, WriteError> {
+    write_multi(out, images, 3)
+}
+
+/// `images` as one uncompressed version-3 OffloadBinary in a new buffer.
+pub fn v3_to_vec(images: &[OffloadImage<'_>]) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    match write_v3(&mut out, images) {
+        Ok(_) => Ok(out),
+        Err(WriteError::Invalid(e)) => Err(e),
+        Err(WriteError::Io(_)) => Err(Error::new(
+            ErrorKind::OutOfMemory,
+            0,
+            "cannot grow the buffer",
+        )),
+    }
+}
+
+/// `images` as one compressed version-3 OffloadBinary, as LLVM 24's
+/// `OffloadBinary::write(Images, compression::Params)` makes it: the uncompressed binary
+/// ([`v3_to_vec`]), its body (everything after the 40-byte header) compressed by `codec`
+/// into one stream, the header's `Size` set to 40 + the stream's length and `InflatedSize`
+/// to the uncompressed binary's size, then zero padding to 8. LLVM compresses with
+/// `compression::compress`: zstd through `ZSTD_compress2` without long-distance matching
+/// ([`super::ccob::Codec::LibZstd`] with `long_distance_matching: false`), zlib through
+/// `compress2` ([`super::ccob::Codec::LibZlib`]).
+pub fn v3_compressed_to_vec(
+    images: &[OffloadImage<'_>],
+    codec: super::ccob::Codec,
+) -> Result<Vec<u8>, Error> {
+    let uncompressed = v3_to_vec(images)?;
+    let body = uncompressed.get(40..).unwrap_or_default();
+    let stream = codec.compress(body);
+    let size = len64(stream.len()).checked_add(40).ok_or_else(too_big)?;
+    let header = crate::raw::OffloadBinaryHeaderV3 {
+        common: OffloadBinaryHeader {
+            magic: *OFFLOAD_BINARY_MAGIC,
+            version: U32::new(3),
+            size: U64::new(size),
+            entries_offset: U64::new(40),
+            entry_size_or_count: U64::new(len64(images.len())),
+        },
+        inflated_size: U64::new(len64(uncompressed.len())),
+    };
+    let padded = align8(size).ok_or_else(too_big)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(usize::try_from(padded).map_err(|_| too_big())?)
+        .map_err(|_| Error::new(ErrorKind::OutOfMemory, 0, "cannot grow the buffer"))?;
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&stream);
+    out.resize(
+        out.len()
+            .saturating_add(usize::try_from(padded.saturating_sub(size)).unwrap_or(0)),
+        0,
+    );
+    Ok(out)
+}
+
+/// [`write_v2`] and [`write_v3`]: the header of `version` (32 bytes for 2, 40 for 3), the
+/// entries, the string records, one string table, padding to 8, the images, padding to 8.
+fn write_multi<W: Write + ?Sized>(
+    out: &mut W,
+    images: &[OffloadImage<'_>],
+    version: u32,
+) -> Result<u64, WriteError> {
+    let header_size: u64 = if version >= 3 { 40 } else { 32 };
     if images.is_empty() {
         return Err(Error::new(
             ErrorKind::Malformed,
@@ -211,7 +293,7 @@ pub fn write_v2<W: Write + ?Sized>(
         .try_fold(0u64, |n, i| n.checked_add(len64(i.strings.len())))
         .ok_or_else(too_big)?;
     let entries_size = count.checked_mul(OFFLOAD_ENTRY_SIZE).ok_or_else(too_big)?;
-    let records_at = entries_size.checked_add(32).ok_or_else(too_big)?;
+    let records_at = entries_size.checked_add(header_size).ok_or_else(too_big)?;
     let strtab_at = total_strings
         .checked_mul(24)
         .and_then(|r| r.checked_add(records_at))
@@ -230,12 +312,16 @@ pub fn write_v2<W: Write + ?Sized>(
         .ok_or_else(too_big)?;
     let header = OffloadBinaryHeader {
         magic: *OFFLOAD_BINARY_MAGIC,
-        version: U32::new(2),
+        version: U32::new(version),
         size: U64::new(size),
-        entries_offset: U64::new(32),
+        entries_offset: U64::new(header_size),
         entry_size_or_count: U64::new(count),
     };
     out.write_all(header.as_bytes())?;
+    if version >= 3 {
+        // `InflatedSize`: 0, not compressed.
+        out.write_all(&[0u8; 8])?;
+    }
     let mut string_at = records_at;
     let mut image_at = data_at;
     for img in images {
@@ -305,7 +391,7 @@ pub fn v2_to_vec(images: &[OffloadImage<'_>]) -> Result<Vec<u8>, Error> {
 mod tests {
     use super::*;
     use crate::offload_binary::OffloadBinary;
-    use crate::Limits;
+    use crate::options::Limits;
     use std::vec;
 
     #[test]
@@ -368,5 +454,39 @@ mod tests {
         assert_eq!(e[1].image, b"defgh");
         assert_eq!(e[1].image_offset, e[0].image_offset + 3);
         assert_eq!(e[1].strings.get_str("arch"), Some("sm_80"));
+    }
+
+    #[test]
+    fn v3_compressed_inflates_to_the_uncompressed_v3() {
+        let s0: [(&[u8], &[u8]); 2] = [(b"arch", b"abc"), (b"triple", b"x-y-z")];
+        let image = vec![7u8; 1000];
+        let imgs = [OffloadImage {
+            image_kind: 0,
+            offload_kind: 0,
+            flags: 0,
+            strings: &s0,
+            image: &image,
+        }];
+        let plain = v3_to_vec(&imgs).unwrap();
+        assert_eq!(&plain[4..8], &3u32.to_le_bytes());
+        assert_eq!(&plain[16..24], &40u64.to_le_bytes());
+        assert_eq!(&plain[32..40], &[0; 8]);
+        let b = OffloadBinary::parse(&plain, &Limits::default()).unwrap();
+        assert_eq!(b.entries().next().unwrap().image, &image[..]);
+        for codec in [
+            crate::write::ccob::Codec::Zlib { level: 6 },
+            crate::write::ccob::Codec::Zstd(crate::write::ccob::ZstdMode::Fastest),
+        ] {
+            let c = v3_compressed_to_vec(&imgs, codec).unwrap();
+            assert_eq!(c.len() % 8, 0);
+            assert!(c.len() < plain.len());
+            let b = OffloadBinary::parse(&c, &Limits::default()).unwrap();
+            assert!(b.is_compressed());
+            assert_eq!(b.inflated_size(), plain.len() as u64);
+            let inflated = b.inflate(&crate::ReadOptions::default()).unwrap();
+            // The inflated binary is the uncompressed one, but for the header's size
+            // fields, which inflate rebuilds as LLVM does (`size` = inflated size).
+            assert_eq!(&inflated[..], &plain[..]);
+        }
     }
 }

@@ -58,8 +58,8 @@ pub fn text_bundle_to_vec(style: CommentStyle, entries: &[(&str, &[u8])]) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::Limits;
     use crate::text::TextBundle;
-    use crate::Limits;
 
     #[test]
     fn writes_markers_and_reads_back() {

@@ -7,8 +7,8 @@
 
 use std::fmt::Write as _;
 
+use offload_image::arch::{EntryId, TargetId};
 use offload_image::select::{check, Verdict};
-use offload_image::target::{EntryId, TargetId};
 use offload_image::{
     for_each_unit, identify, select, Device, KindFilter, Policy, ReadOptions, SelectOptions,
 };

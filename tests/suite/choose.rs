@@ -78,7 +78,13 @@ fn choose_agrees_with_select_for_one_device_and_many() {
                         c.losses().count() + usize::from(c.image.is_some()),
                         images.len()
                     );
-                    for (index, loss) in c.losses() {
+                    for lost in c.losses() {
+                        let (index, loss) = (lost.index, lost.loss);
+                        // The loser comes with its image: the very image of the slice.
+                        let image = lost.image.expect("choose was given images");
+                        assert_eq!(image.index, index);
+                        assert_eq!(image.bytes, images[index].bytes);
+                        assert_eq!(image.name().to_string(), images[index].name().to_string());
                         match (loss, explain(&images[index], device, &options)) {
                             (Loss::Rejected(r), Verdict::Rejected(v)) => assert_eq!(r, v),
                             (Loss::Outranked(o), Verdict::Compatible(k)) => {

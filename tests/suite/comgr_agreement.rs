@@ -22,8 +22,8 @@ use std::process::{Command, Stdio};
 use crate::common;
 use common::external_lib;
 
+use offload_image::arch::{Processor, TargetId};
 use offload_image::container::UnitContent;
-use offload_image::target::{Processor, TargetId};
 use offload_image::{for_each_unit, select, Device, Policy, ReadOptions, SelectOptions};
 
 /// The data size CLR passes to comgr (`FatBinaryInfo::ExtractFatBinaryUsingCOMGR`).
@@ -53,8 +53,8 @@ fn device_isas() -> Vec<String> {
                 vec![""]
             }
         };
-        for s in states(offload_image::target::Feature::Sramecc) {
-            for x in states(offload_image::target::Feature::Xnack) {
+        for s in states(offload_image::arch::Feature::Sramecc) {
+            for x in states(offload_image::arch::Feature::Xnack) {
                 let mut isa = format!("amdgcn-amd-amdhsa--{}", p.name);
                 if !s.is_empty() {
                     isa += &format!(":sramecc{s}");

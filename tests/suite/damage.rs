@@ -232,9 +232,7 @@ fn libggml_hip_lists_129_of_130_bundles_after_damage_to_the_first() {
     if !common::external("libggml-hip.so (scripts/fetch-cyllama-rocm.sh)") {
         return;
     }
-    let base = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| common::root().join("target/external"));
+    let base = common::external_dir();
     let original = std::fs::read(base.join("cyllama-rocm/libggml-hip.so")).expect("libggml-hip");
     let options = ReadOptions::default();
     let offsets = |data: &[u8]| -> Vec<(u64, bool)> {

@@ -15,9 +15,9 @@
 //! query's; the entry ID `hipv4-amdgcn-amd-amdhsa--gfx1250` gives
 //! `amdgcn-amd-amdhsa--gfx1250`, and so does its ELF header, read by llvm-readelf-22).
 
+use offload_image::arch::elf::AmdgpuElfProblem;
+use offload_image::arch::Feature;
 use offload_image::select::{explain, Rejection, Verdict};
-use offload_image::target::elf::AmdgpuElfProblem;
-use offload_image::target::Feature;
 use offload_image::{choose, units, Device, Format, Image, Policy, ReadOptions, SelectOptions};
 
 /// A 72-byte AMDGPU code object header (HSA, code object V5) with these `e_flags`.

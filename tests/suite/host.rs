@@ -224,9 +224,7 @@ fn relocations_of_real_libraries_equal_llvm_readelf() {
         return;
     }
     let rocm = common::external_lib_dir();
-    let external = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::root().join("target/external"));
+    let external = common::external_dir();
     let mut compared = 0;
     for path in [
         rocm.join("librocrand.so.1.1"),

@@ -1,4 +1,4 @@
-//! The processor table (`COMPATIBILITY.md` §3, `src/target/amdgpu.rs`) against LLVM's own
+//! The processor table (`COMPATIBILITY.md` §3, `src/arch/amdgpu.rs`) against LLVM's own
 //! tables, stored in `tests/data/llvm/` with their revisions (`tests/data/llvm/README.md`):
 //!
 //! * `elf-header-flags-mach.ll` (LLVM's CodeGen test of every `EF_AMDGPU_MACH` value):
@@ -13,8 +13,8 @@
 
 use std::collections::BTreeMap;
 
-use offload_image::target::amdgpu::FeatureSupport;
-use offload_image::target::Processor;
+use offload_image::arch::amdgpu::FeatureSupport;
+use offload_image::arch::Processor;
 
 fn data(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

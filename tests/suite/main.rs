@@ -5,6 +5,8 @@
 
 mod common;
 
+#[cfg(feature = "std")]
+mod aks2;
 mod alloc_free;
 mod architecture;
 mod choose;
@@ -16,10 +18,12 @@ mod doc_links;
 mod doc_refs;
 mod gfx1250_xnack;
 mod host;
+mod image_names;
 mod kpack;
 mod kpack_toc;
 mod limits;
 mod llvm_processor_table;
+mod lto_entries;
 mod mutation;
 mod nvfatbin;
 mod nvfatbin_tileir;
@@ -28,6 +32,7 @@ mod offload_binary;
 mod offload_binary_v2;
 mod packaging;
 mod pe;
+mod pe_arm64;
 mod peak_memory;
 mod props;
 mod real_files;

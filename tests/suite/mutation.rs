@@ -23,12 +23,12 @@ use std::time::{Duration, Instant};
 
 use common::craft::*;
 use common::read_corpus;
+use offload_image::arch::{EntryId, Triple};
 use offload_image::container::UnitContent;
 use offload_image::registration::{
     descriptors, EntryTable, HostFile, Registry, RegistryOptions, SimulatedDevice,
 };
 use offload_image::select::{check, Verdict};
-use offload_image::target::{EntryId, Triple};
 use offload_image::{
     for_each_unit, identify, select, Device, Error, Image, Policy, ReadOptions, SelectOptions,
 };
@@ -62,6 +62,7 @@ fn label(outcome: &str) -> &str {
         "invalid-id" => "id",
         "bad-container" => "container",
         "out-of-memory" => "oom",
+        "unsupported" => "unsup",
         other => other,
     }
 }
@@ -877,7 +878,7 @@ fn exercise(data: &[u8]) -> Result<usize, Error> {
     stream_select(data);
     // A split host: every `HIPK` wrapper's ref record, or its located error.
     if let Ok(host) = HostFile::parse(data) {
-        for w in offload_image::split::split_wrappers(&host) {
+        for w in offload_image::host::kpack::split_wrappers(&host) {
             match w {
                 Ok(w) => assert!(w.lookup_key.starts_with(w.reference.kernel_name)),
                 Err((_, e)) => assert!(e.offset() <= data.len() as u64, "{e}"),

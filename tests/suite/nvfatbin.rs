@@ -79,6 +79,8 @@ fn read_fatbin(bytes: &[u8]) -> Vec<(String, String, String)> {
             EntryKind::Ptx => "ptx",
             // cuobjdump's MANIFEST lists ELF and PTX only (tests/suite/nvfatbin_tileir.rs).
             EntryKind::TileIr => "tile ir",
+            // Not extracted by cuobjdump (tests/suite/lto_entries.rs).
+            EntryKind::LtoIr => "nvvm",
         };
         v.push((kind.to_string(), cuobjdump_arch(&e), image));
     }
@@ -362,9 +364,7 @@ fn libcurand_matches_cuobjdump() {
     if !common::external("libcurand.so.10 (scripts/fetch-nvidia-libs.sh)") {
         return;
     }
-    let external = std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/external"));
+    let external = common::external_dir();
     let lib = external.join("nvidia/libcurand.so.10");
     let bytes = std::fs::read(&lib)
         .unwrap_or_else(|e| panic!("{}: {e}: run scripts/fetch-nvidia-libs.sh", lib.display()));
@@ -386,8 +386,8 @@ fn libcurand_matches_cuobjdump() {
 /// reported (and the ELF header names the effective target), never silently preferred.
 #[test]
 fn entry_and_cubin_disagreement_is_reported() {
+    use offload_image::arch::Mismatch;
     use offload_image::identify;
-    use offload_image::target::Mismatch;
     let bytes = std::fs::read(dir().join("files/cubin_only.fatbin")).unwrap();
     let options = ReadOptions::default();
     let read = |b: &[u8]| -> Vec<(String, Option<Mismatch>, String)> {

@@ -6,8 +6,8 @@
 //! minor on, `a` only on its own compute capability, `f` on later minors of its family, PTX
 //! on every later compute capability).
 
+use offload_image::arch::{identify, NvArch, Target};
 use offload_image::nvfatbin::Fatbin;
-use offload_image::target::{identify, NvArch, Target};
 use offload_image::{choose, units, Device, Image, Limits, ReadOptions, SelectOptions};
 use sha2::{Digest, Sha256};
 

@@ -15,11 +15,11 @@ use std::sync::OnceLock;
 
 use common::craft::*;
 use common::read_corpus;
+use offload_image::arch::EntryId;
 use offload_image::bundle::Bundle;
 use offload_image::ccob::CompressedBundle;
 use offload_image::container::UnitContent;
 use offload_image::offload_binary::{OffloadBinaries, OffloadBinary};
-use offload_image::target::EntryId;
 use offload_image::text::TextBundle;
 use offload_image::{for_each_unit, Error, Limits, ReadOptions};
 use proptest::prelude::*;

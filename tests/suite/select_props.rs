@@ -10,8 +10,8 @@
 //! 2. (proptest) The choice does not change when a bundle's entries are permuted, unless two
 //!    candidates tie exactly (then the choice stays within the tie).
 
+use offload_image::arch::{ArchVariant, Feature, FeatureState, NvArch, Processor, TargetId};
 use offload_image::select::{check, Class, Verdict};
-use offload_image::target::{ArchVariant, Feature, FeatureState, NvArch, Processor, TargetId};
 use offload_image::{identify, Device, Format, Image, OffloadKind, SelectOptions};
 use proptest::prelude::*;
 

@@ -2,8 +2,8 @@
 //! (`COMPATIBILITY.md` §9.4, §10): exact before `Any`, native before generic before JIT,
 //! newest generic version, NVPTX exact cubin (`a` first), same-major cubin, PTX.
 
+use offload_image::arch::{identify, Mismatch, Target};
 use offload_image::select::{check, Class, Rejection, Verdict};
-use offload_image::target::{identify, Mismatch, Target};
 use offload_image::{Device, Format, Image, Policy, SelectOptions};
 
 /// A 72-byte AMDGPU code object header (V5, or V6 with `generic` version).

@@ -566,3 +566,77 @@ fn caller_decoders_equal_the_builtin_ones() {
         (full.kind(), full.offset())
     );
 }
+
+/// The root tier's streaming choice (`offload_image::choose_streaming`), walked from the file
+/// as a plugin walks it: per device the entry `choose` picks on the opened unit, the bytes
+/// LLVM's bundler extracts (manifest sha256), kept once per image; `None` for a unit that is
+/// not a compressed bundle; entries the caller declines are chosen but not kept.
+#[test]
+fn the_root_streaming_choice_equals_choose_on_the_opened_unit() {
+    use offload_image::{choose, choose_streaming, choose_streaming_keeping, units};
+    let devices = devices();
+    let manifest = common::manifest();
+    let read = ReadOptions::default();
+    let options = SelectOptions::default();
+    let mut checked = 0;
+    for file in ccob_files() {
+        let data = std::fs::read(common::corpus().join(&file)).expect("corpus file");
+        let sha_of = |id: &str| {
+            manifest
+                .iter()
+                .find(|r| {
+                    r["file"] == file.as_str() && r["record"] == "entry" && r["entry_id"] == id
+                })
+                .map(|r| r["sha256"].as_str().expect("sha").to_string())
+        };
+        for unit in units(&data, &read) {
+            let unit = unit.expect("unit");
+            let found = choose_streaming(&unit, &devices, &options, &read)
+                .expect("streams")
+                .expect("a compressed bundle streams");
+            let open = unit.open(&read).expect("opens");
+            let choices = choose(open.images(), &devices, &options);
+            let images: Vec<Image<'_>> = open.images().collect();
+            let mut distinct: Vec<usize> = found.chosen.iter().flatten().copied().collect();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(
+                found.kept.len(),
+                distinct.len(),
+                "{file}: each chosen image kept once"
+            );
+            for (d, choice) in choices.iter().enumerate() {
+                assert_eq!(found.chosen[d], choice.chosen(), "{file} {}", DEVICES[d]);
+                match choice.chosen() {
+                    Some(i) => {
+                        let bytes = found.bytes(d).expect("kept");
+                        assert_eq!(bytes, images[i].bytes, "{file} {}", DEVICES[d]);
+                        let id = images[i].entry_id.expect("bundle entries have IDs");
+                        assert_eq!(found.table.entries().nth(i).map(|e| e.id), Some(id));
+                        if let Some(sha) = sha_of(id) {
+                            assert_eq!(common::sha256(bytes), sha, "{file} {id}: LLVM's bytes");
+                            checked += 1;
+                        }
+                    }
+                    None => assert_eq!(found.bytes(d), None),
+                }
+            }
+            // Declining every entry: the same choice, nothing kept.
+            let bare = choose_streaming_keeping(&unit, &devices, &options, &read, |_| false)
+                .expect("streams")
+                .expect("streamed");
+            assert_eq!(bare.chosen, found.chosen);
+            assert!(bare.kept.is_empty());
+        }
+    }
+    assert!(
+        checked > 20,
+        "{checked} images checked against LLVM's bytes"
+    );
+    // An uncompressed bundle is not streamed.
+    let data = std::fs::read(common::corpus().join("bundles/hip_6arch.bundle")).expect("corpus");
+    let unit = units(&data, &read).next().expect("a unit").expect("reads");
+    assert!(choose_streaming(&unit, &devices, &options, &read)
+        .expect("no error")
+        .is_none());
+}

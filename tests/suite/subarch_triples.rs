@@ -16,8 +16,8 @@
 use crate::common;
 
 use common::binary_bundle as bundle;
+use offload_image::arch::{identify, Processor, Subarch, Target};
 use offload_image::select::{explain, Verdict};
-use offload_image::target::{identify, Processor, Subarch, Target};
 use offload_image::validate::{validate, Code};
 use offload_image::{choose, units, Device, Format, Image, ReadOptions, SelectOptions};
 

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::common;
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .canonicalize()
@@ -53,7 +53,7 @@ fn build_demo_once() -> PathBuf {
 
 /// Compiles the C program `source` (relative to this crate) with `-std=c11 -Wall -Wextra
 /// -Werror -pedantic` against the static library; returns the program's path.
-fn compile_c_demo(source: &str, name: &str) -> PathBuf {
+pub(crate) fn compile_c_demo(source: &str, name: &str) -> PathBuf {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi");
     std::fs::create_dir_all(&out).unwrap();
     cargo_build("offload-image-capi");
@@ -82,7 +82,7 @@ fn compile_c_demo(source: &str, name: &str) -> PathBuf {
     demo
 }
 
-fn loader_sim() -> PathBuf {
+pub(crate) fn loader_sim() -> PathBuf {
     cargo_build("loader-sim");
     profile_dir().join("loader-sim")
 }
@@ -360,7 +360,7 @@ fn sha256_file(path: &Path) -> String {
         .collect()
 }
 
-fn json_lines(bytes: &[u8]) -> Vec<serde_json::Value> {
+pub(crate) fn json_lines(bytes: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8(bytes.to_vec())
         .unwrap()
         .lines()

@@ -5,3 +5,4 @@ mod common;
 
 mod c_api;
 mod header;
+mod reasons;

@@ -5,7 +5,7 @@
 //! This is deliberately local to the bundler: it reproduces LLVM 22's *tool* behaviour —
 //! which processor names it knows (`StringToOffloadArch`), which target-ID features it
 //! accepts — not the runtime selection rules of `COMPATIBILITY.md` that
-//! `offload_image::target` implements from newer sources. A unit test checks that the two
+//! `offload_image::arch` implements from newer sources. A unit test checks that the two
 //! tables agree wherever LLVM 22 does not differ (it does for gfx1250/gfx1251).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -440,7 +440,7 @@ mod tests {
 #[cfg(test)]
 mod agreement {
     use super::*;
-    use offload_image::target::amdgpu::{Feature, Processor};
+    use offload_image::arch::amdgpu::{Feature, Processor};
 
     /// The LLVM 22 feature table above and the library's processor table
     /// (`COMPATIBILITY.md` §3, from newer LLVM sources) agree on every processor both know,

@@ -1,6 +1,6 @@
 //! Split host libraries (`KPACK.md`): what rocm-kpack's loader finds on disk for each
 //! `HIPK` wrapper and device. The library reads the wrappers and ref records
-//! ([`offload_image::split::split_wrappers`]) and models the loader's choices
+//! ([`offload_image::host::kpack::split_wrappers`]) and models the loader's choices
 //! ([`candidate_paths`], [`find_entry`]); this module gives them the filesystem: the
 //! library's canonical directory, the `ROCM_KPACK_*` variables of the process, and the
 //! archive files.
@@ -8,13 +8,13 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use offload_image::host::kpack::{hipk_slots, is_split, split_wrappers, SplitWrapper};
 use offload_image::host::HostFile;
 use offload_image::kpack::{
     candidate_paths, find_entry, resolve_embedded, split_path_list, Compression, KpackArchive,
     LoaderEnv, LoaderError, GFXARCH_PLACEHOLDER,
 };
 use offload_image::registration::device_kernels;
-use offload_image::split::{hipk_slots, is_split, split_wrappers, SplitWrapper};
 use offload_image::{Device, ReadOptions};
 
 use crate::report::{sha256_hex, EntryRecord, Record};
@@ -278,10 +278,8 @@ impl Archives<'_> {
             LoaderError::ArchiveNotFound => {
                 let mut d = format!(
                     "expected {}",
-                    paths
-                        .first()
-                        .map(String::as_str)
-                        .unwrap_or("an archive (the ref record names no path)")
+                    offload_image::kpack::expected_archives(paths)
+                        .unwrap_or_else(|| "an archive (the ref record names no path)".into())
                 );
                 // Archives that are there but did not open: why.
                 for p in paths {

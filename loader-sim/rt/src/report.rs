@@ -107,7 +107,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// How a record names an image, as `loader-sim select` does (`offload_image::image_name`).
 pub fn image_name(image: &Image<'_>) -> String {
-    offload_image::target::image_name(image).to_string()
+    offload_image::arch::image_name(image).to_string()
 }
 
 /// The pre-linked list of the wrapper at `wrapper` (`FatbinWrapperView::prelinked`), each

@@ -4,7 +4,7 @@
 //! Every library with device code under PATH (as `doctor` finds them: files, directory
 //! trees, wheels) is judged for every GPU of a catalogue ([`CATALOGUE`]: the compute
 //! capabilities NVIDIA ships and the AMD processors ROCm supports, Instinct GPUs in both
-//! xnack modes) exactly as `doctor` judges it (`offload_image::doctor`, whose selection is
+//! xnack modes) exactly as `doctor` judges it (`offload_image::judge`, whose selection is
 //! `select`'s): a library **serves** a GPU when every unit of it that could be launched
 //! there has an image the GPU loads; **partial** when some do. A package (the wheel a
 //! library came from, or the installed distribution whose `RECORD` lists it) serves the
@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use offload_image::doctor;
+use offload_image::judge as doctor;
 use offload_image::{Device, SelectOptions};
 use serde::Serialize;
 
@@ -150,7 +150,8 @@ impl Ptx {
             needs_cuda: cuda.map(|c| c.to_string()),
             needs_driver: cuda
                 .and_then(|c| offload_image::driver::RELEASES.iter().find(|r| r.cuda == c))
-                .map(|r| r.min_driver.to_string()),
+                .and_then(|r| r.min_driver)
+                .map(|d| d.to_string()),
         }
     }
 }

@@ -15,7 +15,7 @@
 //! images are identified once and checked (`select::check`) against the real devices and
 //! all their variants, and a setting is offered only when its variant loads every unit.
 //!
-//! Units and reasons come from the library (`offload_image::doctor`): in a linked host file
+//! Units and reasons come from the library (`offload_image::judge`): in a linked host file
 //! with fat-binary wrappers the units are what the runtime registers (a refused wrapper,
 //! an unreadable fat binary or a unit without images loads nowhere), elsewhere those of
 //! the container walk; a library's reason is what most of its failing units lack, with the
@@ -33,14 +33,15 @@
 //! Speed and memory: what is scanned and how (files probed by their first bytes and
 //! mapped, wheels read member by member, pages dropped once judged) is `crate::scan`; how
 //! little of a compressed bundle is decoded (its entry table; with `--deep`, the first
-//! bytes of every image) is `offload_image::doctor::Judge`. Hashes of compressed bundles
+//! bytes of every image) is `offload_image::judge::Judge`. Hashes of compressed bundles
 //! are not verified.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use offload_image::doctor::{self, DriverVersion};
+use offload_image::driver::DriverNeed;
+use offload_image::judge::{self as doctor, DriverVersion};
 use offload_image::{Device, SelectOptions};
 use serde::Serialize;
 
@@ -125,10 +126,17 @@ struct Hint {
     value: Option<String>,
     offload_arch: Option<String>,
     safe: bool,
+    /// What the hint says where no value names it (a driver whose number the release table
+    /// does not give: "an NVIDIA driver for CUDA 13.2 or later").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
 }
 
 impl Hint {
     fn text(&self) -> String {
+        if let Some(text) = &self.text {
+            return text.clone();
+        }
         match (self.kind, &self.value) {
             ("package", Some(p)) => return format!("a build of {p} with code for this device"),
             ("driver", Some(v)) => return format!("NVIDIA driver {v} or later"),
@@ -264,6 +272,7 @@ fn hints(plan: &Plan, k: usize, tally: &Tally, owner: Option<&String>) -> Vec<Hi
             value: Some(package.clone()),
             offload_arch: None,
             safe: true,
+            text: None,
         });
     }
     let hint = |kind, env, value: Option<String>, offload_arch: Option<String>, safe| Hint {
@@ -272,6 +281,7 @@ fn hints(plan: &Plan, k: usize, tally: &Tally, owner: Option<&String>) -> Vec<Hi
         value,
         offload_arch,
         safe,
+        text: None,
     };
     out.extend(
         doctor::hints(&plan.probes, k, &tally.counts)
@@ -284,9 +294,14 @@ fn hints(plan: &Plan, k: usize, tally: &Tally, owner: Option<&String>) -> Vec<Hi
                     None,
                     true,
                 ),
-                doctor::Hint::Driver(needs) => {
+                doctor::Hint::Driver(DriverNeed::Version(needs)) => {
                     hint("driver", None, Some(needs.to_string()), None, true)
                 }
+                // No driver number the release table gives: the text says which driver.
+                doctor::Hint::Driver(need) => Hint {
+                    text: Some(need.to_string()),
+                    ..hint("driver", None, None, None, true)
+                },
                 doctor::Hint::Rebuild(arch) => hint("rebuild", None, None, Some(arch), true),
                 doctor::Hint::Override(p) => hint(
                     "override",

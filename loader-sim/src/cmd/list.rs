@@ -48,6 +48,12 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             Err(e) => records.push(Line::Damaged(Damaged::outside(&e))),
         }
     }
+    if records.is_empty() {
+        // Code outside any container is all the file has: say so (issue 45).
+        if let Some(note) = offload_image::judge::outside_note(input.bytes()) {
+            eprintln!("{}: {note}", args.file.display());
+        }
+    }
     let written = if args.json {
         for line in &records {
             if let Line::Damaged(d) = line {

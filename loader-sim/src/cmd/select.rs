@@ -172,6 +172,12 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> Result<Outcome, Failure
         }
     };
     write_output(args, &input, &found, devices.len())?;
+    if found.records.is_empty() && found.damaged.is_empty() {
+        // Code outside any container is all the file has: say so (issue 45).
+        if let Some(note) = offload_image::judge::outside_note(input.bytes()) {
+            eprintln!("{}: {note}", args.file.display());
+        }
+    }
     print(args, &found, out)
 }
 

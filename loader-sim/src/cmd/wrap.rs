@@ -39,7 +39,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use offload_dropin::packager::image_arguments;
-use offload_image::target::{NvArch, Triple};
+use offload_image::arch::{NvArch, Triple};
 use offload_image::TargetId;
 
 use crate::wrapper::contents::{self, bad};

@@ -10,8 +10,8 @@ use std::path::Path;
 use offload_dropin::bundler::target::{conflicting_ids, TargetInfo};
 use offload_dropin::llvm::bitcode;
 use offload_dropin::packager::{extension, image_kind};
+use offload_image::arch::Triple;
 use offload_image::offload_binary::OffloadBinary;
-use offload_image::target::Triple;
 use offload_image::write::offload_binary::{v1_to_vec, OffloadImage};
 use offload_image::{identify, units, ReadOptions};
 

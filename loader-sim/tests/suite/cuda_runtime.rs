@@ -16,6 +16,7 @@ fn ga_driver(major: u8) -> String {
         .find(|r| r.cuda == CudaVersion::new(major, 0))
         .unwrap()
         .min_driver
+        .unwrap()
         .to_string()
 }
 

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use offload_image::target::amdgpu::{Feature, FeatureState, Processor};
+use offload_image::arch::amdgpu::{Feature, FeatureState, Processor};
 use offload_image::Device;
 use serde_json::Value;
 

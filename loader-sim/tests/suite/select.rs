@@ -162,7 +162,9 @@ fn kind_policy_and_bad_targets() {
         let out = run(&args);
         json_lines(&out)[0]["selected"].clone()
     };
-    assert_eq!(pick(&[]), "nvptx64-nvidia-cuda--sm_80");
+    // The sm_80 PTX (named as nvcc's virtual architecture) for any kind; the sm_80 bitcode
+    // for OpenMP.
+    assert_eq!(pick(&[]), "nvptx64-nvidia-cuda--compute_80");
     assert_eq!(pick(&["--kind", "openmp"]), "nvptx64-nvidia-cuda--sm_80");
     assert_eq!(pick(&["--kind", "hip"]), Value::Null);
     // Best vs first: cuda_cubins on 8.6 — first takes the sm_70 PTX, best the sm_80 cubin.
@@ -175,7 +177,7 @@ fn kind_policy_and_bad_targets() {
             .clone()
     };
     assert_eq!(sel("best"), "nvptx64-nvidia-cuda--sm_80");
-    assert_eq!(sel("first"), "nvptx64-nvidia-cuda--sm_70");
+    assert_eq!(sel("first"), "nvptx64-nvidia-cuda--compute_70");
     assert_eq!(sel("first-by-class"), "nvptx64-nvidia-cuda--sm_80");
     for bad in ["gfx1030:xnack+", "gfx9-generic", "sm_8", "gfx9999"] {
         let out = run(&["select", c, "--target", bad]);
@@ -673,7 +675,7 @@ fn records_say_what_kind_of_image_was_chosen() {
         got,
         [
             ("nvptx64-nvidia-cuda--sm_86", "cubin", "sm_86"),
-            ("nvptx64-nvidia-cuda--sm_86", "ptx", "compute_86"),
+            ("nvptx64-nvidia-cuda--compute_86", "ptx", "compute_86"),
         ]
     );
     for (file, target, kind, arch) in [

@@ -206,7 +206,7 @@ fn each_warning_code_has_a_file_that_triggers_it() {
 
     // bundle-header-over-4k: every processor with every feature combination, about 100
     // entries and 6 KB of descriptors.
-    use offload_image::target::amdgpu::{Feature, Processor};
+    use offload_image::arch::amdgpu::{Feature, Processor};
     let mut targets = Vec::new();
     let mut inputs = Vec::new();
     for p in Processor::all().iter().filter(|p| !p.is_generic()) {

@@ -35,58 +35,11 @@ pub fn ours() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_loader-sim"))
 }
 
-/// The switch of the tests that need something from outside the repository (LLVM's tools,
-/// comgr, the fetched ROCm and NVIDIA libraries, the CUDA wheels, binutils): they run when it
-/// is `1`, as `scripts/test.sh` sets it, and are reported ignored otherwise.
-pub const EXTERNAL_TESTS: &str = "OFFLOAD_IMAGE_EXTERNAL_TESTS";
-
-/// The first line of a test that needs `what` (tools or libraries from outside the
-/// repository). Such a test is marked
-/// `#[cfg_attr(not(external_tests), ignore = "needs ...; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)")]`:
-/// without the switch cargo reports it ignored, with what it needs; with the switch it runs,
-/// and a missing tool fails it. Run without the switch anyway (`--include-ignored`), it fails
-/// here saying what it needs, never passes unchecked. Returns true.
-///
-/// ```ignore
-/// #[test]
-/// #[cfg_attr(not(external_tests), ignore = "needs clang-offload-bundler-22; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)")]
-/// fn t() {
-///     if !common::external("clang-offload-bundler-22") {
-///         return;
-///     }
-/// ```
-pub fn external(what: &str) -> bool {
-    assert!(
-        external_tests(),
-        "needs {what}: build and run the tests with {EXTERNAL_TESTS}=1 (scripts/test.sh); without it this test is ignored"
-    );
-    true
-}
-
-/// For the part of a test that runs anywhere which needs `what`: true when the switch is on;
-/// otherwise prints one `skipped:` line and returns false, and the test checks the rest.
-pub fn external_part(what: &str) -> bool {
-    if external_tests() {
-        return true;
-    }
-    eprintln!("skipped: the part of this test that needs {what}; set {EXTERNAL_TESTS}=1");
-    false
-}
-
-/// True when the tests that need something from outside the repository were built to run:
-/// `cfg(external_tests)`, which the package's build script sets when
-/// `OFFLOAD_IMAGE_EXTERNAL_TESTS=1` (and rebuilds the tests when it changes).
-fn external_tests() -> bool {
-    cfg!(external_tests)
-}
-
-/// Panics unless the switch is on: a test that uses `what` must call [`external`] first.
-fn assert_switched_on(what: &str) {
-    assert!(
-        external_tests(),
-        "{what} is used by a test that did not call common::external first"
-    );
-}
+use external::assert_switched_on;
+/// The outside-tools switch and its helpers, shared by every crate's tests.
+#[path = "../../../../tests/suite/common/external.rs"]
+mod external;
+pub use external::{external, external_part};
 
 /// An LLVM tool from `PATH` (`clang-offload-bundler-22`, ...), with symbolic links
 /// resolved. Panics with an explanation when it is missing: these tests compare against
@@ -410,13 +363,7 @@ pub fn manifest_sha(file: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("{file}: {name} not in the manifest"))
 }
 
-/// Where the test set-up puts files from outside the repository: `OFFLOAD_IMAGE_EXTERNAL`,
-/// else `target/external` (callers must have called [`external`] first).
-pub fn external_dir() -> PathBuf {
-    std::env::var_os("OFFLOAD_IMAGE_EXTERNAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/external"))
-}
+pub use external::external_dir;
 
 /// A real ROCm library fetched by `scripts/fetch-rocm-libs.sh`, or a panic that says how.
 pub fn external_lib(name: &str) -> PathBuf {

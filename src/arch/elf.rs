@@ -5,14 +5,10 @@
 //! selection never touches the rest of an image.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::raw::ELF_MAGIC;
-use crate::target::amdgpu::{Feature, FeatureState, FeatureSupport, Processor, TargetId};
-use crate::target::nvptx::{ArchVariant, NvArch};
+use crate::raw::{ELF_MAGIC, EM_AMDGPU, EM_CUDA};
+use crate::arch::amdgpu::{Feature, FeatureState, FeatureSupport, Processor, TargetId};
+use crate::arch::nvptx::{ArchVariant, NvArch};
 
-/// `e_machine` of AMDGPU code objects (`object::elf::EM_AMDGPU`).
-pub const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
-/// `e_machine` of NVIDIA cubins (`object::elf::EM_CUDA`).
-pub const EM_CUDA: u16 = object::elf::EM_CUDA.0;
 /// `EI_OSABI` of HSA code objects (`ELFOSABI_AMDGPU_HSA`).
 pub const ELFOSABI_AMDGPU_HSA: u8 = 64;
 /// `EI_OSABI` of AMD PAL code objects.

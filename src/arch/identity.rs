@@ -5,13 +5,13 @@ use core::fmt;
 
 use crate::error::Error;
 use crate::image::{Image, ImageKind, OffloadKind};
-use crate::target::amdgpu::{Feature, Subarch, TargetId};
-use crate::target::elf::{
+use crate::arch::amdgpu::{Feature, Subarch, TargetId};
+use crate::arch::elf::{
     AmdgpuElf, AmdgpuElfProblem, CudaElf, DeviceElf, ELFOSABI_AMDGPU_HSA, ELFOSABI_AMDGPU_MESA3D,
     ELFOSABI_AMDGPU_PAL,
 };
-use crate::target::nvptx::{ArchVariant, NvArch};
-use crate::target::Triple;
+use crate::arch::nvptx::{ArchVariant, NvArch};
+use crate::arch::Triple;
 
 /// A target as named by a container or an ELF header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -163,19 +163,70 @@ impl<'a> Identity<'a> {
             (stated, _) => Some(stated),
         }
     }
+
+    /// The effective target ([`Identity::target`]) as the toolchain that made the code
+    /// names it: for NVIDIA code, `sm_86` for a cubin and `compute_86`, the virtual
+    /// architecture, for PTX and Tile IR bytecode (with the `a`/`f` suffix), as nvcc's
+    /// `-gencode` and cuobjdump's `-lelf`/`-lptx`/`-ltileir` file names tell them apart; an
+    /// AMDGPU target ID as is. `None` when
+    /// the image names no target (or an invalid one).
+    pub fn toolchain_target(&self) -> Option<Target<'a>> {
+        match self.target {
+            Target::None | Target::Invalid { .. } => None,
+            t => Some(spelled(t, self)),
+        }
+    }
 }
 
-/// How runtimes' reports and `loader-sim` name an image: the bundle entry ID as stored,
-/// else `<triple>--<target>` (an OffloadBinary's strings as stored; a bare ELF's normalised
-/// triple and its target from the header). Made by [`image_name`]; allocation-free.
+/// `target` as the toolchain spells it for the code `id` identifies: an NVIDIA
+/// architecture is virtual (`compute_86`) for PTX and Tile IR bytecode (cuobjdump's
+/// `-ltileir` lists it as `NAME.compute_80.tileir`), real (`sm_86`) for anything else.
+fn spelled<'a>(target: Target<'a>, id: &Identity<'_>) -> Target<'a> {
+    match target {
+        Target::Nvptx(arch) => Target::Nvptx(NvArch {
+            virtual_name: id.code == Code::Ptx || id.image_kind == ImageKind::TileIr,
+            ..arch
+        }),
+        t => t,
+    }
+}
+
+/// How runtimes' reports and `loader-sim` name an image ([`Image::name`]): the bundle entry
+/// ID as stored, else `<triple>--<target>`: an OffloadBinary's or an NVIDIA fatbinary's
+/// triple and architecture, a bare ELF's normalised triple and its target from the header,
+/// an NVIDIA architecture spelled as NVIDIA's tools spell it (`sm_86` for a cubin,
+/// `compute_86` for PTX: [`ImageName::target`]). Allocation-free.
 #[derive(Clone, Copy, Debug)]
 pub struct ImageName<'i, 'a> {
     image: &'i Image<'a>,
 }
 
-/// The name of `image` (see [`ImageName`]).
+/// The name of `image` (see [`ImageName`]); the same as [`Image::name`].
 pub fn image_name<'i, 'a>(image: &'i Image<'a>) -> ImageName<'i, 'a> {
     ImageName { image }
+}
+
+impl<'a> Image<'a> {
+    /// How runtimes' reports and `loader-sim` name this image: its bundle entry ID, else
+    /// `<triple>--<target>` with an NVIDIA architecture spelled as NVIDIA's tools spell it
+    /// (`sm_86` for a cubin, `compute_86` for PTX), an AMDGPU code object by its target ID
+    /// ([`ImageName`]; its `Display` writes the name, [`ImageName::target`] gives the
+    /// target part). Reads at most the image's ELF header.
+    pub fn name(&self) -> ImageName<'_, 'a> {
+        ImageName { image: self }
+    }
+}
+
+impl<'a> ImageName<'_, 'a> {
+    /// The image's target as the name spells it: the container's (else the ELF header's),
+    /// an NVIDIA architecture as `sm_86` for a cubin and `compute_86` for PTX, an AMDGPU
+    /// target ID (`gfx90a:xnack-`); `None` when the image names none (a host entry).
+    pub fn target(&self) -> Option<Target<'a>> {
+        let id = identify(self.image);
+        id.named_target()
+            .filter(|t| !matches!(t, Target::None))
+            .map(|t| spelled(t, &id))
+    }
 }
 
 impl core::fmt::Display for ImageName<'_, '_> {
@@ -184,18 +235,20 @@ impl core::fmt::Display for ImageName<'_, '_> {
         if let Some(id) = image.entry_id {
             return f.write_str(id);
         }
-        if let (Some(t), Some(a)) = (image.triple, image.target_id) {
+        let id = identify(image);
+        let nvidia = matches!(id.named_target(), Some(Target::Nvptx(_)));
+        if let (Some(t), Some(a), false) = (image.triple, image.target_id, nvidia) {
             return write!(f, "{t}--{a}");
         }
-        let id = identify(image);
         match (id.triple, image.triple) {
+            (_, Some(t)) if image.target_id.is_some() => f.write_str(t)?,
             (Some(t), _) => write!(f, "{t}")?,
             (None, Some(t)) => f.write_str(t)?,
             (None, None) => f.write_str("unknown")?,
         }
         f.write_str("--")?;
         match id.named_target() {
-            Some(t) => write!(f, "{t}"),
+            Some(t) => write!(f, "{}", spelled(t, &id)),
             None => Ok(()),
         }
     }
@@ -245,17 +298,13 @@ fn elf_triple(elf: &DeviceElf) -> Triple<'static> {
     }
 }
 
-/// Magic-number sniffing of image bytes: 4 bytes, never more.
+/// Magic-number sniffing of image bytes: 4 bytes, never more ([`ImageKind::from_magic`]).
 fn code_from_magic(bytes: &[u8]) -> Code {
-    if bytes.starts_with(&[0x42, 0x43, 0xC0, 0xDE]) || bytes.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
-    {
-        Code::Bitcode
-    } else if bytes.starts_with(&[0x03, 0x02, 0x23, 0x07]) {
-        Code::Spirv
-    } else if bytes.starts_with(&[0x50, 0xED, 0x55, 0xBA]) {
-        Code::Fatbinary
-    } else {
-        Code::Other
+    match ImageKind::from_magic(bytes) {
+        Some(ImageKind::Bitcode) => Code::Bitcode,
+        Some(ImageKind::Spirv) => Code::Spirv,
+        Some(ImageKind::Fatbinary) => Code::Fatbinary,
+        _ => Code::Other,
     }
 }
 

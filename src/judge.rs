@@ -26,7 +26,7 @@
 //!   judges it; with [`Judge::deep`], also the first bytes of every image).
 //!
 //! ```
-//! use offload_image::doctor::Coverage;
+//! use offload_image::judge::Coverage;
 //! use offload_image::{choose, units, Device, ReadOptions, SelectOptions};
 //!
 //! // A bundle of code for six processors, none of them a gfx1031.
@@ -54,11 +54,13 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::arch::amdgpu::{Feature, FeatureState, Processor, TargetId};
+use crate::arch::{Code, Device, Identity};
 use crate::bundle::BundleTable;
 use crate::ccob::CompressedBundle;
 use crate::container::{units, Unit, UnitContent};
 use crate::decompress::Codec;
-use crate::driver::Refusal;
+use crate::driver::{DriverNeed, Refusal};
 use crate::error::ErrorKind;
 use crate::host::{FileKind, HostFile};
 use crate::image::OffloadKind;
@@ -67,8 +69,6 @@ use crate::registration::FatbinWrapperView;
 use crate::select::SelectOptions;
 use crate::select::{Choice, Rejection, Verdict};
 use crate::stream::IDENTIFY_LEN;
-use crate::target::amdgpu::{Feature, FeatureState, Processor, TargetId};
-use crate::target::{Code, Device, Identity};
 use crate::ReadOptions;
 
 /// One unit as the runtime registers it from a linked host file's fat-binary wrapper.
@@ -745,7 +745,7 @@ pub enum Variant {
 /// `HSA_OVERRIDE_GFX_VERSION` would make it).
 ///
 /// ```
-/// use offload_image::doctor::{Probes, Variant};
+/// use offload_image::judge::{Probes, Variant};
 /// use offload_image::Device;
 ///
 /// let probes = Probes::new(&[Device::parse("gfx90a:xnack-")?], None);
@@ -835,10 +835,24 @@ pub fn overridden(device: &TargetId, p: &'static Processor) -> TargetId {
 pub struct LooseCode<'d> {
     /// (section name, offset in the file, identity) of each, in file order.
     pub objects: Vec<(&'d str, u64, Identity<'d>)>,
+    /// NVIDIA fat binaries in data sections, which no wrapper registers (cuFFT 12.5 keeps
+    /// 18,227 in `.data` and `.ldata`, cuSPARSE some in `.rodata`): (section name, offset
+    /// in the file, size, the identities of its entries). Each is read whole by
+    /// [`Fatbin::parse`](crate::nvfatbin::Fatbin::parse); ELF headers inside one are its
+    /// cubins, not loose code objects.
+    pub fatbins: Vec<(&'d str, u64, u64, Vec<Identity<'d>>)>,
 }
 
 /// At most this many loose code objects are identified in one file.
 pub const MAX_LOOSE_CODE: usize = 1 << 16;
+
+/// Most entries of a fat binary found in a data section ([`LooseCode::find`]); one with
+/// more is not counted.
+pub const MAX_FATBIN_ENTRIES: u64 = 1024;
+
+/// After this many candidates at the fatbinary magic fail to parse in one file,
+/// [`LooseCode::find`] stops looking for fat binaries (it still finds code objects).
+pub const MAX_FAILED_FATBINS: usize = 4096;
 
 impl<'d> LooseCode<'d> {
     /// The device code objects in `host`'s data sections (neither offload containers nor
@@ -847,6 +861,15 @@ impl<'d> LooseCode<'d> {
         const SHF_EXECINSTR: u64 = 0x4;
         const IMAGE_SCN_MEM_EXECUTE: u64 = 0x2000_0000;
         let mut objects = Vec::new();
+        let mut fatbins = Vec::new();
+        // Real fat binaries hold a few entries; a bound keeps a section full of fake
+        // headers from costing (attempts x entries) header reads: a candidate that does
+        // not parse costs at most MAX_FATBIN_ENTRIES, and at most MAX_FAILED_FATBINS fail.
+        let limits = crate::Limits {
+            max_entries: MAX_FATBIN_ENTRIES,
+            ..crate::Limits::DEFAULT
+        };
+        let mut failed = 0usize;
         for section in host.sections() {
             let executable = section.flags & (SHF_EXECINSTR | IMAGE_SCN_MEM_EXECUTE) != 0;
             if executable || !matches!(section.role(), crate::host::SectionRole::Other) {
@@ -857,11 +880,32 @@ impl<'d> LooseCode<'d> {
             let mut at = 0usize;
             while let Some(found) = data
                 .get(at..)
-                .and_then(|rest| rest.iter().position(|&b| b == 0x7F))
+                .and_then(|rest| rest.iter().position(|&b| b == 0x7F || b == 0x50))
             {
                 let start = at.saturating_add(found);
                 at = start.saturating_add(1);
                 let Some(rest) = data.get(start..) else { break };
+                if crate::nvfatbin::is_fatbin(rest) && failed < MAX_FAILED_FATBINS {
+                    let parsed = crate::nvfatbin::Fatbin::parse(rest, &limits);
+                    if parsed.is_err() {
+                        failed = failed.saturating_add(1);
+                    }
+                    if let Ok(f) = parsed {
+                        let offset = section.offset.saturating_add(crate::bytes::u64_of(start));
+                        let base = offset;
+                        let ids = f
+                            .entries()
+                            .map(|e| crate::identify(&fatbin_entry_image(&e, base)))
+                            .collect();
+                        fatbins.push((name, offset, f.len(), ids));
+                        // Its cubins are not loose code objects: go on after it.
+                        at = start.saturating_add(usize::try_from(f.len()).unwrap_or(usize::MAX));
+                        if fatbins.len() >= MAX_LOOSE_CODE {
+                            return LooseCode { objects, fatbins };
+                        }
+                    }
+                    continue;
+                }
                 if !rest.starts_with(crate::raw::ELF_MAGIC) {
                     continue;
                 }
@@ -872,25 +916,58 @@ impl<'d> LooseCode<'d> {
                 let offset = section.offset.saturating_add(crate::bytes::u64_of(start));
                 objects.push((name, offset, identity));
                 if objects.len() >= MAX_LOOSE_CODE {
-                    return LooseCode { objects };
+                    return LooseCode { objects, fatbins };
                 }
             }
         }
-        LooseCode { objects }
+        LooseCode { objects, fatbins }
+    }
+
+    /// The code objects of an AOTriton archive ([`crate::aks2`], `FORMATS.md` §12), which
+    /// AOTriton's runtime decompresses and loads itself: each identified from its ELF header,
+    /// under the section name `aks2` (a kernel whose compilation failed has no code object
+    /// and is left out).
+    #[cfg(feature = "std")]
+    pub fn from_aks2(archive: &'d crate::aks2::Aks2) -> Self {
+        let mut objects = Vec::new();
+        for kernel in archive.kernels.iter().take(MAX_LOOSE_CODE) {
+            let code = archive.code_object(kernel);
+            if code.is_empty() {
+                continue;
+            }
+            let identity = crate::identify(&Image::from_elf(objects.len(), code));
+            objects.push(("aks2", u64::from(kernel.offset), identity));
+        }
+        LooseCode {
+            objects,
+            fatbins: Vec::new(),
+        }
     }
 
     /// True when none was found.
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+        self.objects.is_empty() && self.fatbins.is_empty()
     }
 
-    /// How many of them `device` could load ([`crate::check`] on each header).
+    /// How many of them `device` could load ([`crate::check`] on each header): code objects,
+    /// and fat binaries with an entry the device can load (the driver picks among them).
     pub fn for_device(&self, device: &Device, options: &SelectOptions) -> usize {
-        self.objects
+        let objects = self
+            .objects
             .iter()
             .enumerate()
             .filter(|(i, (_, _, id))| crate::check(id, *i, device, options).key().is_some())
-            .count()
+            .count();
+        let fatbins = self
+            .fatbins
+            .iter()
+            .filter(|(_, _, _, ids)| {
+                ids.iter()
+                    .enumerate()
+                    .any(|(i, id)| crate::check(id, i, device, options).key().is_some())
+            })
+            .count();
+        objects.saturating_add(fatbins)
     }
 
     /// The verdict of a library that registers no device code but carries these code
@@ -933,13 +1010,74 @@ impl<'d> LooseCode<'d> {
             .iter()
             .map(|(n, c)| alloc::format!("{n}: {c}"))
             .collect();
+        let mut parts: Vec<String> = Vec::new();
+        if !self.objects.is_empty() {
+            parts.push(alloc::format!(
+                "{} code object{} in {} ({})",
+                self.objects.len(),
+                if self.objects.len() == 1 { "" } else { "s" },
+                sections.join(", "),
+                per.join(", ")
+            ));
+        }
+        if !self.fatbins.is_empty() {
+            let mut in_sections: Vec<&str> = Vec::new();
+            let mut bytes = 0u64;
+            for (section, _, size, _) in &self.fatbins {
+                if !in_sections.contains(section) {
+                    in_sections.push(section);
+                }
+                bytes = bytes.saturating_add(*size);
+            }
+            parts.push(alloc::format!(
+                "{} fat binar{} ({} bytes) in {}",
+                self.fatbins.len(),
+                if self.fatbins.len() == 1 { "y" } else { "ies" },
+                bytes,
+                in_sections.join(", ")
+            ));
+        }
+        parts.join(" and ")
+    }
+}
+
+/// What a person should be told when `data` holds no offload container but device code
+/// outside any ([`LooseCode::find`]): `list` and `select` find nothing to list or choose
+/// in such a file, and `doctor` is what judges it. `None` when `data` is not a host file
+/// or carries no such code.
+pub fn outside_note(data: &[u8]) -> Option<String> {
+    let host = HostFile::parse(data).ok()?;
+    let loose = LooseCode::find(&host);
+    (!loose.is_empty()).then(|| {
         alloc::format!(
-            "{} code object{} in {} ({})",
-            self.objects.len(),
-            if self.objects.len() == 1 { "" } else { "s" },
-            sections.join(", "),
-            per.join(", ")
+            "no offload container; {} outside any, which its program loads itself \
+             (`loader-sim doctor` judges them for a device)",
+            loose.summary()
         )
+    })
+}
+
+/// The image of fatbinary entry `e` for identification, from its header alone: in place
+/// when stored, else as an [`crate::image::Encoded`] image not decoded (`base`: the
+/// fatbinary's offset, for locating errors).
+fn fatbin_entry_image<'d>(e: &crate::nvfatbin::FatbinEntry<'d>, base: u64) -> Image<'d> {
+    match e.image() {
+        Some(bytes) => Image::from_fatbin_entry(e.index, e, bytes),
+        None => {
+            let at = base.saturating_add(e.offset);
+            Image::from_encoded_fatbin_entry(
+                e.index,
+                e,
+                crate::image::Encoded {
+                    codec: e.codec.unwrap_or(Codec::Zstd),
+                    stream: e.stream().unwrap_or_default(),
+                    size: e.uncompressed_size,
+                    stream_at: at.saturating_add(u64::from(e.header_size)),
+                    size_field: at.saturating_add(0x38),
+                    entry_kind: Some(e.kind),
+                },
+            )
+        }
     }
 }
 
@@ -1264,7 +1402,7 @@ fn stream_heads(c: &CompressedBundle<'_>, read: &ReadOptions) -> crate::Result<O
 /// The identity of a compressed bundle's entry from its entry ID alone, as comgr's code
 /// object lookup (which the HIP runtime uses) sees it: a code object for the stated target.
 pub fn identify_by_id(index: usize, id: &str, size: u64) -> Identity<'_> {
-    crate::target::identify_entry(index, id, &[], size)
+    crate::arch::identify_entry(index, id, &[], size)
 }
 
 /// What would make a library load on a device ([`hints`]).
@@ -1272,8 +1410,10 @@ pub fn identify_by_id(index: usize, id: &str, size: u64) -> Identity<'_> {
 pub enum Hint {
     /// Run with `HSA_XNACK=1` (`true`) or `=0` (safe).
     Xnack(bool),
-    /// An NVIDIA driver of this version or later: it decodes the chosen entries (safe).
-    Driver(DriverVersion),
+    /// A newer NVIDIA driver: one that decodes the chosen entries, or compiles the PTX the
+    /// library has for the device (safe). Its version when the release table gives it, else
+    /// the CUDA version it must implement, else "newer than this tool knows".
+    Driver(DriverNeed),
     /// Rebuild with `--offload-arch=` this target (safe).
     Rebuild(String),
     /// Run with `HSA_OVERRIDE_GFX_VERSION` naming this processor (unsupported: may fail
@@ -1298,13 +1438,17 @@ pub fn hints(probes: &Probes, k: usize, tally: &Tally) -> Vec<Hint> {
     }
     let driver = tally.coverage.get(k).and_then(|c| {
         c.gaps().find_map(|g| match &g.gap {
-            Gap::Driver { needs, .. } => Some(*needs),
-            Gap::PtxVersion(refusal) => refusal.needs_driver(),
+            Gap::Driver { needs, .. } => Some((DriverNeed::Version(*needs), false)),
+            Gap::PtxVersion(refusal) => refusal.driver_need().map(|n| (n, true)),
             _ => None,
         })
     });
-    if let Some(needs) = driver {
+    // PTX for the device that the driver refuses as too new: the library has code for the
+    // device, and the fix is a driver, not a rebuild.
+    let mut ptx_too_new = false;
+    if let Some((needs, ptx)) = driver {
         out.push(Hint::Driver(needs));
+        ptx_too_new = ptx;
     }
     match probes.devices.get(k) {
         Some(Device::Amdgpu(t)) => {
@@ -1313,7 +1457,8 @@ pub fn hints(probes: &Probes, k: usize, tally: &Tally) -> Vec<Hint> {
                 out.push(Hint::Rebuild(g.name.to_string()));
             }
         }
-        Some(d @ Device::Cuda { .. }) => out.push(Hint::Rebuild(d.to_string())),
+        Some(d @ Device::Cuda { .. }) if !ptx_too_new => out.push(Hint::Rebuild(d.to_string())),
+        Some(Device::Cuda { .. }) => {}
         None => {}
     }
     for (i, (of, v)) in probes.variants.iter().enumerate() {

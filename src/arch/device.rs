@@ -3,8 +3,8 @@
 use core::fmt;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::target::amdgpu::{Feature, FeatureState, Processor, Subarch, TargetId};
-use crate::target::nvptx::NvArch;
+use crate::arch::amdgpu::{Feature, FeatureState, Processor, Subarch, TargetId};
+use crate::arch::nvptx::NvArch;
 
 /// `HSA_CAP_SRAM_EDCSUPPORTED` in the KFD topology `capability` word (bit 26).
 ///

@@ -18,7 +18,7 @@
 //!   gfx1152 and gfx1153 (rocm-systems `projects/clr` at 02ba0621) and gfx1250
 //!   (ROCm/rocm-systems#9741); gfx1170-gfx1172 are unmapped (ROCm/rocm-systems#11715, open).
 
-use crate::target::amdgpu::Processor;
+use crate::arch::amdgpu::Processor;
 
 /// The first ROCm CLR release that uses a generic code object for a processor
 /// ([`clr_generic_since`]).
@@ -88,7 +88,7 @@ const LATER: ClrSince = ClrSince::AfterDated;
 /// ([`ClrSince::Never`] where no CLR table read maps the pair, whatever LLVM's families say).
 ///
 /// ```
-/// use offload_image::target::{clr_generic_since, ClrSince, Processor};
+/// use offload_image::arch::{clr_generic_since, ClrSince, Processor};
 /// let p = |n| Processor::by_name(n).unwrap();
 /// assert_eq!(clr_generic_since(p("gfx1101"), p("gfx11-generic"), false), ClrSince::Release(6, 4, 0));
 /// assert_eq!(clr_generic_since(p("gfx1101"), p("gfx11-generic"), true), ClrSince::Release(6, 4, 1));
