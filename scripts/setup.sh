@@ -26,3 +26,4 @@ scripts/fetch-nvidia-libs.sh >/dev/null
 scripts/fetch-windows-wheels.sh >/dev/null
 scripts/fetch-cyllama-rocm.sh >/dev/null
 scripts/fetch-verdict-wheels.sh >/dev/null
+scripts/fetch-publish-oracles.sh >/dev/null

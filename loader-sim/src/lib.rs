@@ -21,14 +21,19 @@
 
 mod child;
 mod cmd;
+mod cuda_runtime;
 mod decode;
+mod gpu_names;
 mod gpus;
+mod images;
 mod input;
 mod kpack;
 mod listing;
 mod output;
+mod packages;
 mod python;
 mod registration;
+mod sarif;
 mod scan;
 mod selection;
 mod stream;
@@ -66,6 +71,14 @@ enum Command {
     /// For every library with device code under PATH and every device: which units load,
     /// why the others do not, and what would make them run.
     Doctor(cmd::doctor::Args),
+    /// Which GPUs the libraries and packages under PATH serve, and how many units of each.
+    Coverage(cmd::coverage::Args),
+    /// The wheel-variant properties a wheel's device code backs; --check compares the
+    /// wheel's declared ones (variant.json) with them.
+    Variants(cmd::variants::Args),
+    /// A CycloneDX 1.6 SBOM of the device code under PATH: a component per library, one per
+    /// device image under it; --into-wheel adds it to a copy of a wheel (PEP 770).
+    Sbom(cmd::sbom::Args),
     /// Drop the device images no kept device can load (bundles, CCOB, OffloadBinaries, .hip_fatbin of linked files).
     Prune(cmd::prune::Args),
     /// Check offload containers: every problem, with severity, code and byte offset.
@@ -291,14 +304,20 @@ fn run_command(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
         Command::Load { lib } => cmd::register::load_child(&lib),
         Command::Select(a) => cmd::select::run(&a, out),
         Command::Doctor(a) => {
-            // Wheels spill to the temporary folder under this limit: a value that is not a
-            // size is the caller's mistake, said once, not a wheel reported damaged.
-            wheel::spill_limit().map_err(|m| Failure {
-                message: m,
-                kind: Some("usage"),
-                offset: None,
-            })?;
+            check_spill_limit()?;
             cmd::doctor::run(&a, out)
+        }
+        Command::Coverage(a) => {
+            check_spill_limit()?;
+            cmd::coverage::run(&a, out)
+        }
+        Command::Variants(a) => {
+            check_spill_limit()?;
+            cmd::variants::run(&a, out)
+        }
+        Command::Sbom(a) => {
+            check_spill_limit()?;
+            cmd::sbom::run(&a, out)
         }
         Command::Validate(a) => cmd::validate::run(&a, out),
         Command::Wrap(a) => cmd::wrap::run(&a),
@@ -323,4 +342,14 @@ fn tool_outcome(tool: &str, args: &[String]) -> Result<Outcome, Failure> {
         0 => Ok(Outcome::Ok),
         _ => Ok(Outcome::Invalid),
     }
+}
+
+/// Wheels spill to the temporary folder under `LOADER_SIM_SPILL_LIMIT`: a value that is not
+/// a size is the caller's mistake, said once as a usage error, not a wheel reported damaged.
+fn check_spill_limit() -> Result<(), Failure> {
+    wheel::spill_limit().map(|_| ()).map_err(|m| Failure {
+        message: m,
+        kind: Some("usage"),
+        offset: None,
+    })
 }

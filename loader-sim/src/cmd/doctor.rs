@@ -40,8 +40,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use offload_image::judge::{self as doctor, DriverVersion};
 use offload_image::driver::DriverNeed;
+use offload_image::judge::{self as doctor, DriverVersion};
 use offload_image::{Device, SelectOptions};
 use serde::Serialize;
 
@@ -93,6 +93,9 @@ pub struct Args {
     /// (compression not judged) with --target alone.
     #[arg(long, value_name = "VERSION", value_parser = parse_driver)]
     nvidia_driver: Option<DriverVersion>,
+    /// Output format: text, json (as --json), or sarif (a SARIF 2.1.0 log).
+    #[arg(long, value_enum)]
+    format: Option<crate::sarif::ReportFormat>,
 }
 
 use crate::cmd::parse_driver;
@@ -238,6 +241,9 @@ struct Summary {
     outside: usize,
     damaged: usize,
     seconds: f64,
+    /// With `--python`: each package's verdict per device (crate::packages).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    packages: Vec<crate::packages::PackageVerdict>,
 }
 
 /// The devices to judge (name as given, device) and the NVIDIA driver they have
@@ -405,6 +411,14 @@ impl Summary {
             outside: count("outside"),
             damaged: count("damaged"),
             seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+            packages: plan
+                .real
+                .iter()
+                .flat_map(|(name, _)| {
+                    let mine = records.iter().filter(|r| &r.device == name);
+                    crate::packages::verdicts(name, &library_verdicts(mine))
+                })
+                .collect(),
         }
     }
 }
@@ -458,19 +472,48 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             (a.package.is_none(), &a.package).cmp(&(b.package.is_none(), &b.package))
         });
     }
+    // The CUDA runtime's own driver floor (issue 46 item 6): crate::cuda_runtime.
+    let cuda = plan
+        .real
+        .iter()
+        .any(|(_, d)| matches!(d, Device::Cuda { .. }));
+    let runtime = crate::cuda_runtime::findings(&files, nvidia_driver, cuda);
+    if let Some((floor, _)) = runtime.first() {
+        let driver_hints = records.iter_mut().flat_map(|r| r.hints.iter_mut());
+        for h in driver_hints.filter(|h| h.kind == "driver") {
+            crate::cuda_runtime::raise(&mut h.value, *floor);
+        }
+    }
     let summary = Summary::new(&records, files.len(), library_count, &plan, start);
-    let written = if args.json {
+    let written = if args.format == Some(crate::sarif::ReportFormat::Sarif) {
+        // SARIF 2.1.0 (crate::sarif) from the JSON records.
+        let values: Vec<serde_json::Value> = records
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .chain(
+                runtime
+                    .iter()
+                    .filter_map(|f| serde_json::to_value(&f.1).ok()),
+            )
+            .collect();
+        let findings = crate::sarif::doctor_findings(&values);
+        crate::sarif::write(&mut out, &findings, &crate::sarif::doctor_rule)
+    } else if args.json || args.format == Some(crate::sarif::ReportFormat::Json) {
         records
             .iter()
             .try_for_each(|r| json_line(&mut out, r))
+            .and_then(|()| runtime.iter().try_for_each(|f| json_line(&mut out, &f.1)))
             .and_then(|()| json_line(&mut out, &summary))
     } else {
-        write_tables(&mut out, &plan, &records, &summary)
+        crate::cuda_runtime::text(&runtime)
+            .iter()
+            .try_for_each(|l| writeln!(out, "{l}"))
+            .and_then(|()| write_tables(&mut out, &plan, &records, &summary))
     };
     written
         .and_then(|()| out.flush())
         .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
-    if records.iter().all(|r| r.loads) {
+    if records.iter().all(|r| r.loads) && runtime.is_empty() {
         Ok(Outcome::Ok)
     } else {
         Ok(Outcome::NoMatch)
@@ -488,6 +531,10 @@ fn write_tables(
         let mine: Vec<&Record> = records.iter().filter(|r| &r.device == name).collect();
         let ok = mine.iter().filter(|r| r.loads).count();
         let no_kernels = mine.iter().filter(|r| r.status == "no-kernels").count();
+        // With packages known (--python), the headline counts packages (crate::packages).
+        if let Some(h) = package_headline(name, device, &mine) {
+            writeln!(out, "{h}")?;
+        }
         writeln!(
             out,
             "{name}{}: {ok} of {} libraries load{}",
@@ -531,6 +578,28 @@ fn write_tables(
         )?;
     }
     Ok(())
+}
+
+/// The per-package headline of device `name` ([`crate::packages::headline`]).
+fn package_headline(name: &str, device: &Device, mine: &[&Record]) -> Option<String> {
+    let libs = library_verdicts(mine.iter().copied());
+    let label = match name == device.to_string() {
+        true => name.to_string(),
+        false => format!("{name} ({device})"),
+    };
+    crate::packages::headline(&label, &crate::packages::verdicts(name, &libs))
+}
+
+/// The package and verdict of each of `records`.
+fn library_verdicts<'a>(
+    records: impl Iterator<Item = &'a Record>,
+) -> Vec<crate::packages::LibraryVerdict<'a>> {
+    records
+        .map(|r| crate::packages::LibraryVerdict {
+            package: r.package.as_deref(),
+            loads: r.loads,
+        })
+        .collect()
 }
 
 /// One device's table: a line per library (in a Python environment the first column is

@@ -1,11 +1,14 @@
 //! One module per subcommand.
 
+pub mod coverage;
 pub mod doctor;
 pub mod list;
 pub mod prune;
 pub mod register;
+pub mod sbom;
 pub mod select;
 pub mod validate;
+pub mod variants;
 pub mod wrap;
 
 use offload_image::{Device, Policy};
@@ -13,18 +16,12 @@ use offload_image::{Device, Policy};
 use crate::Failure;
 
 /// Parses the TARGET values of `option` (`--target`, `--keep`): each with the text it was
-/// given, for reports.
+/// given, for reports. Product names and compute capabilities are taken too
+/// ([`crate::gpu_names::resolve`]).
 pub fn parse_devices(option: &str, values: &[String]) -> Result<Vec<(String, Device)>, Failure> {
     values
         .iter()
-        .map(|t| {
-            Device::parse(t)
-                .map(|d| (t.clone(), d))
-                .map_err(|e| Failure {
-                    kind: Some(e.kind().name()),
-                    ..Failure::msg(format!("invalid {option} '{t}': {}", e.what()))
-                })
-        })
+        .map(|t| crate::gpu_names::device_arg(option, t).map(|d| (t.clone(), d)))
         .collect()
 }
 

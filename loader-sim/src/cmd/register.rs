@@ -96,8 +96,8 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> Result<Outcome, Failure
         .devices
         .iter()
         .map(|d| {
-            SimulatedDevice::parse(d)
-                .map_err(|e| Failure::msg(format!("invalid --device '{d}': {}", e.what())))
+            crate::gpu_names::device_arg("--device", d.trim())
+                .map(|device| SimulatedDevice::new(d.trim(), device))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let records = match (&args.load, &args.file) {

@@ -30,6 +30,9 @@ pub struct Args {
     /// compile are reported (`ptx-too-new-for-driver`).
     #[arg(long, value_name = "VERSION", value_parser = crate::cmd::parse_driver)]
     nvidia_driver: Option<offload_image::driver::DriverVersion>,
+    /// Output format: text, json (as --json), or sarif (a SARIF 2.1.0 log).
+    #[arg(long, value_enum)]
+    format: Option<crate::sarif::ReportFormat>,
 }
 
 /// One finding (field names are part of the CLI contract).
@@ -97,6 +100,9 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     let read =
         crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash);
     let mut worst: Option<Severity> = None;
+    let sarif = args.format == Some(crate::sarif::ReportFormat::Sarif);
+    let json = args.json || args.format == Some(crate::sarif::ReportFormat::Json);
+    let mut collected: Vec<crate::sarif::Finding> = Vec::new();
     for file in &args.files {
         let findings: Vec<Finding> = match Input::open(file) {
             Ok(input) => {
@@ -124,7 +130,18 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
         };
         for f in &findings {
             worst = worst.max(Some(f.severity()));
-            let written = if args.json {
+            if sarif {
+                collected.push(crate::sarif::Finding {
+                    rule: f.code.name().to_string(),
+                    level: crate::sarif::level(f.severity().name()),
+                    message: f.message.clone(),
+                    file: file.display().to_string(),
+                    offset: Some(f.offset),
+                    inside: Some(f.container.clone()),
+                });
+                continue;
+            }
+            let written = if json {
                 json_line(
                     &mut out,
                     &Record {
@@ -152,6 +169,12 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             };
             written.map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
         }
+    }
+    if sarif {
+        crate::sarif::write(out, &collected, &|code| {
+            format!("validate: {code} (docs/VALIDATE.md)")
+        })
+        .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
     }
     out.flush()
         .map_err(|e| Failure::msg(format!("cannot write output: {e}")))?;
