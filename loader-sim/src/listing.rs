@@ -134,12 +134,24 @@ pub(crate) fn unit_lines(
     // unit's decompressed content is hashed once. Decoded images (`encoded`) live in
     // buffers of their own, which may reuse an address: they are never looked up.
     let mut hashed = HashCache::default();
+    // An NVIDIA fatbinary's compressed entries are decoded one at a time into buffers that
+    // may reuse an address (and come with `encoded` cleared): only its entries stored in
+    // the file are looked up. Other units' images lie in the file or in the content the
+    // unit decompressed once, which stays put while the unit is listed.
+    let fatbin = matches!(unit.content, UnitContent::NvFatbin(_));
+    let file = input.bytes();
+    let in_file = |bytes: &[u8]| {
+        let (start, end) = (file.as_ptr() as usize, file.as_ptr() as usize + file.len());
+        let at = bytes.as_ptr() as usize;
+        start <= at && at + bytes.len() <= end
+    };
     // Without hashes, compressed entries are not decoded: what their headers say.
     let listed = crate::decode::for_each_image_with(unit, options, hash, |image| {
         // Hashing reads the whole image: read ahead, and drop its pages afterwards so
         // that listing a 1.3 GB library does not keep it all mapped.
         let sha256 = hash.then(|| {
-            hashed.get(image.encoded.is_none(), image.bytes, |bytes| {
+            let stable = image.encoded.is_none() && (!fatbin || in_file(image.bytes));
+            hashed.get(stable, image.bytes, |bytes| {
                 input.will_read(bytes);
                 let sha256 = sha256_hex(bytes);
                 input.release(bytes);

@@ -509,6 +509,13 @@ fn reader_programs_agree_with_loader_sim_and_the_manifest() {
         for rec in manifest.iter().filter(|m| m["file"] == file) {
             let name = match rec["record"].as_str() {
                 Some("entry") => rec["entry_id"].as_str().unwrap().to_string(),
+                // PTX is named by its virtual architecture (`Image::name`: compute_70 for
+                // the PTX of sm_70, as NVIDIA's tools write it).
+                Some("image") if rec["image_kind"] == "ptx" => format!(
+                    "{}--{}",
+                    opt_str(&rec["triple"]),
+                    opt_str(&rec["arch"]).replacen("sm_", "compute_", 1)
+                ),
                 Some("image") => format!("{}--{}", opt_str(&rec["triple"]), opt_str(&rec["arch"])),
                 _ => continue,
             };
