@@ -48,30 +48,34 @@ pub fn described_len(data: &[u8]) -> Option<u64> {
 }
 
 impl<'data> CompressedBundle<'data> {
-    /// Size of the blob in its container: `total_size` for v2/v3; for v1 the header plus
-    /// the length of the compressed stream, found by decoding it.
-    pub fn len(&self, options: &ReadOptions) -> Result<u64> {
-        match self.total_size {
-            Some(t) => Ok(t),
-            None => {
-                let (_, used) = self.decode(options, false)?;
-                Ok(self.header_len.saturating_add(used))
+    tools_pub! {
+        /// Size of the blob in its container: `total_size` for v2/v3; for v1 the header plus
+        /// the length of the compressed stream, found by decoding it.
+        pub fn len(&self, options: &ReadOptions) -> Result<u64> {
+            match self.total_size {
+                Some(t) => Ok(t),
+                None => {
+                    let (_, used) = self.decode(options, false)?;
+                    Ok(self.header_len.saturating_add(used))
+                }
             }
         }
     }
 
-    /// Checks the declared decompressed size against the limit and against what the
-    /// payload can possibly produce, as [`ContentReader::new`] and
-    /// [`CompressedBundle::decompress`] do before allocating (errors at the size field).
-    pub fn check_size(&self, options: &ReadOptions) -> Result<()> {
-        check_declared_size(
-            self.method.codec(),
-            self.payload,
-            self.uncompressed_size,
-            self.size_field(),
-            options,
-        )
-        .map(|_| ())
+    tools_pub! {
+        /// Checks the declared decompressed size against the limit and against what the
+        /// payload can possibly produce, as [`ContentReader::new`] and
+        /// [`CompressedBundle::decompress`] do before allocating (errors at the size field).
+        pub fn check_size(&self, options: &ReadOptions) -> Result<()> {
+            check_declared_size(
+                self.method.codec(),
+                self.payload,
+                self.uncompressed_size,
+                self.size_field(),
+                options,
+            )
+            .map(|_| ())
+        }
     }
 
     /// The built-in decoder of the payload (miniz_oxide for zlib, ruzstd for zstd), for
@@ -87,12 +91,14 @@ impl<'data> CompressedBundle<'data> {
         }
     }
 
-    /// The decoder of the payload [`ReadOptions::decoders`] asks for: the caller's
-    /// [`Decoders::stream`] if set, else the built-in one ([`Self::decoder`]).
-    pub fn stream_decoder(&self, options: &ReadOptions) -> Result<Decoder<'data>> {
-        match options.decoders.stream {
-            Some(f) => f(self, options).map(Decoder::Caller),
-            None => self.decoder(options).map(Decoder::Builtin),
+    tools_pub! {
+        /// The decoder of the payload [`ReadOptions::decoders`] asks for: the caller's
+        /// [`Decoders::stream`] if set, else the built-in one ([`Self::decoder`]).
+        pub fn stream_decoder(&self, options: &ReadOptions) -> Result<Decoder<'data>> {
+            match options.decoders.stream {
+                Some(f) => f(self, options).map(Decoder::Caller),
+                None => self.decoder(options).map(Decoder::Builtin),
+            }
         }
     }
 
@@ -102,20 +108,22 @@ impl<'data> CompressedBundle<'data> {
         ContentReader::new(self, self.stream_decoder(options)?, options)
     }
 
-    /// Decompresses the payload into a new buffer of exactly [`Self::uncompressed_size`]
-    /// bytes and verifies the hash if `options.verify_hash` is set, with the decoders of
-    /// [`ReadOptions::decoders`]: the caller's [`Decoders::whole`] if set, else its
-    /// [`Decoders::stream`] read to the end, else the built-in decoders.
-    ///
-    /// Errors are located relative to the start of the blob.
-    pub fn decompress(&self, options: &ReadOptions) -> Result<Vec<u8>> {
-        if let Some(f) = options.decoders.whole {
-            return f(self, options);
+    tools_pub! {
+        /// Decompresses the payload into a new buffer of exactly [`Self::uncompressed_size`]
+        /// bytes and verifies the hash if `options.verify_hash` is set, with the decoders of
+        /// [`ReadOptions::decoders`]: the caller's [`Decoders::whole`] if set, else its
+        /// [`Decoders::stream`] read to the end, else the built-in decoders.
+        ///
+        /// Errors are located relative to the start of the blob.
+        pub fn decompress(&self, options: &ReadOptions) -> Result<Vec<u8>> {
+            if let Some(f) = options.decoders.whole {
+                return f(self, options);
+            }
+            if options.decoders.stream.is_some() {
+                return self.reader(options)?.read_to_vec();
+            }
+            self.decode(options, options.verify_hash).map(|(v, _)| v)
         }
-        if options.decoders.stream.is_some() {
-            return self.reader(options)?.read_to_vec();
-        }
-        self.decode(options, options.verify_hash).map(|(v, _)| v)
     }
 
     /// Decodes the payload: (output, compressed bytes consumed).

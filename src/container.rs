@@ -59,17 +59,21 @@ pub struct Location<'data> {
 }
 
 impl<'data> Location<'data> {
-    /// The containers leading to the unit, outermost first (empty: the file itself).
-    pub fn path(&self) -> &[PathElem<'data>] {
-        &self.path
+    tools_pub! {
+        /// The containers leading to the unit, outermost first (empty: the file itself).
+        pub fn path(&self) -> &[PathElem<'data>] {
+            &self.path
+        }
     }
 
-    /// The innermost ELF section name, if the unit is in a section.
-    pub fn section(&self) -> Option<&'data [u8]> {
-        self.path.iter().rev().find_map(|p| match p {
-            PathElem::Section(s) => Some(*s),
-            PathElem::Member(_) => None,
-        })
+    tools_pub! {
+        /// The innermost ELF section name, if the unit is in a section.
+        pub fn section(&self) -> Option<&'data [u8]> {
+            self.path.iter().rev().find_map(|p| match p {
+                PathElem::Section(s) => Some(*s),
+                PathElem::Member(_) => None,
+            })
+        }
     }
 }
 
@@ -192,31 +196,35 @@ impl<'data> Unit<'data> {
         }
     }
 
-    /// The extent of the unit's container in the walked buffer, as its headers give it:
-    /// a bundle, fatbinary or OffloadBinary sequence by its stored sizes, a `CCOB` by its
-    /// total size (version 1, which has none, by decoding its stream to its end), a bundled
-    /// host object or bare device ELF by its own bytes, a text bundle to the end of the
-    /// buffer (it is a whole file).
-    pub fn extent(&self, options: &ReadOptions) -> Result<core::ops::Range<u64>> {
-        let start = self.location.offset;
-        let len = match &self.content {
-            UnitContent::Bundle(b) => b.len(),
-            UnitContent::Compressed(c) => c.len(options).map_err(|e| e.rebase(start))?,
-            UnitContent::OffloadBinaries(s) => s.len(),
-            UnitContent::DeviceElf(d) => u64_of(d.len()),
-            UnitContent::NvFatbin(f) => f.len(),
-            UnitContent::Kpack(k) => u64_of(k.data().len()),
-            UnitContent::ObjectBundle(o) => u64_of(o.elf().len()),
-            UnitContent::Text(_) => u64_of(self.file.len()).saturating_sub(start),
-            UnitContent::Damaged(d) => u64_of(d.bytes.len()),
-        };
-        Ok(start..start.saturating_add(len))
+    tools_pub! {
+        /// The extent of the unit's container in the walked buffer, as its headers give it:
+        /// a bundle, fatbinary or OffloadBinary sequence by its stored sizes, a `CCOB` by its
+        /// total size (version 1, which has none, by decoding its stream to its end), a bundled
+        /// host object or bare device ELF by its own bytes, a text bundle to the end of the
+        /// buffer (it is a whole file).
+        pub fn extent(&self, options: &ReadOptions) -> Result<core::ops::Range<u64>> {
+            let start = self.location.offset;
+            let len = match &self.content {
+                UnitContent::Bundle(b) => b.len(),
+                UnitContent::Compressed(c) => c.len(options).map_err(|e| e.rebase(start))?,
+                UnitContent::OffloadBinaries(s) => s.len(),
+                UnitContent::DeviceElf(d) => u64_of(d.len()),
+                UnitContent::NvFatbin(f) => f.len(),
+                UnitContent::Kpack(k) => u64_of(k.data().len()),
+                UnitContent::ObjectBundle(o) => u64_of(o.elf().len()),
+                UnitContent::Text(_) => u64_of(self.file.len()).saturating_sub(start),
+                UnitContent::Damaged(d) => u64_of(d.bytes.len()),
+            };
+            Ok(start..start.saturating_add(len))
+        }
     }
 
-    /// The bytes of the unit's container ([`Unit::extent`]).
-    pub fn bytes(&self, options: &ReadOptions) -> Result<&'data [u8]> {
-        let r = self.extent(options)?;
-        bytes::sub(self.file, r.start, r.end.saturating_sub(r.start), "unit")
+    tools_pub! {
+        /// The bytes of the unit's container ([`Unit::extent`]).
+        pub fn bytes(&self, options: &ReadOptions) -> Result<&'data [u8]> {
+            let r = self.extent(options)?;
+            bytes::sub(self.file, r.start, r.end.saturating_sub(r.start), "unit")
+        }
     }
 
     /// Offset of `bytes` in the walked buffer, if they are stored there uncompressed.

@@ -133,6 +133,22 @@ macro_rules! tools_layer {
     )*};
 }
 
+/// Declares one method, associated function or constant of a plugin-tier type that serves
+/// the tools' layer: `pub` with feature `tools`, `pub(crate)` without it (where it may be
+/// unused, hence `dead_code` allowed). `pub(crate)` and `pub` cannot be switched by
+/// `cfg_attr`, hence the item twice, one of the two compiled.
+macro_rules! tools_pub {
+    ($(#[$attr:meta])* pub $($item:tt)*) => {
+        #[cfg(feature = "tools")]
+        $(#[$attr])*
+        pub $($item)*
+        #[cfg(not(feature = "tools"))]
+        $(#[$attr])*
+        #[allow(dead_code)]
+        pub(crate) $($item)*
+    };
+}
+
 // The bytes step: the plugin tier re-exports the error and the options; `raw` is public.
 mod bytes;
 mod compressed;
@@ -178,19 +194,30 @@ pub mod registration;
 pub mod write;
 
 // The plugin tier.
-pub use arch::{identify, image_name, Device, Identity, Target, TargetId};
+pub use arch::{identify, image_name, Device, Identity, Target};
 pub use compressed::{CompressedBundle, CompressionMethod, Decompressor};
-pub use container::{
-    for_each_unit, units, Damage, Location, OpenUnit, PathElem, Unit, UnitContent, Units,
-};
+pub use container::{for_each_unit, units, Damage, Location, OpenUnit, Unit, Units};
 pub use driver::{CudaDriver, DriverVersion, JitSwitches};
 pub use error::{Error, ErrorKind, Result};
-pub use image::{Checked, Encoded, Format, Image, ImageKind, OffloadKind};
+pub use host::kpack::split_library;
+pub use image::{Format, Image, ImageKind, OffloadKind};
 pub use options::{Decoders, Limits, ReadOptions};
-pub use select::{choose, Choice, KindFilter, Loss, Policy, RankKey, Rejection, SelectOptions};
+pub use select::{
+    choose, hip_force_spirv, Choice, KindFilter, Loss, Lost, Policy, Rejection, SelectOptions,
+};
 pub use stream::{choose_streaming, choose_streaming_keeping, KeptImage, StreamChoice};
-pub use validate::{validate, Code as FindingCode, Finding, Severity};
+pub use validate::{validate, Finding, Severity};
 
-// The root names the tools' layer adds (what the root held before the tiers).
+// The root names the tools' layer adds: the detail types the plugin tier's fields hold (a
+// plugin reads them through their fields and methods without naming them), and what the
+// root held before the tiers.
 #[cfg(feature = "tools")]
-pub use select::{check, explain, select, Candidate, Selection, Verdict};
+pub use arch::TargetId;
+#[cfg(feature = "tools")]
+pub use container::{PathElem, UnitContent};
+#[cfg(feature = "tools")]
+pub use image::{Checked, Encoded};
+#[cfg(feature = "tools")]
+pub use select::{check, explain, select, Candidate, RankKey, Selection, Verdict};
+#[cfg(feature = "tools")]
+pub use validate::Code as FindingCode;

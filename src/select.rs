@@ -131,24 +131,26 @@ impl KindFilter {
         }
     }
 
-    /// True when an image of `kind` may be loaded for this request. Host and unknown
-    /// kinds never pass; images without a kind always do.
-    pub const fn accepts(self, kind: OffloadKind, hip_openmp_compatible: bool) -> bool {
-        match kind {
-            OffloadKind::Host | OffloadKind::Other => false,
-            OffloadKind::None => true,
-            OffloadKind::Hip | OffloadKind::HipV4 | OffloadKind::Hcc => match self {
-                KindFilter::Any | KindFilter::Hip => true,
-                KindFilter::OpenMp => hip_openmp_compatible,
-                KindFilter::Cuda => false,
-            },
-            OffloadKind::OpenMp => match self {
-                KindFilter::Any | KindFilter::OpenMp => true,
-                KindFilter::Hip => hip_openmp_compatible,
-                KindFilter::Cuda => false,
-            },
-            OffloadKind::Cuda => matches!(self, KindFilter::Any | KindFilter::Cuda),
-            OffloadKind::Sycl => matches!(self, KindFilter::Any),
+    tools_pub! {
+        /// True when an image of `kind` may be loaded for this request. Host and unknown
+        /// kinds never pass; images without a kind always do.
+        pub const fn accepts(self, kind: OffloadKind, hip_openmp_compatible: bool) -> bool {
+            match kind {
+                OffloadKind::Host | OffloadKind::Other => false,
+                OffloadKind::None => true,
+                OffloadKind::Hip | OffloadKind::HipV4 | OffloadKind::Hcc => match self {
+                    KindFilter::Any | KindFilter::Hip => true,
+                    KindFilter::OpenMp => hip_openmp_compatible,
+                    KindFilter::Cuda => false,
+                },
+                OffloadKind::OpenMp => match self {
+                    KindFilter::Any | KindFilter::OpenMp => true,
+                    KindFilter::Hip => hip_openmp_compatible,
+                    KindFilter::Cuda => false,
+                },
+                OffloadKind::Cuda => matches!(self, KindFilter::Any | KindFilter::Cuda),
+                OffloadKind::Sycl => matches!(self, KindFilter::Any),
+            }
         }
     }
 }
@@ -265,23 +267,25 @@ impl Default for SelectOptions {
 }
 
 impl SelectOptions {
-    /// What comgr's `amd_comgr_lookup_code_object` does for one native ISA query: HIP kinds
-    /// only, the first entry in header order whose ID names the device's processor with
-    /// compatible features. Comgr reads IDs, not payloads, so bitcode entries count; a
-    /// generic or SPIR-V entry only answers a query for that generic/SPIR-V name, which
-    /// CLR makes separately (then ranks native, generic, SPIR-V: [`Policy::FirstByClass`]).
-    pub const fn comgr() -> Self {
-        SelectOptions {
-            kind: KindFilter::Hip,
-            hip_openmp_compatible: false,
-            policy: Policy::First,
-            allow_jit: true,
-            allow_generic: false,
-            allow_spirv: false,
-            strict: false,
-            cuda: CudaDriver::new(None),
-            force_spirv: false,
-            clr: false,
+    tools_pub! {
+        /// What comgr's `amd_comgr_lookup_code_object` does for one native ISA query: HIP kinds
+        /// only, the first entry in header order whose ID names the device's processor with
+        /// compatible features. Comgr reads IDs, not payloads, so bitcode entries count; a
+        /// generic or SPIR-V entry only answers a query for that generic/SPIR-V name, which
+        /// CLR makes separately (then ranks native, generic, SPIR-V: [`Policy::FirstByClass`]).
+        pub const fn comgr() -> Self {
+            SelectOptions {
+                kind: KindFilter::Hip,
+                hip_openmp_compatible: false,
+                policy: Policy::First,
+                allow_jit: true,
+                allow_generic: false,
+                allow_spirv: false,
+                strict: false,
+                cuda: CudaDriver::new(None),
+                force_spirv: false,
+                clr: false,
+            }
         }
     }
 }
@@ -1103,95 +1107,99 @@ pub fn explain<'a>(image: &Image<'a>, device: &Device, options: &SelectOptions) 
 }
 
 impl Rejection<'_> {
-    /// How much the rejection says about the device: 0 for images that were never meant
-    /// for it (host entries, other kinds, other architectures, empty or non-code
-    /// payloads), 1 for options that ruled an image out, 2 for the compatibility rules
-    /// proper (processor, features, generic version, NVIDIA rules, unloadable ELF).
-    pub const fn relevance(&self) -> u8 {
-        match self {
-            Rejection::Host
-            | Rejection::Empty
-            | Rejection::Kind { .. }
-            | Rejection::Arch { .. }
-            | Rejection::NotHsa { .. }
-            | Rejection::NotCode => 0,
-            Rejection::JitNotAllowed(_)
-            | Rejection::GenericNotAllowed(_)
-            | Rejection::SpirvNotAllowed
-            | Rejection::Mismatch(_) => 1,
-            Rejection::NoTarget
-            | Rejection::InvalidTarget { .. }
-            | Rejection::Elf(_)
-            | Rejection::Processor { .. }
-            | Rejection::NotInFamily { .. }
-            | Rejection::GenericVersion { .. }
-            | Rejection::ClrGenericMap { .. }
-            | Rejection::ClrSpelling { .. }
-            | Rejection::Feature { .. }
-            | Rejection::Driver(_)
-            | Rejection::Nvptx { .. } => 2,
-            Rejection::ForcedJit | Rejection::ForcedSpirv => 1,
+    tools_pub! {
+        /// How much the rejection says about the device: 0 for images that were never meant
+        /// for it (host entries, other kinds, other architectures, empty or non-code
+        /// payloads), 1 for options that ruled an image out, 2 for the compatibility rules
+        /// proper (processor, features, generic version, NVIDIA rules, unloadable ELF).
+        pub const fn relevance(&self) -> u8 {
+            match self {
+                Rejection::Host
+                | Rejection::Empty
+                | Rejection::Kind { .. }
+                | Rejection::Arch { .. }
+                | Rejection::NotHsa { .. }
+                | Rejection::NotCode => 0,
+                Rejection::JitNotAllowed(_)
+                | Rejection::GenericNotAllowed(_)
+                | Rejection::SpirvNotAllowed
+                | Rejection::Mismatch(_) => 1,
+                Rejection::NoTarget
+                | Rejection::InvalidTarget { .. }
+                | Rejection::Elf(_)
+                | Rejection::Processor { .. }
+                | Rejection::NotInFamily { .. }
+                | Rejection::GenericVersion { .. }
+                | Rejection::ClrGenericMap { .. }
+                | Rejection::ClrSpelling { .. }
+                | Rejection::Feature { .. }
+                | Rejection::Driver(_)
+                | Rejection::Nvptx { .. } => 2,
+                Rejection::ForcedJit | Rejection::ForcedSpirv => 1,
+            }
         }
     }
 
-    /// How close the image came to loading on the device: a finer order than
-    /// [`Rejection::relevance`], which it refines (`closeness() / 16 == relevance()`). It
-    /// picks the most telling rejection of a unit ([`Choice::rejection`]), so that the
-    /// reason given for a unit names the image nearest to the device, not the first one met.
-    ///
-    /// Among the images never meant for the device: another architecture, kind or
-    /// unloadable payload says more than an empty image, which says more than the host
-    /// entry. Among the compatibility rules, from far to near: another processor of
-    /// another major ISA version; generic code of another family; another processor of the
-    /// same major version, then of the same major and minor version (gfx908 code is nearer
-    /// to a gfx906 than gfx1030 code); an unloadable ELF or an unknown target; a generic
-    /// version too old, or a cubin of another major version; a feature mode the device
-    /// does not have (the right processor), or another NVIDIA rule (code for the device's
-    /// major version, or PTX).
-    ///
-    /// ```
-    /// use offload_image::{select::Rejection, arch::amdgpu::Processor};
-    ///
-    /// let p = |n| Processor::by_name(n).unwrap();
-    /// let far = Rejection::Processor { image: p("gfx1030"), device: p("gfx906") };
-    /// let near = Rejection::Processor { image: p("gfx908"), device: p("gfx906") };
-    /// assert_eq!(far.relevance(), near.relevance());
-    /// assert!(near.closeness() > far.closeness());
-    /// ```
-    pub fn closeness(&self) -> u8 {
-        let within = match self {
-            Rejection::Host => 0,
-            Rejection::Empty => 1,
-            Rejection::Kind { .. }
-            | Rejection::Arch { .. }
-            | Rejection::NotHsa { .. }
-            | Rejection::NotCode => 2,
-            Rejection::JitNotAllowed(_)
-            | Rejection::GenericNotAllowed(_)
-            | Rejection::SpirvNotAllowed
-            | Rejection::ForcedJit
-            | Rejection::ForcedSpirv
-            | Rejection::Mismatch(_) => 0,
-            Rejection::Driver(_) => 7,
-            Rejection::Processor { image, device } => match (image.isa_version, device.isa_version)
-            {
-                (Some((a, b, _)), Some((c, d, _))) if a == c && b == d => 3,
-                (Some((a, ..)), Some((c, ..))) if a == c => 2,
-                _ => 0,
-            },
-            Rejection::NotInFamily { .. } => 1,
-            Rejection::NoTarget | Rejection::InvalidTarget { .. } | Rejection::Elf(_) => 4,
-            Rejection::GenericVersion { .. }
-            | Rejection::ClrGenericMap { .. }
-            | Rejection::Nvptx {
-                rule: NvRule::CubinMajor,
-                ..
-            } => 5,
-            Rejection::Feature { .. } | Rejection::ClrSpelling { .. } | Rejection::Nvptx { .. } => {
-                6
-            }
-        };
-        self.relevance().saturating_mul(16).saturating_add(within)
+    tools_pub! {
+        /// How close the image came to loading on the device: a finer order than
+        /// [`Rejection::relevance`], which it refines (`closeness() / 16 == relevance()`). It
+        /// picks the most telling rejection of a unit ([`Choice::rejection`]), so that the
+        /// reason given for a unit names the image nearest to the device, not the first one met.
+        ///
+        /// Among the images never meant for the device: another architecture, kind or
+        /// unloadable payload says more than an empty image, which says more than the host
+        /// entry. Among the compatibility rules, from far to near: another processor of
+        /// another major ISA version; generic code of another family; another processor of the
+        /// same major version, then of the same major and minor version (gfx908 code is nearer
+        /// to a gfx906 than gfx1030 code); an unloadable ELF or an unknown target; a generic
+        /// version too old, or a cubin of another major version; a feature mode the device
+        /// does not have (the right processor), or another NVIDIA rule (code for the device's
+        /// major version, or PTX).
+        ///
+        /// ```
+        /// use offload_image::{select::Rejection, arch::amdgpu::Processor};
+        ///
+        /// let p = |n| Processor::by_name(n).unwrap();
+        /// let far = Rejection::Processor { image: p("gfx1030"), device: p("gfx906") };
+        /// let near = Rejection::Processor { image: p("gfx908"), device: p("gfx906") };
+        /// assert_eq!(far.relevance(), near.relevance());
+        /// assert!(near.closeness() > far.closeness());
+        /// ```
+        pub fn closeness(&self) -> u8 {
+            let within = match self {
+                Rejection::Host => 0,
+                Rejection::Empty => 1,
+                Rejection::Kind { .. }
+                | Rejection::Arch { .. }
+                | Rejection::NotHsa { .. }
+                | Rejection::NotCode => 2,
+                Rejection::JitNotAllowed(_)
+                | Rejection::GenericNotAllowed(_)
+                | Rejection::SpirvNotAllowed
+                | Rejection::ForcedJit
+                | Rejection::ForcedSpirv
+                | Rejection::Mismatch(_) => 0,
+                Rejection::Driver(_) => 7,
+                Rejection::Processor { image, device } => match (image.isa_version, device.isa_version)
+                {
+                    (Some((a, b, _)), Some((c, d, _))) if a == c && b == d => 3,
+                    (Some((a, ..)), Some((c, ..))) if a == c => 2,
+                    _ => 0,
+                },
+                Rejection::NotInFamily { .. } => 1,
+                Rejection::NoTarget | Rejection::InvalidTarget { .. } | Rejection::Elf(_) => 4,
+                Rejection::GenericVersion { .. }
+                | Rejection::ClrGenericMap { .. }
+                | Rejection::Nvptx {
+                    rule: NvRule::CubinMajor,
+                    ..
+                } => 5,
+                Rejection::Feature { .. } | Rejection::ClrSpelling { .. } | Rejection::Nvptx { .. } => {
+                    6
+                }
+            };
+            self.relevance().saturating_mul(16).saturating_add(within)
+        }
     }
 }
 
@@ -1223,6 +1231,20 @@ pub struct Lost<'c, 'a> {
     pub index: usize,
     /// Why it lost: rejected, or outranked by the chosen image.
     pub loss: Loss<'a>,
+}
+
+impl Lost<'_, '_> {
+    /// Why it lost, as `loader-sim select --explain` and the C API print it: the loss, and
+    /// when the image's container and ELF header disagree and `options.strict` is off (the
+    /// ELF header decided), the suffix ` (note: …; the ELF header wins)`.
+    pub fn reason(&self, options: &SelectOptions) -> alloc::string::String {
+        use alloc::string::ToString;
+        let mut text = self.loss.to_string();
+        if let (false, Some(d)) = (options.strict, self.image.and_then(|i| identify(i).disagreement())) {
+            text += &alloc::format!(" (note: {d}; the ELF header wins)");
+        }
+        text
+    }
 }
 
 /// What [`choose`] found for one device: the chosen image with its rank key, and for every
@@ -1268,21 +1290,23 @@ pub struct Choice<'a> {
 }
 
 impl<'a> Choice<'a> {
-    /// Nothing seen yet.
-    pub const EMPTY: Choice<'static> = Choice {
-        image: None,
-        key: None,
-        candidates: 0,
-        compatible: 0,
-        tie: false,
-        rejection: None,
-        verdicts: Vec::new(),
-        policy: Policy::Best,
-        refused: None,
-        from_jit_cache: false,
-        best_ptx: None,
-        images: Vec::new(),
-    };
+    tools_pub! {
+        /// Nothing seen yet.
+        pub const EMPTY: Choice<'static> = Choice {
+            image: None,
+            key: None,
+            candidates: 0,
+            compatible: 0,
+            tie: false,
+            rejection: None,
+            verdicts: Vec::new(),
+            policy: Policy::Best,
+            refused: None,
+            from_jit_cache: false,
+            best_ptx: None,
+            images: Vec::new(),
+        };
+    }
 
     /// Discovery index of the chosen image.
     pub const fn chosen(&self) -> Option<usize> {
@@ -1292,20 +1316,24 @@ impl<'a> Choice<'a> {
         }
     }
 
-    /// The choice without the images: what a runtime keeps ([`Selection`]).
-    pub const fn selection(&self) -> Selection {
-        Selection {
-            key: self.key,
-            compatible: self.compatible,
-            tie: self.tie,
+    tools_pub! {
+        /// The choice without the images: what a runtime keeps ([`Selection`]).
+        pub const fn selection(&self) -> Selection {
+            Selection {
+                key: self.key,
+                compatible: self.compatible,
+                tie: self.tie,
+            }
         }
     }
 
-    /// Why the image of discovery index `index` lost: rejected, or outranked by the chosen
-    /// one. `None` for the chosen image and for indices without a recorded verdict.
-    pub fn loss(&self, index: usize) -> Option<Loss<'a>> {
-        let (_, verdict) = self.verdicts.iter().find(|(i, _)| *i == index)?;
-        self.loss_of(index, *verdict)
+    tools_pub! {
+        /// Why the image of discovery index `index` lost: rejected, or outranked by the chosen
+        /// one. `None` for the chosen image and for indices without a recorded verdict.
+        pub fn loss(&self, index: usize) -> Option<Loss<'a>> {
+            let (_, verdict) = self.verdicts.iter().find(|(i, _)| *i == index)?;
+            self.loss_of(index, *verdict)
+        }
     }
 
     /// Every image that lost, with the image itself and why, in discovery order (empty for

@@ -16,8 +16,9 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, Mutex};
 
 use offload_image::{
-    identify, image_name, units, CudaDriver, Device, DriverVersion, Error, Image, JitSwitches,
-    KindFilter, Loss, OpenUnit, Policy, ReadOptions, Rejection, SelectOptions, Target, Unit,
+    hip_force_spirv, identify, image_name, units, CudaDriver, Device, DriverVersion, Error, Image,
+    JitSwitches, KindFilter, Loss, OpenUnit, Policy, ReadOptions, Rejection, SelectOptions, Target,
+    Unit,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -319,10 +320,8 @@ fn select_options(
             version,
             switches: JitSwitches::from_env(env),
         },
-        // The one name below the library's root: CLR's reading of the variable.
-        force_spirv: offload_image::select::hip_force_spirv(
-            env("HIP_FORCE_SPIRV_CODEOBJECT").as_deref(),
-        ),
+        // CLR's reading of the variable.
+        force_spirv: hip_force_spirv(env("HIP_FORCE_SPIRV_CODEOBJECT").as_deref()),
         clr,
     })
 }

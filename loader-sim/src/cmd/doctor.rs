@@ -40,8 +40,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use offload_image::judge::{self as doctor, DriverVersion};
 use offload_image::driver::DriverNeed;
+use offload_image::judge::{self as doctor, DriverVersion};
 use offload_image::{Device, SelectOptions};
 use serde::Serialize;
 
