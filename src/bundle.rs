@@ -78,14 +78,18 @@ impl<'data> Bundle<'data> {
         })
     }
 
-    /// Size of the bundle: the end of its last payload (at least the end of its header).
-    pub fn len(&self) -> u64 {
-        self.extent
+    tools_pub! {
+        /// Size of the bundle: the end of its last payload (at least the end of its header).
+        pub fn len(&self) -> u64 {
+            self.extent
+        }
     }
 
-    /// True if the bundle has no entries.
-    pub fn is_empty(&self) -> bool {
-        self.num_entries == 0
+    tools_pub! {
+        /// True if the bundle has no entries.
+        pub fn is_empty(&self) -> bool {
+            self.num_entries == 0
+        }
     }
 
     /// Number of entries declared in the header.
@@ -93,9 +97,11 @@ impl<'data> Bundle<'data> {
         self.num_entries
     }
 
-    /// Size of the header including the descriptor table.
-    pub fn header_len(&self) -> u64 {
-        self.table_end
+    tools_pub! {
+        /// Size of the header including the descriptor table.
+        pub fn header_len(&self) -> u64 {
+            self.table_end
+        }
     }
 
     /// The bundle's bytes, `[0, len)`.

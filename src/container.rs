@@ -66,14 +66,12 @@ impl<'data> Location<'data> {
         }
     }
 
-    tools_pub! {
-        /// The innermost ELF section name, if the unit is in a section.
-        pub fn section(&self) -> Option<&'data [u8]> {
-            self.path.iter().rev().find_map(|p| match p {
-                PathElem::Section(s) => Some(*s),
-                PathElem::Member(_) => None,
-            })
-        }
+    /// The innermost ELF section name, if the unit is in a section.
+    pub fn section(&self) -> Option<&'data [u8]> {
+        self.path.iter().rev().find_map(|p| match p {
+            PathElem::Section(s) => Some(*s),
+            PathElem::Member(_) => None,
+        })
     }
 }
 

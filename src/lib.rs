@@ -202,9 +202,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use host::kpack::split_library;
 pub use image::{Format, Image, ImageKind, OffloadKind};
 pub use options::{Decoders, Limits, ReadOptions};
-pub use select::{
-    choose, hip_force_spirv, Choice, KindFilter, Loss, Lost, Policy, Rejection, SelectOptions,
-};
+pub use select::{choose, hip_force_spirv, Choice, KindFilter, Loss, Lost, Policy, SelectOptions};
 pub use stream::{choose_streaming, choose_streaming_keeping, KeptImage, StreamChoice};
 pub use validate::{validate, Finding, Severity};
 
@@ -218,6 +216,6 @@ pub use container::{PathElem, UnitContent};
 #[cfg(feature = "tools")]
 pub use image::{Checked, Encoded};
 #[cfg(feature = "tools")]
-pub use select::{check, explain, select, Candidate, RankKey, Selection, Verdict};
+pub use select::{check, explain, select, Candidate, RankKey, Rejection, Selection, Verdict};
 #[cfg(feature = "tools")]
 pub use validate::Code as FindingCode;

@@ -1107,6 +1107,37 @@ pub fn explain<'a>(image: &Image<'a>, device: &Device, options: &SelectOptions) 
 }
 
 impl Rejection<'_> {
+    /// The rejection's short stable name, one per kind (`"processor"`, `"feature"`,
+    /// `"not-hsa"`, ...): the C API's `oi_reason_name` of its `OI_REASON_*` code. The text
+    /// that says why is its `Display`.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Rejection::Host => "host",
+            Rejection::Empty => "empty",
+            Rejection::Kind { .. } => "kind",
+            Rejection::Arch { .. } => "arch",
+            Rejection::NotHsa { .. } => "not-hsa",
+            Rejection::NoTarget => "no-target",
+            Rejection::InvalidTarget { .. } => "invalid-target",
+            Rejection::Elf(_) => "elf",
+            Rejection::Mismatch(_) => "mismatch",
+            Rejection::NotCode => "not-code",
+            Rejection::JitNotAllowed(_) => "jit-not-allowed",
+            Rejection::GenericNotAllowed(_) => "generic-not-allowed",
+            Rejection::SpirvNotAllowed => "spirv-not-allowed",
+            Rejection::Processor { .. } => "processor",
+            Rejection::ClrGenericMap { .. } => "clr-generic-map",
+            Rejection::ClrSpelling { .. } => "clr-spelling",
+            Rejection::NotInFamily { .. } => "not-in-family",
+            Rejection::GenericVersion { .. } => "generic-version",
+            Rejection::Feature { .. } => "feature",
+            Rejection::ForcedJit => "forced-jit",
+            Rejection::ForcedSpirv => "forced-spirv",
+            Rejection::Driver(_) => "driver",
+            Rejection::Nvptx { .. } => "nvidia-rule",
+        }
+    }
+
     tools_pub! {
         /// How much the rejection says about the device: 0 for images that were never meant
         /// for it (host entries, other kinds, other architectures, empty or non-code
@@ -1210,6 +1241,16 @@ pub enum Loss<'a> {
     Rejected(Rejection<'a>),
     /// It is compatible, but the chosen image ranks above it.
     Outranked(Outranked),
+}
+
+impl Loss<'_> {
+    /// The loss's short stable name: `"outranked"`, or the rejection's ([`Rejection::name`]).
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Loss::Rejected(r) => r.name(),
+            Loss::Outranked(_) => "outranked",
+        }
+    }
 }
 
 impl fmt::Display for Loss<'_> {

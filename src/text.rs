@@ -198,9 +198,11 @@ impl<'data> TextBundle<'data> {
         Ok(TextBundle { data, style, count })
     }
 
-    /// The comment style.
-    pub fn style(&self) -> CommentStyle {
-        self.style
+    tools_pub! {
+        /// The comment style.
+        pub fn style(&self) -> CommentStyle {
+            self.style
+        }
     }
 
     /// Number of entries.

@@ -1906,38 +1906,13 @@ impl State {
     }
 }
 
-/// The `OI_REASON_*` code of why an image lost.
+/// The `OI_REASON_*` code of why an image lost: the code whose `oi_reason_name` is the
+/// library's name of the loss ([`Loss::name`]).
 fn reason_kind(loss: &Loss<'_>) -> u32 {
-    let Loss::Rejected(r) = loss else {
-        return OI_REASON_OUTRANKED;
-    };
-    match r {
-        Rejection::Host => OI_REASON_HOST,
-        Rejection::Empty => OI_REASON_EMPTY,
-        Rejection::Kind { .. } => OI_REASON_KIND,
-        Rejection::Arch { .. } => OI_REASON_ARCH,
-        Rejection::NotHsa { .. } => OI_REASON_NOT_HSA,
-        Rejection::NoTarget => OI_REASON_NO_TARGET,
-        Rejection::InvalidTarget { .. } => OI_REASON_INVALID_TARGET,
-        Rejection::Elf(_) => OI_REASON_ELF,
-        Rejection::Mismatch(_) => OI_REASON_MISMATCH,
-        Rejection::NotCode => OI_REASON_NOT_CODE,
-        Rejection::JitNotAllowed(_) => OI_REASON_JIT_NOT_ALLOWED,
-        Rejection::GenericNotAllowed(_) => OI_REASON_GENERIC_NOT_ALLOWED,
-        Rejection::SpirvNotAllowed => OI_REASON_SPIRV_NOT_ALLOWED,
-        Rejection::Processor { .. } => OI_REASON_PROCESSOR,
-        Rejection::ClrGenericMap { .. } => OI_REASON_CLR_GENERIC_MAP,
-        Rejection::ClrSpelling { .. } => OI_REASON_CLR_SPELLING,
-        Rejection::NotInFamily { .. } => OI_REASON_NOT_IN_FAMILY,
-        Rejection::GenericVersion { .. } => OI_REASON_GENERIC_VERSION,
-        Rejection::Feature { .. } => OI_REASON_FEATURE,
-        Rejection::ForcedJit => OI_REASON_FORCED_JIT,
-        Rejection::ForcedSpirv => OI_REASON_FORCED_SPIRV,
-        Rejection::Driver(_) => OI_REASON_DRIVER,
-        Rejection::Nvptx { .. } => OI_REASON_NVIDIA_RULE,
-        #[allow(unreachable_patterns)]
-        _ => OI_REASON_OTHER,
-    }
+    let name = loss.name().as_bytes();
+    (OI_REASON_OUTRANKED..=OI_REASON_NVIDIA_RULE)
+        .find(|&k| reason_name(k).to_bytes() == name)
+        .unwrap_or(OI_REASON_OTHER)
 }
 
 /// What `oi_reader_explain` found: (image within the unit, kind, text) for the summary
@@ -2391,7 +2366,12 @@ pub extern "C" fn oi_status_name(code: i32) -> *const c_char {
 /// `"feature"`, ...), or `"unknown reason"`.
 #[no_mangle]
 pub extern "C" fn oi_reason_name(kind: u32) -> *const c_char {
-    let name: &'static CStr = match kind {
+    reason_name(kind).as_ptr()
+}
+
+/// The name of an `OI_REASON_*` code ([`oi_reason_name`]).
+fn reason_name(kind: u32) -> &'static CStr {
+    match kind {
         OI_REASON_CHOSEN => c"chosen",
         OI_REASON_OUTRANKED => c"outranked",
         OI_REASON_HOST => c"host",
@@ -2421,8 +2401,7 @@ pub extern "C" fn oi_reason_name(kind: u32) -> *const c_char {
         OI_REASON_DAMAGED => c"damaged",
         OI_REASON_OTHER => c"other",
         _ => c"unknown reason",
-    };
-    name.as_ptr()
+    }
 }
 
 /// This library's version, `"MAJOR.MINOR.PATCH"` (static storage): compare with the
