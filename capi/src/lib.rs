@@ -31,7 +31,7 @@ use offload_image::{
     choose, choose_streaming_keeping, identify, image_name, split_library, validate,
     CompressedBundle, CompressionMethod, CudaDriver, Decoders, Decompressor, Device, DriverVersion,
     Error, ErrorKind, Format, Image, JitSwitches, KindFilter, Limits, Loss, OpenUnit, Policy,
-    ReadOptions, Rejection, SelectOptions, Severity, Unit,
+    ReadOptions, SelectOptions, Severity, Unit,
 };
 
 // ---- constants (cbindgen writes them as #defines) --------------------------------------
