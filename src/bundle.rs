@@ -92,9 +92,11 @@ impl<'data> Bundle<'data> {
         }
     }
 
-    /// Number of entries declared in the header.
-    pub fn entry_count(&self) -> u64 {
-        self.num_entries
+    tools_pub! {
+        /// Number of entries declared in the header.
+        pub fn entry_count(&self) -> u64 {
+            self.num_entries
+        }
     }
 
     tools_pub! {
@@ -104,9 +106,11 @@ impl<'data> Bundle<'data> {
         }
     }
 
-    /// The bundle's bytes, `[0, len)`.
-    pub fn data(&self) -> &'data [u8] {
-        bytes::sub(self.data, 0, self.extent, "bundle").unwrap_or(self.data)
+    tools_pub! {
+        /// The bundle's bytes, `[0, len)`.
+        pub fn data(&self) -> &'data [u8] {
+            bytes::sub(self.data, 0, self.extent, "bundle").unwrap_or(self.data)
+        }
     }
 
     /// The entries in header order.

@@ -108,11 +108,13 @@ pub enum CompressionMethod {
 }
 
 impl CompressionMethod {
-    /// The value stored in the header.
-    pub const fn code(self) -> u16 {
-        match self {
-            CompressionMethod::Zlib => 0,
-            CompressionMethod::Zstd => 1,
+    tools_pub! {
+        /// The value stored in the header.
+        pub const fn code(self) -> u16 {
+            match self {
+                CompressionMethod::Zlib => 0,
+                CompressionMethod::Zstd => 1,
+            }
         }
     }
 
@@ -271,9 +273,11 @@ impl<'data> CompressedBundle<'data> {
         }
     }
 
-    /// The declared size of the decompressed bundle.
-    pub fn uncompressed_size(&self) -> u64 {
-        self.uncompressed_size
+    tools_pub! {
+        /// The declared size of the decompressed bundle.
+        pub fn uncompressed_size(&self) -> u64 {
+            self.uncompressed_size
+        }
     }
 
     tools_pub! {

@@ -145,21 +145,24 @@ pub struct Damage<'data> {
     pub bytes: &'data [u8],
 }
 
-/// A registration/selection unit: see the module documentation.
-#[derive(Clone, Debug)]
-pub struct Unit<'data> {
-    /// Where the unit is.
-    pub location: Location<'data>,
-    /// Index of the unit within its container (bundle index in a `.hip_fatbin` section).
-    pub index: usize,
-    /// The unit itself.
-    pub content: UnitContent<'data>,
-    /// Bytes after this unit that are neither zero padding nor the start of another
-    /// container, skipped up to the next container magic at or after the unit's end (or
-    /// to the end of the section): file offsets. `FORMATS.md` §2.4; only without
-    /// [`ReadOptions::strict`], which refuses them instead.
-    pub skipped: Option<core::ops::Range<u64>>,
-    file: &'data [u8],
+tools_fields! {
+    /// A registration/selection unit: see the module documentation.
+    #[derive(Clone, Debug)]
+    pub struct Unit<'data> {
+        /// Where the unit is.
+        pub location: Location<'data>,
+        /// Index of the unit within its container (bundle index in a `.hip_fatbin` section).
+        pub index: usize,
+        /// Bytes after this unit that are neither zero padding nor the start of another
+        /// container, skipped up to the next container magic at or after the unit's end (or
+        /// to the end of the section): file offsets. `FORMATS.md` §2.4; only without
+        /// [`ReadOptions::strict`], which refuses them instead.
+        pub skipped: Option<core::ops::Range<u64>>,
+        file: &'data [u8],
+        @tools
+        /// The unit itself.
+        pub content: UnitContent<'data>,
+    }
 }
 
 impl<'data> Unit<'data> {

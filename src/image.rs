@@ -252,45 +252,48 @@ impl OffloadKind {
     }
 }
 
-/// A device image: its bytes and what its container records about it.
-///
-/// `'a` is the lifetime of the bytes: the caller's buffer for images stored uncompressed,
-/// or the decompressed buffer owned by an [`crate::OpenUnit`].
-#[derive(Clone, Copy, Debug)]
-pub struct Image<'a> {
-    /// Discovery index within its unit (header order, then entry order).
-    pub index: usize,
-    /// The container format.
-    pub format: Format,
-    /// The bundle entry ID exactly as stored (bundles and text bundles only).
-    pub entry_id: Option<&'a str>,
-    /// The offload kind.
-    pub offload_kind: OffloadKind,
-    /// The triple as stored (entry ID triple, or the OffloadBinary `triple` string).
-    pub triple: Option<&'a str>,
-    /// The target ID as stored (entry ID target, or the OffloadBinary `arch` string).
-    /// `None` for a bare ELF: derive it from the ELF header (`crate::arch`).
-    pub target_id: Option<&'a str>,
-    /// The image kind: the OffloadBinary value, else sniffed from the bytes.
-    pub image_kind: ImageKind,
-    /// OffloadBinary entry flags (0 elsewhere).
-    pub flags: u32,
-    /// OffloadBinary string map (all keys).
-    pub strings: Option<StringMap<'a>>,
-    /// The image bytes; empty while [`Image::encoded`] is set (see [`Image::decode`]).
-    pub bytes: &'a [u8],
-    /// The compressed payload of an image that has not been decoded: opening a unit
-    /// identifies its images from their headers alone, and [`Image::decode`] decodes one
-    /// when its bytes are wanted. `None` for images whose bytes are at hand.
-    pub encoded: Option<Encoded<'a>>,
-    /// Offset of the bytes in the buffer that was walked ([`crate::units`]) when they are
-    /// stored there in place; `None` for decompressed content (and for images made
-    /// directly from a container reader).
-    pub offset: Option<u64>,
-    /// The PTX ISA version the container records for a PTX entry (an NVIDIA fatbinary
-    /// entry header's code version, `NVFATBIN.md` §2.2); `None` elsewhere.
-    /// [`crate::identify`] prefers the text's own `.version` when the bytes are at hand.
-    pub ptx_isa: Option<crate::driver::PtxIsa>,
+tools_fields! {
+    /// A device image: its bytes and what its container records about it.
+    ///
+    /// `'a` is the lifetime of the bytes: the caller's buffer for images stored uncompressed,
+    /// or the decompressed buffer owned by an [`crate::OpenUnit`].
+    #[derive(Clone, Copy, Debug)]
+    pub struct Image<'a> {
+        /// Discovery index within its unit (header order, then entry order).
+        pub index: usize,
+        /// The container format.
+        pub format: Format,
+        /// The bundle entry ID exactly as stored (bundles and text bundles only).
+        pub entry_id: Option<&'a str>,
+        /// The offload kind.
+        pub offload_kind: OffloadKind,
+        /// The triple as stored (entry ID triple, or the OffloadBinary `triple` string).
+        pub triple: Option<&'a str>,
+        /// The target ID as stored (entry ID target, or the OffloadBinary `arch` string).
+        /// `None` for a bare ELF: derive it from the ELF header (`crate::arch`).
+        pub target_id: Option<&'a str>,
+        /// The image kind: the OffloadBinary value, else sniffed from the bytes.
+        pub image_kind: ImageKind,
+        /// The image bytes; empty while [`Image::encoded`] is set (see [`Image::decode`]).
+        pub bytes: &'a [u8],
+        /// The compressed payload of an image that has not been decoded: opening a unit
+        /// identifies its images from their headers alone, and [`Image::decode`] decodes one
+        /// when its bytes are wanted. `None` for images whose bytes are at hand.
+        pub encoded: Option<Encoded<'a>>,
+        /// Offset of the bytes in the buffer that was walked ([`crate::units`]) when they are
+        /// stored there in place; `None` for decompressed content (and for images made
+        /// directly from a container reader).
+        pub offset: Option<u64>,
+        @tools
+        /// OffloadBinary entry flags (0 elsewhere).
+        pub flags: u32,
+        /// OffloadBinary string map (all keys).
+        pub strings: Option<StringMap<'a>>,
+        /// The PTX ISA version the container records for a PTX entry (an NVIDIA fatbinary
+        /// entry header's code version, `NVFATBIN.md` §2.2); `None` elsewhere.
+        /// [`crate::identify`] prefers the text's own `.version` when the bytes are at hand.
+        pub ptx_isa: Option<crate::driver::PtxIsa>,
+    }
 }
 
 impl<'a> Image<'a> {

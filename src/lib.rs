@@ -149,6 +149,33 @@ macro_rules! tools_pub {
     };
 }
 
+/// Declares a plugin-tier struct whose fields after `@tools` serve the tools' layer: `pub`
+/// with feature `tools`, `pub(crate)` without it (the struct twice, one of the two compiled).
+/// The fields before `@tools` keep their own visibility.
+macro_rules! tools_fields {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident $(<$($lt:lifetime),*>)? {
+            $($(#[$pattr:meta])* $pv:vis $pf:ident : $pty:ty,)*
+            @tools
+            $($(#[$tattr:meta])* pub $tf:ident : $tty:ty,)*
+        }
+    ) => {
+        #[cfg(feature = "tools")]
+        $(#[$attr])*
+        pub struct $name $(<$($lt),*>)? {
+            $($(#[$pattr])* $pv $pf: $pty,)*
+            $($(#[$tattr])* pub $tf: $tty,)*
+        }
+        #[cfg(not(feature = "tools"))]
+        $(#[$attr])*
+        pub struct $name $(<$($lt),*>)? {
+            $($(#[$pattr])* $pv $pf: $pty,)*
+            $($(#[$tattr])* pub(crate) $tf: $tty,)*
+        }
+    };
+}
+
 // The bytes step: the plugin tier re-exports the error and the options; `raw` is public.
 mod bytes;
 mod compressed;
@@ -194,7 +221,7 @@ pub mod registration;
 pub mod write;
 
 // The plugin tier.
-pub use arch::{identify, image_name, Device, Identity, Target};
+pub use arch::{identify, image_name, Device, Target};
 pub use compressed::{CompressedBundle, CompressionMethod, Decompressor};
 pub use container::{for_each_unit, units, Damage, Location, OpenUnit, Unit, Units};
 pub use driver::{CudaDriver, DriverVersion, JitSwitches};
@@ -210,7 +237,7 @@ pub use validate::{validate, Finding, Severity};
 // plugin reads them through their fields and methods without naming them), and what the
 // root held before the tiers.
 #[cfg(feature = "tools")]
-pub use arch::TargetId;
+pub use arch::{Identity, TargetId};
 #[cfg(feature = "tools")]
 pub use container::{PathElem, UnitContent};
 #[cfg(feature = "tools")]

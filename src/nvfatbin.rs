@@ -156,36 +156,39 @@ pub struct Fatbin<'data> {
     claimed: u64,
 }
 
-/// One entry of a fatbinary.
-#[derive(Clone, Copy, Debug)]
-pub struct FatbinEntry<'data> {
-    /// Position in the fatbinary (0-based).
-    pub index: usize,
-    /// Offset of the entry header from the start of the fatbinary.
-    pub offset: u64,
-    /// PTX, cubin or Tile IR.
-    pub kind: EntryKind,
-    /// SM number (86 for `sm_86`).
-    pub sm: u32,
-    /// The recorded variant.
-    pub variant: Variant,
-    /// All flags as stored.
-    pub flags: u64,
-    /// Size of the entry header.
-    pub header_size: u32,
-    /// The whole entry header (`header_size` bytes; the reader interprets its first 64).
-    pub header: &'data [u8],
-    /// The codec of a compressed payload.
-    pub codec: Option<Codec>,
-    /// The stored (padded) payload.
-    pub payload: &'data [u8],
-    /// Size of the compressed stream (compressed entries; 0 otherwise).
-    pub compressed_size: u64,
-    /// Size of the decompressed payload (compressed entries; 0 otherwise).
-    pub uncompressed_size: u64,
-    /// The code version the entry header records (`+0x18`): for PTX, its ISA version
-    /// ([`crate::driver::PtxIsa::of_code_version`]).
-    pub code_version: u32,
+tools_fields! {
+    /// One entry of a fatbinary.
+    #[derive(Clone, Copy, Debug)]
+    pub struct FatbinEntry<'data> {
+        /// Position in the fatbinary (0-based).
+        pub index: usize,
+        /// Offset of the entry header from the start of the fatbinary.
+        pub offset: u64,
+        /// PTX, cubin or Tile IR.
+        pub kind: EntryKind,
+        /// SM number (86 for `sm_86`).
+        pub sm: u32,
+        @tools
+        /// The recorded variant.
+        pub variant: Variant,
+        /// All flags as stored.
+        pub flags: u64,
+        /// Size of the entry header.
+        pub header_size: u32,
+        /// The whole entry header (`header_size` bytes; the reader interprets its first 64).
+        pub header: &'data [u8],
+        /// The codec of a compressed payload.
+        pub codec: Option<Codec>,
+        /// The stored (padded) payload.
+        pub payload: &'data [u8],
+        /// Size of the compressed stream (compressed entries; 0 otherwise).
+        pub compressed_size: u64,
+        /// Size of the decompressed payload (compressed entries; 0 otherwise).
+        pub uncompressed_size: u64,
+        /// The code version the entry header records (`+0x18`): for PTX, its ISA version
+        /// ([`crate::driver::PtxIsa::of_code_version`]).
+        pub code_version: u32,
+    }
 }
 
 impl<'data> FatbinEntry<'data> {
@@ -724,9 +727,11 @@ impl<'data> Fatbin<'data> {
         }
     }
 
-    /// Number of entries.
-    pub fn entry_count(&self) -> u64 {
-        self.count
+    tools_pub! {
+        /// Number of entries.
+        pub fn entry_count(&self) -> u64 {
+            self.count
+        }
     }
 
     tools_pub! {
@@ -736,9 +741,11 @@ impl<'data> Fatbin<'data> {
         }
     }
 
-    /// The fatbinary's bytes (header and body).
-    pub fn bytes(&self) -> &'data [u8] {
-        self.data
+    tools_pub! {
+        /// The fatbinary's bytes (header and body).
+        pub fn bytes(&self) -> &'data [u8] {
+            self.data
+        }
     }
 
     /// The entries in stored order.

@@ -35,23 +35,26 @@ pub struct OffloadBinary<'data> {
     inflated_size: u64,
 }
 
-/// One entry (image) of an OffloadBinary.
-#[derive(Clone, Copy, Debug)]
-pub struct OffloadBinaryEntry<'data> {
-    /// Position of the entry in its binary (0-based).
-    pub index: usize,
-    /// The raw `ImageKind` value (1 object, 2 bitcode, 3 cubin, 4 fatbinary, 5 PTX, 6 SPIR-V).
-    pub image_kind: u16,
-    /// The raw `OffloadKind` value (1 OpenMP, 2 CUDA, 3 or 4 HIP, 8 SYCL; see `FORMATS.md` §6.5).
-    pub offload_kind: u16,
-    /// Entry flags.
-    pub flags: u32,
-    /// Offset of the image from the start of its binary.
-    pub image_offset: u64,
-    /// The image.
-    pub image: &'data [u8],
-    /// The string map.
-    pub strings: StringMap<'data>,
+tools_fields! {
+    /// One entry (image) of an OffloadBinary.
+    #[derive(Clone, Copy, Debug)]
+    pub struct OffloadBinaryEntry<'data> {
+        /// Position of the entry in its binary (0-based).
+        pub index: usize,
+        /// The raw `ImageKind` value (1 object, 2 bitcode, 3 cubin, 4 fatbinary, 5 PTX, 6 SPIR-V).
+        pub image_kind: u16,
+        /// The raw `OffloadKind` value (1 OpenMP, 2 CUDA, 3 or 4 HIP, 8 SYCL; see `FORMATS.md` §6.5).
+        pub offload_kind: u16,
+        /// The image.
+        pub image: &'data [u8],
+        /// The string map.
+        pub strings: StringMap<'data>,
+        @tools
+        /// Entry flags.
+        pub flags: u32,
+        /// Offset of the image from the start of its binary.
+        pub image_offset: u64,
+    }
 }
 
 /// The key/value strings of an entry (`triple`, `arch`, and any others), in stored order.
@@ -451,9 +454,11 @@ impl<'data> OffloadBinary<'data> {
         }
     }
 
-    /// The binary's bytes.
-    pub fn data(&self) -> &'data [u8] {
-        self.data
+    tools_pub! {
+        /// The binary's bytes.
+        pub fn data(&self) -> &'data [u8] {
+            self.data
+        }
     }
 
     tools_pub! {
@@ -471,12 +476,14 @@ impl<'data> OffloadBinary<'data> {
         }
     }
 
-    /// Number of entries (0 for a compressed binary until inflated).
-    pub fn entry_count(&self) -> u64 {
-        if self.is_compressed() {
-            0
-        } else {
-            self.count
+    tools_pub! {
+        /// Number of entries (0 for a compressed binary until inflated).
+        pub fn entry_count(&self) -> u64 {
+            if self.is_compressed() {
+                0
+            } else {
+                self.count
+            }
         }
     }
 

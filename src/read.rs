@@ -36,8 +36,3 @@ pub mod nvfatbin {
 pub mod kpack {
     pub use crate::kpack::{KpackArchive, KpackEntry};
 }
-
-/// Bundle entry IDs split as stored (`COMPATIBILITY.md` §1).
-pub mod entry_id {
-    pub use crate::entry_id::EntryId;
-}

@@ -1288,46 +1288,49 @@ impl Lost<'_, '_> {
     }
 }
 
-/// What [`choose`] found for one device: the chosen image with its rank key, and for every
-/// other image the reason it lost ([`Choice::loss`]).
-#[derive(Clone, Debug)]
-pub struct Choice<'a> {
-    /// The chosen image (its [`Image::index`] is its discovery index); `None` also when the
-    /// candidates were identities without images ([`Candidate`]): see [`Choice::chosen`].
-    pub image: Option<Image<'a>>,
-    /// The chosen image's rank key: its [`RankKey::class`] says why it won (native,
-    /// compatible, container, JIT).
-    pub key: Option<RankKey>,
-    /// Images seen.
-    pub candidates: usize,
-    /// Images compatible with the device.
-    pub compatible: usize,
-    /// True when another compatible image ties with the chosen one apart from the
-    /// discovery index (the choice then depends on order).
-    pub tie: bool,
-    /// The most telling rejection (highest [`Rejection::closeness`], which orders by
-    /// [`Rejection::relevance`] first; first in discovery order among equals) with the rejected image's discovery index: why nothing was
-    /// chosen, when nothing was.
-    pub rejection: Option<(usize, Rejection<'a>)>,
-    /// The verdict on every image, in discovery order, with its discovery index (empty
-    /// for [`select`], which keeps none).
-    pub verdicts: Vec<(usize, Verdict<'a>)>,
-    /// The policy that ranked the images.
-    pub policy: Policy,
-    /// The image the runtime picks and then refuses, when it does: the CUDA driver picks a
-    /// PTX entry whose ISA it cannot compile and does not fall back to another
-    /// ([`Rejection::Driver`], which [`Choice::rejection`] then gives). [`Choice::key`] and
-    /// [`Choice::image`] are `None`.
-    pub refused: Option<RankKey>,
-    /// The chosen image is PTX and `CUDA_DISABLE_PTX_JIT` is set: the driver loads it only
-    /// from its JIT cache (a binary it compiled from this PTX before), and fails with
-    /// `CUDA_ERROR_JIT_COMPILATION_DISABLED` (223) where there is none.
-    pub from_jit_cache: bool,
-    /// For the image ranked first so far: `Some(isa)` when it is PTX.
-    best_ptx: Option<Option<PtxIsa>>,
-    /// The image of each verdict of [`Choice::verdicts`], at the same position (`None` for
-    /// a candidate without an image).
-    images: Vec<Option<Image<'a>>>,
+tools_fields! {
+    /// What [`choose`] found for one device: the chosen image with its rank key, and for every
+    /// other image the reason it lost ([`Choice::loss`]).
+    #[derive(Clone, Debug)]
+    pub struct Choice<'a> {
+        /// The chosen image (its [`Image::index`] is its discovery index); `None` also when the
+        /// candidates were identities without images ([`Candidate`]): see [`Choice::chosen`].
+        pub image: Option<Image<'a>>,
+        /// The chosen image's rank key: its [`RankKey::class`] says why it won (native,
+        /// compatible, container, JIT).
+        pub key: Option<RankKey>,
+        /// Images seen.
+        pub candidates: usize,
+        /// Images compatible with the device.
+        pub compatible: usize,
+        /// True when another compatible image ties with the chosen one apart from the
+        /// discovery index (the choice then depends on order).
+        pub tie: bool,
+        /// The most telling rejection (highest [`Rejection::closeness`], which orders by
+        /// [`Rejection::relevance`] first; first in discovery order among equals) with the rejected image's discovery index: why nothing was
+        /// chosen, when nothing was.
+        pub rejection: Option<(usize, Rejection<'a>)>,
+        /// The image the runtime picks and then refuses, when it does: the CUDA driver picks a
+        /// PTX entry whose ISA it cannot compile and does not fall back to another
+        /// ([`Rejection::Driver`], which [`Choice::rejection`] then gives). [`Choice::key`] and
+        /// [`Choice::image`] are `None`.
+        pub refused: Option<RankKey>,
+        /// The chosen image is PTX and `CUDA_DISABLE_PTX_JIT` is set: the driver loads it only
+        /// from its JIT cache (a binary it compiled from this PTX before), and fails with
+        /// `CUDA_ERROR_JIT_COMPILATION_DISABLED` (223) where there is none.
+        pub from_jit_cache: bool,
+        /// For the image ranked first so far: `Some(isa)` when it is PTX.
+        best_ptx: Option<Option<PtxIsa>>,
+        /// The image of each verdict of [`Choice::verdicts`], at the same position (`None` for
+        /// a candidate without an image).
+        images: Vec<Option<Image<'a>>>,
+        @tools
+        /// The verdict on every image, in discovery order, with its discovery index (empty
+        /// for [`select`], which keeps none).
+        pub verdicts: Vec<(usize, Verdict<'a>)>,
+        /// The policy that ranked the images.
+        pub policy: Policy,
+    }
 }
 
 impl<'a> Choice<'a> {

@@ -205,9 +205,11 @@ impl<'data> TextBundle<'data> {
         }
     }
 
-    /// Number of entries.
-    pub fn entry_count(&self) -> u64 {
-        self.count
+    tools_pub! {
+        /// Number of entries.
+        pub fn entry_count(&self) -> u64 {
+            self.count
+        }
     }
 
     /// The entries in file order.

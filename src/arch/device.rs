@@ -102,16 +102,18 @@ impl Device {
         Ok(Device::Amdgpu(t))
     }
 
-    /// A CUDA device with compute capability `major.minor`.
-    pub fn cuda(major: u8, minor: u8) -> Result<Self> {
-        if major == 0 || major > 99 || minor > 9 {
-            return Err(Error::new(
-                ErrorKind::InvalidId,
-                0,
-                "compute capability must be 1.0 to 99.9",
-            ));
+    tools_pub! {
+        /// A CUDA device with compute capability `major.minor`.
+        pub fn cuda(major: u8, minor: u8) -> Result<Self> {
+            if major == 0 || major > 99 || minor > 9 {
+                return Err(Error::new(
+                    ErrorKind::InvalidId,
+                    0,
+                    "compute capability must be 1.0 to 99.9",
+                ));
+            }
+            Ok(Device::Cuda { major, minor })
         }
-        Ok(Device::Cuda { major, minor })
     }
 
     tools_pub! {

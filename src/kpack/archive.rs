@@ -39,25 +39,28 @@ pub enum Compression {
     ZstdPerKernel,
 }
 
-/// One entry of the TOC: the code object of `binary_key` for `arch`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KpackEntry<'data> {
-    /// `"<kernel_name>#<co_index>"`: the ref record's kernel name and the wrapper index.
-    pub binary_key: &'data str,
-    /// The architecture the TOC files the entry under (e.g. `gfx90a:xnack+`).
-    pub arch: &'data str,
-    /// The entry's `type` (`"hsaco"`), when it is a string.
-    pub kind: Option<&'data str>,
-    /// Index into `blobs` (`none`) or into the frames of the zstd blob.
-    pub ordinal: u32,
-    /// The code object's size: what a zstd frame must decode to.
-    pub original_size: u64,
-    /// Offset of the entry's metadata map in the archive.
-    pub offset: u64,
-    /// Offset of its `ordinal` value.
-    pub ordinal_at: u64,
-    /// Offset of its `original_size` value.
-    pub original_size_at: u64,
+tools_fields! {
+    /// One entry of the TOC: the code object of `binary_key` for `arch`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct KpackEntry<'data> {
+        /// `"<kernel_name>#<co_index>"`: the ref record's kernel name and the wrapper index.
+        pub binary_key: &'data str,
+        /// The architecture the TOC files the entry under (e.g. `gfx90a:xnack+`).
+        pub arch: &'data str,
+        /// The entry's `type` (`"hsaco"`), when it is a string.
+        pub kind: Option<&'data str>,
+        /// Offset of the entry's metadata map in the archive.
+        pub offset: u64,
+        @tools
+        /// The code object's size: what a zstd frame must decode to.
+        pub original_size: u64,
+        /// Index into `blobs` (`none`) or into the frames of the zstd blob.
+        pub ordinal: u32,
+        /// Offset of its `ordinal` value.
+        pub ordinal_at: u64,
+        /// Offset of its `original_size` value.
+        pub original_size_at: u64,
+    }
 }
 
 /// A `none` blob: where the code object of one ordinal is stored.
@@ -428,10 +431,12 @@ impl<'data> KpackArchive<'data> {
         Ok(compression)
     }
 
-    /// The archive's bytes (the TOC alone for an archive read by its TOC,
-    /// [`KpackArchive::parse_toc`]).
-    pub fn data(&self) -> &'data [u8] {
-        self.data
+    tools_pub! {
+        /// The archive's bytes (the TOC alone for an archive read by its TOC,
+        /// [`KpackArchive::parse_toc`]).
+        pub fn data(&self) -> &'data [u8] {
+            self.data
+        }
     }
 
     tools_pub! {
@@ -617,10 +622,12 @@ impl<'data> KpackArchive<'data> {
         }
     }
 
-    /// The string items of `gfx_arches`, in order: the architectures the loader matches
-    /// (not the file name, not the TOC's per-entry architectures).
-    pub fn gfx_arches(&self) -> &[&'data str] {
-        &self.gfx_arches
+    tools_pub! {
+        /// The string items of `gfx_arches`, in order: the architectures the loader matches
+        /// (not the file name, not the TOC's per-entry architectures).
+        pub fn gfx_arches(&self) -> &[&'data str] {
+            &self.gfx_arches
+        }
     }
 
     tools_pub! {

@@ -102,15 +102,17 @@ pub fn llvm_codec(method: CompressionMethod, level: i32) -> Codec {
 }
 
 impl Codec {
-    /// The method recorded in the header.
-    pub fn method(self) -> CompressionMethod {
-        match self {
-            Codec::Zlib { .. } => CompressionMethod::Zlib,
-            Codec::Zstd(_) => CompressionMethod::Zstd,
-            #[cfg(feature = "llvm-compress")]
-            Codec::LibZlib { .. } => CompressionMethod::Zlib,
-            #[cfg(feature = "llvm-compress")]
-            Codec::LibZstd { .. } => CompressionMethod::Zstd,
+    tools_pub! {
+        /// The method recorded in the header.
+        pub fn method(self) -> CompressionMethod {
+            match self {
+                Codec::Zlib { .. } => CompressionMethod::Zlib,
+                Codec::Zstd(_) => CompressionMethod::Zstd,
+                #[cfg(feature = "llvm-compress")]
+                Codec::LibZlib { .. } => CompressionMethod::Zlib,
+                #[cfg(feature = "llvm-compress")]
+                Codec::LibZstd { .. } => CompressionMethod::Zstd,
+            }
         }
     }
 
