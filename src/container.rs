@@ -1437,9 +1437,7 @@ impl Cursor {
 /// The error for a file that holds no container this walk recognises (`data`, at file
 /// offset `base`): LLVM bitcode is named as such.
 fn not_a_container(data: &[u8], base: u64) -> Error {
-    let what = if data.starts_with(&[0x42, 0x43, 0xC0, 0xDE])
-        || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
-    {
+    let what = if ImageKind::from_magic(data) == Some(ImageKind::Bitcode) {
         "LLVM bitcode is not an offload container (offloading metadata in bitcode is not read)"
     } else {
         "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, PE/COFF, text bundle, kpack or archive)"

@@ -13,8 +13,8 @@
 //! * **The plugin tier, at the crate root**: what a runtime plugin holds, listed below.
 //!   The C API and the Python module are its first users.
 //! * **[`read`]**: the format readers, one module per format (`read::bundle`, `read::ccob`,
-//!   `read::text`, `read::offload_binary`, `read::nvfatbin`, `read::kpack`,
-//!   `read::entry_id`), and **[`raw`]**: the on-disk records (zerocopy, little-endian,
+//!   `read::text`, `read::offload_binary`, `read::nvfatbin`, `read::kpack`: each format's
+//!   reader type and entry type), and **[`raw`]**: the on-disk records (zerocopy, little-endian,
 //!   alignment 1) and magic numbers.
 //! * **`write`** (feature `write`, which implies `std`): writers for every format,
 //!   byte-identical to LLVM 22's tools.
@@ -23,21 +23,23 @@
 //!   (`registration`), host files (`host`, with kpack's host side in `host::kpack`), judging a library for devices
 //!   (`judge`), pruning (`prune`, with `write`), the driver and target tables (`driver`,
 //!   `arch`), and the per-format and unified modules whole (`bundle`, `ccob`, `container`,
-//!   `image`, `select`, `stream`, ...). Not a stable plugin API: without the feature these
-//!   modules are private to the crate.
+//!   `image`, `select`, `stream`, ...), the root names of the plugin tier's detail types
+//!   (`Identity`, `Rejection`, `RankKey`, ...: a plugin reads them through fields and
+//!   methods) and the members of plugin-tier types that only the tools use. Not a stable
+//!   plugin API: without the feature these modules are private to the crate.
 //!
 //! The plugin tier:
 //!
 //! | step | names |
 //! |---|---|
-//! | open a buffer | [`units`] → [`Units`] of [`Unit`] (or [`for_each_unit`]) (its [`Location`], [`PathElem`], [`UnitContent`], [`Damage`]); [`Unit::open`] → [`OpenUnit`] |
-//! | images | [`OpenUnit::images`] → [`Image`] ([`Format`], [`ImageKind`], [`OffloadKind`], [`Encoded`], [`Checked`]); [`image_name`] |
-//! | devices and targets | [`Device`] ([`Device::parse`]), [`Target`], [`TargetId`], [`identify`] → [`Identity`] |
-//! | choose | [`choose`] → [`Choice`] per device ([`RankKey`]); [`SelectOptions`] ([`Policy`], [`KindFilter`], and the CUDA driver's [`CudaDriver`], [`DriverVersion`], [`JitSwitches`]) |
+//! | open a buffer | [`units`] → [`Units`] of [`Unit`] (or [`for_each_unit`]) (its [`Location`], [`Damage`]); [`Unit::open`] → [`OpenUnit`]; [`split_library`]: why a kpack-split library has no unit |
+//! | images | [`OpenUnit::images`] → [`Image`] ([`Format`], [`ImageKind`], [`OffloadKind`]); [`Image::name`], [`image_name`] |
+//! | devices and targets | [`Device`] ([`Device::parse`]), [`Target`], [`identify`] |
+//! | choose | [`choose`] → [`Choice`] per device; [`SelectOptions`] ([`Policy`], [`KindFilter`], [`hip_force_spirv`], and the CUDA driver's [`CudaDriver`], [`DriverVersion`], [`JitSwitches`]) |
 //! | choose while streaming | [`choose_streaming`], [`choose_streaming_keeping`] → [`StreamChoice`] ([`KeptImage`]): a compressed bundle chosen in without holding its content |
 //! | bytes | [`Image::decode`] (borrowed, or decoded now) |
-//! | explain | [`Choice::rejection`] ([`Rejection`]) and [`Choice::losses`] ([`Loss`]) |
-//! | check a file | [`validate()`] → [`Finding`] ([`FindingCode`], [`Severity`]) |
+//! | explain | [`Choice::rejection`] and [`Choice::losses`] → [`Lost`] ([`Loss`], [`Loss::name`]; [`Lost::reason`]: the text `select --explain` prints) |
+//! | check a file | [`validate()`] → [`Finding`] ([`Severity`]) |
 //! | options | [`ReadOptions`] ([`Limits`], [`Decoders`]: [`Decompressor`], [`CompressedBundle`], [`CompressionMethod`]) |
 //! | errors | [`Error`], [`ErrorKind`], [`Result`] |
 //!

@@ -1282,7 +1282,7 @@ impl Lost<'_, '_> {
         use alloc::string::ToString;
         let mut text = self.loss.to_string();
         if let (false, Some(d)) = (options.strict, self.image.and_then(|i| identify(i).disagreement())) {
-            text += &alloc::format!(" (note: {d}; the ELF header wins)");
+            text.push_str(&alloc::format!(" (note: {d}; the ELF header wins)"));
         }
         text
     }
