@@ -8,7 +8,7 @@
 # (scripts/public_items.py). Usage: scripts/public-items.sh [LIMIT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-limit=${1:-900}
+limit=${1:-500}
 target=${CARGO_TARGET_DIR:-target}/public-items
 json() {
     # rustdoc's JSON output is unstable: RUSTC_BOOTSTRAP lets the stable toolchain write it.

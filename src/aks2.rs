@@ -9,7 +9,7 @@
 //! then the name and the NUL) followed by the code objects back to back, each at its
 //! offset from the end of the directory.
 //!
-//! [`Aks2::parse`] checks the header against the data and the [`Limits`] (the claimed size
+//! [`Aks2::parse`](crate::aks2::Aks2::parse) checks the header against the data and the [`Limits`] (the claimed size
 //! is checked before anything is allocated), decodes the stream with `lzma-rs` into a
 //! buffer that refuses to grow past the claim, then reads every directory entry and checks
 //! its code object's range. Errors carry the offset of the field or stream at fault.

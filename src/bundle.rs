@@ -78,29 +78,39 @@ impl<'data> Bundle<'data> {
         })
     }
 
-    /// Size of the bundle: the end of its last payload (at least the end of its header).
-    pub fn len(&self) -> u64 {
-        self.extent
+    tools_pub! {
+        /// Size of the bundle: the end of its last payload (at least the end of its header).
+        pub fn len(&self) -> u64 {
+            self.extent
+        }
     }
 
-    /// True if the bundle has no entries.
-    pub fn is_empty(&self) -> bool {
-        self.num_entries == 0
+    tools_pub! {
+        /// True if the bundle has no entries.
+        pub fn is_empty(&self) -> bool {
+            self.num_entries == 0
+        }
     }
 
-    /// Number of entries declared in the header.
-    pub fn entry_count(&self) -> u64 {
-        self.num_entries
+    tools_pub! {
+        /// Number of entries declared in the header.
+        pub fn entry_count(&self) -> u64 {
+            self.num_entries
+        }
     }
 
-    /// Size of the header including the descriptor table.
-    pub fn header_len(&self) -> u64 {
-        self.table_end
+    tools_pub! {
+        /// Size of the header including the descriptor table.
+        pub fn header_len(&self) -> u64 {
+            self.table_end
+        }
     }
 
-    /// The bundle's bytes, `[0, len)`.
-    pub fn data(&self) -> &'data [u8] {
-        bytes::sub(self.data, 0, self.extent, "bundle").unwrap_or(self.data)
+    tools_pub! {
+        /// The bundle's bytes, `[0, len)`.
+        pub fn data(&self) -> &'data [u8] {
+            bytes::sub(self.data, 0, self.extent, "bundle").unwrap_or(self.data)
+        }
     }
 
     /// The entries in header order.

@@ -48,30 +48,34 @@ pub fn described_len(data: &[u8]) -> Option<u64> {
 }
 
 impl<'data> CompressedBundle<'data> {
-    /// Size of the blob in its container: `total_size` for v2/v3; for v1 the header plus
-    /// the length of the compressed stream, found by decoding it.
-    pub fn len(&self, options: &ReadOptions) -> Result<u64> {
-        match self.total_size {
-            Some(t) => Ok(t),
-            None => {
-                let (_, used) = self.decode(options, false)?;
-                Ok(self.header_len.saturating_add(used))
+    tools_pub! {
+        /// Size of the blob in its container: `total_size` for v2/v3; for v1 the header plus
+        /// the length of the compressed stream, found by decoding it.
+        pub fn len(&self, options: &ReadOptions) -> Result<u64> {
+            match self.total_size {
+                Some(t) => Ok(t),
+                None => {
+                    let (_, used) = self.decode(options, false)?;
+                    Ok(self.header_len.saturating_add(used))
+                }
             }
         }
     }
 
-    /// Checks the declared decompressed size against the limit and against what the
-    /// payload can possibly produce, as [`ContentReader::new`] and
-    /// [`CompressedBundle::decompress`] do before allocating (errors at the size field).
-    pub fn check_size(&self, options: &ReadOptions) -> Result<()> {
-        check_declared_size(
-            self.method.codec(),
-            self.payload,
-            self.uncompressed_size,
-            self.size_field(),
-            options,
-        )
-        .map(|_| ())
+    tools_pub! {
+        /// Checks the declared decompressed size against the limit and against what the
+        /// payload can possibly produce, as [`ContentReader::new`] and
+        /// [`CompressedBundle::decompress`] do before allocating (errors at the size field).
+        pub fn check_size(&self, options: &ReadOptions) -> Result<()> {
+            check_declared_size(
+                self.method.codec(),
+                self.payload,
+                self.uncompressed_size,
+                self.size_field(),
+                options,
+            )
+            .map(|_| ())
+        }
     }
 
     /// The built-in decoder of the payload (miniz_oxide for zlib, ruzstd for zstd), for
@@ -87,12 +91,14 @@ impl<'data> CompressedBundle<'data> {
         }
     }
 
-    /// The decoder of the payload [`ReadOptions::decoders`] asks for: the caller's
-    /// [`Decoders::stream`] if set, else the built-in one ([`Self::decoder`]).
-    pub fn stream_decoder(&self, options: &ReadOptions) -> Result<Decoder<'data>> {
-        match options.decoders.stream {
-            Some(f) => f(self, options).map(Decoder::Caller),
-            None => self.decoder(options).map(Decoder::Builtin),
+    tools_pub! {
+        /// The decoder of the payload [`ReadOptions::decoders`] asks for: the caller's
+        /// [`Decoders::stream`] if set, else the built-in one ([`Self::decoder`]).
+        pub fn stream_decoder(&self, options: &ReadOptions) -> Result<Decoder<'data>> {
+            match options.decoders.stream {
+                Some(f) => f(self, options).map(Decoder::Caller),
+                None => self.decoder(options).map(Decoder::Builtin),
+            }
         }
     }
 
@@ -102,20 +108,22 @@ impl<'data> CompressedBundle<'data> {
         ContentReader::new(self, self.stream_decoder(options)?, options)
     }
 
-    /// Decompresses the payload into a new buffer of exactly [`Self::uncompressed_size`]
-    /// bytes and verifies the hash if `options.verify_hash` is set, with the decoders of
-    /// [`ReadOptions::decoders`]: the caller's [`Decoders::whole`] if set, else its
-    /// [`Decoders::stream`] read to the end, else the built-in decoders.
-    ///
-    /// Errors are located relative to the start of the blob.
-    pub fn decompress(&self, options: &ReadOptions) -> Result<Vec<u8>> {
-        if let Some(f) = options.decoders.whole {
-            return f(self, options);
+    tools_pub! {
+        /// Decompresses the payload into a new buffer of exactly [`Self::uncompressed_size`]
+        /// bytes and verifies the hash if `options.verify_hash` is set, with the decoders of
+        /// [`ReadOptions::decoders`]: the caller's [`Decoders::whole`] if set, else its
+        /// [`Decoders::stream`] read to the end, else the built-in decoders.
+        ///
+        /// Errors are located relative to the start of the blob.
+        pub fn decompress(&self, options: &ReadOptions) -> Result<Vec<u8>> {
+            if let Some(f) = options.decoders.whole {
+                return f(self, options);
+            }
+            if options.decoders.stream.is_some() {
+                return self.reader(options)?.read_to_vec();
+            }
+            self.decode(options, options.verify_hash).map(|(v, _)| v)
         }
-        if options.decoders.stream.is_some() {
-            return self.reader(options)?.read_to_vec();
-        }
-        self.decode(options, options.verify_hash).map(|(v, _)| v)
     }
 
     /// Decodes the payload: (output, compressed bytes consumed).
@@ -251,46 +259,56 @@ impl<D> core::fmt::Debug for ContentReader<'_, D> {
 }
 
 impl<'data, D: Decompressor> ContentReader<'data, D> {
-    /// Reads `bundle`'s content through `decoder` (which must decode `bundle.payload()`).
-    /// The declared size is checked against the limit and the payload first.
-    pub fn new(
-        bundle: &CompressedBundle<'data>,
-        decoder: D,
-        options: &ReadOptions,
-    ) -> Result<Self> {
-        check_declared_size(
-            bundle.method.codec(),
-            bundle.payload,
-            bundle.uncompressed_size,
-            bundle.size_field(),
-            options,
-        )?;
-        Ok(ContentReader {
-            bundle: *bundle,
-            decoder,
-            position: 0,
-            hash: options.verify_hash.then(md5::Context::new),
-        })
+    tools_pub! {
+        /// Reads `bundle`'s content through `decoder` (which must decode `bundle.payload()`).
+        /// The declared size is checked against the limit and the payload first.
+        pub fn new(
+            bundle: &CompressedBundle<'data>,
+            decoder: D,
+            options: &ReadOptions,
+        ) -> Result<Self> {
+            check_declared_size(
+                bundle.method.codec(),
+                bundle.payload,
+                bundle.uncompressed_size,
+                bundle.size_field(),
+                options,
+            )?;
+            Ok(ContentReader {
+                bundle: *bundle,
+                decoder,
+                position: 0,
+                hash: options.verify_hash.then(md5::Context::new),
+            })
+        }
     }
 
-    /// The compressed bundle being read.
-    pub fn bundle(&self) -> &CompressedBundle<'data> {
-        &self.bundle
+    tools_pub! {
+        /// The compressed bundle being read.
+        pub fn bundle(&self) -> &CompressedBundle<'data> {
+            &self.bundle
+        }
     }
 
-    /// Decompressed bytes read (or skipped) so far.
-    pub fn position(&self) -> u64 {
-        self.position
+    tools_pub! {
+        /// Decompressed bytes read (or skipped) so far.
+        pub fn position(&self) -> u64 {
+            self.position
+        }
     }
 
-    /// Decompressed bytes left before the declared end.
-    pub fn remaining(&self) -> u64 {
-        self.bundle.uncompressed_size.saturating_sub(self.position)
+    tools_pub! {
+        /// Decompressed bytes left before the declared end.
+        pub fn remaining(&self) -> u64 {
+            self.bundle.uncompressed_size.saturating_sub(self.position)
+        }
     }
 
-    /// True if every byte read is fed to MD5 (and [`ContentReader::finish`] checks it).
-    pub fn verifies(&self) -> bool {
-        self.hash.is_some()
+    tools_pub! {
+        /// True if every byte read is fed to MD5 (and [`ContentReader::finish`] checks it).
+        pub fn verifies(&self) -> bool {
+            self.hash.is_some()
+        }
     }
 
     fn stream_error(&self, e: Error) -> Error {
@@ -345,60 +363,64 @@ impl<'data, D: Decompressor> ContentReader<'data, D> {
         Ok(())
     }
 
-    /// Reads and discards `n` bytes (hashing them when verifying).
-    pub fn skip(&mut self, n: u64) -> Result<()> {
-        self.copy(n, |_| Ok(()))
+    tools_pub! {
+        /// Reads and discards `n` bytes (hashing them when verifying).
+        pub fn skip(&mut self, n: u64) -> Result<()> {
+            self.copy(n, |_| Ok(()))
+        }
     }
 
-    /// Reads the next `n` bytes and hands them to `sink` in pieces, in order (straight
-    /// from the decoder's buffer when it has one: [`Decompressor::read_with`]).
-    pub fn copy<E: From<Error>>(
-        &mut self,
-        n: u64,
-        mut sink: impl FnMut(&[u8]) -> core::result::Result<(), E>,
-    ) -> core::result::Result<(), E> {
-        if n > self.remaining() {
-            return Err(Error::new(
-                ErrorKind::Truncated,
-                self.bundle.size_field(),
-                "read past the declared decompressed size",
-            )
-            .into());
-        }
-        let mut left = n;
-        let mut failed: Option<E> = None;
-        while left > 0 {
-            let max = usize::try_from(left).unwrap_or(usize::MAX);
-            let hash = &mut self.hash;
-            let got = self
-                .decoder
-                .read_with(max, &mut |bytes| {
-                    if let Some(h) = hash.as_mut() {
-                        h.consume(bytes);
-                    }
-                    if failed.is_none() {
-                        if let Err(e) = sink(bytes) {
-                            failed = Some(e);
+    tools_pub! {
+        /// Reads the next `n` bytes and hands them to `sink` in pieces, in order (straight
+        /// from the decoder's buffer when it has one: [`Decompressor::read_with`]).
+        pub fn copy<E: From<Error>>(
+            &mut self,
+            n: u64,
+            mut sink: impl FnMut(&[u8]) -> core::result::Result<(), E>,
+        ) -> core::result::Result<(), E> {
+            if n > self.remaining() {
+                return Err(Error::new(
+                    ErrorKind::Truncated,
+                    self.bundle.size_field(),
+                    "read past the declared decompressed size",
+                )
+                .into());
+            }
+            let mut left = n;
+            let mut failed: Option<E> = None;
+            while left > 0 {
+                let max = usize::try_from(left).unwrap_or(usize::MAX);
+                let hash = &mut self.hash;
+                let got = self
+                    .decoder
+                    .read_with(max, &mut |bytes| {
+                        if let Some(h) = hash.as_mut() {
+                            h.consume(bytes);
                         }
-                    }
-                })
-                .map_err(|e| e.rebase(self.bundle.header_len))?;
-            if let Some(e) = failed.take() {
-                return Err(e);
+                        if failed.is_none() {
+                            if let Err(e) = sink(bytes) {
+                                failed = Some(e);
+                            }
+                        }
+                    })
+                    .map_err(|e| e.rebase(self.bundle.header_len))?;
+                if let Some(e) = failed.take() {
+                    return Err(e);
+                }
+                if got == 0 {
+                    return Err(self
+                        .stream_error(Error::new(
+                            ErrorKind::SizeMismatch,
+                            self.decoder.consumed(),
+                            "compressed stream is shorter than the declared decompressed size",
+                        ))
+                        .into());
+                }
+                self.position = self.position.saturating_add(u64_of(got));
+                left = left.saturating_sub(u64_of(got));
             }
-            if got == 0 {
-                return Err(self
-                    .stream_error(Error::new(
-                        ErrorKind::SizeMismatch,
-                        self.decoder.consumed(),
-                        "compressed stream is shorter than the declared decompressed size",
-                    ))
-                    .into());
-            }
-            self.position = self.position.saturating_add(u64_of(got));
-            left = left.saturating_sub(u64_of(got));
+            Ok(())
         }
-        Ok(())
     }
 
     /// Reads the whole content into a new buffer and checks the stream as

@@ -108,11 +108,13 @@ pub enum CompressionMethod {
 }
 
 impl CompressionMethod {
-    /// The value stored in the header.
-    pub const fn code(self) -> u16 {
-        match self {
-            CompressionMethod::Zlib => 0,
-            CompressionMethod::Zstd => 1,
+    tools_pub! {
+        /// The value stored in the header.
+        pub const fn code(self) -> u16 {
+            match self {
+                CompressionMethod::Zlib => 0,
+                CompressionMethod::Zstd => 1,
+            }
         }
     }
 
@@ -124,11 +126,13 @@ impl CompressionMethod {
         }
     }
 
-    /// The codec.
-    pub const fn codec(self) -> Codec {
-        match self {
-            CompressionMethod::Zlib => Codec::Zlib,
-            CompressionMethod::Zstd => Codec::Zstd,
+    tools_pub! {
+        /// The codec.
+        pub const fn codec(self) -> Codec {
+            match self {
+                CompressionMethod::Zlib => Codec::Zlib,
+                CompressionMethod::Zstd => Codec::Zstd,
+            }
         }
     }
 }
@@ -250,9 +254,11 @@ impl<'data> CompressedBundle<'data> {
         })
     }
 
-    /// Header version: 1, 2 or 3.
-    pub fn version(&self) -> u16 {
-        self.version
+    tools_pub! {
+        /// Header version: 1, 2 or 3.
+        pub fn version(&self) -> u16 {
+            self.version
+        }
     }
 
     /// Compression method.
@@ -260,38 +266,50 @@ impl<'data> CompressedBundle<'data> {
         self.method
     }
 
-    /// The total size recorded in a v2/v3 header (`None` for v1).
-    pub fn total_size(&self) -> Option<u64> {
-        self.total_size
+    tools_pub! {
+        /// The total size recorded in a v2/v3 header (`None` for v1).
+        pub fn total_size(&self) -> Option<u64> {
+            self.total_size
+        }
     }
 
-    /// The declared size of the decompressed bundle.
-    pub fn uncompressed_size(&self) -> u64 {
-        self.uncompressed_size
+    tools_pub! {
+        /// The declared size of the decompressed bundle.
+        pub fn uncompressed_size(&self) -> u64 {
+            self.uncompressed_size
+        }
     }
 
-    /// The stored hash: the first 8 bytes of the MD5 digest of the decompressed bundle.
-    pub fn hash(&self) -> [u8; 8] {
-        self.hash
+    tools_pub! {
+        /// The stored hash: the first 8 bytes of the MD5 digest of the decompressed bundle.
+        pub fn hash(&self) -> [u8; 8] {
+            self.hash
+        }
     }
 
-    /// The header size (20, 24 or 32): the payload starts here.
-    pub fn header_len(&self) -> u64 {
-        self.header_len
+    tools_pub! {
+        /// The header size (20, 24 or 32): the payload starts here.
+        pub fn header_len(&self) -> u64 {
+            self.header_len
+        }
     }
 
-    /// The compressed payload (for v1: up to the end of the data given to `parse`).
-    pub fn payload(&self) -> &'data [u8] {
-        self.payload
+    tools_pub! {
+        /// The compressed payload (for v1: up to the end of the data given to `parse`).
+        pub fn payload(&self) -> &'data [u8] {
+            self.payload
+        }
     }
 
-    /// Offset (from the start of the blob) of the header field that declares the
-    /// decompressed size.
-    pub fn size_field(&self) -> u64 {
-        match self.version {
-            3 => 16,
-            2 => 12,
-            _ => 8,
+    tools_pub! {
+        /// Offset (from the start of the blob) of the header field that declares the
+        /// decompressed size.
+        pub fn size_field(&self) -> u64 {
+            match self.version {
+                3 => 16,
+                2 => 12,
+                _ => 8,
+            }
         }
     }
 
@@ -300,8 +318,10 @@ impl<'data> CompressedBundle<'data> {
         self.header_len.saturating_sub(8)
     }
 
-    /// True if the blob has no payload at all (never true for a valid blob).
-    pub fn is_empty(&self) -> bool {
-        self.payload.is_empty()
+    tools_pub! {
+        /// True if the blob has no payload at all (never true for a valid blob).
+        pub fn is_empty(&self) -> bool {
+            self.payload.is_empty()
+        }
     }
 }

@@ -59,9 +59,11 @@ pub struct Location<'data> {
 }
 
 impl<'data> Location<'data> {
-    /// The containers leading to the unit, outermost first (empty: the file itself).
-    pub fn path(&self) -> &[PathElem<'data>] {
-        &self.path
+    tools_pub! {
+        /// The containers leading to the unit, outermost first (empty: the file itself).
+        pub fn path(&self) -> &[PathElem<'data>] {
+            &self.path
+        }
     }
 
     /// The innermost ELF section name, if the unit is in a section.
@@ -143,21 +145,24 @@ pub struct Damage<'data> {
     pub bytes: &'data [u8],
 }
 
-/// A registration/selection unit: see the module documentation.
-#[derive(Clone, Debug)]
-pub struct Unit<'data> {
-    /// Where the unit is.
-    pub location: Location<'data>,
-    /// Index of the unit within its container (bundle index in a `.hip_fatbin` section).
-    pub index: usize,
-    /// The unit itself.
-    pub content: UnitContent<'data>,
-    /// Bytes after this unit that are neither zero padding nor the start of another
-    /// container, skipped up to the next container magic at or after the unit's end (or
-    /// to the end of the section): file offsets. `FORMATS.md` §2.4; only without
-    /// [`ReadOptions::strict`], which refuses them instead.
-    pub skipped: Option<core::ops::Range<u64>>,
-    file: &'data [u8],
+tools_fields! {
+    /// A registration/selection unit: see the module documentation.
+    #[derive(Clone, Debug)]
+    pub struct Unit<'data> {
+        /// Where the unit is.
+        pub location: Location<'data>,
+        /// Index of the unit within its container (bundle index in a `.hip_fatbin` section).
+        pub index: usize,
+        /// Bytes after this unit that are neither zero padding nor the start of another
+        /// container, skipped up to the next container magic at or after the unit's end (or
+        /// to the end of the section): file offsets. `FORMATS.md` §2.4; only without
+        /// [`ReadOptions::strict`], which refuses them instead.
+        pub skipped: Option<core::ops::Range<u64>>,
+        file: &'data [u8],
+        @tools
+        /// The unit itself.
+        pub content: UnitContent<'data>,
+    }
 }
 
 impl<'data> Unit<'data> {
@@ -192,31 +197,35 @@ impl<'data> Unit<'data> {
         }
     }
 
-    /// The extent of the unit's container in the walked buffer, as its headers give it:
-    /// a bundle, fatbinary or OffloadBinary sequence by its stored sizes, a `CCOB` by its
-    /// total size (version 1, which has none, by decoding its stream to its end), a bundled
-    /// host object or bare device ELF by its own bytes, a text bundle to the end of the
-    /// buffer (it is a whole file).
-    pub fn extent(&self, options: &ReadOptions) -> Result<core::ops::Range<u64>> {
-        let start = self.location.offset;
-        let len = match &self.content {
-            UnitContent::Bundle(b) => b.len(),
-            UnitContent::Compressed(c) => c.len(options).map_err(|e| e.rebase(start))?,
-            UnitContent::OffloadBinaries(s) => s.len(),
-            UnitContent::DeviceElf(d) => u64_of(d.len()),
-            UnitContent::NvFatbin(f) => f.len(),
-            UnitContent::Kpack(k) => u64_of(k.data().len()),
-            UnitContent::ObjectBundle(o) => u64_of(o.elf().len()),
-            UnitContent::Text(_) => u64_of(self.file.len()).saturating_sub(start),
-            UnitContent::Damaged(d) => u64_of(d.bytes.len()),
-        };
-        Ok(start..start.saturating_add(len))
+    tools_pub! {
+        /// The extent of the unit's container in the walked buffer, as its headers give it:
+        /// a bundle, fatbinary or OffloadBinary sequence by its stored sizes, a `CCOB` by its
+        /// total size (version 1, which has none, by decoding its stream to its end), a bundled
+        /// host object or bare device ELF by its own bytes, a text bundle to the end of the
+        /// buffer (it is a whole file).
+        pub fn extent(&self, options: &ReadOptions) -> Result<core::ops::Range<u64>> {
+            let start = self.location.offset;
+            let len = match &self.content {
+                UnitContent::Bundle(b) => b.len(),
+                UnitContent::Compressed(c) => c.len(options).map_err(|e| e.rebase(start))?,
+                UnitContent::OffloadBinaries(s) => s.len(),
+                UnitContent::DeviceElf(d) => u64_of(d.len()),
+                UnitContent::NvFatbin(f) => f.len(),
+                UnitContent::Kpack(k) => u64_of(k.data().len()),
+                UnitContent::ObjectBundle(o) => u64_of(o.elf().len()),
+                UnitContent::Text(_) => u64_of(self.file.len()).saturating_sub(start),
+                UnitContent::Damaged(d) => u64_of(d.bytes.len()),
+            };
+            Ok(start..start.saturating_add(len))
+        }
     }
 
-    /// The bytes of the unit's container ([`Unit::extent`]).
-    pub fn bytes(&self, options: &ReadOptions) -> Result<&'data [u8]> {
-        let r = self.extent(options)?;
-        bytes::sub(self.file, r.start, r.end.saturating_sub(r.start), "unit")
+    tools_pub! {
+        /// The bytes of the unit's container ([`Unit::extent`]).
+        pub fn bytes(&self, options: &ReadOptions) -> Result<&'data [u8]> {
+            let r = self.extent(options)?;
+            bytes::sub(self.file, r.start, r.end.saturating_sub(r.start), "unit")
+        }
     }
 
     /// Offset of `bytes` in the walked buffer, if they are stored there uncompressed.
@@ -1427,9 +1436,7 @@ impl Cursor {
 /// The error for a file that holds no container this walk recognises (`data`, at file
 /// offset `base`): LLVM bitcode is named as such.
 fn not_a_container(data: &[u8], base: u64) -> Error {
-    let what = if data.starts_with(&[0x42, 0x43, 0xC0, 0xDE])
-        || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
-    {
+    let what = if ImageKind::from_magic(data) == Some(ImageKind::Bitcode) {
         "LLVM bitcode is not an offload container (offloading metadata in bitcode is not read)"
     } else {
         "no offload container recognised (not a bundle, CCOB, OffloadBinary, ELF, PE/COFF, text bundle, kpack or archive)"

@@ -45,17 +45,19 @@ pub struct DriverVersion {
 }
 
 impl DriverVersion {
-    /// The oldest Linux driver that loads zstd-compressed fatbinary entries (flag `0x8000`,
-    /// `nvcc --compress-mode=size|balance` on CUDA 12; CUDA 13's default): 550.54.14, the
-    /// driver of CUDA 12.4. LZ4 entries (`0x2000`, `-Xfatbin=-compress-all`) load with every
-    /// CUDA 12 driver (525.60.13 on), so they add no requirement of their own. Source:
-    /// RAPIDS' `rapids_cuda_enable_fatbin_compression` documentation (NVIDIA's own pages
-    /// state no number); not measured here (docs/NVFATBIN.md).
-    pub const ZSTD_FATBIN: DriverVersion = DriverVersion {
-        major: 550,
-        minor: 54,
-        patch: Some(14),
-    };
+    tools_pub! {
+        /// The oldest Linux driver that loads zstd-compressed fatbinary entries (flag `0x8000`,
+        /// `nvcc --compress-mode=size|balance` on CUDA 12; CUDA 13's default): 550.54.14, the
+        /// driver of CUDA 12.4. LZ4 entries (`0x2000`, `-Xfatbin=-compress-all`) load with every
+        /// CUDA 12 driver (525.60.13 on), so they add no requirement of their own. Source:
+        /// RAPIDS' `rapids_cuda_enable_fatbin_compression` documentation (NVIDIA's own pages
+        /// state no number); not measured here (docs/NVFATBIN.md).
+        pub const ZSTD_FATBIN: DriverVersion = DriverVersion {
+            major: 550,
+            minor: 54,
+            patch: Some(14),
+        };
+    }
 
     /// Parses `major.minor[.patch]` (decimal fields); `None` for anything else.
     pub fn parse(text: &str) -> Option<DriverVersion> {
@@ -79,20 +81,24 @@ impl DriverVersion {
         })
     }
 
-    /// The oldest driver that decodes fatbinary entries stored with `codec` (`None`: no
-    /// requirement beyond the toolkit's own).
-    pub const fn needed_for(codec: Codec) -> Option<DriverVersion> {
-        match codec {
-            Codec::Zstd => Some(DriverVersion::ZSTD_FATBIN),
-            Codec::Lz4 | Codec::Zlib => None,
+    tools_pub! {
+        /// The oldest driver that decodes fatbinary entries stored with `codec` (`None`: no
+        /// requirement beyond the toolkit's own).
+        pub const fn needed_for(codec: Codec) -> Option<DriverVersion> {
+            match codec {
+                Codec::Zstd => Some(DriverVersion::ZSTD_FATBIN),
+                Codec::Lz4 | Codec::Zlib => None,
+            }
         }
     }
 
-    /// The CUDA version this driver implements (what `cuDriverGetVersion` reports), from
-    /// its branch ([`RELEASES`]); `None` for a branch the table does not know (older than
-    /// CUDA 9.0's, or newer than the newest listed).
-    pub fn cuda(self) -> Option<CudaVersion> {
-        release_of_branch(self.major).map(|r| r.cuda)
+    tools_pub! {
+        /// The CUDA version this driver implements (what `cuDriverGetVersion` reports), from
+        /// its branch ([`RELEASES`]); `None` for a branch the table does not know (older than
+        /// CUDA 9.0's, or newer than the newest listed).
+        pub fn cuda(self) -> Option<CudaVersion> {
+            release_of_branch(self.major).map(|r| r.cuda)
+        }
     }
 }
 
@@ -330,31 +336,39 @@ pub struct JitSwitches {
 }
 
 impl JitSwitches {
-    /// Whether a switch's value turns it on, read as the driver reads an integer
-    /// variable: leading blanks and a decimal number (C's `atoi`), on when not zero. An
-    /// unset variable (`None`), `"0"`, `""` and text without a number are off.
-    ///
-    /// ```
-    /// use offload_image::driver::JitSwitches;
-    /// assert!(JitSwitches::is_on(Some("1")) && JitSwitches::is_on(Some(" 2")));
-    /// assert!(!JitSwitches::is_on(Some("0")) && !JitSwitches::is_on(Some("yes")));
-    /// assert!(!JitSwitches::is_on(None));
-    /// ```
-    pub fn is_on(value: Option<&str>) -> bool {
-        let Some(v) = value else { return false };
-        let v = v.trim_start();
-        let v = v.strip_prefix(['+', '-']).unwrap_or(v);
-        v.bytes()
-            .take_while(u8::is_ascii_digit)
-            .any(|digit| digit != b'0')
+    tools_pub! {
+        /// Whether a switch's value turns it on, read as the driver reads an integer
+        /// variable: leading blanks and a decimal number (C's `atoi`), on when not zero. An
+        /// unset variable (`None`), `"0"`, `""` and text without a number are off.
+        ///
+        /// ```
+        /// use offload_image::driver::JitSwitches;
+        /// assert!(JitSwitches::is_on(Some("1")) && JitSwitches::is_on(Some(" 2")));
+        /// assert!(!JitSwitches::is_on(Some("0")) && !JitSwitches::is_on(Some("yes")));
+        /// assert!(!JitSwitches::is_on(None));
+        /// ```
+        pub fn is_on(value: Option<&str>) -> bool {
+            let Some(v) = value else { return false };
+            let v = v.trim_start();
+            let v = v.strip_prefix(['+', '-']).unwrap_or(v);
+            v.bytes()
+                .take_while(u8::is_ascii_digit)
+                .any(|digit| digit != b'0')
+        }
     }
 
-    /// The variable that forces the JIT.
-    pub const FORCE_PTX_JIT_VAR: &'static str = "CUDA_FORCE_PTX_JIT";
-    /// The variable that disables the JIT.
-    pub const DISABLE_PTX_JIT_VAR: &'static str = "CUDA_DISABLE_PTX_JIT";
-    /// The variable that disables the JIT cache.
-    pub const CACHE_DISABLE_VAR: &'static str = "CUDA_CACHE_DISABLE";
+    tools_pub! {
+        /// The variable that forces the JIT.
+        pub const FORCE_PTX_JIT_VAR: &'static str = "CUDA_FORCE_PTX_JIT";
+    }
+    tools_pub! {
+        /// The variable that disables the JIT.
+        pub const DISABLE_PTX_JIT_VAR: &'static str = "CUDA_DISABLE_PTX_JIT";
+    }
+    tools_pub! {
+        /// The variable that disables the JIT cache.
+        pub const CACHE_DISABLE_VAR: &'static str = "CUDA_CACHE_DISABLE";
+    }
 
     /// The switches of an environment, `var` giving a variable's value (`None` when unset):
     /// [`JitSwitches::FORCE_PTX_JIT_VAR`], [`JitSwitches::DISABLE_PTX_JIT_VAR`] and
@@ -375,12 +389,14 @@ impl JitSwitches {
         }
     }
 
-    /// No switch set.
-    pub const NONE: JitSwitches = JitSwitches {
-        force_ptx_jit: false,
-        disable_ptx_jit: false,
-        cache_disabled: false,
-    };
+    tools_pub! {
+        /// No switch set.
+        pub const NONE: JitSwitches = JitSwitches {
+            force_ptx_jit: false,
+            disable_ptx_jit: false,
+            cache_disabled: false,
+        };
+    }
 }
 
 /// What the NVIDIA devices' driver is, for selection: its version when known, and its
@@ -395,49 +411,55 @@ pub struct CudaDriver {
 }
 
 impl CudaDriver {
-    /// A driver of `version` (when known), with no switch set.
-    pub const fn new(version: Option<DriverVersion>) -> Self {
-        CudaDriver {
-            version,
-            switches: JitSwitches::NONE,
+    tools_pub! {
+        /// A driver of `version` (when known), with no switch set.
+        pub const fn new(version: Option<DriverVersion>) -> Self {
+            CudaDriver {
+                version,
+                switches: JitSwitches::NONE,
+            }
         }
     }
 
-    /// The highest PTX ISA the driver compiles; `None` when its version, or its branch, is
-    /// not known.
-    pub fn max_ptx_isa(&self) -> Option<PtxIsa> {
-        self.version?.cuda()?.max_ptx_isa()
+    tools_pub! {
+        /// The highest PTX ISA the driver compiles; `None` when its version, or its branch, is
+        /// not known.
+        pub fn max_ptx_isa(&self) -> Option<PtxIsa> {
+            self.version?.cuda()?.max_ptx_isa()
+        }
     }
 
-    /// Why the driver refuses the PTX entry it picked, whose ISA version is `isa`; `None`
-    /// when it loads it. The driver does not fall back to another entry after such a
-    /// refusal (`COMPATIBILITY.md` §9.5).
-    ///
-    /// * With `CUDA_DISABLE_PTX_JIT`, the driver compiles nothing: it loads the PTX only
-    ///   from its JIT cache (a binary it compiled from this same PTX earlier, which the
-    ///   recorded loads show it doing), and fails with
-    ///   `CUDA_ERROR_JIT_COMPILATION_DISABLED` (223) where no cached binary can exist: an
-    ///   ISA newer than the driver compiles.
-    ///   With `CUDA_CACHE_DISABLE` beside it there is no cache to load from: every PTX fails
-    ///   with 223, whatever the driver's version ([`Refusal::NoJitNoCache`]; measured on an
-    ///   H200, `tests/data/cuda-driver-random/`).
-    /// * Otherwise, an ISA newer than the driver compiles fails with
-    ///   `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` (222).
-    pub fn refusal(&self, isa: Option<PtxIsa>) -> Option<Refusal> {
-        if self.switches.disable_ptx_jit && self.switches.cache_disabled {
-            return Some(Refusal::NoJitNoCache);
+    tools_pub! {
+        /// Why the driver refuses the PTX entry it picked, whose ISA version is `isa`; `None`
+        /// when it loads it. The driver does not fall back to another entry after such a
+        /// refusal (`COMPATIBILITY.md` §9.5).
+        ///
+        /// * With `CUDA_DISABLE_PTX_JIT`, the driver compiles nothing: it loads the PTX only
+        ///   from its JIT cache (a binary it compiled from this same PTX earlier, which the
+        ///   recorded loads show it doing), and fails with
+        ///   `CUDA_ERROR_JIT_COMPILATION_DISABLED` (223) where no cached binary can exist: an
+        ///   ISA newer than the driver compiles.
+        ///   With `CUDA_CACHE_DISABLE` beside it there is no cache to load from: every PTX fails
+        ///   with 223, whatever the driver's version ([`Refusal::NoJitNoCache`]; measured on an
+        ///   H200, `tests/data/cuda-driver-random/`).
+        /// * Otherwise, an ISA newer than the driver compiles fails with
+        ///   `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` (222).
+        pub fn refusal(&self, isa: Option<PtxIsa>) -> Option<Refusal> {
+            if self.switches.disable_ptx_jit && self.switches.cache_disabled {
+                return Some(Refusal::NoJitNoCache);
+            }
+            let (isa, max, driver) = (isa?, self.max_ptx_isa()?, self.version?);
+            if isa <= max {
+                return None;
+            }
+            Some(Refusal::TooNew(PtxTooNew {
+                isa,
+                max,
+                driver,
+                needs: isa.needs_cuda(),
+                jit_disabled: self.switches.disable_ptx_jit,
+            }))
         }
-        let (isa, max, driver) = (isa?, self.max_ptx_isa()?, self.version?);
-        if isa <= max {
-            return None;
-        }
-        Some(Refusal::TooNew(PtxTooNew {
-            isa,
-            max,
-            driver,
-            needs: isa.needs_cuda(),
-            jit_disabled: self.switches.disable_ptx_jit,
-        }))
     }
 }
 

@@ -89,13 +89,15 @@ pub struct Error {
 pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
-    /// Makes an error of `kind` at byte `offset`, described by `what`.
-    pub const fn new(kind: ErrorKind, offset: u64, what: &'static str) -> Self {
-        Error {
-            kind,
-            offset,
-            what,
-            decompressed_offset: None,
+    tools_pub! {
+        /// Makes an error of `kind` at byte `offset`, described by `what`.
+        pub const fn new(kind: ErrorKind, offset: u64, what: &'static str) -> Self {
+            Error {
+                kind,
+                offset,
+                what,
+                decompressed_offset: None,
+            }
         }
     }
 
@@ -126,16 +128,18 @@ impl Error {
         self
     }
 
-    /// Marks an error found in decompressed content that was stored compressed at `blob_offset`.
-    #[must_use]
-    pub fn in_decompressed(mut self, blob_offset: u64) -> Self {
-        if self.decompressed_offset.is_none() {
-            self.decompressed_offset = Some(self.offset);
-            self.offset = blob_offset;
-        } else {
-            self.offset = self.offset.saturating_add(blob_offset);
+    tools_pub! {
+        /// Marks an error found in decompressed content that was stored compressed at `blob_offset`.
+        #[must_use]
+        pub fn in_decompressed(mut self, blob_offset: u64) -> Self {
+            if self.decompressed_offset.is_none() {
+                self.decompressed_offset = Some(self.offset);
+                self.offset = blob_offset;
+            } else {
+                self.offset = self.offset.saturating_add(blob_offset);
+            }
+            self
         }
-        self
     }
 }
 

@@ -71,17 +71,19 @@ pub enum ImageKind {
 }
 
 impl ImageKind {
-    /// Decodes an OffloadBinary `ImageKind` value.
-    pub const fn from_code(code: u16) -> Self {
-        match code {
-            0 => ImageKind::None,
-            1 => ImageKind::Object,
-            2 => ImageKind::Bitcode,
-            3 => ImageKind::Cubin,
-            4 => ImageKind::Fatbinary,
-            5 => ImageKind::Ptx,
-            6 => ImageKind::Spirv,
-            n => ImageKind::Other(n),
+    tools_pub! {
+        /// Decodes an OffloadBinary `ImageKind` value.
+        pub const fn from_code(code: u16) -> Self {
+            match code {
+                0 => ImageKind::None,
+                1 => ImageKind::Object,
+                2 => ImageKind::Bitcode,
+                3 => ImageKind::Cubin,
+                4 => ImageKind::Fatbinary,
+                5 => ImageKind::Ptx,
+                6 => ImageKind::Spirv,
+                n => ImageKind::Other(n),
+            }
         }
     }
 
@@ -118,48 +120,52 @@ impl ImageKind {
         }
     }
 
-    /// The kind of image whose first 4 bytes are a magic number: LLVM bitcode (bare or
-    /// wrapped), an NVIDIA fatbinary or SPIR-V ([`crate::raw`]'s magics); `None` for
-    /// anything else (ELF files and PTX text included: [`ImageKind::sniff`] tells those).
-    /// The one sniffer of first bytes: [`ImageKind::sniff`] and [`crate::identify`] use it.
-    pub fn from_magic(bytes: &[u8]) -> Option<Self> {
-        use crate::raw::{BITCODE_MAGIC, BITCODE_WRAPPER_MAGIC, NVFATBIN_MAGIC, SPIRV_MAGIC};
-        if bytes.starts_with(BITCODE_MAGIC) || bytes.starts_with(BITCODE_WRAPPER_MAGIC) {
-            Some(ImageKind::Bitcode)
-        } else if bytes.starts_with(NVFATBIN_MAGIC) {
-            Some(ImageKind::Fatbinary)
-        } else if bytes.starts_with(SPIRV_MAGIC) {
-            Some(ImageKind::Spirv)
-        } else {
-            None
+    tools_pub! {
+        /// The kind of image whose first 4 bytes are a magic number: LLVM bitcode (bare or
+        /// wrapped), an NVIDIA fatbinary or SPIR-V ([`crate::raw`]'s magics); `None` for
+        /// anything else (ELF files and PTX text included: [`ImageKind::sniff`] tells those).
+        /// The one sniffer of first bytes: [`ImageKind::sniff`] and [`crate::identify`] use it.
+        pub fn from_magic(bytes: &[u8]) -> Option<Self> {
+            use crate::raw::{BITCODE_MAGIC, BITCODE_WRAPPER_MAGIC, NVFATBIN_MAGIC, SPIRV_MAGIC};
+            if bytes.starts_with(BITCODE_MAGIC) || bytes.starts_with(BITCODE_WRAPPER_MAGIC) {
+                Some(ImageKind::Bitcode)
+            } else if bytes.starts_with(NVFATBIN_MAGIC) {
+                Some(ImageKind::Fatbinary)
+            } else if bytes.starts_with(SPIRV_MAGIC) {
+                Some(ImageKind::Spirv)
+            } else {
+                None
+            }
         }
     }
 
-    /// Identifies image bytes by content: ELF (cubin if `e_machine` is `EM_CUDA`), LLVM
-    /// bitcode, NVIDIA fatbinary, SPIR-V, or PTX text (`.version` and `.target` directives
-    /// near the start). Reads at most the first 256 bytes, so listing and selecting touch
-    /// no more than the first page of an image.
-    pub fn sniff(bytes: &[u8]) -> Self {
-        if bytes.starts_with(ELF_MAGIC) {
-            return if crate::bytes::elf_machine(bytes) == Some(crate::raw::EM_CUDA) {
-                ImageKind::Cubin
-            } else {
-                ImageKind::Object
-            };
+    tools_pub! {
+        /// Identifies image bytes by content: ELF (cubin if `e_machine` is `EM_CUDA`), LLVM
+        /// bitcode, NVIDIA fatbinary, SPIR-V, or PTX text (`.version` and `.target` directives
+        /// near the start). Reads at most the first 256 bytes, so listing and selecting touch
+        /// no more than the first page of an image.
+        pub fn sniff(bytes: &[u8]) -> Self {
+            if bytes.starts_with(ELF_MAGIC) {
+                return if crate::bytes::elf_machine(bytes) == Some(crate::raw::EM_CUDA) {
+                    ImageKind::Cubin
+                } else {
+                    ImageKind::Object
+                };
+            }
+            if let Some(kind) = Self::from_magic(bytes) {
+                return kind;
+            }
+            let head = bytes.get(..bytes.len().min(256)).unwrap_or(bytes);
+            // `.target sm_…`: AMDGPU assembly also has `.version`/`.target` substrings
+            // (`amdhsa.version:`, `amdhsa.target:`), never `.target sm_`.
+            if crate::bytes::find(head, b".version", 0).is_some()
+                && (crate::bytes::find(head, b".target sm_", 0).is_some()
+                    || crate::bytes::find(head, b".target compute_", 0).is_some())
+            {
+                return ImageKind::Ptx;
+            }
+            ImageKind::None
         }
-        if let Some(kind) = Self::from_magic(bytes) {
-            return kind;
-        }
-        let head = bytes.get(..bytes.len().min(256)).unwrap_or(bytes);
-        // `.target sm_…`: AMDGPU assembly also has `.version`/`.target` substrings
-        // (`amdhsa.version:`, `amdhsa.target:`), never `.target sm_`.
-        if crate::bytes::find(head, b".version", 0).is_some()
-            && (crate::bytes::find(head, b".target sm_", 0).is_some()
-                || crate::bytes::find(head, b".target compute_", 0).is_some())
-        {
-            return ImageKind::Ptx;
-        }
-        ImageKind::None
     }
 }
 
@@ -188,30 +194,34 @@ pub enum OffloadKind {
 }
 
 impl OffloadKind {
-    /// Decodes an OffloadBinary or offload-entry `OffloadKind` value, accepting both the
-    /// sequential (LLVM ≤ 20: HIP = 3) and the bit-flag (LLVM ≥ 21: HIP = 4) numbering.
-    pub const fn from_code(code: u16) -> Self {
-        match code {
-            0 => OffloadKind::None,
-            1 => OffloadKind::OpenMp,
-            2 => OffloadKind::Cuda,
-            3 | 4 => OffloadKind::Hip,
-            8 => OffloadKind::Sycl,
-            _ => OffloadKind::Other,
+    tools_pub! {
+        /// Decodes an OffloadBinary or offload-entry `OffloadKind` value, accepting both the
+        /// sequential (LLVM ≤ 20: HIP = 3) and the bit-flag (LLVM ≥ 21: HIP = 4) numbering.
+        pub const fn from_code(code: u16) -> Self {
+            match code {
+                0 => OffloadKind::None,
+                1 => OffloadKind::OpenMp,
+                2 => OffloadKind::Cuda,
+                3 | 4 => OffloadKind::Hip,
+                8 => OffloadKind::Sycl,
+                _ => OffloadKind::Other,
+            }
         }
     }
 
-    /// Decodes the kind field of a bundle entry ID.
-    pub fn from_bundle_kind(kind: &str) -> Self {
-        match kind {
-            "host" => OffloadKind::Host,
-            "openmp" => OffloadKind::OpenMp,
-            "cuda" => OffloadKind::Cuda,
-            "hip" => OffloadKind::Hip,
-            "hipv4" => OffloadKind::HipV4,
-            "hcc" => OffloadKind::Hcc,
-            "sycl" => OffloadKind::Sycl,
-            _ => OffloadKind::Other,
+    tools_pub! {
+        /// Decodes the kind field of a bundle entry ID.
+        pub fn from_bundle_kind(kind: &str) -> Self {
+            match kind {
+                "host" => OffloadKind::Host,
+                "openmp" => OffloadKind::OpenMp,
+                "cuda" => OffloadKind::Cuda,
+                "hip" => OffloadKind::Hip,
+                "hipv4" => OffloadKind::HipV4,
+                "hcc" => OffloadKind::Hcc,
+                "sycl" => OffloadKind::Sycl,
+                _ => OffloadKind::Other,
+            }
         }
     }
 
@@ -231,65 +241,74 @@ impl OffloadKind {
         }
     }
 
-    /// True for the HIP family (`hip`, `hipv4`, `hcc`).
-    pub const fn is_hip(self) -> bool {
-        matches!(
-            self,
-            OffloadKind::Hip | OffloadKind::HipV4 | OffloadKind::Hcc
-        )
+    tools_pub! {
+        /// True for the HIP family (`hip`, `hipv4`, `hcc`).
+        pub const fn is_hip(self) -> bool {
+            matches!(
+                self,
+                OffloadKind::Hip | OffloadKind::HipV4 | OffloadKind::Hcc
+            )
+        }
     }
 }
 
-/// A device image: its bytes and what its container records about it.
-///
-/// `'a` is the lifetime of the bytes: the caller's buffer for images stored uncompressed,
-/// or the decompressed buffer owned by an [`crate::OpenUnit`].
-#[derive(Clone, Copy, Debug)]
-pub struct Image<'a> {
-    /// Discovery index within its unit (header order, then entry order).
-    pub index: usize,
-    /// The container format.
-    pub format: Format,
-    /// The bundle entry ID exactly as stored (bundles and text bundles only).
-    pub entry_id: Option<&'a str>,
-    /// The offload kind.
-    pub offload_kind: OffloadKind,
-    /// The triple as stored (entry ID triple, or the OffloadBinary `triple` string).
-    pub triple: Option<&'a str>,
-    /// The target ID as stored (entry ID target, or the OffloadBinary `arch` string).
-    /// `None` for a bare ELF: derive it from the ELF header (`crate::arch`).
-    pub target_id: Option<&'a str>,
-    /// The image kind: the OffloadBinary value, else sniffed from the bytes.
-    pub image_kind: ImageKind,
-    /// OffloadBinary entry flags (0 elsewhere).
-    pub flags: u32,
-    /// OffloadBinary string map (all keys).
-    pub strings: Option<StringMap<'a>>,
-    /// The image bytes; empty while [`Image::encoded`] is set (see [`Image::decode`]).
-    pub bytes: &'a [u8],
-    /// The compressed payload of an image that has not been decoded: opening a unit
-    /// identifies its images from their headers alone, and [`Image::decode`] decodes one
-    /// when its bytes are wanted. `None` for images whose bytes are at hand.
-    pub encoded: Option<Encoded<'a>>,
-    /// Offset of the bytes in the buffer that was walked ([`crate::units`]) when they are
-    /// stored there in place; `None` for decompressed content (and for images made
-    /// directly from a container reader).
-    pub offset: Option<u64>,
-    /// The PTX ISA version the container records for a PTX entry (an NVIDIA fatbinary
-    /// entry header's code version, `NVFATBIN.md` §2.2); `None` elsewhere.
-    /// [`crate::identify`] prefers the text's own `.version` when the bytes are at hand.
-    pub ptx_isa: Option<crate::driver::PtxIsa>,
+tools_fields! {
+    /// A device image: its bytes and what its container records about it.
+    ///
+    /// `'a` is the lifetime of the bytes: the caller's buffer for images stored uncompressed,
+    /// or the decompressed buffer owned by an [`crate::OpenUnit`].
+    #[derive(Clone, Copy, Debug)]
+    pub struct Image<'a> {
+        /// Discovery index within its unit (header order, then entry order).
+        pub index: usize,
+        /// The container format.
+        pub format: Format,
+        /// The bundle entry ID exactly as stored (bundles and text bundles only).
+        pub entry_id: Option<&'a str>,
+        /// The offload kind.
+        pub offload_kind: OffloadKind,
+        /// The triple as stored (entry ID triple, or the OffloadBinary `triple` string).
+        pub triple: Option<&'a str>,
+        /// The target ID as stored (entry ID target, or the OffloadBinary `arch` string).
+        /// `None` for a bare ELF: derive it from the ELF header (`crate::arch`).
+        pub target_id: Option<&'a str>,
+        /// The image kind: the OffloadBinary value, else sniffed from the bytes.
+        pub image_kind: ImageKind,
+        /// The image bytes; empty while [`Image::encoded`] is set (see [`Image::decode`]).
+        pub bytes: &'a [u8],
+        /// The compressed payload of an image that has not been decoded: opening a unit
+        /// identifies its images from their headers alone, and [`Image::decode`] decodes one
+        /// when its bytes are wanted. `None` for images whose bytes are at hand.
+        pub encoded: Option<Encoded<'a>>,
+        /// Offset of the bytes in the buffer that was walked ([`crate::units`]) when they are
+        /// stored there in place; `None` for decompressed content (and for images made
+        /// directly from a container reader).
+        pub offset: Option<u64>,
+        @tools
+        /// OffloadBinary entry flags (0 elsewhere).
+        pub flags: u32,
+        /// OffloadBinary string map (all keys).
+        pub strings: Option<StringMap<'a>>,
+        /// The PTX ISA version the container records for a PTX entry (an NVIDIA fatbinary
+        /// entry header's code version, `NVFATBIN.md` §2.2); `None` elsewhere.
+        /// [`crate::identify`] prefers the text's own `.version` when the bytes are at hand.
+        pub ptx_isa: Option<crate::driver::PtxIsa>,
+    }
 }
 
 impl<'a> Image<'a> {
-    /// An image from a binary bundle entry.
-    pub fn from_bundle_entry(index: usize, e: &BundleEntry<'a>) -> Self {
-        Self::from_id(index, Format::Bundle, e.id, e.data)
+    tools_pub! {
+        /// An image from a binary bundle entry.
+        pub fn from_bundle_entry(index: usize, e: &BundleEntry<'a>) -> Self {
+            Self::from_id(index, Format::Bundle, e.id, e.data)
+        }
     }
 
-    /// An image from a text bundle entry.
-    pub fn from_text_entry(index: usize, e: &TextEntry<'a>) -> Self {
-        Self::from_id(index, Format::TextBundle, e.id, e.data)
+    tools_pub! {
+        /// An image from a text bundle entry.
+        pub fn from_text_entry(index: usize, e: &TextEntry<'a>) -> Self {
+            Self::from_id(index, Format::TextBundle, e.id, e.data)
+        }
     }
 
     /// An image named by a bundle entry ID.
@@ -314,117 +333,127 @@ impl<'a> Image<'a> {
         }
     }
 
-    /// An image from an OffloadBinary entry.
-    pub fn from_offload_entry(index: usize, e: &OffloadBinaryEntry<'a>) -> Self {
-        Image {
-            index,
-            format: Format::OffloadBinary,
-            entry_id: None,
-            offload_kind: OffloadKind::from_code(e.offload_kind),
-            triple: e.strings.get_str("triple"),
-            target_id: e.strings.get_str("arch"),
-            image_kind: ImageKind::from_code(e.image_kind),
-            flags: e.flags,
-            strings: Some(e.strings),
-            bytes: e.image,
-            encoded: None,
-            offset: None,
-            ptx_isa: None,
+    tools_pub! {
+        /// An image from an OffloadBinary entry.
+        pub fn from_offload_entry(index: usize, e: &OffloadBinaryEntry<'a>) -> Self {
+            Image {
+                index,
+                format: Format::OffloadBinary,
+                entry_id: None,
+                offload_kind: OffloadKind::from_code(e.offload_kind),
+                triple: e.strings.get_str("triple"),
+                target_id: e.strings.get_str("arch"),
+                image_kind: ImageKind::from_code(e.image_kind),
+                flags: e.flags,
+                strings: Some(e.strings),
+                bytes: e.image,
+                encoded: None,
+                offset: None,
+                ptx_isa: None,
+            }
         }
     }
 
-    /// An entry of an NVIDIA fatbinary; `bytes` is its image (the stored payload or the
-    /// decompressed one, without padding: [`crate::nvfatbin::trim_image`]).
-    ///
-    /// The triple is `nvptx64-nvidia-cuda`, the target the entry's architecture with the
-    /// variant it records (`sm_86`, `sm_90a`, `sm_100f`), the offload kind CUDA and
-    /// `flags` the low 32 bits of the entry flags (all known flags fit).
-    pub fn from_fatbin_entry(index: usize, e: &FatbinEntry<'_>, bytes: &'a [u8]) -> Self {
-        Image {
-            index,
-            format: Format::NvFatbin,
-            entry_id: None,
-            offload_kind: OffloadKind::Cuda,
-            triple: Some("nvptx64-nvidia-cuda"),
-            target_id: e.arch_name(),
-            image_kind: match e.kind {
-                EntryKind::Cubin => ImageKind::Cubin,
-                EntryKind::Ptx => ImageKind::Ptx,
-                EntryKind::TileIr => ImageKind::TileIr,
-                EntryKind::LtoIr => ImageKind::LtoIr,
-            },
-            flags: u32::try_from(e.flags & 0xFFFF_FFFF).unwrap_or(0),
-            strings: None,
-            bytes,
-            encoded: None,
-            offset: None,
-            ptx_isa: match e.kind {
-                EntryKind::Ptx => crate::driver::PtxIsa::of_code_version(e.code_version),
-                EntryKind::Cubin | EntryKind::TileIr | EntryKind::LtoIr => None,
-            },
+    tools_pub! {
+        /// An entry of an NVIDIA fatbinary; `bytes` is its image (the stored payload or the
+        /// decompressed one, without padding: [`crate::nvfatbin::trim_image`]).
+        ///
+        /// The triple is `nvptx64-nvidia-cuda`, the target the entry's architecture with the
+        /// variant it records (`sm_86`, `sm_90a`, `sm_100f`), the offload kind CUDA and
+        /// `flags` the low 32 bits of the entry flags (all known flags fit).
+        pub fn from_fatbin_entry(index: usize, e: &FatbinEntry<'_>, bytes: &'a [u8]) -> Self {
+            Image {
+                index,
+                format: Format::NvFatbin,
+                entry_id: None,
+                offload_kind: OffloadKind::Cuda,
+                triple: Some("nvptx64-nvidia-cuda"),
+                target_id: e.arch_name(),
+                image_kind: match e.kind {
+                    EntryKind::Cubin => ImageKind::Cubin,
+                    EntryKind::Ptx => ImageKind::Ptx,
+                    EntryKind::TileIr => ImageKind::TileIr,
+                    EntryKind::LtoIr => ImageKind::LtoIr,
+                },
+                flags: u32::try_from(e.flags & 0xFFFF_FFFF).unwrap_or(0),
+                strings: None,
+                bytes,
+                encoded: None,
+                offset: None,
+                ptx_isa: match e.kind {
+                    EntryKind::Ptx => crate::driver::PtxIsa::of_code_version(e.code_version),
+                    EntryKind::Cubin | EntryKind::TileIr | EntryKind::LtoIr => None,
+                },
+            }
         }
     }
 
-    /// A bare device ELF.
-    pub fn from_elf(index: usize, bytes: &'a [u8]) -> Self {
-        Image {
-            index,
-            format: Format::Elf,
-            entry_id: None,
-            offload_kind: OffloadKind::None,
-            triple: None,
-            target_id: None,
-            image_kind: ImageKind::sniff(bytes),
-            flags: 0,
-            strings: None,
-            bytes,
-            encoded: None,
-            offset: None,
-            ptx_isa: None,
+    tools_pub! {
+        /// A bare device ELF.
+        pub fn from_elf(index: usize, bytes: &'a [u8]) -> Self {
+            Image {
+                index,
+                format: Format::Elf,
+                entry_id: None,
+                offload_kind: OffloadKind::None,
+                triple: None,
+                target_id: None,
+                image_kind: ImageKind::sniff(bytes),
+                flags: 0,
+                strings: None,
+                bytes,
+                encoded: None,
+                offset: None,
+                ptx_isa: None,
+            }
         }
     }
 
-    /// An entry of a `.kpack` archive: a HIP code object for `amdgcn-amd-amdhsa`, its target
-    /// the architecture the TOC files it under (e.g. `gfx90a:xnack+`). `bytes` is the
-    /// code object when it is stored plain; a zstd entry is made with `encoded` set and
-    /// empty bytes (see [`Image::decode`]).
-    pub fn from_kpack_entry(
-        index: usize,
-        e: &crate::kpack::KpackEntry<'a>,
-        bytes: &'a [u8],
-        encoded: Option<Encoded<'a>>,
-    ) -> Self {
-        Image {
-            index,
-            format: Format::Kpack,
-            entry_id: None,
-            offload_kind: OffloadKind::Hip,
-            triple: Some("amdgcn-amd-amdhsa"),
-            target_id: Some(e.arch),
-            image_kind: if encoded.is_some() {
-                ImageKind::Object
-            } else {
-                ImageKind::sniff(bytes)
-            },
-            flags: 0,
-            strings: None,
-            bytes,
-            encoded,
-            offset: None,
-            ptx_isa: None,
+    tools_pub! {
+        /// An entry of a `.kpack` archive: a HIP code object for `amdgcn-amd-amdhsa`, its target
+        /// the architecture the TOC files it under (e.g. `gfx90a:xnack+`). `bytes` is the
+        /// code object when it is stored plain; a zstd entry is made with `encoded` set and
+        /// empty bytes (see [`Image::decode`]).
+        pub fn from_kpack_entry(
+            index: usize,
+            e: &crate::kpack::KpackEntry<'a>,
+            bytes: &'a [u8],
+            encoded: Option<Encoded<'a>>,
+        ) -> Self {
+            Image {
+                index,
+                format: Format::Kpack,
+                entry_id: None,
+                offload_kind: OffloadKind::Hip,
+                triple: Some("amdgcn-amd-amdhsa"),
+                target_id: Some(e.arch),
+                image_kind: if encoded.is_some() {
+                    ImageKind::Object
+                } else {
+                    ImageKind::sniff(bytes)
+                },
+                flags: 0,
+                strings: None,
+                bytes,
+                encoded,
+                offset: None,
+                ptx_isa: None,
+            }
         }
     }
 
-    /// An entry of an NVIDIA fatbinary whose payload is compressed, identified from its
-    /// header alone: its bytes are decoded (and trimmed) by [`Image::decode`].
-    pub fn from_encoded_fatbin_entry(
-        index: usize,
-        e: &FatbinEntry<'_>,
-        encoded: Encoded<'a>,
-    ) -> Self {
-        Image {
-            encoded: Some(encoded),
-            ..Self::from_fatbin_entry(index, e, &[])
+    tools_pub! {
+        /// An entry of an NVIDIA fatbinary whose payload is compressed, identified from its
+        /// header alone: its bytes are decoded (and trimmed) by [`Image::decode`].
+        pub fn from_encoded_fatbin_entry(
+            index: usize,
+            e: &FatbinEntry<'_>,
+            encoded: Encoded<'a>,
+        ) -> Self {
+            Image {
+                encoded: Some(encoded),
+                ..Self::from_fatbin_entry(index, e, &[])
+            }
         }
     }
 
@@ -449,9 +478,11 @@ impl<'a> Image<'a> {
         }
     }
 
-    /// True when the bytes are at hand ([`Image::encoded`] is not set).
-    pub fn is_decoded(&self) -> bool {
-        self.encoded.is_none()
+    tools_pub! {
+        /// True when the bytes are at hand ([`Image::encoded`] is not set).
+        pub fn is_decoded(&self) -> bool {
+            self.encoded.is_none()
+        }
     }
 
     /// The image's bytes: borrowed when they are at hand, else decoded from
@@ -465,21 +496,25 @@ impl<'a> Image<'a> {
         }
     }
 
-    /// The image checked as [`Image::decode`] checks it (the same errors at the same
-    /// offsets), with only as much of it made as identifying it and telling its size need:
-    /// [`Checked::Head`], the first `head` bytes, when the rest of the stream can be checked
-    /// without decoding it (an LZ4 block, [`crate::decompress::check_head`]) and the
-    /// image's length is the declared one; otherwise all of it ([`Checked::Whole`]: the
-    /// bytes at hand, or decoded). With `head` at least [`crate::stream::IDENTIFY_LEN`],
-    /// [`Image::with_checked`] of the result identifies as the decoded image does.
-    pub fn check(&self, head: usize, options: &crate::ReadOptions) -> crate::Result<Checked<'a>> {
-        self.made(head, options, true)
+    tools_pub! {
+        /// The image checked as [`Image::decode`] checks it (the same errors at the same
+        /// offsets), with only as much of it made as identifying it and telling its size need:
+        /// [`Checked::Head`], the first `head` bytes, when the rest of the stream can be checked
+        /// without decoding it (an LZ4 block, [`crate::decompress::check_head`]) and the
+        /// image's length is the declared one; otherwise all of it ([`Checked::Whole`]: the
+        /// bytes at hand, or decoded). With `head` at least [`crate::stream::IDENTIFY_LEN`],
+        /// [`Image::with_checked`] of the result identifies as the decoded image does.
+        pub fn check(&self, head: usize, options: &crate::ReadOptions) -> crate::Result<Checked<'a>> {
+            self.made(head, options, true)
+        }
     }
 
-    /// As [`Image::check`], but an LZ4 stream is read only as far as its first `head`
-    /// bytes ([`Encoded::peek`]): damage after them is not found.
-    pub fn peek(&self, head: usize, options: &crate::ReadOptions) -> crate::Result<Checked<'a>> {
-        self.made(head, options, false)
+    tools_pub! {
+        /// As [`Image::check`], but an LZ4 stream is read only as far as its first `head`
+        /// bytes ([`Encoded::peek`]): damage after them is not found.
+        pub fn peek(&self, head: usize, options: &crate::ReadOptions) -> crate::Result<Checked<'a>> {
+            self.made(head, options, false)
+        }
     }
 
     fn made(
@@ -503,20 +538,22 @@ impl<'a> Image<'a> {
         e.decode(options).map(|v| Checked::Whole(Cow::Owned(v)))
     }
 
-    /// The same image with what [`Image::check`] or [`Image::peek`] made as its bytes:
-    /// all of them ([`Image::with_bytes`]), or its first bytes, which header readers
-    /// ([`crate::identify`]) see while [`Image::encoded`] stays set, so that
-    /// [`Image::size`] is still the decoded size.
-    pub fn with_checked<'b>(&self, checked: &'b Checked<'_>) -> Image<'b>
-    where
-        'a: 'b,
-    {
-        match checked {
-            Checked::Whole(bytes) => self.with_bytes(bytes),
-            Checked::Head(head) => Image {
-                bytes: head,
-                ..*self
-            },
+    tools_pub! {
+        /// The same image with what [`Image::check`] or [`Image::peek`] made as its bytes:
+        /// all of them ([`Image::with_bytes`]), or its first bytes, which header readers
+        /// ([`crate::identify`]) see while [`Image::encoded`] stays set, so that
+        /// [`Image::size`] is still the decoded size.
+        pub fn with_checked<'b>(&self, checked: &'b Checked<'_>) -> Image<'b>
+        where
+            'a: 'b,
+        {
+            match checked {
+                Checked::Whole(bytes) => self.with_bytes(bytes),
+                Checked::Head(head) => Image {
+                    bytes: head,
+                    ..*self
+                },
+            }
         }
     }
 

@@ -13,8 +13,8 @@
 //! * **The plugin tier, at the crate root**: what a runtime plugin holds, listed below.
 //!   The C API and the Python module are its first users.
 //! * **[`read`]**: the format readers, one module per format (`read::bundle`, `read::ccob`,
-//!   `read::text`, `read::offload_binary`, `read::nvfatbin`, `read::kpack`,
-//!   `read::entry_id`), and **[`raw`]**: the on-disk records (zerocopy, little-endian,
+//!   `read::text`, `read::offload_binary`, `read::nvfatbin`, `read::kpack`: each format's
+//!   reader type and entry type), and **[`raw`]**: the on-disk records (zerocopy, little-endian,
 //!   alignment 1) and magic numbers.
 //! * **`write`** (feature `write`, which implies `std`): writers for every format,
 //!   byte-identical to LLVM 22's tools.
@@ -23,21 +23,23 @@
 //!   (`registration`), host files (`host`, with kpack's host side in `host::kpack`), judging a library for devices
 //!   (`judge`), pruning (`prune`, with `write`), the driver and target tables (`driver`,
 //!   `arch`), and the per-format and unified modules whole (`bundle`, `ccob`, `container`,
-//!   `image`, `select`, `stream`, ...). Not a stable plugin API: without the feature these
-//!   modules are private to the crate.
+//!   `image`, `select`, `stream`, ...), the root names of the plugin tier's detail types
+//!   (`Identity`, `Rejection`, `RankKey`, ...: a plugin reads them through fields and
+//!   methods) and the members of plugin-tier types that only the tools use. Not a stable
+//!   plugin API: without the feature these modules are private to the crate.
 //!
 //! The plugin tier:
 //!
 //! | step | names |
 //! |---|---|
-//! | open a buffer | [`units`] → [`Units`] of [`Unit`] (or [`for_each_unit`]) (its [`Location`], [`PathElem`], [`UnitContent`], [`Damage`]); [`Unit::open`] → [`OpenUnit`] |
-//! | images | [`OpenUnit::images`] → [`Image`] ([`Format`], [`ImageKind`], [`OffloadKind`], [`Encoded`], [`Checked`]); [`image_name`] |
-//! | devices and targets | [`Device`] ([`Device::parse`]), [`Target`], [`TargetId`], [`identify`] → [`Identity`] |
-//! | choose | [`choose`] → [`Choice`] per device ([`RankKey`]); [`SelectOptions`] ([`Policy`], [`KindFilter`], and the CUDA driver's [`CudaDriver`], [`DriverVersion`], [`JitSwitches`]) |
+//! | open a buffer | [`units`] → [`Units`] of [`Unit`] (or [`for_each_unit`]) (its [`Location`], [`Damage`]); [`Unit::open`] → [`OpenUnit`]; [`split_library`]: why a kpack-split library has no unit |
+//! | images | [`OpenUnit::images`] → [`Image`] ([`Format`], [`ImageKind`], [`OffloadKind`]); [`Image::name`], [`image_name`] |
+//! | devices and targets | [`Device`] ([`Device::parse`]), [`Target`], [`identify`] |
+//! | choose | [`choose`] → [`Choice`] per device; [`SelectOptions`] ([`Policy`], [`KindFilter`], [`hip_force_spirv`], and the CUDA driver's [`CudaDriver`], [`DriverVersion`], [`JitSwitches`]) |
 //! | choose while streaming | [`choose_streaming`], [`choose_streaming_keeping`] → [`StreamChoice`] ([`KeptImage`]): a compressed bundle chosen in without holding its content |
 //! | bytes | [`Image::decode`] (borrowed, or decoded now) |
-//! | explain | [`Choice::rejection`] ([`Rejection`]) and [`Choice::losses`] ([`Loss`]) |
-//! | check a file | [`validate()`] → [`Finding`] ([`FindingCode`], [`Severity`]) |
+//! | explain | [`Choice::rejection`] and [`Choice::losses`] → [`Lost`] ([`Loss`], [`Loss::name`]; [`Lost::reason`]: the text `select --explain` prints) |
+//! | check a file | [`validate()`] → [`Finding`] ([`Severity`]) |
 //! | options | [`ReadOptions`] ([`Limits`], [`Decoders`]: [`Decompressor`], [`CompressedBundle`], [`CompressionMethod`]) |
 //! | errors | [`Error`], [`ErrorKind`], [`Result`] |
 //!
@@ -133,6 +135,49 @@ macro_rules! tools_layer {
     )*};
 }
 
+/// Declares one method, associated function or constant of a plugin-tier type that serves
+/// the tools' layer: `pub` with feature `tools`, `pub(crate)` without it (where it may be
+/// unused, hence `dead_code` allowed). `pub(crate)` and `pub` cannot be switched by
+/// `cfg_attr`, hence the item twice, one of the two compiled.
+macro_rules! tools_pub {
+    ($(#[$attr:meta])* pub $($item:tt)*) => {
+        #[cfg(feature = "tools")]
+        $(#[$attr])*
+        pub $($item)*
+        #[cfg(not(feature = "tools"))]
+        $(#[$attr])*
+        #[allow(dead_code)]
+        pub(crate) $($item)*
+    };
+}
+
+/// Declares a plugin-tier struct whose fields after `@tools` serve the tools' layer: `pub`
+/// with feature `tools`, `pub(crate)` without it (the struct twice, one of the two compiled).
+/// The fields before `@tools` keep their own visibility.
+macro_rules! tools_fields {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident $(<$($lt:lifetime),*>)? {
+            $($(#[$pattr:meta])* $pv:vis $pf:ident : $pty:ty,)*
+            @tools
+            $($(#[$tattr:meta])* pub $tf:ident : $tty:ty,)*
+        }
+    ) => {
+        #[cfg(feature = "tools")]
+        $(#[$attr])*
+        pub struct $name $(<$($lt),*>)? {
+            $($(#[$pattr])* $pv $pf: $pty,)*
+            $($(#[$tattr])* pub $tf: $tty,)*
+        }
+        #[cfg(not(feature = "tools"))]
+        $(#[$attr])*
+        pub struct $name $(<$($lt),*>)? {
+            $($(#[$pattr])* $pv $pf: $pty,)*
+            $($(#[$tattr])* pub(crate) $tf: $tty,)*
+        }
+    };
+}
+
 // The bytes step: the plugin tier re-exports the error and the options; `raw` is public.
 mod bytes;
 mod compressed;
@@ -178,19 +223,28 @@ pub mod registration;
 pub mod write;
 
 // The plugin tier.
-pub use arch::{identify, image_name, Device, Identity, Target, TargetId};
+pub use arch::{identify, image_name, Device, Target};
 pub use compressed::{CompressedBundle, CompressionMethod, Decompressor};
-pub use container::{
-    for_each_unit, units, Damage, Location, OpenUnit, PathElem, Unit, UnitContent, Units,
-};
+pub use container::{for_each_unit, units, Damage, Location, OpenUnit, Unit, Units};
 pub use driver::{CudaDriver, DriverVersion, JitSwitches};
 pub use error::{Error, ErrorKind, Result};
-pub use image::{Checked, Encoded, Format, Image, ImageKind, OffloadKind};
+pub use host::kpack::split_library;
+pub use image::{Format, Image, ImageKind, OffloadKind};
 pub use options::{Decoders, Limits, ReadOptions};
-pub use select::{choose, Choice, KindFilter, Loss, Policy, RankKey, Rejection, SelectOptions};
+pub use select::{choose, hip_force_spirv, Choice, KindFilter, Loss, Lost, Policy, SelectOptions};
 pub use stream::{choose_streaming, choose_streaming_keeping, KeptImage, StreamChoice};
-pub use validate::{validate, Code as FindingCode, Finding, Severity};
+pub use validate::{validate, Finding, Severity};
 
-// The root names the tools' layer adds (what the root held before the tiers).
+// The root names the tools' layer adds: the detail types the plugin tier's fields hold (a
+// plugin reads them through their fields and methods without naming them), and what the
+// root held before the tiers.
 #[cfg(feature = "tools")]
-pub use select::{check, explain, select, Candidate, Selection, Verdict};
+pub use arch::{Identity, TargetId};
+#[cfg(feature = "tools")]
+pub use container::{PathElem, UnitContent};
+#[cfg(feature = "tools")]
+pub use image::{Checked, Encoded};
+#[cfg(feature = "tools")]
+pub use select::{check, explain, select, Candidate, RankKey, Rejection, Selection, Verdict};
+#[cfg(feature = "tools")]
+pub use validate::Code as FindingCode;

@@ -156,42 +156,47 @@ pub struct Fatbin<'data> {
     claimed: u64,
 }
 
-/// One entry of a fatbinary.
-#[derive(Clone, Copy, Debug)]
-pub struct FatbinEntry<'data> {
-    /// Position in the fatbinary (0-based).
-    pub index: usize,
-    /// Offset of the entry header from the start of the fatbinary.
-    pub offset: u64,
-    /// PTX, cubin or Tile IR.
-    pub kind: EntryKind,
-    /// SM number (86 for `sm_86`).
-    pub sm: u32,
-    /// The recorded variant.
-    pub variant: Variant,
-    /// All flags as stored.
-    pub flags: u64,
-    /// Size of the entry header.
-    pub header_size: u32,
-    /// The whole entry header (`header_size` bytes; the reader interprets its first 64).
-    pub header: &'data [u8],
-    /// The codec of a compressed payload.
-    pub codec: Option<Codec>,
-    /// The stored (padded) payload.
-    pub payload: &'data [u8],
-    /// Size of the compressed stream (compressed entries; 0 otherwise).
-    pub compressed_size: u64,
-    /// Size of the decompressed payload (compressed entries; 0 otherwise).
-    pub uncompressed_size: u64,
-    /// The code version the entry header records (`+0x18`): for PTX, its ISA version
-    /// ([`crate::driver::PtxIsa::of_code_version`]).
-    pub code_version: u32,
+tools_fields! {
+    /// One entry of a fatbinary.
+    #[derive(Clone, Copy, Debug)]
+    pub struct FatbinEntry<'data> {
+        /// Position in the fatbinary (0-based).
+        pub index: usize,
+        /// Offset of the entry header from the start of the fatbinary.
+        pub offset: u64,
+        /// PTX, cubin or Tile IR.
+        pub kind: EntryKind,
+        /// SM number (86 for `sm_86`).
+        pub sm: u32,
+        @tools
+        /// The recorded variant.
+        pub variant: Variant,
+        /// All flags as stored.
+        pub flags: u64,
+        /// Size of the entry header.
+        pub header_size: u32,
+        /// The whole entry header (`header_size` bytes; the reader interprets its first 64).
+        pub header: &'data [u8],
+        /// The codec of a compressed payload.
+        pub codec: Option<Codec>,
+        /// The stored (padded) payload.
+        pub payload: &'data [u8],
+        /// Size of the compressed stream (compressed entries; 0 otherwise).
+        pub compressed_size: u64,
+        /// Size of the decompressed payload (compressed entries; 0 otherwise).
+        pub uncompressed_size: u64,
+        /// The code version the entry header records (`+0x18`): for PTX, its ISA version
+        /// ([`crate::driver::PtxIsa::of_code_version`]).
+        pub code_version: u32,
+    }
 }
 
 impl<'data> FatbinEntry<'data> {
-    /// Flag bits whose meaning is unknown (0 when all are known).
-    pub const fn unknown_flags(&self) -> u64 {
-        self.flags & !KNOWN_FLAGS
+    tools_pub! {
+        /// Flag bits whose meaning is unknown (0 when all are known).
+        pub const fn unknown_flags(&self) -> u64 {
+            self.flags & !KNOWN_FLAGS
+        }
     }
 
     /// The image of an uncompressed entry: its payload without the padding
@@ -206,34 +211,36 @@ impl<'data> FatbinEntry<'data> {
         }
     }
 
-    /// The options string the header of a PTX or LTO IR entry records, without its
-    /// trailing NUL and space padding (`NVFATBIN.md` §2.5): the first non-empty (offset,
-    /// length) pair of `u32`s at `+0x40` or `+0x48` locates it in the header (offset from
-    /// the header's start). `nvcc` puts its `ptxas` options there for PTX (`cuobjdump`:
-    /// "ptxasOptions") and its NVVM options for LTO IR ("nvvmOptions"). `None` for cubins
-    /// (their pair locates binary data `cuobjdump` does not print), and when there is no
-    /// pair, or it points outside the header or at bytes that are not UTF-8.
-    pub fn options(&self) -> Option<&'data str> {
-        if !matches!(self.kind, EntryKind::Ptx | EntryKind::LtoIr) {
-            return None;
+    tools_pub! {
+        /// The options string the header of a PTX or LTO IR entry records, without its
+        /// trailing NUL and space padding (`NVFATBIN.md` §2.5): the first non-empty (offset,
+        /// length) pair of `u32`s at `+0x40` or `+0x48` locates it in the header (offset from
+        /// the header's start). `nvcc` puts its `ptxas` options there for PTX (`cuobjdump`:
+        /// "ptxasOptions") and its NVVM options for LTO IR ("nvvmOptions"). `None` for cubins
+        /// (their pair locates binary data `cuobjdump` does not print), and when there is no
+        /// pair, or it points outside the header or at bytes that are not UTF-8.
+        pub fn options(&self) -> Option<&'data str> {
+            if !matches!(self.kind, EntryKind::Ptx | EntryKind::LtoIr) {
+                return None;
+            }
+            let word = |at: usize| {
+                self.header
+                    .get(at..at.checked_add(4)?)
+                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                    .map(u32::from_le_bytes)
+                    .and_then(|v| usize::try_from(v).ok())
+            };
+            let (at, len) = [0x40, 0x48]
+                .into_iter()
+                .map_while(|pair: usize| Some((pair, word(pair)?, word(pair.checked_add(4)?)?)))
+                .find(|&(_, at, len)| at != 0 || len != 0)
+                .filter(|&(pair, at, len)| len > 0 && at >= pair.saturating_add(8))
+                .map(|(_, at, len)| (at, len))?;
+            let text = self.header.get(at..at.checked_add(len)?)?;
+            core::str::from_utf8(text)
+                .ok()
+                .map(|t| t.trim_end_matches(['\0', ' ']))
         }
-        let word = |at: usize| {
-            self.header
-                .get(at..at.checked_add(4)?)
-                .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                .map(u32::from_le_bytes)
-                .and_then(|v| usize::try_from(v).ok())
-        };
-        let (at, len) = [0x40, 0x48]
-            .into_iter()
-            .map_while(|pair: usize| Some((pair, word(pair)?, word(pair.checked_add(4)?)?)))
-            .find(|&(_, at, len)| at != 0 || len != 0)
-            .filter(|&(pair, at, len)| len > 0 && at >= pair.saturating_add(8))
-            .map(|(_, at, len)| (at, len))?;
-        let text = self.header.get(at..at.checked_add(len)?)?;
-        core::str::from_utf8(text)
-            .ok()
-            .map(|t| t.trim_end_matches(['\0', ' ']))
     }
 
     /// The architecture name `cuobjdump` would give with the recorded variant: `sm_86`,
@@ -272,14 +279,16 @@ impl<'data> FatbinEntry<'data> {
         )
     }
 
-    /// The compressed stream of a compressed entry (the first `compressed size` bytes of
-    /// its payload); the whole payload of an uncompressed one.
-    pub fn stream(&self) -> Result<&'data [u8]> {
-        if self.codec.is_none() {
-            return Ok(self.payload);
+    tools_pub! {
+        /// The compressed stream of a compressed entry (the first `compressed size` bytes of
+        /// its payload); the whole payload of an uncompressed one.
+        pub fn stream(&self) -> Result<&'data [u8]> {
+            if self.codec.is_none() {
+                return Ok(self.payload);
+            }
+            bytes::sub(self.payload, 0, self.compressed_size, "payload")
+                .map_err(|e| Error::new(e.kind(), self.offset.saturating_add(0x10), e.what()))
         }
-        bytes::sub(self.payload, 0, self.compressed_size, "payload")
-            .map_err(|e| Error::new(e.kind(), self.offset.saturating_add(0x10), e.what()))
     }
 }
 
@@ -704,29 +713,39 @@ impl<'data> Fatbin<'data> {
         ))
     }
 
-    /// Size of the fatbinary (header and body).
-    pub fn len(&self) -> u64 {
-        u64_of(self.data.len())
+    tools_pub! {
+        /// Size of the fatbinary (header and body).
+        pub fn len(&self) -> u64 {
+            u64_of(self.data.len())
+        }
     }
 
-    /// True if the fatbinary has no entries.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
+    tools_pub! {
+        /// True if the fatbinary has no entries.
+        pub fn is_empty(&self) -> bool {
+            self.count == 0
+        }
     }
 
-    /// Number of entries.
-    pub fn entry_count(&self) -> u64 {
-        self.count
+    tools_pub! {
+        /// Number of entries.
+        pub fn entry_count(&self) -> u64 {
+            self.count
+        }
     }
 
-    /// Sum of the decompressed sizes the compressed entries declare.
-    pub fn decompressed_claim(&self) -> u64 {
-        self.claimed
+    tools_pub! {
+        /// Sum of the decompressed sizes the compressed entries declare.
+        pub fn decompressed_claim(&self) -> u64 {
+            self.claimed
+        }
     }
 
-    /// The fatbinary's bytes (header and body).
-    pub fn bytes(&self) -> &'data [u8] {
-        self.data
+    tools_pub! {
+        /// The fatbinary's bytes (header and body).
+        pub fn bytes(&self) -> &'data [u8] {
+            self.data
+        }
     }
 
     /// The entries in stored order.

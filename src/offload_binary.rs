@@ -35,23 +35,26 @@ pub struct OffloadBinary<'data> {
     inflated_size: u64,
 }
 
-/// One entry (image) of an OffloadBinary.
-#[derive(Clone, Copy, Debug)]
-pub struct OffloadBinaryEntry<'data> {
-    /// Position of the entry in its binary (0-based).
-    pub index: usize,
-    /// The raw `ImageKind` value (1 object, 2 bitcode, 3 cubin, 4 fatbinary, 5 PTX, 6 SPIR-V).
-    pub image_kind: u16,
-    /// The raw `OffloadKind` value (1 OpenMP, 2 CUDA, 3 or 4 HIP, 8 SYCL; see `FORMATS.md` §6.5).
-    pub offload_kind: u16,
-    /// Entry flags.
-    pub flags: u32,
-    /// Offset of the image from the start of its binary.
-    pub image_offset: u64,
-    /// The image.
-    pub image: &'data [u8],
-    /// The string map.
-    pub strings: StringMap<'data>,
+tools_fields! {
+    /// One entry (image) of an OffloadBinary.
+    #[derive(Clone, Copy, Debug)]
+    pub struct OffloadBinaryEntry<'data> {
+        /// Position of the entry in its binary (0-based).
+        pub index: usize,
+        /// The raw `ImageKind` value (1 object, 2 bitcode, 3 cubin, 4 fatbinary, 5 PTX, 6 SPIR-V).
+        pub image_kind: u16,
+        /// The raw `OffloadKind` value (1 OpenMP, 2 CUDA, 3 or 4 HIP, 8 SYCL; see `FORMATS.md` §6.5).
+        pub offload_kind: u16,
+        /// The image.
+        pub image: &'data [u8],
+        /// The string map.
+        pub strings: StringMap<'data>,
+        @tools
+        /// Entry flags.
+        pub flags: u32,
+        /// Offset of the image from the start of its binary.
+        pub image_offset: u64,
+    }
 }
 
 /// The key/value strings of an entry (`triple`, `arch`, and any others), in stored order.
@@ -430,43 +433,57 @@ impl<'data> OffloadBinary<'data> {
         })
     }
 
-    /// The format version (1, 2 or 3).
-    pub fn version(&self) -> u32 {
-        self.version
+    tools_pub! {
+        /// The format version (1, 2 or 3).
+        pub fn version(&self) -> u32 {
+            self.version
+        }
     }
 
-    /// Size of this binary (the `size` header field).
-    pub fn len(&self) -> u64 {
-        u64_of(self.data.len())
+    tools_pub! {
+        /// Size of this binary (the `size` header field).
+        pub fn len(&self) -> u64 {
+            u64_of(self.data.len())
+        }
     }
 
-    /// True if the binary has no entries.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0 || self.is_compressed()
+    tools_pub! {
+        /// True if the binary has no entries.
+        pub fn is_empty(&self) -> bool {
+            self.count == 0 || self.is_compressed()
+        }
     }
 
-    /// The binary's bytes.
-    pub fn data(&self) -> &'data [u8] {
-        self.data
+    tools_pub! {
+        /// The binary's bytes.
+        pub fn data(&self) -> &'data [u8] {
+            self.data
+        }
     }
 
-    /// True for a compressed version 3 binary; call [`OffloadBinary::inflate`] to read it.
-    pub fn is_compressed(&self) -> bool {
-        self.inflated_size != 0
+    tools_pub! {
+        /// True for a compressed version 3 binary; call [`OffloadBinary::inflate`] to read it.
+        pub fn is_compressed(&self) -> bool {
+            self.inflated_size != 0
+        }
     }
 
-    /// The size a compressed binary inflates to (its `inflated_size` field; 0 when not
-    /// compressed).
-    pub fn inflated_size(&self) -> u64 {
-        self.inflated_size
+    tools_pub! {
+        /// The size a compressed binary inflates to (its `inflated_size` field; 0 when not
+        /// compressed).
+        pub fn inflated_size(&self) -> u64 {
+            self.inflated_size
+        }
     }
 
-    /// Number of entries (0 for a compressed binary until inflated).
-    pub fn entry_count(&self) -> u64 {
-        if self.is_compressed() {
-            0
-        } else {
-            self.count
+    tools_pub! {
+        /// Number of entries (0 for a compressed binary until inflated).
+        pub fn entry_count(&self) -> u64 {
+            if self.is_compressed() {
+                0
+            } else {
+                self.count
+            }
         }
     }
 
@@ -478,60 +495,62 @@ impl<'data> OffloadBinary<'data> {
         }
     }
 
-    /// Rebuilds the uncompressed binary of a compressed v3 binary (`FORMATS.md` §6.6):
-    /// the header with `size = inflated_size` and `inflated_size = 0`, then the inflated body,
-    /// decoded by the caller's [`crate::ccob::Decoders::raw`] when set, else built in.
-    pub fn inflate(&self, options: &ReadOptions) -> Result<Vec<u8>> {
-        if !self.is_compressed() {
-            return Err(Error::new(
-                ErrorKind::Malformed,
-                32,
-                "OffloadBinary is not compressed",
-            ));
-        }
-        let total = self.inflated_size;
-        if total > options.limits.max_decompressed_size {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                32,
-                "declared inflated size exceeds the limit",
-            ));
-        }
-        let head = bytes::sub(self.data, 0, self.entries_offset, "OffloadBinary header")?;
-        let body = bytes::rest(self.data, self.entries_offset, "OffloadBinary body")?;
-        let body_len = total.saturating_sub(self.entries_offset);
-        let codec = if body.starts_with(ZSTD_MAGIC) {
-            Codec::Zstd
-        } else {
-            Codec::Zlib
-        };
-        if options.decoders.raw.is_some() {
-            // The caller's decoder (it may decline the codec, and the built-in one runs).
-            let decoded = crate::decompress::decode_with_hook(
+    tools_pub! {
+        /// Rebuilds the uncompressed binary of a compressed v3 binary (`FORMATS.md` §6.6):
+        /// the header with `size = inflated_size` and `inflated_size = 0`, then the inflated body,
+        /// decoded by the caller's [`crate::ccob::Decoders::raw`] when set, else built in.
+        pub fn inflate(&self, options: &ReadOptions) -> Result<Vec<u8>> {
+            if !self.is_compressed() {
+                return Err(Error::new(
+                    ErrorKind::Malformed,
+                    32,
+                    "OffloadBinary is not compressed",
+                ));
+            }
+            let total = self.inflated_size;
+            if total > options.limits.max_decompressed_size {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    32,
+                    "declared inflated size exceeds the limit",
+                ));
+            }
+            let head = bytes::sub(self.data, 0, self.entries_offset, "OffloadBinary header")?;
+            let body = bytes::rest(self.data, self.entries_offset, "OffloadBinary body")?;
+            let body_len = total.saturating_sub(self.entries_offset);
+            let codec = if body.starts_with(ZSTD_MAGIC) {
+                Codec::Zstd
+            } else {
+                Codec::Zlib
+            };
+            if options.decoders.raw.is_some() {
+                // The caller's decoder (it may decline the codec, and the built-in one runs).
+                let decoded = crate::decompress::decode_with_hook(
+                    codec,
+                    body,
+                    self.entries_offset,
+                    body_len,
+                    32,
+                    options,
+                )?;
+                let mut out = with_header(head, decoded.len())?;
+                out.extend_from_slice(&decoded);
+                return Ok(Self::finish_inflated(out, total));
+            }
+            // The header is copied first and the body decoded right behind it, in one buffer
+            // that grows only as the stream produces output.
+            let mut out = with_header(head, 0)?;
+            crate::decompress::decode_append(
                 codec,
                 body,
                 self.entries_offset,
                 body_len,
                 32,
                 options,
+                &mut out,
             )?;
-            let mut out = with_header(head, decoded.len())?;
-            out.extend_from_slice(&decoded);
-            return Ok(Self::finish_inflated(out, total));
+            Ok(Self::finish_inflated(out, total))
         }
-        // The header is copied first and the body decoded right behind it, in one buffer
-        // that grows only as the stream produces output.
-        let mut out = with_header(head, 0)?;
-        crate::decompress::decode_append(
-            codec,
-            body,
-            self.entries_offset,
-            body_len,
-            32,
-            options,
-            &mut out,
-        )?;
-        Ok(Self::finish_inflated(out, total))
     }
 
     /// The inflated binary's header: its total size, and no inflated size (it is no
@@ -626,19 +645,25 @@ impl<'data> OffloadBinaries<'data> {
         })
     }
 
-    /// Number of binaries.
-    pub fn count(&self) -> u64 {
-        self.count
+    tools_pub! {
+        /// Number of binaries.
+        pub fn count(&self) -> u64 {
+            self.count
+        }
     }
 
-    /// Size of the sequence: the end of its last binary.
-    pub fn len(&self) -> u64 {
-        self.extent
+    tools_pub! {
+        /// Size of the sequence: the end of its last binary.
+        pub fn len(&self) -> u64 {
+            self.extent
+        }
     }
 
-    /// True if the sequence holds no binary (never true after a successful parse).
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
+    tools_pub! {
+        /// True if the sequence holds no binary (never true after a successful parse).
+        pub fn is_empty(&self) -> bool {
+            self.count == 0
+        }
     }
 
     /// The binaries, with their offsets from the start of the sequence.

@@ -51,14 +51,16 @@ impl Limits {
     /// the limits say.
     pub const MAX_DEPTH: usize = 8;
 
-    /// No limits beyond the size of the data (depth is still capped at
-    /// [`Limits::MAX_DEPTH`]).
-    pub const UNLIMITED: Limits = Limits {
-        max_decompressed_size: u64::MAX,
-        max_entries: u64::MAX,
-        max_id_len: u64::MAX,
-        max_depth: Limits::MAX_DEPTH,
-    };
+    tools_pub! {
+        /// No limits beyond the size of the data (depth is still capped at
+        /// [`Limits::MAX_DEPTH`]).
+        pub const UNLIMITED: Limits = Limits {
+            max_decompressed_size: u64::MAX,
+            max_entries: u64::MAX,
+            max_id_len: u64::MAX,
+            max_depth: Limits::MAX_DEPTH,
+        };
+    }
 }
 
 impl Default for Limits {

@@ -131,24 +131,26 @@ impl KindFilter {
         }
     }
 
-    /// True when an image of `kind` may be loaded for this request. Host and unknown
-    /// kinds never pass; images without a kind always do.
-    pub const fn accepts(self, kind: OffloadKind, hip_openmp_compatible: bool) -> bool {
-        match kind {
-            OffloadKind::Host | OffloadKind::Other => false,
-            OffloadKind::None => true,
-            OffloadKind::Hip | OffloadKind::HipV4 | OffloadKind::Hcc => match self {
-                KindFilter::Any | KindFilter::Hip => true,
-                KindFilter::OpenMp => hip_openmp_compatible,
-                KindFilter::Cuda => false,
-            },
-            OffloadKind::OpenMp => match self {
-                KindFilter::Any | KindFilter::OpenMp => true,
-                KindFilter::Hip => hip_openmp_compatible,
-                KindFilter::Cuda => false,
-            },
-            OffloadKind::Cuda => matches!(self, KindFilter::Any | KindFilter::Cuda),
-            OffloadKind::Sycl => matches!(self, KindFilter::Any),
+    tools_pub! {
+        /// True when an image of `kind` may be loaded for this request. Host and unknown
+        /// kinds never pass; images without a kind always do.
+        pub const fn accepts(self, kind: OffloadKind, hip_openmp_compatible: bool) -> bool {
+            match kind {
+                OffloadKind::Host | OffloadKind::Other => false,
+                OffloadKind::None => true,
+                OffloadKind::Hip | OffloadKind::HipV4 | OffloadKind::Hcc => match self {
+                    KindFilter::Any | KindFilter::Hip => true,
+                    KindFilter::OpenMp => hip_openmp_compatible,
+                    KindFilter::Cuda => false,
+                },
+                OffloadKind::OpenMp => match self {
+                    KindFilter::Any | KindFilter::OpenMp => true,
+                    KindFilter::Hip => hip_openmp_compatible,
+                    KindFilter::Cuda => false,
+                },
+                OffloadKind::Cuda => matches!(self, KindFilter::Any | KindFilter::Cuda),
+                OffloadKind::Sycl => matches!(self, KindFilter::Any),
+            }
         }
     }
 }
@@ -265,23 +267,25 @@ impl Default for SelectOptions {
 }
 
 impl SelectOptions {
-    /// What comgr's `amd_comgr_lookup_code_object` does for one native ISA query: HIP kinds
-    /// only, the first entry in header order whose ID names the device's processor with
-    /// compatible features. Comgr reads IDs, not payloads, so bitcode entries count; a
-    /// generic or SPIR-V entry only answers a query for that generic/SPIR-V name, which
-    /// CLR makes separately (then ranks native, generic, SPIR-V: [`Policy::FirstByClass`]).
-    pub const fn comgr() -> Self {
-        SelectOptions {
-            kind: KindFilter::Hip,
-            hip_openmp_compatible: false,
-            policy: Policy::First,
-            allow_jit: true,
-            allow_generic: false,
-            allow_spirv: false,
-            strict: false,
-            cuda: CudaDriver::new(None),
-            force_spirv: false,
-            clr: false,
+    tools_pub! {
+        /// What comgr's `amd_comgr_lookup_code_object` does for one native ISA query: HIP kinds
+        /// only, the first entry in header order whose ID names the device's processor with
+        /// compatible features. Comgr reads IDs, not payloads, so bitcode entries count; a
+        /// generic or SPIR-V entry only answers a query for that generic/SPIR-V name, which
+        /// CLR makes separately (then ranks native, generic, SPIR-V: [`Policy::FirstByClass`]).
+        pub const fn comgr() -> Self {
+            SelectOptions {
+                kind: KindFilter::Hip,
+                hip_openmp_compatible: false,
+                policy: Policy::First,
+                allow_jit: true,
+                allow_generic: false,
+                allow_spirv: false,
+                strict: false,
+                cuda: CudaDriver::new(None),
+                force_spirv: false,
+                clr: false,
+            }
         }
     }
 }
@@ -1103,95 +1107,130 @@ pub fn explain<'a>(image: &Image<'a>, device: &Device, options: &SelectOptions) 
 }
 
 impl Rejection<'_> {
-    /// How much the rejection says about the device: 0 for images that were never meant
-    /// for it (host entries, other kinds, other architectures, empty or non-code
-    /// payloads), 1 for options that ruled an image out, 2 for the compatibility rules
-    /// proper (processor, features, generic version, NVIDIA rules, unloadable ELF).
-    pub const fn relevance(&self) -> u8 {
+    /// The rejection's short stable name, one per kind (`"processor"`, `"feature"`,
+    /// `"not-hsa"`, ...): the C API's `oi_reason_name` of its `OI_REASON_*` code. The text
+    /// that says why is its `Display`.
+    pub const fn name(&self) -> &'static str {
         match self {
-            Rejection::Host
-            | Rejection::Empty
-            | Rejection::Kind { .. }
-            | Rejection::Arch { .. }
-            | Rejection::NotHsa { .. }
-            | Rejection::NotCode => 0,
-            Rejection::JitNotAllowed(_)
-            | Rejection::GenericNotAllowed(_)
-            | Rejection::SpirvNotAllowed
-            | Rejection::Mismatch(_) => 1,
-            Rejection::NoTarget
-            | Rejection::InvalidTarget { .. }
-            | Rejection::Elf(_)
-            | Rejection::Processor { .. }
-            | Rejection::NotInFamily { .. }
-            | Rejection::GenericVersion { .. }
-            | Rejection::ClrGenericMap { .. }
-            | Rejection::ClrSpelling { .. }
-            | Rejection::Feature { .. }
-            | Rejection::Driver(_)
-            | Rejection::Nvptx { .. } => 2,
-            Rejection::ForcedJit | Rejection::ForcedSpirv => 1,
+            Rejection::Host => "host",
+            Rejection::Empty => "empty",
+            Rejection::Kind { .. } => "kind",
+            Rejection::Arch { .. } => "arch",
+            Rejection::NotHsa { .. } => "not-hsa",
+            Rejection::NoTarget => "no-target",
+            Rejection::InvalidTarget { .. } => "invalid-target",
+            Rejection::Elf(_) => "elf",
+            Rejection::Mismatch(_) => "mismatch",
+            Rejection::NotCode => "not-code",
+            Rejection::JitNotAllowed(_) => "jit-not-allowed",
+            Rejection::GenericNotAllowed(_) => "generic-not-allowed",
+            Rejection::SpirvNotAllowed => "spirv-not-allowed",
+            Rejection::Processor { .. } => "processor",
+            Rejection::ClrGenericMap { .. } => "clr-generic-map",
+            Rejection::ClrSpelling { .. } => "clr-spelling",
+            Rejection::NotInFamily { .. } => "not-in-family",
+            Rejection::GenericVersion { .. } => "generic-version",
+            Rejection::Feature { .. } => "feature",
+            Rejection::ForcedJit => "forced-jit",
+            Rejection::ForcedSpirv => "forced-spirv",
+            Rejection::Driver(_) => "driver",
+            Rejection::Nvptx { .. } => "nvidia-rule",
         }
     }
 
-    /// How close the image came to loading on the device: a finer order than
-    /// [`Rejection::relevance`], which it refines (`closeness() / 16 == relevance()`). It
-    /// picks the most telling rejection of a unit ([`Choice::rejection`]), so that the
-    /// reason given for a unit names the image nearest to the device, not the first one met.
-    ///
-    /// Among the images never meant for the device: another architecture, kind or
-    /// unloadable payload says more than an empty image, which says more than the host
-    /// entry. Among the compatibility rules, from far to near: another processor of
-    /// another major ISA version; generic code of another family; another processor of the
-    /// same major version, then of the same major and minor version (gfx908 code is nearer
-    /// to a gfx906 than gfx1030 code); an unloadable ELF or an unknown target; a generic
-    /// version too old, or a cubin of another major version; a feature mode the device
-    /// does not have (the right processor), or another NVIDIA rule (code for the device's
-    /// major version, or PTX).
-    ///
-    /// ```
-    /// use offload_image::{select::Rejection, arch::amdgpu::Processor};
-    ///
-    /// let p = |n| Processor::by_name(n).unwrap();
-    /// let far = Rejection::Processor { image: p("gfx1030"), device: p("gfx906") };
-    /// let near = Rejection::Processor { image: p("gfx908"), device: p("gfx906") };
-    /// assert_eq!(far.relevance(), near.relevance());
-    /// assert!(near.closeness() > far.closeness());
-    /// ```
-    pub fn closeness(&self) -> u8 {
-        let within = match self {
-            Rejection::Host => 0,
-            Rejection::Empty => 1,
-            Rejection::Kind { .. }
-            | Rejection::Arch { .. }
-            | Rejection::NotHsa { .. }
-            | Rejection::NotCode => 2,
-            Rejection::JitNotAllowed(_)
-            | Rejection::GenericNotAllowed(_)
-            | Rejection::SpirvNotAllowed
-            | Rejection::ForcedJit
-            | Rejection::ForcedSpirv
-            | Rejection::Mismatch(_) => 0,
-            Rejection::Driver(_) => 7,
-            Rejection::Processor { image, device } => match (image.isa_version, device.isa_version)
-            {
-                (Some((a, b, _)), Some((c, d, _))) if a == c && b == d => 3,
-                (Some((a, ..)), Some((c, ..))) if a == c => 2,
-                _ => 0,
-            },
-            Rejection::NotInFamily { .. } => 1,
-            Rejection::NoTarget | Rejection::InvalidTarget { .. } | Rejection::Elf(_) => 4,
-            Rejection::GenericVersion { .. }
-            | Rejection::ClrGenericMap { .. }
-            | Rejection::Nvptx {
-                rule: NvRule::CubinMajor,
-                ..
-            } => 5,
-            Rejection::Feature { .. } | Rejection::ClrSpelling { .. } | Rejection::Nvptx { .. } => {
-                6
+    tools_pub! {
+        /// How much the rejection says about the device: 0 for images that were never meant
+        /// for it (host entries, other kinds, other architectures, empty or non-code
+        /// payloads), 1 for options that ruled an image out, 2 for the compatibility rules
+        /// proper (processor, features, generic version, NVIDIA rules, unloadable ELF).
+        pub const fn relevance(&self) -> u8 {
+            match self {
+                Rejection::Host
+                | Rejection::Empty
+                | Rejection::Kind { .. }
+                | Rejection::Arch { .. }
+                | Rejection::NotHsa { .. }
+                | Rejection::NotCode => 0,
+                Rejection::JitNotAllowed(_)
+                | Rejection::GenericNotAllowed(_)
+                | Rejection::SpirvNotAllowed
+                | Rejection::Mismatch(_) => 1,
+                Rejection::NoTarget
+                | Rejection::InvalidTarget { .. }
+                | Rejection::Elf(_)
+                | Rejection::Processor { .. }
+                | Rejection::NotInFamily { .. }
+                | Rejection::GenericVersion { .. }
+                | Rejection::ClrGenericMap { .. }
+                | Rejection::ClrSpelling { .. }
+                | Rejection::Feature { .. }
+                | Rejection::Driver(_)
+                | Rejection::Nvptx { .. } => 2,
+                Rejection::ForcedJit | Rejection::ForcedSpirv => 1,
             }
-        };
-        self.relevance().saturating_mul(16).saturating_add(within)
+        }
+    }
+
+    tools_pub! {
+        /// How close the image came to loading on the device: a finer order than
+        /// [`Rejection::relevance`], which it refines (`closeness() / 16 == relevance()`). It
+        /// picks the most telling rejection of a unit ([`Choice::rejection`]), so that the
+        /// reason given for a unit names the image nearest to the device, not the first one met.
+        ///
+        /// Among the images never meant for the device: another architecture, kind or
+        /// unloadable payload says more than an empty image, which says more than the host
+        /// entry. Among the compatibility rules, from far to near: another processor of
+        /// another major ISA version; generic code of another family; another processor of the
+        /// same major version, then of the same major and minor version (gfx908 code is nearer
+        /// to a gfx906 than gfx1030 code); an unloadable ELF or an unknown target; a generic
+        /// version too old, or a cubin of another major version; a feature mode the device
+        /// does not have (the right processor), or another NVIDIA rule (code for the device's
+        /// major version, or PTX).
+        ///
+        /// ```
+        /// use offload_image::{select::Rejection, arch::amdgpu::Processor};
+        ///
+        /// let p = |n| Processor::by_name(n).unwrap();
+        /// let far = Rejection::Processor { image: p("gfx1030"), device: p("gfx906") };
+        /// let near = Rejection::Processor { image: p("gfx908"), device: p("gfx906") };
+        /// assert_eq!(far.relevance(), near.relevance());
+        /// assert!(near.closeness() > far.closeness());
+        /// ```
+        pub fn closeness(&self) -> u8 {
+            let within = match self {
+                Rejection::Host => 0,
+                Rejection::Empty => 1,
+                Rejection::Kind { .. }
+                | Rejection::Arch { .. }
+                | Rejection::NotHsa { .. }
+                | Rejection::NotCode => 2,
+                Rejection::JitNotAllowed(_)
+                | Rejection::GenericNotAllowed(_)
+                | Rejection::SpirvNotAllowed
+                | Rejection::ForcedJit
+                | Rejection::ForcedSpirv
+                | Rejection::Mismatch(_) => 0,
+                Rejection::Driver(_) => 7,
+                Rejection::Processor { image, device } => match (image.isa_version, device.isa_version)
+                {
+                    (Some((a, b, _)), Some((c, d, _))) if a == c && b == d => 3,
+                    (Some((a, ..)), Some((c, ..))) if a == c => 2,
+                    _ => 0,
+                },
+                Rejection::NotInFamily { .. } => 1,
+                Rejection::NoTarget | Rejection::InvalidTarget { .. } | Rejection::Elf(_) => 4,
+                Rejection::GenericVersion { .. }
+                | Rejection::ClrGenericMap { .. }
+                | Rejection::Nvptx {
+                    rule: NvRule::CubinMajor,
+                    ..
+                } => 5,
+                Rejection::Feature { .. } | Rejection::ClrSpelling { .. } | Rejection::Nvptx { .. } => {
+                    6
+                }
+            };
+            self.relevance().saturating_mul(16).saturating_add(within)
+        }
     }
 }
 
@@ -1202,6 +1241,16 @@ pub enum Loss<'a> {
     Rejected(Rejection<'a>),
     /// It is compatible, but the chosen image ranks above it.
     Outranked(Outranked),
+}
+
+impl Loss<'_> {
+    /// The loss's short stable name: `"outranked"`, or the rejection's ([`Rejection::name`]).
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Loss::Rejected(r) => r.name(),
+            Loss::Outranked(_) => "outranked",
+        }
+    }
 }
 
 impl fmt::Display for Loss<'_> {
@@ -1225,64 +1274,83 @@ pub struct Lost<'c, 'a> {
     pub loss: Loss<'a>,
 }
 
-/// What [`choose`] found for one device: the chosen image with its rank key, and for every
-/// other image the reason it lost ([`Choice::loss`]).
-#[derive(Clone, Debug)]
-pub struct Choice<'a> {
-    /// The chosen image (its [`Image::index`] is its discovery index); `None` also when the
-    /// candidates were identities without images ([`Candidate`]): see [`Choice::chosen`].
-    pub image: Option<Image<'a>>,
-    /// The chosen image's rank key: its [`RankKey::class`] says why it won (native,
-    /// compatible, container, JIT).
-    pub key: Option<RankKey>,
-    /// Images seen.
-    pub candidates: usize,
-    /// Images compatible with the device.
-    pub compatible: usize,
-    /// True when another compatible image ties with the chosen one apart from the
-    /// discovery index (the choice then depends on order).
-    pub tie: bool,
-    /// The most telling rejection (highest [`Rejection::closeness`], which orders by
-    /// [`Rejection::relevance`] first; first in discovery order among equals) with the rejected image's discovery index: why nothing was
-    /// chosen, when nothing was.
-    pub rejection: Option<(usize, Rejection<'a>)>,
-    /// The verdict on every image, in discovery order, with its discovery index (empty
-    /// for [`select`], which keeps none).
-    pub verdicts: Vec<(usize, Verdict<'a>)>,
-    /// The policy that ranked the images.
-    pub policy: Policy,
-    /// The image the runtime picks and then refuses, when it does: the CUDA driver picks a
-    /// PTX entry whose ISA it cannot compile and does not fall back to another
-    /// ([`Rejection::Driver`], which [`Choice::rejection`] then gives). [`Choice::key`] and
-    /// [`Choice::image`] are `None`.
-    pub refused: Option<RankKey>,
-    /// The chosen image is PTX and `CUDA_DISABLE_PTX_JIT` is set: the driver loads it only
-    /// from its JIT cache (a binary it compiled from this PTX before), and fails with
-    /// `CUDA_ERROR_JIT_COMPILATION_DISABLED` (223) where there is none.
-    pub from_jit_cache: bool,
-    /// For the image ranked first so far: `Some(isa)` when it is PTX.
-    best_ptx: Option<Option<PtxIsa>>,
-    /// The image of each verdict of [`Choice::verdicts`], at the same position (`None` for
-    /// a candidate without an image).
-    images: Vec<Option<Image<'a>>>,
+impl Lost<'_, '_> {
+    /// Why it lost, as `loader-sim select --explain` and the C API print it: the loss, and
+    /// when the image's container and ELF header disagree and `options.strict` is off (the
+    /// ELF header decided), the suffix ` (note: …; the ELF header wins)`.
+    pub fn reason(&self, options: &SelectOptions) -> alloc::string::String {
+        use alloc::string::ToString;
+        let mut text = self.loss.to_string();
+        if let (false, Some(d)) = (options.strict, self.image.and_then(|i| identify(i).disagreement())) {
+            text.push_str(&alloc::format!(" (note: {d}; the ELF header wins)"));
+        }
+        text
+    }
+}
+
+tools_fields! {
+    /// What [`choose`] found for one device: the chosen image with its rank key, and for every
+    /// other image the reason it lost ([`Choice::loss`]).
+    #[derive(Clone, Debug)]
+    pub struct Choice<'a> {
+        /// The chosen image (its [`Image::index`] is its discovery index); `None` also when the
+        /// candidates were identities without images ([`Candidate`]): see [`Choice::chosen`].
+        pub image: Option<Image<'a>>,
+        /// The chosen image's rank key: its [`RankKey::class`] says why it won (native,
+        /// compatible, container, JIT).
+        pub key: Option<RankKey>,
+        /// Images seen.
+        pub candidates: usize,
+        /// Images compatible with the device.
+        pub compatible: usize,
+        /// True when another compatible image ties with the chosen one apart from the
+        /// discovery index (the choice then depends on order).
+        pub tie: bool,
+        /// The most telling rejection (highest [`Rejection::closeness`], which orders by
+        /// [`Rejection::relevance`] first; first in discovery order among equals) with the rejected image's discovery index: why nothing was
+        /// chosen, when nothing was.
+        pub rejection: Option<(usize, Rejection<'a>)>,
+        /// The image the runtime picks and then refuses, when it does: the CUDA driver picks a
+        /// PTX entry whose ISA it cannot compile and does not fall back to another
+        /// ([`Rejection::Driver`], which [`Choice::rejection`] then gives). [`Choice::key`] and
+        /// [`Choice::image`] are `None`.
+        pub refused: Option<RankKey>,
+        /// The chosen image is PTX and `CUDA_DISABLE_PTX_JIT` is set: the driver loads it only
+        /// from its JIT cache (a binary it compiled from this PTX before), and fails with
+        /// `CUDA_ERROR_JIT_COMPILATION_DISABLED` (223) where there is none.
+        pub from_jit_cache: bool,
+        /// For the image ranked first so far: `Some(isa)` when it is PTX.
+        best_ptx: Option<Option<PtxIsa>>,
+        /// The image of each verdict of [`Choice::verdicts`], at the same position (`None` for
+        /// a candidate without an image).
+        images: Vec<Option<Image<'a>>>,
+        @tools
+        /// The verdict on every image, in discovery order, with its discovery index (empty
+        /// for [`select`], which keeps none).
+        pub verdicts: Vec<(usize, Verdict<'a>)>,
+        /// The policy that ranked the images.
+        pub policy: Policy,
+    }
 }
 
 impl<'a> Choice<'a> {
-    /// Nothing seen yet.
-    pub const EMPTY: Choice<'static> = Choice {
-        image: None,
-        key: None,
-        candidates: 0,
-        compatible: 0,
-        tie: false,
-        rejection: None,
-        verdicts: Vec::new(),
-        policy: Policy::Best,
-        refused: None,
-        from_jit_cache: false,
-        best_ptx: None,
-        images: Vec::new(),
-    };
+    tools_pub! {
+        /// Nothing seen yet.
+        pub const EMPTY: Choice<'static> = Choice {
+            image: None,
+            key: None,
+            candidates: 0,
+            compatible: 0,
+            tie: false,
+            rejection: None,
+            verdicts: Vec::new(),
+            policy: Policy::Best,
+            refused: None,
+            from_jit_cache: false,
+            best_ptx: None,
+            images: Vec::new(),
+        };
+    }
 
     /// Discovery index of the chosen image.
     pub const fn chosen(&self) -> Option<usize> {
@@ -1292,20 +1360,24 @@ impl<'a> Choice<'a> {
         }
     }
 
-    /// The choice without the images: what a runtime keeps ([`Selection`]).
-    pub const fn selection(&self) -> Selection {
-        Selection {
-            key: self.key,
-            compatible: self.compatible,
-            tie: self.tie,
+    tools_pub! {
+        /// The choice without the images: what a runtime keeps ([`Selection`]).
+        pub const fn selection(&self) -> Selection {
+            Selection {
+                key: self.key,
+                compatible: self.compatible,
+                tie: self.tie,
+            }
         }
     }
 
-    /// Why the image of discovery index `index` lost: rejected, or outranked by the chosen
-    /// one. `None` for the chosen image and for indices without a recorded verdict.
-    pub fn loss(&self, index: usize) -> Option<Loss<'a>> {
-        let (_, verdict) = self.verdicts.iter().find(|(i, _)| *i == index)?;
-        self.loss_of(index, *verdict)
+    tools_pub! {
+        /// Why the image of discovery index `index` lost: rejected, or outranked by the chosen
+        /// one. `None` for the chosen image and for indices without a recorded verdict.
+        pub fn loss(&self, index: usize) -> Option<Loss<'a>> {
+            let (_, verdict) = self.verdicts.iter().find(|(i, _)| *i == index)?;
+            self.loss_of(index, *verdict)
+        }
     }
 
     /// Every image that lost, with the image itself and why, in discovery order (empty for

@@ -198,14 +198,18 @@ impl<'data> TextBundle<'data> {
         Ok(TextBundle { data, style, count })
     }
 
-    /// The comment style.
-    pub fn style(&self) -> CommentStyle {
-        self.style
+    tools_pub! {
+        /// The comment style.
+        pub fn style(&self) -> CommentStyle {
+            self.style
+        }
     }
 
-    /// Number of entries.
-    pub fn entry_count(&self) -> u64 {
-        self.count
+    tools_pub! {
+        /// Number of entries.
+        pub fn entry_count(&self) -> u64 {
+            self.count
+        }
     }
 
     /// The entries in file order.

@@ -9,9 +9,7 @@
 //! whole, once. Everything the reader hands out (strings, image bytes, reasons) lives until
 //! `oi_reader_close`; error messages live in static storage (`messages`).
 //!
-//! The C API uses the library's root tier only (and `raw`), with one exception: finding
-//! the `HIPK` wrappers of a split library (`kpack_split`) uses `host` and `host::kpack`, for which
-//! the root has no name yet.
+//! The C API uses the library's root tier only (and `raw`).
 //!
 //! Unsafe code: the helpers under "the unsafe boundary", each with its safety contract,
 //! their calls in the `extern "C"` functions, and the two places that give the reader's
@@ -30,10 +28,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 use offload_image::{
-    choose, choose_streaming_keeping, identify, image_name, validate, CompressedBundle,
-    CompressionMethod, CudaDriver, Decoders, Decompressor, Device, DriverVersion, Error, ErrorKind,
-    Format, Image, JitSwitches, KindFilter, Limits, Loss, OpenUnit, Policy, ReadOptions, Rejection,
-    SelectOptions, Severity, Unit, UnitContent,
+    choose, choose_streaming_keeping, identify, image_name, split_library, validate,
+    CompressedBundle, CompressionMethod, CudaDriver, Decoders, Decompressor, Device, DriverVersion,
+    Error, ErrorKind, Format, Image, JitSwitches, KindFilter, Limits, Loss, OpenUnit, Policy,
+    ReadOptions, SelectOptions, Severity, Unit,
 };
 
 // ---- constants (cbindgen writes them as #defines) --------------------------------------
@@ -1343,14 +1341,6 @@ fn read_file(path: &std::path::Path) -> Result<Box<[u8]>, Fail> {
     Ok(data.into_boxed_slice())
 }
 
-/// The offset of the first `HIPK` wrapper when `data` is a split (kpack) host library.
-fn kpack_split(data: &[u8]) -> Option<u64> {
-    let host = offload_image::host::HostFile::parse(data).ok()?;
-    offload_image::host::kpack::hipk_slots(&host)
-        .first()
-        .map(|slot| slot.offset)
-}
-
 /// Walks `data` and builds the reader; non-compressed units are opened at once (that
 /// allocates nothing but for compressed OffloadBinaries), compressed bundles are left for
 /// the first call that needs them.
@@ -1372,7 +1362,7 @@ fn build(
     }
     // No unit at all in a split (kpack) library: its code objects are elsewhere, say so.
     if units.is_empty() {
-        if let Some(at) = kpack_split(data) {
+        if let Some(at) = split_library(data) {
             return Err(fail(
                 OI_ERR_KPACK_SPLIT,
                 c"a split (kpack) library: its device code objects are not in the file but in .kpack archives installed beside it, which the HIP runtime's kpack loader reads",
@@ -1413,7 +1403,7 @@ fn build(
         let compressed = state
             .units
             .get(u)
-            .is_some_and(|s| matches!(s.unit.content, UnitContent::Compressed(_)));
+            .is_some_and(|s| s.unit.compressed().is_some());
         if !compressed {
             // A unit that does not open keeps its error (`oi_reader_unit_status`).
             let _ = state.open_unit(u);
@@ -1916,38 +1906,13 @@ impl State {
     }
 }
 
-/// The `OI_REASON_*` code of why an image lost.
+/// The `OI_REASON_*` code of why an image lost: the code whose `oi_reason_name` is the
+/// library's name of the loss ([`Loss::name`]).
 fn reason_kind(loss: &Loss<'_>) -> u32 {
-    let Loss::Rejected(r) = loss else {
-        return OI_REASON_OUTRANKED;
-    };
-    match r {
-        Rejection::Host => OI_REASON_HOST,
-        Rejection::Empty => OI_REASON_EMPTY,
-        Rejection::Kind { .. } => OI_REASON_KIND,
-        Rejection::Arch { .. } => OI_REASON_ARCH,
-        Rejection::NotHsa { .. } => OI_REASON_NOT_HSA,
-        Rejection::NoTarget => OI_REASON_NO_TARGET,
-        Rejection::InvalidTarget { .. } => OI_REASON_INVALID_TARGET,
-        Rejection::Elf(_) => OI_REASON_ELF,
-        Rejection::Mismatch(_) => OI_REASON_MISMATCH,
-        Rejection::NotCode => OI_REASON_NOT_CODE,
-        Rejection::JitNotAllowed(_) => OI_REASON_JIT_NOT_ALLOWED,
-        Rejection::GenericNotAllowed(_) => OI_REASON_GENERIC_NOT_ALLOWED,
-        Rejection::SpirvNotAllowed => OI_REASON_SPIRV_NOT_ALLOWED,
-        Rejection::Processor { .. } => OI_REASON_PROCESSOR,
-        Rejection::ClrGenericMap { .. } => OI_REASON_CLR_GENERIC_MAP,
-        Rejection::ClrSpelling { .. } => OI_REASON_CLR_SPELLING,
-        Rejection::NotInFamily { .. } => OI_REASON_NOT_IN_FAMILY,
-        Rejection::GenericVersion { .. } => OI_REASON_GENERIC_VERSION,
-        Rejection::Feature { .. } => OI_REASON_FEATURE,
-        Rejection::ForcedJit => OI_REASON_FORCED_JIT,
-        Rejection::ForcedSpirv => OI_REASON_FORCED_SPIRV,
-        Rejection::Driver(_) => OI_REASON_DRIVER,
-        Rejection::Nvptx { .. } => OI_REASON_NVIDIA_RULE,
-        #[allow(unreachable_patterns)]
-        _ => OI_REASON_OTHER,
-    }
+    let name = loss.name().as_bytes();
+    (OI_REASON_OUTRANKED..=OI_REASON_NVIDIA_RULE)
+        .find(|&k| reason_name(k).to_bytes() == name)
+        .unwrap_or(OI_REASON_OTHER)
 }
 
 /// What `oi_reader_explain` found: (image within the unit, kind, text) for the summary
@@ -1990,12 +1955,8 @@ impl State {
         let losses = choice
             .losses()
             .filter_map(|lost| {
-                let img = lost.image?;
-                let mut text = lost.loss.to_string();
-                if let (false, Some(d)) = (options.strict, identify(img).disagreement()) {
-                    text += &format!(" (note: {d}; the ELF header wins)");
-                }
-                Some((lost.index, reason_kind(&lost.loss), text))
+                lost.image?;
+                Some((lost.index, reason_kind(&lost.loss), lost.reason(options)))
             })
             .collect();
         let summary = match (choice.chosen(), choice.rejection) {
@@ -2405,7 +2366,12 @@ pub extern "C" fn oi_status_name(code: i32) -> *const c_char {
 /// `"feature"`, ...), or `"unknown reason"`.
 #[no_mangle]
 pub extern "C" fn oi_reason_name(kind: u32) -> *const c_char {
-    let name: &'static CStr = match kind {
+    reason_name(kind).as_ptr()
+}
+
+/// The name of an `OI_REASON_*` code ([`oi_reason_name`]).
+fn reason_name(kind: u32) -> &'static CStr {
+    match kind {
         OI_REASON_CHOSEN => c"chosen",
         OI_REASON_OUTRANKED => c"outranked",
         OI_REASON_HOST => c"host",
@@ -2435,8 +2401,7 @@ pub extern "C" fn oi_reason_name(kind: u32) -> *const c_char {
         OI_REASON_DAMAGED => c"damaged",
         OI_REASON_OTHER => c"other",
         _ => c"unknown reason",
-    };
-    name.as_ptr()
+    }
 }
 
 /// This library's version, `"MAJOR.MINOR.PATCH"` (static storage): compare with the

@@ -116,14 +116,9 @@ fn reasons(choice: &Choice<'_>, options: &SelectOptions) -> Vec<Rejected> {
     choice
         .losses()
         .filter_map(|lost| {
-            let img = lost.image?;
-            let mut reason = lost.loss.to_string();
-            if let (false, Some(d)) = (options.strict, identify(img).disagreement()) {
-                reason += &format!(" (note: {d}; the ELF header wins)");
-            }
             Some(Rejected {
-                image: image_name(img),
-                reason,
+                image: image_name(lost.image?),
+                reason: lost.reason(options),
             })
         })
         .collect()

@@ -16,8 +16,8 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, Mutex};
 
 use offload_image::{
-    identify, image_name, units, CudaDriver, Device, DriverVersion, Error, Image, JitSwitches,
-    KindFilter, Loss, OpenUnit, Policy, ReadOptions, Rejection, SelectOptions, Target, Unit,
+    hip_force_spirv, identify, image_name, units, CudaDriver, Device, DriverVersion, Error, Image,
+    JitSwitches, KindFilter, Loss, OpenUnit, Policy, ReadOptions, SelectOptions, Target, Unit,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -208,31 +208,11 @@ fn code_name(image: &Image<'_>) -> String {
 }
 
 /// A short stable name of why an image cannot be loaded on a device.
-fn rejection_kind(r: &Rejection<'_>) -> &'static str {
-    match r {
-        Rejection::Host => "host",
-        Rejection::Empty => "empty",
-        Rejection::Kind { .. } => "kind",
-        Rejection::Arch { .. } => "arch",
-        Rejection::NotHsa { .. } => "not-hsa",
-        Rejection::NoTarget => "no-target",
-        Rejection::InvalidTarget { .. } => "invalid-target",
-        Rejection::Elf(_) => "elf",
-        Rejection::Mismatch(_) => "mismatch",
-        Rejection::NotCode => "not-code",
-        Rejection::JitNotAllowed(_) => "jit-not-allowed",
-        Rejection::GenericNotAllowed(_) => "generic-not-allowed",
-        Rejection::SpirvNotAllowed => "spirv-not-allowed",
-        Rejection::Processor { .. } => "processor",
-        Rejection::ClrGenericMap { .. } => "clr-generic-map",
-        Rejection::ClrSpelling { .. } => "clr-spelling",
-        Rejection::NotInFamily { .. } => "not-in-family",
-        Rejection::GenericVersion { .. } => "generic-version",
-        Rejection::Feature { .. } => "feature",
-        Rejection::ForcedJit => "forced-jit",
-        Rejection::ForcedSpirv => "forced-spirv",
-        Rejection::Driver(_) => "driver",
-        Rejection::Nvptx { .. } => "nvptx",
+fn loss_kind(loss: &Loss<'_>) -> &'static str {
+    // The library's names ([`Loss::name`]), but for the NVIDIA rule: `nvptx` here.
+    match loss.name() {
+        "nvidia-rule" => "nvptx",
+        name => name,
     }
 }
 
@@ -319,10 +299,8 @@ fn select_options(
             version,
             switches: JitSwitches::from_env(env),
         },
-        // The one name below the library's root: CLR's reading of the variable.
-        force_spirv: offload_image::select::hip_force_spirv(
-            env("HIP_FORCE_SPIRV_CODEOBJECT").as_deref(),
-        ),
+        // CLR's reading of the variable.
+        force_spirv: hip_force_spirv(env("HIP_FORCE_SPIRV_CODEOBJECT").as_deref()),
         clr,
     })
 }
@@ -507,25 +485,17 @@ impl Reader {
             d.set_item("compatible", choice.compatible)?;
             d.set_item("candidates", choice.candidates)?;
             let losses = PyList::empty(py);
-            // Every image with a verdict that is not the chosen one, in discovery order
-            // (`Choice::loss` by index: the same on both sides of `losses`' change).
-            let lost = choice
-                .verdicts
-                .iter()
-                .filter_map(|(i, _)| choice.loss(*i).map(|l| (*i, l)));
-            for (index, loss) in lost {
-                let kind = match &loss {
-                    Loss::Rejected(r) => rejection_kind(r),
-                    Loss::Outranked(_) => "outranked",
-                };
-                losses.append((index, loss.to_string(), kind))?;
+            // Every image with a verdict that is not the chosen one, in discovery order.
+            for lost in choice.losses() {
+                let kind = loss_kind(&lost.loss);
+                losses.append((lost.index, lost.loss.to_string(), kind))?;
             }
             d.set_item("losses", losses)?;
             d.set_item(
                 "rejection",
                 choice
                     .rejection
-                    .map(|(i, r)| (i, r.to_string(), rejection_kind(&r))),
+                    .map(|(i, r)| (i, r.to_string(), loss_kind(&Loss::Rejected(r)))),
             )?;
             d.set_item("refused", choice.refused.map(|k| k.index))?;
             d.set_item("from_jit_cache", choice.from_jit_cache)?;

@@ -102,30 +102,36 @@ impl Device {
         Ok(Device::Amdgpu(t))
     }
 
-    /// A CUDA device with compute capability `major.minor`.
-    pub fn cuda(major: u8, minor: u8) -> Result<Self> {
-        if major == 0 || major > 99 || minor > 9 {
-            return Err(Error::new(
-                ErrorKind::InvalidId,
-                0,
-                "compute capability must be 1.0 to 99.9",
-            ));
+    tools_pub! {
+        /// A CUDA device with compute capability `major.minor`.
+        pub fn cuda(major: u8, minor: u8) -> Result<Self> {
+            if major == 0 || major > 99 || minor > 9 {
+                return Err(Error::new(
+                    ErrorKind::InvalidId,
+                    0,
+                    "compute capability must be 1.0 to 99.9",
+                ));
+            }
+            Ok(Device::Cuda { major, minor })
         }
-        Ok(Device::Cuda { major, minor })
     }
 
-    /// The same AMDGPU device with the xnack mode set (ignored when the processor has no
-    /// selectable xnack, and for CUDA devices). KFD properties do not record the mode:
-    /// ROCr asks the kernel (and honours `HSA_XNACK`), so callers supply it.
-    #[must_use]
-    pub fn with_xnack(self, on: bool) -> Self {
-        self.with_feature(Feature::Xnack, on)
+    tools_pub! {
+        /// The same AMDGPU device with the xnack mode set (ignored when the processor has no
+        /// selectable xnack, and for CUDA devices). KFD properties do not record the mode:
+        /// ROCr asks the kernel (and honours `HSA_XNACK`), so callers supply it.
+        #[must_use]
+        pub fn with_xnack(self, on: bool) -> Self {
+            self.with_feature(Feature::Xnack, on)
+        }
     }
 
-    /// The same AMDGPU device with the sramecc mode set (see [`Device::with_xnack`]).
-    #[must_use]
-    pub fn with_sramecc(self, on: bool) -> Self {
-        self.with_feature(Feature::Sramecc, on)
+    tools_pub! {
+        /// The same AMDGPU device with the sramecc mode set (see [`Device::with_xnack`]).
+        #[must_use]
+        pub fn with_sramecc(self, on: bool) -> Self {
+            self.with_feature(Feature::Sramecc, on)
+        }
     }
 
     fn with_feature(self, feature: Feature, on: bool) -> Self {
@@ -142,55 +148,57 @@ impl Device {
         }
     }
 
-    /// Reads one KFD topology node (`/sys/class/kfd/kfd/topology/nodes/N/properties`):
-    /// `gfx_target_version` (major·10000 + minor·100 + stepping) gives the processor and
-    /// bit 26 of `capability` ([`HSA_CAP_SRAM_EDCSUPPORTED`]) the sramecc mode. The xnack
-    /// mode is not in the file and stays unknown (set it with [`Device::with_xnack`]).
-    ///
-    /// Returns `Ok(None)` for a CPU node (`gfx_target_version 0` or absent). Errors: a
-    /// value that is not a number, or a version no processor in the table has.
-    pub fn from_kfd_properties(text: &str) -> Result<Option<Self>> {
-        let bad = |what| Error::new(ErrorKind::InvalidId, 0, what);
-        let mut version: Option<u32> = None;
-        let mut capability: u32 = 0;
-        for line in text.lines() {
-            let mut it = line.split_ascii_whitespace();
-            let (Some(key), Some(value)) = (it.next(), it.next()) else {
-                continue;
-            };
-            match key {
-                "gfx_target_version" => {
-                    version = Some(
-                        value
-                            .parse()
-                            .map_err(|_| bad("KFD gfx_target_version is not a number"))?,
-                    )
+    tools_pub! {
+        /// Reads one KFD topology node (`/sys/class/kfd/kfd/topology/nodes/N/properties`):
+        /// `gfx_target_version` (major·10000 + minor·100 + stepping) gives the processor and
+        /// bit 26 of `capability` ([`HSA_CAP_SRAM_EDCSUPPORTED`]) the sramecc mode. The xnack
+        /// mode is not in the file and stays unknown (set it with [`Device::with_xnack`]).
+        ///
+        /// Returns `Ok(None)` for a CPU node (`gfx_target_version 0` or absent). Errors: a
+        /// value that is not a number, or a version no processor in the table has.
+        pub fn from_kfd_properties(text: &str) -> Result<Option<Self>> {
+            let bad = |what| Error::new(ErrorKind::InvalidId, 0, what);
+            let mut version: Option<u32> = None;
+            let mut capability: u32 = 0;
+            for line in text.lines() {
+                let mut it = line.split_ascii_whitespace();
+                let (Some(key), Some(value)) = (it.next(), it.next()) else {
+                    continue;
+                };
+                match key {
+                    "gfx_target_version" => {
+                        version = Some(
+                            value
+                                .parse()
+                                .map_err(|_| bad("KFD gfx_target_version is not a number"))?,
+                        )
+                    }
+                    "capability" => {
+                        // The kernel prints u32 capabilities in decimal.
+                        capability = value
+                            .parse::<u64>()
+                            .map_err(|_| bad("KFD capability is not a number"))?
+                            as u32
+                    }
+                    _ => {}
                 }
-                "capability" => {
-                    // The kernel prints u32 capabilities in decimal.
-                    capability = value
-                        .parse::<u64>()
-                        .map_err(|_| bad("KFD capability is not a number"))?
-                        as u32
-                }
-                _ => {}
             }
+            let v = match version {
+                None | Some(0) => return Ok(None),
+                Some(v) => v,
+            };
+            let (major, minor, stepping) = (v / 10000, (v / 100) % 100, v % 100);
+            let processor = u8::try_from(major)
+                .ok()
+                .and_then(|major| Processor::by_isa_version(major, minor as u8, stepping as u8))
+                .ok_or(bad(
+                    "KFD gfx_target_version names no known AMDGPU processor",
+                ))?;
+            let device = Device::Amdgpu(TargetId::any(processor));
+            Ok(Some(
+                device.with_sramecc(capability & HSA_CAP_SRAM_EDCSUPPORTED != 0),
+            ))
         }
-        let v = match version {
-            None | Some(0) => return Ok(None),
-            Some(v) => v,
-        };
-        let (major, minor, stepping) = (v / 10000, (v / 100) % 100, v % 100);
-        let processor = u8::try_from(major)
-            .ok()
-            .and_then(|major| Processor::by_isa_version(major, minor as u8, stepping as u8))
-            .ok_or(bad(
-                "KFD gfx_target_version names no known AMDGPU processor",
-            ))?;
-        let device = Device::Amdgpu(TargetId::any(processor));
-        Ok(Some(
-            device.with_sramecc(capability & HSA_CAP_SRAM_EDCSUPPORTED != 0),
-        ))
     }
 
     /// Every GPU node of a KFD topology directory (normally
@@ -228,23 +236,27 @@ impl Device {
         Ok(devices)
     }
 
-    /// The AMDGPU target of the device, if it is one.
-    pub fn amdgpu(&self) -> Option<&TargetId> {
-        match self {
-            Device::Amdgpu(t) => Some(t),
-            Device::Cuda { .. } => None,
+    tools_pub! {
+        /// The AMDGPU target of the device, if it is one.
+        pub fn amdgpu(&self) -> Option<&TargetId> {
+            match self {
+                Device::Amdgpu(t) => Some(t),
+                Device::Cuda { .. } => None,
+            }
         }
     }
 
-    /// The ISA name ROCr would report for the native ISA (`amdgcn-amd-amdhsa--gfx90a:…`),
-    /// or `nvptx64-nvidia-cuda--sm_XY`.
-    pub fn isa_name(&self) -> heapless::String<64> {
-        let mut s = heapless::String::new();
-        let _ = match self {
-            Device::Amdgpu(t) => fmt::write(&mut s, format_args!("amdgcn-amd-amdhsa--{t}")),
-            Device::Cuda { .. } => fmt::write(&mut s, format_args!("nvptx64-nvidia-cuda--{self}")),
-        };
-        s
+    tools_pub! {
+        /// The ISA name ROCr would report for the native ISA (`amdgcn-amd-amdhsa--gfx90a:…`),
+        /// or `nvptx64-nvidia-cuda--sm_XY`.
+        pub fn isa_name(&self) -> heapless::String<64> {
+            let mut s = heapless::String::new();
+            let _ = match self {
+                Device::Amdgpu(t) => fmt::write(&mut s, format_args!("amdgcn-amd-amdhsa--{t}")),
+                Device::Cuda { .. } => fmt::write(&mut s, format_args!("nvptx64-nvidia-cuda--{self}")),
+            };
+            s
+        }
     }
 }
 

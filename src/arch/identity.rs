@@ -34,30 +34,34 @@ pub enum Target<'a> {
 }
 
 impl<'a> Target<'a> {
-    /// Parses a target string the way the triple's architecture reads it.
-    ///
-    /// `arch` is the triple's first field when known: `amdgcn` targets are AMDGPU target
-    /// IDs, `nvptx64`/`nvptx` targets NVPTX architectures, `spirv64` allows
-    /// `amdgcnspirv`. With no triple the shape of the name decides.
-    pub fn parse(text: &'a str, arch: Option<&str>) -> Self {
-        if text.is_empty() {
-            return Target::None;
-        }
-        let invalid = |why| Target::Invalid { text, why };
-        let nv = text.starts_with("sm_") || text.starts_with("compute_");
-        match arch {
-            _ if text == "amdgcnspirv" => Target::AmdgcnSpirv,
-            Some("nvptx64" | "nvptx") => NvArch::parse(text).map_or_else(invalid, Target::Nvptx),
-            None if nv => NvArch::parse(text).map_or_else(invalid, Target::Nvptx),
-            _ => TargetId::parse(text).map_or_else(invalid, Target::Amdgpu),
+    tools_pub! {
+        /// Parses a target string the way the triple's architecture reads it.
+        ///
+        /// `arch` is the triple's first field when known: `amdgcn` targets are AMDGPU target
+        /// IDs, `nvptx64`/`nvptx` targets NVPTX architectures, `spirv64` allows
+        /// `amdgcnspirv`. With no triple the shape of the name decides.
+        pub fn parse(text: &'a str, arch: Option<&str>) -> Self {
+            if text.is_empty() {
+                return Target::None;
+            }
+            let invalid = |why| Target::Invalid { text, why };
+            let nv = text.starts_with("sm_") || text.starts_with("compute_");
+            match arch {
+                _ if text == "amdgcnspirv" => Target::AmdgcnSpirv,
+                Some("nvptx64" | "nvptx") => NvArch::parse(text).map_or_else(invalid, Target::Nvptx),
+                None if nv => NvArch::parse(text).map_or_else(invalid, Target::Nvptx),
+                _ => TargetId::parse(text).map_or_else(invalid, Target::Amdgpu),
+            }
         }
     }
 
-    /// The AMDGPU target ID, if this is one.
-    pub fn amdgpu(&self) -> Option<&TargetId> {
-        match self {
-            Target::Amdgpu(t) => Some(t),
-            _ => None,
+    tools_pub! {
+        /// The AMDGPU target ID, if this is one.
+        pub fn amdgpu(&self) -> Option<&TargetId> {
+            match self {
+                Target::Amdgpu(t) => Some(t),
+                _ => None,
+            }
         }
     }
 }
@@ -164,16 +168,18 @@ impl<'a> Identity<'a> {
         }
     }
 
-    /// The effective target ([`Identity::target`]) as the toolchain that made the code
-    /// names it: for NVIDIA code, `sm_86` for a cubin and `compute_86`, the virtual
-    /// architecture, for PTX and Tile IR bytecode (with the `a`/`f` suffix), as nvcc's
-    /// `-gencode` and cuobjdump's `-lelf`/`-lptx`/`-ltileir` file names tell them apart; an
-    /// AMDGPU target ID as is. `None` when
-    /// the image names no target (or an invalid one).
-    pub fn toolchain_target(&self) -> Option<Target<'a>> {
-        match self.target {
-            Target::None | Target::Invalid { .. } => None,
-            t => Some(spelled(t, self)),
+    tools_pub! {
+        /// The effective target ([`Identity::target`]) as the toolchain that made the code
+        /// names it: for NVIDIA code, `sm_86` for a cubin and `compute_86`, the virtual
+        /// architecture, for PTX and Tile IR bytecode (with the `a`/`f` suffix), as nvcc's
+        /// `-gencode` and cuobjdump's `-lelf`/`-lptx`/`-ltileir` file names tell them apart; an
+        /// AMDGPU target ID as is. `None` when
+        /// the image names no target (or an invalid one).
+        pub fn toolchain_target(&self) -> Option<Target<'a>> {
+            match self.target {
+                Target::None | Target::Invalid { .. } => None,
+                t => Some(spelled(t, self)),
+            }
         }
     }
 }
@@ -261,16 +267,18 @@ impl Identity<'_> {
         self.triple.as_ref()
     }
 
-    /// The triple's architecture field, or the one the target implies; `amdgcn` for every
-    /// AMDGPU spelling (`amdgpu`, `amdgpu9.42`: `COMPATIBILITY.md` §1.5).
-    pub fn arch(&self) -> Option<&str> {
-        match (&self.triple, &self.target) {
-            (Some(t), _) if t.is_amdgpu() => Some("amdgcn"),
-            (Some(t), _) => Some(t.arch),
-            (None, Target::Amdgpu(_)) => Some("amdgcn"),
-            (None, Target::AmdgcnSpirv) => Some("spirv64"),
-            (None, Target::Nvptx(_)) => Some("nvptx64"),
-            _ => None,
+    tools_pub! {
+        /// The triple's architecture field, or the one the target implies; `amdgcn` for every
+        /// AMDGPU spelling (`amdgpu`, `amdgpu9.42`: `COMPATIBILITY.md` §1.5).
+        pub fn arch(&self) -> Option<&str> {
+            match (&self.triple, &self.target) {
+                (Some(t), _) if t.is_amdgpu() => Some("amdgcn"),
+                (Some(t), _) => Some(t.arch),
+                (None, Target::Amdgpu(_)) => Some("amdgcn"),
+                (None, Target::AmdgcnSpirv) => Some("spirv64"),
+                (None, Target::Nvptx(_)) => Some("nvptx64"),
+                _ => None,
+            }
         }
     }
 }
@@ -514,13 +522,15 @@ impl fmt::Display for Disagreement<'_> {
 }
 
 impl<'a> Identity<'a> {
-    /// The disagreement between container and ELF header, if any.
-    pub fn disagreement(&self) -> Option<Disagreement<'a>> {
-        Some(Disagreement {
-            stated: self.stated_target,
-            elf: self.elf_target?,
-            what: self.mismatch?,
-        })
+    tools_pub! {
+        /// The disagreement between container and ELF header, if any.
+        pub fn disagreement(&self) -> Option<Disagreement<'a>> {
+            Some(Disagreement {
+                stated: self.stated_target,
+                elf: self.elf_target?,
+                what: self.mismatch?,
+            })
+        }
     }
 }
 

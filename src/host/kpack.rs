@@ -48,6 +48,15 @@ pub fn split_wrappers<'d>(
         .collect()
 }
 
+/// Whether `data` is a kpack-split host library (`KPACK.md`): the file offset of its first
+/// `HIPK` wrapper, or `None` when `data` is no host file or holds no `HIPK` wrapper. Such a
+/// library's device code lives in `.kpack` archives beside it, so [`crate::units`] finds no
+/// unit in it: this says why.
+pub fn split_library(data: &[u8]) -> Option<u64> {
+    let host = HostFile::parse(data).ok()?;
+    hipk_slots(&host).first().map(|slot| slot.offset)
+}
+
 /// The wrapper slots of a host file that hold a `HIPK` wrapper, in wrapper-section order:
 /// the slots of [`split_wrappers`]' items, readable or not.
 pub fn hipk_slots<'d>(host: &HostFile<'d>) -> Vec<WrapperSlot<'d>> {

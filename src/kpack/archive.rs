@@ -39,25 +39,28 @@ pub enum Compression {
     ZstdPerKernel,
 }
 
-/// One entry of the TOC: the code object of `binary_key` for `arch`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KpackEntry<'data> {
-    /// `"<kernel_name>#<co_index>"`: the ref record's kernel name and the wrapper index.
-    pub binary_key: &'data str,
-    /// The architecture the TOC files the entry under (e.g. `gfx90a:xnack+`).
-    pub arch: &'data str,
-    /// The entry's `type` (`"hsaco"`), when it is a string.
-    pub kind: Option<&'data str>,
-    /// Index into `blobs` (`none`) or into the frames of the zstd blob.
-    pub ordinal: u32,
-    /// The code object's size: what a zstd frame must decode to.
-    pub original_size: u64,
-    /// Offset of the entry's metadata map in the archive.
-    pub offset: u64,
-    /// Offset of its `ordinal` value.
-    pub ordinal_at: u64,
-    /// Offset of its `original_size` value.
-    pub original_size_at: u64,
+tools_fields! {
+    /// One entry of the TOC: the code object of `binary_key` for `arch`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct KpackEntry<'data> {
+        /// `"<kernel_name>#<co_index>"`: the ref record's kernel name and the wrapper index.
+        pub binary_key: &'data str,
+        /// The architecture the TOC files the entry under (e.g. `gfx90a:xnack+`).
+        pub arch: &'data str,
+        /// The entry's `type` (`"hsaco"`), when it is a string.
+        pub kind: Option<&'data str>,
+        /// Offset of the entry's metadata map in the archive.
+        pub offset: u64,
+        @tools
+        /// The code object's size: what a zstd frame must decode to.
+        pub original_size: u64,
+        /// Index into `blobs` (`none`) or into the frames of the zstd blob.
+        pub ordinal: u32,
+        /// Offset of its `ordinal` value.
+        pub ordinal_at: u64,
+        /// Offset of its `original_size` value.
+        pub original_size_at: u64,
+    }
 }
 
 /// A `none` blob: where the code object of one ordinal is stored.
@@ -288,63 +291,67 @@ impl<'data> KpackArchive<'data> {
         )
     }
 
-    /// The TOC offset the header at the start of `header` (the archive's first bytes, at
-    /// least 16 of them) gives for an archive file of `file_len` bytes: the checks of
-    /// [`KpackArchive::parse`] on the header, for callers that read an archive by its TOC
-    /// ([`KpackArchive::parse_toc`]) and so read the bytes from that offset to the end.
-    pub fn toc_offset_of(header: &[u8], file_len: u64) -> Result<u64> {
-        if header.is_empty() || file_len == 0 {
-            return Err(Error::new(ErrorKind::Truncated, 0, "empty kpack file"));
+    tools_pub! {
+        /// The TOC offset the header at the start of `header` (the archive's first bytes, at
+        /// least 16 of them) gives for an archive file of `file_len` bytes: the checks of
+        /// [`KpackArchive::parse`] on the header, for callers that read an archive by its TOC
+        /// ([`KpackArchive::parse_toc`]) and so read the bytes from that offset to the end.
+        pub fn toc_offset_of(header: &[u8], file_len: u64) -> Result<u64> {
+            if header.is_empty() || file_len == 0 {
+                return Err(Error::new(ErrorKind::Truncated, 0, "empty kpack file"));
+            }
+            let header: &KpackHeader = read(header, 0, "kpack header")?;
+            if &header.magic != KPACK_MAGIC {
+                return Err(Error::new(
+                    ErrorKind::BadMagic,
+                    0,
+                    "not a kpack archive (no KPAK)",
+                ));
+            }
+            if header.version.get() != KPACK_VERSION {
+                return Err(Error::new(
+                    ErrorKind::UnsupportedVersion,
+                    4,
+                    "kpack version is not 1",
+                ));
+            }
+            let toc_offset = header.toc_offset.get();
+            if toc_offset >= file_len {
+                return Err(Error::new(
+                    ErrorKind::OutOfBounds,
+                    8,
+                    "kpack TOC offset is at or past the end of the file",
+                ));
+            }
+            Ok(toc_offset)
         }
-        let header: &KpackHeader = read(header, 0, "kpack header")?;
-        if &header.magic != KPACK_MAGIC {
-            return Err(Error::new(
-                ErrorKind::BadMagic,
-                0,
-                "not a kpack archive (no KPAK)",
-            ));
-        }
-        if header.version.get() != KPACK_VERSION {
-            return Err(Error::new(
-                ErrorKind::UnsupportedVersion,
-                4,
-                "kpack version is not 1",
-            ));
-        }
-        let toc_offset = header.toc_offset.get();
-        if toc_offset >= file_len {
-            return Err(Error::new(
-                ErrorKind::OutOfBounds,
-                8,
-                "kpack TOC offset is at or past the end of the file",
-            ));
-        }
-        Ok(toc_offset)
     }
 
-    /// Parses an archive read by its table of contents, without its code objects: `toc`
-    /// is the file's bytes from `toc_offset` ([`KpackArchive::toc_offset_of`]) to its end
-    /// (`file_len`). `read_at(offset, buf)` fills `buf` from the file at `offset` and says
-    /// whether it could; it is asked only for the 4-byte frame count and frame sizes of a
-    /// `zstd-per-kernel` blob (the frame index `kpack_open` builds). The checks and errors
-    /// are those of [`KpackArchive::parse`], at the same file offsets; a code object is
-    /// then read with [`KpackArchive::code_object_read`].
-    pub fn parse_toc(
-        toc: &'data [u8],
-        toc_offset: u64,
-        file_len: u64,
-        read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
-        limits: &Limits,
-    ) -> Result<Self> {
-        let end = toc_offset.checked_add(u64_of(toc.len()));
-        if toc_offset >= file_len || end != Some(file_len) {
-            return Err(Error::new(
-                ErrorKind::SizeMismatch,
-                8,
-                "kpack TOC read is not the bytes from the TOC offset to the end of the file",
-            ));
+    tools_pub! {
+        /// Parses an archive read by its table of contents, without its code objects: `toc`
+        /// is the file's bytes from `toc_offset` ([`KpackArchive::toc_offset_of`]) to its end
+        /// (`file_len`). `read_at(offset, buf)` fills `buf` from the file at `offset` and says
+        /// whether it could; it is asked only for the 4-byte frame count and frame sizes of a
+        /// `zstd-per-kernel` blob (the frame index `kpack_open` builds). The checks and errors
+        /// are those of [`KpackArchive::parse`], at the same file offsets; a code object is
+        /// then read with [`KpackArchive::code_object_read`].
+        pub fn parse_toc(
+            toc: &'data [u8],
+            toc_offset: u64,
+            file_len: u64,
+            read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
+            limits: &Limits,
+        ) -> Result<Self> {
+            let end = toc_offset.checked_add(u64_of(toc.len()));
+            if toc_offset >= file_len || end != Some(file_len) {
+                return Err(Error::new(
+                    ErrorKind::SizeMismatch,
+                    8,
+                    "kpack TOC read is not the bytes from the TOC offset to the end of the file",
+                ));
+            }
+            Self::parse_parts(toc, toc_offset, toc, toc_offset, file_len, read_at, limits)
         }
-        Self::parse_parts(toc, toc_offset, toc, toc_offset, file_len, read_at, limits)
     }
 
     /// Parses the TOC `toc` (at file offset `toc_offset`) of the archive whose bytes are
@@ -424,22 +431,28 @@ impl<'data> KpackArchive<'data> {
         Ok(compression)
     }
 
-    /// The archive's bytes (the TOC alone for an archive read by its TOC,
-    /// [`KpackArchive::parse_toc`]).
-    pub fn data(&self) -> &'data [u8] {
-        self.data
+    tools_pub! {
+        /// The archive's bytes (the TOC alone for an archive read by its TOC,
+        /// [`KpackArchive::parse_toc`]).
+        pub fn data(&self) -> &'data [u8] {
+            self.data
+        }
     }
 
-    /// Size of the archive file.
-    pub fn file_len(&self) -> u64 {
-        self.file_len
+    tools_pub! {
+        /// Size of the archive file.
+        pub fn file_len(&self) -> u64 {
+            self.file_len
+        }
     }
 
-    /// Where `entry`'s code object is stored in the archive file: its offset, its size,
-    /// and whether it is a zstd frame (else the code object itself). Errors as
-    /// [`KpackArchive::stored`].
-    pub fn stored_range(&self, entry: &KpackEntry<'data>) -> Result<(u64, u64, bool)> {
-        self.stored_range_coded(entry).map_err(|(_, e)| e)
+    tools_pub! {
+        /// Where `entry`'s code object is stored in the archive file: its offset, its size,
+        /// and whether it is a zstd frame (else the code object itself). Errors as
+        /// [`KpackArchive::stored`].
+        pub fn stored_range(&self, entry: &KpackEntry<'data>) -> Result<(u64, u64, bool)> {
+            self.stored_range_coded(entry).map_err(|(_, e)| e)
+        }
     }
 
     fn stored_range_coded(
@@ -492,119 +505,137 @@ impl<'data> KpackArchive<'data> {
         }
     }
 
-    /// The code object of `entry` of an archive read by its TOC
-    /// ([`KpackArchive::parse_toc`]), its stored bytes read with `read_at` (as there) and
-    /// decoded as [`KpackArchive::code_object`] does. Nothing is read or allocated past the
-    /// limits: a plain blob or a zstd frame over [`Limits::max_decompressed_size`] is
-    /// [`ErrorKind::LimitExceeded`] at its TOC record or frame; the buffer is reserved
-    /// fallibly ([`ErrorKind::OutOfMemory`]). A read that fails is the C reader's I/O error
-    /// (9), [`ErrorKind::Truncated`] at the stored bytes.
-    pub fn code_object_read(
-        &self,
-        entry: &KpackEntry<'data>,
-        read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
-        options: &ReadOptions,
-    ) -> Result<Vec<u8>, (LoaderError, Error)> {
-        let (offset, size, zstd) = self.stored_range_coded(entry)?;
-        let limit_at = match &self.storage {
-            Storage::Blobs(blobs) => usize::try_from(entry.ordinal)
-                .ok()
-                .and_then(|i| blobs.get(i))
-                .map_or(entry.ordinal_at, |b| b.at),
-            Storage::Zstd { .. } => offset,
-        };
-        let too_big = (
-            LoaderError::IoError,
-            Error::new(
-                ErrorKind::LimitExceeded,
-                limit_at,
-                "kpack code object is larger than the decompressed-size limit",
-            ),
-        );
-        if size > options.limits.max_decompressed_size {
-            return Err(too_big);
-        }
-        let len = usize::try_from(size).map_err(|_| too_big)?;
-        let mut bytes = Vec::new();
-        bytes.try_reserve_exact(len).map_err(|_| {
-            (
+    tools_pub! {
+        /// The code object of `entry` of an archive read by its TOC
+        /// ([`KpackArchive::parse_toc`]), its stored bytes read with `read_at` (as there) and
+        /// decoded as [`KpackArchive::code_object`] does. Nothing is read or allocated past the
+        /// limits: a plain blob or a zstd frame over [`Limits::max_decompressed_size`] is
+        /// [`ErrorKind::LimitExceeded`] at its TOC record or frame; the buffer is reserved
+        /// fallibly ([`ErrorKind::OutOfMemory`]). A read that fails is the C reader's I/O error
+        /// (9), [`ErrorKind::Truncated`] at the stored bytes.
+        pub fn code_object_read(
+            &self,
+            entry: &KpackEntry<'data>,
+            read_at: &mut dyn FnMut(u64, &mut [u8]) -> bool,
+            options: &ReadOptions,
+        ) -> Result<Vec<u8>, (LoaderError, Error)> {
+            let (offset, size, zstd) = self.stored_range_coded(entry)?;
+            let limit_at = match &self.storage {
+                Storage::Blobs(blobs) => usize::try_from(entry.ordinal)
+                    .ok()
+                    .and_then(|i| blobs.get(i))
+                    .map_or(entry.ordinal_at, |b| b.at),
+                Storage::Zstd { .. } => offset,
+            };
+            let too_big = (
                 LoaderError::IoError,
                 Error::new(
-                    ErrorKind::OutOfMemory,
+                    ErrorKind::LimitExceeded,
                     limit_at,
-                    "no memory for the kpack code object",
+                    "kpack code object is larger than the decompressed-size limit",
                 ),
+            );
+            if size > options.limits.max_decompressed_size {
+                return Err(too_big);
+            }
+            let len = usize::try_from(size).map_err(|_| too_big)?;
+            let mut bytes = Vec::new();
+            bytes.try_reserve_exact(len).map_err(|_| {
+                (
+                    LoaderError::IoError,
+                    Error::new(
+                        ErrorKind::OutOfMemory,
+                        limit_at,
+                        "no memory for the kpack code object",
+                    ),
+                )
+            })?;
+            bytes.resize(len, 0);
+            if !read_at(offset, &mut bytes) {
+                return Err((
+                    LoaderError::IoError,
+                    Error::new(
+                        ErrorKind::Truncated,
+                        offset,
+                        "kpack code object could not be read from the file",
+                    ),
+                ));
+            }
+            if !zstd {
+                return Ok(bytes);
+            }
+            decode_with_hook(
+                Codec::Zstd,
+                &bytes,
+                offset,
+                entry.original_size,
+                entry.original_size_at,
+                options,
             )
-        })?;
-        bytes.resize(len, 0);
-        if !read_at(offset, &mut bytes) {
-            return Err((
-                LoaderError::IoError,
-                Error::new(
-                    ErrorKind::Truncated,
-                    offset,
-                    "kpack code object could not be read from the file",
-                ),
-            ));
-        }
-        if !zstd {
-            return Ok(bytes);
-        }
-        decode_with_hook(
-            Codec::Zstd,
-            &bytes,
-            offset,
-            entry.original_size,
-            entry.original_size_at,
-            options,
-        )
-        .map_err(|e| (LoaderError::DecompressionFailed, e))
-    }
-
-    /// Offset of the TOC (from the header).
-    pub fn toc_offset(&self) -> u64 {
-        self.toc_offset
-    }
-
-    /// The TOC's `format_version` (1), when it is an integer; the C reader ignores it.
-    pub fn format_version(&self) -> Option<u64> {
-        self.format_version
-    }
-
-    /// The TOC's `group_name` (e.g. `rand_lib`), when it is a string.
-    pub fn group_name(&self) -> Option<&'data str> {
-        self.group_name
-    }
-
-    /// The TOC's `gfx_arch_family`, free text, when it is a string.
-    pub fn gfx_arch_family(&self) -> Option<&'data str> {
-        self.gfx_arch_family
-    }
-
-    /// The TOC's `compression_scheme` as written, when it is a string.
-    pub fn compression_scheme(&self) -> Option<&'data str> {
-        self.scheme_name
-    }
-
-    /// The scheme the C reader applies ([`Compression::None`] unless the TOC says
-    /// `zstd-per-kernel`).
-    pub fn compression(&self) -> Compression {
-        match self.storage {
-            Storage::Blobs(_) => Compression::None,
-            Storage::Zstd { .. } => Compression::ZstdPerKernel,
+            .map_err(|e| (LoaderError::DecompressionFailed, e))
         }
     }
 
-    /// The string items of `gfx_arches`, in order: the architectures the loader matches
-    /// (not the file name, not the TOC's per-entry architectures).
-    pub fn gfx_arches(&self) -> &[&'data str] {
-        &self.gfx_arches
+    tools_pub! {
+        /// Offset of the TOC (from the header).
+        pub fn toc_offset(&self) -> u64 {
+            self.toc_offset
+        }
     }
 
-    /// Whether `gfx_arches` lists `arch` exactly (the loader's test, `loader.cpp`:
-    /// `kpack_load_code_object`).
-    pub fn has_arch(&self, arch: &str) -> bool {
-        self.gfx_arches.contains(&arch)
+    tools_pub! {
+        /// The TOC's `format_version` (1), when it is an integer; the C reader ignores it.
+        pub fn format_version(&self) -> Option<u64> {
+            self.format_version
+        }
+    }
+
+    tools_pub! {
+        /// The TOC's `group_name` (e.g. `rand_lib`), when it is a string.
+        pub fn group_name(&self) -> Option<&'data str> {
+            self.group_name
+        }
+    }
+
+    tools_pub! {
+        /// The TOC's `gfx_arch_family`, free text, when it is a string.
+        pub fn gfx_arch_family(&self) -> Option<&'data str> {
+            self.gfx_arch_family
+        }
+    }
+
+    tools_pub! {
+        /// The TOC's `compression_scheme` as written, when it is a string.
+        pub fn compression_scheme(&self) -> Option<&'data str> {
+            self.scheme_name
+        }
+    }
+
+    tools_pub! {
+        /// The scheme the C reader applies ([`Compression::None`] unless the TOC says
+        /// `zstd-per-kernel`).
+        pub fn compression(&self) -> Compression {
+            match self.storage {
+                Storage::Blobs(_) => Compression::None,
+                Storage::Zstd { .. } => Compression::ZstdPerKernel,
+            }
+        }
+    }
+
+    tools_pub! {
+        /// The string items of `gfx_arches`, in order: the architectures the loader matches
+        /// (not the file name, not the TOC's per-entry architectures).
+        pub fn gfx_arches(&self) -> &[&'data str] {
+            &self.gfx_arches
+        }
+    }
+
+    tools_pub! {
+        /// Whether `gfx_arches` lists `arch` exactly (the loader's test, `loader.cpp`:
+        /// `kpack_load_code_object`).
+        pub fn has_arch(&self, arch: &str) -> bool {
+            self.gfx_arches.contains(&arch)
+        }
     }
 
     /// The TOC's entries in file order (string keys whose values are maps; the C reader
@@ -622,13 +653,15 @@ impl<'data> KpackArchive<'data> {
             .find(|e| e.binary_key == binary_key && e.arch == arch)
     }
 
-    /// Where `entry`'s code object is stored.
-    ///
-    /// An ordinal with no blob or frame is [`ErrorKind::OutOfBounds`] at the ordinal (the C
-    /// reader: 5, kernel not found); a `none` blob outside the file is
-    /// [`ErrorKind::OutOfBounds`] at its TOC record (the C reader: 9, I/O error).
-    pub fn stored(&self, entry: &KpackEntry<'data>) -> Result<Stored<'data>> {
-        self.stored_coded(entry).map_err(|(_, e)| e)
+    tools_pub! {
+        /// Where `entry`'s code object is stored.
+        ///
+        /// An ordinal with no blob or frame is [`ErrorKind::OutOfBounds`] at the ordinal (the C
+        /// reader: 5, kernel not found); a `none` blob outside the file is
+        /// [`ErrorKind::OutOfBounds`] at its TOC record (the C reader: 9, I/O error).
+        pub fn stored(&self, entry: &KpackEntry<'data>) -> Result<Stored<'data>> {
+            self.stored_coded(entry).map_err(|(_, e)| e)
+        }
     }
 
     fn stored_coded(
@@ -677,25 +710,27 @@ impl<'data> KpackArchive<'data> {
         self.code_object_coded(entry, options).map_err(|(_, e)| e)
     }
 
-    /// [`KpackArchive::code_object`], with the code the C reader's `kpack_get_kernel`
-    /// gives for the same failure.
-    pub fn code_object_coded(
-        &self,
-        entry: &KpackEntry<'data>,
-        options: &ReadOptions,
-    ) -> Result<Cow<'data, [u8]>, (LoaderError, Error)> {
-        match self.stored_coded(entry)? {
-            Stored::Plain(bytes) => Ok(Cow::Borrowed(bytes)),
-            Stored::Zstd { frame, offset } => decode_with_hook(
-                Codec::Zstd,
-                frame,
-                offset,
-                entry.original_size,
-                entry.original_size_at,
-                options,
-            )
-            .map(Cow::Owned)
-            .map_err(|e| (LoaderError::DecompressionFailed, e)),
+    tools_pub! {
+        /// [`KpackArchive::code_object`], with the code the C reader's `kpack_get_kernel`
+        /// gives for the same failure.
+        pub fn code_object_coded(
+            &self,
+            entry: &KpackEntry<'data>,
+            options: &ReadOptions,
+        ) -> Result<Cow<'data, [u8]>, (LoaderError, Error)> {
+            match self.stored_coded(entry)? {
+                Stored::Plain(bytes) => Ok(Cow::Borrowed(bytes)),
+                Stored::Zstd { frame, offset } => decode_with_hook(
+                    Codec::Zstd,
+                    frame,
+                    offset,
+                    entry.original_size,
+                    entry.original_size_at,
+                    options,
+                )
+                .map(Cow::Owned)
+                .map_err(|e| (LoaderError::DecompressionFailed, e)),
+            }
         }
     }
 }

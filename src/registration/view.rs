@@ -15,11 +15,11 @@ use alloc::vec::Vec;
 use crate::error::{Error, ErrorKind, Result};
 use crate::image::OffloadKind;
 use crate::offload_binary::{OffloadBinary, OffloadBinaryEntry};
+use crate::options::{Limits, ReadOptions};
 use crate::raw::{
     FatbinWrapper, ELF_MAGIC, EM_AMDGPU, EM_CUDA, HIP_WRAPPER_MAGIC, NVFATBIN_MAGIC,
     NVFATBIN_WRAPPER_MAGIC,
 };
-use crate::options::{Limits, ReadOptions};
 use crate::{bundle, ccob, offload_binary};
 
 use super::abi::{

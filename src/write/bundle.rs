@@ -19,15 +19,17 @@ use super::{len64, write_zeros, WriteError};
 use crate::error::{Error, ErrorKind};
 use crate::raw::{BundleEntryHeader, BundleHeader, BUNDLE_MAGIC};
 
-/// Where each payload goes, computed before anything is written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BundleLayout {
-    /// Payload offset of each entry, in entry order.
-    pub offsets: Vec<u64>,
-    /// Size of header and descriptor table.
-    pub header_len: u64,
-    /// Total size of the bundle (end of the last payload, at least `header_len`).
-    pub len: u64,
+tools_pub! {
+    /// Where each payload goes, computed before anything is written.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct BundleLayout {
+        /// Payload offset of each entry, in entry order.
+        pub offsets: Vec<u64>,
+        /// Size of header and descriptor table.
+        pub header_len: u64,
+        /// Total size of the bundle (end of the last payload, at least `header_len`).
+        pub len: u64,
+    }
 }
 
 /// Rounds `n` up to a multiple of `align` (`align > 0`), as LLVM's `alignTo` does.
@@ -40,36 +42,38 @@ fn align_to(n: u64, align: u64) -> Option<u64> {
     }
 }
 
-/// Computes the layout of a bundle holding `entries` (`(id, payload)`) with payloads
-/// aligned to `align`.
-pub fn layout(entries: &[(&str, &[u8])], align: u64) -> Result<BundleLayout, Error> {
-    if align == 0 {
-        return Err(Error::new(
-            ErrorKind::Malformed,
-            0,
-            "bundle alignment must not be zero",
-        ));
+tools_pub! {
+    /// Computes the layout of a bundle holding `entries` (`(id, payload)`) with payloads
+    /// aligned to `align`.
+    pub fn layout(entries: &[(&str, &[u8])], align: u64) -> Result<BundleLayout, Error> {
+        if align == 0 {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                0,
+                "bundle alignment must not be zero",
+            ));
+        }
+        let overflow = || Error::new(ErrorKind::OutOfBounds, 0, "bundle size overflows 64 bits");
+        let mut header_len: u64 = 32;
+        for (id, _) in entries {
+            header_len = header_len
+                .checked_add(24)
+                .and_then(|n| n.checked_add(len64(id.len())))
+                .ok_or_else(overflow)?;
+        }
+        let mut cursor = header_len;
+        let mut offsets = Vec::with_capacity(entries.len());
+        for (_, data) in entries {
+            cursor = align_to(cursor, align).ok_or_else(overflow)?;
+            offsets.push(cursor);
+            cursor = cursor.checked_add(len64(data.len())).ok_or_else(overflow)?;
+        }
+        Ok(BundleLayout {
+            offsets,
+            header_len,
+            len: cursor,
+        })
     }
-    let overflow = || Error::new(ErrorKind::OutOfBounds, 0, "bundle size overflows 64 bits");
-    let mut header_len: u64 = 32;
-    for (id, _) in entries {
-        header_len = header_len
-            .checked_add(24)
-            .and_then(|n| n.checked_add(len64(id.len())))
-            .ok_or_else(overflow)?;
-    }
-    let mut cursor = header_len;
-    let mut offsets = Vec::with_capacity(entries.len());
-    for (_, data) in entries {
-        cursor = align_to(cursor, align).ok_or_else(overflow)?;
-        offsets.push(cursor);
-        cursor = cursor.checked_add(len64(data.len())).ok_or_else(overflow)?;
-    }
-    Ok(BundleLayout {
-        offsets,
-        header_len,
-        len: cursor,
-    })
 }
 
 /// Writes the bundle of `entries` (`(id, payload)`, in this order) with payload alignment

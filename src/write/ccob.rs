@@ -102,15 +102,17 @@ pub fn llvm_codec(method: CompressionMethod, level: i32) -> Codec {
 }
 
 impl Codec {
-    /// The method recorded in the header.
-    pub fn method(self) -> CompressionMethod {
-        match self {
-            Codec::Zlib { .. } => CompressionMethod::Zlib,
-            Codec::Zstd(_) => CompressionMethod::Zstd,
-            #[cfg(feature = "llvm-compress")]
-            Codec::LibZlib { .. } => CompressionMethod::Zlib,
-            #[cfg(feature = "llvm-compress")]
-            Codec::LibZstd { .. } => CompressionMethod::Zstd,
+    tools_pub! {
+        /// The method recorded in the header.
+        pub fn method(self) -> CompressionMethod {
+            match self {
+                Codec::Zlib { .. } => CompressionMethod::Zlib,
+                Codec::Zstd(_) => CompressionMethod::Zstd,
+                #[cfg(feature = "llvm-compress")]
+                Codec::LibZlib { .. } => CompressionMethod::Zlib,
+                #[cfg(feature = "llvm-compress")]
+                Codec::LibZstd { .. } => CompressionMethod::Zstd,
+            }
         }
     }
 
@@ -209,55 +211,57 @@ impl Default for CcobOptions {
     }
 }
 
-/// Builds the `CCOB` header for a payload of `compressed_len` bytes that decompresses to
-/// `data`.
-pub fn header(data: &[u8], compressed_len: u64, options: &CcobOptions) -> Result<Vec<u8>, Error> {
-    let prefix = CcobPrefix {
-        magic: *CCOB_MAGIC,
-        version: U16::new(options.version),
-        method: U16::new(options.codec.method().code()),
-    };
-    let hash = truncated_md5(data);
-    let uncompressed = len64(data.len());
-    match options.version {
-        2 => {
-            let total = 24u64.checked_add(compressed_len);
-            let (Ok(uncompressed), Some(Ok(total))) =
-                (u32::try_from(uncompressed), total.map(u32::try_from))
-            else {
-                return Err(Error::new(
+tools_pub! {
+    /// Builds the `CCOB` header for a payload of `compressed_len` bytes that decompresses to
+    /// `data`.
+    pub fn header(data: &[u8], compressed_len: u64, options: &CcobOptions) -> Result<Vec<u8>, Error> {
+        let prefix = CcobPrefix {
+            magic: *CCOB_MAGIC,
+            version: U16::new(options.version),
+            method: U16::new(options.codec.method().code()),
+        };
+        let hash = truncated_md5(data);
+        let uncompressed = len64(data.len());
+        match options.version {
+            2 => {
+                let total = 24u64.checked_add(compressed_len);
+                let (Ok(uncompressed), Some(Ok(total))) =
+                    (u32::try_from(uncompressed), total.map(u32::try_from))
+                else {
+                    return Err(Error::new(
+                        ErrorKind::LimitExceeded,
+                        8,
+                        "bundle too large for a version 2 compressed bundle (32-bit sizes); use version 3",
+                    ));
+                };
+                let h = CcobHeaderV2 {
+                    prefix,
+                    total_size: U32::new(total),
+                    uncompressed_size: U32::new(uncompressed),
+                    hash,
+                };
+                Ok(h.as_bytes().to_vec())
+            }
+            3 => {
+                let total = 32u64.checked_add(compressed_len).ok_or(Error::new(
                     ErrorKind::LimitExceeded,
                     8,
-                    "bundle too large for a version 2 compressed bundle (32-bit sizes); use version 3",
-                ));
-            };
-            let h = CcobHeaderV2 {
-                prefix,
-                total_size: U32::new(total),
-                uncompressed_size: U32::new(uncompressed),
-                hash,
-            };
-            Ok(h.as_bytes().to_vec())
+                    "compressed bundle size overflows 64 bits",
+                ))?;
+                let h = CcobHeaderV3 {
+                    prefix,
+                    total_size: U64::new(total),
+                    uncompressed_size: U64::new(uncompressed),
+                    hash,
+                };
+                Ok(h.as_bytes().to_vec())
+            }
+            _ => Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                4,
+                "compressed bundles are written as version 2 or 3",
+            )),
         }
-        3 => {
-            let total = 32u64.checked_add(compressed_len).ok_or(Error::new(
-                ErrorKind::LimitExceeded,
-                8,
-                "compressed bundle size overflows 64 bits",
-            ))?;
-            let h = CcobHeaderV3 {
-                prefix,
-                total_size: U64::new(total),
-                uncompressed_size: U64::new(uncompressed),
-                hash,
-            };
-            Ok(h.as_bytes().to_vec())
-        }
-        _ => Err(Error::new(
-            ErrorKind::UnsupportedVersion,
-            4,
-            "compressed bundles are written as version 2 or 3",
-        )),
     }
 }
 

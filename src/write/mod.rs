@@ -51,7 +51,9 @@
 pub mod bundle;
 pub mod ccob;
 pub mod offload_binary;
-pub mod strtab;
+tools_layer! {
+    strtab;
+}
 pub mod text;
 
 use std::fmt;

@@ -116,10 +116,12 @@ fn entry(img: &OffloadImage<'_>, string_offset: u64, image_offset: u64) -> Offlo
     }
 }
 
-/// Size of the version-1 binary of `image`.
-pub fn v1_len(image: &OffloadImage<'_>) -> Result<u64, Error> {
-    let strtab = string_table(core::slice::from_ref(image));
-    v1_layout(image, &strtab).map(|(_, _, size)| size)
+tools_pub! {
+    /// Size of the version-1 binary of `image`.
+    pub fn v1_len(image: &OffloadImage<'_>) -> Result<u64, Error> {
+        let strtab = string_table(core::slice::from_ref(image));
+        v1_layout(image, &strtab).map(|(_, _, size)| size)
+    }
 }
 
 /// (string table offset, image offset, size) of a version-1 binary.
@@ -355,22 +357,24 @@ fn write_multi<W: Write + ?Sized>(
     Ok(size)
 }
 
-/// The version-2 OffloadBinary of no images that LLVM 23's `OffloadBinary::write` lays out
-/// when it is given none (`llvm-offload-binary -o FILE` without `--image`): its source
-/// asserts at least one image, so only a build without assertions (as distributions ship
-/// LLVM) writes these 40 bytes: the header (size 40, entries at 32, count 0), the string
-/// table's leading NUL, and zero padding to 8 (`FORMATS.md` §6.4).
-pub fn v2_empty() -> Vec<u8> {
-    let header = OffloadBinaryHeader {
-        magic: *OFFLOAD_BINARY_MAGIC,
-        version: U32::new(2),
-        size: U64::new(40),
-        entries_offset: U64::new(32),
-        entry_size_or_count: U64::new(0),
-    };
-    let mut out = header.as_bytes().to_vec();
-    out.resize(40, 0);
-    out
+tools_pub! {
+    /// The version-2 OffloadBinary of no images that LLVM 23's `OffloadBinary::write` lays out
+    /// when it is given none (`llvm-offload-binary -o FILE` without `--image`): its source
+    /// asserts at least one image, so only a build without assertions (as distributions ship
+    /// LLVM) writes these 40 bytes: the header (size 40, entries at 32, count 0), the string
+    /// table's leading NUL, and zero padding to 8 (`FORMATS.md` §6.4).
+    pub fn v2_empty() -> Vec<u8> {
+        let header = OffloadBinaryHeader {
+            magic: *OFFLOAD_BINARY_MAGIC,
+            version: U32::new(2),
+            size: U64::new(40),
+            entries_offset: U64::new(32),
+            entry_size_or_count: U64::new(0),
+        };
+        let mut out = header.as_bytes().to_vec();
+        out.resize(40, 0);
+        out
+    }
 }
 
 /// `images` as one version-2 OffloadBinary in a new buffer.

@@ -658,3 +658,29 @@ fn malformed_ref_records_and_wrappers() {
     w[..4].copy_from_slice(b"FPIH");
     assert_eq!(kind_at(HipkWrapper::read(&w, 0)), (ErrorKind::BadMagic, 0));
 }
+
+/// `split_library` (the plugin tier's word for a library with no unit) finds the first `HIPK`
+/// wrapper of the committed split librocrand where the ELF section table puts the wrapper
+/// section (`.hipFatBinSegment`, read here with `object`, as `llvm-readelf -S` lists it at
+/// 0x388), and nothing in an unsplit host object or a bare bundle.
+#[test]
+fn split_library_names_the_first_hipk_wrapper() {
+    use object::{Object, ObjectSection};
+    let split = read("split/librocrand.so.1.1");
+    let elf = object::File::parse(&*split).unwrap();
+    let section = elf.section_by_name(".hipFatBinSegment").unwrap();
+    let (at, _) = section.file_range().unwrap();
+    assert_eq!(at, 0x388);
+    assert_eq!(split.get(at as usize..at as usize + 4), Some(&b"HIPK"[..]));
+    assert_eq!(offload_image::split_library(&split), Some(at));
+    // No unit in it: `split_library` is the reason.
+    assert_eq!(
+        offload_image::units(&split, &ReadOptions::default()).count(),
+        0
+    );
+
+    for unsplit in ["devobj/host.x86_64.o", "bundles/hip_6arch.bundle"] {
+        let data = std::fs::read(common::root().join("tests/data/corpus").join(unsplit)).unwrap();
+        assert_eq!(offload_image::split_library(&data), None, "{unsplit}");
+    }
+}
