@@ -5,9 +5,9 @@
 
 mod common;
 
-mod aliasing;
 #[cfg(feature = "std")]
 mod aks2;
+mod aliasing;
 mod alloc_free;
 mod architecture;
 mod choose;
