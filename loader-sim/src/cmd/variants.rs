@@ -13,7 +13,10 @@
 //!   LLVM IR name no processor and give none.
 //!
 //! Declared: the `variant.json` of the wheel's `.dist-info` (PEP 825; as variantlib reads
-//! it: `variants` → the one label → namespace → feature → values). With `--check`, a
+//! it: `variants` → the one label → namespace → feature → values), and the properties its
+//! `METADATA` names ([`metadata_declared`]: `Requires-Dist` markers testing `in
+//! variant_properties`, PEP 825 "Environment markers"; `Variant-Property:` headers). With
+//! `--check`, a
 //! declared `nvidia :: sm_arch` or `amd :: gfx_arch` property no image backs is an error
 //! (exit status 1); an architecture the code has but the wheel does not declare is a
 //! warning. Properties of other features are not judged.
@@ -33,8 +36,9 @@ use crate::{Failure, Outcome};
 pub struct Args {
     /// The wheel.
     wheel: PathBuf,
-    /// Compare the properties the wheel declares (`*.dist-info/variant.json`) with those
-    /// its code backs: exit 1 when a declared one is not backed.
+    /// Compare the properties the wheel declares (`*.dist-info/variant.json`, and the
+    /// `variant_properties` markers and `Variant-Property` headers of its METADATA) with
+    /// those its code backs: exit 1 when a declared one is not backed.
     #[arg(long)]
     check: bool,
     /// Write JSON Lines instead of text.
