@@ -125,8 +125,120 @@ pub struct LibraryRow {
     ptx: Vec<Ptx>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// How each GPU it serves or partly serves is served: per GPU, the images `select`
+    /// chooses for it in the library's units, grouped by kind and architecture.
+    how: Vec<Served>,
     #[serde(skip)]
     cells: Vec<Cell>,
+}
+
+/// How one GPU is served by a library (JSON `how` of a library record).
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// The GPU (as in `serves`).
+    gpu: String,
+    /// The images chosen for it, one entry per kind and architecture, in first-seen order.
+    by: Vec<Way>,
+}
+
+/// One way a GPU is served: the kind and architecture of the image `select` chooses in
+/// some units, and how many units.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct Way {
+    /// The chosen image's kind, as `select --json` names it (`image_kind`: `cubin`, `ptx`,
+    /// `elf`, `bitcode`, `spirv`).
+    image_kind: &'static str,
+    /// Its architecture, as `select --json` names it (`arch`: `sm_80`, `compute_90a`,
+    /// `gfx90a:xnack-`, `gfx11-generic`).
+    arch: Option<String>,
+    /// In words: `cubin (SASS)`, `PTX (JIT)`, `code object (exact target)`, `code object
+    /// (generic family)`, `LTO IR`, `SPIR-V`.
+    served_as: &'static str,
+    /// An NVIDIA `a` (architecture-specific) or `f` (family-specific) variant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    variant: Option<&'static str>,
+    /// For PTX: its ISA version (`.version`), the oldest CUDA version whose driver JITs
+    /// it and that release's minimum Linux driver, as in `ptx`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    isa: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    needs_cuda: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    needs_driver: Option<String>,
+    /// The units served this way.
+    units: usize,
+}
+
+impl Way {
+    /// The way `image` (the one chosen, its first bytes made) serves.
+    fn of(image: &offload_image::Image<'_>) -> Way {
+        let identity = offload_image::identify(image);
+        let image_kind = crate::output::code_name(&identity);
+        let arch = crate::output::arch_name(&identity);
+        let (served_as, variant) = match (image_kind, &identity.target) {
+            ("cubin", offload_image::Target::Nvptx(a)) => {
+                ("cubin (SASS)", suffix(a.variant.suffix()))
+            }
+            ("ptx", offload_image::Target::Nvptx(a)) => ("PTX (JIT)", suffix(a.variant.suffix())),
+            ("cubin", _) => ("cubin (SASS)", None),
+            ("ptx", _) => ("PTX (JIT)", None),
+            ("elf", _) if arch.as_deref().is_some_and(|a| a.contains("-generic")) => {
+                ("code object (generic family)", None)
+            }
+            ("elf", _) => ("code object (exact target)", None),
+            ("bitcode", _) => ("LTO IR", None),
+            ("spirv", _) => ("SPIR-V", None),
+            _ => ("other", None),
+        };
+        let ptx = (image_kind == "ptx")
+            .then(|| Ptx::new("", offload_image::driver::PtxIsa::of_text(image.bytes)));
+        Way {
+            image_kind,
+            arch,
+            served_as,
+            variant,
+            isa: ptx.as_ref().and_then(|p| p.isa.clone()),
+            needs_cuda: ptx.as_ref().and_then(|p| p.needs_cuda.clone()),
+            needs_driver: ptx.and_then(|p| p.needs_driver),
+            units: 0,
+        }
+    }
+
+    /// In words, for text and Markdown: `cubin sm_80`, `PTX compute_90 JIT (ISA 7.8,
+    /// driver >= 520.61.05)`, `code object gfx9-generic (generic family)`.
+    fn words(&self) -> String {
+        let arch = self.arch.as_deref().unwrap_or("?");
+        let what = match self.image_kind {
+            "cubin" => format!("cubin {arch}"),
+            "ptx" => {
+                let mut s = format!("PTX {arch} JIT");
+                if let Some(isa) = &self.isa {
+                    s.push_str(&format!(" (ISA {isa}"));
+                    if let Some(d) = &self.needs_driver {
+                        s.push_str(&format!(", driver >= {d}"));
+                    }
+                    s.push(')');
+                }
+                s
+            }
+            "elf" if self.served_as.contains("generic") => format!("code object {arch} (generic)"),
+            "elf" => format!("code object {arch}"),
+            _ => format!("{} {arch}", self.served_as),
+        };
+        match self.variant {
+            Some(v) => format!("{what} [{v} variant]"),
+            None => what,
+        }
+    }
+}
+
+/// An NVIDIA architecture suffix as a variant name.
+fn suffix(s: &str) -> Option<&'static str> {
+    match s {
+        "a" => Some("a"),
+        "f" => Some("f"),
+        _ => None,
+    }
 }
 
 /// One PTX of a library: what the driver must JIT.
@@ -227,6 +339,7 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
     let results = scan_all(&files, &ctx, args.jobs);
     let mut rows = library_rows(&results, &files, &owners);
     add_code(&mut rows);
+    add_how(&mut rows, &probes.devices);
     let packages = package_rows(&rows);
     let union = union_of(&rows);
     let written = match args.format {
@@ -288,6 +401,7 @@ fn library_rows(
                 code: Default::default(),
                 ptx: Vec::new(),
                 error: tally.error.clone(),
+                how: Vec::new(),
                 cells,
             });
         }
@@ -351,6 +465,123 @@ fn add_code(rows: &mut [LibraryRow]) {
             }
         }
     }
+}
+
+/// Fills each row's `how`: for each GPU the row serves or partly serves, the images
+/// `select` chooses for it ([`ways_of`]). Each file is read once; a wheel's members by name.
+fn add_how(rows: &mut [LibraryRow], devices: &[Device]) {
+    let mut files: Vec<String> = rows.iter().map(|r| r.file.clone()).collect();
+    files.dedup();
+    for file in files {
+        let path = Path::new(&file);
+        let Ok(input) = crate::input::Input::open(path) else {
+            continue;
+        };
+        let mut found: Vec<(Option<String>, Vec<Vec<Way>>)> = Vec::new();
+        let bytes = input.bytes();
+        if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
+            let Ok(mut zip) = crate::wheel::Zip::open(path) else {
+                continue;
+            };
+            for (i, name) in zip.file_names() {
+                if !rows
+                    .iter()
+                    .any(|r| r.file == file && r.member.as_deref() == Some(name.as_str()))
+                {
+                    continue;
+                }
+                let Ok(Some(member)) = zip.member(i, |_| true) else {
+                    continue;
+                };
+                let ways = match &member.content {
+                    crate::wheel::Content::Stored(range) => {
+                        let data = zip.input().bytes().get(range.clone()).unwrap_or_default();
+                        ways_of(Path::new(&member.name), data, devices)
+                    }
+                    crate::wheel::Content::Spilled(input) => {
+                        ways_of(Path::new(&member.name), input.bytes(), devices)
+                    }
+                    _ => continue,
+                };
+                found.push((Some(member.name.clone()), ways));
+            }
+        } else {
+            found.push((None, ways_of(path, bytes, devices)));
+        }
+        for (member, ways) in found {
+            let Some(row) = rows
+                .iter_mut()
+                .find(|r| r.file == file && r.member == member)
+            else {
+                continue;
+            };
+            row.how = ways
+                .into_iter()
+                .enumerate()
+                .filter(|(k, by)| {
+                    !by.is_empty()
+                        && row
+                            .cells
+                            .get(*k)
+                            .is_some_and(|c| matches!(c.status, "ok" | "partial"))
+                })
+                .map(|(k, by)| Served {
+                    gpu: CATALOGUE[k].to_string(),
+                    by,
+                })
+                .collect();
+        }
+    }
+}
+
+/// How `select` serves each of `devices` in the units of `data` (a library, named `name`):
+/// per device, the kinds and architectures of the images chosen for it (`offload_image::
+/// choose` over each opened unit's images, with `select`'s default options, each chosen
+/// image identified from its first bytes as `select` identifies it), with how many units.
+/// A split library (`KPACK.md`) and damaged units give nothing here.
+fn ways_of(name: &Path, data: &[u8], devices: &[Device]) -> Vec<Vec<Way>> {
+    // The PTX `.version` is within the text's first 4 KiB (`PtxIsa::of_text`).
+    const HEAD: usize = if offload_image::stream::IDENTIFY_LEN > 4096 {
+        offload_image::stream::IDENTIFY_LEN
+    } else {
+        4096
+    };
+    let mut out: Vec<Vec<Way>> = vec![Vec::new(); devices.len()];
+    if crate::kpack::Library::open(name, data).is_some() {
+        return out;
+    }
+    let read = read_options(ZstdDecoder::DEFAULT, false);
+    let options = SelectOptions::default();
+    for unit in offload_image::units(data, &read) {
+        let Ok(unit) = unit else {
+            continue;
+        };
+        if unit.damage().is_some() {
+            continue;
+        }
+        let Ok(open) = unit.open(&read) else {
+            continue;
+        };
+        let images: Vec<offload_image::Image<'_>> = open.images().collect();
+        let choices = offload_image::choose(images.iter().copied(), devices, &options);
+        for (ways, choice) in out.iter_mut().zip(&choices) {
+            let Some(image) = choice.chosen().and_then(|i| images.get(i)) else {
+                continue;
+            };
+            let Ok(made) = image.peek(HEAD, &read) else {
+                continue;
+            };
+            let way = Way::of(&image.with_checked(&made));
+            match ways
+                .iter_mut()
+                .find(|w| w.image_kind == way.image_kind && w.arch == way.arch)
+            {
+                Some(w) => w.units += 1,
+                None => ways.push(Way { units: 1, ..way }),
+            }
+        }
+    }
+    out
 }
 
 /// One row per package, in first-seen order.
@@ -464,6 +695,11 @@ fn text(
             &table,
         )?;
     }
+    let how = how_rows(rows, |s| s.to_string());
+    if !how.is_empty() {
+        writeln!(out)?;
+        crate::output::table(&mut &mut *out, &["LIBRARY", "GPUS", "SERVED BY"], &how)?;
+    }
     writeln!(
         out,
         "\n{} libraries with device code; some library serves: {}; every library serves: {}",
@@ -471,6 +707,41 @@ fn text(
         list(&union.serves),
         list(&union.every)
     )
+}
+
+/// The rows of the "how" tables: per library, the GPUs served the same way (grouped, in
+/// catalogue order) and that way in words (`cubin sm_80`; with several ways, each with its
+/// units: `cubin sm_80 (3 units); PTX compute_80 JIT (ISA 7.0, driver >= 450.36.06) (1
+/// unit)`). `name` shows a library's name (escaped for the format).
+fn how_rows(rows: &[LibraryRow], name: impl Fn(&str) -> String) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for r in rows {
+        let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+        for served in &r.how {
+            let words = if served.by.len() == 1 && served.by[0].units == r.units {
+                served.by[0].words()
+            } else {
+                served
+                    .by
+                    .iter()
+                    .map(|w| {
+                        let s = if w.units == 1 { "" } else { "s" };
+                        format!("{} ({} unit{s})", w.words(), w.units)
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            match groups.iter_mut().find(|(w, _)| *w == words) {
+                Some((_, gpus)) => gpus.push(&served.gpu),
+                None => groups.push((words, vec![&served.gpu])),
+            }
+        }
+        let shown = name(&library_name(r));
+        for (words, gpus) in groups {
+            out.push(vec![shown.clone(), gpus.join(" "), words]);
+        }
+    }
+    out
 }
 
 /// The Markdown matrix: a column per GPU some library serves or partly serves.
@@ -545,5 +816,28 @@ fn markdown(
         "\n✅: every unit with kernels has code the GPU loads (as `loader-sim select` chooses); \
          n/m: n of m units; a package row: ✅ when every library of it serves the GPU, \
          `some` when some library does."
-    )
+    )?;
+    // How each GPU is served: the image kinds `select` chooses.
+    let how = how_rows(rows, |n| {
+        let short = rows
+            .iter()
+            .find(|r| library_name(r) == n)
+            .map(|r| r.member.as_deref().unwrap_or(&r.file))
+            .unwrap_or(n);
+        format!("`{}`", escape(short))
+    });
+    if how.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\n| library | GPUs | served by |\n|---|---|---|")?;
+    for row in how {
+        writeln!(
+            out,
+            "| {} | {} | {} |",
+            row[0],
+            escape(&row[1]),
+            escape(&row[2])
+        )?;
+    }
+    Ok(())
 }

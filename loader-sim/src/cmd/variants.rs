@@ -13,7 +13,10 @@
 //!   LLVM IR name no processor and give none.
 //!
 //! Declared: the `variant.json` of the wheel's `.dist-info` (PEP 825; as variantlib reads
-//! it: `variants` → the one label → namespace → feature → values). With `--check`, a
+//! it: `variants` → the one label → namespace → feature → values), and the properties its
+//! `METADATA` names ([`metadata_declared`]: `Requires-Dist` markers testing `in
+//! variant_properties`, PEP 825 "Environment markers"; `Variant-Property:` headers). With
+//! `--check`, a
 //! declared `nvidia :: sm_arch` or `amd :: gfx_arch` property no image backs is an error
 //! (exit status 1); an architecture the code has but the wheel does not declare is a
 //! warning. Properties of other features are not judged.
@@ -33,8 +36,9 @@ use crate::{Failure, Outcome};
 pub struct Args {
     /// The wheel.
     wheel: PathBuf,
-    /// Compare the properties the wheel declares (`*.dist-info/variant.json`) with those
-    /// its code backs: exit 1 when a declared one is not backed.
+    /// Compare the properties the wheel declares (`*.dist-info/variant.json`, and the
+    /// `variant_properties` markers and `Variant-Property` headers of its METADATA) with
+    /// those its code backs: exit 1 when a declared one is not backed.
     #[arg(long)]
     check: bool,
     /// Write JSON Lines instead of text.
@@ -149,6 +153,119 @@ pub fn declared(text: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// The properties a wheel's `METADATA` (core metadata, RFC 822 headers up to the first
+/// blank line, folded lines joined) declares, as variantlib's model spells them
+/// (`namespace :: feature :: value`, the spaces around `::` normalised):
+/// * each `'<property>' in variant_properties` test in a `Requires-Dist` environment marker
+///   (PEP 817 and PEP 825, "Environment markers": `variant_properties` is the set of the
+///   installed variant's properties, variantlib's `get_variant_environment_dict`); a `not
+///   in` test claims nothing;
+/// * each `Variant-Property:` header (the distribution-metadata field of variantlib's
+///   earlier metadata format, still the spelling its `VariantProperty.to_str` documents).
+///
+/// In first-seen order, without repeats. A string that is not three non-empty `::`-separated
+/// parts is not a property and is skipped.
+pub fn metadata_declared(text: &str) -> Vec<String> {
+    let mut headers: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            break;
+        }
+        if line.starts_with([' ', '\t']) {
+            if let Some((_, v)) = headers.last_mut() {
+                v.push(' ');
+                v.push_str(line.trim());
+            }
+            continue;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |p: Option<String>| {
+        if let Some(p) = p {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    };
+    for (name, value) in &headers {
+        match name.as_str() {
+            "variant-property" => add(normalise(value)),
+            "requires-dist" => {
+                if let Some((_, marker)) = value.split_once(';') {
+                    for p in marker_properties(marker) {
+                        add(Some(p));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `namespace :: feature :: value` with single spaces, or `None` when `s` is not three
+/// non-empty parts.
+fn normalise(s: &str) -> Option<String> {
+    let parts: Vec<&str> = s.split("::").map(str::trim).collect();
+    (parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && !p.contains(char::is_whitespace)))
+    .then(|| parts.join(" :: "))
+}
+
+/// The properties a PEP 508 marker tests with `'<property>' in variant_properties`.
+fn marker_properties(marker: &str) -> Vec<String> {
+    // Tokens: quoted strings and bare words (parentheses and operators split words).
+    enum Tok<'a> {
+        Str(&'a str),
+        Word(&'a str),
+    }
+    let mut toks = Vec::new();
+    let b = marker.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'\'' || c == b'"' {
+            let Some(len) = marker[i + 1..].find(c as char) else {
+                break;
+            };
+            toks.push(Tok::Str(&marker[i + 1..i + 1 + len]));
+            i += len + 2;
+        } else if c.is_ascii_alphanumeric() || c == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
+                i += 1;
+            }
+            toks.push(Tok::Word(&marker[start..i]));
+        } else {
+            // Whitespace, parentheses, comparison operators: separators here.
+            toks.push(Tok::Word(""));
+            i += 1;
+        }
+    }
+    let toks: Vec<Tok<'_>> = toks
+        .into_iter()
+        .filter(|t| !matches!(t, Tok::Word("")))
+        .collect();
+    let mut out = Vec::new();
+    for (k, t) in toks.iter().enumerate() {
+        let Tok::Str(s) = t else { continue };
+        // `'p' in variant_properties`, not `'p' not in variant_properties`.
+        if let (Some(Tok::Word("in")), Some(Tok::Word("variant_properties"))) =
+            (toks.get(k + 1), toks.get(k + 2))
+        {
+            if let Some(p) = normalise(s) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 /// Whether property `p` is of a judged feature.
 fn judged(p: &str) -> bool {
     JUDGED
@@ -167,31 +284,54 @@ struct Record<'a> {
     /// The first library whose code backs it.
     #[serde(skip_serializing_if = "Option::is_none")]
     library: Option<&'a str>,
+    /// With `--check`, the wheel's members that declare it (`variant.json`, `METADATA`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    declared_in: Vec<&'a str>,
+}
+
+/// The properties the wheel declares, each with the members declaring it: its
+/// `variant.json`, then its `METADATA` ([`metadata_declared`]).
+fn declarations(wheel: &std::path::Path) -> Result<Vec<(String, Vec<String>)>, Failure> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |p: String, member: &str| match out.iter_mut().find(|(q, _)| *q == p) {
+        Some((_, from)) => from.push(member.to_string()),
+        None => out.push((p, vec![member.to_string()])),
+    };
+    let json = crate::images::dist_info_file(wheel, "variant.json")?;
+    if let Some((member, text)) = &json {
+        let declared = declared(text)
+            .map_err(|e| Failure::file(wheel, format!("{}: {e}", member.escape_debug())))?;
+        for p in declared {
+            add(p, member);
+        }
+    }
+    let metadata = crate::images::dist_info_file(wheel, "METADATA")?;
+    if let Some((member, text)) = &metadata {
+        for p in metadata_declared(text) {
+            add(p, member);
+        }
+    }
+    if json.is_none() && out.is_empty() {
+        return Err(Failure::file(
+            wheel,
+            "no .dist-info/variant.json and no variant property in METADATA: the wheel \
+             declares no variant",
+        ));
+    }
+    Ok(out)
 }
 
 /// Runs `variants`.
 pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
     let computed = computed(&args.wheel)?;
-    let (declared, source) = match args.check {
-        true => {
-            let (member, text) = crate::images::dist_info_file(&args.wheel, "variant.json")?
-                .ok_or_else(|| {
-                    Failure::file(
-                        &args.wheel,
-                        "no .dist-info/variant.json: the wheel declares no variant",
-                    )
-                })?;
-            let declared = declared(&text).map_err(|e| {
-                Failure::file(&args.wheel, format!("{}: {e}", member.escape_debug()))
-            })?;
-            (declared, Some(member))
-        }
-        false => (Vec::new(), None),
+    let declared = match args.check {
+        true => declarations(&args.wheel)?,
+        false => Vec::new(),
     };
     let mut records: Vec<Record<'_>> = Vec::new();
     if args.check {
         let backed: BTreeSet<&str> = computed.iter().map(|(p, _)| p.as_str()).collect();
-        for d in &declared {
+        for (d, from) in &declared {
             let status = if !judged(d) {
                 "not-judged"
             } else if backed.contains(d.as_str()) {
@@ -207,14 +347,16 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
                 property: d,
                 status,
                 library,
+                declared_in: from.iter().map(String::as_str).collect(),
             });
         }
         for (p, l) in &computed {
-            if !declared.contains(p) {
+            if !declared.iter().any(|(d, _)| d == p) {
                 records.push(Record {
                     property: p,
                     status: "undeclared",
                     library: Some(l),
+                    declared_in: Vec::new(),
                 });
             }
         }
@@ -223,12 +365,13 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
             property: p,
             status: "computed",
             library: Some(l),
+            declared_in: Vec::new(),
         }));
     }
     let written = if args.json {
         records.iter().try_for_each(|r| json_line(&mut out, r))
     } else {
-        text(&mut out, &records, source.as_deref())
+        text(&mut out, &records, args.check)
     };
     written
         .and_then(|()| out.flush())
@@ -240,35 +383,47 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
     }
 }
 
-fn text(out: &mut dyn Write, records: &[Record<'_>], source: Option<&str>) -> std::io::Result<()> {
-    let Some(source) = source else {
+fn text(out: &mut dyn Write, records: &[Record<'_>], check: bool) -> std::io::Result<()> {
+    if !check {
         for r in records {
             writeln!(out, "{}", r.property)?;
         }
         return Ok(());
-    };
-    let source = source.escape_debug();
+    }
     for r in records {
+        // Declared properties come from the wheel's files.
+        let property = r.property.escape_debug().to_string();
         let library = r.library.map(|l| l.escape_debug().to_string());
+        let source = r
+            .declared_in
+            .iter()
+            .map(|m| m.escape_debug().to_string())
+            .collect::<Vec<_>>()
+            .join(" and ");
         match r.status {
             "backed" => writeln!(
                 out,
                 "ok: {} (declared in {source}; code in {})",
-                r.property,
+                property,
                 library.as_deref().unwrap_or("?")
             )?,
             "unbacked" => writeln!(
                 out,
                 "error: {} is declared in {source} but no image in the wheel backs it",
-                r.property
+                property
             )?,
             "undeclared" => writeln!(
                 out,
-                "warning: {} is not declared in {source} but {} has code for it",
-                r.property,
+                "warning: {} is not declared in the wheel's variant.json or METADATA but {} has \
+                 code for it",
+                property,
                 library.as_deref().unwrap_or("?")
             )?,
-            _ => writeln!(out, "note: {} is not judged (another feature)", r.property)?,
+            _ => writeln!(
+                out,
+                "note: {} (declared in {source}) is not judged (another feature)",
+                property
+            )?,
         }
     }
     let errors = records.iter().filter(|r| r.status == "unbacked").count();
@@ -312,5 +467,27 @@ mod tests {
         );
         assert!(declared(r#"{"variants": {}}"#).is_err());
         assert!(declared("[").is_err());
+    }
+
+    #[test]
+    fn metadata_markers() {
+        let text = "Metadata-Version: 2.4\nName: pkg\nVariant-Property: amd::gfx_arch::gfx942\n\
+            Requires-Dist: a; \"nvidia :: sm_arch :: 90_real\" in variant_properties\n\
+            Requires-Dist: b; python_version >= '3.9' and\n  ('nvidia :: sm_arch :: 80_virtual' \
+            in variant_properties)\n\
+            Requires-Dist: c; 'nvidia :: sm_arch :: 75_real' not in variant_properties\n\
+            Requires-Dist: d; 'nvidia' in variant_namespaces\n\
+            Requires-Dist: e; 'not a property' in variant_properties\n\
+            \nRequires-Dist: f; 'nvidia :: sm_arch :: 70_real' in variant_properties\n";
+        assert_eq!(
+            metadata_declared(text),
+            [
+                "amd :: gfx_arch :: gfx942",
+                "nvidia :: sm_arch :: 90_real",
+                "nvidia :: sm_arch :: 80_virtual"
+            ]
+        );
+        assert!(metadata_declared("Requires-Dist: x; 'a :: b :: c' in").is_empty());
+        assert!(metadata_declared("Requires-Dist: x; 'a :: b :: c").is_empty());
     }
 }

@@ -298,6 +298,7 @@ fn real_packages_serve_what_select_selects() {
         want.contains("sm_80") && !want.contains("gfx1100"),
         "{want:?}"
     );
+    assert_how_is_selects(&records, &lib, &targets);
     let pkg = records.iter().find(|r| r["record"] == "package").unwrap();
     assert_eq!(pkg["package"], "nvidia-curand-cu12 10.3.10.19");
     // AMD: the library of the cyllama-rocm wheel.
@@ -312,5 +313,195 @@ fn real_packages_serve_what_select_selects() {
     assert!(
         want.contains("gfx1100") && !want.contains("sm_80"),
         "{want:?}"
+    );
+    assert_how_is_selects(&records, &hip, &targets);
+}
+
+/// How coverage says each GPU is served (`how` of the library record of `records`) equals,
+/// GPU by GPU, what `select --json` chooses on `file`: per GPU, the count of units whose
+/// chosen image has each kind and architecture (`image_kind`, `arch`); a GPU coverage
+/// gives no `how` gets nothing from select in any unit, or is not served at all. PTX ways
+/// carry the ISA the library's `ptx` list gives for that PTX.
+fn assert_how_is_selects(records: &[Value], file: &std::path::Path, targets: &[&str]) {
+    use std::collections::BTreeMap;
+    let lib = records.iter().find(|r| r["record"] == "library").unwrap();
+    let mut args = vec![file.as_os_str().to_owned(), "--json".into()];
+    args.insert(0, "select".into());
+    for t in targets {
+        args.extend(["--target".into(), (*t).into()]);
+    }
+    let picks = json_lines(&loader_sim(&args).stdout);
+    let isas: BTreeSet<String> = lib["ptx"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["isa"].as_str().map(str::to_string))
+        .collect();
+    let served_or_partly: BTreeSet<String> = lib["serves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .chain(
+            lib["partial"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p[0].as_str().unwrap().to_string()),
+        )
+        .collect();
+    for t in targets {
+        let mut want: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for p in picks
+            .iter()
+            .filter(|p| p["target"] == *t && !p["selected"].is_null())
+        {
+            let key = (
+                p["image_kind"].as_str().unwrap().to_string(),
+                p["arch"].as_str().unwrap_or("").to_string(),
+            );
+            *want.entry(key).or_default() += 1;
+        }
+        let mut got: BTreeMap<(String, String), u64> = BTreeMap::new();
+        let how = lib["how"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["gpu"] == *t);
+        for w in how
+            .map(|h| h["by"].as_array().unwrap().clone())
+            .unwrap_or_default()
+        {
+            let key = (
+                w["image_kind"].as_str().unwrap().to_string(),
+                w["arch"].as_str().unwrap_or("").to_string(),
+            );
+            got.insert(key, w["units"].as_u64().unwrap());
+            let variant = w["arch"]
+                .as_str()
+                .filter(|a| a.starts_with("sm_") || a.starts_with("compute_"))
+                .and_then(|a| a.chars().last())
+                .filter(|c| *c == 'a' || *c == 'f')
+                .map(|c| c.to_string());
+            assert_eq!(w["variant"].as_str().map(str::to_string), variant, "{w}");
+            match w["image_kind"].as_str().unwrap() {
+                "ptx" => {
+                    assert_eq!(w["served_as"], "PTX (JIT)", "{w}");
+                    if let Some(isa) = w["isa"].as_str() {
+                        assert!(isas.contains(isa), "{file:?} {t}: {w} not in {isas:?}");
+                    }
+                }
+                "cubin" => assert_eq!(w["served_as"], "cubin (SASS)", "{w}"),
+                "elf" => {
+                    let generic = w["arch"].as_str().unwrap().contains("-generic");
+                    assert_eq!(
+                        w["served_as"],
+                        if generic {
+                            "code object (generic family)"
+                        } else {
+                            "code object (exact target)"
+                        },
+                        "{w}"
+                    );
+                }
+                _ => {}
+            }
+        }
+        if served_or_partly.contains(*t) {
+            assert_eq!(got, want, "{file:?} {t}");
+            assert!(!got.is_empty(), "{file:?} {t}");
+        } else {
+            assert!(how.is_none(), "{file:?} {t}: {how:?}");
+        }
+    }
+}
+
+/// On the corpus: how each GPU is served (cubin or PTX JIT, `a`/`f` variants, AMD generic
+/// family or exact target) is, unit by unit, the image kind and architecture `select`
+/// chooses; the text and Markdown outputs say it too.
+#[test]
+fn how_is_what_select_chooses() {
+    let targets = [
+        "sm_50",
+        "sm_61",
+        "sm_70",
+        "sm_75",
+        "sm_80",
+        "sm_86",
+        "sm_89",
+        "sm_90",
+        "sm_100",
+        "sm_103",
+        "sm_120",
+        "gfx900",
+        "gfx906:sramecc+:xnack-",
+        "gfx90a:sramecc+:xnack-",
+        "gfx90a:sramecc+:xnack+",
+        "gfx942:sramecc+:xnack-",
+        "gfx1030",
+        "gfx1100",
+        "gfx1151",
+        "gfx1201",
+    ];
+    let mut paths: Vec<std::path::PathBuf> = [
+        "bundles/hip_6arch.bundle",
+        "bundles/hip_generic.bundle",
+        "bundles/omp_amd_nv.bundle",
+        "compressed/hip_6arch.zstd.ccob",
+    ]
+    .iter()
+    .map(|f| corpus(f))
+    .collect();
+    paths.extend(
+        ["variants.fatbin", "mixed.size.fatbin", "ptx_only.fatbin"]
+            .iter()
+            .map(|f| common::repo().join("tests/data/nvfatbin/files").join(f)),
+    );
+    let mut kinds: BTreeSet<String> = BTreeSet::new();
+    for path in &paths {
+        let records = json_lines(
+            &loader_sim_ok(&["coverage", path.to_str().unwrap(), "--format", "json"]).stdout,
+        );
+        assert_how_is_selects(&records, path, &targets);
+        for h in records[0]["how"].as_array().unwrap() {
+            for w in h["by"].as_array().unwrap() {
+                kinds.insert(w["served_as"].as_str().unwrap().to_string());
+                if let Some(v) = w["variant"].as_str() {
+                    kinds.insert(format!("variant {v}"));
+                }
+            }
+        }
+    }
+    // The corpus exercises every way.
+    for k in [
+        "cubin (SASS)",
+        "PTX (JIT)",
+        "code object (exact target)",
+        "code object (generic family)",
+        "variant a",
+        "variant f",
+    ] {
+        assert!(kinds.contains(k), "{k} not seen: {kinds:?}");
+    }
+    // Text and Markdown: the variants fatbin's sm_103 is served by the sm_100f cubin.
+    let fatbin = common::repo().join("tests/data/nvfatbin/files/variants.fatbin");
+    let text =
+        String::from_utf8(loader_sim_ok(&["coverage", fatbin.to_str().unwrap()]).stdout).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains(" sm_103 ") && l.contains("cubin"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.trim_end().ends_with("cubin sm_100f [f variant]"),
+        "{text}"
+    );
+    let md = String::from_utf8(
+        loader_sim_ok(&["coverage", fatbin.to_str().unwrap(), "--format", "markdown"]).stdout,
+    )
+    .unwrap();
+    assert!(md.contains("| library | GPUs | served by |"), "{md}");
+    assert!(
+        md.contains("| sm_103 | cubin sm_100f [f variant] |"),
+        "{md}"
     );
 }

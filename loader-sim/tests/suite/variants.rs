@@ -283,3 +283,192 @@ open(sys.argv[1], "w").write(VariantDistInfo(json.dumps(d), "cu12").to_str())
     let out = loader_sim(&["variants", whl.to_str().unwrap(), "--check"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
+
+/// The oracle's reading of a METADATA (variantlib 0.2.2 and the `packaging` it depends on,
+/// with the PEP 817 marker variables added to packaging's marker grammar as variant-aware
+/// installers do): the properties its `Requires-Dist` markers test with `in
+/// variant_properties` (each validated and spelled by variantlib's `VariantProperty`), and
+/// those of them a wheel whose variant has the properties `backed` does not have (the
+/// marker `'<p>' in variant_properties` evaluated on variantlib's
+/// `get_variant_environment_dict`).
+const MARKER_ORACLE: &str = r#"
+import json, re, sys
+import packaging._tokenizer as tok
+rule = tok.DEFAULT_RULES["VARIABLE"]
+tok.DEFAULT_RULES["VARIABLE"] = re.compile(rule.pattern.replace(
+    "dependency_groups",
+    "dependency_groups|variant_namespaces|variant_features|variant_properties|variant_label"),
+    rule.flags)
+from email.parser import HeaderParser
+from packaging.markers import Marker, default_environment
+from packaging.requirements import Requirement
+from variantlib.api import get_variant_environment_dict
+from variantlib.models.variant import VariantDescription, VariantProperty
+meta = HeaderParser().parse(open(sys.argv[1], encoding="utf-8"))
+backed = VariantDescription([VariantProperty.from_str(p) for p in json.loads(sys.argv[2])])
+env = default_environment()
+env.update(get_variant_environment_dict(backed))
+referenced = []
+def walk(node):
+    if isinstance(node, list):
+        for n in node:
+            walk(n)
+    elif isinstance(node, tuple) and len(node) == 3:
+        lhs, op, rhs = node
+        if (op.value == "in" and type(rhs).__name__ == "Variable"
+                and rhs.value == "variant_properties" and type(lhs).__name__ == "Value"):
+            try:
+                p = VariantProperty.from_str(lhs.value).to_str()
+            except Exception:
+                return
+            if p not in referenced:
+                referenced.append(p)
+for line in meta.get_all("Requires-Dist") or []:
+    req = Requirement(line)
+    if req.marker is not None:
+        walk(req.marker._markers)
+unbacked = [p for p in referenced
+            if not Marker(f"'{p}' in variant_properties").evaluate(env)]
+print(json.dumps({"referenced": referenced, "unbacked": unbacked}))
+"#;
+
+/// A wheel whose METADATA declares variant properties in `Requires-Dist` markers (PEP
+/// 817/825): the properties `variants --check` reads from it are exactly those the oracle
+/// (variantlib and packaging, [`MARKER_ORACLE`]) finds; one marker's property no image
+/// backs fails the check naming it and METADATA, as the oracle judges it against the
+/// code's properties; with only true markers (and no variant.json) the check passes.
+#[test]
+#[cfg_attr(
+    not(external_tests),
+    ignore = "needs variantlib; set OFFLOAD_IMAGE_EXTERNAL_TESTS=1 (scripts/test.sh)"
+)]
+fn metadata_markers_against_variantlib() {
+    if !common::external("variantlib") {
+        return;
+    }
+    let python = oracle_python();
+    let dir = TempDir::new("variants-metadata");
+    let libs = ["bundles/hip_6arch.bundle", "bundles/omp_amd_nv.bundle"];
+    let backed: BTreeSet<String> = libs.iter().flat_map(|l| from_list(&corpus(l))).collect();
+    assert!(backed.contains("amd :: gfx_arch :: gfx942"), "{backed:?}");
+    let metadata = |requires: &[&str]| -> String {
+        let mut m = String::from("Metadata-Version: 2.4\nName: pkg\nVersion: 1.0\n");
+        for r in requires {
+            m.push_str(&format!("Requires-Dist: {r}\n"));
+        }
+        m.push_str(
+            "\nA description; Requires-Dist: x; 'amd :: gfx_arch :: gfx1' in variant_properties\n",
+        );
+        m
+    };
+    let oracle = |text: &str| -> Value {
+        let path = dir.path("METADATA");
+        std::fs::write(&path, text).unwrap();
+        let backed: Vec<&String> = backed.iter().collect();
+        let out = Command::new(&python)
+            .arg("-c")
+            .arg(MARKER_ORACLE)
+            .arg(&path)
+            .arg(serde_json::to_string(&backed).unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", common::describe(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let build = |text: &str, with_json: bool| -> PathBuf {
+        let whl = dir.path("pkg-1.0-py3-none-any-lbl.whl");
+        let mut files = vec![
+            ("pkg/a.bundle", std::fs::read(corpus(libs[0])).unwrap()),
+            ("pkg/b.bundle", std::fs::read(corpus(libs[1])).unwrap()),
+            ("pkg-1.0.dist-info/METADATA", text.as_bytes().to_vec()),
+        ];
+        if with_json {
+            files.push((
+                "pkg-1.0.dist-info/variant.json",
+                variant_json(&["amd :: gfx_arch :: gfx942"]),
+            ));
+        }
+        wheel(&whl, &files);
+        whl
+    };
+    let strings = |v: &Value| -> BTreeSet<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    // One false claim among true ones, a `not in` test, a namespace test, another feature.
+    let text = metadata(&[
+        "rocblas; 'amd :: gfx_arch :: gfx942' in variant_properties",
+        "hipblaslt; python_version >= '3.9' and ('amd :: gfx_arch :: gfx1201' in variant_properties)",
+        "nvshmem; \"nvidia :: sm_arch :: 80_virtual\" in variant_properties",
+        "cupti; 'nvidia :: sm_arch :: 75_real' not in variant_properties",
+        "roctx; 'amd' in variant_namespaces",
+        "avx; 'x86_64 :: level :: v3' in variant_properties",
+    ]);
+    let want = oracle(&text);
+    let referenced = strings(&want["referenced"]);
+    let unbacked = strings(&want["unbacked"]);
+    // The oracle sees the claims, and judges gfx1201 (and the other feature) unbacked.
+    assert!(referenced.contains("amd :: gfx_arch :: gfx1201"), "{want}");
+    assert!(unbacked.contains("amd :: gfx_arch :: gfx1201"), "{want}");
+    let whl = build(&text, true);
+    let out = loader_sim(&["variants", whl.to_str().unwrap(), "--check", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let recs = json_lines(&out.stdout);
+    let from_metadata: BTreeSet<String> = recs
+        .iter()
+        .filter(|r| {
+            r["declared_in"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|m| m == "pkg-1.0.dist-info/METADATA"))
+        })
+        .map(|r| r["property"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(from_metadata, referenced);
+    // The errors: the oracle's unbacked properties of the judged features.
+    let errors: BTreeSet<String> = recs
+        .iter()
+        .filter(|r| r["status"] == "unbacked")
+        .map(|r| r["property"].as_str().unwrap().to_string())
+        .collect();
+    let judged: BTreeSet<String> = unbacked
+        .iter()
+        .filter(|p| p.starts_with("amd :: gfx_arch :: ") || p.starts_with("nvidia :: sm_arch :: "))
+        .cloned()
+        .collect();
+    assert_eq!(errors, judged);
+    let out = loader_sim(&["variants", whl.to_str().unwrap(), "--check"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text_out = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text_out.contains(
+            "error: amd :: gfx_arch :: gfx1201 is declared in pkg-1.0.dist-info/METADATA but no image in the wheel backs it"
+        ),
+        "{text_out}"
+    );
+    assert!(
+        text_out.contains(
+            "ok: amd :: gfx_arch :: gfx942 (declared in pkg-1.0.dist-info/variant.json and pkg-1.0.dist-info/METADATA"
+        ),
+        "{text_out}"
+    );
+    // Only true claims, METADATA alone: the oracle finds none unbacked, the check passes.
+    let text = metadata(&[
+        "rocblas; 'amd :: gfx_arch :: gfx942' in variant_properties",
+        "nvshmem; 'nvidia :: sm_arch :: 80_virtual' in variant_properties",
+    ]);
+    let want = oracle(&text);
+    assert!(strings(&want["unbacked"]).is_empty(), "{want}");
+    let whl = build(&text, false);
+    let out = loader_sim(&["variants", whl.to_str().unwrap(), "--check", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let recs = json_lines(&out.stdout);
+    let backed_claims: BTreeSet<String> = recs
+        .iter()
+        .filter(|r| r["status"] == "backed")
+        .map(|r| r["property"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(backed_claims, strings(&want["referenced"]));
+}
