@@ -66,8 +66,8 @@ pub fn file_type_name(t: &std::fs::FileType) -> &'static str {
 }
 
 /// Opens `path` for reading as an input file: only a regular file (symbolic links
-/// followed), as the main commands of `loader-sim` open theirs (`loader_sim_os::open_regular`,
-/// the same code: the crates may not depend on each other). The open does not block (`O_NONBLOCK`: a FIFO without a writer would
+/// followed); the main commands of `loader-sim` open theirs with it too. The open does not
+/// block (`O_NONBLOCK`: a FIFO without a writer would
 /// otherwise hang it), and anything but a regular file (a FIFO, a device, a socket, a
 /// directory) is an error of kind `InvalidInput` saying what it is, before anything is
 /// read.

@@ -108,7 +108,7 @@ impl Input {
     /// Maps `path` read-only (an empty file is not mapped). Only a regular file is read:
     /// a FIFO, a device or a directory is an error at once (no read, no hang).
     pub fn open(path: &Path) -> Result<Self, Failure> {
-        let file = loader_sim_os::open_regular(path).map_err(|e| match e.kind() {
+        let file = offload_dropin::input::open_regular(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::InvalidInput => Failure::file(path, e),
             _ => Failure::file(path, format!("cannot open: {e}")),
         })?;

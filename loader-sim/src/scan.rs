@@ -372,7 +372,7 @@ fn scan_file(path: &Path, ctx: &Ctx<'_>) -> Found {
         vec![(None, t)]
     };
     // Only a regular file, opened without blocking (a FIFO put in its place would hang).
-    let head = match loader_sim_os::open_regular(path).and_then(|mut f| head_of(&mut f)) {
+    let head = match offload_dropin::input::open_regular(path).and_then(|mut f| head_of(&mut f)) {
         Ok(h) => h,
         Err(e) => return damaged(format!("cannot read: {e}")),
     };
@@ -480,7 +480,7 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
                 p,
                 format!(
                     "not a regular file or a directory ({}): nothing to read",
-                    loader_sim_os::file_type_name(&meta.file_type())
+                    offload_dropin::input::file_type_name(&meta.file_type())
                 ),
             ));
         }

@@ -12,61 +12,6 @@ pub mod mapping;
 
 use std::path::Path;
 
-/// What a file of type `t` is, in words (`"a FIFO"`, `"a character device"`, ...).
-pub fn file_type_name(t: &std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_fifo() {
-            return "a FIFO";
-        }
-        if t.is_char_device() {
-            return "a character device";
-        }
-        if t.is_block_device() {
-            return "a block device";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-    }
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_file() {
-        "a regular file"
-    } else {
-        "not a regular file"
-    }
-}
-
-/// Opens `path` for reading as an input file: only a regular file (symbolic links
-/// followed). The drop-in tools open theirs with the same code
-/// (`offload_dropin::input::open_regular`: the crates may not depend on each other). The open does not block (`O_NONBLOCK`: a FIFO without a writer would
-/// otherwise hang it), and anything but a regular file (a FIFO, a device, a socket, a
-/// directory) is an error of kind `InvalidInput` saying what it is, before anything is
-/// read.
-pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // No effect on a regular file's reads; keeps the open of a FIFO from blocking.
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = options.open(path)?;
-    let kind = file.metadata()?.file_type();
-    if !kind.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("not a regular file ({})", file_type_name(&kind)),
-        ));
-    }
-    Ok(file)
-}
-
 /// Loads the shared library at `path` (and its dependencies) with `dlopen(RTLD_NOW |
 /// RTLD_GLOBAL)`, running its constructors, and keeps it loaded until the process exits.
 /// Unix only: elsewhere an error (the runtime shim is an ELF library).
