@@ -21,6 +21,7 @@ mod gfx1250_xnack;
 mod host;
 mod image_names;
 mod kpack;
+mod kpack_data;
 mod kpack_toc;
 mod limits;
 mod llvm_processor_table;
