@@ -28,7 +28,7 @@ fn jax_code_object() -> Vec<u8> {
     let archive = KpackArchive::parse(&data, &Limits::DEFAULT).unwrap();
     let e = archive.entries().next().unwrap();
     archive
-        .code_object(&e, &ReadOptions::default())
+        .code_object(e, &ReadOptions::default())
         .unwrap()
         .into_owned()
 }

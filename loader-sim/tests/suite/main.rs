@@ -4,6 +4,7 @@
 //! One subject's tests: `cargo test -p loader-sim --test suite prune::` (a name filter on
 //! the module).
 
+mod aks2_list_select;
 mod common;
 
 mod bundler_differential;
