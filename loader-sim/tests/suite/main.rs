@@ -20,6 +20,7 @@ mod doctor;
 mod doctor_isa;
 mod doctor_outside;
 mod doctor_packages;
+mod doctor_v2;
 mod doctor_verdicts;
 mod dropin_errors_differential;
 mod generative_differential;
