@@ -25,6 +25,7 @@ mod kpack_data;
 mod kpack_toc;
 mod limits;
 mod llvm_processor_table;
+mod loose_v2;
 mod lto_entries;
 mod mutation;
 mod nvfatbin;
