@@ -220,14 +220,6 @@ impl Aks2 {
         })
     }
 
-    /// The code object of kernel `index` as an image (a bare device ELF of that index), or
-    /// `None` for a kernel whose compilation failed (no code object) or an index past the
-    /// directory.
-    pub fn image(&self, index: usize) -> Option<crate::Image<'_>> {
-        let code = self.code_object(self.kernels.get(index)?);
-        (!code.is_empty()).then(|| crate::Image::from_elf(index, code))
-    }
-
     /// The kernels grouped by name without the `--Arch_<processor>` suffix
     /// ([`kernel_family`]): one kernel built for several processors. Each family has the
     /// indices of its kernels that have a code object; families come in the order of their

@@ -1220,6 +1220,15 @@ impl<'d> LooseCode<'d> {
     }
 }
 
+/// The code object of kernel `index` of an AOTriton archive as an image (a bare device ELF
+/// of that index), or `None` for a kernel whose compilation failed (no code object) or an
+/// index past the directory.
+#[cfg(feature = "std")]
+pub fn aks2_image(archive: &crate::aks2::Aks2, index: usize) -> Option<Image<'_>> {
+    let code = archive.code_object(archive.kernels.get(index)?);
+    (!code.is_empty()).then(|| Image::from_elf(index, code))
+}
+
 /// What a person should be told when `data` holds no offload container but device code
 /// outside any ([`LooseCode::find`]): `list` and `select` find nothing to list or choose
 /// in such a file, and `doctor` is what judges it. `None` when `data` is not a host file

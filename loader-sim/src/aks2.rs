@@ -34,7 +34,7 @@ pub(crate) fn list_lines(
         Some(Ok(a)) => a,
     };
     for (i, kernel) in archive.kernels.iter().enumerate() {
-        let Some(image) = archive.image(i) else {
+        let Some(image) = offload_image::judge::aks2_image(&archive, i) else {
             continue;
         };
         let (triple, target_id) = identity(&image);
@@ -81,7 +81,10 @@ pub(crate) fn select(
     };
     let targets: Vec<Device> = devices.iter().map(|(_, d)| *d).collect();
     for (family_index, (family, members)) in archive.families().into_iter().enumerate() {
-        let images: Vec<_> = members.iter().filter_map(|&i| archive.image(i)).collect();
+        let images: Vec<_> = members
+            .iter()
+            .filter_map(|&i| offload_image::judge::aks2_image(&archive, i))
+            .collect();
         let choices = offload_image::choose(images.iter().copied(), &targets, options);
         for ((given, _), choice) in devices.iter().zip(&choices) {
             // `chosen` is the image's own index: the kernel's in the archive.

@@ -108,7 +108,10 @@ fn families_give_the_code_object_for_each_device() {
         for &i in members {
             assert_eq!(kernel_family(&archive.kernels[i].name), *family);
         }
-        let images: Vec<_> = members.iter().map(|&i| archive.image(i).unwrap()).collect();
+        let images: Vec<_> = members
+            .iter()
+            .map(|&i| offload_image::judge::aks2_image(&archive, i).unwrap())
+            .collect();
         let choices = choose(images.iter().copied(), &devices, &SelectOptions::default());
         for (device, choice) in ["gfx1100", "gfx1153", "gfx942"].iter().zip(&choices) {
             let name = format!("{family}--Arch_{device}");
@@ -119,5 +122,5 @@ fn families_give_the_code_object_for_each_device() {
             assert_eq!(got.as_deref(), expected, "{name}");
         }
     }
-    assert!(archive.image(archive.kernels.len()).is_none());
+    assert!(offload_image::judge::aks2_image(&archive, archive.kernels.len()).is_none());
 }

@@ -65,7 +65,7 @@ fn blobs() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-/// A zstd frame holding `data` in one raw block (RFC 8878 §3.1.1: single segment, 4-byte
+/// A zstd frame holding `data` in one raw block (RFC 8878 section 3.1.1: single segment, 4-byte
 /// content size; block header: last, raw, size).
 fn raw_zstd_frame(data: &[u8]) -> Vec<u8> {
     assert!(data.len() < 128 * 1024);
