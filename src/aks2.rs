@@ -32,6 +32,13 @@ pub fn is_aks2(data: &[u8]) -> bool {
     data.starts_with(AKS2_MAGIC)
 }
 
+/// A kernel's name without its `--Arch_<processor>` suffix (the whole name when it has
+/// none; every one of the 72 names of hipengine's `attn_fwd_F_F_3_0_gfx11xx.aks2` has it).
+pub fn kernel_family(name: &str) -> &str {
+    name.rsplit_once("--Arch_")
+        .map_or(name, |(family, _)| family)
+}
+
 /// One kernel of an archive.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Aks2Kernel {
@@ -211,6 +218,30 @@ impl Aks2 {
             body,
             directory_size,
         })
+    }
+
+    /// The kernels grouped by name without the `--Arch_<processor>` suffix
+    /// ([`kernel_family`]): one kernel built for several processors. Each family has the
+    /// indices of its kernels that have a code object; families come in the order of their
+    /// first kernel. `loader-sim select` chooses among a family's images for each device
+    /// ([`crate::choose`], the rule `doctor` judges them by).
+    pub fn families(&self) -> Vec<(&str, Vec<usize>)> {
+        let mut families: Vec<(&str, Vec<usize>)> = Vec::new();
+        let mut at = alloc::collections::BTreeMap::new();
+        for (i, k) in self.kernels.iter().enumerate() {
+            if k.image_size == 0 {
+                continue;
+            }
+            let family = kernel_family(&k.name);
+            let slot = *at.entry(family).or_insert_with(|| {
+                families.push((family, Vec::new()));
+                families.len().saturating_sub(1)
+            });
+            if let Some((_, members)) = families.get_mut(slot) {
+                members.push(i);
+            }
+        }
+        families
     }
 
     /// The code object of `kernel` (checked by [`Aks2::parse`] to lie in the body).

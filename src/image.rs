@@ -467,13 +467,24 @@ impl<'a> Image<'a> {
     }
 
     /// The same image with its bytes at hand: `bytes`, what [`Image::decode`] gave.
+    ///
+    /// A zstd `.kpack` entry, listed as a code object from its TOC alone (rocm-kpack's
+    /// writer files every entry as `"hsaco"`), takes the kind its decoded bytes show: a
+    /// Tensile `.dat` or a SQLite database is data ([`ImageKind::None`]), never chosen
+    /// (`KPACK.md` §5a).
     pub fn with_bytes<'b>(&self, bytes: &'b [u8]) -> Image<'b>
     where
         'a: 'b,
     {
+        let image_kind = if self.format == Format::Kpack && self.encoded.is_some() {
+            ImageKind::sniff(bytes)
+        } else {
+            self.image_kind
+        };
         Image {
             bytes,
             encoded: None,
+            image_kind,
             ..*self
         }
     }

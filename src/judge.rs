@@ -841,6 +841,125 @@ pub struct LooseCode<'d> {
     /// [`Fatbin::parse`](crate::nvfatbin::Fatbin::parse); ELF headers inside one are its
     /// cubins, not loose code objects.
     pub fatbins: Vec<(&'d str, u64, u64, Vec<Identity<'d>>)>,
+    /// AMDGPU code objects of version 2 (`EI_ABIVERSION` 0: no processor in `e_flags`):
+    /// (section name, offset in the file, the target their `NT_AMD_HSA_ISA_VERSION`
+    /// note names, if it names one, [`v2_processor`]). ROCr's loader takes them
+    /// (`executable.cpp` `LoadCodeObject` accepts versions 1 to 6; `amd_hsa_code.cpp`
+    /// `GetIsa` names a v2 object's ISA from that note, `ConvertOldTargetNameToNew`) and
+    /// loads one on an agent of that processor (`IsaSupportedByAgent`; the xnack state the
+    /// target names is not compared here); HIP (CLR, through comgr's lookup of v4 and later)
+    /// never takes one. [`LooseCode::for_device`] counts those for the device's processor.
+    pub v2: Vec<(&'d str, u64, Option<String>)>,
+}
+
+/// ROCr's `ConvertOldTargetNameToNew` (`amd_hsa_code.cpp`): the target of code object v2
+/// ISA `AMD:AMDGPU:<major>:<minor>:<stepping>` from a compiler (not HSAIL's finalizer):
+/// `9:0:1` is `gfx900:xnack+`, `8:0:3` and `8:0:4` `gfx803`, and so on; v2 "only supports
+/// asics up to gfx906 plus gfx90c", so any other ISA is `None` (the loader refuses it).
+pub fn v2_target(major: u32, minor: u32, stepping: u32) -> Option<&'static str> {
+    Some(match (major, minor, stepping) {
+        (6, 0, 0) => "gfx600",
+        (6, 0, 1) => "gfx601",
+        (6, 0, 2) => "gfx602",
+        (7, 0, 0) => "gfx700",
+        (7, 0, 1) => "gfx701",
+        (7, 0, 2) => "gfx702",
+        (7, 0, 3) => "gfx703",
+        (7, 0, 4) => "gfx704",
+        (7, 0, 5) => "gfx705",
+        (8, 0, 1) => "gfx801:xnack+",
+        (8, 0, 0 | 2) => "gfx802",
+        (8, 0, 3 | 4) => "gfx803",
+        (8, 0, 5) => "gfx805",
+        (8, 1, 0) => "gfx810:xnack+",
+        (9, 0, 0) => "gfx900:xnack-",
+        (9, 0, 1) => "gfx900:xnack+",
+        (9, 0, 2) => "gfx902:xnack-",
+        (9, 0, 3) => "gfx902:xnack+",
+        (9, 0, 4) => "gfx904:xnack-",
+        (9, 0, 5) => "gfx904:xnack+",
+        (9, 0, 6) => "gfx906:sramecc-:xnack-",
+        (9, 0, 7) => "gfx906:sramecc-:xnack+",
+        (9, 0, 12) => "gfx90c:xnack-",
+        _ => return None,
+    })
+}
+
+/// The target an AMDGPU code object of version 2 is for, as ROCr's loader names it: the
+/// `NT_AMD_HSA_ISA_VERSION` (3) note of owner `AMD` holds `u16` vendor and architecture
+/// name sizes, `u32` major, minor and stepping, then the names (`amd_hsa_code.cpp`
+/// `GetNoteIsa`), which [`v2_target`] maps. `None` when the object has no such note, it
+/// does not read, or ROCr maps it to no target.
+pub fn v2_processor(elf: &[u8]) -> Option<String> {
+    const SHT_NOTE: u32 = 7;
+    let le = |at: usize, n: usize| -> Option<u64> {
+        let b = elf.get(at..at.checked_add(n)?)?;
+        Some(b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x)))
+    };
+    // ELF64 little-endian (every AMDGPU code object): the section headers, bounded by the
+    // data, never trusted for more.
+    let shoff = usize::try_from(le(0x28, 8)?).ok()?;
+    let shentsize = usize::try_from(le(0x3A, 2)?).ok()?;
+    let shnum = usize::try_from(le(0x3C, 2)?).ok()?;
+    if shentsize < 0x40 {
+        return None;
+    }
+    for i in 0..shnum {
+        let at = shoff.checked_add(i.checked_mul(shentsize)?)?;
+        if le(at.checked_add(4)?, 4)? != u64::from(SHT_NOTE) {
+            continue;
+        }
+        let offset = usize::try_from(le(at.checked_add(0x18)?, 8)?).ok()?;
+        let size = usize::try_from(le(at.checked_add(0x20)?, 8)?).ok()?;
+        let Some(section) = elf.get(offset..offset.checked_add(size)?) else {
+            continue;
+        };
+        let mut notes = section;
+        // Notes: u32 name size, u32 desc size, u32 type, name and desc each padded to 4.
+        while notes.len() >= 12 {
+            let word = |at: usize| {
+                notes
+                    .get(at..at.checked_add(4)?)
+                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                    .map(u32::from_le_bytes)
+            };
+            let (namesz, descsz, kind) = (word(0)?, word(4)?, word(8)?);
+            let namesz = usize::try_from(namesz).ok()?;
+            let descsz = usize::try_from(descsz).ok()?;
+            let name_end = 12usize.checked_add(namesz)?;
+            let desc_at = name_end.checked_add(3)? & !3;
+            let desc_end = desc_at.checked_add(descsz)?;
+            let name = notes.get(12..name_end)?;
+            let desc = notes.get(desc_at..desc_end)?;
+            if kind == 3 && name == b"AMD\0" {
+                let half = |at: usize| {
+                    desc.get(at..at.checked_add(2)?)
+                        .and_then(|b| <[u8; 2]>::try_from(b).ok())
+                        .map(|b| usize::from(u16::from_le_bytes(b)))
+                };
+                let word = |at: usize| {
+                    desc.get(at..at.checked_add(4)?)
+                        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                        .map(u32::from_le_bytes)
+                };
+                let (vendor, arch) = (half(0)?, half(2)?);
+                let (major, minor, stepping) = (word(4)?, word(8)?, word(12)?);
+                let names = desc.get(16..)?;
+                let vendor_name = names.get(..vendor)?;
+                let arch_name = names.get(vendor..vendor.checked_add(arch)?)?;
+                let trim = |s: &'_ [u8]| -> Vec<u8> {
+                    s.iter().copied().take_while(|&b| b != 0).collect()
+                };
+                if trim(vendor_name) != b"AMD" || trim(arch_name) != b"AMDGPU" {
+                    return None;
+                }
+                return v2_target(major, minor, stepping).map(str::to_string);
+            }
+            let next = desc_end.checked_add(3)? & !3;
+            notes = notes.get(next..).unwrap_or_default();
+        }
+    }
+    None
 }
 
 /// At most this many loose code objects are identified in one file.
@@ -862,6 +981,7 @@ impl<'d> LooseCode<'d> {
         const IMAGE_SCN_MEM_EXECUTE: u64 = 0x2000_0000;
         let mut objects = Vec::new();
         let mut fatbins = Vec::new();
+        let mut v2 = Vec::new();
         // Real fat binaries hold a few entries; a bound keeps a section full of fake
         // headers from costing (attempts x entries) header reads: a candidate that does
         // not parse costs at most MAX_FATBIN_ENTRIES, and at most MAX_FAILED_FATBINS fail.
@@ -901,7 +1021,11 @@ impl<'d> LooseCode<'d> {
                         // Its cubins are not loose code objects: go on after it.
                         at = start.saturating_add(usize::try_from(f.len()).unwrap_or(usize::MAX));
                         if fatbins.len() >= MAX_LOOSE_CODE {
-                            return LooseCode { objects, fatbins };
+                            return LooseCode {
+                                objects,
+                                fatbins,
+                                v2,
+                            };
                         }
                     }
                     continue;
@@ -910,17 +1034,34 @@ impl<'d> LooseCode<'d> {
                     continue;
                 }
                 let identity = crate::identify(&Image::from_elf(objects.len(), rest));
+                let offset = section.offset.saturating_add(crate::bytes::u64_of(start));
+                if identity.elf.is_some()
+                    && identity.elf_problem
+                        == Some(crate::arch::elf::AmdgpuElfProblem::CodeObjectV2)
+                {
+                    if v2.len() < MAX_LOOSE_CODE {
+                        v2.push((name, offset, v2_processor(rest)));
+                    }
+                    continue;
+                }
                 if identity.elf.is_none() || matches!(identity.target, crate::Target::None) {
                     continue;
                 }
-                let offset = section.offset.saturating_add(crate::bytes::u64_of(start));
                 objects.push((name, offset, identity));
                 if objects.len() >= MAX_LOOSE_CODE {
-                    return LooseCode { objects, fatbins };
+                    return LooseCode {
+                        objects,
+                        fatbins,
+                        v2,
+                    };
                 }
             }
         }
-        LooseCode { objects, fatbins }
+        LooseCode {
+            objects,
+            fatbins,
+            v2,
+        }
     }
 
     /// The code objects of an AOTriton archive ([`crate::aks2`], `FORMATS.md` §12), which
@@ -941,12 +1082,13 @@ impl<'d> LooseCode<'d> {
         LooseCode {
             objects,
             fatbins: Vec::new(),
+            v2: Vec::new(),
         }
     }
 
     /// True when none was found.
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty() && self.fatbins.is_empty()
+        self.objects.is_empty() && self.fatbins.is_empty() && self.v2.is_empty()
     }
 
     /// How many of them `device` could load ([`crate::check`] on each header): code objects,
@@ -967,7 +1109,19 @@ impl<'d> LooseCode<'d> {
                     .any(|(i, id)| crate::check(id, i, device, options).key().is_some())
             })
             .count();
-        objects.saturating_add(fatbins)
+        // ROCr loads a v2 object on an agent of the processor its note names.
+        let v2 = match device {
+            Device::Amdgpu(t) => self
+                .v2
+                .iter()
+                .filter(|(_, _, p)| {
+                    p.as_deref()
+                        .is_some_and(|p| p.split(':').next() == Some(t.processor.name))
+                })
+                .count(),
+            Device::Cuda { .. } => 0,
+        };
+        objects.saturating_add(fatbins).saturating_add(v2)
     }
 
     /// The verdict of a library that registers no device code but carries these code
@@ -1037,8 +1191,42 @@ impl<'d> LooseCode<'d> {
                 in_sections.join(", ")
             ));
         }
+        if !self.v2.is_empty() {
+            let mut in_sections: Vec<&str> = Vec::new();
+            let mut per: Vec<(String, usize)> = Vec::new();
+            for (section, _, p) in &self.v2 {
+                if !in_sections.contains(section) {
+                    in_sections.push(section);
+                }
+                let name = p.clone().unwrap_or_else(|| "no ISA note".to_string());
+                match per.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, c)) => *c = c.saturating_add(1),
+                    None => per.push((name, 1)),
+                }
+            }
+            let per: Vec<String> = per
+                .iter()
+                .map(|(n, c)| alloc::format!("{n}: {c}"))
+                .collect();
+            parts.push(alloc::format!(
+                "{} code object{} of version 2 in {} ({}; ROCr loads them, HIP does not)",
+                self.v2.len(),
+                if self.v2.len() == 1 { "" } else { "s" },
+                in_sections.join(", "),
+                per.join(", ")
+            ));
+        }
         parts.join(" and ")
     }
+}
+
+/// The code object of kernel `index` of an AOTriton archive as an image (a bare device ELF
+/// of that index), or `None` for a kernel whose compilation failed (no code object) or an
+/// index past the directory.
+#[cfg(feature = "std")]
+pub fn aks2_image(archive: &crate::aks2::Aks2, index: usize) -> Option<Image<'_>> {
+    let code = archive.code_object(archive.kernels.get(index)?);
+    (!code.is_empty()).then(|| Image::from_elf(index, code))
 }
 
 /// What a person should be told when `data` holds no offload container but device code

@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod aks2;
 mod child;
 mod cmd;
 mod cuda_runtime;

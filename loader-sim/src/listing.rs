@@ -15,7 +15,7 @@ use crate::Failure;
 #[derive(Serialize)]
 #[serde(untagged)]
 pub(crate) enum Line {
-    Image(Record),
+    Image(Box<Record>),
     Skipped {
         container: String,
         bundle_index: usize,
@@ -50,6 +50,9 @@ pub(crate) struct Record {
     /// For a split library: the TOC key of the wrapper's code object.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) toc_key: Option<String>,
+    /// For an AOTriton `.aks2` archive: the kernel's name (control characters escaped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) kernel: Option<String>,
 }
 
 /// Where an image was found, as `CLI.md` spells it.
@@ -95,7 +98,7 @@ pub(crate) fn split_lines(
         let code = l
             .code
             .map_err(|e| Failure::file(std::path::Path::new(&l.archive), e))?;
-        records.push(Line::Image(Record {
+        records.push(Line::Image(Box::new(Record {
             container: format!("wrapper {}", l.wrapper),
             bundle_index: l.wrapper,
             format: offload_image::Format::Kpack.name(),
@@ -112,7 +115,8 @@ pub(crate) fn split_lines(
             sha256: hash.then(|| sha256_hex(&code)),
             source: Some(l.archive),
             toc_key: Some(l.key),
-        }));
+            kernel: None,
+        })));
     }
     Ok(())
 }
@@ -158,7 +162,7 @@ pub(crate) fn unit_lines(
                 sha256
             })
         });
-        records.push(Line::Image(image_record(unit, image, sha256)));
+        records.push(Line::Image(Box::new(image_record(unit, image, sha256))));
     });
     if let Err(e) = listed {
         records.push(Line::Damaged(Damaged::unit(unit, &e)));
@@ -233,5 +237,6 @@ fn image_record(unit: &Unit<'_>, image: &Image<'_>, sha256: Option<String>) -> R
         sha256,
         source: None,
         toc_key: None,
+        kernel: None,
     }
 }

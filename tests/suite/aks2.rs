@@ -78,3 +78,49 @@ fn damaged_archives_are_refused_where_they_are_wrong() {
     let e = Aks2::parse(&data, &limits).unwrap_err();
     assert_eq!((e.kind(), e.offset()), (ErrorKind::LimitExceeded, 8));
 }
+
+/// `Aks2::families` groups the kernels by name without `--Arch_<processor>` (9 families of
+/// 8 processors in the test archive, per `UNPACKED.txt`), and choosing in a family for a
+/// device gives the code object whose name ends with that device's processor.
+#[test]
+fn families_give_the_code_object_for_each_device() {
+    use offload_image::aks2::kernel_family;
+    use offload_image::{choose, Device, SelectOptions};
+    let data = file("attn_fwd_F_F_3_0_gfx11xx.aks2");
+    let archive = Aks2::parse(&data, &Limits::default()).unwrap();
+    let want = String::from_utf8(file("UNPACKED.txt")).unwrap();
+    let want: Vec<(&str, &str)> = want
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(5, ' ').collect();
+            (f[0], f[4])
+        })
+        .collect();
+    let families = archive.families();
+    assert_eq!(families.len(), 9);
+    let devices = [
+        Device::parse("gfx1100").unwrap(),
+        Device::parse("gfx1153").unwrap(),
+        Device::parse("gfx942").unwrap(),
+    ];
+    for (family, members) in &families {
+        assert_eq!(members.len(), 8, "{family}");
+        for &i in members {
+            assert_eq!(kernel_family(&archive.kernels[i].name), *family);
+        }
+        let images: Vec<_> = members
+            .iter()
+            .map(|&i| offload_image::judge::aks2_image(&archive, i).unwrap())
+            .collect();
+        let choices = choose(images.iter().copied(), &devices, &SelectOptions::default());
+        for (device, choice) in ["gfx1100", "gfx1153", "gfx942"].iter().zip(&choices) {
+            let name = format!("{family}--Arch_{device}");
+            let expected = want.iter().find(|(_, n)| *n == name).map(|(sha, _)| *sha);
+            let got = choice
+                .chosen()
+                .map(|i| sha256(archive.code_object(&archive.kernels[i])));
+            assert_eq!(got.as_deref(), expected, "{name}");
+        }
+    }
+    assert!(offload_image::judge::aks2_image(&archive, archive.kernels.len()).is_none());
+}

@@ -41,7 +41,9 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     if let Some(library) = crate::kpack::Library::open(&args.file, input.bytes()) {
         split_lines(!args.no_sha256, &library, &options, &mut records)?;
     }
-    for unit in units(input.bytes(), &options) {
+    // An AOTriton archive is no offload container: its code objects are read here.
+    let aks2 = crate::aks2::list_lines(!args.no_sha256, input.bytes(), &options, &mut records);
+    for unit in units(input.bytes(), &options).filter(|_| !aks2) {
         // A damaged container costs its unit only: report it and go on.
         match unit {
             Ok(unit) => unit_lines(!args.no_sha256, &input, &unit, &options, &mut records),

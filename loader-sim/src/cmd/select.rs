@@ -153,6 +153,11 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> Result<Outcome, Failure
     // A split library: its code objects are in the `.kpack` archives (KPACK.md).
     let found = match Library::open(&args.file, input.bytes()) {
         Some(library) => split(args.explain, &library, &devices, &read),
+        // An AOTriton archive: per kernel family, the code object each device loads.
+        None if offload_image::aks2::is_aks2(input.bytes()) => {
+            crate::aks2::select(input.bytes(), &devices, &options, &read, args.sha256)
+                .unwrap_or_default()
+        }
         None => {
             let walk = Walk {
                 wanted: Wanted {

@@ -4,6 +4,7 @@
 //! One subject's tests: `cargo test -p loader-sim --test suite prune::` (a name filter on
 //! the module).
 
+mod aks2_list_select;
 mod common;
 
 mod bundler_differential;
@@ -19,6 +20,7 @@ mod doctor;
 mod doctor_isa;
 mod doctor_outside;
 mod doctor_packages;
+mod doctor_v2;
 mod doctor_verdicts;
 mod dropin_errors_differential;
 mod generative_differential;
