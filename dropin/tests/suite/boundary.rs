@@ -13,6 +13,8 @@ const USED_BY_LOADER_SIM: &[&str] = &[
     "offload_dropin::bundler::run_with",
     "offload_dropin::bundler::target::{conflicting_ids, TargetInfo}",
     "offload_dropin::input::MappedInput",
+    "offload_dropin::input::file_type_name",
+    "offload_dropin::input::open_regular",
     "offload_dropin::llvm::bitcode",
     "offload_dropin::packager::image_arguments",
     "offload_dropin::packager::run",
