@@ -237,8 +237,8 @@ pub fn v3_to_vec(images: &[OffloadImage<'_>]) -> Result<Vec<u8>, Error> {
 /// into one stream, the header's `Size` set to 40 + the stream's length and `InflatedSize`
 /// to the uncompressed binary's size, then zero padding to 8. LLVM compresses with
 /// `compression::compress`: zstd through `ZSTD_compress2` without long-distance matching
-/// ([`super::ccob::Codec::LibZstd`] with `long_distance_matching: false`), zlib through
-/// `compress2` ([`super::ccob::Codec::LibZlib`]).
+/// (`ccob::Codec::LibZstd`, feature `llvm-compress`, with `long_distance_matching: false`), zlib through
+/// `compress2` (`ccob::Codec::LibZlib`).
 pub fn v3_compressed_to_vec(
     images: &[OffloadImage<'_>],
     codec: super::ccob::Codec,
