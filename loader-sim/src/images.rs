@@ -100,7 +100,7 @@ fn has_images(lines: &[Line]) -> bool {
 /// code. `hash`: the images' SHA-256 too.
 pub fn libraries(path: &Path, hash: bool) -> Result<Vec<Library>, Failure> {
     let input = Input::open(path)?;
-    if input.bytes().starts_with(b"PK\x03\x04") || input.bytes().starts_with(b"PK\x05\x06") {
+    if crate::wheel::is_zip(input.bytes()) {
         return members(path, hash);
     }
     let (lines, ptx) = lines_of(path, input.bytes(), &input, hash)?;

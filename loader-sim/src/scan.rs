@@ -85,7 +85,7 @@ impl WheelArchives {
         for path in files {
             let zip = File::open(path)
                 .and_then(|mut f| head_of(&mut f))
-                .is_ok_and(|h| is_zip(&h));
+                .is_ok_and(|h| crate::wheel::is_zip(&h));
             let Some(mut zip) = zip.then(|| Zip::open(path).ok()).flatten() else {
                 continue;
             };
@@ -140,10 +140,6 @@ fn is_candidate(head: &[u8]) -> bool {
         .any(|p| head.starts_with(p) || (head.len() < p.len() && p.starts_with(head)))
         && !head.is_empty()
         || head.first() == Some(&b'\n')
-}
-
-fn is_zip(head: &[u8]) -> bool {
-    head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
 }
 
 /// Judges every unit of `data` (a file, or a zip member); `None` when it holds no device
@@ -376,7 +372,7 @@ fn scan_file(path: &Path, ctx: &Ctx<'_>) -> Found {
         Ok(h) => h,
         Err(e) => return damaged(format!("cannot read: {e}")),
     };
-    if is_zip(&head) {
+    if crate::wheel::is_zip(&head) {
         return scan_zip(path, ctx);
     }
     if !is_candidate(&head) {

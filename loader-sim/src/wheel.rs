@@ -50,6 +50,12 @@ pub const SPILL_LIMIT_VAR: &str = "LOADER_SIM_SPILL_LIMIT";
 /// The default of [`spill_limit`]: 4 GiB.
 pub const DEFAULT_SPILL_LIMIT: u64 = 4 << 30;
 
+/// Whether `head` (a file's first bytes) starts a zip file: a local file header, or the
+/// end-of-central-directory record of an empty archive.
+pub fn is_zip(head: &[u8]) -> bool {
+    head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
+}
+
 /// The most bytes the deflated members of one zip file may take in the temporary folder,
 /// all together: `LOADER_SIM_SPILL_LIMIT` (bytes, or a number followed by `K`, `M`, `G`
 /// or `T`, powers of 1024), else [`DEFAULT_SPILL_LIMIT`]. An error names a value that is

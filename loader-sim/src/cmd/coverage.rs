@@ -479,7 +479,7 @@ fn add_how(rows: &mut [LibraryRow], devices: &[Device]) {
         };
         let mut found: Vec<(Option<String>, Vec<Vec<Way>>)> = Vec::new();
         let bytes = input.bytes();
-        if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
+        if crate::wheel::is_zip(bytes) {
             let Ok(mut zip) = crate::wheel::Zip::open(path) else {
                 continue;
             };
