@@ -144,28 +144,55 @@ fn parse_table(data: &[u8], content_len: u64, limits: &Limits) -> Result<(u64, u
             "bundle entry count exceeds the limit",
         ));
     }
-    // Each descriptor takes at least 24 bytes, so pass 1 below stops after at most
+    // Each descriptor takes at least 24 bytes, so the pass below stops after at most
     // len / 24 steps whatever the declared count.
-    // Pass 1: the descriptor table.
+    // One pass over the descriptor table: every descriptor and ID is checked, and the
+    // payload ranges are summed up (the furthest end, the lowest start of a non-empty
+    // payload, whether any range overflows or runs past the content). A payload can only be
+    // judged against the end of the table once the table has been read; when one fails,
+    // `payload_error` walks the table again to report the first failing entry.
     let mut pos = HEADER_SIZE;
+    let mut extent = 0u64;
+    let mut lowest_start = u64::MAX;
+    let mut out_of_bounds = false;
     for _ in 0..num_entries {
-        let (_, _, next) = descriptor(data, pos, limits)?;
+        let (d, next) = check_descriptor(data, pos, limits)?;
+        let (offset, size) = (d.offset.get(), d.size.get());
+        match offset.checked_add(size) {
+            Some(end) if end <= content_len => {
+                extent = extent.max(end);
+                if size != 0 {
+                    lowest_start = lowest_start.min(offset);
+                }
+            }
+            _ => out_of_bounds = true,
+        }
         pos = next;
     }
     let table_end = pos;
-    // Pass 2: payload bounds.
-    let mut extent = table_end;
+    if out_of_bounds || lowest_start < table_end {
+        return Err(payload_error(data, content_len, num_entries, table_end));
+    }
+    Ok((num_entries, table_end, extent.max(table_end)))
+}
+
+/// The error of the first entry (in header order) whose payload overflows, runs past
+/// `content_len` or overlaps the header ending at `table_end`; the table was read whole.
+fn payload_error(data: &[u8], content_len: u64, num_entries: u64, table_end: u64) -> Error {
     let mut pos = HEADER_SIZE;
     for _ in 0..num_entries {
-        let (d, _, next) = descriptor(data, pos, limits)?;
+        let Ok((d, next)) = fixed_part(data, pos) else {
+            break;
+        };
         let (offset, size) = (d.offset.get(), d.size.get());
         let size_at = pos.saturating_add(8);
-        let end = bytes::add(
-            offset,
-            size,
-            size_at,
-            "bundle entry offset + size overflows",
-        )?;
+        let Some(end) = offset.checked_add(size) else {
+            return Error::new(
+                ErrorKind::OutOfBounds,
+                size_at,
+                "bundle entry offset + size overflows",
+            );
+        };
         if end > content_len {
             let at = if offset > content_len { pos } else { size_at };
             let kind = if offset <= content_len && size <= content_len {
@@ -173,31 +200,47 @@ fn parse_table(data: &[u8], content_len: u64, limits: &Limits) -> Result<(u64, u
             } else {
                 ErrorKind::OutOfBounds
             };
-            return Err(Error::new(
+            return Error::new(
                 kind,
                 at,
                 "bundle entry payload runs past the end of the data",
-            ));
+            );
         }
         if size != 0 && offset < table_end {
-            return Err(Error::new(
+            return Error::new(
                 ErrorKind::Malformed,
                 pos,
                 "bundle entry payload overlaps the bundle header",
-            ));
+            );
         }
-        extent = extent.max(end);
         pos = next;
     }
-    Ok((num_entries, table_end, extent))
+    // Not reached: the caller saw a failing entry in the same table.
+    Error::new(
+        ErrorKind::Malformed,
+        HEADER_SIZE,
+        "bundle entry payloads are inconsistent",
+    )
 }
 
-/// Reads the descriptor at `pos`: (fixed part, ID, offset of the next descriptor).
-fn descriptor<'data>(
+/// The fixed part of the descriptor at `pos` and the offset of the next descriptor
+/// (neither the ID's length against a limit nor its bytes are checked).
+#[inline]
+fn fixed_part(data: &[u8], pos: u64) -> Result<(&BundleEntryHeader, u64)> {
+    let d: &BundleEntryHeader = bytes::read(data, pos, "bundle entry descriptor truncated")?;
+    let next = pos
+        .saturating_add(DESCRIPTOR_SIZE)
+        .saturating_add(d.id_len.get());
+    Ok((d, next))
+}
+
+/// Checks the descriptor at `pos` (its ID's length against the limit and the data, its
+/// bytes as UTF-8) without building the ID: (fixed part, offset of the next descriptor).
+fn check_descriptor<'data>(
     data: &'data [u8],
     pos: u64,
     limits: &Limits,
-) -> Result<(&'data BundleEntryHeader, &'data str, u64)> {
+) -> Result<(&'data BundleEntryHeader, u64)> {
     let d: &BundleEntryHeader = bytes::read(data, pos, "bundle entry descriptor truncated")?;
     let id_len = d.id_len.get();
     if id_len > limits.max_id_len {
@@ -210,18 +253,35 @@ fn descriptor<'data>(
     let id_at = pos.saturating_add(DESCRIPTOR_SIZE);
     let raw = bytes::sub(data, id_at, id_len, "bundle entry ID truncated")
         .map_err(|e| Error::new(ErrorKind::Truncated, e.offset(), e.what()))?;
-    let trimmed = match raw.iter().rposition(|&b| b != 0) {
-        Some(last) => raw.get(..=last).unwrap_or(raw),
-        None => raw.get(..0).unwrap_or_default(),
-    };
-    let id = core::str::from_utf8(trimmed).map_err(|_| {
-        Error::new(
+    // IDs are ASCII in practice: the word-at-a-time ASCII test settles them; anything
+    // else gets the full UTF-8 check (on the ID without its trailing NULs).
+    if !raw.is_ascii() && core::str::from_utf8(trim_nuls(raw)).is_err() {
+        return Err(Error::new(
             ErrorKind::InvalidId,
             id_at,
             "bundle entry ID is not valid UTF-8",
-        )
-    })?;
-    Ok((d, id, id_at.saturating_add(id_len)))
+        ));
+    }
+    Ok((d, id_at.saturating_add(id_len)))
+}
+
+/// `raw` without its trailing NUL bytes.
+#[inline]
+fn trim_nuls(raw: &[u8]) -> &[u8] {
+    match raw.iter().rposition(|&b| b != 0) {
+        Some(last) => raw.get(..=last).unwrap_or(raw),
+        None => raw.get(..0).unwrap_or_default(),
+    }
+}
+
+/// Reads the descriptor at `pos` of a table that `parse_table` accepted: (fixed part, ID,
+/// offset of the next descriptor). `None` only if the table is not one it accepted.
+#[inline]
+fn descriptor(data: &[u8], pos: u64) -> Option<(&BundleEntryHeader, &str, u64)> {
+    let (d, next) = fixed_part(data, pos).ok()?;
+    let raw = bytes::sub(data, pos.saturating_add(DESCRIPTOR_SIZE), d.id_len.get(), "").ok()?;
+    let id = core::str::from_utf8(trim_nuls(raw)).ok()?;
+    Some((d, id, next))
 }
 
 /// Iterator over the entries of a [`Bundle`], in header order.
@@ -243,7 +303,7 @@ impl<'data> Iterator for BundleEntries<'data> {
         self.remaining = self.remaining.saturating_sub(1);
         // The table was validated by `Bundle::parse`; a failure here cannot happen, and
         // ends the iteration rather than panicking.
-        let (d, id, next) = descriptor(self.data, self.pos, &Limits::UNLIMITED).ok()?;
+        let (d, id, next) = descriptor(self.data, self.pos)?;
         let data = bytes::sub(self.data, d.offset.get(), d.size.get(), "payload").ok()?;
         let entry = BundleEntry {
             index: self.index,
@@ -450,7 +510,7 @@ impl<'a> Iterator for TableEntries<'a> {
         }
         self.remaining = self.remaining.saturating_sub(1);
         // Validated by `BundleTable::parse`.
-        let (d, id, next) = descriptor(self.header, self.pos, &Limits::UNLIMITED).ok()?;
+        let (d, id, next) = descriptor(self.header, self.pos)?;
         let entry = TableEntry {
             index: self.index,
             id,

@@ -25,56 +25,88 @@ fn looks_like_processor(s: &str) -> bool {
     s.starts_with("gfx") || s.starts_with("sm_") || s == "amdgcnspirv"
 }
 
+/// Positions of the first five `-` of `id` and how many there are (at most 5): eight bytes
+/// at a time, each word's `-` bytes found with exact bit arithmetic (no carries between
+/// bytes), then the rest byte by byte.
+fn first_dashes(id: &[u8]) -> ([usize; 5], usize) {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const DASHES: u64 = 0x2d2d_2d2d_2d2d_2d2d;
+    let mut dash = [0usize; 5];
+    let mut n = 0usize;
+    let mut push = |i: usize| {
+        if let Some(slot) = dash.get_mut(n) {
+            *slot = i;
+        }
+        n = n.saturating_add(1);
+        n == 5
+    };
+    let mut chunks = id.chunks_exact(8);
+    let mut base = 0usize;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).unwrap_or_default()) ^ DASHES;
+        // The high bit of each byte that is 0 in `word` (a '-' in the ID), and no other.
+        let mut zeros = !(((word & LOW7).wrapping_add(LOW7)) | word | LOW7);
+        while zeros != 0 {
+            let at = usize::try_from(zeros.trailing_zeros() / 8).unwrap_or(0);
+            if push(base.saturating_add(at)) {
+                return (dash, n);
+            }
+            zeros &= zeros.wrapping_sub(1);
+        }
+        base = base.saturating_add(8);
+    }
+    for (i, &b) in chunks.remainder().iter().enumerate() {
+        if b == b'-' && push(base.saturating_add(i)) {
+            break;
+        }
+    }
+    (dash, n)
+}
+
 impl<'a> EntryId<'a> {
     /// Splits a bundle entry ID.
     pub fn parse(id: &'a str) -> Result<Self> {
         let invalid = |what| Error::new(ErrorKind::InvalidId, 0, what);
-        let mut pieces = id.splitn(6, '-');
-        let kind = pieces.next().unwrap_or("");
-        if kind.is_empty() {
-            return Err(invalid("bundle entry ID has an empty offload kind"));
+        const NO_TRIPLE: &str =
+            "bundle entry ID has no triple (expected <kind>-<arch>-<vendor>-<os>[-<env>[-<target>]])";
+        // The first five '-' (the kind, then up to four fields; the rest is the target ID,
+        // which may hold '-' itself: `gfx9-generic`).
+        let (dash, n) = first_dashes(id.as_bytes());
+        let [d0, d1, d2, d3, d4] = dash;
+        if n == 0 || d0 == 0 {
+            return Err(invalid(if d0 == 0 && n > 0 || id.is_empty() {
+                "bundle entry ID has an empty offload kind"
+            } else {
+                NO_TRIPLE
+            }));
         }
-        let rest = id.get(kind.len().saturating_add(1)..).ok_or(invalid(
-            "bundle entry ID has no triple (expected <kind>-<arch>-<vendor>-<os>[-<env>[-<target>]])",
-        ))?;
-        let fields: [Option<&str>; 5] = core::array::from_fn(|_| pieces.next());
-        let n = fields.iter().filter(|f| f.is_some()).count();
-        // Byte length of the first `k` triple fields joined by '-'.
-        let span = |k: usize| -> usize {
-            fields
-                .iter()
-                .take(k)
-                .flatten()
-                .fold(k.saturating_sub(1), |acc, f| acc.saturating_add(f.len()))
-        };
-        let (triple_len, target) = match n {
-            3 => (span(3), None),
-            4 => {
-                let env = fields[3].unwrap_or("");
-                if looks_like_processor(env) && matches!(fields[2], Some("amdhsa" | "cuda")) {
-                    (span(3), Some(env))
-                } else {
-                    (span(4), None)
-                }
-            }
-            5 => (span(4).saturating_add(1), fields[4]),
-            _ => {
-                return Err(invalid(
-                    "bundle entry ID has no triple (expected <kind>-<arch>-<vendor>-<os>[-<env>[-<target>]])",
-                ))
-            }
-        };
-        if fields.iter().take(3).flatten().any(|f| f.is_empty()) {
+        let kind = id.get(..d0).unwrap_or("");
+        // `n` fields follow the kind: field k ends at dash k + 1 (the last at the end).
+        if n < 3 {
+            return Err(invalid(NO_TRIPLE));
+        }
+        let ends = [d1, d2, if n > 3 { d3 } else { id.len() }];
+        let starts = [d0, d1, d2];
+        if starts.iter().zip(ends).any(|(&s, e)| e == s.saturating_add(1)) {
             return Err(invalid(
                 "bundle entry ID has an empty arch, vendor or OS field",
             ));
         }
-        let triple = rest.get(..triple_len).unwrap_or(rest);
-        // A 4-field triple is stored with its separator to the target ("...-amdhsa-" + "-gfx").
-        let triple = if n == 5 {
-            triple.strip_suffix('-').unwrap_or(triple)
-        } else {
-            triple
+        let from = d0.saturating_add(1);
+        let field = |start: usize, end: usize| id.get(start..end).unwrap_or("");
+        let (triple, target) = match n {
+            3 => (field(from, id.len()), None),
+            4 => {
+                let env = field(d3.saturating_add(1), id.len());
+                let os = field(d2.saturating_add(1), d3);
+                if looks_like_processor(env) && matches!(os, "amdhsa" | "cuda") {
+                    (field(from, d3), Some(env))
+                } else {
+                    (field(from, id.len()), None)
+                }
+            }
+            // A 4-field triple is stored with its separator to the target ("...-amdhsa-" + "-gfx").
+            _ => (field(from, d4), Some(field(d4.saturating_add(1), id.len()))),
         };
         Ok(EntryId {
             kind,
@@ -166,6 +198,99 @@ impl core::fmt::Display for Triple<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<'a> EntryId<'a> {
+    /// The previous implementation (`str::splitn`), the oracle of the byte-scanning one.
+    fn parse_by_splitn(id: &'a str) -> Result<Self> {
+        let invalid = |what| Error::new(ErrorKind::InvalidId, 0, what);
+        let mut pieces = id.splitn(6, '-');
+        let kind = pieces.next().unwrap_or("");
+        if kind.is_empty() {
+            return Err(invalid("bundle entry ID has an empty offload kind"));
+        }
+        let rest = id.get(kind.len().saturating_add(1)..).ok_or(invalid(
+            "bundle entry ID has no triple (expected <kind>-<arch>-<vendor>-<os>[-<env>[-<target>]])",
+        ))?;
+        let fields: [Option<&str>; 5] = core::array::from_fn(|_| pieces.next());
+        let n = fields.iter().filter(|f| f.is_some()).count();
+        // Byte length of the first `k` triple fields joined by '-'.
+        let span = |k: usize| -> usize {
+            fields
+                .iter()
+                .take(k)
+                .flatten()
+                .fold(k.saturating_sub(1), |acc, f| acc.saturating_add(f.len()))
+        };
+        let (triple_len, target) = match n {
+            3 => (span(3), None),
+            4 => {
+                let env = fields[3].unwrap_or("");
+                if looks_like_processor(env) && matches!(fields[2], Some("amdhsa" | "cuda")) {
+                    (span(3), Some(env))
+                } else {
+                    (span(4), None)
+                }
+            }
+            5 => (span(4).saturating_add(1), fields[4]),
+            _ => {
+                return Err(invalid(
+                    "bundle entry ID has no triple (expected <kind>-<arch>-<vendor>-<os>[-<env>[-<target>]])",
+                ))
+            }
+        };
+        if fields.iter().take(3).flatten().any(|f| f.is_empty()) {
+            return Err(invalid(
+                "bundle entry ID has an empty arch, vendor or OS field",
+            ));
+        }
+        let triple = rest.get(..triple_len).unwrap_or(rest);
+        // A 4-field triple is stored with its separator to the target ("...-amdhsa-" + "-gfx").
+        let triple = if n == 5 {
+            triple.strip_suffix('-').unwrap_or(triple)
+        } else {
+            triple
+        };
+        Ok(EntryId {
+            kind,
+            triple,
+            target_id: target.filter(|t| !t.is_empty()),
+        })
+    }
+}
+
+
+    #[test]
+    fn byte_scan_agrees_with_splitn() {
+        // Every ID of up to seven pieces drawn from these (empty ones, dashes inside the
+        // target, both processor spellings, both OS fields the legacy form needs).
+        let pieces = ["", "hipv4", "amdgcn", "amd", "amdhsa", "cuda", "gfx90a:xnack-", "sm_80", "gnu", "-", "x"];
+        let mut ids = alloc::vec::Vec::new();
+        let mut stack = alloc::vec![alloc::string::String::new()];
+        for _ in 0..5 {
+            let mut next = alloc::vec::Vec::new();
+            for prefix in &stack {
+                for p in pieces {
+                    let id = if prefix.is_empty() { p.into() } else { alloc::format!("{prefix}-{p}") };
+                    ids.push(id.clone());
+                    if id.len() < 40 {
+                        next.push(id);
+                    }
+                }
+            }
+            stack = next;
+        }
+        assert!(ids.len() > 100_000);
+        for id in &ids {
+            let new = EntryId::parse(id);
+            let old = EntryId::parse_by_splitn(id);
+            assert_eq!(new.is_ok(), old.is_ok(), "{id:?}");
+            match (new, old) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{id:?}"),
+                (Err(a), Err(b)) => assert_eq!((a.kind(), a.what()), (b.kind(), b.what()), "{id:?}"),
+                _ => unreachable!(),
+            }
+        }
+    }
 
     fn p(id: &str) -> (&str, &str, Option<&str>) {
         let e = EntryId::parse(id).unwrap();

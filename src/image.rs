@@ -156,6 +156,11 @@ impl ImageKind {
                 return kind;
             }
             let head = bytes.get(..bytes.len().min(256)).unwrap_or(bytes);
+            // PTX needs a '.': one memchr settles the common case (no dot) before the
+            // substring searches.
+            if !head.contains(&b'.') {
+                return ImageKind::None;
+            }
             // `.target sm_…`: AMDGPU assembly also has `.version`/`.target` substrings
             // (`amdhsa.version:`, `amdhsa.target:`), never `.target sm_`.
             if crate::bytes::find(head, b".version", 0).is_some()

@@ -87,7 +87,30 @@ impl<'data> StringMap<'data> {
 
     /// The value of `key` (the first record with that key), if any.
     pub fn get(&self, key: &str) -> Option<&'data [u8]> {
-        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+        // The records were checked when the binary was parsed: each key is compared in
+        // place (its bytes, then the NUL after them) and only the match's value decoded.
+        let key = key.as_bytes();
+        if key.contains(&0) {
+            return None;
+        }
+        for i in 0..self.count {
+            let at = self.record_at(i).ok()?;
+            let (key_offset, value) = if self.version == 1 {
+                let r = bytes::read::<StringEntryV1>(self.binary, at, "").ok()?;
+                (r.key_offset.get(), Err(r.value_offset.get()))
+            } else {
+                let r = bytes::read::<StringEntryV2>(self.binary, at, "").ok()?;
+                (r.key_offset.get(), Ok((r.value_offset.get(), r.value_size.get())))
+            };
+            let stored = bytes::rest(self.binary, key_offset, "").ok()?;
+            if stored.get(key.len()) == Some(&0) && stored.starts_with(key) {
+                return match value {
+                    Ok((offset, size)) => bytes::sub(self.binary, offset, size, "").ok(),
+                    Err(offset) => c_string(self.binary, offset, at, u64::MAX).ok(),
+                };
+            }
+        }
+        None
     }
 
     /// The value of `key` as UTF-8 text, if present and valid.
@@ -103,15 +126,9 @@ impl<'data> StringMap<'data> {
         }
     }
 
-    /// Decodes record `i`: (key, value).
-    fn record(&self, i: u64) -> Result<(&'data str, &'data [u8])> {
-        self.record_limited(i, u64::MAX)
-    }
-
-    /// Decodes record `i`, refusing NUL-terminated strings longer than `max_len` (the scan
-    /// for the NUL stops there).
-    fn record_limited(&self, i: u64, max_len: u64) -> Result<(&'data str, &'data [u8])> {
-        let at = bytes::add(
+    /// Offset of record `i` in the binary.
+    fn record_at(&self, i: u64) -> Result<u64> {
+        bytes::add(
             self.offset,
             bytes::mul(
                 i,
@@ -121,7 +138,18 @@ impl<'data> StringMap<'data> {
             )?,
             self.offset,
             "string record offset overflows",
-        )?;
+        )
+    }
+
+    /// Decodes record `i`: (key, value).
+    fn record(&self, i: u64) -> Result<(&'data str, &'data [u8])> {
+        self.record_limited(i, u64::MAX)
+    }
+
+    /// Reads record `i` (the key and value checked against the binary, strings no longer
+    /// than `max_len`): (key bytes, value, offset of the record).
+    fn record_bytes(&self, i: u64, max_len: u64) -> Result<(&'data [u8], &'data [u8], u64)> {
+        let at = self.record_at(i)?;
         let (key_offset, value) = if self.version == 1 {
             let r: &StringEntryV1 = bytes::read(self.binary, at, "string record truncated")?;
             let v = c_string(
@@ -143,10 +171,31 @@ impl<'data> StringMap<'data> {
             (r.key_offset.get(), v)
         };
         let key = c_string(self.binary, key_offset, at, max_len)?;
-        let key = core::str::from_utf8(key)
-            .map_err(|_| Error::new(ErrorKind::Malformed, at, "string key is not valid UTF-8"))?;
+        Ok((key, value, at))
+    }
+
+    /// Decodes record `i`, refusing NUL-terminated strings longer than `max_len` (the scan
+    /// for the NUL stops there).
+    fn record_limited(&self, i: u64, max_len: u64) -> Result<(&'data str, &'data [u8])> {
+        let (key, value, at) = self.record_bytes(i, max_len)?;
+        let key = core::str::from_utf8(key).map_err(|_| key_not_utf8(at))?;
         Ok((key, value))
     }
+
+    /// Checks record `i` as [`StringMap::record_limited`] does, without building the key
+    /// (an ASCII key, the usual one, needs no UTF-8 decoding).
+    fn check_record(&self, i: u64, max_len: u64) -> Result<()> {
+        let (key, _, at) = self.record_bytes(i, max_len)?;
+        if !key.is_ascii() && core::str::from_utf8(key).is_err() {
+            return Err(key_not_utf8(at));
+        }
+        Ok(())
+    }
+}
+
+/// The error of a string record at `at` whose key is not UTF-8.
+fn key_not_utf8(at: u64) -> Error {
+    Error::new(ErrorKind::Malformed, at, "string key is not valid UTF-8")
 }
 
 /// Iterator over the pairs of a [`StringMap`].
@@ -353,6 +402,20 @@ impl<'data> OffloadBinary<'data> {
         Ok(binary)
     }
 
+    /// The binary at `data[0]` of a sequence that [`OffloadBinaries::parse`] accepted: its
+    /// header is read again, its entries and strings (checked then) are not. `None` only if
+    /// `data` is not such a binary.
+    fn parse_validated(data: &'data [u8]) -> Option<Self> {
+        let h = Header::read(data).ok()?;
+        Some(OffloadBinary {
+            data: bytes::sub(data, 0, h.size, "OffloadBinary").ok()?,
+            version: h.version,
+            entries_offset: h.entries_offset,
+            count: h.count,
+            inflated_size: h.inflated_size,
+        })
+    }
+
     /// Checks every entry and that the entries' string records fit in the binary: entries
     /// may not share string records, which keeps validation linear in its size.
     fn check_string_records(&self, limits: &Limits) -> Result<()> {
@@ -419,7 +482,7 @@ impl<'data> OffloadBinary<'data> {
         .map_err(|err| Error::new(err.kind(), at.saturating_add(8), err.what()))?;
         if let Some(l) = limits {
             for s in 0..num_strings {
-                strings.record_limited(s, l.max_id_len)?;
+                strings.check_record(s, l.max_id_len)?;
             }
         }
         Ok(OffloadBinaryEntry {
@@ -693,7 +756,7 @@ impl<'data> Iterator for OffloadBinaryIter<'data> {
         }
         self.remaining = self.remaining.saturating_sub(1);
         let pos = self.pos?;
-        let b = OffloadBinary::parse(self.data.get(pos..)?, &Limits::UNLIMITED).ok()?;
+        let b = OffloadBinary::parse_validated(self.data.get(pos..)?)?;
         self.pos = bytes::skip_zeros(self.data, pos.saturating_add(b.data.len()));
         Some((u64_of(pos), b))
     }
