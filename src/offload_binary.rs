@@ -103,7 +103,8 @@ impl<'data> StringMap<'data> {
                 (r.key_offset.get(), Ok((r.value_offset.get(), r.value_size.get())))
             };
             let stored = bytes::rest(self.binary, key_offset, "").ok()?;
-            if stored.get(key.len()) == Some(&0) && stored.starts_with(key) {
+            // Keys are a few bytes: compared inline rather than by a call to `memcmp`.
+            if stored.get(key.len()) == Some(&0) && stored.iter().zip(key).all(|(a, b)| a == b) {
                 return match value {
                     Ok((offset, size)) => bytes::sub(self.binary, offset, size, "").ok(),
                     Err(offset) => c_string(self.binary, offset, at, u64::MAX).ok(),

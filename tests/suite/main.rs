@@ -17,6 +17,7 @@ mod corpus;
 mod damage;
 mod doc_links;
 mod doc_refs;
+mod entry_id_scan;
 mod gfx1250_xnack;
 mod host;
 mod image_names;
