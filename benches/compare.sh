@@ -43,6 +43,7 @@ echo "== binaries"
 cargo build --release --locked -p loader-sim 2>&1 | tail -n1
 LS="$here/target/release/loader-sim"
 cc -O2 -Wall -o "$work/comgr_select" benches/comgr_select.c -lamd_comgr
+cc -O2 -Wall -o "$work/p1_floor" benches/p1_floor.c
 cc -O2 -Wall -o "$work/runtime" benches/runtime.c
 RUN="$work/runtime"
 
@@ -81,6 +82,9 @@ CMD[version]="$LS --version"
 CMD[p1_ours]="$LS select $lib --target $P1_TARGET"
 CMD[p1_comgr]="$work/comgr_select $lib $ISA"
 CMD[p1_comgr_read]="$work/comgr_select --read $lib $ISA"
+# P1's floor (issue 47): only the bytes select must read, through a mapping and by pread.
+CMD[p1_floor_map]="$work/p1_floor --map $lib"
+CMD[p1_floor_pread]="$work/p1_floor --pread $lib"
 CMD[p2_ours]="$LS select $work/bundle.bin --target gfx90a:xnack- -o $out/p2_ours.out"
 CMD[p2_llvm]="$BUNDLER -type=o -unbundle -targets=$P2_ID -input=$work/bundle.bin -output=$out/p2_llvm.out"
 CMD[p3_ours]="$LS select $work/bundle.zstd.ccob --target gfx90a:xnack- -o $out/p3_ours.out"
@@ -136,6 +140,7 @@ echo "== load: $(uptime | sed 's/.*load average/load average/')"
 echo "== P1: select for one GPU in every bundle of the library"
 pair warm "$ROUNDS" p1_ours p1_comgr version
 pair warm "$ROUNDS" p1_ours p1_comgr_read
+pair warm "$ROUNDS" p1_ours p1_floor_map p1_floor_pread
 echo "== P2: extract one image from the 8-entry, $bundle_mb MB bundle"
 pair warm "$ROUNDS" p2_ours p2_llvm
 echo "== P3: the same from the CCOB v3 zstd bundle"
@@ -208,6 +213,9 @@ echo "|---|---|---|---|---|---|---|---|---|---|"
 row P1 "select, 111 bundles vs comgr lookup (HIP: mapped, 4 KiB per bundle)" p1_ours p1_comgr warm "<=0.01" "<=32MiB"
 row P1 "select vs comgr lookup after reading the library" p1_ours p1_comgr_read warm "<=0.01" "<=32MiB"
 row P1 "loader-sim --version (start-up) vs comgr lookup" version p1_comgr warm "-" "-"
+row P1 "select vs its floor: the same bytes read from a mapping (C, benches/p1_floor.c)" p1_ours p1_floor_map warm "-" "-"
+row P1 "floor through a mapping vs the same bytes by pread (C)" p1_floor_map p1_floor_pread warm "-" "-"
+row P1 "floor by pread vs comgr lookup after reading the library" p1_floor_pread p1_comgr_read warm "-" "-"
 row P2 "select -o vs clang-offload-bundler -unbundle, $bundle_mb MB bundle" p2_ours p2_llvm warm "<=0.15" "<=0.1"
 row P3 "CCOB $ccob_mb MB: select -o, libzstd, hash verified" p3_ours p3_llvm warm "<=1.0" "<=0.5"
 row P3 "same, libzstd, --no-verify-hash" p3_ours_nv p3_llvm warm "<=0.6" "<=0.5"
