@@ -155,9 +155,15 @@ impl Processor {
 
     /// Looks a processor up by primary name or alias (exact, case-sensitive, as LLVM).
     pub fn by_name(name: &str) -> Option<&'static Processor> {
+        // Every entry ID and device names one: the names share their `gfx` prefix and
+        // differ at the end, so they are compared inline from the last byte (a `memcmp`
+        // call per candidate of the same length was most of the lookup).
+        let same = |a: &str| {
+            a.len() == name.len() && a.bytes().rev().zip(name.bytes().rev()).all(|(x, y)| x == y)
+        };
         PROCESSORS
             .iter()
-            .find(|p| p.name == name || p.aliases.contains(&name))
+            .find(|p| same(p.name) || p.aliases.iter().any(|a| same(a)))
     }
 
     /// Looks a processor up by its `EF_AMDGPU_MACH` value.
