@@ -29,6 +29,7 @@ mod hostile;
 mod hostile2;
 mod hostile3;
 mod image_names;
+mod jobs;
 mod kpack;
 mod list;
 mod packager_compress;
