@@ -222,25 +222,29 @@ impl Walk<'_> {
     pub(crate) fn run(&self) -> Result<Found, Failure> {
         let found: Vec<_> = units(self.input.bytes(), &self.read).collect();
         let mut all = Found::default();
-        if self.wanted.output.is_some() {
+        // One worker (`--jobs 1`, `-o`, or one unit): the units in turn on this thread,
+        // each free to decode on a second thread.
+        let jobs = self.wanted.jobs.min(found.len());
+        if self.wanted.output.is_some() || jobs <= 1 {
             for unit in &found {
                 let first = all.records.is_empty();
-                all.merge(self.one(unit, first)?);
+                all.merge(self.one(unit, first, true)?);
             }
             return Ok(all);
         }
-        let jobs = self.wanted.jobs;
-        for part in offload_image::parallel::map_ordered(&found, jobs, |_, u| self.one(u, false)) {
+        let parts =
+            offload_image::parallel::map_ordered(&found, jobs, |_, u| self.one(u, false, false));
+        for part in parts {
             all.merge(part?);
         }
         Ok(all)
     }
 
     /// Whether a compressed unit is decoded on a thread of its own: only when the units
-    /// are chosen in one at a time (with several workers each decodes and hashes its own
-    /// unit on its own thread, as the bytes come).
-    fn decode_thread(&self) -> bool {
-        self.wanted.jobs <= 1 && self.wanted.decode_thread.threaded(self.read.verify_hash)
+    /// are chosen in one at a time (`serial`); with several workers each decodes and
+    /// hashes its own unit on its own thread, the hash taken as the bytes come.
+    fn decode_thread(&self, serial: bool) -> bool {
+        serial && self.wanted.decode_thread.threaded(self.read.verify_hash)
     }
 
     /// The records of one unit (`-o` written for it when `first`), its bytes released from
@@ -249,6 +253,7 @@ impl Walk<'_> {
         &self,
         unit: &Result<Unit<'_>, offload_image::Error>,
         first: bool,
+        serial: bool,
     ) -> Result<Found, Failure> {
         let mut found = Found::default();
         let unit = match unit {
@@ -265,7 +270,7 @@ impl Walk<'_> {
         // The library's rule: a compressed bundle is streamed unless every verdict is
         // wanted.
         if let Plan::Stream(c) = streaming::plan(unit, self.wanted.explain) {
-            match self.streamed(unit, c, first, &mut found)? {
+            match self.streamed(unit, c, first, serial, &mut found)? {
                 Some(true) => {
                     if let Ok(done) = unit.bytes(&self.read) {
                         self.input.release(done);
@@ -277,7 +282,7 @@ impl Walk<'_> {
             }
         }
         let read = ReadOptions {
-            decoders: crate::decode::decoders_for(self.wanted.zstd, self.decode_thread()),
+            decoders: crate::decode::decoders_for(self.wanted.zstd, self.decode_thread(serial)),
             ..self.read
         };
         match unit.open(&read) {
@@ -316,6 +321,7 @@ impl Walk<'_> {
         unit: &Unit<'_>,
         c: &offload_image::ccob::CompressedBundle<'_>,
         first: bool,
+        serial: bool,
         found: &mut Found,
     ) -> Result<Option<bool>, Failure> {
         let args = &self.wanted;
@@ -327,7 +333,7 @@ impl Walk<'_> {
             options: &self.options,
             read: &self.read,
             zstd: args.zstd,
-            threaded: self.decode_thread(),
+            threaded: self.decode_thread(serial),
             sha256: args.sha256,
             out_path,
         }

@@ -55,6 +55,12 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     // The units are found first (headers only), then read on `jobs` threads, their lines
     // put back in the units' order.
     let found: Vec<_> = units(input.bytes(), &options).filter(|_| !aks2).collect();
+    // One worker (one unit, or --jobs 1): it may decode on a second thread.
+    let jobs = jobs.min(found.len());
+    let options = offload_image::ReadOptions {
+        decoders: crate::decode::decoders_for(crate::decode::ZstdDecoder::DEFAULT, jobs <= 1),
+        ..options
+    };
     let parts = offload_image::parallel::map_ordered(&found, jobs, |_, unit| {
         let mut lines = Vec::new();
         // A damaged container costs its unit only: report it and go on.

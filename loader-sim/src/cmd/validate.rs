@@ -116,6 +116,12 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             Ok(input) => {
                 let driver = crate::cmd::cuda_driver(args.nvidia_driver);
                 let mut work = offload_image::validate::Work::default();
+                // One worker (one unit, or --jobs 1): it may decode on a second thread.
+                let one = jobs <= 1 || offload_image::units(input.bytes(), &read).nth(1).is_none();
+                let read = offload_image::ReadOptions {
+                    decoders: crate::decode::decoders_for(crate::decode::ZstdDecoder::DEFAULT, one),
+                    ..read
+                };
                 let mut findings = validate_jobs(input.bytes(), &read, &driver, &mut work, jobs);
                 crate::output::work::validated(work.bytes_scanned);
                 findings.extend(kpack_findings(file, input.bytes()));
