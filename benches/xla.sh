@@ -102,8 +102,9 @@ for c in ours_j1 ours_j1_inline ours_nv; do
 done
 records=$(grep -c "^section .hip_fatbin " "$work/ours.stdout" || true)
 [ "$records" = 45 ] || { echo "FAILED: $records records, not 45"; fail=1; }
-listed=$("$work/peer.sh" | grep -c "gfx942:sramecc+:xnack-" || true)
-echo "45 records, the same for every command; the bundler lists $listed gfx942:sramecc+:xnack- entries"
+listed=$("$work/peer.sh" | grep -c "^hipv4-amdgcn-amd-amdhsa--" || true)
+[ "$listed" -gt 0 ] || { echo "FAILED: the bundler lists no device entry"; fail=1; }
+echo "45 records, the same for every command; the bundler lists $listed device entries"
 
 med() { sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo
