@@ -160,7 +160,7 @@ fn every_number_of_jobs_gives_the_serial_output() {
     assert!(records
         .iter()
         .enumerate()
-        .all(|(k, r)| (k / 3 == 2) == !r["runtime_note"].is_null()));
+        .all(|(k, r)| (k / 3 == 2) != r["runtime_note"].is_null()));
     // validate reports the flipped hash as an error, whatever the jobs.
     let (status, out, _) = with_jobs(&["validate", file, "--json"], "4");
     assert_eq!(status, Some(2));
