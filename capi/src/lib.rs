@@ -1288,7 +1288,9 @@ fn read_options(o: Option<&OiReadOptions>) -> Result<ReadOptions, Fail> {
 
 /// The threads of `oi_read_options.flags` (`OI_READ_THREADS_SHIFT`), at least 1.
 fn read_threads(o: Option<&OiReadOptions>) -> usize {
-    match o.map_or(0, |o| (o.flags & OI_READ_THREADS_MASK) >> OI_READ_THREADS_SHIFT) {
+    match o.map_or(0, |o| {
+        (o.flags & OI_READ_THREADS_MASK) >> OI_READ_THREADS_SHIFT
+    }) {
         OI_READ_THREADS_AUTO => offload_image::parallel::jobs(None),
         n => usize::try_from(n).unwrap_or(1).max(1),
     }
@@ -2749,7 +2751,10 @@ mod tests {
         for threads in [1, 2, 4, OI_READ_THREADS_AUTO] {
             assert_eq!(damages(threads), serial, "{threads} threads");
         }
-        assert_eq!(open(&bytes, 1 << 16).unwrap_err().code, OI_ERR_INVALID_ARGUMENT);
+        assert_eq!(
+            open(&bytes, 1 << 16).unwrap_err().code,
+            OI_ERR_INVALID_ARGUMENT
+        );
     }
 
     fn stats(r: *const OiReader) -> (u64, u64, u64) {
