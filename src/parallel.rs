@@ -83,7 +83,10 @@ mod tests {
         let items: Vec<u32> = (0..1000).collect();
         let serial = map_ordered(&items, 1, |i, x| (i, x.wrapping_mul(3)));
         for jobs in [2, 4, 7, 64] {
-            assert_eq!(map_ordered(&items, jobs, |i, x| (i, x.wrapping_mul(3))), serial);
+            assert_eq!(
+                map_ordered(&items, jobs, |i, x| (i, x.wrapping_mul(3))),
+                serial
+            );
         }
         let caller = std::thread::current().id();
         let ids = map_ordered(&items[..1], 8, |_, _| std::thread::current().id());
