@@ -482,7 +482,12 @@ impl<'a> Iterator for Images<'a> {
                         size_field: base.saturating_add(e.original_size_at),
                         entry_kind: None,
                     };
-                    Image::from_kpack_entry(i, e, &[], Some(encoded))
+                    let mut image = Image::from_kpack_entry(i, e, &[], Some(encoded));
+                    // The TOC files every entry as a code object: its first block tells.
+                    if let Some(kind) = crate::kpack::sniff::zstd_entry_kind(frame) {
+                        image.image_kind = kind;
+                    }
+                    image
                 }
                 Ok(Stored::Plain(bytes)) => Image::from_kpack_entry(i, e, bytes, None),
                 // `OpenUnit` checked every entry's storage.
