@@ -944,13 +944,24 @@ pub fn v2_processor(elf: &[u8]) -> Option<String> {
                 };
                 let (vendor, arch) = (half(0)?, half(2)?);
                 let (major, minor, stepping) = (word(4)?, word(8)?, word(12)?);
-                let names = desc.get(16..)?;
-                let vendor_name = names.get(..vendor)?;
-                let arch_name = names.get(vendor..vendor.checked_add(arch)?)?;
-                let trim = |s: &'_ [u8]| -> Vec<u8> {
-                    s.iter().copied().take_while(|&b| b != 0).collect()
+                // The names as ROCr reads them (`GetNoteString`): `size` bytes less a final
+                // NUL, the architecture's after the vendor's string and one byte. ROCr reads
+                // them from the mapped note, not bounded by the descriptor: ROCr's own blit
+                // kernels (libhsa-runtime64 5.2) declare `AMDGPU` as 7 bytes in a 26-byte
+                // descriptor whose seventh is the note's padding. Read here from the note
+                // section, as far as it goes.
+                let names_at = desc_at.checked_add(16)?;
+                let note_string = |at: usize, size: usize| -> Option<&[u8]> {
+                    let s = notes.get(at..at.checked_add(size)?)?;
+                    Some(match s.split_last() {
+                        Some((0, head)) => head,
+                        _ => s,
+                    })
                 };
-                if trim(vendor_name) != b"AMD" || trim(arch_name) != b"AMDGPU" {
+                let vendor_name = note_string(names_at, vendor)?;
+                let arch_at = names_at.checked_add(vendor_name.len())?.checked_add(1)?;
+                let arch_name = note_string(arch_at, arch)?;
+                if vendor_name != b"AMD" || arch_name != b"AMDGPU" {
                     return None;
                 }
                 return v2_target(major, minor, stepping).map(str::to_string);
