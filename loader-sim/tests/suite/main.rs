@@ -31,6 +31,7 @@ mod hostile3;
 mod image_names;
 mod kpack;
 mod list;
+mod nested_offload;
 mod packager_compress;
 mod packager_differential;
 mod packager_llvm23;
