@@ -417,9 +417,12 @@ impl OpenUnit<'_> {
             let UnitContent::OffloadBinaries(seq) = &self.unit.content else {
                 return Vec::new();
             };
-            let outer = seq.iter().fold(0usize, |n, (_, b)| {
-                n.saturating_add(usize::try_from(b.entry_count()).unwrap_or(usize::MAX))
-            });
+            // The unit's own entries, compressed binaries' from their inflated bytes.
+            let mut entries = NestedWalk::new(seq, &self.owned, self.options.limits);
+            let mut outer = 0usize;
+            while entries.next_outer().is_some() {
+                outer = outer.saturating_add(1);
+            }
             NestedWalk::new(seq, &self.owned, self.options.limits)
                 .enumerate()
                 .map(|(k, (parent, leaf))| (outer.saturating_add(k), parent, leaf.path))
