@@ -646,8 +646,8 @@ impl<'a> Iterator for Images<'a> {
                     };
                     let mut image = Image::from_kpack_entry(i, e, &[], Some(encoded));
                     // The TOC files every entry as a code object: its first block tells.
-                    if let Some(kind) = crate::kpack::sniff::zstd_entry_kind(frame) {
-                        image.image_kind = kind;
+                    if let Some(head) = crate::kpack::sniff::zstd_entry_head(frame) {
+                        image.image_kind = ImageKind::sniff(&head);
                     }
                     image
                 }

@@ -1,8 +1,8 @@
-//! The kind of a zstd-compressed archive entry before it is decoded: its frame's first block,
-//! decoded alone (`KPACK.md` §5a).
+//! The first bytes of a zstd-compressed archive entry before it is decoded: its frame's first
+//! block, decoded alone (`KPACK.md` §5a).
 //!
 //! rocm-kpack's writer files every entry as `"hsaco"` whatever its bytes, so an entry is
-//! told by its first bytes ([`ImageKind::sniff`]). A zstd entry's first bytes are in the
+//! told by its first bytes (`ImageKind::sniff`, which the container walk applies to them). A zstd entry's first bytes are in the
 //! first block of its frame (RFC 8878 section 3.1.1.2). That block refers to no earlier
 //! output (there is none) and to no dictionary (a frame with one is not read here), so it
 //! decodes alone: this module copies it into a frame of its own, marked last, with a
@@ -12,7 +12,6 @@
 
 use alloc::vec::Vec;
 
-use crate::image::ImageKind;
 use crate::raw::ZSTD_MAGIC;
 
 /// The largest block a frame may hold, decoded (RFC 8878 section 3.1.1.2.4: 128 KiB).
@@ -25,16 +24,12 @@ const ONE_BLOCK_DESCRIPTOR: u8 = 0x00;
 /// Window descriptor of 128 KiB: exponent 7 (window log 10 + 7 = 17), mantissa 0.
 const WINDOW_128K: u8 = 7 << 3;
 
-/// The kind of the entry whose stored bytes are the zstd `frame`, read from what its first
-/// block decodes to; `None` when that cannot be told without decoding more (a frame with a
+/// What the first block of the entry whose stored bytes are the zstd `frame` decodes to (at
+/// most 128 KiB); `None` when that cannot be told without decoding more (a frame with a
 /// dictionary, a first block that is reserved, cut short, corrupt, or decodes to nothing):
 /// the caller keeps the TOC's claim then, and decoding the whole frame reports any error.
-pub(crate) fn zstd_entry_kind(frame: &[u8]) -> Option<ImageKind> {
-    let head = first_block(frame)?;
-    if head.is_empty() {
-        return None;
-    }
-    Some(ImageKind::sniff(&head))
+pub(crate) fn zstd_entry_head(frame: &[u8]) -> Option<Vec<u8>> {
+    first_block(frame).filter(|head| !head.is_empty())
 }
 
 /// What the first block of the zstd frame at the start of `input` (after any skippable
@@ -133,19 +128,15 @@ mod tests {
     }
 
     #[test]
-    fn the_first_block_alone_tells_the_kind() {
+    fn the_first_block_alone_gives_the_first_bytes() {
         let mut elf = b"\x7fELF\x02\x01\x01\x40".to_vec();
         elf.resize(64, 0);
-        elf[18] = 0xe0; // EM_AMDGPU
         let sqlite = b"SQLite format 3\0".to_vec();
         for corrupt in [false, true] {
+            assert_eq!(zstd_entry_head(&frame(&elf, corrupt)), Some(elf.clone()));
             assert_eq!(
-                zstd_entry_kind(&frame(&elf, corrupt)),
-                Some(ImageKind::Object)
-            );
-            assert_eq!(
-                zstd_entry_kind(&frame(&sqlite, corrupt)),
-                Some(ImageKind::None)
+                zstd_entry_head(&frame(&sqlite, corrupt)),
+                Some(sqlite.clone())
             );
         }
         // An RLE first block: 300 zero bytes.
@@ -153,18 +144,19 @@ mod tests {
         let h: u32 = (300 << 3) | (1 << 1) | 1;
         rle.extend_from_slice(&h.to_le_bytes()[..3]);
         rle.push(0);
-        assert_eq!(zstd_entry_kind(&rle), Some(ImageKind::None));
-        // Not a frame, cut short, a dictionary, a reserved first block: not told.
-        assert_eq!(zstd_entry_kind(b"\x7fELF"), None);
+        assert_eq!(zstd_entry_head(&rle), Some(vec![0; 300]));
+        // Not a frame, cut short, a dictionary, a reserved first block, an empty block.
+        assert_eq!(zstd_entry_head(b"\x7fELF"), None);
         let f = frame(&elf, false);
         for cut in 0..f.len() - 1 {
-            assert_eq!(zstd_entry_kind(&f[..cut]), None, "{cut}");
+            assert_eq!(zstd_entry_head(&f[..cut]), None, "{cut}");
         }
         let mut with_dict = vec![0x28, 0xb5, 0x2f, 0xfd, 0x01, WINDOW_128K, 0x05];
         with_dict.extend_from_slice(&f[6..]);
-        assert_eq!(zstd_entry_kind(&with_dict), None);
+        assert_eq!(zstd_entry_head(&with_dict), None);
         let mut reserved = f[..6].to_vec();
         reserved.extend_from_slice(&[0x07, 0x00, 0x00]);
-        assert_eq!(zstd_entry_kind(&reserved), None);
+        assert_eq!(zstd_entry_head(&reserved), None);
+        assert_eq!(zstd_entry_head(&frame(&[], false)), None);
     }
 }
