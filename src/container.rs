@@ -722,6 +722,10 @@ impl<'data> Iterator for ObjectSections<'data> {
 /// ([`ErrorKind::BadMagic`]); inside archives, members that hold no offload container are
 /// skipped.
 ///
+/// OffloadBinaries nested in an OffloadBinary's images (LLVM 23) are not units of their
+/// own: their images are listed by [`OpenUnit::images`] after the unit's own entries,
+/// whose indices stay `0..n` (`FORMATS.md` §6.8).
+///
 /// One broken container hides no other. A container that does not read among others (a
 /// `.hip_fatbin` or `.nv_fatbin` section, a file of containers) is a unit of its own,
 /// [`UnitContent::Damaged`], and the walk resumes at the next container ([`Damage`] says
