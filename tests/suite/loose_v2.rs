@@ -127,6 +127,20 @@ fn rocr_blit_kernel_notes_name_their_isa_as_rocr_reads_them() {
         let elf = elf_with_note(&notes(major));
         assert_eq!(v2_processor(&elf).as_deref(), Some(want), "{major}");
     }
+    // HSAIL's finalizer wrote them (their NT_AMD_HSA_HSAIL note): ROCr takes the xnack state
+    // from e_flags (EF_AMDGPU_FEATURE_XNACK_V2, bit 0), on any processor.
+    for (major, want) in [(7, "gfx700:xnack+"), (9, "gfx900:xnack+")] {
+        let mut elf = elf_with_note(&notes(major));
+        elf[0x30] = 1;
+        assert_eq!(v2_processor(&elf).as_deref(), Some(want), "{major}");
+    }
+    // Without the HSAIL note (a compiler's object), e_flags do not count: the ISA's stepping
+    // does (9:0:0 is xnack-).
+    let mut compiler = notes(9);
+    compiler.drain(24..24 + 28);
+    let mut elf = elf_with_note(&compiler);
+    elf[0x30] = 1;
+    assert_eq!(v2_processor(&elf).as_deref(), Some("gfx900:xnack-"));
     // The section cut at the descriptor's end (no padding to read the seventh byte of
     // `AMDGPU` from): not read.
     let mut n = notes(9);
