@@ -360,8 +360,8 @@ impl<'data> OpenUnit<'data> {
     /// entry, depth first, as LLVM 23's `llvm-offload-binary` extracts them. Only leaves
     /// are listed (a binary nested in a nested binary is opened in its place). So the
     /// indices that prune and registration use for the outer entries do not move; a nested
-    /// binary named by several entries is listed once, under the first
-    /// ([`OpenUnit::nested`] gives each nested image's outer entry and path).
+    /// binary named by several entries is listed once, under the first (`OpenUnit::nested`,
+    /// with feature `tools`, gives each nested image's outer entry and path).
     pub fn images(&self) -> Images<'_> {
         let limits = &self.options.limits;
         let state = match &self.unit.content {
