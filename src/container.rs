@@ -273,17 +273,18 @@ impl<'data> Unit<'data> {
                     }
                 }
                 let mut nested = 0u64;
+                let mut seen = alloc::collections::BTreeSet::new();
                 for (pos, b) in seq.iter() {
                     let binary_at = at.saturating_add(pos);
                     if b.is_compressed() {
                         let data = b.inflate(options).map_err(|e| e.rebase(binary_at))?;
                         let inflated = OffloadBinary::parse(&data, &options.limits)
                             .map_err(|e| e.in_decompressed(binary_at))?;
-                        check_nested(&inflated, &options.limits, &mut nested)
+                        check_nested(&inflated, &options.limits, &mut nested, &mut seen)
                             .map_err(|e| e.in_decompressed(binary_at))?;
                         owned.push(data);
                     } else {
-                        check_nested(&b, &options.limits, &mut nested)
+                        check_nested(&b, &options.limits, &mut nested, &mut seen)
                             .map_err(|e| e.rebase(binary_at))?;
                     }
                 }
@@ -433,15 +434,19 @@ impl OpenUnit<'_> {
 
 /// Checks the OffloadBinaries nested in `binary`'s images as [`OpenUnit::images`] will
 /// list them ([`offload_binary::nested_entries`]): each must read, and the images of all
-/// nested binaries of the unit, counted in `count`, stay under [`Limits::max_entries`].
-/// Offsets are from the start of `binary`.
+/// nested binaries of the unit, counted in `count`, stay under [`Limits::max_entries`]. A
+/// nested binary already checked (`seen`: the same bytes, named by another entry) is
+/// checked and counted once, as it is listed once. Offsets are from the start of `binary`.
 fn check_nested(
     binary: &OffloadBinary<'_>,
     limits: &crate::options::Limits,
     count: &mut u64,
+    seen: &mut alloc::collections::BTreeSet<(usize, usize)>,
 ) -> Result<()> {
     for e in binary.entries() {
-        if !offload_binary::is_offload_binary(e.image) {
+        if !offload_binary::is_offload_binary(e.image)
+            || !seen.insert((e.image.as_ptr() as usize, e.image.len()))
+        {
             continue;
         }
         let leaves = offload_binary::nested_entries(e.image, limits)
