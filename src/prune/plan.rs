@@ -203,14 +203,34 @@ fn judge(open: &OpenUnit<'_>, devices: &[Device]) -> Judgement {
         covered: vec![false; devices.len()],
         device_images: 0,
     };
+    let mut names = Vec::new();
     for image in open.images() {
         let k = covers(&image, devices, &mut j.covered);
         if image.offload_kind != OffloadKind::Host {
             j.device_images = j.device_images.saturating_add(1);
         }
         j.keep.push(k);
-        let name = image.name().to_string();
-        if k {
+        names.push(image.name().to_string());
+    }
+    // An entry whose image is a nested OffloadBinary stays, whole, when a kept device
+    // accepts one of the nested images (listed after the unit's own entries); the nested
+    // images then all stay with it, and all go with it otherwise.
+    let nested = open.nested();
+    for (leaf, outer, _) in &nested {
+        if j.keep.get(*leaf).copied().unwrap_or(false) {
+            if let Some(k) = j.keep.get_mut(*outer) {
+                *k = true;
+            }
+        }
+    }
+    for (leaf, outer, _) in &nested {
+        let outer_kept = j.keep.get(*outer).copied().unwrap_or(false);
+        if let Some(k) = j.keep.get_mut(*leaf) {
+            *k = outer_kept;
+        }
+    }
+    for (k, name) in j.keep.iter().zip(names) {
+        if *k {
             j.kept.push(name);
         } else {
             j.dropped.push(name);

@@ -28,6 +28,7 @@ mod llvm_processor_table;
 mod loose_v2;
 mod lto_entries;
 mod mutation;
+mod nested_units;
 mod nvfatbin;
 mod nvfatbin_tileir;
 mod nvptx_new_archs;

@@ -127,7 +127,7 @@ struct Hint {
     offload_arch: Option<String>,
     safe: bool,
     /// What the hint says where no value names it (a driver whose number the release table
-    /// does not give: "an NVIDIA driver for CUDA 13.2 or later").
+    /// does not give: "an NVIDIA driver for CUDA 13.4 or later").
     #[serde(skip_serializing_if = "Option::is_none")]
     text: Option<String>,
 }

@@ -32,6 +32,7 @@ mod image_names;
 mod jobs;
 mod kpack;
 mod list;
+mod nested_offload;
 mod packager_compress;
 mod packager_differential;
 mod packager_llvm23;
