@@ -408,6 +408,13 @@ impl<'data> OpenUnit<'data> {
 }
 
 impl OpenUnit<'_> {
+    /// The bytes this unit's opening decompressed, in the order of its containers: a
+    /// compressed bundle's content, or each compressed OffloadBinary of a sequence
+    /// inflated (header rebuilt), in walk order.
+    pub(crate) fn inflated(&self) -> &[Vec<u8>] {
+        &self.owned
+    }
+
     tools_pub! {
         /// The images of OffloadBinaries nested in this unit's entries, as
         /// [`OpenUnit::images`] numbers them: (image index, index of the outer entry whose

@@ -350,7 +350,9 @@ fn new_body<'a>(
             options,
             at,
         )?),
-        UnitContent::OffloadBinaries(seq) => Body::Owned(offload_binaries(seq, keep, at)?),
+        UnitContent::OffloadBinaries(seq) => {
+            Body::Owned(offload_binaries(seq, open.inflated(), keep, at)?)
+        }
         // Opening the unit gave its error already; a damaged file is not pruned.
         UnitContent::Damaged(d) => return Err(d.error),
         UnitContent::Kpack(_) => {
@@ -411,11 +413,32 @@ fn compressed_bundle(
 
 /// OffloadBinaries back to back with the kept binaries and entries: whole binaries
 /// copied, partly kept ones written again (a compressed one is kept or dropped whole).
-fn offload_binaries(seq: &OffloadBinaries<'_>, keep: &[bool], at: u64) -> Result<Vec<u8>> {
+/// `inflated` holds the compressed binaries' inflated bytes in order, as the unit was
+/// opened: a compressed binary's entries are counted from them, so that the flags of the
+/// binaries after it stay theirs.
+fn offload_binaries(
+    seq: &OffloadBinaries<'_>,
+    inflated: &[Vec<u8>],
+    keep: &[bool],
+    at: u64,
+) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut flags = keep.iter();
+    let mut inflated = inflated.iter();
     for (_, b) in seq.iter() {
-        let n = usize::try_from(b.entry_count()).unwrap_or(usize::MAX);
+        let count = if b.is_compressed() {
+            let data = inflated.next().ok_or(err(
+                ErrorKind::Malformed,
+                at,
+                "compressed OffloadBinary was not inflated when its unit was opened",
+            ))?;
+            crate::offload_binary::OffloadBinary::parse(data, &crate::options::Limits::UNLIMITED)
+                .map_err(|e| e.in_decompressed(at))?
+                .entry_count()
+        } else {
+            b.entry_count()
+        };
+        let n = usize::try_from(count).unwrap_or(usize::MAX);
         let these: Vec<bool> = flags.by_ref().take(n).copied().collect();
         if these.iter().all(|k| *k) {
             out.extend_from_slice(b.data());
