@@ -1500,6 +1500,30 @@ impl Judge<'_> {
         label: &str,
         registered: bool,
     ) -> crate::Result<()> {
+        self.unit_prepared(tally, unit, label, registered, Prepared(None))
+    }
+
+    /// What [`Judge::unit`] decodes of `unit` before it judges it: with [`Judge::deep`],
+    /// a compressed bundle's entry table and the first bytes of its images (one window of
+    /// its stream, dropped when done). Small and owned, so that the units of a file can be
+    /// prepared on several threads and then judged in order
+    /// ([`Judge::unit_prepared`]): the same tally as [`Judge::unit`] unit after unit.
+    pub fn prepare(&self, unit: &Unit<'_>) -> Prepared {
+        match (&unit.content, self.deep) {
+            (UnitContent::Compressed(c), true) => Prepared(Some(stream_heads(c, &self.read))),
+            _ => Prepared(None),
+        }
+    }
+
+    /// [`Judge::unit`] with what [`Judge::prepare`] read of the same `unit`.
+    pub fn unit_prepared(
+        &self,
+        tally: &mut Tally,
+        unit: &Unit<'_>,
+        label: &str,
+        registered: bool,
+        prepared: Prepared,
+    ) -> crate::Result<()> {
         let select = SelectOptions {
             clr: self.select.clr || registered,
             ..self.select
@@ -1512,7 +1536,7 @@ impl Judge<'_> {
         };
         if let UnitContent::Compressed(c) = &unit.content {
             let at = unit.location.offset;
-            let judged = self.compressed(c, &mut |ids| {
+            let judged = self.compressed(c, prepared, &mut |ids| {
                 let unit = UnitCode {
                     label,
                     ids,
@@ -1549,7 +1573,12 @@ impl Judge<'_> {
     /// [`Judge::deep`] by entry ID and the first bytes of each image. False when the
     /// content is not a binary bundle or (deep) its payloads overlap: then the unit is to
     /// be opened whole.
-    fn compressed(&self, c: &CompressedBundle<'_>, offer: &mut Offer<'_>) -> crate::Result<bool> {
+    fn compressed(
+        &self,
+        c: &CompressedBundle<'_>,
+        prepared: Prepared,
+        offer: &mut Offer<'_>,
+    ) -> crate::Result<bool> {
         if !self.deep {
             c.check_size(&self.read)?;
             let mut reader = c.reader(&self.read)?;
@@ -1563,7 +1592,11 @@ impl Judge<'_> {
             offer(&ids);
             return Ok(true);
         }
-        let Some((table, heads)) = stream_heads(c, &self.read)? else {
+        let heads = match prepared.0 {
+            Some(heads) => heads,
+            None => stream_heads(c, &self.read),
+        };
+        let Some((table, heads)) = heads? else {
             return Ok(false);
         };
         let ids: Vec<(usize, Identity<'_>)> = table
@@ -1579,6 +1612,10 @@ impl Judge<'_> {
         Ok(true)
     }
 }
+
+/// What [`Judge::prepare`] decoded of a unit, for [`Judge::unit_prepared`].
+#[derive(Default)]
+pub struct Prepared(Option<crate::Result<Option<Heads>>>);
 
 /// What [`Judge::unit`] does with a compressed bundle's identified entries.
 type Offer<'o> = dyn FnMut(&[(usize, Identity<'_>)]) + 'o;

@@ -197,4 +197,64 @@ fn the_xla_plugin_selects_the_same_on_every_number_of_jobs() {
     assert_eq!(serial.0, Some(0), "{}", serial.2);
     assert_eq!(json_lines(serial.1.as_bytes()).len(), 45);
     assert_eq!(with_jobs(&args, "4"), serial);
+    // doctor --deep judges the 45 registered units from their decoded heads, prepared on
+    // several threads: the same verdicts as one thread.
+    let doctor = [
+        "doctor",
+        lib.to_str().unwrap(),
+        "--target",
+        "gfx942:sramecc+:xnack-",
+        "--target",
+        "gfx1100",
+        "--deep",
+        "--json",
+    ];
+    let serial = untimed(with_jobs(&doctor, "1"));
+    assert_eq!(serial.0, Some(0), "{}", serial.2);
+    assert_eq!(untimed(with_jobs(&doctor, "4")), serial);
+}
+
+/// `doctor --json`'s output without the summary's `seconds` (the only field that differs
+/// from run to run).
+fn untimed(
+    (status, out, err): (Option<i32>, String, String),
+) -> (Option<i32>, Vec<serde_json::Value>, String) {
+    let mut lines = json_lines(out.as_bytes());
+    for l in &mut lines {
+        if let Some(o) = l.as_object_mut() {
+            o.remove("seconds");
+        }
+    }
+    (status, lines, err)
+}
+
+/// `doctor --deep` prepares the compressed units of one file on several threads
+/// (`Judge::prepare`) and judges them in order: the verdicts, reasons and hints of one
+/// thread, on the six-unit file (its units judged from their images' own headers) and on
+/// the parts that have no image for a device.
+#[test]
+fn doctor_deep_on_every_number_of_jobs_gives_the_serial_verdicts() {
+    let dir = common::TempDir::new("jobs-doctor");
+    let (all, _, _) = multi_unit(&dir.0);
+    let args = [
+        "doctor",
+        all.to_str().unwrap(),
+        "--target",
+        "gfx90a:xnack-",
+        "--target",
+        "gfx1100",
+        "--target",
+        "sm_80",
+        "--deep",
+        "--json",
+    ];
+    let serial = untimed(with_jobs(&args, "1"));
+    let records = &serial.1;
+    // One library, three devices, and the summary.
+    assert_eq!(records.len(), 4, "{records:?}");
+    assert_eq!(records[0]["status"], "ok", "{:?}", records[0]);
+    assert_eq!(records[0]["units"], 6, "{:?}", records[0]);
+    for jobs in ["2", "4", "7"] {
+        assert_eq!(untimed(with_jobs(&args, jobs)), serial, "--jobs {jobs}");
+    }
 }
