@@ -30,6 +30,7 @@ mod lto_entries;
 mod mutation;
 mod nvfatbin;
 mod nvfatbin_tileir;
+mod nvfatbin_zstd;
 mod nvptx_new_archs;
 mod offload_binary;
 mod offload_binary_v2;
