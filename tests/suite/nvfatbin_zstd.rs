@@ -2,7 +2,7 @@
 //! its first blocks, never decoded whole, and damage the check can see (its frame header,
 //! its first blocks, a cut stream, a wrong declared size) is reported as decoding reports
 //! it. `tests/data/nvfatbin/zstd_large/` (made by its `make.sh` with CUDA 13.5's nvcc and
-//! fatbinary): an sm_86 cubin of one block and an sm_90 cubin of 339,696 bytes in three
+//! fatbinary): an sm_86 cubin of one block and an sm_90 cubin of 339,696 bytes in six
 //! blocks, both zstd; its MANIFEST is what `cuobjdump -xelf all` extracts.
 
 use std::path::{Path, PathBuf};
@@ -139,7 +139,7 @@ fn checking_a_large_zstd_cubin_decodes_its_first_blocks_only() {
             read,
         )
         .unwrap()
-        .expect("a frame of three blocks takes the prefix path");
+        .expect("a frame of six blocks takes the prefix path");
         let whole = large.decode(read).unwrap();
         assert_eq!(prefix.head, whole[..IDENTIFY_LEN]);
         assert!(

@@ -7,7 +7,7 @@
 #   PATH=.../nvidia/cu13/bin:$PATH tests/data/nvfatbin/zstd_large/make.sh
 #
 # sm_86: a small kernel (5,416 bytes, one block); sm_90: 12,000 FMAs on a __constant__
-# table of 12,000 floats (339,696 bytes, three blocks). `--compress-mode=size
+# table of 12,000 floats (339,696 bytes, six blocks). `--compress-mode=size
 # --compress-all` stores both as zstd frames. Compiling the large kernel takes minutes.
 set -euo pipefail
 out="$(cd "$(dirname "$0")" && pwd)"
