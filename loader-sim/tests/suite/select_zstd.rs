@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::{json_lines, loader_sim as run, sha256};
+use crate::common::{json_lines, loader_sim as run};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nvfatbin/zstd_large")
@@ -18,7 +18,7 @@ fn select(f: &Path, more: &[&str]) -> (Option<i32>, Vec<Value>) {
     let mut args = vec!["select", f.to_str().unwrap(), "--target", "sm_90", "--json"];
     args.extend_from_slice(more);
     let out = run(&args);
-    (out.status.code(), json_lines(&out))
+    (out.status.code(), json_lines(&out.stdout))
 }
 
 /// The first block of the sm_90 entry's frame: (where its body starts, where it ends), in
@@ -69,16 +69,22 @@ fn zstd_entries_are_chosen_and_their_damage_reported_as_far_as_checked() {
     let (body, end) = first_block(&data, at);
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
 
-    // The first block's second half zeroed: reported where the library's decoder says.
-    let mut copy = data.clone();
-    copy[(body + end) / 2..end].fill(0);
-    let want = offload_image::Encoded {
-        stream: &copy[at..at + len],
-        ..e
-    }
-    .decode(&read)
-    .unwrap_err();
-    assert!(want.offset() < end as u64, "{want}");
+    // A byte of the first block changed so that decoding fails inside it (the first such
+    // byte, every 97th tried): reported where the library's decoder says.
+    let (copy, want) = (body..end)
+        .step_by(97)
+        .find_map(|b| {
+            let mut copy = data.clone();
+            copy[b] ^= 0xFF;
+            let err = offload_image::Encoded {
+                stream: &copy[at..at + len],
+                ..e
+            }
+            .decode(&read)
+            .err()?;
+            (err.offset() <= end as u64).then_some((copy, err))
+        })
+        .expect("a byte whose damage the decoder finds in the first block");
     let first = tmp.join("zstd-first-block-damaged.fatbin");
     std::fs::write(&first, &copy).unwrap();
     let (code, records) = select(&first, &[]);
