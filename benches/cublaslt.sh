@@ -7,6 +7,7 @@
 #
 #   benches/cublaslt.sh              # 5 rounds after one untimed run of each
 #   ROUNDS=9 benches/cublaslt.sh
+#   BASELINE=old/loader-sim benches/cublaslt.sh   # an older build's select in the same rounds
 #
 # Input: the wheel is fetched with pip into target/external/cublas13 when it is not there;
 # cuobjdump 13.5 comes from NVIDIA's wheel (scripts/fetch-nvidia-toolkit.sh). Every run is
@@ -48,6 +49,12 @@ LABEL[select]="loader-sim select --target sm_90"
 CMD[cuobjdump]="$CUOBJDUMP -lelf $lib"
 LABEL[cuobjdump]="cuobjdump -lelf"
 names=(select cuobjdump)
+# BASELINE=path/to/an/older/loader-sim adds its `select` to the same rounds.
+if [ -n "${BASELINE:-}" ]; then
+  CMD[baseline]="$BASELINE select $lib --target sm_90"
+  LABEL[baseline]="baseline select --target sm_90"
+  names+=(baseline)
+fi
 
 run() { # run NAME MODE: one timed run, appended to times/NAME.MODE ("wall rss exit")
   # shellcheck disable=SC2086
@@ -70,16 +77,21 @@ for f in "$work"/times/*.warm; do
   fi
 done
 "$LS" select "$lib" --target sm_90 --json > "$work/select.jsonl" || [ $? = 1 ] || fail=1
-chosen=$(jq -s '[.[] | select(.selected != null)] | length' "$work/select.jsonl")
-wrong=$(jq -s '[.[] | select(.selected != null and (.arch != "sm_90" or .image_kind != "cubin"))] | length' "$work/select.jsonl")
+# The choice the driver's rule gives from the listing: in each fatbinary with an sm_90a or
+# sm_90 cubin, the sm_90a one if there is one (COMPATIBILITY.md §9.5, rule 1), else sm_90.
 "$LS" list --json --no-sha256 "$lib" > "$work/list.jsonl"
-ours=$(jq -s '[.[] | select(.image_kind == "cubin" and .target_id == "sm_90")] | length' "$work/list.jsonl")
-with90=$(jq -s '[.[] | select(.image_kind == "cubin" and .target_id == "sm_90") | .bundle_index] | unique | length' "$work/list.jsonl")
-theirs=$("$CUOBJDUMP" -lelf "$lib" | grep -c '\.sm_90\.cubin$' || true)
-[ "$wrong" = 0 ] || { echo "FAILED: $wrong choices are not sm_90 cubins"; fail=1; }
-[ "$ours" = "$theirs" ] || { echo "FAILED: list finds $ours sm_90 cubins, cuobjdump $theirs"; fail=1; }
-[ "$chosen" = "$with90" ] || { echo "FAILED: $chosen choices, $with90 fatbinaries with an sm_90 cubin"; fail=1; }
-[ $fail = 0 ] && echo "select: an sm_90 cubin in each of the $chosen fatbinaries that have one; $ours sm_90 cubins = cuobjdump's"
+jq -s -r 'map(select(.image_kind == "cubin" and (.target_id == "sm_90" or .target_id == "sm_90a")))
+  | group_by(.bundle_index)[] | "\(.[0].bundle_index) \(if any(.[]; .target_id == "sm_90a") then "sm_90a" else "sm_90" end)"' \
+  "$work/list.jsonl" > "$work/want.txt"
+jq -r 'select(.image_kind == "cubin") | "\(.bundle_index) \(.arch)"' "$work/select.jsonl" > "$work/got.txt"
+cmp -s "$work/want.txt" "$work/got.txt" \
+  || { echo "FAILED: select's cubins differ from the sm_90a/sm_90 cubin of each fatbinary (want.txt, got.txt)"; fail=1; }
+for a in sm_90 sm_90a; do
+  ours=$(jq -s --arg a "$a" '[.[] | select(.image_kind == "cubin" and .target_id == $a)] | length' "$work/list.jsonl")
+  theirs=$("$CUOBJDUMP" -lelf "$lib" | grep -c "\.$a\.cubin\$" || true)
+  [ "$ours" = "$theirs" ] || { echo "FAILED: list finds $ours $a cubins, cuobjdump $theirs"; fail=1; }
+done
+[ $fail = 0 ] && echo "select: the sm_90a or sm_90 cubin in each of the $(wc -l < "$work/want.txt") fatbinaries that have one; list's sm_90 and sm_90a cubins as many as cuobjdump lists"
 
 med() { # median of column $2 of file $1
   sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
