@@ -3,7 +3,7 @@
 # CUDA 13's libcublasLt.so.13 (nvidia-cublas 13.10.0.20: 552 MB, every one of its 5,666
 # entries a zstd frame), side by side in the same run: alternating rounds, median wall time
 # and peak RSS of each, and the ratio to cuobjdump. Goal: select at most 0.05 times
-# cuobjdump, its peak RSS no higher than before issue 47 (105.7 MiB on the 2-vCPU machine).
+# cuobjdump, its peak RSS no higher than before issue 47 (103.7 MiB on the 2-vCPU machine).
 #
 #   benches/cublaslt.sh              # 5 rounds after one untimed run of each
 #   ROUNDS=9 benches/cublaslt.sh

@@ -220,8 +220,8 @@ fn damage_the_check_can_see_is_reported_as_decoding_reports_it() {
             copy[at] = was;
         }
         assert!(
-            compared > 600 && refused > compared / 10,
-            "{refused} of {compared}"
+            compared > 600 && refused > compared / 10 && inside > compared / 10,
+            "{refused} of {compared} refused, {inside} located in the first block"
         );
         // A cut stream: the block headers do not reach its end.
         for cut in [1, 2, 3, 17, e.stream.len() / 2] {
