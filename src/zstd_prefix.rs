@@ -10,7 +10,7 @@
 //! it, and so do [`crate::Image::decode`] and `validate`.
 //!
 //! How: the first blocks of a frame depend on nothing before them, so they are decoded as
-//! a frame of their own ([`first_blocks`]): a header stating a window of one block (128
+//! a frame of their own (`first_blocks`): a header stating a window of one block (128
 //! KiB) and no content size, then the blocks as stored, the last of them marked last. (A
 //! decoder holds back a window of output until its frame ends, and a single-segment
 //! frame's window is all of its content: decoding the real frame's first blocks gives no
