@@ -59,8 +59,9 @@ fn library_package_is_sources_docs_and_license() {
     assert_eq!(tests, ["tests/data/corpus/bundles/hip_6arch.bundle"]);
     let total = size(root, &files);
     println!("offload-image: {} files, {total} bytes", files.len());
-    // Sources and docs only: 1.17 MB with the PE/COFF and kpack readers (2026-11).
-    assert!(total < 3 << 19, "library package is {total} bytes");
+    // Sources and docs only: 1.17 MB with the PE/COFF and kpack readers (2026-11); 1.57 MB
+    // on main 3b8ca1e, 1.59 MB with issue 47's zstd prefix decoding (2026-12).
+    assert!(total < 7 << 18, "library package is {total} bytes");
 }
 
 #[test]
