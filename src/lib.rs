@@ -195,6 +195,7 @@ tools_layer! {
     nvfatbin;
     offload_binary;
     text;
+    zstd_prefix;
 }
 pub mod read;
 

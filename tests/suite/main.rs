@@ -31,6 +31,7 @@ mod mutation;
 mod nested_units;
 mod nvfatbin;
 mod nvfatbin_tileir;
+mod nvfatbin_zstd;
 mod nvptx_new_archs;
 mod offload_binary;
 mod offload_binary_v2;

@@ -45,6 +45,7 @@ mod sarif;
 mod sbom;
 mod schemas;
 mod select;
+mod select_zstd;
 mod skip_rule;
 mod subarch;
 mod validate;
