@@ -272,14 +272,20 @@ impl<'data> Unit<'data> {
                         ));
                     }
                 }
+                let mut nested = 0u64;
+                let mut seen = alloc::collections::BTreeSet::new();
                 for (pos, b) in seq.iter() {
+                    let binary_at = at.saturating_add(pos);
                     if b.is_compressed() {
-                        let data = b
-                            .inflate(options)
-                            .map_err(|e| e.rebase(at.saturating_add(pos)))?;
-                        OffloadBinary::parse(&data, &options.limits)
-                            .map_err(|e| e.in_decompressed(at.saturating_add(pos)))?;
+                        let data = b.inflate(options).map_err(|e| e.rebase(binary_at))?;
+                        let inflated = OffloadBinary::parse(&data, &options.limits)
+                            .map_err(|e| e.in_decompressed(binary_at))?;
+                        check_nested(&inflated, &options.limits, &mut nested, &mut seen)
+                            .map_err(|e| e.in_decompressed(binary_at))?;
                         owned.push(data);
+                    } else {
+                        check_nested(&b, &options.limits, &mut nested, &mut seen)
+                            .map_err(|e| e.rebase(binary_at))?;
                     }
                 }
             }
@@ -346,6 +352,17 @@ impl<'data> OpenUnit<'data> {
     }
 
     /// The images in discovery order.
+    ///
+    /// OffloadBinaries nested in an OffloadBinary's images (LLVM 23: an image that is itself
+    /// a sequence of OffloadBinaries, `FORMATS.md` §6.8) are opened: after every entry of the
+    /// unit's own binaries, which keep their indices `0..n` (the entry holding a nested
+    /// binary included, with [`ImageKind::None`]: it is no code of its own), come the images
+    /// of the nested binaries, numbered on from `n` in walk order: outer entry by outer
+    /// entry, depth first, as LLVM 23's `llvm-offload-binary` extracts them. Only leaves
+    /// are listed (a binary nested in a nested binary is opened in its place). So the
+    /// indices that prune and registration use for the outer entries do not move; a nested
+    /// binary named by several entries is listed once, under the first (`OpenUnit::nested`,
+    /// with feature `tools`, gives each nested image's outer entry and path).
     pub fn images(&self) -> Images<'_> {
         let limits = &self.options.limits;
         let state = match &self.unit.content {
@@ -364,6 +381,7 @@ impl<'data> OpenUnit<'data> {
                 binaries: seq.iter(),
                 current: None,
                 owned: self.owned.iter(),
+                nested: NestedWalk::new(seq, &self.owned, *limits),
             },
             UnitContent::ObjectBundle(o) => State::Object(o.sections()),
             UnitContent::DeviceElf(d) => State::Elf(Some(d)),
@@ -389,6 +407,148 @@ impl<'data> OpenUnit<'data> {
     }
 }
 
+impl OpenUnit<'_> {
+    /// The bytes this unit's opening decompressed, in the order of its containers: a
+    /// compressed bundle's content, or each compressed OffloadBinary of a sequence
+    /// inflated (header rebuilt), in walk order.
+    pub(crate) fn inflated(&self) -> &[Vec<u8>] {
+        &self.owned
+    }
+
+    tools_pub! {
+        /// The images of OffloadBinaries nested in this unit's entries, as
+        /// [`OpenUnit::images`] numbers them: (image index, index of the outer entry whose
+        /// image holds the nested binary, the image's path below that entry: one index per
+        /// level, as `llvm-objdump --offloading` prints `[0.1.0]` without its first
+        /// number). Empty for every other unit.
+        pub fn nested(&self) -> Vec<(usize, usize, crate::offload_binary::NestedPath)> {
+            let UnitContent::OffloadBinaries(seq) = &self.unit.content else {
+                return Vec::new();
+            };
+            // The unit's own entries, compressed binaries' from their inflated bytes.
+            let mut entries = NestedWalk::new(seq, &self.owned, self.options.limits);
+            let mut outer = 0usize;
+            while entries.next_outer().is_some() {
+                outer = outer.saturating_add(1);
+            }
+            NestedWalk::new(seq, &self.owned, self.options.limits)
+                .enumerate()
+                .map(|(k, (parent, leaf))| (outer.saturating_add(k), parent, leaf.path))
+                .collect()
+        }
+    }
+}
+
+/// Checks the OffloadBinaries nested in `binary`'s images as [`OpenUnit::images`] will
+/// list them ([`offload_binary::nested_entries`]): each must read, and the images of all
+/// nested binaries of the unit, counted in `count`, stay under [`Limits::max_entries`]. A
+/// nested binary already checked (`seen`: the same bytes, named by another entry) is
+/// checked and counted once, as it is listed once. Offsets are from the start of `binary`.
+fn check_nested(
+    binary: &OffloadBinary<'_>,
+    limits: &crate::options::Limits,
+    count: &mut u64,
+    seen: &mut alloc::collections::BTreeSet<(usize, usize)>,
+) -> Result<()> {
+    for e in binary.entries() {
+        if !offload_binary::is_offload_binary(e.image)
+            || !seen.insert((e.image.as_ptr() as usize, e.image.len()))
+        {
+            continue;
+        }
+        let leaves = offload_binary::nested_entries(e.image, limits)
+            .map_err(|err| err.rebase(e.image_offset))?;
+        *count = count.saturating_add(u64_of(leaves.len()));
+        if *count > limits.max_entries {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                e.image_offset,
+                "number of nested OffloadBinary images exceeds the limit",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The images of the OffloadBinaries nested in the entries of a unit's sequence: (index of
+/// the outer entry, the nested image), outer entry by outer entry, depth first. A nested
+/// binary that several entries name (the same bytes) is walked once, under the first.
+/// [`Unit::open`] checked every nested binary; one that does not read is passed over here.
+#[derive(Clone, Debug)]
+struct NestedWalk<'a> {
+    binaries: OffloadBinaryIter<'a>,
+    owned: core::slice::Iter<'a, Vec<u8>>,
+    current: Option<OffloadBinaryEntries<'a>>,
+    /// Index of the next outer entry.
+    outer: usize,
+    pending: alloc::vec::IntoIter<offload_binary::NestedEntry<'a>>,
+    pending_outer: usize,
+    /// (address, length) of the nested binaries walked.
+    seen: alloc::collections::BTreeSet<(usize, usize)>,
+    limits: crate::options::Limits,
+}
+
+impl<'a> NestedWalk<'a> {
+    fn new(
+        seq: &OffloadBinaries<'a>,
+        owned: &'a [Vec<u8>],
+        limits: crate::options::Limits,
+    ) -> Self {
+        NestedWalk {
+            binaries: seq.iter(),
+            owned: owned.iter(),
+            current: None,
+            outer: 0,
+            pending: Vec::new().into_iter(),
+            pending_outer: 0,
+            seen: alloc::collections::BTreeSet::new(),
+            limits,
+        }
+    }
+
+    /// The next outer entry: (its index, its image).
+    fn next_outer(&mut self) -> Option<(usize, &'a [u8])> {
+        loop {
+            if let Some(e) = self.current.as_mut().and_then(|c| c.next()) {
+                let i = self.outer;
+                self.outer = self.outer.saturating_add(1);
+                return Some((i, e.image));
+            }
+            let (_, b) = self.binaries.next()?;
+            self.current = if b.is_compressed() {
+                let inflated = self.owned.next()?;
+                OffloadBinary::parse(inflated, &crate::options::Limits::UNLIMITED)
+                    .ok()
+                    .map(|b| b.entries())
+            } else {
+                Some(b.entries())
+            };
+        }
+    }
+}
+
+impl<'a> Iterator for NestedWalk<'a> {
+    type Item = (usize, offload_binary::NestedEntry<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(leaf) = self.pending.next() {
+                return Some((self.pending_outer, leaf));
+            }
+            let (i, image) = self.next_outer()?;
+            if !offload_binary::is_offload_binary(image)
+                || !self.seen.insert((image.as_ptr() as usize, image.len()))
+            {
+                continue;
+            }
+            if let Ok(leaves) = offload_binary::nested_entries(image, &self.limits) {
+                self.pending = leaves.into_iter();
+                self.pending_outer = i;
+            }
+        }
+    }
+}
+
 /// Iterator over the images of an [`OpenUnit`], in discovery order.
 #[derive(Clone, Debug)]
 pub struct Images<'a> {
@@ -405,6 +565,9 @@ enum State<'a> {
         binaries: OffloadBinaryIter<'a>,
         current: Option<OffloadBinaryEntries<'a>>,
         owned: core::slice::Iter<'a, Vec<u8>>,
+        /// The images of OffloadBinaries nested in the entries' images, listed after every
+        /// entry of the sequence (`FORMATS.md` §6.8).
+        nested: NestedWalk<'a>,
     },
     Object(ObjectSections<'a>),
     Elf(Option<&'a [u8]>),
@@ -434,11 +597,22 @@ impl<'a> Iterator for Images<'a> {
                 binaries,
                 current,
                 owned,
+                nested,
             } => loop {
                 if let Some(e) = current.as_mut().and_then(|c| c.next()) {
-                    break Some(Image::from_offload_entry(i, &e));
+                    let mut image = Image::from_offload_entry(i, &e);
+                    // An image that is itself an OffloadBinary is no code of its own kind:
+                    // its images are listed after the sequence's entries.
+                    if offload_binary::is_offload_binary(e.image) {
+                        image.image_kind = ImageKind::None;
+                    }
+                    break Some(image);
                 }
-                let (_, b) = binaries.next()?;
+                let Some((_, b)) = binaries.next() else {
+                    break nested
+                        .next()
+                        .map(|(_, leaf)| Image::from_offload_entry(i, &leaf.entry));
+                };
                 *current = if b.is_compressed() {
                     let inflated = owned.next()?;
                     OffloadBinary::parse(inflated, &crate::options::Limits::UNLIMITED)
@@ -482,7 +656,12 @@ impl<'a> Iterator for Images<'a> {
                         size_field: base.saturating_add(e.original_size_at),
                         entry_kind: None,
                     };
-                    Image::from_kpack_entry(i, e, &[], Some(encoded))
+                    let mut image = Image::from_kpack_entry(i, e, &[], Some(encoded));
+                    // The TOC files every entry as a code object: its first block tells.
+                    if let Some(head) = crate::kpack::sniff::zstd_entry_head(frame) {
+                        image.image_kind = ImageKind::sniff(&head);
+                    }
+                    image
                 }
                 Ok(Stored::Plain(bytes)) => Image::from_kpack_entry(i, e, bytes, None),
                 // `OpenUnit` checked every entry's storage.
@@ -554,6 +733,10 @@ impl<'data> Iterator for ObjectSections<'data> {
 /// object with offload sections (`PE.md`), or an `ar` archive of any of these. Unrecognised bytes at the top level are an error
 /// ([`ErrorKind::BadMagic`]); inside archives, members that hold no offload container are
 /// skipped.
+///
+/// OffloadBinaries nested in an OffloadBinary's images (LLVM 23) are not units of their
+/// own: their images are listed by [`OpenUnit::images`] after the unit's own entries,
+/// whose indices stay `0..n` (`FORMATS.md` §6.8).
 ///
 /// One broken container hides no other. A container that does not read among others (a
 /// `.hip_fatbin` or `.nv_fatbin` section, a file of containers) is a unit of its own,

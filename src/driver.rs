@@ -221,11 +221,11 @@ pub struct Release {
     /// The first driver branch of this CUDA version (`580` for 13.0); every branch up to
     /// the next release's first branch implements it (Windows numbers of a release lie in
     /// the same range: 551.61 is CUDA 12.4's). `None` where no source this tool cites gives
-    /// it (CUDA 13.2 on).
+    /// it (CUDA 13.4 on).
     pub first_branch: Option<u32>,
     /// The minimum Linux driver of the toolkit's GA release (NVIDIA's CUDA Toolkit release
     /// notes, "CUDA Toolkit and Corresponding Driver Versions"); `None` where no source
-    /// this tool cites gives it (CUDA 13.2 on).
+    /// this tool cites gives it (CUDA 13.4 on).
     pub min_driver: Option<DriverVersion>,
     /// The highest PTX ISA version its driver compiles (the PTX ISA documentation's
     /// "PTX ISA Version" release table).
@@ -267,11 +267,15 @@ const fn release_isa_only(cuda: (u8, u8), isa: (u8, u8)) -> Release {
 ///
 /// CUDA 13.2 to 13.5: the PTX ISA each compiles is measured on its `ptxas` (the
 /// `nvidia-cuda-nvcc` wheels 13.2.51, 13.3.33, 13.4.59 and 13.5.37 refuse `.version 9.9`
-/// with "current version is '9.2'", '9.3', '9.4', '9.5'). Their minimum drivers and first
-/// driver branches are not in a source this tool cites (the release notes' driver table
-/// could not be read), so they are `None`: no driver number is invented. Branches from
-/// [`UNKNOWN_FROM_BRANCH`] on are newer than the rows with a branch: their CUDA version is
-/// `None` and PTX ISA versions are not judged for them.
+/// with "current version is '9.2'", '9.3', '9.4', '9.5'). The minimum drivers of 13.2 and
+/// 13.3 are the "CUDA 13.2 GA" (595.45.04) and "CUDA 13.3 GA" (610.43.02) rows of Table 3,
+/// "CUDA Toolkit and Corresponding Driver Versions", in section 2.2 "CUDA Driver" of the
+/// CUDA Toolkit 13.2 and 13.3 Release Notes (the Windows column reads "N/A" from CUDA 13.0
+/// on: the Windows toolkit no longer bundles a driver). From CUDA 13.4 the Linux toolkit
+/// does not bundle one either and no GA row of that table could be read, so 13.4 and 13.5
+/// have no branch and no minimum driver (`None`): no driver number is invented. Branches
+/// from [`UNKNOWN_FROM_BRANCH`] on are newer than the rows with a branch: their CUDA version
+/// is `None` and PTX ISA versions are not judged for them.
 pub const RELEASES: &[Release] = &[
     release((9, 0), 384, (384, 81, 0), (6, 0)),
     release((9, 1), 387, (387, 26, 0), (6, 1)),
@@ -300,15 +304,15 @@ pub const RELEASES: &[Release] = &[
     release((12, 9), 575, (575, 51, 3), (8, 8)),
     release((13, 0), 580, (580, 65, 6), (9, 0)),
     release((13, 1), 590, (590, 44, 1), (9, 1)),
-    release_isa_only((13, 2), (9, 2)),
-    release_isa_only((13, 3), (9, 3)),
+    release((13, 2), 595, (595, 45, 4), (9, 2)),
+    release((13, 3), 610, (610, 43, 2), (9, 3)),
     release_isa_only((13, 4), (9, 4)),
     release_isa_only((13, 5), (9, 5)),
 ];
 
-/// The first branch after CUDA 13.1's (the last release with a known branch) that is not
-/// known to implement it: branches from here on are newer than the table knows.
-pub const UNKNOWN_FROM_BRANCH: u32 = 595;
+/// The first branch after CUDA 13.3's (610, the last release with a known branch) that is
+/// not known to implement it: branches from here on are newer than the table knows.
+pub const UNKNOWN_FROM_BRANCH: u32 = 611;
 
 fn release_of_branch(branch: u32) -> Option<&'static Release> {
     if branch >= UNKNOWN_FROM_BRANCH {
@@ -667,7 +671,11 @@ mod tests {
         assert_eq!(cuda("551.61"), Some(CudaVersion::new(12, 4)));
         assert_eq!(cuda("535.183.01"), Some(CudaVersion::new(12, 2)));
         assert_eq!(cuda("590.44.01"), Some(CudaVersion::new(13, 1)));
-        assert_eq!(cuda("600.10"), None);
+        // CUDA 13.2 and 13.3 by the release notes' Table 3; 13.4 on has no known branch.
+        assert_eq!(cuda("595.45.04"), Some(CudaVersion::new(13, 2)));
+        assert_eq!(cuda("600.10"), Some(CudaVersion::new(13, 2)));
+        assert_eq!(cuda("610.43.02"), Some(CudaVersion::new(13, 3)));
+        assert_eq!(cuda("616.00"), None);
         assert_eq!(cuda("340.108"), None);
         assert_eq!(
             PtxIsa::new(9, 1).needs_cuda(),
@@ -718,11 +726,12 @@ mod tests {
     #[test]
     fn refusals_name_the_cause_and_the_error() {
         let mut d = CudaDriver::new(DriverVersion::parse("580.159.04"));
-        // ISA 9.2 (cupy-cuda13x 14.2.0): CUDA 13.2's driver, whose number no cited source
-        // gives; 9.6: newer than the table.
+        // ISA 9.2 (cupy-cuda13x 14.2.0): CUDA 13.2's minimum driver, 595.45.04 (Table 3 of
+        // its release notes); 9.4: CUDA 13.4, whose driver number no cited source gives; 9.6:
+        // newer than the table.
         let r = d.refusal(Some(PtxIsa::new(9, 2))).unwrap();
         assert_eq!(r.cuda_error().0, 222);
-        assert_eq!(r.needs_driver(), None);
+        assert_eq!(r.needs_driver(), DriverVersion::parse("595.45.04"));
         assert_eq!(
             r.to_string(),
             "PTX ISA 9.2 needs a driver for CUDA 13.2 or later; this driver (580.159.04) \
@@ -730,12 +739,21 @@ mod tests {
         );
         let Refusal::TooNew(t) = r else { panic!() };
         assert_eq!(
+            t.driver_need().to_string(),
+            "NVIDIA driver 595.45.04 or later"
+        );
+        let r = d.refusal(Some(PtxIsa::new(9, 3))).unwrap();
+        assert_eq!(r.needs_driver(), DriverVersion::parse("610.43.02"));
+        let r = d.refusal(Some(PtxIsa::new(9, 4))).unwrap();
+        assert_eq!(r.needs_driver(), None);
+        let Refusal::TooNew(t) = r else { panic!() };
+        assert_eq!(
             t.driver_need(),
-            DriverNeed::ForCuda(CudaVersion::new(13, 2))
+            DriverNeed::ForCuda(CudaVersion::new(13, 4))
         );
         assert_eq!(
             t.driver_need().to_string(),
-            "an NVIDIA driver for CUDA 13.2 or later"
+            "an NVIDIA driver for CUDA 13.4 or later"
         );
         let r = d.refusal(Some(PtxIsa::new(9, 6))).unwrap();
         assert_eq!(r.needs_driver(), None);
@@ -760,7 +778,7 @@ mod tests {
         assert_eq!(d.refusal(None), None);
         assert_eq!(CudaDriver::new(None).refusal(Some(PtxIsa::new(9, 9))), None);
         // A branch newer than the table: not judged.
-        let new = CudaDriver::new(DriverVersion::parse("610.1"));
+        let new = CudaDriver::new(DriverVersion::parse("616.1"));
         assert_eq!(new.refusal(Some(PtxIsa::new(9, 9))), None);
     }
 

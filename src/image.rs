@@ -520,6 +520,14 @@ impl<'a> Image<'a> {
         /// image's length is the declared one; otherwise all of it ([`Checked::Whole`]: the
         /// bytes at hand, or decoded). With `head` at least [`crate::stream::IDENTIFY_LEN`],
         /// [`Image::with_checked`] of the result identifies as the decoded image does.
+        ///
+        /// A zstd fatbinary cubin larger than one zstd block is checked as far as the CUDA
+        /// runtime's choice needs and without a whole decode ([`Encoded::zstd_head`]): its
+        /// frame header, its content size against the declared one, its block headers up
+        /// to the end of the stream, and the blocks that hold the head, decoded. Damage
+        /// inside a later block's compressed data is not found here; the driver finds it
+        /// when it decodes the entry to load it, and [`Image::decode`] finds it
+        /// (`NVFATBIN.md` §2.6).
         pub fn check(&self, head: usize, options: &crate::ReadOptions) -> crate::Result<Checked<'a>> {
             self.made(head, options, true)
         }
@@ -549,6 +557,13 @@ impl<'a> Image<'a> {
             };
             if let Some(first) = first.filter(|f| e.is_whole_size(f)) {
                 return Ok(Checked::Head(first));
+            }
+        }
+        if e.codec == Codec::Zstd && e.entry_kind.is_some_and(|k| k != EntryKind::Ptx) {
+            if let Some(first) = e.zstd_head(head, options)? {
+                if e.is_whole_size(&first) {
+                    return Ok(Checked::Head(first));
+                }
             }
         }
         e.decode(options).map(|v| Checked::Whole(Cow::Owned(v)))
@@ -678,6 +693,32 @@ impl Encoded<'_> {
             options,
         )?;
         Ok(out.map(|out| self.trimmed(out)))
+    }
+
+    /// The first `head` bytes of what [`Encoded::decode`] gives for a zstd frame whose
+    /// content is larger than one block, made by decoding only the blocks that hold them
+    /// ([`crate::zstd_prefix::head`]: the frame header, the declared content size and the
+    /// block structure up to the end of the stream are checked, the later blocks' data is
+    /// not decoded); `None` where that path does not apply (another codec, a small frame,
+    /// a stream that does not read as one frame ending at its end), and a whole decode
+    /// must check the stream.
+    pub fn zstd_head(
+        &self,
+        head: usize,
+        options: &crate::ReadOptions,
+    ) -> crate::Result<Option<Vec<u8>>> {
+        if self.codec != Codec::Zstd {
+            return Ok(None);
+        }
+        let prefix = crate::zstd_prefix::head(
+            self.stream,
+            self.stream_at,
+            self.size,
+            self.size_field,
+            head,
+            options,
+        )?;
+        Ok(prefix.map(|p| self.trimmed(p.head)))
     }
 
     /// The first `head` bytes of what [`Encoded::decode`] gives, with the whole stream

@@ -888,8 +888,11 @@ pub fn v2_target(major: u32, minor: u32, stepping: u32) -> Option<&'static str> 
 /// The target an AMDGPU code object of version 2 is for, as ROCr's loader names it: the
 /// `NT_AMD_HSA_ISA_VERSION` (3) note of owner `AMD` holds `u16` vendor and architecture
 /// name sizes, `u32` major, minor and stepping, then the names (`amd_hsa_code.cpp`
-/// `GetNoteIsa`), which [`v2_target`] maps. `None` when the object has no such note, it
-/// does not read, or ROCr maps it to no target.
+/// `GetNoteIsa`), which [`v2_target`] maps. An object from HSAIL's finalizer (one with an
+/// `NT_AMD_HSA_HSAIL` (2) note, as ROCr's own blit kernels in libhsa-runtime64 5.2) takes
+/// its xnack state from `e_flags` instead (`ConvertOldTargetNameToNew`: `:xnack+` when
+/// `EF_AMDGPU_FEATURE_XNACK_V2` (1) is set, else `:xnack-` on a processor with xnack).
+/// `None` when the object has no ISA note, it does not read, or ROCr maps it to no target.
 pub fn v2_processor(elf: &[u8]) -> Option<String> {
     const SHT_NOTE: u32 = 7;
     let le = |at: usize, n: usize| -> Option<u64> {
@@ -904,6 +907,8 @@ pub fn v2_processor(elf: &[u8]) -> Option<String> {
     if shentsize < 0x40 {
         return None;
     }
+    let mut isa = None;
+    let mut finalizer = false;
     for i in 0..shnum {
         let at = shoff.checked_add(i.checked_mul(shentsize)?)?;
         if le(at.checked_add(4)?, 4)? != u64::from(SHT_NOTE) {
@@ -944,22 +949,51 @@ pub fn v2_processor(elf: &[u8]) -> Option<String> {
                 };
                 let (vendor, arch) = (half(0)?, half(2)?);
                 let (major, minor, stepping) = (word(4)?, word(8)?, word(12)?);
-                let names = desc.get(16..)?;
-                let vendor_name = names.get(..vendor)?;
-                let arch_name = names.get(vendor..vendor.checked_add(arch)?)?;
-                let trim = |s: &'_ [u8]| -> Vec<u8> {
-                    s.iter().copied().take_while(|&b| b != 0).collect()
+                // The names as ROCr reads them (`GetNoteString`): `size` bytes less a final
+                // NUL, the architecture's after the vendor's string and one byte. ROCr reads
+                // them from the mapped note, not bounded by the descriptor: ROCr's own blit
+                // kernels (libhsa-runtime64 5.2) declare `AMDGPU` as 7 bytes in a 26-byte
+                // descriptor whose seventh is the note's padding. Read here from the note
+                // section, as far as it goes.
+                let names_at = desc_at.checked_add(16)?;
+                let note_string = |at: usize, size: usize| -> Option<&[u8]> {
+                    let s = notes.get(at..at.checked_add(size)?)?;
+                    Some(match s.split_last() {
+                        Some((0, head)) => head,
+                        _ => s,
+                    })
                 };
-                if trim(vendor_name) != b"AMD" || trim(arch_name) != b"AMDGPU" {
+                let vendor_name = note_string(names_at, vendor)?;
+                let arch_at = names_at.checked_add(vendor_name.len())?.checked_add(1)?;
+                let arch_name = note_string(arch_at, arch)?;
+                if vendor_name != b"AMD" || arch_name != b"AMDGPU" {
                     return None;
                 }
-                return v2_target(major, minor, stepping).map(str::to_string);
+                isa = isa.or(Some((major, minor, stepping)));
+            } else if kind == 2 && name == b"AMD\0" {
+                finalizer = true;
             }
             let next = desc_end.checked_add(3)? & !3;
             notes = notes.get(next..).unwrap_or_default();
         }
     }
-    None
+    let (major, minor, stepping) = isa?;
+    let target = v2_target(major, minor, stepping)?;
+    if !finalizer {
+        return Some(target.to_string());
+    }
+    // The finalizer's xnack state is in `e_flags`; the processors with xnack are those the
+    // table gives an xnack state.
+    let (base, xnack) = match target.rsplit_once(":xnack") {
+        Some((base, _)) => (base, true),
+        None => (target, false),
+    };
+    let on = le(0x30, 4)? & 1 != 0;
+    Some(match (on, xnack) {
+        (true, _) => alloc::format!("{base}:xnack+"),
+        (false, true) => alloc::format!("{base}:xnack-"),
+        (false, false) => base.to_string(),
+    })
 }
 
 /// At most this many loose code objects are identified in one file.
@@ -1466,6 +1500,30 @@ impl Judge<'_> {
         label: &str,
         registered: bool,
     ) -> crate::Result<()> {
+        self.unit_prepared(tally, unit, label, registered, Prepared(None))
+    }
+
+    /// What [`Judge::unit`] decodes of `unit` before it judges it: with [`Judge::deep`],
+    /// a compressed bundle's entry table and the first bytes of its images (one window of
+    /// its stream, dropped when done). Small and owned, so that the units of a file can be
+    /// prepared on several threads and then judged in order
+    /// ([`Judge::unit_prepared`]): the same tally as [`Judge::unit`] unit after unit.
+    pub fn prepare(&self, unit: &Unit<'_>) -> Prepared {
+        match (&unit.content, self.deep) {
+            (UnitContent::Compressed(c), true) => Prepared(Some(stream_heads(c, &self.read))),
+            _ => Prepared(None),
+        }
+    }
+
+    /// [`Judge::unit`] with what [`Judge::prepare`] read of the same `unit`.
+    pub fn unit_prepared(
+        &self,
+        tally: &mut Tally,
+        unit: &Unit<'_>,
+        label: &str,
+        registered: bool,
+        prepared: Prepared,
+    ) -> crate::Result<()> {
         let select = SelectOptions {
             clr: self.select.clr || registered,
             ..self.select
@@ -1478,7 +1536,7 @@ impl Judge<'_> {
         };
         if let UnitContent::Compressed(c) = &unit.content {
             let at = unit.location.offset;
-            let judged = self.compressed(c, &mut |ids| {
+            let judged = self.compressed(c, prepared, &mut |ids| {
                 let unit = UnitCode {
                     label,
                     ids,
@@ -1515,7 +1573,12 @@ impl Judge<'_> {
     /// [`Judge::deep`] by entry ID and the first bytes of each image. False when the
     /// content is not a binary bundle or (deep) its payloads overlap: then the unit is to
     /// be opened whole.
-    fn compressed(&self, c: &CompressedBundle<'_>, offer: &mut Offer<'_>) -> crate::Result<bool> {
+    fn compressed(
+        &self,
+        c: &CompressedBundle<'_>,
+        prepared: Prepared,
+        offer: &mut Offer<'_>,
+    ) -> crate::Result<bool> {
         if !self.deep {
             c.check_size(&self.read)?;
             let mut reader = c.reader(&self.read)?;
@@ -1529,7 +1592,11 @@ impl Judge<'_> {
             offer(&ids);
             return Ok(true);
         }
-        let Some((table, heads)) = stream_heads(c, &self.read)? else {
+        let heads = match prepared.0 {
+            Some(heads) => heads,
+            None => stream_heads(c, &self.read),
+        };
+        let Some((table, heads)) = heads? else {
             return Ok(false);
         };
         let ids: Vec<(usize, Identity<'_>)> = table
@@ -1545,6 +1612,10 @@ impl Judge<'_> {
         Ok(true)
     }
 }
+
+/// What [`Judge::prepare`] decoded of a unit, for [`Judge::unit_prepared`].
+#[derive(Default)]
+pub struct Prepared(Option<crate::Result<Option<Heads>>>);
 
 /// What [`Judge::unit`] does with a compressed bundle's identified entries.
 type Offer<'o> = dyn FnMut(&[(usize, Identity<'_>)]) + 'o;

@@ -195,6 +195,7 @@ tools_layer! {
     nvfatbin;
     offload_binary;
     text;
+    zstd_prefix;
 }
 pub mod read;
 
@@ -221,6 +222,11 @@ pub mod registration;
 
 #[cfg(feature = "write")]
 pub mod write;
+
+/// Work on many units on a few threads, results in order (the driver `loader-sim` and the
+/// C API share; issue 47).
+#[cfg(feature = "std")]
+pub mod parallel;
 
 // The plugin tier.
 pub use arch::{identify, image_name, Device, Target};

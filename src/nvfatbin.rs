@@ -374,6 +374,19 @@ fn starts_container(data: &[u8]) -> bool {
 /// kind, 1 or 2), so such bytes mean the header's size runs past the entries.
 fn container_inside(data: &[u8], pos: u64, total: u64) -> Option<u64> {
     let from = usize::try_from(pos).ok()?;
+    // The common case, an entry's kind byte, answered without a scan.
+    let first = *data.get(from)?;
+    if first != 0
+        && ![
+            NVFATBIN_MAGIC[0],
+            BUNDLE_MAGIC[0],
+            CCOB_MAGIC[0],
+            OFFLOAD_BINARY_MAGIC[0],
+        ]
+        .contains(&first)
+    {
+        return None;
+    }
     let at = bytes::skip_zeros(data, from)?;
     let at64 = u64_of(at);
     (at64 < total && starts_container(data.get(at..)?)).then_some(at64)
@@ -713,6 +726,45 @@ impl<'data> Fatbin<'data> {
         ))
     }
 
+    /// The entry at `pos` of a fatbinary [`Fatbin::parse`] validated: what
+    /// [`Fatbin::entry_at`] gives, without re-making its checks and their errors (`None`
+    /// where one would fail, which cannot happen after `parse`). The iteration's path: it
+    /// reads the header fields once and slices twice.
+    fn parsed_entry_at(&self, pos: u64, index: usize) -> Option<(FatbinEntry<'data>, u64)> {
+        use zerocopy::FromBytes;
+        let at = usize::try_from(pos).ok()?;
+        let (h, _) = FatbinEntryHeader::ref_from_prefix(self.data.get(at..)?).ok()?;
+        let header_size = h.header_size.get();
+        let payload_at = at.checked_add(usize::try_from(header_size).ok()?)?;
+        let end = payload_at.checked_add(usize::try_from(h.payload_size.get()).ok()?)?;
+        let kind = match h.kind.get() {
+            1 => EntryKind::Ptx,
+            2 => EntryKind::Cubin,
+            KIND_TILE_IR => EntryKind::TileIr,
+            KIND_LTO_IR => EntryKind::LtoIr,
+            _ => return None,
+        };
+        let flags = h.flags.get();
+        Some((
+            FatbinEntry {
+                index,
+                offset: pos,
+                kind,
+                sm: h.sm.get(),
+                variant: Variant::from_flags(flags),
+                flags,
+                header_size,
+                header: self.data.get(at..payload_at)?,
+                codec: Codec::from_flags(flags),
+                payload: self.data.get(payload_at..end)?,
+                compressed_size: u64::from(h.compressed_size.get()),
+                uncompressed_size: h.uncompressed_size.get(),
+                code_version: h.code_version.get(),
+            },
+            u64_of(end),
+        ))
+    }
+
     tools_pub! {
         /// Size of the fatbinary (header and body).
         pub fn len(&self) -> u64 {
@@ -773,14 +825,14 @@ impl<'data> Iterator for FatbinEntries<'data> {
         if self.pos >= self.fatbin.len() {
             return None;
         }
-        // Validated by `parse`: an error cannot happen here; stop if it does.
-        match self.fatbin.entry_at(self.pos, self.index) {
-            Ok((e, next)) => {
+        // Validated by `parse`: a failure cannot happen here; stop if it does.
+        match self.fatbin.parsed_entry_at(self.pos, self.index) {
+            Some((e, next)) => {
                 self.pos = next;
                 self.index = self.index.saturating_add(1);
                 Some(e)
             }
-            Err(_) => {
+            None => {
                 self.pos = u64::MAX;
                 None
             }
@@ -872,6 +924,26 @@ const fn names() -> [[u8; SLOT]; SLOTS] {
     t
 }
 
+/// [`NAMES`] as strings, made at compile time: naming an entry is a table look-up, not a
+/// UTF-8 check on every entry of a walk.
+static NAME_STRS: [&str; SLOTS] = name_strs(&NAMES);
+
+#[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+const fn name_strs(names: &'static [[u8; SLOT]; SLOTS]) -> [&'static str; SLOTS] {
+    let mut t = [""; SLOTS];
+    let mut i = 0;
+    while i < SLOTS {
+        let slot: &'static [u8; SLOT] = &names[i];
+        let (name, _) = slot.split_at(slot[SLOT - 1] as usize);
+        t[i] = match core::str::from_utf8(name) {
+            Ok(s) => s,
+            Err(_) => "",
+        };
+        i += 1;
+    }
+    t
+}
+
 /// `sm_86`, `sm_90a`, `sm_100f` for an SM number and variant (`None` outside 10–999).
 pub fn arch_name(sm: u32, variant: Variant) -> Option<&'static str> {
     let sm = usize::try_from(sm).ok()?;
@@ -882,9 +954,7 @@ pub fn arch_name(sm: u32, variant: Variant) -> Option<&'static str> {
         .checked_sub(FIRST_SM)?
         .checked_mul(3)?
         .checked_add(variant.index())?;
-    let slot = NAMES.get(i)?;
-    let len = usize::from(*slot.get(SLOT.checked_sub(1)?)?);
-    core::str::from_utf8(slot.get(..len)?).ok()
+    NAME_STRS.get(i).copied().filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
@@ -971,6 +1041,27 @@ mod tests {
         let big = fatbin(&[entry(1, 0x8011, 86, b"abcd", 4, 11)]);
         let err = Fatbin::parse(&big, &limits).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::LimitExceeded);
+    }
+
+    #[test]
+    fn iteration_gives_the_entries_the_checked_reader_gives() {
+        let block = [0x4F, b'a', b'b', b'c', b'd', 4, 0, 0x00, 0x10, b'e'];
+        let f = fatbin(&[
+            entry(1, 0x11, 86, b".version 9.5\n\0\0\0", 0, 0),
+            entry(2, 0x10_2011, 90, &block, block.len() as u32, 24),
+            entry(2, 0x20_8011, 100, b"(\xb5/\xfd....", 8, 4096),
+            entry(0x80, 0x11, 120, b"\x7fTileIR\0", 0, 0),
+        ]);
+        let fb = Fatbin::parse(&f, &Limits::DEFAULT).unwrap();
+        let mut pos = fb.body_at;
+        let mut n = 0;
+        for (i, e) in fb.entries().enumerate() {
+            let (want, next) = fb.entry_at(pos, i).unwrap();
+            assert_eq!(std::format!("{e:?}"), std::format!("{want:?}"));
+            pos = next;
+            n += 1;
+        }
+        assert_eq!((n, pos), (4, fb.len()));
     }
 
     #[test]

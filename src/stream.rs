@@ -69,6 +69,10 @@ pub struct StreamSelection {
     pub codes: Vec<Option<Code>>,
     /// True if the whole stream was decoded and its MD5 checked.
     pub verified: bool,
+    /// The stream read whole and well, but its truncated MD5 differs from the header's
+    /// ([`crate::ErrorKind::HashMismatch`], located relative to the compressed bundle): the
+    /// choice stands, as the runtimes load such a bundle (`COMPATIBILITY.md` §13).
+    pub mismatch: Option<Error>,
 }
 
 /// How a caller chooses the image of a unit: the one rule for streaming a unit or opening
@@ -291,8 +295,15 @@ where
         }
     }
     let verified = reader.verifies();
+    let mut mismatch = None;
     if verified {
-        reader.finish()?;
+        // A hash that differs is reported beside the choice, not instead of it: every
+        // other check of the stream (its size, its end) has passed by then.
+        match reader.finish() {
+            Ok(_) => {}
+            Err(e) if e.kind() == crate::ErrorKind::HashMismatch => mismatch = Some(e),
+            Err(e) => return Err(e.into()),
+        }
     }
     leaders.judge_driver(devices, options);
     Ok(Some(StreamSelection {
@@ -300,6 +311,7 @@ where
         chosen: leaders.best,
         codes: leaders.codes,
         verified,
+        mismatch,
     }))
 }
 
@@ -419,6 +431,10 @@ pub fn choose_streaming_keeping(
         |k| keeper.take(k, &mut keep),
     )
     .map_err(|e| e.rebase(at))?;
+    // The plugin tier refuses a bundle whose hash differs (its callers ask for the check).
+    if let Some(e) = found.as_ref().and_then(|f| f.mismatch) {
+        return Err(e.rebase(at));
+    }
     Ok(found.map(|found| StreamChoice {
         table: found.table,
         chosen: found.chosen.iter().map(|k| k.map(|k| k.index)).collect(),

@@ -274,6 +274,42 @@ pub fn validate_counting(
     driver: &crate::driver::CudaDriver,
     work: &mut Work,
 ) -> Vec<Finding> {
+    validate_units(data, options, driver, work, |units, check| {
+        units.iter().map(check).collect()
+    })
+}
+
+/// [`validate_counting`] with the units checked on `jobs` threads
+/// ([`crate::parallel::map_ordered`]: each worker decodes and hashes one compressed unit at
+/// a time): the same findings in the same order as with one.
+#[cfg(feature = "std")]
+pub fn validate_jobs(
+    data: &[u8],
+    options: &ReadOptions,
+    driver: &crate::driver::CudaDriver,
+    work: &mut Work,
+    jobs: usize,
+) -> Vec<Finding> {
+    validate_units(data, options, driver, work, |units, check| {
+        crate::parallel::map_ordered(units, jobs, |_, u| check(u))
+    })
+}
+
+/// The findings of one unit, and what checking it read.
+type UnitFindings = (Vec<Finding>, Work);
+
+/// [`validate_counting`], the units (found first: headers only) checked by `each`, which
+/// returns their findings in the units' order.
+fn validate_units<'d>(
+    data: &'d [u8],
+    options: &ReadOptions,
+    driver: &crate::driver::CudaDriver,
+    work: &mut Work,
+    each: impl FnOnce(
+        &[Result<Unit<'d>, crate::Error>],
+        &(dyn Fn(&Result<Unit<'d>, crate::Error>) -> UnitFindings + Sync),
+    ) -> Vec<UnitFindings>,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     // The offsets of the units of the file itself (not of archive members).
     let mut starts = Vec::new();
@@ -291,19 +327,27 @@ pub fn validate_counting(
             }
         }
     }
-    for unit in units(data, options) {
+    let found: Vec<_> = units(data, options).collect();
+    for unit in &found {
         match unit {
-            Ok(unit) => {
-                if unit.location.path().len() <= 1 {
-                    starts.push(unit.location.offset);
-                }
-                check_unit(&unit, options, driver, work, &mut out);
-            }
-            Err(e) => {
-                out.push(Finding::error("file", &e));
-                complete = false;
-            }
+            Ok(unit) if unit.location.path().len() <= 1 => starts.push(unit.location.offset),
+            Ok(_) => {}
+            Err(_) => complete = false,
         }
+    }
+    let check = |unit: &Result<Unit<'d>, crate::Error>| -> UnitFindings {
+        let mut findings = Vec::new();
+        let mut read = Work::default();
+        match unit {
+            Ok(unit) => check_unit(unit, options, driver, &mut read, &mut findings),
+            Err(e) => findings.push(Finding::error("file", e)),
+        }
+        (findings, read)
+    };
+    for (findings, read) in each(&found, &check) {
+        out.extend(findings);
+        work.bytes_scanned = work.bytes_scanned.saturating_add(read.bytes_scanned);
+        work.ranges_scanned = work.ranges_scanned.saturating_add(read.ranges_scanned);
     }
     if complete && data.starts_with(b"MZ") {
         check_pe_wrappers(data, &starts, &mut out);

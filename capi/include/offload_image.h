@@ -201,7 +201,7 @@
 /**
  * The minor version of this library.
  */
-#define OI_VERSION_MINOR 1
+#define OI_VERSION_MINOR 2
 
 /**
  * The patch version of this library.
@@ -225,6 +225,28 @@
  * then stops once the chosen images and every image's first bytes have been read).
  */
 #define OI_READ_NO_VERIFY_HASH 1
+
+/**
+ * `oi_read_options.flags`, bits 8 to 15: the number of threads a call that needs every
+ * compressed unit's hash checked (`oi_reader_damage_count`, `oi_reader_damage`) uses, each
+ * thread decoding and hashing one unit at a time (memory: one unit's decoding per thread):
+ * `flags |= n << OI_READ_THREADS_SHIFT`. 0 (the default) and 1: one unit after another on
+ * the calling thread, as before version 0.2; `OI_READ_THREADS_AUTO`: as many as the
+ * machine has CPUs. The damages reported are the same whatever the number.
+ */
+#define OI_READ_THREADS_SHIFT 8
+
+/**
+ * The bits of `oi_read_options.flags` that hold the number of threads
+ * (`OI_READ_THREADS_SHIFT`).
+ */
+#define OI_READ_THREADS_MASK 65280
+
+/**
+ * The number of threads (`OI_READ_THREADS_SHIFT`) that means: as many as the machine has
+ * CPUs.
+ */
+#define OI_READ_THREADS_AUTO 255
 
 /**
  * `oi_image_info.format`: binary clang offload bundle (also inside `CCOB`).

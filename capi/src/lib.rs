@@ -91,7 +91,7 @@ pub const OI_ERR_UNSUPPORTED: i32 = 21;
 /// The major version of this library (`oi_version`), Cargo's version of the C API crate.
 pub const OI_VERSION_MAJOR: u32 = 0;
 /// The minor version of this library.
-pub const OI_VERSION_MINOR: u32 = 1;
+pub const OI_VERSION_MINOR: u32 = 2;
 /// The patch version of this library.
 pub const OI_VERSION_PATCH: u32 = 0;
 
@@ -124,6 +124,19 @@ pub const OI_NO_IMAGE: usize = usize::MAX;
 /// `oi_read_options.flags`: do not verify the truncated MD5 of compressed bundles (decoding
 /// then stops once the chosen images and every image's first bytes have been read).
 pub const OI_READ_NO_VERIFY_HASH: u32 = 1;
+/// `oi_read_options.flags`, bits 8 to 15: the number of threads a call that needs every
+/// compressed unit's hash checked (`oi_reader_damage_count`, `oi_reader_damage`) uses, each
+/// thread decoding and hashing one unit at a time (memory: one unit's decoding per thread):
+/// `flags |= n << OI_READ_THREADS_SHIFT`. 0 (the default) and 1: one unit after another on
+/// the calling thread, as before version 0.2; `OI_READ_THREADS_AUTO`: as many as the
+/// machine has CPUs. The damages reported are the same whatever the number.
+pub const OI_READ_THREADS_SHIFT: u32 = 8;
+/// The bits of `oi_read_options.flags` that hold the number of threads
+/// (`OI_READ_THREADS_SHIFT`).
+pub const OI_READ_THREADS_MASK: u32 = 0xFF00;
+/// The number of threads (`OI_READ_THREADS_SHIFT`) that means: as many as the machine has
+/// CPUs.
+pub const OI_READ_THREADS_AUTO: u32 = 255;
 
 /// `oi_image_info.format`: binary clang offload bundle (also inside `CCOB`).
 pub const OI_FORMAT_BUNDLE: u32 = 0;
@@ -433,6 +446,8 @@ const _: fn() = || {
 
 struct State {
     read: ReadOptions,
+    /// Threads for checking every unit (`OI_READ_THREADS_SHIFT`).
+    threads: usize,
     units: Vec<UnitSlot>,
     /// Errors of the walk outside any unit (a section whose contents lie outside the
     /// file, an archive member that does not read); the walk went on after each.
@@ -925,7 +940,42 @@ impl State {
 
     /// Checks every unit ([`State::check`]). A unit that cannot be checked for want of
     /// memory is left unchecked: the damages known are still reported.
+    ///
+    /// With more than one thread (`OI_READ_THREADS_SHIFT`) the compressed units not yet
+    /// checked are decoded and hashed on that many threads
+    /// (`offload_image::parallel::map_ordered`), one unit at a time each, and their results
+    /// recorded in the units' order: the same damages as one after another.
     fn check_all(&mut self) {
+        if self.threads > 1 && self.read.verify_hash {
+            let todo: Vec<(usize, CompressedBundle<'static>, u64)> = self
+                .units
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.damage.is_none() && !s.checked)
+                .filter_map(|(u, s)| Some((u, *s.unit.compressed()?, s.unit.location.offset)))
+                .collect();
+            let read = self.read;
+            let checked = offload_image::parallel::map_ordered(&todo, self.threads, |_, t| {
+                // Counted on the worker's thread.
+                let before = produced();
+                let result = t.1.reader(&read).and_then(|r| r.finish());
+                (result, produced().saturating_sub(before))
+            });
+            for ((u, _, at), (result, decoded)) in todo.into_iter().zip(checked) {
+                self.stats.passes = self.stats.passes.saturating_add(1);
+                self.stats.decoded = self.stats.decoded.saturating_add(decoded);
+                let Some(slot) = self.units.get_mut(u) else {
+                    continue;
+                };
+                match result {
+                    Ok(_) => slot.checked = true,
+                    // Left unchecked, as `check` leaves it.
+                    Err(e) if e.kind() == ErrorKind::OutOfMemory => {}
+                    Err(e) => slot.damage = Some(Fail::from(e.rebase(at))),
+                }
+            }
+            return;
+        }
         for u in 0..self.units.len() {
             let _ = self.check(u);
         }
@@ -1213,7 +1263,7 @@ fn read_options(o: Option<&OiReadOptions>) -> Result<ReadOptions, Fail> {
         ..ReadOptions::default()
     };
     if let Some(o) = o {
-        if o.flags & !OI_READ_NO_VERIFY_HASH != 0 {
+        if o.flags & !(OI_READ_NO_VERIFY_HASH | OI_READ_THREADS_MASK) != 0 {
             return Err(invalid(c"unknown oi_read_options flag"));
         }
         read.verify_hash = o.flags & OI_READ_NO_VERIFY_HASH == 0;
@@ -1234,6 +1284,16 @@ fn read_options(o: Option<&OiReadOptions>) -> Result<ReadOptions, Fail> {
         };
     }
     Ok(read)
+}
+
+/// The threads of `oi_read_options.flags` (`OI_READ_THREADS_SHIFT`), at least 1.
+fn read_threads(o: Option<&OiReadOptions>) -> usize {
+    match o.map_or(0, |o| {
+        (o.flags & OI_READ_THREADS_MASK) >> OI_READ_THREADS_SHIFT
+    }) {
+        OI_READ_THREADS_AUTO => offload_image::parallel::jobs(None),
+        n => usize::try_from(n).unwrap_or(1).max(1),
+    }
 }
 
 fn select_options(o: Option<&OiSelectOptions>) -> Result<SelectOptions, Fail> {
@@ -1347,6 +1407,7 @@ fn read_file(path: &std::path::Path) -> Result<Box<[u8]>, Fail> {
 fn build(
     data: &'static [u8],
     read: ReadOptions,
+    threads: usize,
     owned: Option<Box<[u8]>>,
 ) -> Result<OiReader, Fail> {
     // A damaged container costs its unit only (`offload_image::units`): it is kept, with
@@ -1384,6 +1445,7 @@ fn build(
     }
     let mut state = State {
         read,
+        threads,
         units: units
             .into_iter()
             .map(|unit| UnitSlot {
@@ -1453,7 +1515,8 @@ pub unsafe extern "C" fn oi_reader_open(
         boundary(error, || {
             let data = input(data, len)?;
             let read = read_options(options.as_ref())?;
-            out = Box::into_raw(Box::new(build(data, read, None)?));
+            let threads = read_threads(options.as_ref());
+            out = Box::into_raw(Box::new(build(data, read, threads, None)?));
             Ok(OI_OK)
         })
     };
@@ -1496,7 +1559,8 @@ pub unsafe extern "C" fn oi_reader_open_file(
             // SAFETY: the heap buffer lives in the reader (it does not move when the box
             // does) and is dropped after its state.
             let bytes: &'static [u8] = extend(&data);
-            out = Box::into_raw(Box::new(build(bytes, read, Some(data))?));
+            let threads = read_threads(options.as_ref());
+            out = Box::into_raw(Box::new(build(bytes, read, threads, Some(data))?));
             Ok(OI_OK)
         })
     };
@@ -2642,6 +2706,55 @@ mod tests {
             "the good unit streamed once"
         );
         close(r);
+    }
+
+    /// With threads (`OI_READ_THREADS_SHIFT`) the units are checked on several threads:
+    /// the damages, their order, offsets and units, and the decoding counted are those of
+    /// one thread, on good and bad-hash units interleaved; an unknown flag bit is still
+    /// refused.
+    #[test]
+    fn damage_checked_on_threads_is_the_serial_damage() {
+        let (good, bad) = (
+            corpus("compressed/hip_6arch.zstd.ccob"),
+            corpus("malformed/ccob_bad_hash.ccob"),
+        );
+        let mut bytes = Vec::new();
+        let mut bad_at = Vec::new();
+        for part in [&good, &bad, &good, &good, &bad, &good] {
+            if part == &bad {
+                bad_at.push(bytes.len() as u64 + 16);
+            }
+            bytes.extend_from_slice(part);
+        }
+        let damages = |threads: u32| {
+            let r = open(&bytes, threads << OI_READ_THREADS_SHIFT).unwrap();
+            let mut found = Vec::new();
+            // SAFETY: a valid reader and out pointer.
+            unsafe {
+                for i in 0..oi_reader_damage_count(r) {
+                    let mut e = no_error();
+                    let code = oi_reader_damage(r, i, &mut e);
+                    found.push((code, e.offset, e.index));
+                }
+            }
+            let s = stats(r);
+            close(r);
+            (found, s)
+        };
+        let serial = damages(0);
+        let want: Vec<_> = [(bad_at[0], 1), (bad_at[1], 4)]
+            .iter()
+            .map(|&(at, u)| (OI_ERR_HASH_MISMATCH, at, u))
+            .collect();
+        assert_eq!(serial.0, want);
+        assert_eq!(serial.1, (6, 6 * 22368, 0));
+        for threads in [1, 2, 4, OI_READ_THREADS_AUTO] {
+            assert_eq!(damages(threads), serial, "{threads} threads");
+        }
+        assert_eq!(
+            open(&bytes, 1 << 16).unwrap_err().code,
+            OI_ERR_INVALID_ARGUMENT
+        );
     }
 
     fn stats(r: *const OiReader) -> (u64, u64, u64) {

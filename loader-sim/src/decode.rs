@@ -72,6 +72,30 @@ pub fn decoders(which: ZstdDecoder) -> Decoders {
     }
 }
 
+/// [`decoders`], whole contents decoded on a second thread only when `threaded` (a worker
+/// of a parallel walk decodes and hashes on its own thread, the hash taken as the bytes
+/// come: `--jobs`).
+pub fn decoders_for(which: ZstdDecoder, threaded: bool) -> Decoders {
+    let mut d = decoders(which);
+    if !threaded {
+        d.whole = Some(match which {
+            ZstdDecoder::Libzstd => whole_libzstd_inline,
+            ZstdDecoder::Ruzstd => whole_ruzstd_inline,
+        });
+    }
+    d
+}
+
+/// [`ReadOptions`] whose decoders are [`decoders_for`]`(which, jobs <= 1)`: with several
+/// workers (`jobs`), each decodes on its own thread.
+pub fn read_options_for(which: ZstdDecoder, verify_hash: bool, jobs: usize) -> ReadOptions {
+    ReadOptions {
+        verify_hash,
+        decoders: decoders_for(which, jobs <= 1),
+        ..ReadOptions::default()
+    }
+}
+
 /// [`ReadOptions`] whose decoders are [`decoders`]`(which)`.
 pub fn read_options(which: ZstdDecoder, verify_hash: bool) -> ReadOptions {
     ReadOptions {
@@ -128,6 +152,20 @@ fn whole_ruzstd(bundle: &CompressedBundle<'_>, options: &ReadOptions) -> Result<
     decompress_using(bundle, ZstdDecoder::Ruzstd, options)
 }
 
+fn whole_libzstd_inline(
+    bundle: &CompressedBundle<'_>,
+    options: &ReadOptions,
+) -> Result<Vec<u8>, Error> {
+    decompress_with(bundle, ZstdDecoder::Libzstd, false, options)
+}
+
+fn whole_ruzstd_inline(
+    bundle: &CompressedBundle<'_>,
+    options: &ReadOptions,
+) -> Result<Vec<u8>, Error> {
+    decompress_with(bundle, ZstdDecoder::Ruzstd, false, options)
+}
+
 /// The whole content of `bundle`, checked like `CompressedBundle::decompress` (declared
 /// size, trailing bytes, the truncated MD5 when `options.verify_hash`), decoded with the zstd
 /// decoder `which` (`--zstd-decoder`). When the hash is verified on a machine with more than
@@ -139,6 +177,18 @@ pub fn decompress_using(
 ) -> Result<Vec<u8>, Error> {
     let threaded =
         options.verify_hash && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    decompress_with(bundle, which, threaded, options)
+}
+
+/// [`decompress_using`], decoding on a thread of its own (overlapping the MD5 on the
+/// calling thread) when `threaded`, else decoding and hashing in turn on the calling thread,
+/// each piece hashed as it is decoded.
+pub fn decompress_with(
+    bundle: &CompressedBundle<'_>,
+    which: ZstdDecoder,
+    threaded: bool,
+    options: &ReadOptions,
+) -> Result<Vec<u8>, Error> {
     #[cfg(feature = "libzstd")]
     if which == ZstdDecoder::Libzstd && bundle.method() == CompressionMethod::Zstd {
         return whole_in_place(bundle, threaded, options);

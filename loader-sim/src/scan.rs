@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use offload_image::container::UnitContent;
+use offload_image::container::{Unit, UnitContent};
 use offload_image::host::HostFile;
-use offload_image::judge::{self as doctor, Gap};
+use offload_image::judge::{self as doctor, Gap, Prepared};
 use offload_image::ErrorKind;
 
 use crate::input::Input;
@@ -63,6 +63,10 @@ pub struct Ctx<'a> {
     pub judge: doctor::Judge<'a>,
     /// The `.kpack` archives of the wheels given, as installed.
     pub wheels: &'a WheelArchives,
+    /// Threads for the units of one file (`--deep`: each decodes a compressed bundle's
+    /// entry table and image heads, [`doctor::Judge::prepare`]); [`scan_all`] shares
+    /// `--jobs` between files and units.
+    pub unit_jobs: usize,
 }
 
 /// Where the wheels given would be installed: their members lie under one root,
@@ -205,16 +209,37 @@ fn scan_aks2(data: &[u8], ctx: &Ctx<'_>) -> Tally {
     tally
 }
 
+/// What [`doctor::Judge::prepare`] reads of each unit ahead of judging, on
+/// [`Ctx::unit_jobs`] threads when that is more than one and `--deep` makes it worth it
+/// (else nothing is read ahead, and each unit is decoded as it is judged). The compressed
+/// units' payloads are announced to `input` first.
+fn prepare(units: &[Option<&Unit<'_>>], input: Option<&Input>, ctx: &Ctx<'_>) -> Vec<Prepared> {
+    if ctx.unit_jobs <= 1 || !ctx.judge.deep || units.len() <= 1 {
+        return units.iter().map(|_| Prepared::default()).collect();
+    }
+    if let Some(input) = input {
+        for unit in units.iter().flatten() {
+            if let UnitContent::Compressed(c) = &unit.content {
+                input.will_read(c.payload());
+            }
+        }
+    }
+    offload_image::parallel::map_ordered(units, ctx.unit_jobs, |_, unit| match unit {
+        Some(unit) => ctx.judge.prepare(unit),
+        None => Prepared::default(),
+    })
+}
+
 /// Judges the units of the container walk over `data` into `tally`; false when `data` is
 /// not an offload file after all.
 fn scan_units(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>, tally: &mut Tally) -> bool {
-    let mut finished: Option<&[u8]> = None;
+    // The units first (descriptors: nothing is decoded), so that `--deep` can prepare them
+    // on several threads; then judged in order, and the walk's error (if any) after them.
+    let mut units = Vec::new();
+    let mut end = None;
     for (seen, unit) in offload_image::units(data, &ctx.judge.read).enumerate() {
-        if let (Some(done), Some(input)) = (finished.take(), input) {
-            input.release(done);
-        }
-        let unit = match unit {
-            Ok(u) => u,
+        match unit {
+            Ok(u) => units.push(u),
             Err(e) if seen == 0 && e.kind() == ErrorKind::BadMagic && e.offset() == 0 => {
                 // Not an offload file after all (a text file starting with a newline).
                 return false;
@@ -225,21 +250,35 @@ fn scan_units(data: &[u8], input: Option<&Input>, ctx: &Ctx<'_>, tally: &mut Tal
                 return false;
             }
             Err(e) => {
-                tally.fail(e.to_string());
+                end = Some(e.to_string());
                 break;
             }
-        };
+        }
+    }
+    let listed: Vec<Option<&Unit<'_>>> = units.iter().map(Some).collect();
+    let prepared = prepare(&listed, input, ctx);
+    let mut finished: Option<&[u8]> = None;
+    for (unit, prepared) in units.iter().zip(prepared) {
+        if let (Some(done), Some(input)) = (finished.take(), input) {
+            input.release(done);
+        }
         if let (UnitContent::Compressed(c), Some(input)) = (&unit.content, input) {
             input.will_read(c.payload());
         }
         let label = format!("{} unit {}", unit.location, unit.index);
-        if let Err(e) = ctx.judge.unit(&mut tally.counts, &unit, &label, false) {
+        let judged = ctx
+            .judge
+            .unit_prepared(&mut tally.counts, unit, &label, false, prepared);
+        if let Err(e) = judged {
             tally.fail(format!("{}: {e}", unit.location));
         }
         finished = unit.bytes(&ctx.judge.read).ok();
     }
     if let (Some(done), Some(input)) = (finished.take(), input) {
         input.release(done);
+    }
+    if let Some(e) = end {
+        tally.fail(e);
     }
     true
 }
@@ -265,28 +304,45 @@ fn scan_registered(
     ctx: &Ctx<'_>,
 ) -> Tally {
     let mut tally = Tally::new(ctx.judge.probes);
-    for r in registered {
-        let blob = match &r.fat_binary {
-            Ok(blob) => *blob,
+    // Each wrapper's fat binary as a unit, or why the runtime refuses it.
+    #[allow(clippy::type_complexity)]
+    let units: Vec<Result<(&[u8], Result<Unit<'_>, Gap>), Gap>> = registered
+        .iter()
+        .map(|r| {
+            let blob = r.fat_binary.clone()?;
+            Ok((blob, doctor::registered_unit(blob, &ctx.judge.read)))
+        })
+        .collect();
+    let listed: Vec<Option<&Unit<'_>>> = units
+        .iter()
+        .map(|u| u.as_ref().ok().and_then(|(_, unit)| unit.as_ref().ok()))
+        .collect();
+    let prepared = prepare(&listed, input, ctx);
+    for ((r, unit), prepared) in registered.iter().zip(&units).zip(prepared) {
+        let (blob, unit) = match unit {
+            Ok(u) => u,
             Err(gap) => {
                 tally.counts.refuse(gap.clone());
                 continue;
             }
         };
-        match doctor::registered_unit(blob, &ctx.judge.read) {
+        match unit {
             Ok(unit) => {
                 if let (UnitContent::Compressed(c), Some(input)) = (&unit.content, input) {
                     input.will_read(c.payload());
                 }
                 let label = format!("fat binary of the wrapper at {:#x}", r.wrapper);
-                if let Err(e) = ctx.judge.unit(&mut tally.counts, &unit, &label, true) {
+                let judged =
+                    ctx.judge
+                        .unit_prepared(&mut tally.counts, unit, &label, true, prepared);
+                if let Err(e) = judged {
                     tally.counts.refuse(Gap::Unreadable {
                         kind: e.kind(),
                         what: e.what(),
                     });
                 }
             }
-            Err(gap) => tally.counts.refuse(gap),
+            Err(gap) => tally.counts.refuse(gap.clone()),
         }
         if let Some(input) = input {
             input.release(blob);
@@ -529,10 +585,14 @@ fn progress(done: &AtomicUsize, total: usize, libraries: &AtomicUsize, stop: &At
 /// a terminal: per file with device code, its index in `files` and what it holds, in the
 /// order of `files`.
 pub fn scan_all(files: &[PathBuf], ctx: &Ctx<'_>, jobs: Option<u32>) -> Vec<(usize, Found)> {
-    let jobs = jobs
-        .map(|j| j as usize)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .min(files.len().max(1));
+    let all = offload_image::parallel::jobs(jobs.map(|j| j as usize));
+    let jobs = all.min(files.len().max(1));
+    // The threads the files leave idle go to the units of each file (`--deep`).
+    let ctx = &Ctx {
+        judge: ctx.judge.clone(),
+        wheels: ctx.wheels,
+        unit_jobs: (all / jobs).max(1),
+    };
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let libraries = AtomicUsize::new(0);

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use offload_image::select::Choice;
 use offload_image::stream::{self as streaming, Plan, IDENTIFY_LEN};
-use offload_image::{identify, units, Checked, Device, Image, ReadOptions, SelectOptions, Unit};
+use offload_image::{
+    identify, units, Checked, Device, ErrorKind, Image, ReadOptions, SelectOptions, Unit,
+};
 use serde::Serialize;
 
 use crate::decode::ZstdDecoder;
@@ -30,6 +32,8 @@ pub(crate) struct Wanted<'a> {
     pub(crate) zstd: ZstdDecoder,
     /// Whether compressed bundles are decoded on a thread of their own.
     pub(crate) decode_thread: When,
+    /// Units chosen in at once (`--jobs`, resolved: at least 1).
+    pub(crate) jobs: usize,
 }
 
 /// One rejected (or outranked) image.
@@ -109,6 +113,20 @@ pub(crate) struct Found {
     pub(crate) damaged: Vec<Damaged>,
     /// The records are a split library's (`KPACK.md`): printed with their archives.
     pub(crate) split: bool,
+    /// Warnings for standard error: units chosen in whose hash differs.
+    pub(crate) warnings: Vec<String>,
+}
+
+impl Found {
+    /// Appends the records, damaged containers and `-o` image of the next unit.
+    fn merge(&mut self, part: Found) {
+        self.records.extend(part.records);
+        self.damaged.extend(part.damaged);
+        self.warnings.extend(part.warnings);
+        if part.output.is_some() {
+            self.output = part.output;
+        }
+    }
 }
 
 /// Why each image other than the chosen one was not chosen.
@@ -196,53 +214,100 @@ pub(crate) struct Walk<'a> {
 
 impl Walk<'_> {
     /// Chooses in every unit: a damaged container costs its unit only (reported, and the
-    /// walk goes on).
+    /// walk goes on). The units are found first (the walk reads headers only), then chosen
+    /// in on [`Wanted::jobs`] threads ([`offload_image::parallel::map_ordered`]): each
+    /// worker streams one compressed unit at a time, decoding and hashing it through one
+    /// window, and the records come back in the units' order, as the serial walk gives
+    /// them. `-o` (one unit) is chosen on the calling thread.
     pub(crate) fn run(&self) -> Result<Found, Failure> {
-        let mut found = Found::default();
-        // The bytes of the previous unit, released when the walk has moved past them (the
-        // walk reads the zero padding after a bundle before it hands out the next one).
-        let mut finished: Option<&[u8]> = None;
-        for unit in units(self.input.bytes(), &self.read) {
-            let unit = match unit {
-                Ok(unit) => unit,
-                Err(e) => {
-                    found.damaged.push(Damaged::outside(&e));
-                    continue;
-                }
-            };
-            if let Some(d) = unit.damage() {
-                found.damaged.push(Damaged::unit(&unit, &d.error));
-                continue;
+        let found: Vec<_> = units(self.input.bytes(), &self.read).collect();
+        let mut all = Found::default();
+        // One worker (`--jobs 1`, `-o`, or one unit): the units in turn on this thread,
+        // each free to decode on a second thread.
+        let jobs = self.wanted.jobs.min(found.len());
+        if self.wanted.output.is_some() || jobs <= 1 {
+            for unit in &found {
+                let first = all.records.is_empty();
+                all.merge(self.one(unit, first, true)?);
             }
-            if let Some(done) = finished.take() {
-                self.input.release(done);
-            }
-            // The library's rule: a compressed bundle is streamed unless every verdict is
-            // wanted.
-            if let Plan::Stream(c) = streaming::plan(&unit, self.wanted.explain) {
-                match self.streamed(&unit, c, &mut found)? {
-                    Some(true) => {
-                        finished = unit.bytes(&self.read).ok();
-                        continue;
-                    }
-                    Some(false) => continue,
-                    None => {}
-                }
-            }
-            let read = ReadOptions {
-                decoders: crate::decode::decoders(self.wanted.zstd),
-                ..self.read
-            };
-            match unit.open(&read) {
-                Ok(open) => self.opened(&unit, &open, &read, &mut found),
-                Err(e) => {
-                    found.damaged.push(Damaged::unit(&unit, &e));
-                    continue;
-                }
-            }
-            finished = unit.bytes(&read).ok();
+            return Ok(all);
         }
-        if let Some(done) = finished.take() {
+        let parts =
+            offload_image::parallel::map_ordered(&found, jobs, |_, u| self.one(u, false, false));
+        for part in parts {
+            all.merge(part?);
+        }
+        Ok(all)
+    }
+
+    /// Whether a compressed unit is decoded on a thread of its own: only when the units
+    /// are chosen in one at a time (`serial`); with several workers each decodes and
+    /// hashes its own unit on its own thread, the hash taken as the bytes come.
+    fn decode_thread(&self, serial: bool) -> bool {
+        serial && self.wanted.decode_thread.threaded(self.read.verify_hash)
+    }
+
+    /// The records of one unit (`-o` written for it when `first`), its bytes released from
+    /// the map once done.
+    fn one(
+        &self,
+        unit: &Result<Unit<'_>, offload_image::Error>,
+        first: bool,
+        serial: bool,
+    ) -> Result<Found, Failure> {
+        let mut found = Found::default();
+        let unit = match unit {
+            Ok(unit) => unit,
+            Err(e) => {
+                found.damaged.push(Damaged::outside(e));
+                return Ok(found);
+            }
+        };
+        if let Some(d) = unit.damage() {
+            found.damaged.push(Damaged::unit(unit, &d.error));
+            return Ok(found);
+        }
+        // The library's rule: a compressed bundle is streamed unless every verdict is
+        // wanted.
+        if let Plan::Stream(c) = streaming::plan(unit, self.wanted.explain) {
+            match self.streamed(unit, c, first, serial, &mut found)? {
+                Some(true) => {
+                    if let Ok(done) = unit.bytes(&self.read) {
+                        self.input.release(done);
+                    }
+                    return Ok(found);
+                }
+                Some(false) => return Ok(found),
+                None => {}
+            }
+        }
+        let read = ReadOptions {
+            decoders: crate::decode::decoders_for(self.wanted.zstd, self.decode_thread(serial)),
+            ..self.read
+        };
+        match unit.open(&read) {
+            Ok(open) => self.opened(unit, &open, &read, first, None, &mut found),
+            // The runtimes load a bundle whose hash differs (COMPATIBILITY.md §13): choose
+            // in it as they do, and say so.
+            Err(e) if e.kind() == ErrorKind::HashMismatch => {
+                let read = ReadOptions {
+                    verify_hash: false,
+                    ..read
+                };
+                match unit.open(&read) {
+                    Ok(open) => {
+                        let note = self.mismatch(unit, &e, &mut found);
+                        self.opened(unit, &open, &read, first, Some(note), &mut found);
+                    }
+                    Err(e) => found.damaged.push(Damaged::unit(unit, &e)),
+                }
+            }
+            Err(e) => {
+                found.damaged.push(Damaged::unit(unit, &e));
+                return Ok(found);
+            }
+        }
+        if let Ok(done) = unit.bytes(&read) {
             self.input.release(done);
         }
         Ok(found)
@@ -255,24 +320,26 @@ impl Walk<'_> {
         &self,
         unit: &Unit<'_>,
         c: &offload_image::ccob::CompressedBundle<'_>,
+        first: bool,
+        serial: bool,
         found: &mut Found,
     ) -> Result<Option<bool>, Failure> {
         let args = &self.wanted;
         // The -o image of this unit, if -o applies to it (the first record).
-        let out_path = args.output.filter(|_| found.records.is_empty());
+        let out_path = args.output.filter(|_| first);
         self.input.will_read(c.payload());
         let streamed = Streamer {
             targets: &self.targets,
             options: &self.options,
             read: &self.read,
             zstd: args.zstd,
-            threaded: args.decode_thread.threaded(self.read.verify_hash),
+            threaded: self.decode_thread(serial),
             sha256: args.sha256,
             out_path,
         }
         .run(c);
-        let picks = match streamed {
-            Ok(Some(picks)) => picks,
+        let (picks, mismatch) = match streamed {
+            Ok(Some(found)) => found,
             Ok(None) => return Ok(None),
             Err(SinkError::Read(e)) => {
                 let e = e.rebase(unit.location.offset);
@@ -286,6 +353,7 @@ impl Walk<'_> {
                 ))
             }
         };
+        let note = mismatch.map(|e| self.mismatch(unit, &e.rebase(unit.location.offset), found));
         for ((given, _), pick) in self.devices.iter().zip(picks) {
             let identity = pick.as_ref().and_then(|p| p.identity());
             found.records.push(Record {
@@ -302,13 +370,27 @@ impl Walk<'_> {
                 rejected: None,
                 disagreement: None,
                 skipped: None,
-                runtime_note: None,
+                runtime_note: note.clone(),
             });
         }
         if out_path.is_some() {
             found.output = Some(Selected::Written);
         }
         Ok(Some(true))
+    }
+
+    /// The note of a compressed unit whose truncated MD5 differs from its header's
+    /// (`e`, located in the file), which the runtimes load all the same
+    /// (`COMPATIBILITY.md` §13), and its warning line on standard error.
+    fn mismatch(&self, unit: &Unit<'_>, e: &offload_image::Error, found: &mut Found) -> String {
+        let note = format!(
+            "{e}: the runtimes load this bundle all the same (the choice stands; LLVM's \
+             bundler checks the hash only with -verbose)"
+        );
+        found
+            .warnings
+            .push(format!("{} unit {}: {note}", unit.location, unit.index));
+        note
     }
 
     /// Chooses among the images of an opened unit, in one pass for every device (images
@@ -318,6 +400,8 @@ impl Walk<'_> {
         unit: &Unit<'_>,
         open: &offload_image::OpenUnit<'_>,
         read: &ReadOptions,
+        first: bool,
+        mismatch: Option<String>,
         found: &mut Found,
     ) {
         let args = &self.wanted;
@@ -357,10 +441,11 @@ impl Walk<'_> {
                     .map(|d| format!("{d}; the ELF header wins")),
                 skipped: unit.skipped.clone().filter(|_| explain).map(Skipped::new),
                 // With --explain the refused image's own line says it.
-                runtime_note: runtime_note(choice)
-                    .filter(|_| !(explain && choice.refused.is_some())),
+                runtime_note: mismatch.clone().or_else(|| {
+                    runtime_note(choice).filter(|_| !(explain && choice.refused.is_some()))
+                }),
             });
-            if args.output.is_some() && found.records.len() == 1 {
+            if args.output.is_some() && first && found.records.len() == 1 {
                 found.output = chosen.map(|img| match self.input.offset_of(img.bytes) {
                     Some(at) => Selected::InFile(at, img.bytes.len()),
                     None => Selected::Owned(img.bytes.to_vec()),

@@ -77,6 +77,9 @@ impl Pick {
     }
 }
 
+/// What [`Streamer::run`] found: per device the pick, and the hash mismatch if any.
+pub type Streamed = (Vec<Option<Pick>>, Option<offload_image::Error>);
+
 /// Selection in a compressed bundle in one pass over its decompressed stream.
 pub struct Streamer<'a> {
     /// The devices.
@@ -148,10 +151,12 @@ impl Sink<'_> {
 }
 
 impl Streamer<'_> {
-    /// The choice for every device (in the order of `targets`). `Ok(None)`: the content
-    /// cannot be streamed (a text bundle, overlapping payloads); the caller opens the unit
-    /// and writes `-o` itself.
-    pub fn run(&self, c: &CompressedBundle<'_>) -> Result<Option<Vec<Option<Pick>>>, SinkError> {
+    /// The choice for every device (in the order of `targets`), and the hash mismatch if
+    /// the content's MD5 differs from the header's (the choice stands, as the runtimes
+    /// load it: `COMPATIBILITY.md` §13). `Ok(None)`: the content cannot be streamed (a
+    /// text bundle, overlapping payloads); the caller opens the unit and writes `-o`
+    /// itself.
+    pub fn run(&self, c: &CompressedBundle<'_>) -> Result<Option<Streamed>, SinkError> {
         let keep = self.sha256 || self.out_path.is_some();
         let mut sink = Sink {
             sha256: self.sha256,
@@ -187,22 +192,21 @@ impl Streamer<'_> {
             sink.discard()?;
         }
         let ids: Vec<_> = found.table.entries().collect();
-        Ok(Some(
-            found
-                .chosen
-                .iter()
-                .zip(&found.codes)
-                .zip(sink.hashes)
-                .map(|((key, code), hash)| {
-                    let e = key.and_then(|k| ids.get(k.index))?;
-                    Some(Pick {
-                        id: e.id.to_string(),
-                        code: *code,
-                        size: e.size,
-                        sha256: hash.map(|h| hex(&h.finalize())),
-                    })
+        let picks = found
+            .chosen
+            .iter()
+            .zip(&found.codes)
+            .zip(sink.hashes)
+            .map(|((key, code), hash)| {
+                let e = key.and_then(|k| ids.get(k.index))?;
+                Some(Pick {
+                    id: e.id.to_string(),
+                    code: *code,
+                    size: e.size,
+                    sha256: hash.map(|h| hex(&h.finalize())),
                 })
-                .collect(),
-        ))
+            })
+            .collect();
+        Ok(Some((picks, found.mismatch)))
     }
 }

@@ -25,6 +25,7 @@ mod archive;
 mod msgpack;
 mod path;
 mod reference;
+pub(crate) mod sniff;
 
 pub use archive::{
     Compression, KpackArchive, KpackEntry, Stored, KPACK_VERSION, MAX_ZSTD_BLOB, MAX_ZSTD_FRAMES,

@@ -298,54 +298,149 @@ pub fn candidate_paths(
     Ok(out)
 }
 
-/// The archives a loader that found none expected, as a person should read them: the first
-/// path it tried, then the file names of the others (`or rand_lib_gfx90a.kpack`), without
-/// repeats. The loader tries the device's target ID with its features first
-/// (`fft_lib_gfx942:sramecc+:xnack-.kpack`) and the bare processor last; which of these
-/// names a device package ships depends on the target the code was built for (TheRock's
-/// splitter names an archive after the architecture of its code objects), so every name is
-/// given, not only the first. `None` when `paths` is empty.
-pub fn expected_archives(paths: &[String]) -> Option<String> {
-    let (first, rest) = paths.split_first()?;
+/// The archives a loader that found none expected, as a person should read them: first the
+/// archive to install, as a device package ships it, then the file names of the others the
+/// loader tried (`… or one it tries before: rand_lib_gfx90a:xnack+.kpack`), without repeats.
+///
+/// The loader tries the device's target ID with its features first
+/// (`fft_lib_gfx942:sramecc+:xnack-.kpack`) and the bare processor last
+/// (`fft_lib_gfx942.kpack`). A device package names an archive after the architecture its
+/// code objects were built for (rocm-kpack's splitter: `<prefix>_<arch>.kpack`), and
+/// TheRock's per-architecture packages (`rocm-sdk-device-gfx942`) build for the bare
+/// processor: they ship `.kpack/blas_lib_gfx942.kpack`. So the archive to install is the
+/// path tried for the bare processor of `isa` (an ISA name as the loader takes it,
+/// `amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-`, or a target ID): the first path that names
+/// the processor and no feature of it. Where no path does (`ROCM_KPACK_PATH` items, a
+/// search path without `@GFXARCH@`) the first path tried leads. `None` when `paths` is
+/// empty.
+///
+/// ```
+/// use offload_image::kpack::expected_archives;
+/// let tried = [
+///     "/site/.kpack/fft_lib_gfx942:sramecc+:xnack-.kpack".to_string(),
+///     "/site/.kpack/fft_lib_gfx942:sramecc+.kpack".to_string(),
+///     "/site/.kpack/fft_lib_gfx942:xnack-.kpack".to_string(),
+///     "/site/.kpack/fft_lib_gfx942.kpack".to_string(),
+/// ];
+/// assert_eq!(
+///     expected_archives(&tried, "gfx942:sramecc+:xnack-").unwrap(),
+///     "/site/.kpack/fft_lib_gfx942.kpack (as a device package for gfx942 ships it) or one \
+///      the loader tries before it: fft_lib_gfx942:sramecc+:xnack-.kpack, \
+///      fft_lib_gfx942:sramecc+.kpack, fft_lib_gfx942:xnack-.kpack"
+/// );
+/// ```
+pub fn expected_archives(paths: &[String], isa: &str) -> Option<String> {
+    let processor = strip_target_prefix(isa).split(':').next().unwrap_or_default();
+    let install = if processor.is_empty() {
+        None
+    } else {
+        paths
+            .iter()
+            .position(|p| names_bare_processor(p, processor))
+    };
+    let lead = install.unwrap_or(0);
+    let first = paths.get(lead)?;
     let file_name = |p: &str| p.rsplit(['/', '\\']).next().unwrap_or(p).to_string();
-    let mut others: Vec<String> = Vec::new();
     let first_name = file_name(first);
-    for p in rest {
+    let mut before: Vec<String> = Vec::new();
+    let mut after: Vec<String> = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
         let n = file_name(p);
-        if n != first_name && !others.contains(&n) {
-            others.push(n);
+        if i == lead || n == first_name || before.contains(&n) || after.contains(&n) {
+            continue;
+        }
+        if i < lead {
+            before.push(n);
+        } else {
+            after.push(n);
         }
     }
     let mut out = first.clone();
-    if !others.is_empty() {
-        out.push_str(" or ");
-        out.push_str(&others.join(", "));
+    if install.is_some() {
+        out.push_str(" (as a device package for ");
+        out.push_str(processor);
+        out.push_str(" ships it)");
+    }
+    if !before.is_empty() {
+        out.push_str(" or one the loader tries before it: ");
+        out.push_str(&before.join(", "));
+    }
+    if !after.is_empty() {
+        out.push_str(if before.is_empty() { " or " } else { "; or after it: " });
+        out.push_str(&after.join(", "));
     }
     Some(out)
+}
+
+/// Whether `path` names `processor` as a whole word (`gfx942`, not `gfx9420`) and never
+/// with a feature after it (`gfx942:`).
+fn names_bare_processor(path: &str, processor: &str) -> bool {
+    let mut named = false;
+    for (at, found) in path.match_indices(processor) {
+        let before = path.get(..at).and_then(|h| h.chars().next_back());
+        let after = at
+            .checked_add(found.len())
+            .and_then(|end| path.get(end..))
+            .and_then(|t| t.chars().next());
+        if before.is_some_and(|c| c.is_ascii_alphanumeric()) {
+            continue;
+        }
+        match after {
+            Some(':') => return false,
+            Some(c) if c.is_ascii_alphanumeric() => {}
+            _ => named = true,
+        }
+    }
+    named
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use alloc::format;
+    use alloc::vec;
 
     #[test]
-    fn expected_archives_name_every_file_the_loader_tried() {
-        let paths: Vec<String> = compatible_targets("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-")
-            .unwrap()
-            .iter()
-            .map(|t| format!("/site/.kpack/fft_lib_{t}.kpack"))
-            .collect();
+    fn expected_archives_lead_with_the_archive_a_device_package_ships() {
+        let tried = |isa: &str| -> Vec<String> {
+            compatible_targets(isa)
+                .unwrap()
+                .iter()
+                .map(|t| format!("/site/.kpack/fft_lib_{t}.kpack"))
+                .collect()
+        };
+        let paths = tried("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-");
         assert_eq!(
-            expected_archives(&paths).unwrap(),
-            "/site/.kpack/fft_lib_gfx942:sramecc+:xnack-.kpack or fft_lib_gfx942:sramecc+.kpack, \
-             fft_lib_gfx942:xnack-.kpack, fft_lib_gfx942.kpack"
+            expected_archives(&paths, "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-").unwrap(),
+            "/site/.kpack/fft_lib_gfx942.kpack (as a device package for gfx942 ships it) or \
+             one the loader tries before it: fft_lib_gfx942:sramecc+:xnack-.kpack, \
+             fft_lib_gfx942:sramecc+.kpack, fft_lib_gfx942:xnack-.kpack"
         );
-        assert_eq!(expected_archives(&[]), None);
+        // A bare target: one path, the one to install.
+        let paths = tried("gfx1030");
         assert_eq!(
-            expected_archives(&["a/x.kpack".into(), "b/x.kpack".into()]).unwrap(),
-            "a/x.kpack"
+            expected_archives(&paths, "gfx1030").unwrap(),
+            "/site/.kpack/fft_lib_gfx1030.kpack (as a device package for gfx1030 ships it)"
         );
+        // ROCM_KPACK_PATH_PREFIX items first, named as they are: the bare archive still leads.
+        let mut with_prefix = vec!["/opt/mine.kpack".to_string()];
+        with_prefix.extend(tried("gfx90a:xnack+"));
+        assert_eq!(
+            expected_archives(&with_prefix, "gfx90a:xnack+").unwrap(),
+            "/site/.kpack/fft_lib_gfx90a.kpack (as a device package for gfx90a ships it) or \
+             one the loader tries before it: mine.kpack, fft_lib_gfx90a:xnack+.kpack"
+        );
+        // No path names the bare processor (ROCM_KPACK_PATH): the first tried leads.
+        let env = ["/a/x.kpack".to_string(), "/b/y.kpack".to_string(), "/c/x.kpack".into()];
+        assert_eq!(
+            expected_archives(&env, "gfx942").unwrap(),
+            "/a/x.kpack or y.kpack"
+        );
+        // A longer processor name is not the processor; a feature makes it not bare.
+        assert!(!names_bare_processor("/s/lib_gfx9420.kpack", "gfx942"));
+        assert!(!names_bare_processor("/s/gfx942/lib_gfx942:xnack-.kpack", "gfx942"));
+        assert!(names_bare_processor("/s/gfx942/lib.kpack", "gfx942"));
+        assert_eq!(expected_archives(&[], "gfx942"), None);
     }
 
     #[test]

@@ -534,6 +534,46 @@ mod tests {
         assert!(out.starts_with(crate::raw::OFFLOAD_BINARY_MAGIC));
     }
 
+    /// A compressed (version 3) OffloadBinary before a plain one in the same unit: its
+    /// entries are counted from its inflated bytes, so the plain binary's keep flags are its
+    /// own. (Before: the compressed binary counted 0 entries, was kept whole for nothing,
+    /// and the flags of its entries were read as the next binary's, dropping gfx90a.)
+    #[cfg(feature = "write")]
+    #[test]
+    fn compressed_offload_binary_before_a_plain_one() {
+        use crate::write::offload_binary::{v1_to_vec, v3_compressed_to_vec, OffloadImage};
+        let multi = corpus("packager/multi3.offbin");
+        let seq = crate::offload_binary::OffloadBinaries::parse(&multi, &crate::Limits::default())
+            .unwrap();
+        let binaries: Vec<_> = seq.iter().map(|(_, b)| b).collect();
+        let entries: Vec<_> = binaries.iter().flat_map(|b| b.entries()).collect();
+        let strings: Vec<Vec<(&[u8], &[u8])>> = entries
+            .iter()
+            .map(|e| e.strings.iter().map(|(k, v)| (k.as_bytes(), v)).collect())
+            .collect();
+        let image = |i: usize| OffloadImage {
+            image_kind: entries[i].image_kind,
+            offload_kind: entries[i].offload_kind,
+            flags: entries[i].flags,
+            strings: &strings[i],
+            image: entries[i].image,
+        };
+        // [sm_80 PTX, sm_80 bitcode] compressed, then [gfx90a:xnack+] plain.
+        let mut data = v3_compressed_to_vec(
+            &[image(1), image(2)],
+            crate::write::ccob::Codec::Zlib { level: 6 },
+        )
+        .unwrap();
+        data.extend(v1_to_vec(&image(0)).unwrap());
+        let (out, _, s) = check(&data, &["gfx90a:xnack+"], &PruneOptions::default());
+        assert_eq!((s.images_kept, s.images_dropped), (1, 2));
+        assert_eq!(images(&out), [(images(&multi)[0].clone())]);
+        // Keeping sm_80 keeps the compressed binary whole and drops the plain one.
+        let (out, _, s) = check(&data, &["sm_80"], &PruneOptions::default());
+        assert_eq!(s.images_dropped, 1);
+        assert!(out.len() < data.len());
+    }
+
     #[test]
     fn bundled_object_loses_the_sections_of_dropped_entries() {
         use object::{Object, ObjectSection};

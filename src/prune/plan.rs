@@ -203,14 +203,34 @@ fn judge(open: &OpenUnit<'_>, devices: &[Device]) -> Judgement {
         covered: vec![false; devices.len()],
         device_images: 0,
     };
+    let mut names = Vec::new();
     for image in open.images() {
         let k = covers(&image, devices, &mut j.covered);
         if image.offload_kind != OffloadKind::Host {
             j.device_images = j.device_images.saturating_add(1);
         }
         j.keep.push(k);
-        let name = image.name().to_string();
-        if k {
+        names.push(image.name().to_string());
+    }
+    // An entry whose image is a nested OffloadBinary stays, whole, when a kept device
+    // accepts one of the nested images (listed after the unit's own entries); the nested
+    // images then all stay with it, and all go with it otherwise.
+    let nested = open.nested();
+    for (leaf, outer, _) in &nested {
+        if j.keep.get(*leaf).copied().unwrap_or(false) {
+            if let Some(k) = j.keep.get_mut(*outer) {
+                *k = true;
+            }
+        }
+    }
+    for (leaf, outer, _) in &nested {
+        let outer_kept = j.keep.get(*outer).copied().unwrap_or(false);
+        if let Some(k) = j.keep.get_mut(*leaf) {
+            *k = outer_kept;
+        }
+    }
+    for (k, name) in j.keep.iter().zip(names) {
+        if *k {
             j.kept.push(name);
         } else {
             j.dropped.push(name);
@@ -330,7 +350,9 @@ fn new_body<'a>(
             options,
             at,
         )?),
-        UnitContent::OffloadBinaries(seq) => Body::Owned(offload_binaries(seq, keep, at)?),
+        UnitContent::OffloadBinaries(seq) => {
+            Body::Owned(offload_binaries(seq, open.inflated(), keep, at)?)
+        }
         // Opening the unit gave its error already; a damaged file is not pruned.
         UnitContent::Damaged(d) => return Err(d.error),
         UnitContent::Kpack(_) => {
@@ -391,11 +413,32 @@ fn compressed_bundle(
 
 /// OffloadBinaries back to back with the kept binaries and entries: whole binaries
 /// copied, partly kept ones written again (a compressed one is kept or dropped whole).
-fn offload_binaries(seq: &OffloadBinaries<'_>, keep: &[bool], at: u64) -> Result<Vec<u8>> {
+/// `inflated` holds the compressed binaries' inflated bytes in order, as the unit was
+/// opened: a compressed binary's entries are counted from them, so that the flags of the
+/// binaries after it stay theirs.
+fn offload_binaries(
+    seq: &OffloadBinaries<'_>,
+    inflated: &[Vec<u8>],
+    keep: &[bool],
+    at: u64,
+) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut flags = keep.iter();
+    let mut inflated = inflated.iter();
     for (_, b) in seq.iter() {
-        let n = usize::try_from(b.entry_count()).unwrap_or(usize::MAX);
+        let count = if b.is_compressed() {
+            let data = inflated.next().ok_or(err(
+                ErrorKind::Malformed,
+                at,
+                "compressed OffloadBinary was not inflated when its unit was opened",
+            ))?;
+            crate::offload_binary::OffloadBinary::parse(data, &crate::options::Limits::UNLIMITED)
+                .map_err(|e| e.in_decompressed(at))?
+                .entry_count()
+        } else {
+            b.entry_count()
+        };
+        let n = usize::try_from(count).unwrap_or(usize::MAX);
         let these: Vec<bool> = flags.by_ref().take(n).copied().collect();
         if these.iter().all(|k| *k) {
             out.extend_from_slice(b.data());

@@ -16,7 +16,7 @@
 
 use std::path::PathBuf;
 
-use offload_image::kpack::KpackArchive;
+use offload_image::kpack::{KpackArchive, Stored};
 use offload_image::validate::{validate, Severity};
 use offload_image::SelectOptions;
 use offload_image::{choose, units, Device, ImageKind, Limits, ReadOptions};
@@ -80,22 +80,33 @@ fn raw_zstd_frame(data: &[u8]) -> Vec<u8> {
 /// An archive of the three blobs, each filed under `gfx90a` with `"type": "hsaco"` as
 /// rocm-kpack's writer files every entry; `zstd`: `zstd-per-kernel`, else `none`.
 fn archive(zstd: bool) -> Vec<u8> {
-    let blobs = blobs();
+    let entries: Vec<(&str, Vec<u8>, u64)> = blobs()
+        .into_iter()
+        .map(|(key, b)| {
+            let size = b.len() as u64;
+            (key, if zstd { raw_zstd_frame(&b) } else { b }, size)
+        })
+        .collect();
+    build(&entries, zstd)
+}
+
+/// An archive of `entries` (TOC key, stored bytes: the blob, or with `zstd` its frame, and
+/// the original size), each filed under `gfx90a` as `"hsaco"`.
+fn build(entries: &[(&str, Vec<u8>, u64)], zstd: bool) -> Vec<u8> {
     let mut a = b"KPAK\x01\0\0\0".to_vec();
     a.extend_from_slice(&[0; 8]);
     a.resize(64, 0);
     let mut places = Vec::new();
     if zstd {
         let start = a.len();
-        a.extend_from_slice(&(blobs.len() as u32).to_le_bytes());
-        for (_, b) in &blobs {
-            let f = raw_zstd_frame(b);
+        a.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        for (_, f, _) in entries {
             a.extend_from_slice(&(f.len() as u32).to_le_bytes());
-            a.extend_from_slice(&f);
+            a.extend_from_slice(f);
         }
         places.push((start as u64, (a.len() - start) as u64));
     } else {
-        for (_, b) in &blobs {
+        for (_, b, _) in entries {
             places.push((a.len() as u64, b.len() as u64));
             a.extend_from_slice(b);
             a.resize(a.len().next_multiple_of(64), 0);
@@ -128,8 +139,8 @@ fn archive(zstd: bool) -> Vec<u8> {
         }
     }
     s(&mut t, "toc");
-    t.push(0x80 | blobs.len() as u8);
-    for (ordinal, (key, b)) in blobs.iter().enumerate() {
+    t.push(0x80 | entries.len() as u8);
+    for (ordinal, (key, _, size)) in entries.iter().enumerate() {
         s(&mut t, key);
         t.push(0x81);
         s(&mut t, "gfx90a");
@@ -139,7 +150,7 @@ fn archive(zstd: bool) -> Vec<u8> {
         s(&mut t, "ordinal");
         u(&mut t, ordinal as u64);
         s(&mut t, "original_size");
-        u(&mut t, b.len() as u64);
+        u(&mut t, *size);
     }
     a.extend_from_slice(&t);
     a
@@ -170,15 +181,14 @@ fn data_entries_are_listed_as_data_never_chosen_never_damage() {
             [ImageKind::Object, ImageKind::None, ImageKind::None],
             "zstd {zstd}"
         );
-        // Listed before decoding: a plain blob by its bytes, a zstd frame as its TOC files
-        // it (a code object) until decoded.
+        // Listed before decoding: a plain blob by its bytes, a zstd frame by what its first
+        // block decodes to (the TOC files all three as code objects).
         let listed: Vec<ImageKind> = open.images().map(|i| i.image_kind).collect();
-        let want = if zstd {
-            [ImageKind::Object; 3]
-        } else {
-            [ImageKind::Object, ImageKind::None, ImageKind::None]
-        };
-        assert_eq!(listed, want, "zstd {zstd}");
+        assert_eq!(
+            listed,
+            [ImageKind::Object, ImageKind::None, ImageKind::None],
+            "zstd {zstd}"
+        );
         let gfx90a = [Device::parse("gfx90a").unwrap()];
         // The data come first in rank order: the code object is still the one chosen.
         let reversed: Vec<_> = images.iter().rev().copied().collect();
@@ -197,4 +207,80 @@ fn data_entries_are_listed_as_data_never_chosen_never_damage() {
             findings.iter().map(|f| &f.message).collect::<Vec<_>>()
         );
     }
+}
+
+/// The stored zstd frame of the first entry of the committed jax archive (written by
+/// rocm-kpack's `PackedKernelArchive` with `ZstdCompressor`) and the code object it holds.
+fn jax_zstd_frame() -> (Vec<u8>, Vec<u8>) {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/kpack/jax/.kpack/jax_lib_gfx90a.kpack");
+    let data = std::fs::read(p).unwrap();
+    let archive = KpackArchive::parse(&data, &Limits::DEFAULT).unwrap();
+    let e = archive.entries().next().unwrap();
+    let Ok(Stored::Zstd { frame, .. }) = archive.stored(e) else {
+        panic!("the jax archive is zstd-per-kernel")
+    };
+    let code = archive.code_object(e, &ReadOptions::default()).unwrap();
+    (frame.to_vec(), code.into_owned())
+}
+
+/// zstd entries as rocm-kpack compresses them (zstd level 3, no checksum): the kind comes
+/// from the first block of each frame, before and without decoding the rest. A MIOpen-like
+/// SQLite database (`tests/data/kpack/data/perf.kdb.zst`, 167,936 bytes in two compressed
+/// blocks, `PROVENANCE.md`) is data whole and with its second block cut off (a frame that
+/// does not decode); the real code object's frame from the jax archive is a code object.
+/// `choose` over the images as listed, none decoded, takes the code object and never a
+/// data entry.
+#[test]
+fn zstd_entries_are_told_by_their_first_block_without_a_whole_decode() {
+    let options = ReadOptions::default();
+    let (co_frame, code) = jax_zstd_frame();
+    let kdb = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/kpack/data/perf.kdb.zst"),
+    )
+    .unwrap();
+    let kdb_size = 167_936;
+    let cut = kdb[..kdb.len() - 1000].to_vec();
+    let entries = [
+        ("miopen/gfx90a.kdb", kdb, kdb_size),
+        ("miopen/cut.kdb", cut, kdb_size),
+        ("k#0", co_frame, code.len() as u64),
+    ];
+    let data = build(&entries, true);
+    let unit = units(&data, &options).next().unwrap().unwrap();
+    let open = unit.open(&options).unwrap();
+    let images: Vec<_> = open.images().collect();
+    assert!(images
+        .iter()
+        .all(|i| i.encoded.is_some() && i.bytes.is_empty()));
+    let kinds: Vec<ImageKind> = images.iter().map(|i| i.image_kind).collect();
+    assert_eq!(kinds, [ImageKind::None, ImageKind::None, ImageKind::Object]);
+    // Decoded: the database (sha256 of the file zstd compressed), an error for the cut
+    // frame, the code object.
+    let db = images[0].decode(&options).unwrap();
+    assert_eq!(db.len(), kdb_size as usize);
+    assert!(db.starts_with(b"SQLite format 3\0"));
+    assert_eq!(
+        sha256(&db),
+        "d1623c098c52aba1a66d7f7e31420e7e8de726862e255a3af895dcc96d8a9f6c"
+    );
+    assert!(images[1].decode(&options).is_err());
+    assert_eq!(&images[2].decode(&options).unwrap()[..], &code[..]);
+    // Chosen without decoding: the code object, listed last.
+    let gfx90a = [Device::parse("gfx90a").unwrap()];
+    let choice = choose(open.images(), &gfx90a, &SelectOptions::default());
+    let chosen = choice[0].image.as_ref().unwrap();
+    assert_eq!(chosen.index, 2);
+    assert_eq!(chosen.image_kind, ImageKind::Object);
+    // The data alone: nothing.
+    let choice = choose(open.images().take(2), &gfx90a, &SelectOptions::default());
+    assert!(choice[0].image.is_none());
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

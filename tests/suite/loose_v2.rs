@@ -62,3 +62,88 @@ fn v2_targets_follow_rocr() {
     assert_eq!(v2_target(9, 0, 8), None);
     assert_eq!(v2_target(10, 1, 0), None);
 }
+
+/// A minimal ELF64 AMDGPU object of `EI_ABIVERSION` 0 whose one section is `note`, of type
+/// `SHT_NOTE`.
+fn elf_with_note(note: &[u8]) -> Vec<u8> {
+    let mut e = vec![0u8; 64];
+    e[..4].copy_from_slice(b"\x7fELF");
+    e[4] = 2; // ELFCLASS64
+    e[5] = 1; // little-endian
+    e[6] = 1;
+    e[7] = 64; // ELFOSABI_AMDGPU_HSA
+    e[18] = 0xe0; // EM_AMDGPU
+    let note_at = e.len() as u64;
+    e.extend_from_slice(note);
+    let shoff = e.len() as u64;
+    e[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
+    e[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+    e[0x3c..0x3e].copy_from_slice(&2u16.to_le_bytes());
+    e.extend_from_slice(&[0; 64]); // the null section
+    let mut sh = [0u8; 64];
+    sh[4..8].copy_from_slice(&7u32.to_le_bytes()); // SHT_NOTE
+    sh[0x18..0x20].copy_from_slice(&note_at.to_le_bytes());
+    sh[0x20..0x28].copy_from_slice(&(note.len() as u64).to_le_bytes());
+    e.extend_from_slice(&sh);
+    e
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// The `.note` of ROCr's own blit kernels, as Debian's libhsa-runtime64-1 5.2.3-3 carries
+/// three of them in `.data` (code object version 1, from HSAIL's finalizer): its
+/// `NT_AMD_HSA_ISA_VERSION` descriptor is 26 bytes and declares `AMDGPU` as 7, the seventh
+/// being the note's padding. ROCr's `GetNoteString` reads the names from the mapped note
+/// as declared, so it names `AMD:AMDGPU:7:0:0`, `8:0:0` and `9:0:0`: gfx700, gfx802 and
+/// gfx900:xnack- by its table. The five notes are copied from the library's first object
+/// (offset 0x14c0a0), the ISA's major version patched for the other two as theirs read.
+#[test]
+fn rocr_blit_kernel_notes_name_their_isa_as_rocr_reads_them() {
+    let notes = |major: u8| {
+        let mut n = Vec::new();
+        n.extend(hex("040000000800000001000000414d44000100000000000000"));
+        n.extend(hex(
+            "040000000c00000002000000414d4400010000000000000001010200",
+        ));
+        let isa = format!(
+            "040000001a00000003000000414d4400 04000700 0{major}000000 00000000 00000000 414d4400 414d44475055 0000"
+        )
+        .replace(' ', "");
+        n.extend(hex(&isa));
+        n.extend(hex(
+            "040000002900000004000000414d4400190000000100000000000000414d44204853412052756e74696d652046696e616c697a657200000000000000",
+        ));
+        n.extend(hex(
+            "040000001a00000005000000414d440016002d6873615f63616c6c5f636f6e76656e74696f6e3d3000250000",
+        ));
+        n
+    };
+    for (major, want) in [(7, "gfx700"), (8, "gfx802"), (9, "gfx900:xnack-")] {
+        let elf = elf_with_note(&notes(major));
+        assert_eq!(v2_processor(&elf).as_deref(), Some(want), "{major}");
+    }
+    // HSAIL's finalizer wrote them (their NT_AMD_HSA_HSAIL note): ROCr takes the xnack state
+    // from e_flags (EF_AMDGPU_FEATURE_XNACK_V2, bit 0), on any processor.
+    for (major, want) in [(7, "gfx700:xnack+"), (9, "gfx900:xnack+")] {
+        let mut elf = elf_with_note(&notes(major));
+        elf[0x30] = 1;
+        assert_eq!(v2_processor(&elf).as_deref(), Some(want), "{major}");
+    }
+    // Without the HSAIL note (a compiler's object), e_flags do not count: the ISA's stepping
+    // does (9:0:0 is xnack-).
+    let mut compiler = notes(9);
+    compiler.drain(24..24 + 28);
+    let mut elf = elf_with_note(&compiler);
+    elf[0x30] = 1;
+    assert_eq!(v2_processor(&elf).as_deref(), Some("gfx900:xnack-"));
+    // The section cut at the descriptor's end (no padding to read the seventh byte of
+    // `AMDGPU` from): not read.
+    let mut n = notes(9);
+    n.truncate(24 + 28 + 12 + 4 + 26);
+    assert_eq!(v2_processor(&elf_with_note(&n)), None);
+}

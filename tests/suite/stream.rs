@@ -93,6 +93,12 @@ fn stream(
         Ok::<(), Error>(())
     })?
     .expect("a binary bundle inside");
+    // A hash that differs comes beside the choice (issue 47: the runtimes load such a
+    // bundle); the streaming path's error is still that mismatch.
+    if let Some(e) = found.mismatch {
+        assert!(found.verified && found.chosen.iter().any(Option::is_some));
+        return Err(e);
+    }
     Ok((found, kept))
 }
 

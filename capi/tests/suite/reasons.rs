@@ -201,15 +201,36 @@ fn c_reasons_equal_select_explain_for_every_corpus_file() {
         }
         args.extend(["--explain".to_string(), "--json".to_string()]);
         let out = Command::new(&cli).args(&args).output().unwrap();
-        let records: Vec<serde_json::Value> = json_lines(&out.stdout)
-            .into_iter()
-            .filter(|r| r.get("target").is_some())
-            .collect();
+        // A bundle whose hash differs: loader-sim chooses in it as the runtimes load it, with
+        // the mismatch in the record's note; the C API, verifying, reports the unit damaged
+        // (`hash-mismatch`): COMPATIBILITY.md §13 (issue 47).
+        let (mismatched, records): (Vec<serde_json::Value>, Vec<serde_json::Value>) =
+            json_lines(&out.stdout)
+                .into_iter()
+                .filter(|r| r.get("target").is_some())
+                .partition(|r| {
+                    r["runtime_note"].as_str().is_some_and(|n| {
+                        n.starts_with(
+                            "truncated MD5 of the decompressed bundle does not match the header",
+                        )
+                    })
+                });
         if got.status == Some(2) {
-            // Nothing reads: loader-sim chooses nothing either.
+            // Nothing reads: loader-sim chooses nothing either, but in a bundle whose hash
+            // differs.
             assert!(records.is_empty(), "{name}: {records:?}");
-            assert_ne!(out.status.code(), Some(0), "{name}");
+            if mismatched.is_empty() {
+                assert_ne!(out.status.code(), Some(0), "{name}");
+            }
             continue;
+        }
+        for r in &mismatched {
+            let key = (
+                r["container"].as_str().unwrap().to_string(),
+                r["bundle_index"].as_u64().unwrap(),
+            );
+            let u = got.units.iter().position(|k| *k == key).unwrap();
+            assert_eq!(got.statuses[u], "hash-mismatch", "{name}: {key:?}");
         }
         opened += 1;
         let kinds = library_kinds(&std::fs::read(file).unwrap());
@@ -351,15 +372,26 @@ fn a_damaged_unit_costs_only_itself_from_the_first_call() {
             .arg("--json")
             .output()
             .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "loader-sim: the file is damaged"
-        );
+        // Changed on purpose (issue 47, COMPATIBILITY.md §13): loader-sim chooses in the
+        // bundle whose hash differs, as the runtimes load it, and notes the mismatch (was:
+        // exit 2 and a `damaged` record); the C API, verifying, still reports it damaged.
+        assert_eq!(out.status.code(), Some(0), "loader-sim: the choice stands");
         let records = json_lines(&out.stdout);
+        let noted: Vec<&serde_json::Value> =
+            records.iter().filter(|r| r["bundle_index"] == 1).collect();
+        assert_eq!(noted.len(), targets.len());
+        for r in &noted {
+            let note = r["runtime_note"].as_str().unwrap();
+            assert!(
+                note.starts_with(&format!(
+                    "truncated MD5 of the decompressed bundle does not match the header, at byte {at}:"
+                )),
+                "{note}"
+            );
+        }
         let chosen: Vec<(String, String)> = records
             .iter()
-            .filter(|r| r.get("target").is_some())
+            .filter(|r| r.get("target").is_some() && r["bundle_index"] == 0)
             .map(|r| {
                 assert_eq!(r["bundle_index"], 0);
                 (
@@ -369,13 +401,7 @@ fn a_damaged_unit_costs_only_itself_from_the_first_call() {
             })
             .collect();
         assert_eq!(chosen.len(), targets.len());
-        let damaged: Vec<&serde_json::Value> = records
-            .iter()
-            .filter(|r| r.get("target").is_none())
-            .collect();
-        assert_eq!(damaged.len(), 1);
-        assert_eq!(damaged[0]["error"], "hash-mismatch");
-        assert_eq!(damaged[0]["offset"].to_string(), at);
+        assert!(records.iter().all(|r| r.get("target").is_some()));
         for ((key, pair), (target, selected)) in got.pairs.iter().zip(&chosen) {
             assert_eq!((key.0, &key.1), (0, target));
             assert_eq!(&pair.chosen, selected);

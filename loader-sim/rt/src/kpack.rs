@@ -278,8 +278,11 @@ impl Archives<'_> {
             LoaderError::ArchiveNotFound => {
                 let mut d = format!(
                     "expected {}",
-                    offload_image::kpack::expected_archives(paths)
-                        .unwrap_or_else(|| "an archive (the ref record names no path)".into())
+                    offload_image::kpack::expected_archives(
+                        paths,
+                        arches.first().copied().unwrap_or_default()
+                    )
+                    .unwrap_or_else(|| "an archive (the ref record names no path)".into())
                 );
                 // Archives that are there but did not open: why.
                 for p in paths {

@@ -335,6 +335,7 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
             deep: true,
         },
         wheels: &wheels,
+        unit_jobs: 1,
     };
     let results = scan_all(&files, &ctx, args.jobs);
     let mut rows = library_rows(&results, &files, &owners);

@@ -84,7 +84,8 @@ pub struct Args {
     /// runtime's code object lookup (comgr) judges them.
     #[arg(long)]
     deep: bool,
-    /// Files probed in parallel (default: the number of CPUs).
+    /// Threads (default: the number of CPUs): files probed in parallel, and with `--deep` the
+    /// compressed bundles of a file decoded in parallel with the threads the files leave.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     jobs: Option<u32>,
     /// The NVIDIA driver version (`535.183.01`) that NVIDIA devices have: a chosen entry
@@ -127,7 +128,7 @@ struct Hint {
     offload_arch: Option<String>,
     safe: bool,
     /// What the hint says where no value names it (a driver whose number the release table
-    /// does not give: "an NVIDIA driver for CUDA 13.2 or later").
+    /// does not give: "an NVIDIA driver for CUDA 13.4 or later").
     #[serde(skip_serializing_if = "Option::is_none")]
     text: Option<String>,
 }
@@ -449,6 +450,7 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             deep: args.deep,
         },
         wheels: &wheels,
+        unit_jobs: 1,
     };
     let results = scan_all(&files, &ctx, args.jobs);
     let mut records = Vec::new();

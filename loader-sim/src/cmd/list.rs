@@ -28,14 +28,23 @@ pub struct Args {
     /// image's ELF header are read, not the bytes of uncompressed images.
     #[arg(long)]
     no_sha256: bool,
+    /// Units read at once, each decoded and hashed on a thread of its own (default: the
+    /// number of CPUs; 1: one unit after another). Output is the same for every N.
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
 }
 
 /// Runs `list`.
 pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
     let input = Input::open(&args.file)?;
+    let jobs = offload_image::parallel::jobs(args.jobs);
     let options = offload_image::ReadOptions {
         strict: args.strict,
-        ..crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash)
+        ..crate::decode::read_options_for(
+            crate::decode::ZstdDecoder::DEFAULT,
+            !args.no_verify_hash,
+            jobs,
+        )
     };
     let mut records = Vec::new();
     if let Some(library) = crate::kpack::Library::open(&args.file, input.bytes()) {
@@ -43,13 +52,25 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
     }
     // An AOTriton archive is no offload container: its code objects are read here.
     let aks2 = crate::aks2::list_lines(!args.no_sha256, input.bytes(), &options, &mut records);
-    for unit in units(input.bytes(), &options).filter(|_| !aks2) {
+    // The units are found first (headers only), then read on `jobs` threads, their lines
+    // put back in the units' order.
+    let found: Vec<_> = units(input.bytes(), &options).filter(|_| !aks2).collect();
+    // One worker (one unit, or --jobs 1): it may decode on a second thread.
+    let jobs = jobs.min(found.len());
+    let options = offload_image::ReadOptions {
+        decoders: crate::decode::decoders_for(crate::decode::ZstdDecoder::DEFAULT, jobs <= 1),
+        ..options
+    };
+    let parts = offload_image::parallel::map_ordered(&found, jobs, |_, unit| {
+        let mut lines = Vec::new();
         // A damaged container costs its unit only: report it and go on.
         match unit {
-            Ok(unit) => unit_lines(!args.no_sha256, &input, &unit, &options, &mut records),
-            Err(e) => records.push(Line::Damaged(Damaged::outside(&e))),
+            Ok(unit) => unit_lines(!args.no_sha256, &input, unit, &options, &mut lines),
+            Err(e) => lines.push(Line::Damaged(Damaged::outside(e))),
         }
-    }
+        lines
+    });
+    records.extend(parts.into_iter().flatten());
     if records.is_empty() {
         // Code outside any container is all the file has: say so (issue 45).
         if let Some(note) = offload_image::judge::outside_note(input.bytes()) {

@@ -105,6 +105,10 @@ pub struct Args {
     /// (auto: when verifying and more than one CPU is available).
     #[arg(long, value_enum, default_value = "auto")]
     decode_thread: When,
+    /// Units chosen in at once, each decoded and hashed on a thread of its own (default:
+    /// the number of CPUs; 1: one unit after another). Output is the same for every N.
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
 }
 
 /// The devices of `--target` and `--kfd-topology`, each with the text it was given.
@@ -166,6 +170,7 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> Result<Outcome, Failure
                     output: args.output.as_deref(),
                     zstd: args.zstd_decoder,
                     decode_thread: args.decode_thread,
+                    jobs: offload_image::parallel::jobs(args.jobs),
                 },
                 input: &input,
                 devices: &devices,
@@ -221,6 +226,12 @@ fn print(args: &Args, found: &Found, mut out: &mut dyn Write) -> Result<Outcome,
     let (records, damaged) = (&found.records, &found.damaged);
     for d in damaged {
         d.warn(&args.file);
+    }
+    for w in &found.warnings {
+        crate::output::stderr_line(format_args!(
+            "loader-sim: warning: {}: {w}",
+            args.file.display()
+        ));
     }
     let written = if args.json {
         records

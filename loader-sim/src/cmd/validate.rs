@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use offload_image::validate::{validate_counting, Code, Finding, Severity};
+use offload_image::validate::{validate_jobs, Code, Finding, Severity};
 use serde::Serialize;
 
 use crate::input::Input;
@@ -33,6 +33,10 @@ pub struct Args {
     /// Output format: text, json (as --json), or sarif (a SARIF 2.1.0 log).
     #[arg(long, value_enum)]
     format: Option<crate::sarif::ReportFormat>,
+    /// Units checked at once, each decoded and hashed on a thread of its own (default: the
+    /// number of CPUs; 1: one unit after another). Output is the same for every N.
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
 }
 
 /// One finding (field names are part of the CLI contract).
@@ -97,8 +101,12 @@ fn kpack_findings(file: &std::path::Path, data: &[u8]) -> Vec<Finding> {
 
 /// Runs `validate`.
 pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
-    let read =
-        crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, !args.no_verify_hash);
+    let jobs = offload_image::parallel::jobs(args.jobs);
+    let read = crate::decode::read_options_for(
+        crate::decode::ZstdDecoder::DEFAULT,
+        !args.no_verify_hash,
+        jobs,
+    );
     let mut worst: Option<Severity> = None;
     let sarif = args.format == Some(crate::sarif::ReportFormat::Sarif);
     let json = args.json || args.format == Some(crate::sarif::ReportFormat::Json);
@@ -108,7 +116,13 @@ pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Fai
             Ok(input) => {
                 let driver = crate::cmd::cuda_driver(args.nvidia_driver);
                 let mut work = offload_image::validate::Work::default();
-                let mut findings = validate_counting(input.bytes(), &read, &driver, &mut work);
+                // One worker (one unit, or --jobs 1): it may decode on a second thread.
+                let one = jobs <= 1 || offload_image::units(input.bytes(), &read).nth(1).is_none();
+                let read = offload_image::ReadOptions {
+                    decoders: crate::decode::decoders_for(crate::decode::ZstdDecoder::DEFAULT, one),
+                    ..read
+                };
+                let mut findings = validate_jobs(input.bytes(), &read, &driver, &mut work, jobs);
                 crate::output::work::validated(work.bytes_scanned);
                 findings.extend(kpack_findings(file, input.bytes()));
                 findings
