@@ -410,7 +410,8 @@ impl<'data> OpenUnit<'data> {
 impl OpenUnit<'_> {
     /// The bytes this unit's opening decompressed, in the order of its containers: a
     /// compressed bundle's content, or each compressed OffloadBinary of a sequence
-    /// inflated (header rebuilt), in walk order.
+    /// inflated (header rebuilt), in walk order (for prune, which rewrites with `write`).
+    #[cfg(feature = "write")]
     pub(crate) fn inflated(&self) -> &[Vec<u8>] {
         &self.owned
     }
