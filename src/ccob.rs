@@ -162,11 +162,11 @@ impl<'data> CompressedBundle<'data> {
 
 /// The first 8 bytes of the MD5 digest of `data`: the hash a `CCOB` header stores.
 pub fn truncated_md5(data: &[u8]) -> [u8; 8] {
-    let mut ctx = md5::Context::new();
+    let mut ctx = crate::md5::Md5::new();
     ctx.consume(data);
     let digest = ctx.finalize();
     let mut h = [0u8; 8];
-    h.copy_from_slice(digest.0.get(..8).unwrap_or(&[0; 8]));
+    h.copy_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
     h
 }
 
@@ -246,7 +246,7 @@ pub struct ContentReader<'data, D> {
     bundle: CompressedBundle<'data>,
     decoder: D,
     position: u64,
-    hash: Option<md5::Context>,
+    hash: Option<crate::md5::Md5>,
 }
 
 impl<D> core::fmt::Debug for ContentReader<'_, D> {
@@ -278,7 +278,7 @@ impl<'data, D: Decompressor> ContentReader<'data, D> {
                 bundle: *bundle,
                 decoder,
                 position: 0,
-                hash: options.verify_hash.then(md5::Context::new),
+                hash: options.verify_hash.then(crate::md5::Md5::new),
             })
         }
     }
@@ -476,7 +476,7 @@ impl<'data, D: Decompressor> ContentReader<'data, D> {
         }
         if let Some(h) = self.hash.take() {
             let digest = h.finalize();
-            if digest.0.get(..8) != Some(&self.bundle.hash[..]) {
+            if digest.get(..8) != Some(&self.bundle.hash[..]) {
                 return Err(Error::new(
                     ErrorKind::HashMismatch,
                     self.bundle.hash_field(),

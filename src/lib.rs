@@ -182,6 +182,7 @@ macro_rules! tools_fields {
 mod bytes;
 mod compressed;
 mod error;
+mod md5;
 mod options;
 pub mod raw;
 
