@@ -177,8 +177,10 @@ fn every_number_of_jobs_gives_the_serial_output() {
 
 /// The real file of issue 47: jax-rocm7-pjrt 0.12.0's `xla_rocm_plugin.so`, 45 CCOB v3
 /// units, 2.4 GB decompressed (scripts/fetch-jax-rocm.sh): `select` with the hash verified
-/// on four threads prints what one thread prints.
+/// on four threads prints what one thread prints. Ignored like prune's `jax_rocm_plugins`:
+/// the set-up does not fetch the 133 MB wheel (`cargo test -- --ignored` after the fetch).
 #[test]
+#[ignore]
 fn the_xla_plugin_selects_the_same_on_every_number_of_jobs() {
     if !common::external_part("jax-rocm7-pjrt's xla_rocm_plugin.so") {
         return;
