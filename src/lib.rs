@@ -224,9 +224,9 @@ pub mod registration;
 #[cfg(feature = "write")]
 pub mod write;
 
-/// Work on many units on a few threads, results in order (the driver `loader-sim` and the
-/// C API share; issue 47).
-#[cfg(feature = "std")]
+/// Work on many units on a few threads, results in order (feature `parallel`: the driver
+/// `loader-sim` and the C API share; issue 47).
+#[cfg(feature = "parallel")]
 pub mod parallel;
 
 // The plugin tier.

@@ -1,5 +1,5 @@
 //! Work on the units of a file on several threads, the results in the units' order
-//! (feature `std`): the one parallel driver `loader-sim` (`select`, `list`, `validate`,
+//! (feature `parallel`): the one parallel driver `loader-sim` (`select`, `list`, `validate`,
 //! `doctor --deep`) and the C API's reader share (issue 47).
 //!
 //! Each worker takes the next item, does all of its work (for a compressed bundle: decode
@@ -11,15 +11,6 @@
 use alloc::vec::Vec;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-
-/// The number of workers `requested` gives: the number itself (at least 1), or with `None`
-/// (or 0) the available parallelism of the machine (1 when it cannot be told).
-pub fn jobs(requested: Option<usize>) -> usize {
-    match requested {
-        Some(n) if n > 0 => n,
-        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    }
-}
 
 /// `f(index, item)` for every item of `items`, on at most `jobs` threads, the results in
 /// the items' order. With `jobs` ≤ 1, or one item, the items are done in order on the
@@ -93,7 +84,5 @@ mod tests {
         assert_eq!(ids, [caller]);
         let ids = map_ordered(&items[..5], 1, |_, _| std::thread::current().id());
         assert!(ids.iter().all(|t| *t == caller));
-        assert_eq!(jobs(Some(3)), 3);
-        assert!(jobs(None) >= 1 && jobs(Some(0)) == jobs(None));
     }
 }

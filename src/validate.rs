@@ -280,9 +280,9 @@ pub fn validate_counting(
 }
 
 /// [`validate_counting`] with the units checked on `jobs` threads
-/// ([`crate::parallel::map_ordered`]: each worker decodes and hashes one compressed unit at
-/// a time): the same findings in the same order as with one.
-#[cfg(feature = "std")]
+/// ([`crate::parallel::map_ordered`], feature `parallel`: each worker decodes and hashes
+/// one compressed unit at a time): the same findings in the same order as with one.
+#[cfg(feature = "parallel")]
 pub fn validate_jobs(
     data: &[u8],
     options: &ReadOptions,

@@ -1291,7 +1291,7 @@ fn read_threads(o: Option<&OiReadOptions>) -> usize {
     match o.map_or(0, |o| {
         (o.flags & OI_READ_THREADS_MASK) >> OI_READ_THREADS_SHIFT
     }) {
-        OI_READ_THREADS_AUTO => offload_image::parallel::jobs(None),
+        OI_READ_THREADS_AUTO => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => usize::try_from(n).unwrap_or(1).max(1),
     }
 }

@@ -288,6 +288,15 @@ pub fn run_cli(cli: Cli, out: &mut dyn Write) -> Result<Outcome, Failure> {
     result
 }
 
+/// The number of threads `--jobs` gives: the number itself (at least 1), or with `None`
+/// (or 0) the available parallelism of the machine (1 when it cannot be told).
+pub fn jobs(requested: Option<usize>) -> usize {
+    match requested {
+        Some(n) if n > 0 => n,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
 /// Writes `args` and a newline to standard error, ignoring a failure: a closed standard
 /// error must not panic the program, as `eprintln!` does.
 pub fn stderr_line(args: std::fmt::Arguments<'_>) {

@@ -585,7 +585,7 @@ fn progress(done: &AtomicUsize, total: usize, libraries: &AtomicUsize, stop: &At
 /// a terminal: per file with device code, its index in `files` and what it holds, in the
 /// order of `files`.
 pub fn scan_all(files: &[PathBuf], ctx: &Ctx<'_>, jobs: Option<u32>) -> Vec<(usize, Found)> {
-    let all = offload_image::parallel::jobs(jobs.map(|j| j as usize));
+    let all = crate::jobs(jobs.map(|j| j as usize));
     let jobs = all.min(files.len().max(1));
     // The threads the files leave idle go to the units of each file (`--deep`).
     let ctx = &Ctx {

@@ -37,7 +37,7 @@ pub struct Args {
 /// Runs `list`.
 pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
     let input = Input::open(&args.file)?;
-    let jobs = offload_image::parallel::jobs(args.jobs);
+    let jobs = crate::jobs(args.jobs);
     let options = offload_image::ReadOptions {
         strict: args.strict,
         ..crate::decode::read_options_for(

@@ -170,7 +170,7 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> Result<Outcome, Failure
                     output: args.output.as_deref(),
                     zstd: args.zstd_decoder,
                     decode_thread: args.decode_thread,
-                    jobs: offload_image::parallel::jobs(args.jobs),
+                    jobs: crate::jobs(args.jobs),
                 },
                 input: &input,
                 devices: &devices,

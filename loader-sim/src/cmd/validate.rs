@@ -101,7 +101,7 @@ fn kpack_findings(file: &std::path::Path, data: &[u8]) -> Vec<Finding> {
 
 /// Runs `validate`.
 pub fn run(args: &Args, mut out: &mut dyn std::io::Write) -> Result<Outcome, Failure> {
-    let jobs = offload_image::parallel::jobs(args.jobs);
+    let jobs = crate::jobs(args.jobs);
     let read = crate::decode::read_options_for(
         crate::decode::ZstdDecoder::DEFAULT,
         !args.no_verify_hash,
