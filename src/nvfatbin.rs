@@ -192,6 +192,35 @@ tools_fields! {
 }
 
 impl<'data> FatbinEntry<'data> {
+    /// The entry whose header `h` is at `pos`: its `kind` (already read from `h`), its
+    /// `header` bytes and its stored `payload`, the other fields from `h`. One place for
+    /// the checked path ([`Fatbin::entry_at`]) and the iteration's.
+    #[inline]
+    fn from_header(
+        h: &FatbinEntryHeader,
+        index: usize,
+        pos: u64,
+        kind: EntryKind,
+        header: &'data [u8],
+        payload: &'data [u8],
+    ) -> Self {
+        let flags = h.flags.get();
+        FatbinEntry {
+            index,
+            offset: pos,
+            kind,
+            sm: h.sm.get(),
+            variant: Variant::from_flags(flags),
+            flags,
+            header_size: h.header_size.get(),
+            header,
+            codec: Codec::from_flags(flags),
+            payload,
+            compressed_size: u64::from(h.compressed_size.get()),
+            uncompressed_size: h.uncompressed_size.get(),
+            code_version: h.code_version.get(),
+        }
+    }
     tools_pub! {
         /// Flag bits whose meaning is unknown (0 when all are known).
         pub const fn unknown_flags(&self) -> u64 {
@@ -706,22 +735,9 @@ impl<'data> Fatbin<'data> {
             }
             _ => {}
         }
+        let header = bytes::sub(self.data, pos, u64::from(header_size), "entry header")?;
         Ok((
-            FatbinEntry {
-                index,
-                offset: pos,
-                kind,
-                sm: h.sm.get(),
-                variant: Variant::from_flags(flags),
-                flags,
-                header_size,
-                header: bytes::sub(self.data, pos, u64::from(header_size), "entry header")?,
-                codec,
-                payload,
-                compressed_size,
-                uncompressed_size,
-                code_version: h.code_version.get(),
-            },
+            FatbinEntry::from_header(h, index, pos, kind, header, payload),
             next,
         ))
     }
@@ -737,30 +753,16 @@ impl<'data> Fatbin<'data> {
         let header_size = h.header_size.get();
         let payload_at = at.checked_add(usize::try_from(header_size).ok()?)?;
         let end = payload_at.checked_add(usize::try_from(h.payload_size.get()).ok()?)?;
-        let kind = match h.kind.get() {
-            1 => EntryKind::Ptx,
-            2 => EntryKind::Cubin,
-            KIND_TILE_IR => EntryKind::TileIr,
-            KIND_LTO_IR => EntryKind::LtoIr,
-            _ => return None,
-        };
-        let flags = h.flags.get();
+        let kind = entry_kind(h.kind.get(), pos).ok()?;
         Some((
-            FatbinEntry {
+            FatbinEntry::from_header(
+                h,
                 index,
-                offset: pos,
+                pos,
                 kind,
-                sm: h.sm.get(),
-                variant: Variant::from_flags(flags),
-                flags,
-                header_size,
-                header: self.data.get(at..payload_at)?,
-                codec: Codec::from_flags(flags),
-                payload: self.data.get(payload_at..end)?,
-                compressed_size: u64::from(h.compressed_size.get()),
-                uncompressed_size: h.uncompressed_size.get(),
-                code_version: h.code_version.get(),
-            },
+                self.data.get(at..payload_at)?,
+                self.data.get(payload_at..end)?,
+            ),
             u64_of(end),
         ))
     }
