@@ -228,7 +228,7 @@
 
 /**
  * `oi_read_options.flags`, bits 8 to 15: the number of threads a call that needs every
- * compressed unit's hash checked (`oi_reader_damage_count`, `oi_reader_damage`) uses, each
+ * compressed unit's hash checked (`oi_reader_damage_count`, `oi_reader_damage`, `oi_validate`) uses, each
  * thread decoding and hashing one unit at a time (memory: one unit's decoding per thread):
  * `flags |= n << OI_READ_THREADS_SHIFT`. 0 (the default) and 1: one unit after another on
  * the calling thread, as before version 0.2; `OI_READ_THREADS_AUTO`: as many as the
@@ -1100,8 +1100,10 @@ void oi_reader_get_stats(const struct oi_reader *reader, struct oi_reader_stats 
  * Checks `len` bytes at `data` as `loader-sim validate` does: every problem the readers
  * find (errors), what tools and runtimes will mishandle (warnings), where runtimes' rules
  * choose differently (notes). Unlike `oi_reader_open`, a file that does not read is not
- * a failed call: its error is a finding. `options` may be NULL. Returns a handle to free
- * with `oi_validation_free`, or NULL with `error` set (bad arguments, out of memory).
+ * a failed call: its error is a finding. `options` may be NULL; with threads
+ * (`OI_READ_THREADS_SHIFT`) the units are checked on that many threads, the findings
+ * those of one thread in the same order. Returns a handle to free with
+ * `oi_validation_free`, or NULL with `error` set (bad arguments, out of memory).
  *
  * # Safety
  * Pointers must be NULL or valid for their documented use; `error` may always be NULL.

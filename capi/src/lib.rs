@@ -28,10 +28,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 use offload_image::{
-    choose, choose_streaming_keeping, identify, image_name, split_library, validate,
-    CompressedBundle, CompressionMethod, CudaDriver, Decoders, Decompressor, Device, DriverVersion,
-    Error, ErrorKind, Format, Image, JitSwitches, KindFilter, Limits, Loss, OpenUnit, Policy,
-    ReadOptions, SelectOptions, Severity, Unit,
+    choose, choose_streaming_keeping, identify, image_name, split_library, CompressedBundle,
+    CompressionMethod, CudaDriver, Decoders, Decompressor, Device, DriverVersion, Error, ErrorKind,
+    Format, Image, JitSwitches, KindFilter, Limits, Loss, OpenUnit, Policy, ReadOptions,
+    SelectOptions, Severity, Unit,
 };
 
 // ---- constants (cbindgen writes them as #defines) --------------------------------------
@@ -125,7 +125,7 @@ pub const OI_NO_IMAGE: usize = usize::MAX;
 /// then stops once the chosen images and every image's first bytes have been read).
 pub const OI_READ_NO_VERIFY_HASH: u32 = 1;
 /// `oi_read_options.flags`, bits 8 to 15: the number of threads a call that needs every
-/// compressed unit's hash checked (`oi_reader_damage_count`, `oi_reader_damage`) uses, each
+/// compressed unit's hash checked (`oi_reader_damage_count`, `oi_reader_damage`, `oi_validate`) uses, each
 /// thread decoding and hashing one unit at a time (memory: one unit's decoding per thread):
 /// `flags |= n << OI_READ_THREADS_SHIFT`. 0 (the default) and 1: one unit after another on
 /// the calling thread, as before version 0.2; `OI_READ_THREADS_AUTO`: as many as the
@@ -2269,8 +2269,10 @@ unsafe impl Sync for OiValidation {}
 /// Checks `len` bytes at `data` as `loader-sim validate` does: every problem the readers
 /// find (errors), what tools and runtimes will mishandle (warnings), where runtimes' rules
 /// choose differently (notes). Unlike `oi_reader_open`, a file that does not read is not
-/// a failed call: its error is a finding. `options` may be NULL. Returns a handle to free
-/// with `oi_validation_free`, or NULL with `error` set (bad arguments, out of memory).
+/// a failed call: its error is a finding. `options` may be NULL; with threads
+/// (`OI_READ_THREADS_SHIFT`) the units are checked on that many threads, the findings
+/// those of one thread in the same order. Returns a handle to free with
+/// `oi_validation_free`, or NULL with `error` set (bad arguments, out of memory).
 ///
 /// # Safety
 /// Pointers must be NULL or valid for their documented use; `error` may always be NULL.
@@ -2290,7 +2292,10 @@ pub unsafe extern "C" fn oi_validate(
                 decoders: Decoders::BUILTIN,
                 ..read_options(options.as_ref())?
             };
-            let found = validate(data, &read);
+            // Threads (`OI_READ_THREADS_SHIFT`): the units checked on several threads,
+            // the findings those of one, in the same order.
+            let found =
+                offload_image::parallel::validate(data, &read, read_threads(options.as_ref()));
             let mut strings = Vec::with_capacity(found.len().saturating_mul(3));
             let mut findings = Vec::with_capacity(found.len());
             let mut worst = None;
@@ -2755,6 +2760,59 @@ mod tests {
             open(&bytes, 1 << 16).unwrap_err().code,
             OI_ERR_INVALID_ARGUMENT
         );
+    }
+
+    /// `oi_validate` with threads: the findings (severity, code, offset, message) and
+    /// their order are those of one thread, on good and bad-hash units interleaved; the
+    /// bad units' hash mismatches are errors at their header's hash field.
+    #[test]
+    fn validate_on_threads_is_the_serial_validate() {
+        let (good, bad) = (
+            corpus("compressed/hip_6arch.zstd.ccob"),
+            corpus("malformed/ccob_bad_hash.ccob"),
+        );
+        let mut bytes = Vec::new();
+        let mut bad_at = Vec::new();
+        for part in [&good, &bad, &good, &bad, &good] {
+            if part == &bad {
+                bad_at.push(bytes.len() as u64 + 16);
+            }
+            bytes.extend_from_slice(part);
+        }
+        let findings = |threads: u32| {
+            let options = OiReadOptions {
+                flags: threads << OI_READ_THREADS_SHIFT,
+                max_depth: 0,
+                max_decompressed_size: 0,
+                max_entries: 0,
+                max_id_len: 0,
+            };
+            let mut e = no_error();
+            let mut found = Vec::new();
+            // SAFETY: valid data, options and out pointers; the handle is freed once.
+            unsafe {
+                let v = oi_validate(bytes.as_ptr(), bytes.len(), &options, &mut e);
+                assert!(!v.is_null());
+                for i in 0..oi_validation_count(v) {
+                    let mut f = core::mem::zeroed::<OiFinding>();
+                    assert_eq!(oi_validation_finding(v, i, &mut f, &mut e), OI_OK);
+                    let text = |p: OiStr| CStr::from_ptr(p.data).to_str().unwrap().to_owned();
+                    found.push((f.severity, f.offset, text(f.code), text(f.message)));
+                }
+                oi_validation_free(v);
+            }
+            found
+        };
+        let serial = findings(0);
+        let mismatches: Vec<u64> = serial
+            .iter()
+            .filter(|f| f.0 == OI_SEVERITY_ERROR && f.2 == "hash-mismatch")
+            .map(|f| f.1)
+            .collect();
+        assert_eq!(mismatches, bad_at, "{serial:?}");
+        for threads in [1, 2, 3, OI_READ_THREADS_AUTO] {
+            assert_eq!(findings(threads), serial, "{threads} threads");
+        }
     }
 
     fn stats(r: *const OiReader) -> (u64, u64, u64) {
