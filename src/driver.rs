@@ -314,6 +314,59 @@ pub const RELEASES: &[Release] = &[
 /// not known to implement it: branches from here on are newer than the table knows.
 pub const UNKNOWN_FROM_BRANCH: u32 = 611;
 
+/// The oldest driver a CUDA *runtime* (`libcudart`) of a version starts on: older, it
+/// refuses to start (`cudaErrorInsufficientDriver`, 35) whatever the fat binaries hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuntimeFloor {
+    /// The oldest Linux driver (Windows numbers of a release are higher).
+    pub driver: DriverVersion,
+    /// True from CUDA 11 on: the floor is the major release's, not the minor's (minor
+    /// version compatibility).
+    pub minor_compatible: bool,
+}
+
+/// The floor of a CUDA runtime of version `major.minor` (`minor` `None` when only the
+/// major version is known), per NVIDIA's "CUDA Compatibility" guide ("Minor Version
+/// Compatibility", table "CUDA Toolkit 11.x, 12.x, and 13.x Driver Version Ranges") and
+/// the release notes: from CUDA 11 on a runtime runs on every driver of its major release,
+/// the oldest being the driver of the major release's `.0` toolkit ([`RELEASES`]: 13.x
+/// needs 580.65.06, 12.x 525.60.13), except 11.x, which needs 450.80.02 (the guide's note:
+/// 11.0 shipped with an older driver). Before CUDA 11 a runtime needs its own release's
+/// driver, so its minor version must be known. `None` for a version the table does not
+/// know.
+///
+/// ```
+/// use offload_image::driver::runtime_floor;
+///
+/// let f = runtime_floor(13, Some(5)).unwrap();
+/// assert_eq!((f.driver.to_string(), f.minor_compatible), ("580.65.06".into(), true));
+/// assert_eq!(runtime_floor(10, Some(2)).unwrap().driver.to_string(), "440.33.01");
+/// assert_eq!(runtime_floor(10, None), None);
+/// ```
+pub fn runtime_floor(major: u8, minor: Option<u8>) -> Option<RuntimeFloor> {
+    let min_of = |cuda: CudaVersion| {
+        RELEASES
+            .iter()
+            .find(|r| r.cuda == cuda)
+            .and_then(|r| r.min_driver)
+    };
+    if major >= 11 {
+        let driver = if major == 11 {
+            DriverVersion::parse("450.80.02")?
+        } else {
+            min_of(CudaVersion::new(major, 0))?
+        };
+        return Some(RuntimeFloor {
+            driver,
+            minor_compatible: true,
+        });
+    }
+    Some(RuntimeFloor {
+        driver: min_of(CudaVersion::new(major, minor?))?,
+        minor_compatible: false,
+    })
+}
+
 fn release_of_branch(branch: u32) -> Option<&'static Release> {
     if branch >= UNKNOWN_FROM_BRANCH {
         return None;

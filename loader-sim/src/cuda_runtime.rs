@@ -10,19 +10,15 @@
 //! * `torch/version.py`: the CUDA version PyTorch was built with (`cuda = '13.2'`), which
 //!   is the runtime it loads.
 //!
-//! The floor, per NVIDIA's "CUDA Compatibility" guide ("Minor Version Compatibility",
-//! table "CUDA Toolkit 11.x, 12.x, and 13.x Driver Version Ranges") and the CUDA Toolkit
-//! release notes: from CUDA 11 on, a runtime runs on every driver of its major release,
-//! the oldest being the driver of the major release's `.0` toolkit (CUDA 13.x: >= 580, the
-//! 13.0 GA driver 580.65.06; 12.x: >= 525, 525.60.13), except CUDA 11.x, which needs
-//! 450.80.02 (the guide's note: 11.0 shipped with an older driver). Before CUDA 11 a
-//! runtime needs the driver of its own release (`offload_image::driver::RELEASES`). The
-//! thresholds are the Linux drivers' (Windows numbers of a release are higher).
+//! The floor is the library's rule (`offload_image::driver::runtime_floor`, with its
+//! sources): from CUDA 11 on the driver of the major release's `.0` toolkit (13.x:
+//! 580.65.06; 12.x: 525.60.13; 11.x: 450.80.02), before CUDA 11 the driver of the
+//! runtime's own release. The thresholds are the Linux drivers'.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use offload_image::driver::{CudaVersion, DriverVersion, RELEASES};
+use offload_image::driver::{runtime_floor, DriverVersion};
 use serde::Serialize;
 
 /// A CUDA runtime version as found: the major version, and the minor one where known.
@@ -248,36 +244,23 @@ fn members(path: &Path, out: &mut Vec<Evidence>) {
     }
 }
 
-/// The oldest Linux driver a CUDA runtime of `version` starts on, and the rule that says
-/// so; `None` for a version the table does not know.
+/// The oldest Linux driver a CUDA runtime of `version` starts on
+/// ([`offload_image::driver::runtime_floor`]), and the rule that says so; `None` for a
+/// version the table does not know.
 pub fn driver_floor(version: RuntimeVersion) -> Option<(DriverVersion, String)> {
-    let min_of = |cuda: CudaVersion| {
-        RELEASES
-            .iter()
-            .find(|r| r.cuda == cuda)
-            .and_then(|r| r.min_driver)
+    let floor = runtime_floor(version.major, version.minor)?;
+    let driver = floor.driver;
+    let rule = if floor.minor_compatible {
+        format!(
+            "CUDA {}.x minor-version compatibility: driver {driver} (CUDA {}.0's) or later",
+            version.major, version.major
+        )
+    } else {
+        format!(
+            "CUDA {version} (before CUDA 11, no minor-version compatibility): driver {driver} or later"
+        )
     };
-    if version.major >= 11 {
-        let floor = if version.major == 11 {
-            // The guide's note: minor-version compatibility across 11.x from 450.80.02.
-            DriverVersion::parse("450.80.02")?
-        } else {
-            min_of(CudaVersion::new(version.major, 0))?
-        };
-        return Some((
-            floor,
-            format!(
-                "CUDA {}.x minor-version compatibility: driver {} (CUDA {}.0's) or later",
-                version.major, floor, version.major
-            ),
-        ));
-    }
-    let minor = version.minor?;
-    let floor = min_of(CudaVersion::new(version.major, minor))?;
-    Some((
-        floor,
-        format!("CUDA {version} (before CUDA 11, no minor-version compatibility): driver {floor} or later"),
-    ))
+    Some((driver, rule))
 }
 
 /// The judgement of the runtimes found against a driver (JSON field names are part of
