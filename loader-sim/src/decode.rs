@@ -758,14 +758,19 @@ impl Decompressor for Threaded {
 /// passed as they are stored ([`offload_image::Image::encoded`] set, their size from the
 /// entry header, which is the decoded ELF file's); compressed PTX is still decoded (its
 /// header counts the padding NULs that the decoded text drops).
-pub fn for_each_image_with(
+///
+/// `all` first sees every image of the opened unit as stored (none decoded): what a caller
+/// that chooses among them (`coverage`) needs, without opening the unit a second time.
+pub fn for_each_image_seeing(
     unit: &offload_image::Unit<'_>,
     options: &ReadOptions,
     decode: bool,
+    all: impl FnOnce(&[offload_image::Image<'_>]),
     mut f: impl FnMut(&offload_image::Image<'_>),
 ) -> Result<(), Error> {
     let open = unit.open(options)?;
     let images: Vec<offload_image::Image<'_>> = open.images().collect();
+    all(&images);
     let needs = |image: &offload_image::Image<'_>| {
         image.encoded.is_some() && (decode || image.image_kind == offload_image::ImageKind::Ptx)
     };
@@ -812,7 +817,7 @@ mod tests {
     use super::*;
     use offload_image::nvfatbin::Fatbin;
 
-    /// `for_each_image_with` decodes the next entries on a second thread, and what it hands
+    /// `for_each_image_seeing` decodes the next entries on a second thread, and what it hands
     /// out is what decoding each image in turn gives: on NVIDIA's `mixed.speed.all.fatbin`
     /// (LZ4 entries) the same images, in the same order, with the same bytes; with the
     /// second compressed entry damaged, the images before it and then the error that
@@ -835,10 +840,16 @@ mod tests {
         let encoded: Vec<_> = open.images().filter_map(|i| i.encoded).collect();
         assert!(encoded.len() >= 3, "{} compressed entries", encoded.len());
         let mut seen = Vec::new();
-        for_each_image_with(&unit, &options, true, |i| {
-            assert!(i.encoded.is_none());
-            seen.push((i.index, i.bytes.to_vec()));
-        })
+        for_each_image_seeing(
+            &unit,
+            &options,
+            true,
+            |_| {},
+            |i| {
+                assert!(i.encoded.is_none());
+                seen.push((i.index, i.bytes.to_vec()));
+            },
+        )
         .unwrap();
         assert_eq!(seen, in_turn);
         // Damage the second compressed entry.
@@ -860,9 +871,13 @@ mod tests {
             .position(|i| i.encoded.is_some_and(|x| x.stream_at == e.stream_at))
             .unwrap();
         let mut seen = Vec::new();
-        let err = for_each_image_with(&unit, &options, true, |i| {
-            seen.push((i.index, i.bytes.to_vec()))
-        })
+        let err = for_each_image_seeing(
+            &unit,
+            &options,
+            true,
+            |_| {},
+            |i| seen.push((i.index, i.bytes.to_vec())),
+        )
         .unwrap_err();
         assert_eq!((err.kind(), err.offset()), (want.kind(), want.offset()));
         assert_eq!(seen, in_turn[..before]);

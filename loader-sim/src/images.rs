@@ -6,7 +6,7 @@ use std::path::Path;
 use offload_image::units;
 
 use crate::input::Input;
-use crate::listing::{split_lines, unit_lines, Line};
+use crate::listing::{split_lines, unit_lines_seeing, Line, Seeing};
 use crate::wheel::{Content, Zip};
 use crate::Failure;
 
@@ -17,33 +17,31 @@ pub struct Library {
     pub member: Option<String>,
     /// The library's size in bytes.
     pub size: u64,
-    /// The SHA-256 of the library's bytes.
-    pub sha256: String,
+    /// The SHA-256 of the library's bytes (with `hash`: [`libraries`]).
+    pub sha256: Option<String>,
     /// What `list` prints for it.
     pub lines: Vec<Line>,
     /// Its PTX images: the target (`sm_90`) and the PTX ISA version the driver must compile
     /// (the text's `.version`, else the fatbinary entry header's), where known.
-    pub ptx: Vec<(String, Option<offload_image::driver::PtxIsa>)>,
+    pub ptx: Vec<PtxOf>,
 }
 
-/// The PTX images of `unit`: target and ISA version.
-fn ptx_of(
-    unit: &offload_image::Unit<'_>,
-    options: &offload_image::ReadOptions,
-    out: &mut Vec<(String, Option<offload_image::driver::PtxIsa>)>,
-) {
-    let _ = crate::decode::for_each_image_with(unit, options, false, |image| {
-        if image.image_kind != offload_image::ImageKind::Ptx {
-            return;
-        }
-        let (_, target) = crate::listing::identity(image);
-        let isa = offload_image::driver::PtxIsa::of_text(image.bytes).or(image.ptx_isa);
-        let entry = (target.unwrap_or_else(|| "?".to_string()), isa);
-        if !out.contains(&entry) {
-            out.push(entry);
-        }
-    });
+/// Adds `image` to `out` (target and ISA version) if it is PTX (compressed PTX comes
+/// decoded: `crate::decode::for_each_image_seeing`).
+fn add_ptx(image: &offload_image::Image<'_>, out: &mut Vec<PtxOf>) {
+    if image.image_kind != offload_image::ImageKind::Ptx {
+        return;
+    }
+    let (_, target) = crate::listing::identity(image);
+    let isa = offload_image::driver::PtxIsa::of_text(image.bytes).or(image.ptx_isa);
+    let entry = (target.unwrap_or_else(|| "?".to_string()), isa);
+    if !out.contains(&entry) {
+        out.push(entry);
+    }
 }
+
+/// A PTX image: its target (`sm_90`) and PTX ISA version, where known.
+type PtxOf = (String, Option<offload_image::driver::PtxIsa>);
 
 /// True when `head` (a member's first bytes) may start a file with device code: the
 /// magic numbers `doctor`'s scan probes (ELF, PE/COFF, `ar`, CCOB, OffloadBinary, bundles,
@@ -65,12 +63,23 @@ fn candidate(head: &[u8]) -> bool {
 
 /// The lines of `data` (a file or a member, read through `input`), and its PTX images;
 /// none when it holds no device code (its first unit does not read, or there is none).
-type Listed = (
-    Vec<Line>,
-    Vec<(String, Option<offload_image::driver::PtxIsa>)>,
-);
+type Listed = (Vec<Line>, Vec<PtxOf>);
 
-fn lines_of(path: &Path, data: &[u8], input: &Input, hash: bool) -> Result<Listed, Failure> {
+/// What a caller sees of each opened unit's images (as stored, none decoded), in the pass
+/// that lists them: [`libraries_seeing`].
+pub type SeeUnit<'f> = &'f mut dyn FnMut(Option<&str>, &[offload_image::Image<'_>]);
+
+/// [`Listed`] of `data`, each unit opened once: its lines, its PTX images, and what `see`
+/// is shown (`member`: the zip member listed, if any). `None` when the first unit does not
+/// read (not an offload file: nothing listed, nothing shown).
+fn lines_of(
+    path: &Path,
+    data: &[u8],
+    input: &Input,
+    hash: bool,
+    member: Option<&str>,
+    see: &mut Option<SeeUnit<'_>>,
+) -> Result<Listed, Failure> {
     let options = crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, hash);
     let (mut lines, mut ptx) = (Vec::new(), Vec::new());
     if let Some(library) = crate::kpack::Library::open(path, data) {
@@ -80,8 +89,17 @@ fn lines_of(path: &Path, data: &[u8], input: &Input, hash: bool) -> Result<Liste
     for (i, unit) in units(data, &options).enumerate() {
         match unit {
             Ok(unit) => {
-                unit_lines(hash, input, &unit, &options, &mut lines);
-                ptx_of(&unit, &options, &mut ptx);
+                let mut all = |images: &[offload_image::Image<'_>]| {
+                    if let Some(see) = see.as_mut() {
+                        see(member, images);
+                    }
+                };
+                let mut each = |image: &offload_image::Image<'_>| add_ptx(image, &mut ptx);
+                let mut seeing = Seeing {
+                    all: Some(&mut all),
+                    each: Some(&mut each),
+                };
+                unit_lines_seeing(hash, input, &unit, &options, &mut lines, &mut seeing);
             }
             // Not an offload file at all: nothing to list.
             Err(_) if i == 0 => return Ok((Vec::new(), Vec::new())),
@@ -97,18 +115,28 @@ fn has_images(lines: &[Line]) -> bool {
 }
 
 /// The libraries of `path`: the file itself, or every member of a zip file with device
-/// code. `hash`: the images' SHA-256 too.
+/// code. `hash`: the SHA-256 of the images and of each library too.
 pub fn libraries(path: &Path, hash: bool) -> Result<Vec<Library>, Failure> {
+    libraries_seeing(path, hash, None)
+}
+
+/// [`libraries`], `see` shown the images of every unit it opens (as stored), in the same
+/// pass: each unit is decoded once for both.
+pub fn libraries_seeing(
+    path: &Path,
+    hash: bool,
+    mut see: Option<SeeUnit<'_>>,
+) -> Result<Vec<Library>, Failure> {
     let input = Input::open(path)?;
     if crate::wheel::is_zip(input.bytes()) {
-        return members(path, hash);
+        return members(path, hash, &mut see);
     }
-    let (lines, ptx) = lines_of(path, input.bytes(), &input, hash)?;
+    let (lines, ptx) = lines_of(path, input.bytes(), &input, hash, None, &mut see)?;
     Ok(if has_images(&lines) {
         vec![Library {
             member: None,
             size: input.bytes().len() as u64,
-            sha256: crate::output::sha256_hex(input.bytes()),
+            sha256: hash.then(|| crate::output::sha256_hex(input.bytes())),
             lines,
             ptx,
         }]
@@ -118,7 +146,11 @@ pub fn libraries(path: &Path, hash: bool) -> Result<Vec<Library>, Failure> {
 }
 
 /// The members of zip file `path` with device code.
-fn members(path: &Path, hash: bool) -> Result<Vec<Library>, Failure> {
+fn members(
+    path: &Path,
+    hash: bool,
+    see: &mut Option<SeeUnit<'_>>,
+) -> Result<Vec<Library>, Failure> {
     let mut zip = Zip::open(path).map_err(|e| Failure::file(path, e))?;
     let mut out = Vec::new();
     for i in 0..zip.len() {
@@ -133,15 +165,15 @@ fn members(path: &Path, hash: bool) -> Result<Vec<Library>, Failure> {
                 let input = zip.input();
                 let data = input.bytes().get(range.clone()).unwrap_or_default();
                 (
-                    lines_of(inner, data, input, hash)?,
+                    lines_of(inner, data, input, hash, Some(&member.name), see)?,
                     data.len() as u64,
-                    crate::output::sha256_hex(data),
+                    hash.then(|| crate::output::sha256_hex(data)),
                 )
             }
             Content::Spilled(input) => (
-                lines_of(inner, input.bytes(), input, hash)?,
+                lines_of(inner, input.bytes(), input, hash, Some(&member.name), see)?,
                 input.bytes().len() as u64,
-                crate::output::sha256_hex(input.bytes()),
+                hash.then(|| crate::output::sha256_hex(input.bytes())),
             ),
             Content::Skipped => continue,
             Content::Unreadable(e) => {

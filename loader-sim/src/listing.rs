@@ -130,6 +130,32 @@ pub(crate) fn unit_lines(
     options: &offload_image::ReadOptions,
     records: &mut Vec<Line>,
 ) {
+    unit_lines_seeing(hash, input, unit, options, records, &mut Seeing::default());
+}
+
+/// What a caller of [`unit_lines_seeing`] sees besides the lines, in the same pass over
+/// the unit (one decoding): every image as stored, once per opened unit (`all`), and each
+/// image as listed (`each`, compressed PTX decoded).
+#[derive(Default)]
+pub(crate) struct Seeing<'f> {
+    /// The opened unit's images, none decoded.
+    pub(crate) all: Option<SeeAll<'f>>,
+    /// Each image as listed.
+    pub(crate) each: Option<&'f mut dyn FnMut(&Image<'_>)>,
+}
+
+/// [`Seeing::all`].
+pub(crate) type SeeAll<'f> = &'f mut dyn FnMut(&[Image<'_>]);
+
+/// [`unit_lines`], `seeing` shown the images on the way.
+pub(crate) fn unit_lines_seeing(
+    hash: bool,
+    input: &Input,
+    unit: &Unit<'_>,
+    options: &offload_image::ReadOptions,
+    records: &mut Vec<Line>,
+    seeing: &mut Seeing<'_>,
+) {
     if let Some(d) = unit.damage() {
         records.push(Line::Damaged(Damaged::unit(unit, &d.error)));
         return;
@@ -150,7 +176,16 @@ pub(crate) fn unit_lines(
         start <= at && at + bytes.len() <= end
     };
     // Without hashes, compressed entries are not decoded: what their headers say.
-    let listed = crate::decode::for_each_image_with(unit, options, hash, |image| {
+    let Seeing { all, each } = seeing;
+    let see_all = |images: &[Image<'_>]| {
+        if let Some(all) = all.as_mut() {
+            all(images);
+        }
+    };
+    let listed = crate::decode::for_each_image_seeing(unit, options, hash, see_all, |image| {
+        if let Some(each) = each.as_mut() {
+            each(image);
+        }
         // Hashing reads the whole image: read ahead, and drop its pages afterwards so
         // that listing a 1.3 GB library does not keep it all mapped.
         let sha256 = hash.then(|| {

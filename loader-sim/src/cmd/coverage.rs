@@ -339,8 +339,7 @@ pub fn run(args: &Args, mut out: &mut dyn Write) -> Result<Outcome, Failure> {
     };
     let results = scan_all(&files, &ctx, args.jobs);
     let mut rows = library_rows(&results, &files, &owners);
-    add_code(&mut rows);
-    add_how(&mut rows, &probes.devices);
+    add_code_and_how(&mut rows, &probes.devices);
     let packages = package_rows(&rows);
     let union = union_of(&rows);
     let written = match args.format {
@@ -428,14 +427,31 @@ fn union_of(rows: &[LibraryRow]) -> Union {
     }
 }
 
-/// Fills each row's `code`: its images' targets by kind, read as `list` reads them (each
-/// file once; a wheel's members by name).
-fn add_code(rows: &mut [LibraryRow]) {
+/// Fills each row's `code` (its images' targets by kind, read as `list` reads them) and
+/// `how` (for each GPU the row serves or partly serves, the images `select` chooses for
+/// it: [`ways_in`]), in one pass over each file: every unit is opened (decoded) once for
+/// both, a wheel's members by name.
+fn add_code_and_how(rows: &mut [LibraryRow], devices: &[Device]) {
     let mut files: Vec<String> = rows.iter().map(|r| r.file.clone()).collect();
     files.dedup();
+    let read = read_options(ZstdDecoder::DEFAULT, false);
     for file in files {
+        // Per library (`None`: the file itself; else the member), the ways of its units.
+        let mut ways: Vec<(Option<String>, Vec<Vec<Way>>)> = Vec::new();
+        let mut see = |member: Option<&str>, images: &[offload_image::Image<'_>]| {
+            let at = match ways.iter().position(|(m, _)| m.as_deref() == member) {
+                Some(at) => at,
+                None => {
+                    ways.push((member.map(str::to_string), vec![Vec::new(); devices.len()]));
+                    ways.len() - 1
+                }
+            };
+            ways_in(images, devices, &read, &mut ways[at].1);
+        };
         // A file that does not read again is left without: its row has the error.
-        let Ok(libraries) = crate::images::libraries(Path::new(&file), false) else {
+        let Ok(libraries) =
+            crate::images::libraries_seeing(Path::new(&file), false, Some(&mut see))
+        else {
             continue;
         };
         for lib in libraries {
@@ -464,59 +480,10 @@ fn add_code(rows: &mut [LibraryRow]) {
                     list.push(target.clone());
                 }
             }
-        }
-    }
-}
-
-/// Fills each row's `how`: for each GPU the row serves or partly serves, the images
-/// `select` chooses for it ([`ways_of`]). Each file is read once; a wheel's members by name.
-fn add_how(rows: &mut [LibraryRow], devices: &[Device]) {
-    let mut files: Vec<String> = rows.iter().map(|r| r.file.clone()).collect();
-    files.dedup();
-    for file in files {
-        let path = Path::new(&file);
-        let Ok(input) = crate::input::Input::open(path) else {
-            continue;
-        };
-        let mut found: Vec<(Option<String>, Vec<Vec<Way>>)> = Vec::new();
-        let bytes = input.bytes();
-        if crate::wheel::is_zip(bytes) {
-            let Ok(mut zip) = crate::wheel::Zip::open(path) else {
+            let Some((_, by_device)) = ways.iter_mut().find(|(m, _)| *m == lib.member) else {
                 continue;
             };
-            for (i, name) in zip.file_names() {
-                if !rows
-                    .iter()
-                    .any(|r| r.file == file && r.member.as_deref() == Some(name.as_str()))
-                {
-                    continue;
-                }
-                let Ok(Some(member)) = zip.member(i, |_| true) else {
-                    continue;
-                };
-                let ways = match &member.content {
-                    crate::wheel::Content::Stored(range) => {
-                        let data = zip.input().bytes().get(range.clone()).unwrap_or_default();
-                        ways_of(Path::new(&member.name), data, devices)
-                    }
-                    crate::wheel::Content::Spilled(input) => {
-                        ways_of(Path::new(&member.name), input.bytes(), devices)
-                    }
-                    _ => continue,
-                };
-                found.push((Some(member.name.clone()), ways));
-            }
-        } else {
-            found.push((None, ways_of(path, bytes, devices)));
-        }
-        for (member, ways) in found {
-            let Some(row) = rows
-                .iter_mut()
-                .find(|r| r.file == file && r.member == member)
-            else {
-                continue;
-            };
-            row.how = ways
+            row.how = std::mem::take(by_device)
                 .into_iter()
                 .enumerate()
                 .filter(|(k, by)| {
@@ -535,54 +502,41 @@ fn add_how(rows: &mut [LibraryRow], devices: &[Device]) {
     }
 }
 
-/// How `select` serves each of `devices` in the units of `data` (a library, named `name`):
-/// per device, the kinds and architectures of the images chosen for it (`offload_image::
-/// choose` over each opened unit's images, with `select`'s default options, each chosen
-/// image identified from its first bytes as `select` identifies it), with how many units.
-/// A split library (`KPACK.md`) and damaged units give nothing here.
-fn ways_of(name: &Path, data: &[u8], devices: &[Device]) -> Vec<Vec<Way>> {
+/// Adds to `out` how `select` serves each of `devices` in one opened unit whose images
+/// (as stored) are `images`: per device, the kind and architecture of the image chosen
+/// for it (`offload_image::choose` with `select`'s default options, the chosen image
+/// identified from its first bytes as `select` identifies it), counted in units. A split
+/// library (`KPACK.md`) and damaged units are never opened, so give nothing here.
+fn ways_in(
+    images: &[offload_image::Image<'_>],
+    devices: &[Device],
+    read: &offload_image::ReadOptions,
+    out: &mut [Vec<Way>],
+) {
     // The PTX `.version` is within the text's first 4 KiB (`PtxIsa::of_text`).
     const HEAD: usize = if offload_image::stream::IDENTIFY_LEN > 4096 {
         offload_image::stream::IDENTIFY_LEN
     } else {
         4096
     };
-    let mut out: Vec<Vec<Way>> = vec![Vec::new(); devices.len()];
-    if crate::kpack::Library::open(name, data).is_some() {
-        return out;
-    }
-    let read = read_options(ZstdDecoder::DEFAULT, false);
     let options = SelectOptions::default();
-    for unit in offload_image::units(data, &read) {
-        let Ok(unit) = unit else {
+    let choices = offload_image::choose(images.iter().copied(), devices, &options);
+    for (ways, choice) in out.iter_mut().zip(&choices) {
+        let Some(image) = choice.chosen().and_then(|i| images.get(i)) else {
             continue;
         };
-        if unit.damage().is_some() {
-            continue;
-        }
-        let Ok(open) = unit.open(&read) else {
+        let Ok(made) = image.peek(HEAD, read) else {
             continue;
         };
-        let images: Vec<offload_image::Image<'_>> = open.images().collect();
-        let choices = offload_image::choose(images.iter().copied(), devices, &options);
-        for (ways, choice) in out.iter_mut().zip(&choices) {
-            let Some(image) = choice.chosen().and_then(|i| images.get(i)) else {
-                continue;
-            };
-            let Ok(made) = image.peek(HEAD, &read) else {
-                continue;
-            };
-            let way = Way::of(&image.with_checked(&made));
-            match ways
-                .iter_mut()
-                .find(|w| w.image_kind == way.image_kind && w.arch == way.arch)
-            {
-                Some(w) => w.units += 1,
-                None => ways.push(Way { units: 1, ..way }),
-            }
+        let way = Way::of(&image.with_checked(&made));
+        match ways
+            .iter_mut()
+            .find(|w| w.image_kind == way.image_kind && w.arch == way.arch)
+        {
+            Some(w) => w.units += 1,
+            None => ways.push(Way { units: 1, ..way }),
         }
     }
-    out
 }
 
 /// One row per package, in first-seen order.

@@ -113,7 +113,7 @@ fn library_component(index: usize, file: &Path, lib: &Library) -> Value {
         "type": "library",
         "bom-ref": format!("library-{index}"),
         "name": name,
-        "hashes": [{"alg": "SHA-256", "content": lib.sha256}],
+        "hashes": [{"alg": "SHA-256", "content": lib.sha256.as_deref().unwrap_or_default()}],
         "properties": properties,
         "components": images,
     })
@@ -152,7 +152,7 @@ pub fn bom(paths: &[PathBuf]) -> Result<Value, Failure> {
                     d.warn(file);
                 }
             }
-            seed.push_str(&lib.sha256);
+            seed.push_str(lib.sha256.as_deref().unwrap_or_default());
             components.push(library_component(components.len(), file, &lib));
         }
     }
