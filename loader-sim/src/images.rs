@@ -214,3 +214,76 @@ pub fn dist_info_file(path: &Path, name: &str) -> Result<Option<(String, String)
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `libraries_seeing` shows each opened unit's images once, as stored, in the pass that
+    /// lists them: on three compressed bundles in a row (two zstd, one zlib), the images
+    /// shown per unit are those `Unit::open` gives (entry IDs, sizes), and the lines those
+    /// of `libraries`.
+    #[test]
+    fn a_unit_is_opened_once_for_its_lines_and_what_is_seen() {
+        let corpus = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/corpus/compressed"
+        );
+        let mut data = Vec::new();
+        for name in [
+            "hip_6arch.zstd.ccob",
+            "hip_6arch.zlib.ccob",
+            "omp_amd_nv.zstd.ccob",
+        ] {
+            data.extend(std::fs::read(format!("{corpus}/{name}")).unwrap());
+        }
+        let dir = std::env::temp_dir().join(format!("images-seeing-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("three.ccob");
+        std::fs::write(&path, &data).unwrap();
+
+        let options = crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, false);
+        let want: Vec<Vec<(Option<String>, usize)>> = units(&data, &options)
+            .map(|u| {
+                let u = u.unwrap();
+                let open = u.open(&options).unwrap();
+                open.images()
+                    .map(|i| (i.entry_id.map(str::to_string), i.bytes.len()))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(want.len(), 3);
+
+        let mut seen: Vec<(Option<String>, Vec<(Option<String>, usize)>)> = Vec::new();
+        let mut see = |member: Option<&str>, images: &[offload_image::Image<'_>]| {
+            let ids = images
+                .iter()
+                .map(|i| (i.entry_id.map(str::to_string), i.bytes.len()))
+                .collect();
+            seen.push((member.map(str::to_string), ids));
+        };
+        let libs = libraries_seeing(&path, false, Some(&mut see)).unwrap();
+        let plain = libraries(&path, false).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        assert_eq!(seen.len(), 3, "each unit shown once");
+        assert!(seen.iter().all(|(m, _)| m.is_none()));
+        let shown: Vec<_> = seen.into_iter().map(|(_, ids)| ids).collect();
+        assert_eq!(shown, want);
+        let (a, b) = (&libs[0], &plain[0]);
+        assert_eq!((a.lines.len(), a.ptx.len()), (b.lines.len(), b.ptx.len()));
+        let images = |l: &Library| -> Vec<(Option<String>, u64)> {
+            l.lines
+                .iter()
+                .filter_map(|line| match line {
+                    Line::Image(r) => Some((r.entry_id.clone(), r.size)),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(images(a), images(b));
+        assert_eq!(images(a).len(), want.iter().map(Vec::len).sum::<usize>());
+        // Without `hash`, no library SHA-256.
+        assert!(a.sha256.is_none());
+    }
+}
