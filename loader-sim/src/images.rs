@@ -243,7 +243,7 @@ mod tests {
         std::fs::write(&path, &data).unwrap();
 
         let options = crate::decode::read_options(crate::decode::ZstdDecoder::DEFAULT, false);
-        let want: Vec<Vec<(Option<String>, usize)>> = units(&data, &options)
+        let want: Vec<Vec<_>> = units(&data, &options)
             .map(|u| {
                 let u = u.unwrap();
                 let open = u.open(&options).unwrap();
@@ -254,7 +254,8 @@ mod tests {
             .collect();
         assert_eq!(want.len(), 3);
 
-        let mut seen: Vec<(Option<String>, Vec<(Option<String>, usize)>)> = Vec::new();
+        type Ids = Vec<(Option<String>, usize)>;
+        let mut seen: Vec<(Option<String>, Ids)> = Vec::new();
         let mut see = |member: Option<&str>, images: &[offload_image::Image<'_>]| {
             let ids = images
                 .iter()
