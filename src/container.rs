@@ -429,7 +429,7 @@ impl OpenUnit<'_> {
             // The unit's own entries, compressed binaries' from their inflated bytes.
             let mut entries = NestedWalk::new(seq, &self.owned, self.options.limits);
             let mut outer = 0usize;
-            while entries.next_outer().is_some() {
+            while entries.next_outer(true).is_some() {
                 outer = outer.saturating_add(1);
             }
             NestedWalk::new(seq, &self.owned, self.options.limits)
@@ -451,6 +451,10 @@ fn check_nested(
     count: &mut u64,
     seen: &mut alloc::collections::BTreeSet<(usize, usize)>,
 ) -> Result<()> {
+    if !binary.may_nest() {
+        // Its parse saw no image that is an OffloadBinary.
+        return Ok(());
+    }
     for e in binary.entries() {
         if !offload_binary::is_offload_binary(e.image)
             || !seen.insert((e.image.as_ptr() as usize, e.image.len()))
@@ -507,8 +511,9 @@ impl<'a> NestedWalk<'a> {
         }
     }
 
-    /// The next outer entry: (its index, its image).
-    fn next_outer(&mut self) -> Option<(usize, &'a [u8])> {
+    /// The next outer entry: (its index, its image). Unless `all`, the entries of a binary
+    /// whose parse saw no image that is an OffloadBinary are counted, not read.
+    fn next_outer(&mut self, all: bool) -> Option<(usize, &'a [u8])> {
         loop {
             if let Some(e) = self.current.as_mut().and_then(|c| c.next()) {
                 let i = self.outer;
@@ -516,13 +521,19 @@ impl<'a> NestedWalk<'a> {
                 return Some((i, e.image));
             }
             let (_, b) = self.binaries.next()?;
-            self.current = if b.is_compressed() {
+            let b = if b.is_compressed() {
                 let inflated = self.owned.next()?;
-                OffloadBinary::parse(inflated, &crate::options::Limits::UNLIMITED)
-                    .ok()
-                    .map(|b| b.entries())
+                OffloadBinary::parse(inflated, &crate::options::Limits::UNLIMITED).ok()
             } else {
-                Some(b.entries())
+                Some(b)
+            };
+            self.current = match b {
+                Some(b) if !all && !b.may_nest() => {
+                    let n = usize::try_from(b.entry_count()).unwrap_or(usize::MAX);
+                    self.outer = self.outer.saturating_add(n);
+                    None
+                }
+                b => b.map(|b| b.entries()),
             };
         }
     }
@@ -536,7 +547,7 @@ impl<'a> Iterator for NestedWalk<'a> {
             if let Some(leaf) = self.pending.next() {
                 return Some((self.pending_outer, leaf));
             }
-            let (i, image) = self.next_outer()?;
+            let (i, image) = self.next_outer(false)?;
             if !offload_binary::is_offload_binary(image)
                 || !self.seen.insert((image.as_ptr() as usize, image.len()))
             {
@@ -1475,7 +1486,8 @@ impl<'data> Units<'data> {
         match parse_blob(blob, at, any, options) {
             Ok((content, len)) => {
                 if let UnitContent::OffloadBinaries(s) = content {
-                    *nested = Some(NestedFatbins::new(s));
+                    // Their parse saw whether an entry holds a fatbinary.
+                    *nested = s.may_hold_fatbins().then(|| NestedFatbins::new(s));
                 }
                 Ok(cursor.unit(walked, start, content, len, options, resume))
             }

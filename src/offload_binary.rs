@@ -11,6 +11,8 @@
 
 use alloc::vec::Vec;
 
+use zerocopy::FromBytes;
+
 use crate::bytes::{self, u64_of};
 use crate::decompress::Codec;
 use crate::error::{Error, ErrorKind, Result};
@@ -33,6 +35,48 @@ pub struct OffloadBinary<'data> {
     entries_offset: u64,
     count: u64,
     inflated_size: u64,
+    /// The bytes holding the binary's strings, checked as UTF-8 once (see [`Span`]); empty
+    /// when they were not (a lookup then checks the value it returns).
+    text: &'data str,
+    /// What the entries' images may be ([`Holds`]): `parse` knows, a binary read again
+    /// from a sequence has the sequence's.
+    holds: Holds,
+}
+
+/// What the images of an OffloadBinary's entries are, as its parse saw them: an
+/// OffloadBinary ([`Holds::NESTED`], `FORMATS.md` §6.8), a fatbinary of image kind 4
+/// ([`Holds::FATBINS`]). The walks that look for them skip a binary without.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Holds(u8);
+
+impl Holds {
+    const NESTED: Holds = Holds(1);
+    const FATBINS: Holds = Holds(2);
+    /// Anything: a binary not checked.
+    const ANY: Holds = Holds(3);
+
+    fn has(self, what: Holds) -> bool {
+        self.0 & what.0 != 0
+    }
+
+    /// What the entry of image kind `kind` with image `image` is.
+    #[inline]
+    fn of(kind: u16, image: &[u8]) -> Holds {
+        let mut holds = 0;
+        if is_offload_binary(image) {
+            holds |= Holds::NESTED.0;
+        }
+        if kind == crate::image::ImageKind::Fatbinary.code() && crate::nvfatbin::is_fatbin(image) {
+            holds |= Holds::FATBINS.0;
+        }
+        Holds(holds)
+    }
+}
+
+impl core::ops::BitOrAssign for Holds {
+    fn bitor_assign(&mut self, other: Holds) {
+        self.0 |= other.0;
+    }
 }
 
 tools_fields! {
@@ -64,6 +108,8 @@ pub struct StringMap<'data> {
     offset: u64,
     count: u64,
     version: u32,
+    /// The binary's strings checked as UTF-8 ([`OffloadBinary`]'s `text`).
+    text: &'data str,
 }
 
 impl<'data> StringMap<'data> {
@@ -86,37 +132,65 @@ impl<'data> StringMap<'data> {
     }
 
     /// The value of `key` (the first record with that key), if any.
+    #[inline]
     pub fn get(&self, key: &str) -> Option<&'data [u8]> {
-        // The records were checked when the binary was parsed: each key is compared in
-        // place (its bytes, then the NUL after them) and only the match's value decoded.
+        // The records were checked when the binary was parsed: the record table is sliced
+        // once, each key compared in place (its bytes, then the NUL after them) and only
+        // the match's value decoded.
         let key = key.as_bytes();
-        if key.contains(&0) {
-            return None;
-        }
-        for i in 0..self.count {
-            let at = self.record_at(i).ok()?;
-            let (key_offset, value) = if self.version == 1 {
-                let r = bytes::read::<StringEntryV1>(self.binary, at, "").ok()?;
-                (r.key_offset.get(), Err(r.value_offset.get()))
-            } else {
-                let r = bytes::read::<StringEntryV2>(self.binary, at, "").ok()?;
-                (r.key_offset.get(), Ok((r.value_offset.get(), r.value_size.get())))
-            };
-            let stored = bytes::rest(self.binary, key_offset, "").ok()?;
-            // Keys are a few bytes: compared inline rather than by a call to `memcmp`.
-            if stored.get(key.len()) == Some(&0) && stored.iter().zip(key).all(|(a, b)| a == b) {
-                return match value {
-                    Ok((offset, size)) => bytes::sub(self.binary, offset, size, "").ok(),
-                    Err(offset) => c_string(self.binary, offset, at, u64::MAX).ok(),
-                };
+        // A key shorter than 8 bytes and its NUL, as one little-endian word and the mask of
+        // its bytes: compared with one load where 8 bytes follow the stored key's offset.
+        let word = if key.len() < 8 {
+            let mut word = 0u64;
+            for (i, &b) in key.iter().enumerate() {
+                word |= u64::from(b) << (8 * i);
             }
+            let mask = u64::MAX >> (8 * (7 - key.len()));
+            // A stored key holds no NUL: a key with one matches none.
+            if has_zero_byte(word | !(mask >> 8)) {
+                return None;
+            }
+            Some((word, mask))
+        } else {
+            if key.contains(&0) {
+                return None;
+            }
+            None
+        };
+        self.find(key, word)
+    }
+
+    /// [`StringMap::get`] once the key is known to hold no NUL (`word`: the key as one word
+    /// and its mask, when it is shorter than 8 bytes).
+    fn find(&self, key: &[u8], word: Option<(u64, u64)>) -> Option<&'data [u8]> {
+        let len = self.count.checked_mul(self.stride())?;
+        let table = bytes::sub(self.binary, self.offset, len, "").ok()?;
+        // The record's value field: (offset, size), or (offset, no size) for version 1.
+        let (offset, size) = if self.version == 1 {
+            let r = find_key::<16>(self.binary, table, key, word)?;
+            (u64_of_le(r.get(8..)?)?, None)
+        } else {
+            let r = find_key::<24>(self.binary, table, key, word)?;
+            (u64_of_le(r.get(8..)?)?, Some(u64_of_le(r.get(16..)?)?))
+        };
+        match size {
+            Some(size) => bytes::sub(self.binary, offset, size, "").ok(),
+            None => c_string(self.binary, offset, 0, u64::MAX).ok(),
         }
-        None
     }
 
     /// The value of `key` as UTF-8 text, if present and valid.
+    #[inline]
     pub fn get_str(&self, key: &str) -> Option<&'data str> {
-        self.get(key).and_then(|v| core::str::from_utf8(v).ok())
+        let value = self.get(key)?;
+        // A value inside the strings `parse` checked as UTF-8 is text exactly when it
+        // starts and ends on character boundaries there (UTF-8 synchronises itself): a
+        // slice of that text, without decoding it again.
+        match bytes::offset_in(self.text.as_bytes(), value).and_then(|d| usize::try_from(d).ok())
+        {
+            Some(start) => self.text.get(start..start.checked_add(value.len())?),
+            None => core::str::from_utf8(value).ok(),
+        }
     }
 
     fn stride(&self) -> u64 {
@@ -183,15 +257,184 @@ impl<'data> StringMap<'data> {
         Ok((key, value))
     }
 
-    /// Checks record `i` as [`StringMap::record_limited`] does, without building the key
-    /// (an ASCII key, the usual one, needs no UTF-8 decoding).
-    fn check_record(&self, i: u64, max_len: u64) -> Result<()> {
-        let (key, _, at) = self.record_bytes(i, max_len)?;
-        if !key.is_ascii() && core::str::from_utf8(key).is_err() {
-            return Err(key_not_utf8(at));
+    /// Checks the `N`-byte string records `table` (this map's, at its offset) with
+    /// [`StringMap::check_record`]; `N` is a constant, so the records are stepped through
+    /// without a division. A record equal to the one `checked` holds for its position in an
+    /// entry was checked already (the same bytes, the same limit: entries written by LLVM
+    /// share one `triple` record), and its strings are in `span`.
+    #[inline(always)]
+    fn check_records<const N: usize>(
+        &self,
+        table: &[u8],
+        max_len: u64,
+        checked: &mut RecordCache<N>,
+        span: &mut Span,
+    ) -> Result<()> {
+        let mut at = self.offset;
+        for (s, record) in table.chunks_exact(N).enumerate() {
+            let slot = checked.get_mut(s);
+            if let (Some(Some((last, _))), Some(record)) = (&slot, record.first_chunk::<N>()) {
+                if last == record {
+                    at = at.saturating_add(u64_of(N));
+                    continue;
+                }
+            }
+            self.check_record(record, at, max_len, slot, span)?;
+            at = at.saturating_add(u64_of(N));
         }
         Ok(())
     }
+
+    /// Checks the string record `record`, read at `at`, as [`StringMap::record_limited`]
+    /// does, without building the key (an ASCII key, the usual one, needs no UTF-8
+    /// decoding), and adds its key and value to `span`. A key at the offset of the record
+    /// `last` holds (the last record checked at this position in an entry, and its key's
+    /// length) was checked already: the same bytes, the same limit (entries written by LLVM
+    /// share one `arch` key). The record is left in `last`.
+    #[inline(always)]
+    fn check_record<const N: usize>(
+        &self,
+        record: &[u8],
+        at: u64,
+        max_len: u64,
+        last: Option<&mut Option<([u8; N], u64)>>,
+        span: &mut Span,
+    ) -> Result<()> {
+        let truncated = || Error::new(ErrorKind::Truncated, at, "string record truncated");
+        let key_offset = if self.version == 1 {
+            let r = StringEntryV1::ref_from_bytes(record).map_err(|_| truncated())?;
+            let v = c_string(
+                self.binary,
+                r.value_offset.get(),
+                at.saturating_add(8),
+                max_len,
+            )?;
+            // The value and its NUL.
+            span.add(r.value_offset.get(), u64_of(v.len()).saturating_add(1));
+            r.key_offset.get()
+        } else {
+            let r = StringEntryV2::ref_from_bytes(record).map_err(|_| truncated())?;
+            bytes::sub(
+                self.binary,
+                r.value_offset.get(),
+                r.value_size.get(),
+                "string value runs past the end of the binary",
+            )
+            .map_err(|e| Error::new(e.kind(), at.saturating_add(8), e.what()))?;
+            span.add(r.value_offset.get(), r.value_size.get());
+            r.key_offset.get()
+        };
+        let known = match &last {
+            Some(Some((record, len))) if u64_of_le(record) == Some(key_offset) => Some(*len),
+            _ => None,
+        };
+        let key_len = match known {
+            Some(len) => len,
+            None => {
+                let key = c_string(self.binary, key_offset, at, max_len)?;
+                if !key.is_ascii() && core::str::from_utf8(key).is_err() {
+                    return Err(key_not_utf8(at));
+                }
+                let len = u64_of(key.len());
+                // The key and its NUL.
+                span.add(key_offset, len.saturating_add(1));
+                len
+            }
+        };
+        if let (Some(last), Some(record)) = (last, record.first_chunk::<N>()) {
+            *last = Some((*record, key_len));
+        }
+        Ok(())
+    }
+}
+
+/// The string records [`OffloadBinary::parse`] checked last at the first positions of an
+/// entry, each with its key's length.
+type RecordCache<const N: usize> = [Option<([u8; N], u64)>; 4];
+
+/// Where the strings [`OffloadBinary::parse`] checked lie: the smallest range of the binary
+/// holding every key and value, and how many bytes they take (a string shared by several
+/// records counted each time).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u64,
+    end: u64,
+    bytes: u64,
+}
+
+impl Span {
+    const EMPTY: Span = Span {
+        start: u64::MAX,
+        end: 0,
+        bytes: 0,
+    };
+
+    /// Adds the `len` bytes at `offset` (checked to lie in the binary).
+    #[inline]
+    fn add(&mut self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        self.start = self.start.min(offset);
+        self.end = self.end.max(offset.saturating_add(len));
+        self.bytes = self.bytes.saturating_add(len);
+    }
+
+    /// The range of `data` as text, when it is UTF-8 and not much larger than the strings
+    /// (so checking it costs about what the strings' own checks would: laid out as LLVM
+    /// writes them, the strings are one table); else empty.
+    fn text<'d>(&self, data: &'d [u8]) -> &'d str {
+        let Some(len) = self.end.checked_sub(self.start) else {
+            return "";
+        };
+        if len > self.bytes.saturating_mul(2).saturating_add(4096) {
+            return "";
+        }
+        bytes::sub(data, self.start, len, "")
+            .ok()
+            .and_then(|t| core::str::from_utf8(t).ok())
+            .unwrap_or("")
+    }
+}
+
+/// The first of the `N`-byte string records in `table` whose key (at the offset in its
+/// first 8 bytes of `binary`) is `key`; `word` is `key` and its NUL as a little-endian word
+/// and its mask, when it is shorter than 8 bytes. `N` is a constant, so the records are
+/// stepped through without a division.
+#[inline(always)]
+fn find_key<'t, const N: usize>(
+    binary: &[u8],
+    table: &'t [u8],
+    key: &[u8],
+    word: Option<(u64, u64)>,
+) -> Option<&'t [u8]> {
+    table.chunks_exact(N).find(|record| {
+        let Some(stored) = u64_of_le(record)
+            .and_then(|o| usize::try_from(o).ok())
+            .and_then(|o| binary.get(o..))
+        else {
+            return false;
+        };
+        match (word, stored.first_chunk::<8>()) {
+            (Some((word, mask)), Some(first)) => u64::from_le_bytes(*first) & mask == word,
+            // Keys are a few bytes: compared inline rather than by a call to `memcmp`.
+            _ => stored.get(key.len()) == Some(&0) && stored.iter().zip(key).all(|(a, b)| a == b),
+        }
+    })
+}
+
+/// Whether a byte of `word` is 0 (exact: borrows only reach past a zero byte).
+#[inline]
+fn has_zero_byte(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    word.wrapping_sub(ONES) & !word & HIGHS != 0
+}
+
+/// The little-endian `u64` at the start of `b`, if it holds 8 bytes.
+#[inline]
+fn u64_of_le(b: &[u8]) -> Option<u64> {
+    b.first_chunk::<8>().map(|w| u64::from_le_bytes(*w))
 }
 
 /// The error of a string record at `at` whose key is not UTF-8.
@@ -386,12 +629,14 @@ impl<'data> OffloadBinary<'data> {
     pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
         let h = Header::read(data)?;
         let data = bytes::sub(data, 0, h.size, "OffloadBinary")?;
-        let binary = OffloadBinary {
+        let mut binary = OffloadBinary {
             data,
             version: h.version,
             entries_offset: h.entries_offset,
             count: h.count,
             inflated_size: h.inflated_size,
+            text: "",
+            holds: Holds::ANY,
         };
         if h.inflated_size != 0 {
             // Compressed (v3): the body is checked when it is inflated.
@@ -399,14 +644,18 @@ impl<'data> OffloadBinary<'data> {
             return Ok(binary);
         }
         h.check_table(limits)?;
-        binary.check_string_records(limits)?;
+        let (span, holds) = binary.check_entries(limits)?;
+        binary.text = span.text(data);
+        binary.holds = holds;
         Ok(binary)
     }
 
     /// The binary at `data[0]` of a sequence that [`OffloadBinaries::parse`] accepted: its
-    /// header is read again, its entries and strings (checked then) are not. `None` only if
-    /// `data` is not such a binary.
-    fn parse_validated(data: &'data [u8]) -> Option<Self> {
+    /// header is read again, its entries and strings (checked then) are not; `text` is the
+    /// text the sequence's parse checked (used where this binary's strings lie in it), and
+    /// `holds` what the images of the sequence's binaries are. `None` only if `data` is not
+    /// such a binary.
+    fn parse_validated(data: &'data [u8], text: &'data str, holds: Holds) -> Option<Self> {
         let h = Header::read(data).ok()?;
         Some(OffloadBinary {
             data: bytes::sub(data, 0, h.size, "OffloadBinary").ok()?,
@@ -414,39 +663,91 @@ impl<'data> OffloadBinary<'data> {
             entries_offset: h.entries_offset,
             count: h.count,
             inflated_size: h.inflated_size,
+            text,
+            holds,
         })
     }
 
-    /// Checks every entry and that the entries' string records fit in the binary: entries
-    /// may not share string records, which keeps validation linear in its size.
-    fn check_string_records(&self, limits: &Limits) -> Result<()> {
+    /// Checks every entry, every string record, and that the entries' string records fit in
+    /// the binary: entries may not share string records, which keeps validation linear in
+    /// its size. Returns where the strings lie, and what the entries' images are.
+    fn check_entries(&self, limits: &Limits) -> Result<(Span, Holds)> {
         let size = u64_of(self.data.len());
         let mut records = 0u64;
-        for i in 0..self.count {
-            let e = self.entry_at(i, Some(limits))?;
-            records = records.saturating_add(e.strings.len());
-            if records.saturating_mul(e.strings.stride()) > size {
+        let mut span = Span::EMPTY;
+        let mut holds = Holds::default();
+        // One pass over the entry table (`check_table` put it inside the binary) and each
+        // entry's string records, sliced once rather than read by index.
+        let truncated = |at| Error::new(ErrorKind::Truncated, at, "OffloadBinary entry truncated");
+        let table_len = self.count.saturating_mul(OFFLOAD_ENTRY_SIZE);
+        let table = bytes::sub(self.data, self.entries_offset, table_len, "")
+            .map_err(|_| truncated(self.entries_offset))?;
+        let mut at = self.entries_offset;
+        let entry_size = usize::try_from(OFFLOAD_ENTRY_SIZE).unwrap_or(usize::MAX);
+        let mut v1_records = RecordCache::<16>::default();
+        let mut v2_records = RecordCache::<24>::default();
+        for raw in table.chunks_exact(entry_size) {
+            let e = OffloadEntry::ref_from_bytes(raw).map_err(|_| truncated(at))?;
+            let (image, strings, table) = self.entry_parts(e, at, Some(limits))?;
+            let stride = strings.stride();
+            let max_len = limits.max_id_len;
+            if self.version == 1 {
+                strings.check_records(table, max_len, &mut v1_records, &mut span)?;
+            } else {
+                strings.check_records(table, max_len, &mut v2_records, &mut span)?;
+            }
+            holds |= Holds::of(e.image_kind.get(), image);
+            records = records.saturating_add(strings.len());
+            if records.saturating_mul(stride) > size {
                 return Err(Error::new(
                     ErrorKind::Malformed,
-                    self.entries_offset
-                        .saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE)),
+                    at,
                     "string records of the entries overlap (more than the binary can hold)",
                 ));
             }
+            at = at.saturating_add(OFFLOAD_ENTRY_SIZE);
         }
-        Ok(())
+        Ok((span, holds))
     }
+
+    /// Whether an entry's image may be an OffloadBinary (false only when this binary's parse
+    /// saw that none is).
+    pub(crate) fn may_nest(&self) -> bool {
+        self.holds.has(Holds::NESTED)
+    }
+
 
     /// Decodes and checks entry `i`.
     ///
-    /// With `limits`, also checks the string count and every string record (done once by
-    /// `parse`; iteration passes `None`).
+    /// With `limits`, also checks the string count against them (done once by `parse`,
+    /// which then checks every string record; iteration passes `None`).
     fn entry_at(&self, i: u64, limits: Option<&Limits>) -> Result<OffloadBinaryEntry<'data>> {
         // In bounds: `parse` checked entries_offset + count * 40 <= size.
         let at = self
             .entries_offset
             .saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE));
         let e: &OffloadEntry = bytes::read(self.data, at, "OffloadBinary entry truncated")?;
+        let (image, strings, _) = self.entry_parts(e, at, limits)?;
+        Ok(OffloadBinaryEntry {
+            index: usize::try_from(i).unwrap_or(usize::MAX),
+            image_kind: e.image_kind.get(),
+            offload_kind: e.offload_kind.get(),
+            flags: e.flags.get(),
+            image_offset: e.image_offset.get(),
+            image,
+            strings,
+        })
+    }
+
+    /// The image, the string map and the string records of the entry `e` read at `at`,
+    /// checked against the binary (and the string count against `limits`).
+    #[inline(always)]
+    fn entry_parts(
+        &self,
+        e: &OffloadEntry,
+        at: u64,
+        limits: Option<&Limits>,
+    ) -> Result<(&'data [u8], StringMap<'data>, &'data [u8])> {
         let image = bytes::sub(
             self.data,
             e.image_offset.get(),
@@ -467,6 +768,7 @@ impl<'data> OffloadBinary<'data> {
             offset: e.string_offset.get(),
             count: num_strings,
             version: self.version,
+            text: self.text,
         };
         let table = bytes::mul(
             num_strings,
@@ -474,27 +776,14 @@ impl<'data> OffloadBinary<'data> {
             at.saturating_add(16),
             "string table size overflows",
         )?;
-        bytes::sub(
+        let records = bytes::sub(
             self.data,
             strings.offset,
             table,
             "string records lie outside the binary",
         )
         .map_err(|err| Error::new(err.kind(), at.saturating_add(8), err.what()))?;
-        if let Some(l) = limits {
-            for s in 0..num_strings {
-                strings.check_record(s, l.max_id_len)?;
-            }
-        }
-        Ok(OffloadBinaryEntry {
-            index: usize::try_from(i).unwrap_or(usize::MAX),
-            image_kind: e.image_kind.get(),
-            offload_kind: e.offload_kind.get(),
-            flags: e.flags.get(),
-            image_offset: e.image_offset.get(),
-            image,
-            strings,
-        })
+        Ok((image, strings, records))
     }
 
     tools_pub! {
@@ -672,6 +961,10 @@ pub struct OffloadBinaries<'data> {
     data: &'data [u8],
     count: u64,
     extent: u64,
+    /// The first binary's strings, checked as UTF-8 (`OffloadBinary`'s `text`).
+    text: &'data str,
+    /// What the images of the binaries' entries are, all binaries together.
+    holds: Holds,
 }
 
 impl<'data> OffloadBinaries<'data> {
@@ -681,6 +974,8 @@ impl<'data> OffloadBinaries<'data> {
         let mut pos = 0usize;
         let mut count = 0u64;
         let mut extent = 0u64;
+        let mut text = "";
+        let mut holds = Holds::default();
         loop {
             let tail = data.get(pos..).unwrap_or(&[]);
             if count > 0 && !is_offload_binary(tail) {
@@ -694,6 +989,10 @@ impl<'data> OffloadBinaries<'data> {
                 ));
             }
             let b = OffloadBinary::parse(tail, limits).map_err(|e| e.rebase(u64_of(pos)))?;
+            if count == 0 {
+                text = b.text;
+            }
+            holds |= b.holds;
             count = count.saturating_add(1);
             let end = pos.saturating_add(b.data.len());
             extent = u64_of(end);
@@ -706,6 +1005,8 @@ impl<'data> OffloadBinaries<'data> {
             data,
             count,
             extent,
+            text,
+            holds,
         })
     }
 
@@ -730,12 +1031,21 @@ impl<'data> OffloadBinaries<'data> {
         }
     }
 
+    /// Whether an entry of image kind 4 (fatbinary) of one of the binaries may hold an
+    /// NVIDIA fatbinary (false only when their parses saw that none does; compressed
+    /// binaries are not looked into).
+    pub(crate) fn may_hold_fatbins(&self) -> bool {
+        self.holds.has(Holds::FATBINS)
+    }
+
     /// The binaries, with their offsets from the start of the sequence.
     pub fn iter(&self) -> OffloadBinaryIter<'data> {
         OffloadBinaryIter {
             data: self.data,
             pos: Some(0),
             remaining: self.count,
+            text: self.text,
+            holds: self.holds,
         }
     }
 }
@@ -746,6 +1056,8 @@ pub struct OffloadBinaryIter<'data> {
     data: &'data [u8],
     pos: Option<usize>,
     remaining: u64,
+    text: &'data str,
+    holds: Holds,
 }
 
 impl<'data> Iterator for OffloadBinaryIter<'data> {
@@ -757,7 +1069,7 @@ impl<'data> Iterator for OffloadBinaryIter<'data> {
         }
         self.remaining = self.remaining.saturating_sub(1);
         let pos = self.pos?;
-        let b = OffloadBinary::parse_validated(self.data.get(pos..)?)?;
+        let b = OffloadBinary::parse_validated(self.data.get(pos..)?, self.text, self.holds)?;
         self.pos = bytes::skip_zeros(self.data, pos.saturating_add(b.data.len()));
         Some((u64_of(pos), b))
     }
