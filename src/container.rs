@@ -403,6 +403,7 @@ impl<'data> OpenUnit<'data> {
             index: 0,
             state,
             file: self.unit.file,
+            ids: Default::default(),
         }
     }
 }
@@ -567,6 +568,9 @@ pub struct Images<'a> {
     index: usize,
     state: State<'a>,
     file: &'a [u8],
+    /// Splits the entry IDs, reusing the last split for the next ID with the same kind and
+    /// triple.
+    ids: crate::entry_id::IdSplitter<'a>,
 }
 
 #[derive(Clone, Debug)]
@@ -602,9 +606,27 @@ impl<'a> Iterator for Images<'a> {
 
     fn next(&mut self) -> Option<Image<'a>> {
         let i = self.index;
+        // The common case on its own: an entry of a binary bundle, its image built where it
+        // is returned rather than moved there.
+        if let State::Bundle(it) = &mut self.state {
+            let e = it.next()?;
+            self.index = i.saturating_add(1);
+            let offset = bytes::offset_in(self.file, e.data);
+            return Some(Image::from_split_id(
+                i,
+                Format::Bundle,
+                e.id,
+                e.data,
+                offset,
+                &mut self.ids,
+            ));
+        }
         let image = match &mut self.state {
-            State::Bundle(it) => it.next().map(|e| Image::from_bundle_entry(i, &e)),
-            State::Text(it) => it.next().map(|e| Image::from_text_entry(i, &e)),
+            // Above.
+            State::Bundle(_) => None,
+            State::Text(it) => it.next().map(|e| {
+                Image::from_split_id(i, Format::TextBundle, e.id, e.data, None, &mut self.ids)
+            }),
             State::Binaries {
                 binaries,
                 current,
@@ -636,7 +658,9 @@ impl<'a> Iterator for Images<'a> {
             },
             State::Object(it) => it
                 .next()
-                .map(|(id, data)| Image::from_id(i, Format::Bundle, id, data)),
+                .map(|(id, data)| {
+                    Image::from_split_id(i, Format::Bundle, id, data, None, &mut self.ids)
+                }),
             State::Elf(e) => e.take().map(|d| Image::from_elf(i, d)),
             State::Fatbin { entries, base } => entries.next().map(|e| match e.image() {
                 Some(bytes) => Image::from_fatbin_entry(i, &e, bytes),
