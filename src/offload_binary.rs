@@ -717,28 +717,6 @@ impl<'data> OffloadBinary<'data> {
     }
 
 
-    /// Decodes and checks entry `i`.
-    ///
-    /// With `limits`, also checks the string count against them (done once by `parse`,
-    /// which then checks every string record; iteration passes `None`).
-    fn entry_at(&self, i: u64, limits: Option<&Limits>) -> Result<OffloadBinaryEntry<'data>> {
-        // In bounds: `parse` checked entries_offset + count * 40 <= size.
-        let at = self
-            .entries_offset
-            .saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE));
-        let e: &OffloadEntry = bytes::read(self.data, at, "OffloadBinary entry truncated")?;
-        let (image, strings, _) = self.entry_parts(e, at, limits)?;
-        Ok(OffloadBinaryEntry {
-            index: usize::try_from(i).unwrap_or(usize::MAX),
-            image_kind: e.image_kind.get(),
-            offload_kind: e.offload_kind.get(),
-            flags: e.flags.get(),
-            image_offset: e.image_offset.get(),
-            image,
-            strings,
-        })
-    }
-
     /// The image, the string map and the string records of the entry `e` read at `at`,
     /// checked against the binary (and the string count against `limits`).
     #[inline(always)]
@@ -842,9 +820,12 @@ impl<'data> OffloadBinary<'data> {
 
     /// The entries in stored order.
     pub fn entries(&self) -> OffloadBinaryEntries<'data> {
+        // `parse` checked that the table lies in the binary (none is read while compressed).
+        let len = self.entry_count().saturating_mul(OFFLOAD_ENTRY_SIZE);
         OffloadBinaryEntries {
             binary: *self,
             index: 0,
+            table: bytes::sub(self.data, self.entries_offset, len, "").unwrap_or_default(),
         }
     }
 
@@ -939,19 +920,36 @@ fn with_header(head: &[u8], more: usize) -> Result<Vec<u8>> {
 pub struct OffloadBinaryEntries<'data> {
     binary: OffloadBinary<'data>,
     index: u64,
+    /// The entries not yet handed out.
+    table: &'data [u8],
 }
 
 impl<'data> Iterator for OffloadBinaryEntries<'data> {
     type Item = OffloadBinaryEntry<'data>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.index >= self.binary.entry_count() {
-            return None;
-        }
-        let e = self.binary.entry_at(self.index, None).ok();
-        self.index = self.index.saturating_add(1);
-        e
+        let (raw, rest) = self.table.split_first_chunk::<40>()?;
+        self.table = rest;
+        let i = self.index;
+        self.index = i.saturating_add(1);
+        // Checked by `parse`: reading it again cannot fail, and a failure ends nothing.
+        let at = self
+            .binary
+            .entries_offset
+            .saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE));
+        let e = OffloadEntry::ref_from_bytes(raw.as_slice()).ok()?;
+        let (image, strings, _) = self.binary.entry_parts(e, at, None).ok()?;
+        Some(OffloadBinaryEntry {
+            index: usize::try_from(i).unwrap_or(usize::MAX),
+            image_kind: e.image_kind.get(),
+            offload_kind: e.offload_kind.get(),
+            flags: e.flags.get(),
+            image_offset: e.image_offset.get(),
+            image,
+            strings,
+        })
     }
+
 }
 
 /// A sequence of OffloadBinaries laid out back to back, each padded with zeros
