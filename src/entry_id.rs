@@ -299,6 +299,42 @@ mod tests {
     }
 
     #[test]
+    fn the_reused_split_is_the_split() {
+        // IDs one after the other as a bundle lists them: the same kind and triple with
+        // other targets (empty, with '-', with features), then other prefixes, and back.
+        let ids = [
+            "hipv4-amdgcn-amd-amdhsa--gfx900",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-",
+            "hipv4-amdgcn-amd-amdhsa--",
+            "hipv4-amdgcn-amd-amdhsa--gfx9-generic",
+            "hipv4-amdgcn-amd-amdhsa-",
+            "hipv4-amdgcn-amd-amdhsa",
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+            "hipv4-amdgcn-amd-amdhsa-gnu-gfx1100",
+            "host-x86_64-unknown-linux-gnu-",
+            "host-x86_64-unknown-linux--",
+            "host-x86_64-unknown-linux-gnu-",
+            "hipv4-amdgcn-amd-amdhsa--gfx942",
+            "hip-amdgcn-amd-amdhsa-gfx906",
+            "hip-amdgcn-amd-amdhsa-gfx906-x",
+            "-amdgcn-amd-amdhsa--gfx906",
+            "openmp-nvptx64-nvidia-cuda--sm_90",
+            "openmp-nvptx64-nvidia-cuda--",
+            "hipv4-amdgcn-amd-amdhsa--gfx900",
+        ];
+        let mut splitter = IdSplitter::default();
+        for id in ids {
+            let reused = splitter.split(id);
+            match EntryId::parse(id) {
+                Ok(e) => assert_eq!(reused.unwrap(), e, "{id}"),
+                Err(e) => assert_eq!(reused.unwrap_err(), e, "{id}"),
+            }
+        }
+        // The reuse happened: the prefix of the last ID with five '-' is kept.
+        assert_eq!(splitter.prefix, b"hipv4-amdgcn-amd-amdhsa--");
+    }
+
+    #[test]
     fn triples_normalise() {
         let t = Triple::parse("amdgcn-amd-amdhsa-").unwrap();
         assert_eq!(alloc::format!("{t}"), "amdgcn-amd-amdhsa");

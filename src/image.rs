@@ -755,3 +755,31 @@ impl Encoded<'_> {
         Ok(self.trimmed(out))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    #[test]
+    fn ptx_is_found_anywhere_in_the_first_256_bytes_and_not_after() {
+        let ptx = b".version 8.0\n.target sm_90\n";
+        // `.target sm_` ends 24 bytes into `ptx`: the last start inside 256 bytes is 232.
+        for k in 0..300 {
+            let mut bytes = vec![b'Z'; k];
+            bytes.extend_from_slice(ptx);
+            bytes.resize(bytes.len() + 40, b'Z');
+            let want = if k <= 232 { ImageKind::Ptx } else { ImageKind::None };
+            assert_eq!(ImageKind::sniff(&bytes), want, "PTX at {k}");
+        }
+        // No '.' at all, or only past the first 256 bytes: not PTX, whatever the length.
+        for len in 0..300 {
+            let mut bytes = vec![b'Z'; len];
+            assert_eq!(ImageKind::sniff(&bytes), ImageKind::None, "{len} bytes");
+            bytes.extend_from_slice(ptx);
+            if len >= 256 {
+                assert_eq!(ImageKind::sniff(&bytes), ImageKind::None, "{len} bytes");
+            }
+        }
+    }
+}

@@ -1219,3 +1219,149 @@ fn push_leaf<'data>(
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    /// Where [`v2`] puts the string table and the first image for `entries` entries of
+    /// `records` string records each and a string table of `strtab` bytes: the layout of
+    /// `OffloadBinary::write` (header, entries, records, string table, 8-aligned images).
+    fn layout(entries: usize, records: usize, strtab: usize) -> (u64, u64) {
+        let strtab_at = 32 + 40 * entries as u64 + 24 * (entries * records) as u64;
+        (strtab_at, (strtab_at + strtab as u64).div_ceil(8) * 8)
+    }
+
+    /// A version 2 OffloadBinary whose entries each have `records` string records (key,
+    /// value, size; key and value offsets from the string table's start) and an image of 16
+    /// bytes `0xC3` (half a UTF-8 character).
+    fn v2(strtab: &[u8], entries: &[&[(u64, u64, u64)]]) -> Vec<u8> {
+        let per = entries.first().map_or(0, |e| e.len());
+        assert!(entries.iter().all(|e| e.len() == per));
+        let (strtab_at, images_at) = layout(entries.len(), per, strtab.len());
+        let total = images_at + 16 * entries.len() as u64;
+        let mut out = vec![0x10, 0xFF, 0x10, 0xAD];
+        out.extend_from_slice(&2u32.to_le_bytes());
+        for v in [total, 32, entries.len() as u64] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        let records_at = 32 + 40 * entries.len() as u64;
+        for i in 0..entries.len() as u64 {
+            out.extend_from_slice(&[1, 0, 4, 0, 0, 0, 0, 0]);
+            for v in [records_at + 24 * per as u64 * i, per as u64, images_at + 16 * i, 16] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        for e in entries {
+            for &(key, value, size) in e.iter() {
+                for v in [strtab_at + key, strtab_at + value, size] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        out.extend_from_slice(strtab);
+        out.resize(images_at as usize, 0);
+        out.resize(total as usize, 0xC3);
+        out
+    }
+
+    /// The value of `key` as text, the way every lookup did before the strings were
+    /// checked once: decoded on each lookup.
+    fn decoded<'d>(m: &StringMap<'d>, key: &str) -> Option<&'d str> {
+        m.get(key).and_then(|v| core::str::from_utf8(v).ok())
+    }
+
+    #[test]
+    fn text_lookups_agree_with_decoding_each_value() {
+        // triple\0 arch\0 amdgcn-amd-amdhsa\0 gfx90a:xnack-\0 é\0 日本\0 \xff\0 k\0
+        let strtab = "triple\0arch\0amdgcn-amd-amdhsa\0gfx90a:xnack-\0\u{e9}\0\u{65e5}\u{672c}\0";
+        let mut table = strtab.as_bytes().to_vec();
+        let bad = table.len() as u64;
+        table.extend_from_slice(b"\xff\0k\0");
+        let at = |s: &str| strtab.find(s).unwrap() as u64;
+        let (triple, arch) = (at("triple"), at("arch"));
+        let (amd, gfx, e_acute, nihon) = (at("amdgcn"), at("gfx90a"), at("\u{e9}"), at("\u{65e5}"));
+        let k = bad + 2;
+        // Values: whole strings, one cut inside 日 (3 bytes), an empty one, one in an image
+        // (bytes 0xC3: not UTF-8), and the non-UTF-8 byte of the table.
+        let (_, images_at) = layout(4, 2, table.len());
+        let (strtab_at, _) = layout(4, 2, table.len());
+        let image = images_at - strtab_at;
+        let cases: [(&[(u64, u64, u64)], Option<&str>, Option<&str>); 4] = [
+            (&[(triple, amd, 17), (arch, gfx, 13)], Some("amdgcn-amd-amdhsa"), Some("gfx90a:xnack-")),
+            (&[(triple, e_acute, 2), (arch, nihon, 6)], Some("\u{e9}"), Some("\u{65e5}\u{672c}")),
+            (&[(triple, nihon + 1, 2), (arch, nihon, 0)], None, Some("")),
+            (&[(triple, image, 4), (k, bad, 1)], None, None),
+        ];
+        // The same entries with the non-UTF-8 byte out of the table (checked once, sliced)
+        // and in it (no text: each lookup decodes).
+        let entries: Vec<&[(u64, u64, u64)]> = cases.iter().map(|c| c.0).collect();
+        let with_bad = v2(&table, &entries);
+        let b = OffloadBinary::parse(&with_bad, &Limits::default()).unwrap();
+        assert!(b.text.is_empty(), "a table with a byte that is not UTF-8 is not text");
+        let clean: Vec<&[(u64, u64, u64)]> = entries.iter().take(3).copied().collect();
+        let without = v2(&table, &clean);
+        let c = OffloadBinary::parse(&without, &Limits::default()).unwrap();
+        assert!(c.text.starts_with("triple\0arch\0"), "{:?}", c.text);
+        for binary in [b, c] {
+            for (e, case) in binary.entries().zip(&cases) {
+                assert_eq!(e.strings.get_str("triple"), case.1, "entry {}", e.index);
+                assert_eq!(e.strings.get_str("arch"), case.2, "entry {}", e.index);
+                for key in ["triple", "arch", "k", "arc", "archx", "", "arch\0"] {
+                    assert_eq!(e.strings.get_str(key), decoded(&e.strings, key), "{key:?}");
+                }
+            }
+        }
+        // The last entry: a key outside the first 8 bytes' reach of a short key.
+        let last = b.entries().nth(3).unwrap();
+        assert_eq!(last.strings.get("k"), Some(&b"\xff"[..]));
+        assert_eq!(last.strings.get("triple"), Some(&[0xC3u8; 4][..]));
+    }
+
+    #[test]
+    fn keys_match_whole_and_not_by_prefix() {
+        let strtab = b"arch\0architecture-long-key\0v1\0v2\0";
+        let long = 5u64;
+        let e: &[(u64, u64, u64)] = &[(0, 27, 2), (long, 30, 2)];
+        let data = v2(strtab, &[e]);
+        let b = OffloadBinary::parse(&data, &Limits::default()).unwrap();
+        let m = b.entries().next().unwrap().strings;
+        assert_eq!(m.get("arch"), Some(&b"v1"[..]));
+        assert_eq!(m.get("architecture-long-key"), Some(&b"v2"[..]));
+        for no in ["arc", "archi", "architecture-long-ke", "architecture-long-keys", "arch\0"] {
+            assert_eq!(m.get(no), None, "{no:?}");
+        }
+        // No record has an empty key.
+        assert_eq!(m.get(""), None);
+    }
+
+    #[test]
+    fn records_equal_to_the_last_are_not_rechecked_but_others_are() {
+        let strtab = b"triple\0arch\0amdgcn-amd-amdhsa\0gfx90a\0";
+        let ok: &[(u64, u64, u64)] = &[(0, 12, 17), (7, 30, 6)];
+        // Entry 2: the `triple` record as before, the `arch` record's value past the end
+        // (its key the one checked before); entry 3: a key offset past the end.
+        let value_past: &[(u64, u64, u64)] = &[(0, 12, 17), (7, 30, 1 << 20)];
+        let key_past: &[(u64, u64, u64)] = &[(0, 12, 17), (1 << 20, 30, 6)];
+        let good = v2(strtab, &[ok, ok, ok]);
+        assert!(OffloadBinary::parse(&good, &Limits::default()).is_ok());
+        let records_at = |entry: u64, record: u64| 32 + 40 * 3 + 24 * (2 * entry + record);
+        let e = OffloadBinary::parse(&v2(strtab, &[ok, ok, value_past]), &Limits::default())
+            .unwrap_err();
+        assert_eq!(
+            (e.kind(), e.offset()),
+            (ErrorKind::OutOfBounds, records_at(2, 1) + 8)
+        );
+        let e = OffloadBinary::parse(&v2(strtab, &[ok, ok, key_past]), &Limits::default())
+            .unwrap_err();
+        assert_eq!((e.kind(), e.offset()), (ErrorKind::OutOfBounds, records_at(2, 1)));
+        // A key offset not seen before, at the last byte (an image's): not terminated.
+        let mut unterminated = v2(strtab, &[ok, ok, ok]);
+        let end = unterminated.len() as u64;
+        let at = records_at(2, 1) as usize;
+        unterminated[at..at + 8].copy_from_slice(&(end - 1).to_le_bytes());
+        let e = OffloadBinary::parse(&unterminated, &Limits::default()).unwrap_err();
+        assert_eq!((e.kind(), e.offset()), (ErrorKind::Malformed, records_at(2, 1)));
+    }
+}
