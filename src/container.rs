@@ -574,6 +574,11 @@ pub struct Images<'a> {
 }
 
 #[derive(Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per `Images` iterator, never moved per image; boxing the OffloadBinary \
+              walk would allocate in a walk that allocates nothing"
+)]
 enum State<'a> {
     Bundle(BundleEntries<'a>),
     Text(TextEntries<'a>),

@@ -141,11 +141,12 @@ impl<'data> StringMap<'data> {
         // A key shorter than 8 bytes and its NUL, as one little-endian word and the mask of
         // its bytes: compared with one load where 8 bytes follow the stored key's offset.
         let word = if key.len() < 8 {
-            let mut word = 0u64;
-            for (i, &b) in key.iter().enumerate() {
-                word |= u64::from(b) << (8 * i);
+            // Built from the last byte down; the mask starts with the NUL's byte.
+            let (mut word, mut mask) = (0u64, 0xFFu64);
+            for &b in key.iter().rev() {
+                word = word.wrapping_shl(8) | u64::from(b);
+                mask = mask.wrapping_shl(8) | 0xFF;
             }
-            let mask = u64::MAX >> (8 * (7 - key.len()));
             // A stored key holds no NUL: a key with one matches none.
             if has_zero_byte(word | !(mask >> 8)) {
                 return None;
@@ -1225,6 +1226,9 @@ mod tests {
     use super::*;
     use alloc::vec;
 
+    /// An entry's string records: (key, value, value size), offsets from the string table.
+    type Records<'r> = &'r [(u64, u64, u64)];
+
     /// Where [`v2`] puts the string table and the first image for `entries` entries of
     /// `records` string records each and a string table of `strtab` bytes: the layout of
     /// `OffloadBinary::write` (header, entries, records, string table, 8-aligned images).
@@ -1236,7 +1240,7 @@ mod tests {
     /// A version 2 OffloadBinary whose entries each have `records` string records (key,
     /// value, size; key and value offsets from the string table's start) and an image of 16
     /// bytes `0xC3` (half a UTF-8 character).
-    fn v2(strtab: &[u8], entries: &[&[(u64, u64, u64)]]) -> Vec<u8> {
+    fn v2(strtab: &[u8], entries: &[Records<'_>]) -> Vec<u8> {
         let per = entries.first().map_or(0, |e| e.len());
         assert!(entries.iter().all(|e| e.len() == per));
         let (strtab_at, images_at) = layout(entries.len(), per, strtab.len());
@@ -1288,7 +1292,7 @@ mod tests {
         let (_, images_at) = layout(4, 2, table.len());
         let (strtab_at, _) = layout(4, 2, table.len());
         let image = images_at - strtab_at;
-        let cases: [(&[(u64, u64, u64)], Option<&str>, Option<&str>); 4] = [
+        let cases: [(Records<'_>, Option<&str>, Option<&str>); 4] = [
             (&[(triple, amd, 17), (arch, gfx, 13)], Some("amdgcn-amd-amdhsa"), Some("gfx90a:xnack-")),
             (&[(triple, e_acute, 2), (arch, nihon, 6)], Some("\u{e9}"), Some("\u{65e5}\u{672c}")),
             (&[(triple, nihon + 1, 2), (arch, nihon, 0)], None, Some("")),
@@ -1296,11 +1300,11 @@ mod tests {
         ];
         // The same entries with the non-UTF-8 byte out of the table (checked once, sliced)
         // and in it (no text: each lookup decodes).
-        let entries: Vec<&[(u64, u64, u64)]> = cases.iter().map(|c| c.0).collect();
+        let entries: Vec<Records<'_>> = cases.iter().map(|c| c.0).collect();
         let with_bad = v2(&table, &entries);
         let b = OffloadBinary::parse(&with_bad, &Limits::default()).unwrap();
         assert!(b.text.is_empty(), "a table with a byte that is not UTF-8 is not text");
-        let clean: Vec<&[(u64, u64, u64)]> = entries.iter().take(3).copied().collect();
+        let clean: Vec<Records<'_>> = entries.iter().take(3).copied().collect();
         let without = v2(&table, &clean);
         let c = OffloadBinary::parse(&without, &Limits::default()).unwrap();
         assert!(c.text.starts_with("triple\0arch\0"), "{:?}", c.text);
@@ -1323,7 +1327,7 @@ mod tests {
     fn keys_match_whole_and_not_by_prefix() {
         let strtab = b"arch\0architecture-long-key\0v1\0v2\0";
         let long = 5u64;
-        let e: &[(u64, u64, u64)] = &[(0, 27, 2), (long, 30, 2)];
+        let e: Records<'_> = &[(0, 27, 2), (long, 30, 2)];
         let data = v2(strtab, &[e]);
         let b = OffloadBinary::parse(&data, &Limits::default()).unwrap();
         let m = b.entries().next().unwrap().strings;
@@ -1339,11 +1343,11 @@ mod tests {
     #[test]
     fn records_equal_to_the_last_are_not_rechecked_but_others_are() {
         let strtab = b"triple\0arch\0amdgcn-amd-amdhsa\0gfx90a\0";
-        let ok: &[(u64, u64, u64)] = &[(0, 12, 17), (7, 30, 6)];
+        let ok: Records<'_> = &[(0, 12, 17), (7, 30, 6)];
         // Entry 2: the `triple` record as before, the `arch` record's value past the end
         // (its key the one checked before); entry 3: a key offset past the end.
-        let value_past: &[(u64, u64, u64)] = &[(0, 12, 17), (7, 30, 1 << 20)];
-        let key_past: &[(u64, u64, u64)] = &[(0, 12, 17), (1 << 20, 30, 6)];
+        let value_past: Records<'_> = &[(0, 12, 17), (7, 30, 1 << 20)];
+        let key_past: Records<'_> = &[(0, 12, 17), (1 << 20, 30, 6)];
         let good = v2(strtab, &[ok, ok, ok]);
         assert!(OffloadBinary::parse(&good, &Limits::default()).is_ok());
         let records_at = |entry: u64, record: u64| 32 + 40 * 3 + 24 * (2 * entry + record);
