@@ -453,7 +453,7 @@ fn check_nested(
     seen: &mut alloc::collections::BTreeSet<(usize, usize)>,
 ) -> Result<()> {
     if !binary.may_nest() {
-        // Its parse saw no image that is an OffloadBinary.
+        // The sequence's parse saw no image that is an OffloadBinary.
         return Ok(());
     }
     for e in binary.entries() {

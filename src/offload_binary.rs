@@ -38,12 +38,13 @@ pub struct OffloadBinary<'data> {
     /// The bytes holding the binary's strings, checked as UTF-8 once (see [`Span`]); empty
     /// when they were not (a lookup then checks the value it returns).
     text: &'data str,
-    /// What the entries' images may be ([`Holds`]): `parse` knows, a binary read again
-    /// from a sequence has the sequence's.
+    /// What the entries' images may be ([`Holds`]): noted by a sequence's parse (a binary
+    /// read again from the sequence has the sequence's); anything after
+    /// [`OffloadBinary::parse`], which does not read the images.
     holds: Holds,
 }
 
-/// What the images of an OffloadBinary's entries are, as its parse saw them: an
+/// What the images of an OffloadBinary's entries are, as a sequence's parse saw them: an
 /// OffloadBinary ([`Holds::NESTED`], `FORMATS.md` §6.8), a fatbinary of image kind 4
 /// ([`Holds::FATBINS`]). The walks that look for them skip a binary without.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,7 +67,8 @@ impl Holds {
         if is_offload_binary(image) {
             holds |= Holds::NESTED.0;
         }
-        if kind == crate::image::ImageKind::Fatbinary.code() && crate::nvfatbin::is_fatbin(image) {
+        // `ImageKind` 4: a fatbinary (`FORMATS.md` §6).
+        if kind == 4 && crate::nvfatbin::is_fatbin(image) {
             holds |= Holds::FATBINS.0;
         }
         Holds(holds)
@@ -628,6 +630,13 @@ pub fn described_len(data: &[u8]) -> Option<u64> {
 impl<'data> OffloadBinary<'data> {
     /// Parses the OffloadBinary at `data[0]`; it must lie inside `data`.
     pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
+        Self::parse_images(data, limits, false)
+    }
+
+    /// [`OffloadBinary::parse`]; with `images`, also notes what the entries' images are
+    /// ([`Holds`], from their first bytes: the walks of a sequence's units look for nested
+    /// binaries and fatbinaries), else leaves the images unread.
+    fn parse_images(data: &'data [u8], limits: &Limits, images: bool) -> Result<Self> {
         let h = Header::read(data)?;
         let data = bytes::sub(data, 0, h.size, "OffloadBinary")?;
         let mut binary = OffloadBinary {
@@ -645,7 +654,7 @@ impl<'data> OffloadBinary<'data> {
             return Ok(binary);
         }
         h.check_table(limits)?;
-        let (span, holds) = binary.check_entries(limits)?;
+        let (span, holds) = binary.check_entries(limits, images)?;
         binary.text = span.text(data);
         binary.holds = holds;
         Ok(binary)
@@ -671,12 +680,13 @@ impl<'data> OffloadBinary<'data> {
 
     /// Checks every entry, every string record, and that the entries' string records fit in
     /// the binary: entries may not share string records, which keeps validation linear in
-    /// its size. Returns where the strings lie, and what the entries' images are.
-    fn check_entries(&self, limits: &Limits) -> Result<(Span, Holds)> {
+    /// its size. Returns where the strings lie, and what the entries' images are (with
+    /// `images`; else anything: they are not read).
+    fn check_entries(&self, limits: &Limits, images: bool) -> Result<(Span, Holds)> {
         let size = u64_of(self.data.len());
         let mut records = 0u64;
         let mut span = Span::EMPTY;
-        let mut holds = Holds::default();
+        let mut holds = if images { Holds::default() } else { Holds::ANY };
         // One pass over the entry table (`check_table` put it inside the binary) and each
         // entry's string records, sliced once rather than read by index.
         let truncated = |at| Error::new(ErrorKind::Truncated, at, "OffloadBinary entry truncated");
@@ -697,7 +707,9 @@ impl<'data> OffloadBinary<'data> {
             } else {
                 strings.check_records(table, max_len, &mut v2_records, &mut span)?;
             }
-            holds |= Holds::of(e.image_kind.get(), image);
+            if images {
+                holds |= Holds::of(e.image_kind.get(), image);
+            }
             records = records.saturating_add(strings.len());
             if records.saturating_mul(stride) > size {
                 return Err(Error::new(
@@ -711,8 +723,8 @@ impl<'data> OffloadBinary<'data> {
         Ok((span, holds))
     }
 
-    /// Whether an entry's image may be an OffloadBinary (false only when this binary's parse
-    /// saw that none is).
+    /// Whether an entry's image may be an OffloadBinary (false only when the parse of the
+    /// sequence it was read from saw that none is).
     pub(crate) fn may_nest(&self) -> bool {
         self.holds.has(Holds::NESTED)
     }
@@ -987,7 +999,8 @@ impl<'data> OffloadBinaries<'data> {
                     "number of OffloadBinaries exceeds the limit",
                 ));
             }
-            let b = OffloadBinary::parse(tail, limits).map_err(|e| e.rebase(u64_of(pos)))?;
+            let b = OffloadBinary::parse_images(tail, limits, true)
+                .map_err(|e| e.rebase(u64_of(pos)))?;
             if count == 0 {
                 text = b.text;
             }
