@@ -940,6 +940,7 @@ pub struct OffloadBinaryEntries<'data> {
 impl<'data> Iterator for OffloadBinaryEntries<'data> {
     type Item = OffloadBinaryEntry<'data>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let (raw, rest) = self.table.split_first_chunk::<40>()?;
         self.table = rest;
