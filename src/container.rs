@@ -626,6 +626,23 @@ impl<'a> Iterator for Images<'a> {
                 &mut self.ids,
             ));
         }
+        // And an entry of the OffloadBinary being walked.
+        if let State::Binaries {
+            current: Some(entries),
+            ..
+        } = &mut self.state
+        {
+            if let Some(e) = entries.next() {
+                self.index = i.saturating_add(1);
+                let offset = bytes::offset_in(self.file, e.image);
+                return Some(Image::from_offload_entry_at(
+                    i,
+                    &e,
+                    listed_kind(&e),
+                    offset,
+                ));
+            }
+        }
         let image = match &mut self.state {
             // Above.
             State::Bundle(_) => None,
@@ -639,13 +656,7 @@ impl<'a> Iterator for Images<'a> {
                 nested,
             } => loop {
                 if let Some(e) = current.as_mut().and_then(|c| c.next()) {
-                    let mut image = Image::from_offload_entry(i, &e);
-                    // An image that is itself an OffloadBinary is no code of its own kind:
-                    // its images are listed after the sequence's entries.
-                    if offload_binary::is_offload_binary(e.image) {
-                        image.image_kind = ImageKind::None;
-                    }
-                    break Some(image);
+                    break Some(Image::from_offload_entry_at(i, &e, listed_kind(&e), None));
                 }
                 let Some((_, b)) = binaries.next() else {
                     break nested
@@ -716,6 +727,18 @@ impl<'a> Iterator for Images<'a> {
             image.offset = bytes::offset_in(self.file, image.bytes);
         }
         Some(image)
+    }
+}
+
+/// The image kind [`OpenUnit::images`] lists an OffloadBinary entry with: an image that is
+/// itself an OffloadBinary is no code of its own kind (its images are listed after the
+/// sequence's entries).
+#[inline]
+fn listed_kind(e: &offload_binary::OffloadBinaryEntry<'_>) -> ImageKind {
+    if offload_binary::is_offload_binary(e.image) {
+        ImageKind::None
+    } else {
+        ImageKind::from_code(e.image_kind)
     }
 }
 

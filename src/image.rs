@@ -359,21 +359,32 @@ impl<'a> Image<'a> {
     tools_pub! {
         /// An image from an OffloadBinary entry.
         pub fn from_offload_entry(index: usize, e: &OffloadBinaryEntry<'a>) -> Self {
-            Image {
-                index,
-                format: Format::OffloadBinary,
-                entry_id: None,
-                offload_kind: OffloadKind::from_code(e.offload_kind),
-                triple: e.strings.get_str("triple"),
-                target_id: e.strings.get_str("arch"),
-                image_kind: ImageKind::from_code(e.image_kind),
-                flags: e.flags,
-                strings: Some(e.strings),
-                bytes: e.image,
-                encoded: None,
-                offset: None,
-                ptx_isa: None,
-            }
+            Self::from_offload_entry_at(index, e, ImageKind::from_code(e.image_kind), None)
+        }
+    }
+
+    /// [`Image::from_offload_entry`] with the image kind and [`Image::offset`] given.
+    #[inline(never)]
+    pub(crate) fn from_offload_entry_at(
+        index: usize,
+        e: &OffloadBinaryEntry<'a>,
+        image_kind: ImageKind,
+        offset: Option<u64>,
+    ) -> Self {
+        Image {
+            index,
+            format: Format::OffloadBinary,
+            entry_id: None,
+            offload_kind: OffloadKind::from_code(e.offload_kind),
+            triple: e.strings.get_str("triple"),
+            target_id: e.strings.get_str("arch"),
+            image_kind,
+            flags: e.flags,
+            strings: Some(e.strings),
+            bytes: e.image,
+            encoded: None,
+            offset,
+            ptx_isa: None,
         }
     }
 
