@@ -1,7 +1,9 @@
 //! Library-level costs (issue P4): parsing and iterating uncompressed containers, per entry,
 //! as the entry count grows (1 → 10 000) and as the images grow (must not matter).
 //!
-//! `cargo bench --bench parse` (add `-- --warm-up-time 1 --measurement-time 2` for a quick run).
+//! `cargo bench --bench parse` (add `-- --warm-up-time 1 --measurement-time 2` for a quick run);
+//! `PARSE_MIN_OF=400 cargo bench --bench parse` for the least of 400 rounds per entry count,
+//! `PARSE_ONLY=offload_walk` (or `offload_walk/1000`) with it for one walk (for a profiler).
 //!
 //! Groups: `bundle_entries` walks a binary bundle as every caller does (`units`, `open`,
 //! `images`: the entry ID split into kind, triple and target ID, the image's first bytes
