@@ -1,7 +1,9 @@
 //! Library-level costs (issue P4): parsing and iterating uncompressed containers, per entry,
 //! as the entry count grows (1 → 10 000) and as the images grow (must not matter).
 //!
-//! `cargo bench --bench parse` (add `-- --warm-up-time 1 --measurement-time 2` for a quick run).
+//! `cargo bench --bench parse` (add `-- --warm-up-time 1 --measurement-time 2` for a quick run);
+//! `PARSE_MIN_OF=400 cargo bench --bench parse` for the least of 400 rounds per entry count,
+//! `PARSE_ONLY=offload_walk` (or `offload_walk/1000`) with it for one walk (for a profiler).
 //!
 //! Groups: `bundle_entries` walks a binary bundle as every caller does (`units`, `open`,
 //! `images`: the entry ID split into kind, triple and target ID, the image's first bytes
@@ -257,8 +259,10 @@ fn corpus_files(c: &mut Criterion) {
 /// `PARSE_MIN_OF=R`: instead of criterion, each walk of `entry_counts` timed as the least
 /// of R rounds (each a few microseconds of repeated walks), per entry. The least round is
 /// what the code costs when nothing else holds the CPU: on a shared machine it moves much
-/// less than criterion's mean.
+/// less than criterion's mean. `PARSE_ONLY=NAME` runs only the walks whose name contains
+/// `NAME`, `PARSE_ONLY=NAME/N` only that walk at `N` entries (for a profiler).
 fn min_of(rounds: u32) {
+    let only = std::env::var("PARSE_ONLY").unwrap_or_default();
     type Walk = (&'static str, fn(usize) -> Vec<u8>, fn(&[u8]) -> usize);
     let walks: [Walk; 4] = [
         ("bundle_entries", |n| bundle(n, 64, 1), walk),
@@ -268,6 +272,13 @@ fn min_of(rounds: u32) {
     ];
     for (name, make, f) in walks {
         for n in [1usize, 10, 100, 1000, 10_000] {
+            let wanted = match only.split_once('/') {
+                Some((w, count)) => name == w && count == n.to_string(),
+                None => name.contains(only.as_str()),
+            };
+            if !wanted {
+                continue;
+            }
             let data = make(n);
             let reps = (2_000 / n).max(2);
             let mut best = f64::INFINITY;

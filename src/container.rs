@@ -403,6 +403,7 @@ impl<'data> OpenUnit<'data> {
             index: 0,
             state,
             file: self.unit.file,
+            ids: Default::default(),
         }
     }
 }
@@ -429,7 +430,7 @@ impl OpenUnit<'_> {
             // The unit's own entries, compressed binaries' from their inflated bytes.
             let mut entries = NestedWalk::new(seq, &self.owned, self.options.limits);
             let mut outer = 0usize;
-            while entries.next_outer().is_some() {
+            while entries.next_outer(true).is_some() {
                 outer = outer.saturating_add(1);
             }
             NestedWalk::new(seq, &self.owned, self.options.limits)
@@ -451,6 +452,10 @@ fn check_nested(
     count: &mut u64,
     seen: &mut alloc::collections::BTreeSet<(usize, usize)>,
 ) -> Result<()> {
+    if !binary.may_nest() {
+        // The sequence's parse saw no image that is an OffloadBinary.
+        return Ok(());
+    }
     for e in binary.entries() {
         if !offload_binary::is_offload_binary(e.image)
             || !seen.insert((e.image.as_ptr() as usize, e.image.len()))
@@ -507,8 +512,9 @@ impl<'a> NestedWalk<'a> {
         }
     }
 
-    /// The next outer entry: (its index, its image).
-    fn next_outer(&mut self) -> Option<(usize, &'a [u8])> {
+    /// The next outer entry: (its index, its image). Unless `all`, the entries of a binary
+    /// whose parse saw no image that is an OffloadBinary are counted, not read.
+    fn next_outer(&mut self, all: bool) -> Option<(usize, &'a [u8])> {
         loop {
             if let Some(e) = self.current.as_mut().and_then(|c| c.next()) {
                 let i = self.outer;
@@ -516,13 +522,19 @@ impl<'a> NestedWalk<'a> {
                 return Some((i, e.image));
             }
             let (_, b) = self.binaries.next()?;
-            self.current = if b.is_compressed() {
+            let b = if b.is_compressed() {
                 let inflated = self.owned.next()?;
-                OffloadBinary::parse(inflated, &crate::options::Limits::UNLIMITED)
-                    .ok()
-                    .map(|b| b.entries())
+                OffloadBinary::parse(inflated, &crate::options::Limits::UNLIMITED).ok()
             } else {
-                Some(b.entries())
+                Some(b)
+            };
+            self.current = match b {
+                Some(b) if !all && !b.may_nest() => {
+                    let n = usize::try_from(b.entry_count()).unwrap_or(usize::MAX);
+                    self.outer = self.outer.saturating_add(n);
+                    None
+                }
+                b => b.map(|b| b.entries()),
             };
         }
     }
@@ -536,7 +548,7 @@ impl<'a> Iterator for NestedWalk<'a> {
             if let Some(leaf) = self.pending.next() {
                 return Some((self.pending_outer, leaf));
             }
-            let (i, image) = self.next_outer()?;
+            let (i, image) = self.next_outer(false)?;
             if !offload_binary::is_offload_binary(image)
                 || !self.seen.insert((image.as_ptr() as usize, image.len()))
             {
@@ -556,9 +568,17 @@ pub struct Images<'a> {
     index: usize,
     state: State<'a>,
     file: &'a [u8],
+    /// Splits the entry IDs, reusing the last split for the next ID with the same kind and
+    /// triple.
+    ids: crate::entry_id::IdSplitter<'a>,
 }
 
 #[derive(Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per `Images` iterator, never moved per image; boxing the OffloadBinary \
+              walk would allocate in a walk that allocates nothing"
+)]
 enum State<'a> {
     Bundle(BundleEntries<'a>),
     Text(TextEntries<'a>),
@@ -591,9 +611,44 @@ impl<'a> Iterator for Images<'a> {
 
     fn next(&mut self) -> Option<Image<'a>> {
         let i = self.index;
+        // The common case on its own: an entry of a binary bundle, its image built where it
+        // is returned rather than moved there.
+        if let State::Bundle(it) = &mut self.state {
+            let e = it.next()?;
+            self.index = i.saturating_add(1);
+            let offset = bytes::offset_in(self.file, e.data);
+            return Some(Image::from_split_id(
+                i,
+                Format::Bundle,
+                e.id,
+                e.data,
+                offset,
+                &mut self.ids,
+            ));
+        }
+        // And an entry of the OffloadBinary being walked.
+        if let State::Binaries {
+            current: Some(entries),
+            ..
+        } = &mut self.state
+        {
+            if let Some(e) = entries.next() {
+                self.index = i.saturating_add(1);
+                let offset = bytes::offset_in(self.file, e.image);
+                return Some(Image::from_offload_entry_at(
+                    i,
+                    &e,
+                    listed_kind(&e),
+                    offset,
+                ));
+            }
+        }
         let image = match &mut self.state {
-            State::Bundle(it) => it.next().map(|e| Image::from_bundle_entry(i, &e)),
-            State::Text(it) => it.next().map(|e| Image::from_text_entry(i, &e)),
+            // Above.
+            State::Bundle(_) => None,
+            State::Text(it) => it.next().map(|e| {
+                Image::from_split_id(i, Format::TextBundle, e.id, e.data, None, &mut self.ids)
+            }),
             State::Binaries {
                 binaries,
                 current,
@@ -601,13 +656,7 @@ impl<'a> Iterator for Images<'a> {
                 nested,
             } => loop {
                 if let Some(e) = current.as_mut().and_then(|c| c.next()) {
-                    let mut image = Image::from_offload_entry(i, &e);
-                    // An image that is itself an OffloadBinary is no code of its own kind:
-                    // its images are listed after the sequence's entries.
-                    if offload_binary::is_offload_binary(e.image) {
-                        image.image_kind = ImageKind::None;
-                    }
-                    break Some(image);
+                    break Some(Image::from_offload_entry_at(i, &e, listed_kind(&e), None));
                 }
                 let Some((_, b)) = binaries.next() else {
                     break nested
@@ -625,7 +674,9 @@ impl<'a> Iterator for Images<'a> {
             },
             State::Object(it) => it
                 .next()
-                .map(|(id, data)| Image::from_id(i, Format::Bundle, id, data)),
+                .map(|(id, data)| {
+                    Image::from_split_id(i, Format::Bundle, id, data, None, &mut self.ids)
+                }),
             State::Elf(e) => e.take().map(|d| Image::from_elf(i, d)),
             State::Fatbin { entries, base } => entries.next().map(|e| match e.image() {
                 Some(bytes) => Image::from_fatbin_entry(i, &e, bytes),
@@ -676,6 +727,18 @@ impl<'a> Iterator for Images<'a> {
             image.offset = bytes::offset_in(self.file, image.bytes);
         }
         Some(image)
+    }
+}
+
+/// The image kind [`OpenUnit::images`] lists an OffloadBinary entry with: an image that is
+/// itself an OffloadBinary is no code of its own kind (its images are listed after the
+/// sequence's entries).
+#[inline]
+fn listed_kind(e: &offload_binary::OffloadBinaryEntry<'_>) -> ImageKind {
+    if offload_binary::is_offload_binary(e.image) {
+        ImageKind::None
+    } else {
+        ImageKind::from_code(e.image_kind)
     }
 }
 
@@ -1475,7 +1538,8 @@ impl<'data> Units<'data> {
         match parse_blob(blob, at, any, options) {
             Ok((content, len)) => {
                 if let UnitContent::OffloadBinaries(s) = content {
-                    *nested = Some(NestedFatbins::new(s));
+                    // Their parse saw whether an entry holds a fatbinary.
+                    *nested = s.may_hold_fatbins().then(|| NestedFatbins::new(s));
                 }
                 Ok(cursor.unit(walked, start, content, len, options, resume))
             }

@@ -66,6 +66,13 @@ fn first_dashes(id: &[u8]) -> ([usize; 5], usize) {
 impl<'a> EntryId<'a> {
     /// Splits a bundle entry ID.
     pub fn parse(id: &'a str) -> Result<Self> {
+        Self::split(id).map(|(e, _)| e)
+    }
+
+    /// [`EntryId::parse`], and the positions of the first and fifth `-` when the ID has five
+    /// (a 4-field triple and a target: the split of every ID with the same bytes up to the
+    /// fifth `-` is the same).
+    fn split(id: &'a str) -> Result<(Self, Option<(usize, usize)>)> {
         let invalid = |what| Error::new(ErrorKind::InvalidId, 0, what);
         const NO_TRIPLE: &str =
             "bundle entry ID has no triple (expected <kind>-<arch>-<vendor>-<os>[-<env>[-<target>]])";
@@ -94,6 +101,7 @@ impl<'a> EntryId<'a> {
         }
         let from = d0.saturating_add(1);
         let field = |start: usize, end: usize| id.get(start..end).unwrap_or("");
+        let dashes = (n == 5).then_some((d0, d4));
         let (triple, target) = match n {
             3 => (field(from, id.len()), None),
             4 => {
@@ -108,11 +116,50 @@ impl<'a> EntryId<'a> {
             // A 4-field triple is stored with its separator to the target ("...-amdhsa-" + "-gfx").
             _ => (field(from, d4), Some(field(d4.saturating_add(1), id.len()))),
         };
-        Ok(EntryId {
-            kind,
-            triple,
-            target_id: target.filter(|t| !t.is_empty()),
-        })
+        Ok((
+            EntryId {
+                kind,
+                triple,
+                target_id: target.filter(|t| !t.is_empty()),
+            },
+            dashes,
+        ))
+    }
+}
+
+/// Splits the IDs of one bundle's entries ([`EntryId::parse`]), reusing the split of the
+/// last ID that had five `-` when the next starts with the same bytes up to its fifth `-`
+/// (`hipv4-amdgcn-amd-amdhsa--`): the same first five `-`, so the same kind and triple,
+/// the target the rest. Real bundles name every entry with one kind and triple.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct IdSplitter<'a> {
+    /// The last ID's bytes up to and with its fifth `-`; empty when there is none.
+    prefix: &'a [u8],
+    /// The position of its first `-`.
+    kind_end: usize,
+}
+
+impl<'a> IdSplitter<'a> {
+    /// Splits `id` as [`EntryId::parse`] does.
+    #[inline]
+    pub(crate) fn split(&mut self, id: &'a str) -> Result<EntryId<'a>> {
+        let prefix = self.prefix;
+        if !prefix.is_empty() && id.as_bytes().starts_with(prefix) {
+            let d4 = prefix.len().saturating_sub(1);
+            let field = |start: usize, end: usize| id.get(start..end).unwrap_or("");
+            let target = field(prefix.len(), id.len());
+            return Ok(EntryId {
+                kind: field(0, self.kind_end),
+                triple: field(self.kind_end.saturating_add(1), d4),
+                target_id: (!target.is_empty()).then_some(target),
+            });
+        }
+        let (e, dashes) = EntryId::split(id)?;
+        if let Some((d0, d4)) = dashes {
+            self.prefix = id.as_bytes().get(..=d4).unwrap_or_default();
+            self.kind_end = d0;
+        }
+        Ok(e)
     }
 }
 
@@ -249,6 +296,42 @@ mod tests {
         assert!(EntryId::parse("hip").is_err());
         assert!(EntryId::parse("hip-amdgcn").is_err());
         assert!(EntryId::parse("-amdgcn-amd-amdhsa--gfx906").is_err());
+    }
+
+    #[test]
+    fn the_reused_split_is_the_split() {
+        // IDs one after the other as a bundle lists them: the same kind and triple with
+        // other targets (empty, with '-', with features), then other prefixes, and back.
+        let ids = [
+            "hipv4-amdgcn-amd-amdhsa--gfx900",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-",
+            "hipv4-amdgcn-amd-amdhsa--",
+            "hipv4-amdgcn-amd-amdhsa--gfx9-generic",
+            "hipv4-amdgcn-amd-amdhsa-",
+            "hipv4-amdgcn-amd-amdhsa",
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+            "hipv4-amdgcn-amd-amdhsa-gnu-gfx1100",
+            "host-x86_64-unknown-linux-gnu-",
+            "host-x86_64-unknown-linux--",
+            "host-x86_64-unknown-linux-gnu-",
+            "hipv4-amdgcn-amd-amdhsa--gfx942",
+            "hip-amdgcn-amd-amdhsa-gfx906",
+            "hip-amdgcn-amd-amdhsa-gfx906-x",
+            "-amdgcn-amd-amdhsa--gfx906",
+            "openmp-nvptx64-nvidia-cuda--sm_90",
+            "openmp-nvptx64-nvidia-cuda--",
+            "hipv4-amdgcn-amd-amdhsa--gfx900",
+        ];
+        let mut splitter = IdSplitter::default();
+        for id in ids {
+            let reused = splitter.split(id);
+            match EntryId::parse(id) {
+                Ok(e) => assert_eq!(reused.unwrap(), e, "{id}"),
+                Err(e) => assert_eq!(reused.unwrap_err(), e, "{id}"),
+            }
+        }
+        // The reuse happened: the prefix of the last ID with five '-' is kept.
+        assert_eq!(splitter.prefix, b"hipv4-amdgcn-amd-amdhsa--");
     }
 
     #[test]

@@ -11,6 +11,8 @@
 
 use alloc::vec::Vec;
 
+use zerocopy::FromBytes;
+
 use crate::bytes::{self, u64_of};
 use crate::decompress::Codec;
 use crate::error::{Error, ErrorKind, Result};
@@ -33,6 +35,50 @@ pub struct OffloadBinary<'data> {
     entries_offset: u64,
     count: u64,
     inflated_size: u64,
+    /// The bytes holding the binary's strings, checked as UTF-8 once (see [`Span`]); empty
+    /// when they were not (a lookup then checks the value it returns).
+    text: &'data str,
+    /// What the entries' images may be ([`Holds`]): noted by a sequence's parse (a binary
+    /// read again from the sequence has the sequence's); anything after
+    /// [`OffloadBinary::parse`], which does not read the images.
+    holds: Holds,
+}
+
+/// What the images of an OffloadBinary's entries are, as a sequence's parse saw them: an
+/// OffloadBinary ([`Holds::NESTED`], `FORMATS.md` §6.8), a fatbinary of image kind 4
+/// ([`Holds::FATBINS`]). The walks that look for them skip a binary without.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Holds(u8);
+
+impl Holds {
+    const NESTED: Holds = Holds(1);
+    const FATBINS: Holds = Holds(2);
+    /// Anything: a binary not checked.
+    const ANY: Holds = Holds(3);
+
+    fn has(self, what: Holds) -> bool {
+        self.0 & what.0 != 0
+    }
+
+    /// What the entry of image kind `kind` with image `image` is.
+    #[inline]
+    fn of(kind: u16, image: &[u8]) -> Holds {
+        let mut holds = 0;
+        if is_offload_binary(image) {
+            holds |= Holds::NESTED.0;
+        }
+        // `ImageKind` 4: a fatbinary (`FORMATS.md` §6).
+        if kind == 4 && crate::nvfatbin::is_fatbin(image) {
+            holds |= Holds::FATBINS.0;
+        }
+        Holds(holds)
+    }
+}
+
+impl core::ops::BitOrAssign for Holds {
+    fn bitor_assign(&mut self, other: Holds) {
+        self.0 |= other.0;
+    }
 }
 
 tools_fields! {
@@ -64,6 +110,8 @@ pub struct StringMap<'data> {
     offset: u64,
     count: u64,
     version: u32,
+    /// The binary's strings checked as UTF-8 ([`OffloadBinary`]'s `text`).
+    text: &'data str,
 }
 
 impl<'data> StringMap<'data> {
@@ -86,37 +134,66 @@ impl<'data> StringMap<'data> {
     }
 
     /// The value of `key` (the first record with that key), if any.
+    #[inline]
     pub fn get(&self, key: &str) -> Option<&'data [u8]> {
-        // The records were checked when the binary was parsed: each key is compared in
-        // place (its bytes, then the NUL after them) and only the match's value decoded.
+        // The records were checked when the binary was parsed: the record table is sliced
+        // once, each key compared in place (its bytes, then the NUL after them) and only
+        // the match's value decoded.
         let key = key.as_bytes();
-        if key.contains(&0) {
-            return None;
-        }
-        for i in 0..self.count {
-            let at = self.record_at(i).ok()?;
-            let (key_offset, value) = if self.version == 1 {
-                let r = bytes::read::<StringEntryV1>(self.binary, at, "").ok()?;
-                (r.key_offset.get(), Err(r.value_offset.get()))
-            } else {
-                let r = bytes::read::<StringEntryV2>(self.binary, at, "").ok()?;
-                (r.key_offset.get(), Ok((r.value_offset.get(), r.value_size.get())))
-            };
-            let stored = bytes::rest(self.binary, key_offset, "").ok()?;
-            // Keys are a few bytes: compared inline rather than by a call to `memcmp`.
-            if stored.get(key.len()) == Some(&0) && stored.iter().zip(key).all(|(a, b)| a == b) {
-                return match value {
-                    Ok((offset, size)) => bytes::sub(self.binary, offset, size, "").ok(),
-                    Err(offset) => c_string(self.binary, offset, at, u64::MAX).ok(),
-                };
+        // A key shorter than 8 bytes and its NUL, as one little-endian word and the mask of
+        // its bytes: compared with one load where 8 bytes follow the stored key's offset.
+        let word = if key.len() < 8 {
+            // Built from the last byte down; the mask starts with the NUL's byte.
+            let (mut word, mut mask) = (0u64, 0xFFu64);
+            for &b in key.iter().rev() {
+                word = word.wrapping_shl(8) | u64::from(b);
+                mask = mask.wrapping_shl(8) | 0xFF;
             }
+            // A stored key holds no NUL: a key with one matches none.
+            if has_zero_byte(word | !(mask >> 8)) {
+                return None;
+            }
+            Some((word, mask))
+        } else {
+            if key.contains(&0) {
+                return None;
+            }
+            None
+        };
+        self.find(key, word)
+    }
+
+    /// [`StringMap::get`] once the key is known to hold no NUL (`word`: the key as one word
+    /// and its mask, when it is shorter than 8 bytes).
+    fn find(&self, key: &[u8], word: Option<(u64, u64)>) -> Option<&'data [u8]> {
+        let len = self.count.checked_mul(self.stride())?;
+        let table = bytes::sub(self.binary, self.offset, len, "").ok()?;
+        // The record's value field: (offset, size), or (offset, no size) for version 1.
+        let (offset, size) = if self.version == 1 {
+            let r = find_key::<16>(self.binary, table, key, word)?;
+            (u64_of_le(r.get(8..)?)?, None)
+        } else {
+            let r = find_key::<24>(self.binary, table, key, word)?;
+            (u64_of_le(r.get(8..)?)?, Some(u64_of_le(r.get(16..)?)?))
+        };
+        match size {
+            Some(size) => bytes::sub(self.binary, offset, size, "").ok(),
+            None => c_string(self.binary, offset, 0, u64::MAX).ok(),
         }
-        None
     }
 
     /// The value of `key` as UTF-8 text, if present and valid.
+    #[inline]
     pub fn get_str(&self, key: &str) -> Option<&'data str> {
-        self.get(key).and_then(|v| core::str::from_utf8(v).ok())
+        let value = self.get(key)?;
+        // A value inside the strings `parse` checked as UTF-8 is text exactly when it
+        // starts and ends on character boundaries there (UTF-8 synchronises itself): a
+        // slice of that text, without decoding it again.
+        match bytes::offset_in(self.text.as_bytes(), value).and_then(|d| usize::try_from(d).ok())
+        {
+            Some(start) => self.text.get(start..start.checked_add(value.len())?),
+            None => core::str::from_utf8(value).ok(),
+        }
     }
 
     fn stride(&self) -> u64 {
@@ -183,15 +260,184 @@ impl<'data> StringMap<'data> {
         Ok((key, value))
     }
 
-    /// Checks record `i` as [`StringMap::record_limited`] does, without building the key
-    /// (an ASCII key, the usual one, needs no UTF-8 decoding).
-    fn check_record(&self, i: u64, max_len: u64) -> Result<()> {
-        let (key, _, at) = self.record_bytes(i, max_len)?;
-        if !key.is_ascii() && core::str::from_utf8(key).is_err() {
-            return Err(key_not_utf8(at));
+    /// Checks the `N`-byte string records `table` (this map's, at its offset) with
+    /// [`StringMap::check_record`]; `N` is a constant, so the records are stepped through
+    /// without a division. A record equal to the one `checked` holds for its position in an
+    /// entry was checked already (the same bytes, the same limit: entries written by LLVM
+    /// share one `triple` record), and its strings are in `span`.
+    #[inline(always)]
+    fn check_records<const N: usize>(
+        &self,
+        table: &[u8],
+        max_len: u64,
+        checked: &mut RecordCache<N>,
+        span: &mut Span,
+    ) -> Result<()> {
+        let mut at = self.offset;
+        for (s, record) in table.chunks_exact(N).enumerate() {
+            let slot = checked.get_mut(s);
+            if let (Some(Some((last, _))), Some(record)) = (&slot, record.first_chunk::<N>()) {
+                if last == record {
+                    at = at.saturating_add(u64_of(N));
+                    continue;
+                }
+            }
+            self.check_record(record, at, max_len, slot, span)?;
+            at = at.saturating_add(u64_of(N));
         }
         Ok(())
     }
+
+    /// Checks the string record `record`, read at `at`, as [`StringMap::record_limited`]
+    /// does, without building the key (an ASCII key, the usual one, needs no UTF-8
+    /// decoding), and adds its key and value to `span`. A key at the offset of the record
+    /// `last` holds (the last record checked at this position in an entry, and its key's
+    /// length) was checked already: the same bytes, the same limit (entries written by LLVM
+    /// share one `arch` key). The record is left in `last`.
+    #[inline(always)]
+    fn check_record<const N: usize>(
+        &self,
+        record: &[u8],
+        at: u64,
+        max_len: u64,
+        last: Option<&mut Option<([u8; N], u64)>>,
+        span: &mut Span,
+    ) -> Result<()> {
+        let truncated = || Error::new(ErrorKind::Truncated, at, "string record truncated");
+        let key_offset = if self.version == 1 {
+            let r = StringEntryV1::ref_from_bytes(record).map_err(|_| truncated())?;
+            let v = c_string(
+                self.binary,
+                r.value_offset.get(),
+                at.saturating_add(8),
+                max_len,
+            )?;
+            // The value and its NUL.
+            span.add(r.value_offset.get(), u64_of(v.len()).saturating_add(1));
+            r.key_offset.get()
+        } else {
+            let r = StringEntryV2::ref_from_bytes(record).map_err(|_| truncated())?;
+            bytes::sub(
+                self.binary,
+                r.value_offset.get(),
+                r.value_size.get(),
+                "string value runs past the end of the binary",
+            )
+            .map_err(|e| Error::new(e.kind(), at.saturating_add(8), e.what()))?;
+            span.add(r.value_offset.get(), r.value_size.get());
+            r.key_offset.get()
+        };
+        let known = match &last {
+            Some(Some((record, len))) if u64_of_le(record) == Some(key_offset) => Some(*len),
+            _ => None,
+        };
+        let key_len = match known {
+            Some(len) => len,
+            None => {
+                let key = c_string(self.binary, key_offset, at, max_len)?;
+                if !key.is_ascii() && core::str::from_utf8(key).is_err() {
+                    return Err(key_not_utf8(at));
+                }
+                let len = u64_of(key.len());
+                // The key and its NUL.
+                span.add(key_offset, len.saturating_add(1));
+                len
+            }
+        };
+        if let (Some(last), Some(record)) = (last, record.first_chunk::<N>()) {
+            *last = Some((*record, key_len));
+        }
+        Ok(())
+    }
+}
+
+/// The string records [`OffloadBinary::parse`] checked last at the first positions of an
+/// entry, each with its key's length.
+type RecordCache<const N: usize> = [Option<([u8; N], u64)>; 4];
+
+/// Where the strings [`OffloadBinary::parse`] checked lie: the smallest range of the binary
+/// holding every key and value, and how many bytes they take (a string shared by several
+/// records counted each time).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u64,
+    end: u64,
+    bytes: u64,
+}
+
+impl Span {
+    const EMPTY: Span = Span {
+        start: u64::MAX,
+        end: 0,
+        bytes: 0,
+    };
+
+    /// Adds the `len` bytes at `offset` (checked to lie in the binary).
+    #[inline]
+    fn add(&mut self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        self.start = self.start.min(offset);
+        self.end = self.end.max(offset.saturating_add(len));
+        self.bytes = self.bytes.saturating_add(len);
+    }
+
+    /// The range of `data` as text, when it is UTF-8 and not much larger than the strings
+    /// (so checking it costs about what the strings' own checks would: laid out as LLVM
+    /// writes them, the strings are one table); else empty.
+    fn text<'d>(&self, data: &'d [u8]) -> &'d str {
+        let Some(len) = self.end.checked_sub(self.start) else {
+            return "";
+        };
+        if len > self.bytes.saturating_mul(2).saturating_add(4096) {
+            return "";
+        }
+        bytes::sub(data, self.start, len, "")
+            .ok()
+            .and_then(|t| core::str::from_utf8(t).ok())
+            .unwrap_or("")
+    }
+}
+
+/// The first of the `N`-byte string records in `table` whose key (at the offset in its
+/// first 8 bytes of `binary`) is `key`; `word` is `key` and its NUL as a little-endian word
+/// and its mask, when it is shorter than 8 bytes. `N` is a constant, so the records are
+/// stepped through without a division.
+#[inline(always)]
+fn find_key<'t, const N: usize>(
+    binary: &[u8],
+    table: &'t [u8],
+    key: &[u8],
+    word: Option<(u64, u64)>,
+) -> Option<&'t [u8]> {
+    table.chunks_exact(N).find(|record| {
+        let Some(stored) = u64_of_le(record)
+            .and_then(|o| usize::try_from(o).ok())
+            .and_then(|o| binary.get(o..))
+        else {
+            return false;
+        };
+        match (word, stored.first_chunk::<8>()) {
+            (Some((word, mask)), Some(first)) => u64::from_le_bytes(*first) & mask == word,
+            // Keys are a few bytes: compared inline rather than by a call to `memcmp`.
+            _ => stored.get(key.len()) == Some(&0) && stored.iter().zip(key).all(|(a, b)| a == b),
+        }
+    })
+}
+
+/// Whether a byte of `word` is 0 (exact: borrows only reach past a zero byte).
+#[inline]
+fn has_zero_byte(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    word.wrapping_sub(ONES) & !word & HIGHS != 0
+}
+
+/// The little-endian `u64` at the start of `b`, if it holds 8 bytes.
+#[inline]
+fn u64_of_le(b: &[u8]) -> Option<u64> {
+    b.first_chunk::<8>().map(|w| u64::from_le_bytes(*w))
 }
 
 /// The error of a string record at `at` whose key is not UTF-8.
@@ -384,14 +630,23 @@ pub fn described_len(data: &[u8]) -> Option<u64> {
 impl<'data> OffloadBinary<'data> {
     /// Parses the OffloadBinary at `data[0]`; it must lie inside `data`.
     pub fn parse(data: &'data [u8], limits: &Limits) -> Result<Self> {
+        Self::parse_images(data, limits, false)
+    }
+
+    /// [`OffloadBinary::parse`]; with `images`, also notes what the entries' images are
+    /// ([`Holds`], from their first bytes: the walks of a sequence's units look for nested
+    /// binaries and fatbinaries), else leaves the images unread.
+    fn parse_images(data: &'data [u8], limits: &Limits, images: bool) -> Result<Self> {
         let h = Header::read(data)?;
         let data = bytes::sub(data, 0, h.size, "OffloadBinary")?;
-        let binary = OffloadBinary {
+        let mut binary = OffloadBinary {
             data,
             version: h.version,
             entries_offset: h.entries_offset,
             count: h.count,
             inflated_size: h.inflated_size,
+            text: "",
+            holds: Holds::ANY,
         };
         if h.inflated_size != 0 {
             // Compressed (v3): the body is checked when it is inflated.
@@ -399,14 +654,18 @@ impl<'data> OffloadBinary<'data> {
             return Ok(binary);
         }
         h.check_table(limits)?;
-        binary.check_string_records(limits)?;
+        let (span, holds) = binary.check_entries(limits, images)?;
+        binary.text = span.text(data);
+        binary.holds = holds;
         Ok(binary)
     }
 
     /// The binary at `data[0]` of a sequence that [`OffloadBinaries::parse`] accepted: its
-    /// header is read again, its entries and strings (checked then) are not. `None` only if
-    /// `data` is not such a binary.
-    fn parse_validated(data: &'data [u8]) -> Option<Self> {
+    /// header is read again, its entries and strings (checked then) are not; `text` is the
+    /// text the sequence's parse checked (used where this binary's strings lie in it), and
+    /// `holds` what the images of the sequence's binaries are. `None` only if `data` is not
+    /// such a binary.
+    fn parse_validated(data: &'data [u8], text: &'data str, holds: Holds) -> Option<Self> {
         let h = Header::read(data).ok()?;
         Some(OffloadBinary {
             data: bytes::sub(data, 0, h.size, "OffloadBinary").ok()?,
@@ -414,39 +673,72 @@ impl<'data> OffloadBinary<'data> {
             entries_offset: h.entries_offset,
             count: h.count,
             inflated_size: h.inflated_size,
+            text,
+            holds,
         })
     }
 
-    /// Checks every entry and that the entries' string records fit in the binary: entries
-    /// may not share string records, which keeps validation linear in its size.
-    fn check_string_records(&self, limits: &Limits) -> Result<()> {
+    /// Checks every entry, every string record, and that the entries' string records fit in
+    /// the binary: entries may not share string records, which keeps validation linear in
+    /// its size. Returns where the strings lie, and what the entries' images are (with
+    /// `images`; else anything: they are not read).
+    fn check_entries(&self, limits: &Limits, images: bool) -> Result<(Span, Holds)> {
         let size = u64_of(self.data.len());
         let mut records = 0u64;
-        for i in 0..self.count {
-            let e = self.entry_at(i, Some(limits))?;
-            records = records.saturating_add(e.strings.len());
-            if records.saturating_mul(e.strings.stride()) > size {
+        let mut span = Span::EMPTY;
+        let mut holds = if images { Holds::default() } else { Holds::ANY };
+        // One pass over the entry table (`check_table` put it inside the binary) and each
+        // entry's string records, sliced once rather than read by index.
+        let truncated = |at| Error::new(ErrorKind::Truncated, at, "OffloadBinary entry truncated");
+        let table_len = self.count.saturating_mul(OFFLOAD_ENTRY_SIZE);
+        let table = bytes::sub(self.data, self.entries_offset, table_len, "")
+            .map_err(|_| truncated(self.entries_offset))?;
+        let mut at = self.entries_offset;
+        let entry_size = usize::try_from(OFFLOAD_ENTRY_SIZE).unwrap_or(usize::MAX);
+        let mut v1_records = RecordCache::<16>::default();
+        let mut v2_records = RecordCache::<24>::default();
+        for raw in table.chunks_exact(entry_size) {
+            let e = OffloadEntry::ref_from_bytes(raw).map_err(|_| truncated(at))?;
+            let (image, strings, table) = self.entry_parts(e, at, Some(limits))?;
+            let stride = strings.stride();
+            let max_len = limits.max_id_len;
+            if self.version == 1 {
+                strings.check_records(table, max_len, &mut v1_records, &mut span)?;
+            } else {
+                strings.check_records(table, max_len, &mut v2_records, &mut span)?;
+            }
+            if images {
+                holds |= Holds::of(e.image_kind.get(), image);
+            }
+            records = records.saturating_add(strings.len());
+            if records.saturating_mul(stride) > size {
                 return Err(Error::new(
                     ErrorKind::Malformed,
-                    self.entries_offset
-                        .saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE)),
+                    at,
                     "string records of the entries overlap (more than the binary can hold)",
                 ));
             }
+            at = at.saturating_add(OFFLOAD_ENTRY_SIZE);
         }
-        Ok(())
+        Ok((span, holds))
     }
 
-    /// Decodes and checks entry `i`.
-    ///
-    /// With `limits`, also checks the string count and every string record (done once by
-    /// `parse`; iteration passes `None`).
-    fn entry_at(&self, i: u64, limits: Option<&Limits>) -> Result<OffloadBinaryEntry<'data>> {
-        // In bounds: `parse` checked entries_offset + count * 40 <= size.
-        let at = self
-            .entries_offset
-            .saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE));
-        let e: &OffloadEntry = bytes::read(self.data, at, "OffloadBinary entry truncated")?;
+    /// Whether an entry's image may be an OffloadBinary (false only when the parse of the
+    /// sequence it was read from saw that none is).
+    pub(crate) fn may_nest(&self) -> bool {
+        self.holds.has(Holds::NESTED)
+    }
+
+
+    /// The image, the string map and the string records of the entry `e` read at `at`,
+    /// checked against the binary (and the string count against `limits`).
+    #[inline(always)]
+    fn entry_parts(
+        &self,
+        e: &OffloadEntry,
+        at: u64,
+        limits: Option<&Limits>,
+    ) -> Result<(&'data [u8], StringMap<'data>, &'data [u8])> {
         let image = bytes::sub(
             self.data,
             e.image_offset.get(),
@@ -467,6 +759,7 @@ impl<'data> OffloadBinary<'data> {
             offset: e.string_offset.get(),
             count: num_strings,
             version: self.version,
+            text: self.text,
         };
         let table = bytes::mul(
             num_strings,
@@ -474,27 +767,14 @@ impl<'data> OffloadBinary<'data> {
             at.saturating_add(16),
             "string table size overflows",
         )?;
-        bytes::sub(
+        let records = bytes::sub(
             self.data,
             strings.offset,
             table,
             "string records lie outside the binary",
         )
         .map_err(|err| Error::new(err.kind(), at.saturating_add(8), err.what()))?;
-        if let Some(l) = limits {
-            for s in 0..num_strings {
-                strings.check_record(s, l.max_id_len)?;
-            }
-        }
-        Ok(OffloadBinaryEntry {
-            index: usize::try_from(i).unwrap_or(usize::MAX),
-            image_kind: e.image_kind.get(),
-            offload_kind: e.offload_kind.get(),
-            flags: e.flags.get(),
-            image_offset: e.image_offset.get(),
-            image,
-            strings,
-        })
+        Ok((image, strings, records))
     }
 
     tools_pub! {
@@ -553,9 +833,12 @@ impl<'data> OffloadBinary<'data> {
 
     /// The entries in stored order.
     pub fn entries(&self) -> OffloadBinaryEntries<'data> {
+        // `parse` checked that the table lies in the binary (none is read while compressed).
+        let len = self.entry_count().saturating_mul(OFFLOAD_ENTRY_SIZE);
         OffloadBinaryEntries {
             binary: *self,
             index: 0,
+            table: bytes::sub(self.data, self.entries_offset, len, "").unwrap_or_default(),
         }
     }
 
@@ -650,19 +933,37 @@ fn with_header(head: &[u8], more: usize) -> Result<Vec<u8>> {
 pub struct OffloadBinaryEntries<'data> {
     binary: OffloadBinary<'data>,
     index: u64,
+    /// The entries not yet handed out.
+    table: &'data [u8],
 }
 
 impl<'data> Iterator for OffloadBinaryEntries<'data> {
     type Item = OffloadBinaryEntry<'data>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.index >= self.binary.entry_count() {
-            return None;
-        }
-        let e = self.binary.entry_at(self.index, None).ok();
-        self.index = self.index.saturating_add(1);
-        e
+        let (raw, rest) = self.table.split_first_chunk::<40>()?;
+        self.table = rest;
+        let i = self.index;
+        self.index = i.saturating_add(1);
+        // Checked by `parse`: reading it again cannot fail, and a failure ends nothing.
+        let at = self
+            .binary
+            .entries_offset
+            .saturating_add(i.saturating_mul(OFFLOAD_ENTRY_SIZE));
+        let e = OffloadEntry::ref_from_bytes(raw.as_slice()).ok()?;
+        let (image, strings, _) = self.binary.entry_parts(e, at, None).ok()?;
+        Some(OffloadBinaryEntry {
+            index: usize::try_from(i).unwrap_or(usize::MAX),
+            image_kind: e.image_kind.get(),
+            offload_kind: e.offload_kind.get(),
+            flags: e.flags.get(),
+            image_offset: e.image_offset.get(),
+            image,
+            strings,
+        })
     }
+
 }
 
 /// A sequence of OffloadBinaries laid out back to back, each padded with zeros
@@ -672,6 +973,10 @@ pub struct OffloadBinaries<'data> {
     data: &'data [u8],
     count: u64,
     extent: u64,
+    /// The first binary's strings, checked as UTF-8 (`OffloadBinary`'s `text`).
+    text: &'data str,
+    /// What the images of the binaries' entries are, all binaries together.
+    holds: Holds,
 }
 
 impl<'data> OffloadBinaries<'data> {
@@ -681,6 +986,8 @@ impl<'data> OffloadBinaries<'data> {
         let mut pos = 0usize;
         let mut count = 0u64;
         let mut extent = 0u64;
+        let mut text = "";
+        let mut holds = Holds::default();
         loop {
             let tail = data.get(pos..).unwrap_or(&[]);
             if count > 0 && !is_offload_binary(tail) {
@@ -693,7 +1000,12 @@ impl<'data> OffloadBinaries<'data> {
                     "number of OffloadBinaries exceeds the limit",
                 ));
             }
-            let b = OffloadBinary::parse(tail, limits).map_err(|e| e.rebase(u64_of(pos)))?;
+            let b = OffloadBinary::parse_images(tail, limits, true)
+                .map_err(|e| e.rebase(u64_of(pos)))?;
+            if count == 0 {
+                text = b.text;
+            }
+            holds |= b.holds;
             count = count.saturating_add(1);
             let end = pos.saturating_add(b.data.len());
             extent = u64_of(end);
@@ -706,6 +1018,8 @@ impl<'data> OffloadBinaries<'data> {
             data,
             count,
             extent,
+            text,
+            holds,
         })
     }
 
@@ -730,12 +1044,21 @@ impl<'data> OffloadBinaries<'data> {
         }
     }
 
+    /// Whether an entry of image kind 4 (fatbinary) of one of the binaries may hold an
+    /// NVIDIA fatbinary (false only when their parses saw that none does; compressed
+    /// binaries are not looked into).
+    pub(crate) fn may_hold_fatbins(&self) -> bool {
+        self.holds.has(Holds::FATBINS)
+    }
+
     /// The binaries, with their offsets from the start of the sequence.
     pub fn iter(&self) -> OffloadBinaryIter<'data> {
         OffloadBinaryIter {
             data: self.data,
             pos: Some(0),
             remaining: self.count,
+            text: self.text,
+            holds: self.holds,
         }
     }
 }
@@ -746,6 +1069,8 @@ pub struct OffloadBinaryIter<'data> {
     data: &'data [u8],
     pos: Option<usize>,
     remaining: u64,
+    text: &'data str,
+    holds: Holds,
 }
 
 impl<'data> Iterator for OffloadBinaryIter<'data> {
@@ -757,7 +1082,7 @@ impl<'data> Iterator for OffloadBinaryIter<'data> {
         }
         self.remaining = self.remaining.saturating_sub(1);
         let pos = self.pos?;
-        let b = OffloadBinary::parse_validated(self.data.get(pos..)?)?;
+        let b = OffloadBinary::parse_validated(self.data.get(pos..)?, self.text, self.holds)?;
         self.pos = bytes::skip_zeros(self.data, pos.saturating_add(b.data.len()));
         Some((u64_of(pos), b))
     }
@@ -908,4 +1233,153 @@ fn push_leaf<'data>(
         path: path.clone(),
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    /// An entry's string records: (key, value, value size), offsets from the string table.
+    type Records<'r> = &'r [(u64, u64, u64)];
+
+    /// Where [`v2`] puts the string table and the first image for `entries` entries of
+    /// `records` string records each and a string table of `strtab` bytes: the layout of
+    /// `OffloadBinary::write` (header, entries, records, string table, 8-aligned images).
+    fn layout(entries: usize, records: usize, strtab: usize) -> (u64, u64) {
+        let strtab_at = 32 + 40 * entries as u64 + 24 * (entries * records) as u64;
+        (strtab_at, (strtab_at + strtab as u64).div_ceil(8) * 8)
+    }
+
+    /// A version 2 OffloadBinary whose entries each have `records` string records (key,
+    /// value, size; key and value offsets from the string table's start) and an image of 16
+    /// bytes `0xC3` (half a UTF-8 character).
+    fn v2(strtab: &[u8], entries: &[Records<'_>]) -> Vec<u8> {
+        let per = entries.first().map_or(0, |e| e.len());
+        assert!(entries.iter().all(|e| e.len() == per));
+        let (strtab_at, images_at) = layout(entries.len(), per, strtab.len());
+        let total = images_at + 16 * entries.len() as u64;
+        let mut out = vec![0x10, 0xFF, 0x10, 0xAD];
+        out.extend_from_slice(&2u32.to_le_bytes());
+        for v in [total, 32, entries.len() as u64] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        let records_at = 32 + 40 * entries.len() as u64;
+        for i in 0..entries.len() as u64 {
+            out.extend_from_slice(&[1, 0, 4, 0, 0, 0, 0, 0]);
+            for v in [records_at + 24 * per as u64 * i, per as u64, images_at + 16 * i, 16] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        for e in entries {
+            for &(key, value, size) in e.iter() {
+                for v in [strtab_at + key, strtab_at + value, size] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        out.extend_from_slice(strtab);
+        out.resize(images_at as usize, 0);
+        out.resize(total as usize, 0xC3);
+        out
+    }
+
+    /// The value of `key` as text, the way every lookup did before the strings were
+    /// checked once: decoded on each lookup.
+    fn decoded<'d>(m: &StringMap<'d>, key: &str) -> Option<&'d str> {
+        m.get(key).and_then(|v| core::str::from_utf8(v).ok())
+    }
+
+    #[test]
+    fn text_lookups_agree_with_decoding_each_value() {
+        // triple\0 arch\0 amdgcn-amd-amdhsa\0 gfx90a:xnack-\0 é\0 日本\0 \xff\0 k\0
+        let strtab = "triple\0arch\0amdgcn-amd-amdhsa\0gfx90a:xnack-\0\u{e9}\0\u{65e5}\u{672c}\0";
+        let mut table = strtab.as_bytes().to_vec();
+        let bad = table.len() as u64;
+        table.extend_from_slice(b"\xff\0k\0");
+        let at = |s: &str| strtab.find(s).unwrap() as u64;
+        let (triple, arch) = (at("triple"), at("arch"));
+        let (amd, gfx, e_acute, nihon) = (at("amdgcn"), at("gfx90a"), at("\u{e9}"), at("\u{65e5}"));
+        let k = bad + 2;
+        // Values: whole strings, one cut inside 日 (3 bytes), an empty one, one in an image
+        // (bytes 0xC3: not UTF-8), and the non-UTF-8 byte of the table.
+        let (_, images_at) = layout(4, 2, table.len());
+        let (strtab_at, _) = layout(4, 2, table.len());
+        let image = images_at - strtab_at;
+        let cases: [(Records<'_>, Option<&str>, Option<&str>); 4] = [
+            (&[(triple, amd, 17), (arch, gfx, 13)], Some("amdgcn-amd-amdhsa"), Some("gfx90a:xnack-")),
+            (&[(triple, e_acute, 2), (arch, nihon, 6)], Some("\u{e9}"), Some("\u{65e5}\u{672c}")),
+            (&[(triple, nihon + 1, 2), (arch, nihon, 0)], None, Some("")),
+            (&[(triple, image, 4), (k, bad, 1)], None, None),
+        ];
+        // The same entries with the non-UTF-8 byte out of the table (checked once, sliced)
+        // and in it (no text: each lookup decodes).
+        let entries: Vec<Records<'_>> = cases.iter().map(|c| c.0).collect();
+        let with_bad = v2(&table, &entries);
+        let b = OffloadBinary::parse(&with_bad, &Limits::default()).unwrap();
+        assert!(b.text.is_empty(), "a table with a byte that is not UTF-8 is not text");
+        let clean: Vec<Records<'_>> = entries.iter().take(3).copied().collect();
+        let without = v2(&table, &clean);
+        let c = OffloadBinary::parse(&without, &Limits::default()).unwrap();
+        assert!(c.text.starts_with("triple\0arch\0"), "{:?}", c.text);
+        for binary in [b, c] {
+            for (e, case) in binary.entries().zip(&cases) {
+                assert_eq!(e.strings.get_str("triple"), case.1, "entry {}", e.index);
+                assert_eq!(e.strings.get_str("arch"), case.2, "entry {}", e.index);
+                for key in ["triple", "arch", "k", "arc", "archx", "", "arch\0"] {
+                    assert_eq!(e.strings.get_str(key), decoded(&e.strings, key), "{key:?}");
+                }
+            }
+        }
+        // The last entry: a key outside the first 8 bytes' reach of a short key.
+        let last = b.entries().nth(3).unwrap();
+        assert_eq!(last.strings.get("k"), Some(&b"\xff"[..]));
+        assert_eq!(last.strings.get("triple"), Some(&[0xC3u8; 4][..]));
+    }
+
+    #[test]
+    fn keys_match_whole_and_not_by_prefix() {
+        let strtab = b"arch\0architecture-long-key\0v1\0v2\0";
+        let long = 5u64;
+        let e: Records<'_> = &[(0, 27, 2), (long, 30, 2)];
+        let data = v2(strtab, &[e]);
+        let b = OffloadBinary::parse(&data, &Limits::default()).unwrap();
+        let m = b.entries().next().unwrap().strings;
+        assert_eq!(m.get("arch"), Some(&b"v1"[..]));
+        assert_eq!(m.get("architecture-long-key"), Some(&b"v2"[..]));
+        for no in ["arc", "archi", "architecture-long-ke", "architecture-long-keys", "arch\0"] {
+            assert_eq!(m.get(no), None, "{no:?}");
+        }
+        // No record has an empty key.
+        assert_eq!(m.get(""), None);
+    }
+
+    #[test]
+    fn records_equal_to_the_last_are_not_rechecked_but_others_are() {
+        let strtab = b"triple\0arch\0amdgcn-amd-amdhsa\0gfx90a\0";
+        let ok: Records<'_> = &[(0, 12, 17), (7, 30, 6)];
+        // Entry 2: the `triple` record as before, the `arch` record's value past the end
+        // (its key the one checked before); entry 3: a key offset past the end.
+        let value_past: Records<'_> = &[(0, 12, 17), (7, 30, 1 << 20)];
+        let key_past: Records<'_> = &[(0, 12, 17), (1 << 20, 30, 6)];
+        let good = v2(strtab, &[ok, ok, ok]);
+        assert!(OffloadBinary::parse(&good, &Limits::default()).is_ok());
+        let records_at = |entry: u64, record: u64| 32 + 40 * 3 + 24 * (2 * entry + record);
+        let e = OffloadBinary::parse(&v2(strtab, &[ok, ok, value_past]), &Limits::default())
+            .unwrap_err();
+        assert_eq!(
+            (e.kind(), e.offset()),
+            (ErrorKind::OutOfBounds, records_at(2, 1) + 8)
+        );
+        let e = OffloadBinary::parse(&v2(strtab, &[ok, ok, key_past]), &Limits::default())
+            .unwrap_err();
+        assert_eq!((e.kind(), e.offset()), (ErrorKind::OutOfBounds, records_at(2, 1)));
+        // A key offset not seen before, at the last byte (an image's): not terminated.
+        let mut unterminated = v2(strtab, &[ok, ok, ok]);
+        let end = unterminated.len() as u64;
+        let at = records_at(2, 1) as usize;
+        unterminated[at..at + 8].copy_from_slice(&(end - 1).to_le_bytes());
+        let e = OffloadBinary::parse(&unterminated, &Limits::default()).unwrap_err();
+        assert_eq!((e.kind(), e.offset()), (ErrorKind::Malformed, records_at(2, 1)));
+    }
 }
