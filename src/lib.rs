@@ -240,6 +240,9 @@ pub use image::{Format, Image, ImageKind, OffloadKind};
 pub use options::{Decoders, Limits, ReadOptions};
 pub use select::{choose, hip_force_spirv, Choice, KindFilter, Loss, Lost, Policy, SelectOptions};
 pub use stream::{choose_streaming, choose_streaming_keeping, KeptImage, StreamChoice};
+/// [`validate()`] on several threads (feature `parallel`).
+#[cfg(feature = "parallel")]
+pub use validate::validate_threaded;
 pub use validate::{validate, Finding, Severity};
 
 // The root names the tools' layer adds: the detail types the plugin tier's fields hold (a

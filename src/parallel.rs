@@ -63,28 +63,6 @@ where
     done.into_iter().map(|(_, r)| r).collect()
 }
 
-/// [`crate::validate()`] with the units checked on at most `jobs` threads (each worker
-/// decodes and hashes one compressed unit at a time): the same findings, in the same
-/// order, as with one. The C API's `oi_validate` calls it with the threads of
-/// `oi_read_options.flags`.
-///
-/// ```
-/// use offload_image::ReadOptions;
-///
-/// let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
-/// let serial = offload_image::validate(data, &ReadOptions::default());
-/// assert_eq!(offload_image::parallel::validate(data, &ReadOptions::default(), 2), serial);
-/// ```
-pub fn validate(data: &[u8], options: &crate::ReadOptions, jobs: usize) -> Vec<crate::Finding> {
-    crate::validate::validate_jobs(
-        data,
-        options,
-        &crate::driver::CudaDriver::default(),
-        &mut crate::validate::Work::default(),
-        jobs,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

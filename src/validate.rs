@@ -295,6 +295,29 @@ pub fn validate_jobs(
     })
 }
 
+/// [`validate()`] with the units checked on at most `jobs` threads (feature `parallel`; each
+/// worker decodes and hashes one compressed unit at a time): the same findings, in the same
+/// order, as with one. The C API's `oi_validate` calls it with the threads of
+/// `oi_read_options.flags`.
+///
+/// ```
+/// use offload_image::ReadOptions;
+///
+/// let data = include_bytes!("../tests/data/corpus/bundles/hip_6arch.bundle");
+/// let serial = offload_image::validate(data, &ReadOptions::default());
+/// assert_eq!(offload_image::validate_threaded(data, &ReadOptions::default(), 2), serial);
+/// ```
+#[cfg(feature = "parallel")]
+pub fn validate_threaded(data: &[u8], options: &ReadOptions, jobs: usize) -> Vec<Finding> {
+    validate_jobs(
+        data,
+        options,
+        &crate::driver::CudaDriver::default(),
+        &mut Work::default(),
+        jobs,
+    )
+}
+
 /// The findings of one unit, and what checking it read.
 type UnitFindings = (Vec<Finding>, Work);
 

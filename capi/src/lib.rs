@@ -2295,7 +2295,7 @@ pub unsafe extern "C" fn oi_validate(
             // Threads (`OI_READ_THREADS_SHIFT`): the units checked on several threads,
             // the findings those of one, in the same order.
             let found =
-                offload_image::parallel::validate(data, &read, read_threads(options.as_ref()));
+                offload_image::validate_threaded(data, &read, read_threads(options.as_ref()));
             let mut strings = Vec::with_capacity(found.len().saturating_mul(3));
             let mut findings = Vec::with_capacity(found.len());
             let mut worst = None;
