@@ -228,28 +228,49 @@ impl<'data> StringMap<'data> {
     /// than `max_len`): (key bytes, value, offset of the record).
     fn record_bytes(&self, i: u64, max_len: u64) -> Result<(&'data [u8], &'data [u8], u64)> {
         let at = self.record_at(i)?;
-        let (key_offset, value) = if self.version == 1 {
+        let (key_offset, value_offset, size) = if self.version == 1 {
             let r: &StringEntryV1 = bytes::read(self.binary, at, "string record truncated")?;
-            let v = c_string(
-                self.binary,
-                r.value_offset.get(),
-                at.saturating_add(8),
-                max_len,
-            )?;
-            (r.key_offset.get(), v)
+            (r.key_offset.get(), r.value_offset.get(), None)
         } else {
             let r: &StringEntryV2 = bytes::read(self.binary, at, "string record truncated")?;
-            let v = bytes::sub(
-                self.binary,
-                r.value_offset.get(),
-                r.value_size.get(),
-                "string value runs past the end of the binary",
-            )
-            .map_err(|e| Error::new(e.kind(), at.saturating_add(8), e.what()))?;
-            (r.key_offset.get(), v)
+            let size = Some(r.value_size.get());
+            (r.key_offset.get(), r.value_offset.get(), size)
         };
+        let (value, _) = self.value(at, value_offset, size, max_len)?;
         let key = c_string(self.binary, key_offset, at, max_len)?;
         Ok((key, value, at))
+    }
+
+    /// The value of the string record read at `at` whose value lies at `offset`:
+    /// NUL-terminated and no longer than `max_len` in a version 1 map (`size` `None`),
+    /// `size` bytes in later ones, checked against the binary (errors located at the
+    /// record's value field); and the bytes it takes there (a version 1 value's NUL
+    /// included).
+    #[inline(always)]
+    fn value(
+        &self,
+        at: u64,
+        offset: u64,
+        size: Option<u64>,
+        max_len: u64,
+    ) -> Result<(&'data [u8], u64)> {
+        let field = at.saturating_add(8);
+        match size {
+            None => {
+                let v = c_string(self.binary, offset, field, max_len)?;
+                Ok((v, u64_of(v.len()).saturating_add(1)))
+            }
+            Some(size) => {
+                let v = bytes::sub(
+                    self.binary,
+                    offset,
+                    size,
+                    "string value runs past the end of the binary",
+                )
+                .map_err(|e| Error::new(e.kind(), field, e.what()))?;
+                Ok((v, size))
+            }
+        }
     }
 
     /// Decodes record `i`, refusing NUL-terminated strings longer than `max_len` (the scan
@@ -304,29 +325,16 @@ impl<'data> StringMap<'data> {
         span: &mut Span,
     ) -> Result<()> {
         let truncated = || Error::new(ErrorKind::Truncated, at, "string record truncated");
-        let key_offset = if self.version == 1 {
+        let (key_offset, value_offset, size) = if self.version == 1 {
             let r = StringEntryV1::ref_from_bytes(record).map_err(|_| truncated())?;
-            let v = c_string(
-                self.binary,
-                r.value_offset.get(),
-                at.saturating_add(8),
-                max_len,
-            )?;
-            // The value and its NUL.
-            span.add(r.value_offset.get(), u64_of(v.len()).saturating_add(1));
-            r.key_offset.get()
+            (r.key_offset.get(), r.value_offset.get(), None)
         } else {
             let r = StringEntryV2::ref_from_bytes(record).map_err(|_| truncated())?;
-            bytes::sub(
-                self.binary,
-                r.value_offset.get(),
-                r.value_size.get(),
-                "string value runs past the end of the binary",
-            )
-            .map_err(|e| Error::new(e.kind(), at.saturating_add(8), e.what()))?;
-            span.add(r.value_offset.get(), r.value_size.get());
-            r.key_offset.get()
+            let size = Some(r.value_size.get());
+            (r.key_offset.get(), r.value_offset.get(), size)
         };
+        let (_, taken) = self.value(at, value_offset, size, max_len)?;
+        span.add(value_offset, taken);
         let known = match &last {
             Some(Some((record, len))) if u64_of_le(record) == Some(key_offset) => Some(*len),
             _ => None,

@@ -2713,24 +2713,32 @@ mod tests {
         close(r);
     }
 
+    /// Compressed bundles back to back, a good one (`true`) or one whose hash differs from
+    /// its content (`false`) at each place of `good`, and the offsets of the bad ones' hash
+    /// fields.
+    fn good_and_bad_units(good: &[bool]) -> (Vec<u8>, Vec<u64>) {
+        let (ok, bad) = (
+            corpus("compressed/hip_6arch.zstd.ccob"),
+            corpus("malformed/ccob_bad_hash.ccob"),
+        );
+        let mut bytes = Vec::new();
+        let mut bad_at = Vec::new();
+        for &g in good {
+            if !g {
+                bad_at.push(bytes.len() as u64 + 16);
+            }
+            bytes.extend_from_slice(if g { &ok } else { &bad });
+        }
+        (bytes, bad_at)
+    }
+
     /// With threads (`OI_READ_THREADS_SHIFT`) the units are checked on several threads:
     /// the damages, their order, offsets and units, and the decoding counted are those of
     /// one thread, on good and bad-hash units interleaved; an unknown flag bit is still
     /// refused.
     #[test]
     fn damage_checked_on_threads_is_the_serial_damage() {
-        let (good, bad) = (
-            corpus("compressed/hip_6arch.zstd.ccob"),
-            corpus("malformed/ccob_bad_hash.ccob"),
-        );
-        let mut bytes = Vec::new();
-        let mut bad_at = Vec::new();
-        for part in [&good, &bad, &good, &good, &bad, &good] {
-            if part == &bad {
-                bad_at.push(bytes.len() as u64 + 16);
-            }
-            bytes.extend_from_slice(part);
-        }
+        let (bytes, bad_at) = good_and_bad_units(&[true, false, true, true, false, true]);
         let damages = |threads: u32| {
             let r = open(&bytes, threads << OI_READ_THREADS_SHIFT).unwrap();
             let mut found = Vec::new();
@@ -2767,18 +2775,7 @@ mod tests {
     /// bad units' hash mismatches are errors at their header's hash field.
     #[test]
     fn validate_on_threads_is_the_serial_validate() {
-        let (good, bad) = (
-            corpus("compressed/hip_6arch.zstd.ccob"),
-            corpus("malformed/ccob_bad_hash.ccob"),
-        );
-        let mut bytes = Vec::new();
-        let mut bad_at = Vec::new();
-        for part in [&good, &bad, &good, &bad, &good] {
-            if part == &bad {
-                bad_at.push(bytes.len() as u64 + 16);
-            }
-            bytes.extend_from_slice(part);
-        }
+        let (bytes, bad_at) = good_and_bad_units(&[true, false, true, false, true]);
         let findings = |threads: u32| {
             let options = OiReadOptions {
                 flags: threads << OI_READ_THREADS_SHIFT,
